@@ -1,0 +1,80 @@
+package mapping
+
+import "time"
+
+// Kind is how a metric family behaves over time.
+type Kind uint8
+
+const (
+	// KindGauge is a value that goes up and down (ratios, throughputs, window statistics).
+	KindGauge Kind = iota
+	// KindCounter is a monotonic total; its Prometheus name ends in _total.
+	KindCounter
+	// KindHistogram is a distribution with both classic and native (exponential) buckets.
+	KindHistogram
+)
+
+func (k Kind) String() string {
+	switch k {
+	case KindGauge:
+		return "gauge"
+	case KindCounter:
+		return "counter"
+	case KindHistogram:
+		return "histogram"
+	}
+	return "unknown"
+}
+
+// Desc describes one metric family as both outlets (Prometheus and OTLP) present it.
+// A Desc is immutable once built; sources share them between snapshots.
+type Desc struct {
+	Name       string   // Prometheus name, e.g. cupti_sm_active_ratio or cupti_pcie_bytes_total
+	Help       string   // one line of help text
+	Kind       Kind     // gauge, counter or histogram
+	Unit       string   // Prometheus unit suffix without underscore (ratio, bytes, seconds, ...); "" for none
+	OTelName   string   // OpenTelemetry name, e.g. gpu.sm.active
+	OTelUnit   string   // UCUM unit for OTLP, e.g. "1", "By", "s", "By/s"
+	LabelNames []string // label names, in the order of Sample.LabelValues
+}
+
+// HistogramValue holds one histogram with classic buckets and, when Schema is set,
+// native (exponential) buckets in the Prometheus convention: bucket index i covers
+// (base^(i-1), base^i] with base = 2^(2^-Schema).
+type HistogramValue struct {
+	Count uint64
+	Sum   float64
+
+	// Classic buckets: Bounds are the upper bounds (without +Inf), Cumulative[i]
+	// counts observations <= Bounds[i].
+	Bounds     []float64
+	Cumulative []uint64
+
+	// Native buckets; Native is false when the histogram has none.
+	Native          bool
+	Schema          int32
+	ZeroThreshold   float64
+	ZeroCount       uint64
+	PositiveBuckets map[int]int64 // index -> count (not cumulative)
+}
+
+// Sample is one series of a family.
+type Sample struct {
+	LabelValues []string        // values in the order of Desc.LabelNames
+	Value       float64         // gauges and counters
+	Histogram   *HistogramValue // histograms only
+	Start       time.Time       // start of the counter/histogram accumulation; zero for gauges
+}
+
+// Family is a metric family with its series.
+type Family struct {
+	Desc    *Desc
+	Samples []Sample
+}
+
+// Snapshot is an immutable set of families produced by one source at one moment.
+// Producers build a new Snapshot and publish it atomically; readers never modify it.
+type Snapshot struct {
+	Time     time.Time
+	Families []Family
+}

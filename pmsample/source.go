@@ -1,0 +1,58 @@
+package pmsample
+
+import (
+	"context"
+
+	"github.com/cupti-exporter/cupti-exporter/mapping"
+)
+
+// Device identifies a sampled GPU; its fields become the device labels
+// (gpu, uuid, model, chip, pci_bus_id).
+type Device struct {
+	Index    int    `json:"index"`
+	UUID     string `json:"uuid"`
+	Model    string `json:"model"`
+	Chip     string `json:"chip"`
+	PCIBusID string `json:"pci_bus_id"`
+}
+
+// CatalogEntry is a metric as the source knows it: full Perfworks name and the properties
+// of its base metric.
+type CatalogEntry struct {
+	Name       string             `json:"name"` // full name with rollup and submetric
+	Properties mapping.Properties `json:"properties"`
+}
+
+// Sample is one hardware sample: its GPU time span (ns on the Unix epoch) and one value per
+// metric of the batch, in Batch.Metrics order.
+type Sample struct {
+	Start  uint64    `json:"start"`
+	End    uint64    `json:"end"`
+	Values []float64 `json:"values"`
+}
+
+// Batch is what one decode of one device produced. Loss counters are deltas since the
+// previous batch of the same device.
+type Batch struct {
+	Device  int      // Device.Index
+	Metrics []string // full Perfworks names; the same slice for every batch of a config
+	Samples []Sample
+
+	DroppedFirst   int // samples dropped because they began before Start
+	SkippedInvalid int // samples with end <= start or NaN values
+	LostImageFull  int // decodes that stopped with COUNTER_DATA_FULL (samples lost)
+	Overflows      int // hardware buffer overflows (session recreated)
+	DecodeErrors   int // decode calls that failed
+}
+
+// Source produces batches of PM samples. The CUPTI sampler and the recording replayer
+// implement it.
+type Source interface {
+	// Devices lists the devices the source samples.
+	Devices() []Device
+	// Catalog lists the metrics the source samples, with their properties.
+	Catalog() []CatalogEntry
+	// Run delivers batches to sink until ctx ends or the source ends (replay without loop);
+	// sink is called from one goroutine per device and must not block for long.
+	Run(ctx context.Context, sink func(Batch)) error
+}
