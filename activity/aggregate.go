@@ -1,0 +1,324 @@
+package activity
+
+import (
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cupti-exporter/cupti-exporter/mapping"
+)
+
+// Aggregator turns activity records into Prometheus-style families: histograms of kernel,
+// memcpy and memset durations, GPU time per pod, byte counters and its own accounting
+// (records, drops, processes, connections). Add, Connect, Disconnect and the accounting
+// methods are safe for concurrent use; Snapshot may be called at any time.
+type Aggregator struct {
+	cfg config
+	gen atomic.Uint64 // bumped on every change; Snapshot rebuilds when it moved
+
+	mu        sync.Mutex
+	start     time.Time
+	procs     map[*Process]*procState
+	senders   map[senderID]*senderState
+	devices   map[device]*device
+	kernels   kernelTable
+	podSeries map[podKey]*podSeries
+	memcpy    map[memcpyKey]*memSeries
+	memset    map[memsetKey]*memSeries
+	records   [KindMemset + 1]uint64 // by Kind
+	dropped   map[string]uint64
+	connDrops map[string]uint64
+	conns     uint64
+
+	snapMu  sync.Mutex // serialises rebuilds
+	snap    atomic.Pointer[mapping.Snapshot]
+	snapGen atomic.Uint64
+}
+
+// device is one gpu/uuid label pair; Aggregator.devices interns them so that series keys
+// hash a pointer rather than strings.
+type device struct{ gpu, uuid string }
+
+// procState is what the Aggregator knows of one connected process.
+type procState struct {
+	devs                      []*device // by CUDA ordinal
+	pod, namespace, container string
+	pods                      []*podSeries // by CUDA ordinal, filled lazily
+}
+
+// senderID names a process across reconnects: its sender-side drop counters are
+// cumulative over its lifetime.
+type senderID struct {
+	pid   uint32
+	start uint64
+}
+
+type senderState struct {
+	last  map[string]uint64
+	conns int
+	seen  time.Time
+}
+
+// NewAggregator returns an empty Aggregator.
+func NewAggregator(opts ...Option) *Aggregator {
+	a := &Aggregator{
+		cfg:       newConfig(opts),
+		procs:     make(map[*Process]*procState),
+		senders:   make(map[senderID]*senderState),
+		devices:   make(map[device]*device),
+		podSeries: make(map[podKey]*podSeries),
+		memcpy:    make(map[memcpyKey]*memSeries),
+		memset:    make(map[memsetKey]*memSeries),
+		dropped:   make(map[string]uint64),
+		connDrops: make(map[string]uint64),
+	}
+	a.start = a.cfg.now()
+	a.kernels.init(a.cfg.topKernels, a.start)
+	a.gen.Add(1)
+	return a
+}
+
+// Connect registers a process that said hello. It resolves the process's device labels
+// and pod (calling the resolvers without holding the lock). Add connects a process it
+// does not know, so calling Connect is optional but makes the process count as connected
+// before its first records.
+func (a *Aggregator) Connect(p *Process) {
+	ps := a.newProcState(p)
+	a.mu.Lock()
+	a.connectLocked(p, ps)
+	a.mu.Unlock()
+	a.gen.Add(1)
+}
+
+func (a *Aggregator) connectLocked(p *Process, ps *procState) *procState {
+	if old, ok := a.procs[p]; ok {
+		return old
+	}
+	for i, d := range ps.devs {
+		if in, ok := a.devices[*d]; ok {
+			ps.devs[i] = in
+		} else {
+			a.devices[*d] = d
+		}
+	}
+	a.procs[p] = ps
+	id := senderID{p.PID, p.StartTime}
+	s := a.senders[id]
+	if s == nil {
+		s = &senderState{last: make(map[string]uint64)}
+		a.senders[id] = s
+	}
+	s.conns++
+	s.seen = a.cfg.now()
+	return ps
+}
+
+func (a *Aggregator) newProcState(p *Process) *procState {
+	ps := &procState{pod: p.Pod, namespace: p.Namespace, container: p.Container}
+	if ps.pod == "" && ps.namespace == "" && a.cfg.podResolver != nil {
+		if pod, ns, c, ok := a.cfg.podResolver(p.PID, p.Cgroup); ok {
+			ps.pod, ps.namespace, ps.container = pod, ns, c
+		}
+	}
+	ps.devs = make([]*device, len(p.DeviceUUIDs))
+	for i, uuid := range p.DeviceUUIDs {
+		ps.devs[i] = &device{gpu: a.gpuLabel(uuid, i), uuid: uuid}
+	}
+	ps.pods = make([]*podSeries, len(ps.devs))
+	return ps
+}
+
+func (a *Aggregator) gpuLabel(uuid string, ordinal int) string {
+	if uuid != "" && a.cfg.gpuResolver != nil {
+		if gpu, ok := a.cfg.gpuResolver(uuid); ok {
+			return gpu
+		}
+	}
+	return strconv.Itoa(ordinal)
+}
+
+// Disconnect marks a process gone (goodbye or end of its connection). Its per-pod series
+// stay for the series TTL.
+func (a *Aggregator) Disconnect(p *Process) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	ps, ok := a.procs[p]
+	if !ok {
+		return
+	}
+	now := a.cfg.now()
+	delete(a.procs, p)
+	for _, s := range ps.pods {
+		if s != nil {
+			s.refs--
+			s.last = now
+		}
+	}
+	if s := a.senders[senderID{p.PID, p.StartTime}]; s != nil {
+		s.conns--
+		s.seen = now
+	}
+	a.gen.Add(1)
+}
+
+// Add aggregates one batch of records of process p, calling the record tap first.
+func (a *Aggregator) Add(p *Process, recs []Record) {
+	if a.cfg.tap != nil {
+		a.cfg.tap(p, recs)
+	}
+	if len(recs) == 0 {
+		return
+	}
+	a.mu.Lock()
+	ps := a.procs[p]
+	if ps == nil {
+		a.mu.Unlock()
+		fresh := a.newProcState(p) // resolvers run unlocked
+		a.mu.Lock()
+		ps = a.connectLocked(p, fresh)
+	}
+	now := a.cfg.now()
+	a.kernels.maybeRerank(now, a.cfg.rerankInterval)
+	for i := range recs {
+		r := &recs[i]
+		var dur float64
+		if r.End > r.Start {
+			dur = float64(r.End-r.Start) / 1e9 // division keeps 1000 ns == 1e-6 exactly
+		}
+		dev := a.deviceOf(ps, r.Device)
+		switch r.Kind {
+		case KindKernel:
+			a.kernels.observe(dev, r.Name, dur, a.cfg.maxBuckets, now)
+			a.podSeriesOf(ps, r.Device, dev, now).observe(dur)
+		case KindMemcpy:
+			a.observeMemcpy(dev, r, dur, now)
+		case KindMemset:
+			a.observeMemset(dev, r, dur, now)
+		default:
+			a.dropped["unknown_kind"]++
+			continue
+		}
+		a.records[r.Kind]++
+	}
+	a.mu.Unlock()
+	a.gen.Add(1)
+}
+
+// deviceOf returns the interned labels of a CUDA ordinal of process ps. Ordinals beyond
+// the hello's device list get gpu=<ordinal>, uuid="".
+func (a *Aggregator) deviceOf(ps *procState, ordinal uint32) *device {
+	if int64(ordinal) < int64(len(ps.devs)) {
+		return ps.devs[ordinal]
+	}
+	k := device{gpu: strconv.FormatUint(uint64(ordinal), 10)}
+	d := a.devices[k]
+	if d == nil {
+		d = &k
+		a.devices[k] = d
+	}
+	return d
+}
+
+// SenderDrops takes the cumulative drop counters a process reported (by reason) and
+// adds their increase since its previous report to cupti_activity_dropped_records_total.
+// Counters are per process lifetime, so the difference spans reconnects.
+func (a *Aggregator) SenderDrops(p *Process, cumulative map[string]uint64) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	id := senderID{p.PID, p.StartTime}
+	s := a.senders[id]
+	if s == nil {
+		s = &senderState{last: make(map[string]uint64)}
+		a.senders[id] = s
+	}
+	s.seen = a.cfg.now()
+	for reason, v := range cumulative {
+		if prev := s.last[reason]; v > prev {
+			a.dropped[reason] += v - prev
+			s.last[reason] = v
+		}
+	}
+	a.gen.Add(1)
+}
+
+// DroppedRecords counts n records lost on the receiving side, by reason.
+func (a *Aggregator) DroppedRecords(reason string, n uint64) {
+	a.mu.Lock()
+	a.dropped[reason] += n
+	a.mu.Unlock()
+	a.gen.Add(1)
+}
+
+// ConnectionAccepted counts an accepted connection.
+func (a *Aggregator) ConnectionAccepted() {
+	a.mu.Lock()
+	a.conns++
+	a.mu.Unlock()
+	a.gen.Add(1)
+}
+
+// ConnectionDropped counts a connection the receiver refused or closed early, by reason
+// (malformed, limit, read_error).
+func (a *Aggregator) ConnectionDropped(reason string) {
+	a.mu.Lock()
+	a.connDrops[reason]++
+	a.mu.Unlock()
+	a.gen.Add(1)
+}
+
+// Processes returns how many processes are connected.
+func (a *Aggregator) Processes() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return len(a.procs)
+}
+
+// snapshotMaxAge is how old a published snapshot may get while nothing changes; past it a
+// rebuild expires series of gone processes.
+const snapshotMaxAge = 10 * time.Second
+
+// Snapshot returns the current families. It rebuilds the snapshot only when something
+// changed since the last one (or it is older than 10 s), holding the aggregation lock for
+// the copy only (no I/O, no waiting on connections); otherwise it returns the published
+// snapshot without locking.
+func (a *Aggregator) Snapshot() *mapping.Snapshot {
+	if s := a.fresh(); s != nil {
+		return s
+	}
+	a.snapMu.Lock()
+	defer a.snapMu.Unlock()
+	if s := a.fresh(); s != nil {
+		return s
+	}
+	a.mu.Lock()
+	g := a.gen.Load()
+	s := a.buildLocked()
+	a.mu.Unlock()
+	a.snap.Store(s)
+	a.snapGen.Store(g)
+	return s
+}
+
+func (a *Aggregator) fresh() *mapping.Snapshot {
+	s := a.snap.Load()
+	if s == nil || a.snapGen.Load() != a.gen.Load() || a.cfg.now().Sub(s.Time) >= snapshotMaxAge {
+		return nil
+	}
+	return s
+}
+
+// expireLocked forgets per-pod series and sender states of processes gone for the TTL.
+func (a *Aggregator) expireLocked(now time.Time) {
+	ttl := a.cfg.seriesTTL
+	for k, s := range a.podSeries {
+		if s.refs <= 0 && now.Sub(s.last) >= ttl {
+			delete(a.podSeries, k)
+		}
+	}
+	for id, s := range a.senders {
+		if s.conns <= 0 && now.Sub(s.seen) >= ttl {
+			delete(a.senders, id)
+		}
+	}
+}

@@ -1,0 +1,23 @@
+// Package activity aggregates CUPTI Activity API records (kernels, memcpys, memsets) that
+// traced processes stream to the exporter, into the snapshot model of package mapping.
+//
+// The records come from the injection library (activity/inject) over the Unix socket
+// served by activity/receiver, which decodes them with activity/wire; a recording replay
+// feeds the same Aggregator methods (Connect, Add, Disconnect), so live and replayed data
+// take one path.
+//
+// An Aggregator keeps, under one mutex:
+//
+//   - kernel-duration histograms by GPU and shortened kernel name (ShortKernelName), for
+//     the top K names by recent GPU time, the rest merged as kernel="other";
+//   - GPU time and a kernel-duration histogram per pod and GPU;
+//   - memcpy and memset byte counters and duration histograms by copy and memory kind;
+//   - accounting: records by kind, drops by reason, connected processes, connections.
+//
+// Histograms have the classic buckets of durationBounds and native (exponential) buckets
+// of schema 3 (growth factor 1.09, what client_golang picks for a bucket factor of 1.1),
+// whose resolution halves when their span passes the bucket cap. Observing is a few plain
+// increments under the lock; Snapshot copies them into mapping.HistogramValue.
+//
+// docs/activity.md lists every family, its labels and its cardinality bound.
+package activity

@@ -1,0 +1,246 @@
+package activity
+
+import (
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/cupti-exporter/cupti-exporter/mapping"
+)
+
+var (
+	kernelDurationDesc = &mapping.Desc{
+		Name: "cupti_kernel_duration_seconds", Kind: mapping.KindHistogram, Unit: "seconds",
+		Help:     "Duration of CUDA kernels by GPU and kernel name (top kernels by GPU time, the rest as kernel=\"other\").",
+		OTelName: "gpu.kernel.duration", OTelUnit: "s",
+		LabelNames: []string{"gpu", "uuid", "kernel"},
+	}
+	kernelGPUSecondsDesc = &mapping.Desc{
+		Name: "cupti_kernel_gpu_seconds_total", Kind: mapping.KindCounter, Unit: "seconds",
+		Help:     "GPU time spent in CUDA kernels by GPU and pod (sum of kernel durations; overlapping kernels add up).",
+		OTelName: "gpu.kernel.time", OTelUnit: "s",
+		LabelNames: []string{"gpu", "uuid", "namespace", "pod", "container"},
+	}
+	podKernelDurationDesc = &mapping.Desc{
+		Name: "cupti_pod_kernel_duration_seconds", Kind: mapping.KindHistogram, Unit: "seconds",
+		Help:     "Duration of CUDA kernels by GPU and pod.",
+		OTelName: "gpu.pod.kernel.duration", OTelUnit: "s",
+		LabelNames: []string{"gpu", "uuid", "namespace", "pod", "container"},
+	}
+)
+
+// maxTrackedNames bounds the distinct mangled kernel names the ranking remembers; records
+// of further names go to kernel="other" until a re-rank forgets idle names.
+const maxTrackedNames = 4096
+
+// otherKernel is the kernel label of every kernel outside the top set.
+const otherKernel = "other"
+
+// kernelRank is one shortened kernel name and its GPU time, for the top-K ranking.
+type kernelRank struct {
+	name   string
+	window float64 // GPU seconds since the last re-rank
+	score  float64 // decayed GPU seconds: halved at every re-rank, plus the window
+	top    bool
+}
+
+type kernelKey struct {
+	dev  *device
+	rank *kernelRank
+}
+
+type kernelSeries struct {
+	h     *histogram
+	start time.Time
+}
+
+// kernelTable keeps kernel-duration histograms for the top K kernel names by GPU time.
+//
+// A new name enters the top set at once while it has fewer than K members. Every re-rank
+// interval each name's score becomes score/2 + GPU seconds in the interval, and the top
+// set becomes the K names with the highest scores, where members count double: a newcomer
+// must have twice a member's recent GPU time to replace it, so the set does not flap. A
+// name that leaves loses its series (later records go to "other"); a name that enters
+// starts a new series.
+type kernelTable struct {
+	k          int
+	byMangled  map[string]*kernelRank
+	byShort    map[string]*kernelRank
+	other      *kernelRank
+	members    int
+	series     map[kernelKey]*kernelSeries
+	lastRerank time.Time
+	lastName   string // one-entry cache: batches repeat the same name
+	lastRank   *kernelRank
+}
+
+func (t *kernelTable) init(k int, now time.Time) {
+	t.k = k
+	t.byMangled = make(map[string]*kernelRank)
+	t.byShort = make(map[string]*kernelRank)
+	t.other = &kernelRank{name: otherKernel}
+	t.series = make(map[kernelKey]*kernelSeries)
+	t.lastRerank = now
+}
+
+func (t *kernelTable) observe(dev *device, mangled string, dur float64, maxBuckets int, now time.Time) {
+	r := t.rank(mangled)
+	r.window += dur
+	if !r.top {
+		r = t.other
+	}
+	key := kernelKey{dev, r}
+	s := t.series[key]
+	if s == nil {
+		s = &kernelSeries{h: newHistogram(maxBuckets), start: now}
+		t.series[key] = s
+	}
+	s.h.observe(dur)
+}
+
+func (t *kernelTable) rank(mangled string) *kernelRank {
+	if t.lastRank != nil && mangled == t.lastName {
+		return t.lastRank
+	}
+	r := t.byMangled[mangled]
+	if r == nil {
+		if len(t.byMangled) >= maxTrackedNames {
+			return t.other
+		}
+		short := ShortKernelName(mangled)
+		if short == otherKernel {
+			short = "other_" // keep the label of the merged series unambiguous
+		}
+		r = t.byShort[short]
+		if r == nil {
+			r = &kernelRank{name: short}
+			if t.members < t.k {
+				r.top = true
+				t.members++
+			}
+			t.byShort[short] = r
+		}
+		t.byMangled[mangled] = r
+	}
+	t.lastName, t.lastRank = mangled, r
+	return r
+}
+
+func (t *kernelTable) maybeRerank(now time.Time, interval time.Duration) {
+	if now.Sub(t.lastRerank) >= interval {
+		t.rerank(now)
+	}
+}
+
+// rerank recomputes the top set (see kernelTable) and forgets names idle for long.
+func (t *kernelTable) rerank(now time.Time) {
+	t.lastRerank = now
+	t.other.window = 0
+	ranks := make([]*kernelRank, 0, len(t.byShort))
+	for _, r := range t.byShort {
+		r.score = r.score/2 + r.window
+		r.window = 0
+		ranks = append(ranks, r)
+	}
+	eff := func(r *kernelRank) float64 {
+		if r.top {
+			return 2 * r.score
+		}
+		return r.score
+	}
+	slices.SortFunc(ranks, func(x, y *kernelRank) int {
+		if ex, ey := eff(x), eff(y); ex != ey {
+			if ex > ey {
+				return -1
+			}
+			return 1
+		}
+		return strings.Compare(x.name, y.name)
+	})
+	t.members = 0
+	for i, r := range ranks {
+		keep := i < t.k && (r.score > 0 || r.top)
+		if r.top && !keep {
+			for key := range t.series {
+				if key.rank == r {
+					delete(t.series, key)
+				}
+			}
+		}
+		r.top = keep
+		if keep {
+			t.members++
+		}
+	}
+	for m, r := range t.byMangled {
+		if !r.top && r.score < 1e-9 {
+			delete(t.byMangled, m)
+			delete(t.byShort, r.name)
+		}
+	}
+	t.lastName, t.lastRank = "", nil
+}
+
+// families appends the kernel-duration family.
+func (t *kernelTable) families(fs []mapping.Family) []mapping.Family {
+	f := mapping.Family{Desc: kernelDurationDesc, Samples: make([]mapping.Sample, 0, len(t.series))}
+	for k, s := range t.series {
+		f.Samples = append(f.Samples, mapping.Sample{
+			LabelValues: []string{k.dev.gpu, k.dev.uuid, k.rank.name},
+			Histogram:   s.h.value(),
+			Start:       s.start,
+		})
+	}
+	return append(fs, sorted(f))
+}
+
+// podKey identifies the series of one pod (or of processes outside pods: empty labels)
+// on one device.
+type podKey struct {
+	dev                       *device
+	namespace, pod, container string
+}
+
+type podSeries struct {
+	gpuSeconds  float64
+	h           *histogram
+	start, last time.Time
+	refs        int // connected processes caching this series
+}
+
+func (s *podSeries) observe(dur float64) {
+	s.gpuSeconds += dur
+	s.h.observe(dur)
+}
+
+// podSeriesOf returns the pod series of ordinal on process ps, caching it in ps.
+func (a *Aggregator) podSeriesOf(ps *procState, ordinal uint32, dev *device, now time.Time) *podSeries {
+	cacheable := int64(ordinal) < int64(len(ps.pods))
+	if cacheable && ps.pods[ordinal] != nil {
+		return ps.pods[ordinal]
+	}
+	key := podKey{dev, ps.namespace, ps.pod, ps.container}
+	s := a.podSeries[key]
+	if s == nil {
+		s = &podSeries{h: newHistogram(a.cfg.maxBuckets), start: now}
+		a.podSeries[key] = s
+	}
+	s.last = now
+	if cacheable {
+		ps.pods[ordinal] = s
+		s.refs++
+	}
+	return s
+}
+
+// podFamilies appends the per-pod GPU-time counter and duration histogram.
+func (a *Aggregator) podFamilies(fs []mapping.Family) []mapping.Family {
+	gpu := mapping.Family{Desc: kernelGPUSecondsDesc}
+	hist := mapping.Family{Desc: podKernelDurationDesc}
+	for k, s := range a.podSeries {
+		labels := []string{k.dev.gpu, k.dev.uuid, k.namespace, k.pod, k.container}
+		gpu.Samples = append(gpu.Samples, mapping.Sample{LabelValues: labels, Value: s.gpuSeconds, Start: s.start})
+		hist.Samples = append(hist.Samples, mapping.Sample{LabelValues: labels, Histogram: s.h.value(), Start: s.start})
+	}
+	return append(fs, sorted(gpu), sorted(hist))
+}

@@ -1,0 +1,160 @@
+package activity
+
+import (
+	"time"
+
+	"github.com/cupti-exporter/cupti-exporter/mapping"
+)
+
+var (
+	memcpyLabels = []string{"gpu", "uuid", "copy_kind", "host_memory"}
+	memsetLabels = []string{"gpu", "uuid", "memory"}
+
+	memcpyBytesDesc = &mapping.Desc{
+		Name: "cupti_memcpy_bytes_total", Kind: mapping.KindCounter, Unit: "bytes",
+		Help:     "Bytes copied by CUDA memcpy operations by GPU, copy kind and host memory kind.",
+		OTelName: "gpu.memcpy.io", OTelUnit: "By", LabelNames: memcpyLabels,
+	}
+	memcpyDurationDesc = &mapping.Desc{
+		Name: "cupti_memcpy_duration_seconds", Kind: mapping.KindHistogram, Unit: "seconds",
+		Help:     "Duration of CUDA memcpy operations by GPU, copy kind and host memory kind.",
+		OTelName: "gpu.memcpy.duration", OTelUnit: "s", LabelNames: memcpyLabels,
+	}
+	memsetBytesDesc = &mapping.Desc{
+		Name: "cupti_memset_bytes_total", Kind: mapping.KindCounter, Unit: "bytes",
+		Help:     "Bytes set by CUDA memset operations by GPU and memory kind.",
+		OTelName: "gpu.memset.io", OTelUnit: "By", LabelNames: memsetLabels,
+	}
+	memsetDurationDesc = &mapping.Desc{
+		Name: "cupti_memset_duration_seconds", Kind: mapping.KindHistogram, Unit: "seconds",
+		Help:     "Duration of CUDA memset operations by GPU and memory kind.",
+		OTelName: "gpu.memset.duration", OTelUnit: "s", LabelNames: memsetLabels,
+	}
+)
+
+// CUPTI copy kinds (CUpti_ActivityMemcpyKind) and memory kinds (CUpti_ActivityMemoryKind).
+const (
+	copyHtoD CopyKind = 1
+	copyDtoH CopyKind = 2
+	copyHtoA CopyKind = 3
+	copyAtoH CopyKind = 4
+	copyDtoD CopyKind = 8
+	copyHtoH CopyKind = 9
+	copyPtoP CopyKind = 10
+
+	memPageable      MemoryKind = 1
+	memPinned        MemoryKind = 2
+	memDevice        MemoryKind = 3
+	memArray         MemoryKind = 4
+	memManaged       MemoryKind = 5
+	memDeviceStatic  MemoryKind = 6
+	memManagedStatic MemoryKind = 7
+)
+
+// copyKindLabel is the copy_kind label value: HtoD, DtoH, DtoD, PtoP, HtoH or other.
+func copyKindLabel(k CopyKind) string {
+	switch k {
+	case copyHtoD:
+		return "HtoD"
+	case copyDtoH:
+		return "DtoH"
+	case copyDtoD:
+		return "DtoD"
+	case copyPtoP:
+		return "PtoP"
+	case copyHtoH:
+		return "HtoH"
+	}
+	return "other"
+}
+
+// memoryLabel is the label value of a memory kind: pageable, pinned, device, array,
+// managed or unknown (static kinds count as their dynamic twins).
+func memoryLabel(k MemoryKind) string {
+	switch k {
+	case memPageable:
+		return "pageable"
+	case memPinned:
+		return "pinned"
+	case memDevice, memDeviceStatic:
+		return "device"
+	case memArray:
+		return "array"
+	case memManaged, memManagedStatic:
+		return "managed"
+	}
+	return "unknown"
+}
+
+// hostMemoryLabel is the host_memory label of a copy: the memory kind of its host side
+// (source for HtoD, HtoA and HtoH, destination for DtoH and AtoH), "none" for copies with
+// no host side (DtoD, PtoP, array copies).
+func hostMemoryLabel(r *Record) string {
+	switch r.CopyKind {
+	case copyHtoD, copyHtoA, copyHtoH:
+		return memoryLabel(r.SrcKind)
+	case copyDtoH, copyAtoH:
+		return memoryLabel(r.DstKind)
+	}
+	return "none"
+}
+
+type memcpyKey struct {
+	dev  *device
+	copy CopyKind
+	host string // host_memory label (a constant string: cheap to hash)
+}
+
+type memsetKey struct {
+	dev *device
+	mem string
+}
+
+type memSeries struct {
+	bytes float64
+	h     *histogram
+	start time.Time
+}
+
+func (a *Aggregator) observeMemcpy(dev *device, r *Record, dur float64, now time.Time) {
+	ck := r.CopyKind
+	if copyKindLabel(ck) == "other" {
+		ck = 0
+	}
+	key := memcpyKey{dev, ck, hostMemoryLabel(r)}
+	s := a.memcpy[key]
+	if s == nil {
+		s = &memSeries{h: newHistogram(a.cfg.maxBuckets), start: now}
+		a.memcpy[key] = s
+	}
+	s.bytes += float64(r.Bytes)
+	s.h.observe(dur)
+}
+
+func (a *Aggregator) observeMemset(dev *device, r *Record, dur float64, now time.Time) {
+	key := memsetKey{dev, memoryLabel(r.MemoryKind)}
+	s := a.memset[key]
+	if s == nil {
+		s = &memSeries{h: newHistogram(a.cfg.maxBuckets), start: now}
+		a.memset[key] = s
+	}
+	s.bytes += float64(r.Bytes)
+	s.h.observe(dur)
+}
+
+// memFamilies appends the memcpy and memset families.
+func (a *Aggregator) memFamilies(fs []mapping.Family) []mapping.Family {
+	cb, cd := mapping.Family{Desc: memcpyBytesDesc}, mapping.Family{Desc: memcpyDurationDesc}
+	for k, s := range a.memcpy {
+		labels := []string{k.dev.gpu, k.dev.uuid, copyKindLabel(k.copy), k.host}
+		cb.Samples = append(cb.Samples, mapping.Sample{LabelValues: labels, Value: s.bytes, Start: s.start})
+		cd.Samples = append(cd.Samples, mapping.Sample{LabelValues: labels, Histogram: s.h.value(), Start: s.start})
+	}
+	sb, sd := mapping.Family{Desc: memsetBytesDesc}, mapping.Family{Desc: memsetDurationDesc}
+	for k, s := range a.memset {
+		labels := []string{k.dev.gpu, k.dev.uuid, k.mem}
+		sb.Samples = append(sb.Samples, mapping.Sample{LabelValues: labels, Value: s.bytes, Start: s.start})
+		sd.Samples = append(sd.Samples, mapping.Sample{LabelValues: labels, Histogram: s.h.value(), Start: s.start})
+	}
+	return append(fs, sorted(cb), sorted(cd), sorted(sb), sorted(sd))
+}

@@ -1,0 +1,106 @@
+package activity
+
+import "time"
+
+// Defaults of the Aggregator's options.
+const (
+	DefaultTopKernels     = 50
+	DefaultRerankInterval = time.Minute
+	DefaultSeriesTTL      = 5 * time.Minute
+)
+
+// Option configures an Aggregator.
+type Option func(*config)
+
+type config struct {
+	topKernels     int
+	rerankInterval time.Duration
+	seriesTTL      time.Duration
+	maxBuckets     int
+	gpuResolver    func(uuid string) (gpu string, ok bool)
+	podResolver    func(pid uint32, cgroup string) (pod, namespace, container string, ok bool)
+	tap            func(p *Process, recs []Record)
+	now            func() time.Time
+}
+
+func newConfig(opts []Option) config {
+	c := config{
+		topKernels:     DefaultTopKernels,
+		rerankInterval: DefaultRerankInterval,
+		seriesTTL:      DefaultSeriesTTL,
+		maxBuckets:     defaultMaxBuckets,
+		now:            time.Now,
+	}
+	for _, o := range opts {
+		o(&c)
+	}
+	return c
+}
+
+// WithTopKernels sets how many kernel names get their own cupti_kernel_duration_seconds
+// series; the others are merged into kernel="other". Default 50; a non-positive value
+// keeps the default.
+func WithTopKernels(k int) Option {
+	return func(c *config) {
+		if k > 0 {
+			c.topKernels = k
+		}
+	}
+}
+
+// WithRerankInterval sets how often the top kernels are re-ranked by recent GPU time.
+// Default one minute; a non-positive value keeps the default.
+func WithRerankInterval(d time.Duration) Option {
+	return func(c *config) {
+		if d > 0 {
+			c.rerankInterval = d
+		}
+	}
+}
+
+// WithSeriesTTL sets how long the per-pod series of a process stay after its last
+// connection closed and its last record. Default five minutes; a non-positive value keeps
+// the default.
+func WithSeriesTTL(d time.Duration) Option {
+	return func(c *config) {
+		if d > 0 {
+			c.seriesTTL = d
+		}
+	}
+}
+
+// WithMaxNativeBuckets caps the span of native buckets of each histogram; past it the
+// histogram halves its resolution. Default 160; values below 8 keep the default.
+func WithMaxNativeBuckets(n int) Option {
+	return func(c *config) {
+		if n >= 8 {
+			c.maxBuckets = n
+		}
+	}
+}
+
+// WithGPUResolver maps a device UUID (from a process's hello) to the host's GPU index,
+// the gpu label the PM-sampling series carry. Without it, or when it answers !ok, the gpu
+// label is the CUDA ordinal inside the process.
+func WithGPUResolver(f func(uuid string) (gpu string, ok bool)) Option {
+	return func(c *config) { c.gpuResolver = f }
+}
+
+// WithPodResolver attributes a process whose hello lacks pod and namespace, for example
+// from the kubelet's pod-resources API and the process's cgroup. It is called once per
+// connection, outside the Aggregator's lock.
+func WithPodResolver(f func(pid uint32, cgroup string) (pod, namespace, container string, ok bool)) Option {
+	return func(c *config) { c.podResolver = f }
+}
+
+// WithRecordTap calls f with every batch given to Add, before it is aggregated, on the
+// caller's goroutine (one per connection: f must be safe for concurrent use). recs is
+// reused after f returns; f must copy what it keeps.
+func WithRecordTap(f func(p *Process, recs []Record)) Option {
+	return func(c *config) { c.tap = f }
+}
+
+// withClock replaces time.Now in tests.
+func withClock(now func() time.Time) Option {
+	return func(c *config) { c.now = now }
+}

@@ -1,0 +1,99 @@
+package activity
+
+import (
+	"slices"
+	"strings"
+
+	"github.com/cupti-exporter/cupti-exporter/mapping"
+)
+
+var (
+	recordsDesc = &mapping.Desc{
+		Name: "cupti_activity_records_total", Kind: mapping.KindCounter,
+		Help:     "Activity records received from traced processes, by kind.",
+		OTelName: "cupti.activity.records", OTelUnit: "{record}", LabelNames: []string{"kind"},
+	}
+	droppedDesc = &mapping.Desc{
+		Name: "cupti_activity_dropped_records_total", Kind: mapping.KindCounter,
+		Help:     "Activity records lost before aggregation, by reason (sender-side counters and receiver-side drops).",
+		OTelName: "cupti.activity.records.dropped", OTelUnit: "{record}", LabelNames: []string{"reason"},
+	}
+	processesDesc = &mapping.Desc{
+		Name: "cupti_activity_processes", Kind: mapping.KindGauge,
+		Help:     "Traced processes connected to the activity socket.",
+		OTelName: "cupti.activity.processes", OTelUnit: "{process}",
+	}
+	connectionsDesc = &mapping.Desc{
+		Name: "cupti_activity_connections_total", Kind: mapping.KindCounter,
+		Help:     "Connections accepted on the activity socket.",
+		OTelName: "cupti.activity.connections", OTelUnit: "{connection}",
+	}
+	connDroppedDesc = &mapping.Desc{
+		Name: "cupti_activity_dropped_connections_total", Kind: mapping.KindCounter,
+		Help:     "Activity connections refused or closed by the receiver, by reason (malformed, limit, read_error).",
+		OTelName: "cupti.activity.connections.dropped", OTelUnit: "{connection}", LabelNames: []string{"reason"},
+	}
+)
+
+// Label values that always have a series, so that rates start from zero.
+var (
+	kindLabels = map[Kind]string{KindKernel: "kernel", KindMemcpy: "memcpy", KindMemset: "memset"}
+	// SenderDropReasons are the drop reasons of the wire format (docs/wire-format.md).
+	SenderDropReasons = []string{
+		"buffer_pool_exhausted", "queue_full", "cupti_dropped", "version_refused", "unknown_record", "name_table_full",
+	}
+	// Receiver-side reasons.
+	receiverDropReasons = []string{"unknown_kind"}
+	connDropReasons     = []string{"malformed", "limit", "read_error"}
+)
+
+// buildLocked copies the state into a new snapshot; a.mu is held.
+func (a *Aggregator) buildLocked() *mapping.Snapshot {
+	now := a.cfg.now()
+	a.expireLocked(now)
+	fs := make([]mapping.Family, 0, 12)
+	fs = a.kernels.families(fs)
+	fs = a.podFamilies(fs)
+	fs = a.memFamilies(fs)
+
+	rec := mapping.Family{Desc: recordsDesc}
+	for _, k := range []Kind{KindKernel, KindMemcpy, KindMemset} {
+		rec.Samples = append(rec.Samples, a.counter(float64(a.records[k]), kindLabels[k]))
+	}
+	drop := mapping.Family{Desc: droppedDesc}
+	for _, r := range append(slices.Clone(SenderDropReasons), receiverDropReasons...) {
+		if _, ok := a.dropped[r]; !ok {
+			drop.Samples = append(drop.Samples, a.counter(0, r))
+		}
+	}
+	for r, v := range a.dropped {
+		drop.Samples = append(drop.Samples, a.counter(float64(v), r))
+	}
+	cd := mapping.Family{Desc: connDroppedDesc}
+	for _, r := range connDropReasons {
+		if _, ok := a.connDrops[r]; !ok {
+			cd.Samples = append(cd.Samples, a.counter(0, r))
+		}
+	}
+	for r, v := range a.connDrops {
+		cd.Samples = append(cd.Samples, a.counter(float64(v), r))
+	}
+	fs = append(fs, rec, sorted(drop),
+		mapping.Family{Desc: processesDesc, Samples: []mapping.Sample{{Value: float64(len(a.procs))}}},
+		mapping.Family{Desc: connectionsDesc, Samples: []mapping.Sample{a.counter(float64(a.conns))}},
+		sorted(cd),
+	)
+	return &mapping.Snapshot{Time: now, Families: fs}
+}
+
+func (a *Aggregator) counter(v float64, labels ...string) mapping.Sample {
+	return mapping.Sample{LabelValues: labels, Value: v, Start: a.start}
+}
+
+// sorted orders a family's samples by label values, so snapshots are deterministic.
+func sorted(f mapping.Family) mapping.Family {
+	slices.SortFunc(f.Samples, func(x, y mapping.Sample) int {
+		return slices.CompareFunc(x.LabelValues, y.LabelValues, strings.Compare)
+	})
+	return f
+}

@@ -1,0 +1,94 @@
+package exporter
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/cupti-exporter/cupti-exporter/mapping"
+)
+
+// Descriptors of the self-metrics the collector emits.
+var (
+	sourceUpDesc = prometheus.NewDesc(
+		"cupti_exporter_source_up",
+		"Whether a source is producing data on a device (1) or not (0, with the reason).",
+		[]string{"source", "device", "reason"}, nil)
+	collectDurationDesc = prometheus.NewDesc(
+		"cupti_exporter_collect_duration_seconds",
+		"Time the snapshot collector took to emit the latest snapshots of all sources.",
+		nil, nil)
+	seriesDroppedDesc = prometheus.NewDesc(
+		"cupti_exporter_series_dropped_total",
+		"Series not exported because their family conflicts with another of the same name, their label set repeats, or their values are invalid.",
+		[]string{"outlet", "reason"}, nil)
+)
+
+// collector mirrors the latest snapshots of the exporter's producers as
+// const metrics. It is unchecked: the families vary with the sources.
+type collector struct {
+	e *Exporter
+}
+
+// Describe sends nothing: the collector is unchecked.
+func (c *collector) Describe(chan<- *prometheus.Desc) {}
+
+// Collect emits the latest snapshot of every producer, the source status and
+// the drop counts. It is safe to call concurrently and never blocks on sources.
+func (c *collector) Collect(ch chan<- prometheus.Metric) {
+	start := time.Now()
+	families, problems := merge(c.e.snapshots())
+	for _, f := range families {
+		desc := prometheus.NewDesc(f.desc.Name, f.desc.Help, f.desc.LabelNames, nil)
+		for _, s := range f.series {
+			m, err := newMetric(desc, f.desc.Kind, s.sample)
+			if err != nil {
+				c.e.drops.add(dropInvalid, 1)
+				m = prometheus.NewInvalidMetric(desc, fmt.Errorf("series of %s %s: %w",
+					f.desc.Name, labelString(f.desc.LabelNames, s.sample.LabelValues), err))
+			}
+			ch <- m
+		}
+	}
+	for _, p := range problems {
+		c.e.drops.add(p.reason, p.series)
+		ch <- prometheus.NewInvalidMetric(prometheus.NewDesc(p.desc.Name, p.desc.Help, p.desc.LabelNames, nil), p.err)
+	}
+	c.collectStatus(ch)
+	c.e.drops.collect(ch, "prometheus")
+	ch <- prometheus.MustNewConstMetric(collectDurationDesc, prometheus.GaugeValue, time.Since(start).Seconds())
+}
+
+func (c *collector) collectStatus(ch chan<- prometheus.Metric) {
+	seen := map[[3]string]bool{}
+	for _, s := range c.e.Status() {
+		reason := s.Reason
+		if s.Ready {
+			reason = ""
+		}
+		key := [3]string{s.Source, s.Device, reason}
+		if seen[key] {
+			continue
+		}
+		seen[key] = true
+		up := 0.0
+		if s.Ready {
+			up = 1
+		}
+		ch <- prometheus.MustNewConstMetric(sourceUpDesc, prometheus.GaugeValue, up, key[:]...)
+	}
+}
+
+// newMetric converts one sample to a const metric of the given kind.
+func newMetric(desc *prometheus.Desc, kind mapping.Kind, s *mapping.Sample) (prometheus.Metric, error) {
+	switch kind {
+	case mapping.KindGauge:
+		return prometheus.NewConstMetric(desc, prometheus.GaugeValue, s.Value, s.LabelValues...)
+	case mapping.KindCounter:
+		return prometheus.NewConstMetricWithCreatedTimestamp(desc, prometheus.CounterValue, s.Value, s.Start, s.LabelValues...)
+	case mapping.KindHistogram:
+		return newHistogram(desc, s.Histogram, s.Start, s.LabelValues)
+	}
+	return nil, fmt.Errorf("unknown metric kind %d", kind)
+}

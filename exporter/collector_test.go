@@ -1,0 +1,231 @@
+package exporter
+
+import (
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/cupti-exporter/cupti-exporter/mapping"
+)
+
+var goldenNames = []string{
+	"cupti_kernel_duration_seconds", "cupti_memcpy_size_bytes", "cupti_pcie_bytes_total",
+	"cupti_sm_active_ratio", "cupti_exporter_source_up", "cupti_exporter_series_dropped_total",
+}
+
+func newTestExporter(opts ...Option) *Exporter {
+	e := New(nil, append([]Option{WithoutRuntimeMetrics()}, opts...)...)
+	e.Register("pmsample", newFakeProducer(pmSnapshot()))
+	e.Register("activity", newFakeProducer(activitySnapshot()))
+	e.RegisterStatus("pmsample", fakeStatus{
+		{Source: "pmsample", Device: "0", Ready: true},
+		{Source: "pmsample", Device: "1", Reason: "hardware busy: paused for ncu"},
+	})
+	e.RegisterStatus("activity", fakeStatus{{Ready: true}}) // Source defaults to the registered name
+	return e
+}
+
+func compareGolden(t *testing.T, e *Exporter, file string, names ...string) {
+	t.Helper()
+	f, err := os.Open(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := testutil.GatherAndCompare(partial(e.Registry()), f, names...); err != nil {
+		t.Error(err)
+	}
+}
+
+// partial gathers what g can, ignoring the errors (as promhttp.ContinueOnError serves).
+func partial(g prometheus.Gatherer) prometheus.Gatherer {
+	return prometheus.GathererFunc(func() ([]*dto.MetricFamily, error) {
+		mfs, _ := g.Gather()
+		return mfs, nil
+	})
+}
+
+func TestCollectGolden(t *testing.T) {
+	compareGolden(t, newTestExporter(), "testdata/collect.txt", goldenNames...)
+}
+
+func TestCollectLint(t *testing.T) {
+	problems, err := testutil.CollectAndLint(&collector{e: newTestExporter()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		t.Errorf("lint %s: %s", p.Metric, p.Text)
+	}
+}
+
+func TestRegistrySelfMetrics(t *testing.T) {
+	mfs, err := newTestExporter().Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]*dto.MetricFamily{}
+	for _, mf := range mfs {
+		got[mf.GetName()] = mf
+	}
+	info := got["cupti_exporter_build_info"]
+	if info == nil {
+		t.Fatal("no cupti_exporter_build_info")
+	}
+	labels := map[string]bool{}
+	for _, l := range info.Metric[0].Label {
+		labels[l.GetName()] = true
+	}
+	for _, l := range []string{"version", "revision", "goversion"} {
+		if !labels[l] {
+			t.Errorf("cupti_exporter_build_info has no %s label", l)
+		}
+	}
+	if d := got["cupti_exporter_collect_duration_seconds"]; d == nil || d.Metric[0].GetGauge().GetValue() <= 0 {
+		t.Errorf("cupti_exporter_collect_duration_seconds = %v, want a positive gauge", d)
+	}
+	if got["go_goroutines"] != nil {
+		t.Error("go_goroutines present with WithoutRuntimeMetrics")
+	}
+	mfs, err = New(nil).Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(mfs, func(mf *dto.MetricFamily) bool { return mf.GetName() == "go_goroutines" }) {
+		t.Error("go_goroutines missing from the default registry")
+	}
+}
+
+func TestCollectSkipsProducerWithoutSnapshot(t *testing.T) {
+	e := newTestExporter()
+	e.Register("idle", &fakeProducer{}) // nil snapshot: not started yet
+	compareGolden(t, e, "testdata/collect.txt", goldenNames...)
+}
+
+func TestDeviceLabeler(t *testing.T) {
+	var calls atomic.Int32
+	e := newTestExporter(WithDeviceLabeler(func(uuid string) (string, string, string) {
+		calls.Add(1)
+		if uuid == "GPU-aaaa" {
+			return "train-0", "ml", "trainer"
+		}
+		return "", "", ""
+	}))
+	// A family that already has a pod label is left alone.
+	podDesc := &mapping.Desc{Name: "cupti_test_pod_info", Help: "x", Kind: mapping.KindGauge, LabelNames: []string{"uuid", "pod"}}
+	e.Register("other", newFakeProducer(&mapping.Snapshot{Families: []mapping.Family{
+		{Desc: podDesc, Samples: []mapping.Sample{{LabelValues: []string{"GPU-aaaa", "p"}, Value: 1}}},
+	}}))
+	compareGolden(t, e, "testdata/attributed.txt",
+		"cupti_kernel_duration_seconds", "cupti_memcpy_size_bytes", "cupti_sm_active_ratio")
+	const want = `# HELP cupti_test_pod_info x
+# TYPE cupti_test_pod_info gauge
+cupti_test_pod_info{pod="p",uuid="GPU-aaaa"} 1
+`
+	if err := testutil.GatherAndCompare(e.Registry(), strings.NewReader(want), "cupti_test_pod_info"); err != nil {
+		t.Error(err)
+	}
+	// The pmsample snapshot is attributed per gather; uuids are looked up once per snapshot.
+	calls.Store(0)
+	if _, err := e.Registry().Gather(); err != nil {
+		t.Fatal(err)
+	}
+	if got := calls.Load(); got != 4 { // pmsample: aaaa, bbbb; activity: aaaa, cccc
+		t.Errorf("labeler called %d times per gather, want 4", got)
+	}
+}
+
+func TestCollectReportsDuplicatesAndConflicts(t *testing.T) {
+	e := newTestExporter()
+	// The same device series again, and a family of the same name with other labels.
+	e.Register("again", newFakeProducer(&mapping.Snapshot{Families: []mapping.Family{
+		{Desc: smActive, Samples: []mapping.Sample{{LabelValues: dev("0", "GPU-aaaa"), Value: 0.9}}},
+		{Desc: &mapping.Desc{Name: "cupti_pcie_bytes_total", Help: "other", Kind: mapping.KindGauge, LabelNames: []string{"gpu"}},
+			Samples: []mapping.Sample{{LabelValues: []string{"0"}, Value: 1}, {LabelValues: []string{"1"}, Value: 2}}},
+		{Desc: memcpySize, Samples: []mapping.Sample{{LabelValues: []string{"dtoh"}, Histogram: &mapping.HistogramValue{
+			Count: 1, Bounds: []float64{1}, Cumulative: []uint64{1}, Native: true, Schema: 9}}}},
+	}}))
+	_, err := e.Registry().Gather()
+	if err == nil {
+		t.Fatal("gather succeeded, want errors for the duplicate, the conflict and the bad schema")
+	}
+	for _, want := range []string{
+		`duplicate label set {gpu="0",uuid="GPU-aaaa"`,
+		"merge family cupti_pcie_bytes_total: gauge with labels [gpu] conflicts with counter",
+		"schema 9 outside [-4, 8]",
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("gather error lacks %q:\n%v", want, err)
+		}
+	}
+	// Everything else is still served, with the first series of a label set kept.
+	compareGolden(t, e, "testdata/collect.txt", "cupti_sm_active_ratio", "cupti_pcie_bytes_total", "cupti_kernel_duration_seconds")
+	const drops = `# HELP cupti_exporter_series_dropped_total Series not exported because their family conflicts with another of the same name, their label set repeats, or their values are invalid.
+# TYPE cupti_exporter_series_dropped_total counter
+cupti_exporter_series_dropped_total{outlet="prometheus",reason="conflict"} 6
+cupti_exporter_series_dropped_total{outlet="prometheus",reason="duplicate"} 3
+cupti_exporter_series_dropped_total{outlet="prometheus",reason="invalid"} 3
+`
+	// Third gather: each one drops 2 conflicting, 1 duplicate and 1 invalid series.
+	if err := testutil.GatherAndCompare(partial(e.Registry()), strings.NewReader(drops), "cupti_exporter_series_dropped_total"); err != nil {
+		t.Error(err)
+	}
+}
+
+func TestCollectConcurrentSafe(t *testing.T) {
+	e := New(nil)
+	p := newFakeProducer(pmSnapshot())
+	e.Register("pmsample", p)
+	e.Register("activity", newFakeProducer(activitySnapshot()))
+	e.RegisterStatus("pmsample", fakeStatus{{Source: "pmsample", Device: "0", Ready: true}})
+
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() { // the source swaps snapshots as fast as it can
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			s := pmSnapshot()
+			s.Families[0].Samples[0].Value = float64(i)
+			p.p.Store(s)
+		}
+	})
+	errs := make(chan error, 8)
+	var scrapers sync.WaitGroup
+	for range 4 {
+		scrapers.Go(func() {
+			for range 50 {
+				if _, err := e.Registry().Gather(); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	scrapers.Go(func() {
+		for range 50 {
+			e.Register("late", newFakeProducer(pmSnapshot()))
+			e.Register("late", newFakeProducer(nil))
+		}
+	})
+	scrapers.Wait()
+	close(stop)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		// "late" briefly duplicates pmsample's series; nothing else may fail.
+		if !strings.Contains(err.Error(), "duplicate label set") {
+			t.Error(err)
+		}
+	}
+}

@@ -1,0 +1,64 @@
+package exporter
+
+import (
+	"slices"
+
+	"github.com/cupti-exporter/cupti-exporter/mapping"
+)
+
+// attributionLabels are appended, in this order, to families with a uuid label.
+var attributionLabels = []string{"pod", "namespace", "container"}
+
+// labeledProducer shows the snapshots of p with pod attribution added.
+type labeledProducer struct {
+	p       Producer
+	labeler DeviceLabeler
+}
+
+func (l labeledProducer) Snapshot() *mapping.Snapshot {
+	return attributePods(l.p.Snapshot(), l.labeler)
+}
+
+// attributePods returns a copy of s in which every family with a "uuid" label and
+// no "pod" label carries pod, namespace and container after its own labels.
+// s itself is not modified; families that need no change are shared.
+func attributePods(s *mapping.Snapshot, labeler DeviceLabeler) *mapping.Snapshot {
+	if s == nil {
+		return nil
+	}
+	type owner struct{ pod, namespace, container string }
+	memo := map[string]owner{}
+	lookup := func(uuid string) owner {
+		o, ok := memo[uuid]
+		if !ok {
+			o.pod, o.namespace, o.container = labeler(uuid)
+			memo[uuid] = o
+		}
+		return o
+	}
+
+	out := &mapping.Snapshot{Time: s.Time, Families: make([]mapping.Family, len(s.Families))}
+	for i, f := range s.Families {
+		out.Families[i] = f
+		if f.Desc == nil || slices.Contains(f.Desc.LabelNames, "pod") {
+			continue
+		}
+		u := slices.Index(f.Desc.LabelNames, "uuid")
+		if u < 0 {
+			continue
+		}
+		d := *f.Desc
+		d.LabelNames = append(slices.Clip(f.Desc.LabelNames), attributionLabels...)
+		samples := make([]mapping.Sample, len(f.Samples))
+		for j, smp := range f.Samples {
+			var o owner
+			if u < len(smp.LabelValues) {
+				o = lookup(smp.LabelValues[u])
+			}
+			smp.LabelValues = append(slices.Clip(smp.LabelValues), o.pod, o.namespace, o.container)
+			samples[j] = smp
+		}
+		out.Families[i] = mapping.Family{Desc: &d, Samples: samples}
+	}
+	return out
+}

@@ -1,0 +1,113 @@
+package exporter
+
+import (
+	"context"
+	"testing"
+
+	"github.com/prometheus/common/version"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/sdk/instrumentation"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata/metricdatatest"
+)
+
+func devAttrs(gpu, uuid string, extra ...attribute.KeyValue) attribute.Set {
+	return attribute.NewSet(append([]attribute.KeyValue{
+		attribute.String("gpu", gpu), attribute.String("uuid", uuid), attribute.String("model", "NVIDIA H200"),
+		attribute.String("chip", "GH100"), attribute.String("pci_bus_id", "00000000:19:00.0"),
+	}, extra...)...)
+}
+
+// wantScope is what NewMetricProducer must make of pmSnapshot and activitySnapshot.
+func wantScope() metricdata.ScopeMetrics {
+	return metricdata.ScopeMetrics{
+		Scope: instrumentation.Scope{Name: scopeName, Version: version.Version},
+		Metrics: []metricdata.Metrics{
+			{Name: "gpu.kernel.duration", Description: "Duration of kernels.", Unit: "s",
+				Data: metricdata.ExponentialHistogram[float64]{Temporality: metricdata.CumulativeTemporality,
+					DataPoints: []metricdata.ExponentialHistogramDataPoint[float64]{{
+						Attributes: attribute.NewSet(attribute.String("uuid", "GPU-aaaa"), attribute.String("process", "python3")),
+						StartTime:  testStart, Time: testTime, Count: 4, Sum: 107.5, Scale: 0,
+						// Prometheus indexes -1, 2, 7 are OTel indexes -2, 1, 6.
+						PositiveBucket: metricdata.ExponentialBucket{Offset: -2, Counts: []uint64{1, 0, 0, 2, 0, 0, 0, 0, 1}},
+					}}}},
+			{Name: "gpu.memcpy.size", Description: "Size of memory copies.", Unit: "By",
+				Data: metricdata.Histogram[float64]{Temporality: metricdata.CumulativeTemporality,
+					DataPoints: []metricdata.HistogramDataPoint[float64]{{
+						Attributes: attribute.NewSet(attribute.String("kind", "htod")),
+						StartTime:  testStart, Time: testTime, Count: 3, Sum: 5000,
+						Bounds: []float64{1024, 4096}, BucketCounts: []uint64{1, 1, 1},
+					}}}},
+			{Name: "gpu.pcie.io", Description: "Bytes moved over PCIe.", Unit: "By",
+				Data: metricdata.Sum[float64]{Temporality: metricdata.CumulativeTemporality, IsMonotonic: true,
+					DataPoints: []metricdata.DataPoint[float64]{
+						{Attributes: devAttrs("0", "GPU-aaaa", attribute.String("direction", "rx")), StartTime: testStart, Time: testTime, Value: 1024},
+						{Attributes: devAttrs("0", "GPU-aaaa", attribute.String("direction", "tx")), StartTime: testStart, Time: testTime, Value: 2048},
+					}}},
+			{Name: "gpu.sm.active", Description: "Fraction of time SMs were active.", Unit: "1",
+				Data: metricdata.Gauge[float64]{DataPoints: []metricdata.DataPoint[float64]{
+					{Attributes: devAttrs("0", "GPU-aaaa"), Time: testTime, Value: 0.25},
+					{Attributes: devAttrs("1", "GPU-bbbb"), Time: testTime, Value: 0.75},
+					{Attributes: devAttrs("2", "GPU-cccc"), Time: testTime, Value: 0.5},
+				}}},
+		},
+	}
+}
+
+func TestMetricProducer(t *testing.T) {
+	p := NewMetricProducer(newFakeProducer(pmSnapshot()), &fakeProducer{}, newFakeProducer(activitySnapshot()))
+	reader := sdkmetric.NewManualReader(sdkmetric.WithProducer(p))
+	provider := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	defer provider.Shutdown(context.Background())
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	if len(rm.ScopeMetrics) != 1 {
+		t.Fatalf("%d scopes, want 1", len(rm.ScopeMetrics))
+	}
+	metricdatatest.AssertEqual(t, wantScope(), rm.ScopeMetrics[0])
+}
+
+func TestMetricProducerAttributionAndDrops(t *testing.T) {
+	e := New(nil, WithoutRuntimeMetrics(), WithDeviceLabeler(func(string) (string, string, string) { return "train-0", "ml", "trainer" }))
+	e.Register("pmsample", newFakeProducer(pmSnapshot()))
+	e.Register("again", newFakeProducer(pmSnapshot())) // every series a duplicate
+	mp := newMetricProducer(e.Producers(), nil, &dropCounter{})
+	sm, err := mp.Produce(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := mp.drops.n[dropDuplicate].Load(); got != 4 {
+		t.Errorf("%d duplicates dropped, want 4", got)
+	}
+	g := sm[0].Metrics[1].Data.(metricdata.Gauge[float64])
+	want := devAttrs("0", "GPU-aaaa", attribute.String("pod", "train-0"), attribute.String("namespace", "ml"), attribute.String("container", "trainer"))
+	if len(g.DataPoints) != 2 || !g.DataPoints[0].Attributes.Equals(&want) {
+		t.Errorf("gauge points %v, want 2 with attributes %v first", g.DataPoints, want.ToSlice())
+	}
+}
+
+func TestExponentialBucket(t *testing.T) {
+	for _, tc := range []struct {
+		in   map[int]int64
+		want metricdata.ExponentialBucket
+	}{
+		{nil, metricdata.ExponentialBucket{}},
+		{map[int]int64{0: 0}, metricdata.ExponentialBucket{}},
+		{map[int]int64{1: 3}, metricdata.ExponentialBucket{Offset: 0, Counts: []uint64{3}}},
+		{map[int]int64{-3: 1, -1: 2}, metricdata.ExponentialBucket{Offset: -4, Counts: []uint64{1, 0, 2}}},
+	} {
+		got := exponentialBucket(tc.in)
+		if got.Offset != tc.want.Offset || len(got.Counts) != len(tc.want.Counts) {
+			t.Errorf("exponentialBucket(%v) = %+v, want %+v", tc.in, got, tc.want)
+			continue
+		}
+		for i := range got.Counts {
+			if got.Counts[i] != tc.want.Counts[i] {
+				t.Errorf("exponentialBucket(%v) = %+v, want %+v", tc.in, got, tc.want)
+			}
+		}
+	}
+}
