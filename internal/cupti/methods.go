@@ -1,108 +1,142 @@
 package cupti
 
-import "errors"
+import (
+	"runtime"
+	"strings"
+)
 
-// ErrNotSupported is returned where the binding cannot work (no cgo build, library absent,
-// optional function missing). Callers test it with errors.Is.
-var ErrNotSupported = errors.New("not supported")
+// This file holds the exported handles and the checks that need no cgo. The calls into CUPTI are
+// in lib_cgo.go, host_cgo.go and session_cgo.go; nocgo.go is the !cgo twin.
 
-// The declarations below are the API contract. The cgo implementation replaces these stubs
-// (this file is deleted once lib_cgo.go implements every method with the same signature).
+// Lib is a loaded libcupti + libcuda pair (see Open). Its methods are meant for one goroutine at
+// a time; pmsample calls them from one OS-locked goroutine per device.
+type Lib struct {
+	c         *cLib
+	path      string
+	version   uint32
+	missing   []string // optional symbols absent from this libcupti
+	warnings  []string
+	driverErr error // libcuda or cuInit failed: device calls return it, host calls still work
+	closed    bool
+	cleanup   runtime.Cleanup
+}
 
-// Lib is a loaded libcupti + libcuda pair. Methods are safe to call from one goroutine at a time;
-// pmsample calls them from one OS-locked goroutine per device.
-type Lib struct{ impl any }
+// Open loads the libraries, preloads nvperf from libcupti's folder, resolves every required
+// symbol (a missing one fails Open, naming it with dlerror's text), calls cuInit(0) and
+// cuptiProfilerInitialize (once per process, reference-counted over open Libs).
+//
+// Search order for libcupti: opts.LibraryPath, else $CUPTI_EXPORTER_CUPTI_LIBRARY (a file or a
+// folder; when given, nothing else is tried); then the loader's own path (dlopen("libcupti.so.13"));
+// then /usr/local/cuda/extras/CUPTI/lib64, /usr/local/cuda/targets/x86_64-linux/lib,
+// /usr/local/cuda-13*/targets/x86_64-linux/lib and pip wheels' site-packages/nvidia/cu13/lib.
+//
+// libcuda (opts.CUDALibraryPath, else "libcuda.so.1") failing to load or cuInit failing does not
+// fail Open: host-only calls (NewHost from a chip name, SupportedChips) still work, and device
+// calls return DriverError.
+func Open(opts Options) (*Lib, error) { return open(opts) }
 
-// Open loads the libraries (explicit path, then loader path, then the usual folders),
-// preloads nvperf from the same folder, resolves every required symbol, calls cuInit(0)
-// and cuptiProfilerInitialize once.
-func Open(opts Options) (*Lib, error) { return nil, ErrNotSupported }
-
-// Close calls cuptiProfilerDeInitialize once and releases the handles.
-func (l *Lib) Close() error { return nil }
+// Close calls cuptiProfilerDeInitialize when it is the last open Lib and releases the handles.
+// Handles made from the Lib must be closed first. Close is idempotent.
+func (l *Lib) Close() error {
+	if l == nil || l.closed {
+		return nil
+	}
+	l.closed = true
+	l.cleanup.Stop()
+	return l.close()
+}
 
 // Version is cuptiGetVersion (e.g. 130001).
-func (l *Lib) Version() uint32 { return 0 }
+func (l *Lib) Version() uint32 { return l.version }
 
-// Path is the file libcupti was loaded from.
-func (l *Lib) Path() string { return "" }
+// Path is the file libcupti was loaded from (or the soname, when the loader found it and the
+// folder could not be determined).
+func (l *Lib) Path() string { return l.path }
 
 // HasSinglePassSets reports whether the 13.2 single-pass-set queries exist.
-func (l *Lib) HasSinglePassSets() bool { return false }
+func (l *Lib) HasSinglePassSets() bool {
+	return l.version >= VersionSinglePassSets && len(l.missing) == 0
+}
 
-// Devices lists CUDA devices with name, UUID and PCI bus id.
-func (l *Lib) Devices() ([]DeviceInfo, error) { return nil, ErrNotSupported }
+// MissingOptional lists optional symbols this libcupti lacks (nil when it has them all).
+func (l *Lib) MissingOptional() []string { return l.missing }
 
-// PMSamplingSupported runs cuptiProfilerDeviceSupported with api = PM_SAMPLING; the error
-// names the unsupported aspect (architecture, vGPU, confidential compute, ...).
-func (l *Lib) PMSamplingSupported(dev int) error { return ErrNotSupported }
+// Warnings are problems found at Open that did not fail it (nvperf not preloaded, driver absent,
+// optional symbols missing), for logging.
+func (l *Lib) Warnings() []string { return l.warnings }
 
-// ChipName is cuptiDeviceGetChipName (e.g. "GH100").
-func (l *Lib) ChipName(dev int) (string, error) { return "", ErrNotSupported }
+// DriverError is why device calls cannot work (libcuda absent, cuInit failed), or nil.
+func (l *Lib) DriverError() error { return l.driverErr }
 
-// CounterAvailability is the two-phase cuptiPmSamplingGetCounterAvailability.
-func (l *Lib) CounterAvailability(dev int) ([]byte, error) { return nil, ErrNotSupported }
+func (l *Lib) usable() error {
+	if l == nil || l.closed {
+		return ErrClosed
+	}
+	return nil
+}
 
-// SupportedChips is cuptiProfilerHostGetSupportedChips.
-func (l *Lib) SupportedChips() ([]string, error) { return nil, ErrNotSupported }
+func (l *Lib) deviceUsable() error {
+	if err := l.usable(); err != nil {
+		return err
+	}
+	return l.driverErr
+}
 
 // Host is a Profiler Host object for PM sampling of one chip. It owns C memory; Close frees it.
-type Host struct{ impl any }
-
-// NewHost is cuptiProfilerHostInitialize with profilerType PM_SAMPLING. availability may be nil
-// (host-only use from a chip name).
-func (l *Lib) NewHost(chip string, availability []byte) (*Host, error) { return nil, ErrNotSupported }
-
-func (h *Host) Close() error                                           { return nil }
-func (h *Host) BaseMetrics(t MetricType) ([]string, error)             { return nil, ErrNotSupported }
-func (h *Host) SubMetrics(t MetricType, base string) ([]string, error) { return nil, ErrNotSupported }
-func (h *Host) Properties(metric string) (MetricProperties, error) {
-	return MetricProperties{}, ErrNotSupported
+type Host struct {
+	l       *Lib
+	c       *cHost
+	chip    string
+	cleanup runtime.Cleanup
 }
-func (h *Host) MaxMetricsPerPass() (int, error) { return 0, ErrNotSupported }
 
-// ConfigImage builds a config image for the metrics (ConfigAddMetrics, GetConfigImageSize,
-// GetConfigImage) on a fresh host state, so calls are independent. The image is C memory that
-// must outlive the PM sampling session it configures.
-func (h *Host) ConfigImage(metrics []string) (*ConfigImage, error) { return nil, ErrNotSupported }
+// ConfigImage is a config image in C memory. A Session that uses it keeps its own reference, so
+// Free may be called once SetConfig has returned; the memory goes when both let go.
+type ConfigImage struct {
+	l       *Lib
+	buf     *cBuf
+	metrics []string
+	cleanup runtime.Cleanup
+}
 
-// ConfigImage is a config image in C memory.
-type ConfigImage struct{ impl any }
-
-func (c *ConfigImage) Passes() (int, error) { return 0, ErrNotSupported } // GetNumOfPasses
-func (c *ConfigImage) Size() int            { return 0 }
-func (c *ConfigImage) Free()                {}
-
-// Evaluate is cuptiProfilerHostEvaluateToGpuValues for sample index i; out has one slot per
-// metric, in the order given to Session.CounterData.
-func (h *Host) Evaluate(cd *CounterData, i int, out []float64) error { return ErrNotSupported }
+// Metrics are the metric names the image was built for.
+func (c *ConfigImage) Metrics() []string { return c.metrics }
 
 // Session is one PM sampling object (cuptiPmSamplingEnable .. Disable) of a device.
-type Session struct{ impl any }
-
-func (l *Lib) Enable(dev int) (*Session, error)                  { return nil, ErrNotSupported }
-func (s *Session) SetConfig(img *ConfigImage, c SetConfig) error { return ErrNotSupported }
-func (s *Session) Start() error                                  { return ErrNotSupported }
-func (s *Session) Stop() error                                   { return ErrNotSupported }
-func (s *Session) Disable() error                                { return ErrNotSupported } // frees the object
-func (s *Session) Decode(cd *CounterData) (DecodeResult, error) {
-	return DecodeResult{}, ErrNotSupported
+//
+// A Session must be owned by one goroutine that called runtime.LockOSThread, and every call on
+// it, its CounterData and the Host that evaluates them, must come from that goroutine: CUPTI
+// documents no thread safety for these calls, and NVIDIA's sample keeps decode on one thread.
+type Session struct {
+	l       *Lib
+	c       *cSession
+	dev     int
+	img     *cBuf // the config image CUPTI keeps until Disable
+	cleanup runtime.Cleanup
 }
 
 // CounterData is a counter data image in C memory for a fixed metric list and capacity.
-type CounterData struct{ impl any }
-
-// NewCounterData queries GetCounterDataSize for (metrics, maxSamples), allocates and initialises it.
-func (s *Session) NewCounterData(metrics []string, maxSamples int) (*CounterData, error) {
-	return nil, ErrNotSupported
+type CounterData struct {
+	s       *Session
+	c       *cCounterData
+	metrics []string
+	cleanup runtime.Cleanup
 }
-func (cd *CounterData) Reset() error                   { return ErrNotSupported } // CounterDataImageInitialize
-func (cd *CounterData) Info() (CounterDataInfo, error) { return CounterDataInfo{}, ErrNotSupported }
-func (cd *CounterData) SampleTimes(i int) (start, end uint64, err error) {
-	return 0, 0, ErrNotSupported
-}
-func (cd *CounterData) Size() int { return 0 }
-func (cd *CounterData) Free()     {}
 
-// Timestamp is cuptiGetTimestamp (ns, same time base as sample timestamps).
-func (l *Lib) Timestamp() (uint64, error) { return 0, ErrNotSupported }
+// Metrics are the metric names, in the order Evaluate fills its output.
+func (cd *CounterData) Metrics() []string { return cd.metrics }
+
+// FormatUUID renders the 16 bytes of CUuuid as "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx".
+func FormatUUID(b [16]byte) string {
+	const hex = "0123456789abcdef"
+	var sb strings.Builder
+	sb.WriteString("GPU-")
+	for i, c := range b {
+		if i == 4 || i == 6 || i == 8 || i == 10 {
+			sb.WriteByte('-')
+		}
+		sb.WriteByte(hex[c>>4])
+		sb.WriteByte(hex[c&15])
+	}
+	return sb.String()
+}

@@ -1,0 +1,856 @@
+/*
+ * fake_cupti.c: a deterministic fake libcupti.so.13 implementing the subset cupti-exporter uses,
+ * for tests on machines without a GPU. It uses the project's own declarations (../cupti_decl.h)
+ * and checks every structSize against the 13.0 STRUCT_SIZE values, so a binding that sends
+ * sizeof instead (56 for DeviceSupported, 48 for DecodeData, 64 for GetMetricProperties) gets
+ * CUPTI_ERROR_INVALID_PARAMETER.
+ *
+ * Behaviour (README.md beside this file is the contract):
+ *  - version 130001 (fault version=N changes it); chip "GH100" on every device;
+ *    CUPTI_FAKE_DEVICES devices (default 2).
+ *  - metrics: the catalog TSV at $CUPTI_FAKE_CATALOG (default FAKE_DEFAULT_CATALOG, set at build).
+ *    A full name is base + one suffix of its type (see the suffix lists below).
+ *  - passes: 19 if the set holds a metric of base sm__throughput, else ceil(n/8) for n metrics.
+ *    SetConfig with a config needing more than one pass returns 27 NOT_SUPPORTED.
+ *  - samples: sample k (0-based since Start) spans [t0 + k*iv, t0 + (k+1)*iv] where t0 is the
+ *    cuptiGetTimestamp value at Start and iv the interval (ns; in SYSCLK mode cycles at a nominal
+ *    1 GHz). A sample exists once its end has passed (or, with samples_per_decode=N, every decode
+ *    during sampling yields exactly N). Evaluate gives metric j (position in the names passed)
+ *    of sample k the value 10*(j+1) + (k % 10).
+ *  - more than hardwareBufferSize/4096 undecoded samples overflow the hardware buffer.
+ *  - faults (comma list, $CUPTI_FAKE_FAULTS at load, or cuptiFakeSetFaults at run time):
+ *      busy_setconfig            SetConfig and the availability fill call return 26 while set
+ *      busy_once                 the next SetConfig returns 26, then the knob clears
+ *      overflow_at=N             decode N of a session returns 8 with overflow=1, and so does every
+ *                                later decode until Disable
+ *      image_full                every decode fills the image: stop reason 1 (COUNTER_DATA_FULL)
+ *      insufficient_privileges   Enable returns 35
+ *      first_sample_before_start sample 0 starts 0.4 s before Start (as real hardware does)
+ *      samples_per_decode=N      deterministic count per decode while started
+ *      version=N                 cuptiGetVersion value
+ *      unsupported=arch|vgpu|cc  DeviceSupported reports that aspect (arch: UNSUPPORTED,
+ *                                vgpu: DISABLED, cc: UNSUPPORTED)
+ *      nvperf_missing            HostInitialize returns 15 NOT_INITIALIZED
+ */
+#define _GNU_SOURCE
+#include "../cupti_decl.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#ifndef FAKE_DEFAULT_CATALOG
+#define FAKE_DEFAULT_CATALOG "testdata/gh100_pm_sampling_base_metrics.tsv"
+#endif
+
+enum {
+	OK = 0,
+	E_PARAM = 1,
+	E_DEVICE = 2,
+	E_OPERATION = 7,
+	E_MEMORY = 8,
+	E_NOT_INIT = 15,
+	E_METRIC = 17,
+	E_BUSY = 26,
+	E_NOT_SUPPORTED = 27,
+	E_PRIVILEGES = 35,
+	E_CHIP = 46,
+	E_UNKNOWN = 999
+};
+
+#define MAX_DEV 64
+#define AVAIL_SIZE 9184
+#define SAMPLE_HWBYTES 4096
+#define FIRST_SAMPLE_EARLY_NS 400000000ull
+
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+#define LOCK() pthread_mutex_lock(&mu)
+#define UNLOCK() pthread_mutex_unlock(&mu)
+
+/* ---- faults and counters --------------------------------------------------------------------- */
+
+static struct {
+	int busy_setconfig, busy_once, image_full, insufficient_privileges, first_sample_before_start;
+	int nvperf_missing, unsupported_arch, unsupported_vgpu, unsupported_cc;
+	unsigned overflow_at, samples_per_decode;
+	uint32_t version;
+} F;
+
+static struct {
+	unsigned long long init, deinit, hosts, sessions;
+	unsigned long long sc_struct_size, sc_interval, sc_trigger, sc_append, sc_hwbuf;
+} Q;
+
+static int set_faults_locked(const char *spec) {
+	memset(&F, 0, sizeof F);
+	F.version = 130001;
+	if (!spec)
+		return 0;
+	char *copy = strdup(spec), *save = NULL, *tok;
+	int rc = 0;
+	for (tok = strtok_r(copy, ", ", &save); tok; tok = strtok_r(NULL, ", ", &save)) {
+		char *eq = strchr(tok, '=');
+		const char *val = eq ? eq + 1 : "";
+		if (eq)
+			*eq = 0;
+		if (!strcmp(tok, "busy_setconfig")) F.busy_setconfig = 1;
+		else if (!strcmp(tok, "busy_once")) F.busy_once = 1;
+		else if (!strcmp(tok, "image_full")) F.image_full = 1;
+		else if (!strcmp(tok, "insufficient_privileges")) F.insufficient_privileges = 1;
+		else if (!strcmp(tok, "first_sample_before_start")) F.first_sample_before_start = 1;
+		else if (!strcmp(tok, "nvperf_missing")) F.nvperf_missing = 1;
+		else if (!strcmp(tok, "overflow_at")) F.overflow_at = (unsigned)strtoul(val, NULL, 10);
+		else if (!strcmp(tok, "samples_per_decode")) F.samples_per_decode = (unsigned)strtoul(val, NULL, 10);
+		else if (!strcmp(tok, "version")) F.version = (uint32_t)strtoul(val, NULL, 10);
+		else if (!strcmp(tok, "unsupported") && !strcmp(val, "arch")) F.unsupported_arch = 1;
+		else if (!strcmp(tok, "unsupported") && !strcmp(val, "vgpu")) F.unsupported_vgpu = 1;
+		else if (!strcmp(tok, "unsupported") && !strcmp(val, "cc")) F.unsupported_cc = 1;
+		else {
+			fprintf(stderr, "fake libcupti: unknown fault %s\n", tok);
+			rc = -1;
+		}
+	}
+	free(copy);
+	return rc;
+}
+
+/* cuptiFakeSetFaults replaces the fault set (NULL or "" clears it). Returns -1 on an unknown knob. */
+int cuptiFakeSetFaults(const char *spec) {
+	LOCK();
+	int rc = set_faults_locked(spec);
+	UNLOCK();
+	return rc;
+}
+
+/* cuptiFakeQuery reads a counter: init, deinit, hosts (live host objects), sessions (enabled),
+ * setconfig.struct_size, setconfig.interval, setconfig.trigger, setconfig.append, setconfig.hwbuf. */
+int cuptiFakeQuery(const char *key, unsigned long long *out) {
+	static const struct {
+		const char *k;
+		unsigned long long *v;
+	} keys[] = {{"init", &Q.init}, {"deinit", &Q.deinit}, {"hosts", &Q.hosts}, {"sessions", &Q.sessions},
+		    {"setconfig.struct_size", &Q.sc_struct_size}, {"setconfig.interval", &Q.sc_interval},
+		    {"setconfig.trigger", &Q.sc_trigger}, {"setconfig.append", &Q.sc_append},
+		    {"setconfig.hwbuf", &Q.sc_hwbuf}};
+	int rc = -1;
+	LOCK();
+	for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
+		if (!strcmp(key, keys[i].k)) {
+			*out = *keys[i].v;
+			rc = 0;
+		}
+	UNLOCK();
+	return rc;
+}
+
+static int ndev(void) {
+	const char *s = getenv("CUPTI_FAKE_DEVICES");
+	int n = s && *s ? atoi(s) : 2;
+	return n > MAX_DEV ? MAX_DEV : n;
+}
+
+__attribute__((constructor)) static void fake_init(void) { set_faults_locked(getenv("CUPTI_FAKE_FAULTS")); }
+
+static uint64_t now_ns(void) {
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* ---- catalog --------------------------------------------------------------------------------- */
+
+typedef struct {
+	int type;
+	char *base, *hw, *dim, *desc;
+} entry;
+
+static entry *cat;
+static size_t ncat;
+static const char **cat_by_type[3];
+static size_t ncat_by_type[3];
+
+static int load_catalog_locked(void) {
+	if (cat)
+		return 0;
+	const char *path = getenv("CUPTI_FAKE_CATALOG");
+	if (!path || !*path)
+		path = FAKE_DEFAULT_CATALOG;
+	FILE *f = fopen(path, "r");
+	if (!f) {
+		fprintf(stderr, "fake libcupti: catalog %s: cannot open\n", path);
+		return -1;
+	}
+	char line[1024];
+	size_t cap = 2048;
+	cat = calloc(cap, sizeof *cat);
+	while (fgets(line, sizeof line, f)) {
+		if (line[0] == '#' || line[0] == '\n')
+			continue;
+		line[strcspn(line, "\r\n")] = 0;
+		char *save = NULL, *t = strtok_r(line, "\t", &save), *b = strtok_r(NULL, "\t", &save);
+		char *h = strtok_r(NULL, "\t", &save), *d = strtok_r(NULL, "\t", &save);
+		if (!t || !b)
+			continue;
+		if (ncat == cap)
+			cat = realloc(cat, (cap *= 2) * sizeof *cat);
+		entry *e = &cat[ncat++];
+		e->type = !strcmp(t, "ratio") ? 1 : !strcmp(t, "throughput") ? 2 : 0;
+		e->base = strdup(b);
+		e->hw = strdup(h ? h : "");
+		e->dim = strdup(d ? d : "");
+		size_t n = strlen(b) + 32;
+		e->desc = malloc(n);
+		snprintf(e->desc, n, "fake description of %s", b);
+	}
+	fclose(f);
+	for (int t = 0; t < 3; t++) {
+		cat_by_type[t] = calloc(ncat + 1, sizeof(char *));
+		for (size_t i = 0; i < ncat; i++)
+			if (cat[i].type == t)
+				cat_by_type[t][ncat_by_type[t]++] = cat[i].base;
+	}
+	return 0;
+}
+
+/* Counter suffixes as CUPTI 13.0 lists them for GH100 (leading dot, 4 rollups x 11). */
+static const char *sub_counter[] = {".avg", ".avg.peak_sustained", ".avg.peak_sustained_active",
+				    ".avg.peak_sustained_active.per_second", ".avg.peak_sustained_elapsed",
+				    ".avg.peak_sustained_elapsed.per_second", ".avg.per_cycle_active", ".avg.per_cycle_elapsed",
+				    ".avg.per_second", ".avg.pct_of_peak_sustained_active", ".avg.pct_of_peak_sustained_elapsed", ".max",
+				    ".max.peak_sustained", ".max.peak_sustained_active", ".max.peak_sustained_active.per_second",
+				    ".max.peak_sustained_elapsed", ".max.peak_sustained_elapsed.per_second", ".max.per_cycle_active",
+				    ".max.per_cycle_elapsed", ".max.per_second", ".max.pct_of_peak_sustained_active",
+				    ".max.pct_of_peak_sustained_elapsed", ".min", ".min.peak_sustained", ".min.peak_sustained_active",
+				    ".min.peak_sustained_active.per_second", ".min.peak_sustained_elapsed",
+				    ".min.peak_sustained_elapsed.per_second", ".min.per_cycle_active", ".min.per_cycle_elapsed",
+				    ".min.per_second", ".min.pct_of_peak_sustained_active", ".min.pct_of_peak_sustained_elapsed", ".sum",
+				    ".sum.peak_sustained", ".sum.peak_sustained_active", ".sum.peak_sustained_active.per_second",
+				    ".sum.peak_sustained_elapsed", ".sum.peak_sustained_elapsed.per_second", ".sum.per_cycle_active",
+				    ".sum.per_cycle_elapsed", ".sum.per_second", ".sum.pct_of_peak_sustained_active",
+				    ".sum.pct_of_peak_sustained_elapsed"};
+static const char *sub_ratio[] = {".pct", ".ratio", ".max_rate"};
+static const char *sub_throughput[] = {".avg.pct_of_peak_sustained_elapsed", ".max.pct_of_peak_sustained_elapsed",
+				       ".min.pct_of_peak_sustained_elapsed", ".sum.pct_of_peak_sustained_elapsed"};
+static const char **subs[3] = {sub_counter, sub_ratio, sub_throughput};
+static const size_t nsubs[3] = {sizeof sub_counter / sizeof *sub_counter, sizeof sub_ratio / sizeof *sub_ratio,
+				sizeof sub_throughput / sizeof *sub_throughput};
+
+/* lookup finds the catalog entry of name (a base, or base + a suffix of its type when full). */
+static const entry *lookup_locked(const char *name, int need_suffix) {
+	if (!name || load_catalog_locked() != 0)
+		return NULL;
+	const entry *best = NULL;
+	size_t bestlen = 0;
+	for (size_t i = 0; i < ncat; i++) {
+		size_t n = strlen(cat[i].base);
+		if (n > bestlen && !strncmp(name, cat[i].base, n) && (name[n] == 0 || name[n] == '.')) {
+			best = &cat[i];
+			bestlen = n;
+		}
+	}
+	if (!best)
+		return NULL;
+	const char *suffix = name + bestlen;
+	if (!*suffix)
+		return need_suffix ? NULL : best;
+	for (size_t i = 0; i < nsubs[best->type]; i++)
+		if (!strcmp(suffix, subs[best->type][i]))
+			return best;
+	return NULL;
+}
+
+static const char *chips[] = {"GA100", "GA102", "AD102", "GH100", "GB100", "GB202"};
+
+static int known_chip(const char *c) {
+	for (size_t i = 0; c && i < sizeof chips / sizeof *chips; i++)
+		if (!strcmp(c, chips[i]))
+			return 1;
+	return 0;
+}
+
+/* ---- objects --------------------------------------------------------------------------------- */
+
+struct CUpti_Profiler_Host_Object {
+	unsigned magic;
+	char **metrics;
+	size_t n;
+};
+#define HOST_MAGIC 0x484f5354u
+
+struct CUpti_PmSampling_Object {
+	unsigned magic;
+	int dev, configured, started, stopped, dead, keep_latest;
+	uint64_t iv, hwbuf_samples, t0, t_stop, next_k, decodes;
+	size_t cd_metrics, cd_capacity, cd_size;
+};
+#define PM_MAGIC 0x504d534du
+
+static CUpti_PmSampling_Object *enabled[MAX_DEV];
+
+#define CFG_MAGIC "FAKECFG"
+typedef struct {
+	char magic[8];
+	uint32_t n;
+} cfg_header;
+
+#define CD_MAGIC "FAKECD1"
+typedef struct {
+	char magic[8];
+	uint32_t nmetrics, capacity, populated, pad;
+} cd_header;
+typedef struct {
+	uint64_t k, start, end;
+} cd_slot;
+
+static size_t cd_size(size_t nmetrics, size_t capacity) {
+	return 2560 + capacity * (sizeof(cd_slot) + 8 * nmetrics);
+}
+
+#define CHECK_SIZE(p, T)                                      \
+	do {                                                  \
+		if (!(p) || (p)->structSize != T##_STRUCT_SIZE) \
+			return E_PARAM;                       \
+	} while (0)
+
+static int live_host(CUpti_Profiler_Host_Object *h) { return h && h->magic == HOST_MAGIC; }
+static int live_pm(CUpti_PmSampling_Object *o) { return o && o->magic == PM_MAGIC; }
+
+/* ---- common ---------------------------------------------------------------------------------- */
+
+CUptiResult cuptiGetVersion(uint32_t *v) {
+	if (!v)
+		return E_PARAM;
+	LOCK();
+	*v = F.version;
+	UNLOCK();
+	return OK;
+}
+
+CUptiResult cuptiGetResultString(CUptiResult r, const char **s) {
+	static const struct {
+		int r;
+		const char *s;
+	} names[] = {{0, "CUPTI_SUCCESS"},
+		     {1, "CUPTI_ERROR_INVALID_PARAMETER"},
+		     {2, "CUPTI_ERROR_INVALID_DEVICE"},
+		     {7, "CUPTI_ERROR_INVALID_OPERATION"},
+		     {8, "CUPTI_ERROR_OUT_OF_MEMORY"},
+		     {15, "CUPTI_ERROR_NOT_INITIALIZED"},
+		     {17, "CUPTI_ERROR_INVALID_METRIC_NAME"},
+		     {26, "CUPTI_ERROR_HARDWARE_BUSY"},
+		     {27, "CUPTI_ERROR_NOT_SUPPORTED"},
+		     {35, "CUPTI_ERROR_INSUFFICIENT_PRIVILEGES"},
+		     {46, "CUPTI_ERROR_INVALID_CHIP_NAME"},
+		     {999, "CUPTI_ERROR_UNKNOWN"}};
+	for (size_t i = 0; i < sizeof names / sizeof *names; i++)
+		if (names[i].r == r) {
+			*s = names[i].s;
+			return OK;
+		}
+	return E_PARAM;
+}
+
+CUptiResult cuptiGetTimestamp(uint64_t *ts) {
+	*ts = now_ns();
+	return OK;
+}
+
+CUptiResult cuptiProfilerInitialize(CUpti_Profiler_Initialize_Params *p) {
+	CHECK_SIZE(p, CUpti_Profiler_Initialize_Params);
+	LOCK();
+	Q.init++;
+	UNLOCK();
+	return OK;
+}
+
+CUptiResult cuptiProfilerDeInitialize(CUpti_Profiler_DeInitialize_Params *p) {
+	CHECK_SIZE(p, CUpti_Profiler_DeInitialize_Params);
+	LOCK();
+	Q.deinit++;
+	UNLOCK();
+	return OK;
+}
+
+CUptiResult cuptiProfilerDeviceSupported(CUpti_Profiler_DeviceSupported_Params *p) {
+	CHECK_SIZE(p, CUpti_Profiler_DeviceSupported_Params);
+	if (p->cuDevice < 0 || p->cuDevice >= ndev())
+		return E_DEVICE;
+	const int S = CUPTI_PROFILER_CONFIGURATION_SUPPORTED, U = CUPTI_PROFILER_CONFIGURATION_UNSUPPORTED;
+	LOCK();
+	p->architecture = F.unsupported_arch ? U : S;
+	p->vGpu = F.unsupported_vgpu ? CUPTI_PROFILER_CONFIGURATION_DISABLED : S;
+	p->confidentialCompute = F.unsupported_cc ? U : S;
+	UNLOCK();
+	p->sli = p->cmp = p->wsl = S;
+	int all = p->architecture == S && p->vGpu == S && p->confidentialCompute == S;
+	/* Anything but PM_SAMPLING asks about another API, which this fake does not support. */
+	p->isSupported = all && p->api == CUPTI_PROFILER_PM_SAMPLING ? S : U;
+	return OK;
+}
+
+CUptiResult cuptiDeviceGetChipName(CUpti_Device_GetChipName_Params *p) {
+	CHECK_SIZE(p, CUpti_Device_GetChipName_Params);
+	if (p->deviceIndex >= (size_t)ndev())
+		return E_DEVICE;
+	p->pChipName = "GH100";
+	return OK;
+}
+
+/* ---- PM sampling ----------------------------------------------------------------------------- */
+
+CUptiResult cuptiPmSamplingGetCounterAvailability(CUpti_PmSampling_GetCounterAvailability_Params *p) {
+	CHECK_SIZE(p, CUpti_PmSampling_GetCounterAvailability_Params);
+	if (p->deviceIndex >= (size_t)ndev())
+		return E_DEVICE;
+	if (!p->pCounterAvailabilityImage) {
+		p->counterAvailabilityImageSize = AVAIL_SIZE;
+		return OK;
+	}
+	LOCK();
+	int busy = F.busy_setconfig;
+	UNLOCK();
+	if (busy)
+		return E_BUSY;
+	if (p->counterAvailabilityImageSize < AVAIL_SIZE)
+		return E_PARAM;
+	memset(p->pCounterAvailabilityImage, 0xA5, AVAIL_SIZE);
+	return OK;
+}
+
+CUptiResult cuptiPmSamplingEnable(CUpti_PmSampling_Enable_Params *p) {
+	CHECK_SIZE(p, CUpti_PmSampling_Enable_Params);
+	if (p->deviceIndex >= (size_t)ndev())
+		return E_DEVICE;
+	CUptiResult r = OK;
+	LOCK();
+	if (F.insufficient_privileges)
+		r = E_PRIVILEGES;
+	else if (enabled[p->deviceIndex])
+		r = E_OPERATION;
+	else {
+		CUpti_PmSampling_Object *o = calloc(1, sizeof *o);
+		o->magic = PM_MAGIC;
+		o->dev = (int)p->deviceIndex;
+		enabled[o->dev] = o;
+		p->pPmSamplingObject = o;
+		Q.sessions++;
+	}
+	UNLOCK();
+	return r;
+}
+
+static size_t config_passes(const uint8_t *img, size_t size, CUptiResult *err) {
+	const cfg_header *h = (const cfg_header *)img;
+	*err = OK;
+	if (!img || size < sizeof *h || memcmp(h->magic, CFG_MAGIC, 8)) {
+		*err = E_PARAM;
+		return 0;
+	}
+	const char *s = (const char *)(h + 1);
+	for (uint32_t i = 0; i < h->n; i++, s += strlen(s) + 1)
+		if (!strncmp(s, "sm__throughput.", 15))
+			return 19;
+	return (h->n + 7) / 8;
+}
+
+CUptiResult cuptiPmSamplingSetConfig(CUpti_PmSampling_SetConfig_Params *p) {
+	if (!p || (p->structSize != CUpti_PmSampling_SetConfig_Params_STRUCT_SIZE &&
+		   p->structSize != CX_SETCONFIG_STRUCT_SIZE_PRE_APPEND_MODE))
+		return E_PARAM;
+	CUptiResult r = OK;
+	size_t passes = config_passes(p->pConfig, p->configSize, &r);
+	if (r != OK)
+		return r;
+	if (p->samplingInterval == 0 || p->hardwareBufferSize == 0 || p->triggerMode > 1)
+		return E_PARAM;
+	int append = p->structSize == CUpti_PmSampling_SetConfig_Params_STRUCT_SIZE ? (int)p->hwBufferAppendMode : 0;
+	LOCK();
+	CUpti_PmSampling_Object *o = p->pPmSamplingObject;
+	if (!live_pm(o))
+		r = E_PARAM;
+	else if (o->started)
+		r = E_OPERATION;
+	else if (F.busy_setconfig)
+		r = E_BUSY;
+	else if (F.busy_once) {
+		F.busy_once = 0;
+		r = E_BUSY;
+	} else if (passes != 1)
+		r = E_NOT_SUPPORTED;
+	else {
+		o->configured = 1;
+		o->iv = p->samplingInterval; /* ns in TIME mode; SYSCLK cycles at a nominal 1 GHz */
+		o->hwbuf_samples = p->hardwareBufferSize / SAMPLE_HWBYTES;
+		o->keep_latest = append == CUPTI_PM_SAMPLING_HARDWARE_BUFFER_APPEND_MODE_KEEP_LATEST;
+		Q.sc_struct_size = p->structSize;
+		Q.sc_interval = p->samplingInterval;
+		Q.sc_trigger = (unsigned long long)p->triggerMode;
+		Q.sc_append = (unsigned long long)append;
+		Q.sc_hwbuf = p->hardwareBufferSize;
+	}
+	UNLOCK();
+	return r;
+}
+
+static int valid_names_locked(const char **names, size_t n) {
+	if (!names || n == 0)
+		return E_PARAM;
+	for (size_t i = 0; i < n; i++)
+		if (!lookup_locked(names[i], 1))
+			return E_METRIC;
+	return OK;
+}
+
+CUptiResult cuptiPmSamplingGetCounterDataSize(CUpti_PmSampling_GetCounterDataSize_Params *p) {
+	CHECK_SIZE(p, CUpti_PmSampling_GetCounterDataSize_Params);
+	LOCK();
+	CUptiResult r = live_pm(p->pPmSamplingObject) ? valid_names_locked(p->pMetricNames, p->numMetrics) : E_PARAM;
+	if (r == OK && p->maxSamples == 0)
+		r = E_PARAM;
+	if (r == OK) {
+		CUpti_PmSampling_Object *o = p->pPmSamplingObject;
+		o->cd_metrics = p->numMetrics;
+		o->cd_capacity = p->maxSamples;
+		o->cd_size = p->counterDataSize = cd_size(p->numMetrics, p->maxSamples);
+	}
+	UNLOCK();
+	return r;
+}
+
+CUptiResult cuptiPmSamplingCounterDataImageInitialize(CUpti_PmSampling_CounterDataImage_Initialize_Params *p) {
+	CHECK_SIZE(p, CUpti_PmSampling_CounterDataImage_Initialize_Params);
+	CUptiResult r = OK;
+	LOCK();
+	CUpti_PmSampling_Object *o = p->pPmSamplingObject;
+	if (!live_pm(o) || !p->pCounterData || !o->cd_size || p->counterDataSize != o->cd_size)
+		r = E_PARAM;
+	else {
+		cd_header *h = (cd_header *)p->pCounterData;
+		memset(h, 0, sizeof *h);
+		memcpy(h->magic, CD_MAGIC, 8);
+		h->nmetrics = (uint32_t)o->cd_metrics;
+		h->capacity = (uint32_t)o->cd_capacity;
+	}
+	UNLOCK();
+	return r;
+}
+
+CUptiResult cuptiPmSamplingStart(CUpti_PmSampling_Start_Params *p) {
+	CHECK_SIZE(p, CUpti_PmSampling_Start_Params);
+	CUptiResult r = OK;
+	LOCK();
+	CUpti_PmSampling_Object *o = p->pPmSamplingObject;
+	if (!live_pm(o))
+		r = E_PARAM;
+	else if (!o->configured || o->started)
+		r = E_OPERATION;
+	else {
+		o->started = 1;
+		o->stopped = 0;
+		o->t0 = now_ns();
+		o->next_k = 0;
+	}
+	UNLOCK();
+	return r;
+}
+
+CUptiResult cuptiPmSamplingStop(CUpti_PmSampling_Stop_Params *p) {
+	CHECK_SIZE(p, CUpti_PmSampling_Stop_Params);
+	CUptiResult r = OK;
+	LOCK();
+	CUpti_PmSampling_Object *o = p->pPmSamplingObject;
+	if (!live_pm(o))
+		r = E_PARAM;
+	else if (!o->started)
+		r = E_OPERATION;
+	else {
+		o->started = 0;
+		o->stopped = 1;
+		o->t_stop = now_ns();
+	}
+	UNLOCK();
+	return r;
+}
+
+CUptiResult cuptiPmSamplingDisable(CUpti_PmSampling_Disable_Params *p) {
+	CHECK_SIZE(p, CUpti_PmSampling_Disable_Params);
+	CUptiResult r = OK;
+	LOCK();
+	CUpti_PmSampling_Object *o = p->pPmSamplingObject;
+	if (!live_pm(o))
+		r = E_PARAM;
+	else {
+		enabled[o->dev] = NULL;
+		o->magic = 0;
+		free(o);
+		Q.sessions--;
+	}
+	UNLOCK();
+	return r;
+}
+
+static cd_header *image(const uint8_t *img, size_t size) {
+	cd_header *h = (cd_header *)img;
+	if (!img || size < sizeof *h || memcmp(h->magic, CD_MAGIC, 8) || size < cd_size(h->nmetrics, h->capacity))
+		return NULL;
+	return h;
+}
+
+CUptiResult cuptiPmSamplingDecodeData(CUpti_PmSampling_DecodeData_Params *p) {
+	CHECK_SIZE(p, CUpti_PmSampling_DecodeData_Params);
+	CUptiResult r = OK;
+	LOCK();
+	CUpti_PmSampling_Object *o = p->pPmSamplingObject;
+	cd_header *h = image(p->pCounterDataImage, p->counterDataImageSize);
+	p->overflow = 0;
+	p->decodeStopReason = CUPTI_PM_SAMPLING_DECODE_STOP_REASON_OTHER;
+	if (!live_pm(o) || !h) {
+		r = E_PARAM;
+		goto out;
+	}
+	if (!o->configured) {
+		r = E_OPERATION;
+		goto out;
+	}
+	o->decodes++;
+	if (F.overflow_at && o->decodes == F.overflow_at)
+		o->dead = 1;
+	uint64_t avail = 0;
+	if (o->started || o->stopped) {
+		if (F.samples_per_decode)
+			avail = o->started ? F.samples_per_decode : 0;
+		else {
+			uint64_t until = o->started ? now_ns() : o->t_stop;
+			uint64_t total = until > o->t0 ? (until - o->t0) / o->iv : 0;
+			avail = total > o->next_k ? total - o->next_k : 0;
+			if (avail > o->hwbuf_samples) {
+				if (o->keep_latest) {
+					o->next_k = total - o->hwbuf_samples;
+					avail = o->hwbuf_samples;
+				} else
+					o->dead = 1;
+			}
+		}
+	}
+	if (o->dead) {
+		p->overflow = 1;
+		r = E_MEMORY;
+		goto out;
+	}
+	uint64_t space = h->capacity - h->populated, n = avail < space ? avail : space;
+	if (F.image_full)
+		n = space;
+	cd_slot *slots = (cd_slot *)(h + 1);
+	for (uint64_t j = 0; j < n; j++) {
+		uint64_t k = o->next_k++;
+		cd_slot *s = &slots[h->populated++];
+		s->k = k;
+		s->start = o->t0 + k * o->iv;
+		s->end = s->start + o->iv;
+		if (k == 0 && F.first_sample_before_start)
+			s->start = o->t0 - FIRST_SAMPLE_EARLY_NS;
+	}
+	if (F.image_full || avail > space)
+		p->decodeStopReason = CUPTI_PM_SAMPLING_DECODE_STOP_REASON_COUNTER_DATA_FULL;
+	else if (!o->started)
+		p->decodeStopReason = CUPTI_PM_SAMPLING_DECODE_STOP_REASON_END_OF_RECORDS;
+out:
+	UNLOCK();
+	return r;
+}
+
+CUptiResult cuptiPmSamplingGetCounterDataInfo(CUpti_PmSampling_GetCounterDataInfo_Params *p) {
+	CHECK_SIZE(p, CUpti_PmSampling_GetCounterDataInfo_Params);
+	cd_header *h = image(p->pCounterDataImage, p->counterDataImageSize);
+	if (!h)
+		return E_PARAM;
+	p->numTotalSamples = h->capacity;
+	p->numPopulatedSamples = p->numCompletedSamples = h->populated;
+	return OK;
+}
+
+CUptiResult cuptiPmSamplingCounterDataGetSampleInfo(CUpti_PmSampling_CounterData_GetSampleInfo_Params *p) {
+	CHECK_SIZE(p, CUpti_PmSampling_CounterData_GetSampleInfo_Params);
+	cd_header *h = image(p->pCounterDataImage, p->counterDataImageSize);
+	if (!h || p->sampleIndex >= h->populated)
+		return E_PARAM;
+	cd_slot *s = (cd_slot *)(h + 1) + p->sampleIndex;
+	p->startTimestamp = s->start;
+	p->endTimestamp = s->end;
+	return OK;
+}
+
+/* ---- Profiler host --------------------------------------------------------------------------- */
+
+CUptiResult cuptiProfilerHostInitialize(CUpti_Profiler_Host_Initialize_Params *p) {
+	CHECK_SIZE(p, CUpti_Profiler_Host_Initialize_Params);
+	if (p->profilerType != CUPTI_PROFILER_TYPE_PM_SAMPLING)
+		return E_NOT_SUPPORTED;
+	if (!known_chip(p->pChipName))
+		return E_CHIP;
+	if (p->pCounterAvailabilityImage && p->pCounterAvailabilityImage[0] != 0xA5)
+		return E_PARAM; /* as the real library does for a zeroed image */
+	CUptiResult r = OK;
+	LOCK();
+	if (F.nvperf_missing)
+		r = E_NOT_INIT;
+	else if (load_catalog_locked() != 0)
+		r = E_UNKNOWN;
+	else {
+		CUpti_Profiler_Host_Object *h = calloc(1, sizeof *h);
+		h->magic = HOST_MAGIC;
+		p->pHostObject = h;
+		Q.hosts++;
+	}
+	UNLOCK();
+	return r;
+}
+
+CUptiResult cuptiProfilerHostDeinitialize(CUpti_Profiler_Host_Deinitialize_Params *p) {
+	CHECK_SIZE(p, CUpti_Profiler_Host_Deinitialize_Params);
+	CUpti_Profiler_Host_Object *h = p->pHostObject;
+	LOCK();
+	if (!live_host(h)) {
+		UNLOCK();
+		return E_PARAM;
+	}
+	for (size_t i = 0; i < h->n; i++)
+		free(h->metrics[i]);
+	free(h->metrics);
+	h->magic = 0;
+	free(h);
+	Q.hosts--;
+	UNLOCK();
+	return OK;
+}
+
+CUptiResult cuptiProfilerHostGetSupportedChips(CUpti_Profiler_Host_GetSupportedChips_Params *p) {
+	CHECK_SIZE(p, CUpti_Profiler_Host_GetSupportedChips_Params);
+	p->numChips = sizeof chips / sizeof *chips;
+	p->ppChipNames = chips;
+	return OK;
+}
+
+CUptiResult cuptiProfilerHostGetBaseMetrics(CUpti_Profiler_Host_GetBaseMetrics_Params *p) {
+	CHECK_SIZE(p, CUpti_Profiler_Host_GetBaseMetrics_Params);
+	if (!live_host(p->pHostObject) || p->metricType < 0 || p->metricType > 2)
+		return E_PARAM;
+	p->ppMetricNames = cat_by_type[p->metricType];
+	p->numMetrics = ncat_by_type[p->metricType];
+	return OK;
+}
+
+CUptiResult cuptiProfilerHostGetSubMetrics(CUpti_Profiler_Host_GetSubMetrics_Params *p) {
+	CHECK_SIZE(p, CUpti_Profiler_Host_GetSubMetrics_Params);
+	if (!live_host(p->pHostObject))
+		return E_PARAM;
+	LOCK();
+	const entry *e = lookup_locked(p->pMetricName, 0);
+	UNLOCK();
+	if (!e || (int)p->metricType != e->type)
+		return E_METRIC;
+	p->ppSubMetrics = subs[e->type];
+	p->numOfSubmetrics = nsubs[e->type];
+	return OK;
+}
+
+CUptiResult cuptiProfilerHostGetMetricProperties(CUpti_Profiler_Host_GetMetricProperties_Params *p) {
+	CHECK_SIZE(p, CUpti_Profiler_Host_GetMetricProperties_Params);
+	if (!live_host(p->pHostObject))
+		return E_PARAM;
+	LOCK();
+	const entry *e = lookup_locked(p->pMetricName, 0);
+	UNLOCK();
+	if (!e)
+		return E_METRIC;
+	p->pDescription = e->desc;
+	p->pHwUnit = e->hw;
+	p->pDimUnit = e->dim;
+	p->metricType = (CUpti_MetricType)e->type;
+	return OK;
+}
+
+CUptiResult cuptiProfilerHostGetMaxNumHardwareMetricsPerPass(CUpti_Profiler_Host_GetMaxNumHardwareMetricsPerPass_Params *p) {
+	CHECK_SIZE(p, CUpti_Profiler_Host_GetMaxNumHardwareMetricsPerPass_Params);
+	if (p->profilerType != CUPTI_PROFILER_TYPE_PM_SAMPLING)
+		return E_NOT_SUPPORTED;
+	if (!known_chip(p->pChipName))
+		return E_CHIP;
+	p->maxMetricsPerPass = 212;
+	return OK;
+}
+
+CUptiResult cuptiProfilerHostConfigAddMetrics(CUpti_Profiler_Host_ConfigAddMetrics_Params *p) {
+	CHECK_SIZE(p, CUpti_Profiler_Host_ConfigAddMetrics_Params);
+	CUpti_Profiler_Host_Object *h = p->pHostObject;
+	if (!live_host(h))
+		return E_PARAM;
+	LOCK();
+	CUptiResult r = valid_names_locked(p->ppMetricNames, p->numMetrics);
+	if (r == OK) {
+		h->metrics = realloc(h->metrics, (h->n + p->numMetrics) * sizeof *h->metrics);
+		for (size_t i = 0; i < p->numMetrics; i++)
+			h->metrics[h->n++] = strdup(p->ppMetricNames[i]);
+	}
+	UNLOCK();
+	return r;
+}
+
+static size_t config_size(const CUpti_Profiler_Host_Object *h) {
+	size_t n = sizeof(cfg_header);
+	for (size_t i = 0; i < h->n; i++)
+		n += strlen(h->metrics[i]) + 1;
+	return n;
+}
+
+CUptiResult cuptiProfilerHostGetConfigImageSize(CUpti_Profiler_Host_GetConfigImageSize_Params *p) {
+	CHECK_SIZE(p, CUpti_Profiler_Host_GetConfigImageSize_Params);
+	if (!live_host(p->pHostObject) || p->pHostObject->n == 0)
+		return E_PARAM;
+	p->configImageSize = config_size(p->pHostObject);
+	return OK;
+}
+
+CUptiResult cuptiProfilerHostGetConfigImage(CUpti_Profiler_Host_GetConfigImage_Params *p) {
+	CHECK_SIZE(p, CUpti_Profiler_Host_GetConfigImage_Params);
+	CUpti_Profiler_Host_Object *h = p->pHostObject;
+	if (!live_host(h) || !p->pConfigImage || p->configImageSize < config_size(h))
+		return E_PARAM;
+	cfg_header *c = (cfg_header *)p->pConfigImage;
+	memcpy(c->magic, CFG_MAGIC, 8);
+	c->n = (uint32_t)h->n;
+	char *s = (char *)(c + 1);
+	for (size_t i = 0; i < h->n; i++) {
+		size_t n = strlen(h->metrics[i]) + 1;
+		memcpy(s, h->metrics[i], n);
+		s += n;
+	}
+	return OK;
+}
+
+CUptiResult cuptiProfilerHostGetNumOfPasses(CUpti_Profiler_Host_GetNumOfPasses_Params *p) {
+	CHECK_SIZE(p, CUpti_Profiler_Host_GetNumOfPasses_Params);
+	CUptiResult r;
+	p->numOfPasses = config_passes(p->pConfigImage, p->configImageSize, &r);
+	return r;
+}
+
+CUptiResult cuptiProfilerHostEvaluateToGpuValues(CUpti_Profiler_Host_EvaluateToGpuValues_Params *p) {
+	CHECK_SIZE(p, CUpti_Profiler_Host_EvaluateToGpuValues_Params);
+	if (!live_host(p->pHostObject) || !p->pMetricValues)
+		return E_PARAM;
+	cd_header *h = image(p->pCounterDataImage, p->counterDataImageSize);
+	if (!h || p->rangeIndex >= h->populated || p->numMetrics != h->nmetrics)
+		return E_PARAM;
+	LOCK();
+	CUptiResult r = valid_names_locked(p->ppMetricNames, p->numMetrics);
+	UNLOCK();
+	if (r != OK)
+		return r;
+	uint64_t k = ((cd_slot *)(h + 1))[p->rangeIndex].k;
+	for (size_t j = 0; j < p->numMetrics; j++)
+		p->pMetricValues[j] = 10.0 * (double)(j + 1) + (double)(k % 10);
+	return OK;
+}

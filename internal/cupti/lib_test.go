@@ -1,0 +1,239 @@
+package cupti_test
+
+import (
+	"errors"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/cupti-exporter/cupti-exporter/internal/cupti"
+	"github.com/cupti-exporter/cupti-exporter/internal/cupti/cuptitest"
+)
+
+// open loads the fake and closes it at the end of the test.
+func open(t *testing.T) *cupti.Lib {
+	t.Helper()
+	l, err := cupti.Open(cuptitest.Build(t))
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := l.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return l
+}
+
+func TestOpen(t *testing.T) {
+	opts := cuptitest.Build(t)
+	before := cuptitest.Query(t, "init")
+	l, err := cupti.Open(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.Version() != 130001 {
+		t.Errorf("Version = %d", l.Version())
+	}
+	if l.Path() != opts.LibraryPath {
+		t.Errorf("Path = %s, want %s", l.Path(), opts.LibraryPath)
+	}
+	want := []string{"cuptiProfilerHostGetSinglePassSets", "cuptiProfilerHostGetMetricsInSinglePassSet"}
+	if !slices.Equal(l.MissingOptional(), want) || l.HasSinglePassSets() {
+		t.Errorf("MissingOptional = %v, HasSinglePassSets = %v", l.MissingOptional(), l.HasSinglePassSets())
+	}
+	if !strings.Contains(strings.Join(l.Warnings(), "\n"), "cuptiProfilerHostGetSinglePassSets") {
+		t.Errorf("Warnings do not report the optional symbols: %q", l.Warnings())
+	}
+	if l.DriverError() != nil {
+		t.Errorf("DriverError = %v", l.DriverError())
+	}
+	if got := cuptitest.Query(t, "init"); got != before+1 {
+		t.Errorf("cuptiProfilerInitialize ran %d times", got-before)
+	}
+
+	// A second Lib shares the initialisation; DeInitialize runs once, after the last Close.
+	l2, err := cupti.Open(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deinit := cuptitest.Query(t, "deinit")
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := cuptitest.Query(t, "init"); got != before+1 {
+		t.Errorf("second Open initialised again")
+	}
+	if cuptitest.Query(t, "deinit") != deinit {
+		t.Errorf("DeInitialize ran while a Lib was open")
+	}
+	if err := l2.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if cuptitest.Query(t, "deinit") != deinit+1 {
+		t.Errorf("DeInitialize did not run after the last Close")
+	}
+	if err := l2.Close(); err != nil {
+		t.Errorf("second Close: %v", err)
+	}
+	if _, err := l2.Devices(); !errors.Is(err, cupti.ErrClosed) {
+		t.Errorf("Devices after Close: %v", err)
+	}
+}
+
+func TestOpenFromEnvFolder(t *testing.T) {
+	opts := cuptitest.Build(t)
+	t.Setenv(cupti.EnvLibrary, filepath.Dir(opts.LibraryPath))
+	l, err := cupti.Open(cupti.Options{CUDALibraryPath: opts.CUDALibraryPath})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if l.Path() != opts.LibraryPath {
+		t.Errorf("Path = %s", l.Path())
+	}
+}
+
+func TestOpenExplicitMissing(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "libcupti.so.13")
+	_, err := cupti.Open(cupti.Options{LibraryPath: missing})
+	if err == nil || !strings.Contains(err.Error(), missing) || !strings.Contains(err.Error(), "No such file") {
+		t.Errorf("Open(missing) = %v; want the path and dlerror's text", err)
+	}
+}
+
+func TestOpenMissingSymbol(t *testing.T) {
+	cuptitest.Build(t)
+	dir := t.TempDir()
+	lib := cuptitest.CompileC(t, dir, "libcupti.so.13", `
+int cuptiGetVersion(unsigned *v) { *v = 130001; return 0; }
+int cuptiGetResultString(int r, const char **s) { return 1; }
+int cuptiGetTimestamp(unsigned long long *t) { *t = 0; return 0; }
+int cuptiProfilerInitialize(void *p) { return 0; }
+`)
+	_, err := cupti.Open(cupti.Options{LibraryPath: lib})
+	if err == nil {
+		t.Fatal("Open succeeded without the profiler symbols")
+	}
+	for _, w := range []string{"cuptiProfilerDeInitialize", "undefined symbol", lib} {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("error %q lacks %q", err, w)
+		}
+	}
+}
+
+func TestOpenNoDriver(t *testing.T) {
+	opts := cuptitest.Build(t)
+	opts.CUDALibraryPath = filepath.Join(t.TempDir(), "libcuda.so.1")
+	l, err := cupti.Open(opts)
+	if err != nil {
+		t.Fatalf("Open must work without the driver (host-only use): %v", err)
+	}
+	defer l.Close()
+	if l.DriverError() == nil {
+		t.Fatal("DriverError = nil")
+	}
+	if _, err := l.Devices(); !errors.Is(err, cupti.ErrNotSupported) {
+		t.Errorf("Devices without a driver: %v", err)
+	}
+	h, err := l.NewHost("GH100", nil)
+	if err != nil {
+		t.Fatalf("NewHost without a driver: %v", err)
+	}
+	h.Close()
+}
+
+func TestVersionGating(t *testing.T) {
+	opts := cuptitest.Build(t)
+	cuptitest.Inject(t, "version=23")
+	_, err := cupti.Open(opts)
+	var fe *cupti.FeatureError
+	if !errors.Is(err, cupti.ErrNotSupported) || !errors.As(err, &fe) || fe.MinVersion != 24 || fe.Have != 23 {
+		t.Fatalf("Open on API 23 = %v", err)
+	}
+
+	cuptitest.SetFaults(t, "version=25")
+	l := open(t)
+	s, img := enableConfigured(t, l, 0, nil)
+	_ = s
+	err = s.SetConfig(img, cupti.SetConfig{HardwareBufferSize: 1 << 26, Interval: 1e6, Trigger: cupti.TriggerGPUTime, KeepLatest: true})
+	if !errors.As(err, &fe) || fe.MinVersion != 26 {
+		t.Errorf("KeepLatest on API 25 = %v", err)
+	}
+	if got := cuptitest.Query(t, "setconfig.struct_size"); got != 60 {
+		t.Errorf("SetConfig structSize on API 25 = %d, want 60", got)
+	}
+
+	cuptitest.SetFaults(t, "")
+	l2 := open(t)
+	s2, _ := enableConfigured(t, l2, 1, nil)
+	_ = s2
+	if got := cuptitest.Query(t, "setconfig.struct_size"); got != 64 {
+		t.Errorf("SetConfig structSize on 13.0 = %d, want 64", got)
+	}
+}
+
+func TestDevices(t *testing.T) {
+	l := open(t)
+	devs, err := l.Devices()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []cupti.DeviceInfo{
+		{Index: 0, Name: "NVIDIA H200", UUID: "GPU-f0010203-0405-0607-0809-0a0b0c0d0e0f", PCIBusID: "0000:19:00.0"},
+		{Index: 1, Name: "NVIDIA H200", UUID: "GPU-f1010203-0405-0607-0809-0a0b0c0d0e0f", PCIBusID: "0000:29:00.0"},
+	}
+	if !slices.Equal(devs, want) {
+		t.Errorf("Devices:\n got %+v\nwant %+v", devs, want)
+	}
+	for i := range devs {
+		if err := l.PMSamplingSupported(i); err != nil {
+			t.Errorf("PMSamplingSupported(%d): %v", i, err)
+		}
+		if chip, err := l.ChipName(i); err != nil || chip != "GH100" {
+			t.Errorf("ChipName(%d) = %q, %v", i, chip, err)
+		}
+	}
+	if _, err := l.ChipName(2); err == nil || !strings.Contains(err.Error(), "CUPTI_ERROR_INVALID_DEVICE") {
+		t.Errorf("ChipName(2) = %v", err)
+	}
+	av, err := l.CounterAvailability(0)
+	if err != nil || len(av) != 9184 {
+		t.Errorf("CounterAvailability = %d bytes, %v", len(av), err)
+	}
+	ts, err := l.Timestamp()
+	if err != nil || ts < 1_700_000_000e9 {
+		t.Errorf("Timestamp = %d, %v", ts, err)
+	}
+}
+
+func TestDeviceCountFromEnv(t *testing.T) {
+	t.Setenv("CUPTI_FAKE_DEVICES", "4")
+	l := open(t)
+	devs, err := l.Devices()
+	if err != nil || len(devs) != 4 || devs[3].PCIBusID != "0000:49:00.0" {
+		t.Errorf("Devices = %+v, %v", devs, err)
+	}
+}
+
+func TestPMSamplingUnsupported(t *testing.T) {
+	l := open(t)
+	for fault, words := range map[string][]string{
+		"unsupported=vgpu": {"vGPU disabled", "enable_profiling"},
+		"unsupported=arch": {"architecture unsupported", "Turing"},
+		"unsupported=cc":   {"confidential compute unsupported"},
+	} {
+		cuptitest.Inject(t, fault)
+		err := l.PMSamplingSupported(0)
+		if !errors.Is(err, cupti.ErrNotSupported) {
+			t.Errorf("%s: %v does not match ErrNotSupported", fault, err)
+			continue
+		}
+		for _, w := range words {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("%s: %q lacks %q", fault, err, w)
+			}
+		}
+	}
+}

@@ -1,0 +1,101 @@
+/*
+ * loader.h: dlopen/dlsym of libcupti, the nvperf libraries and libcuda, and one thin C call
+ * wrapper per entry point (cgo cannot call C function pointers). Every symbol is resolved once,
+ * with RTLD_NOW, in cx_open_cupti / cx_open_cuda.
+ */
+#ifndef CUPTI_EXPORTER_LOADER_H
+#define CUPTI_EXPORTER_LOADER_H
+
+#include "cupti_decl.h"
+
+/* Required libcupti entry points of the shape CUptiResult fn(Params *). */
+#define CX_REQUIRED_FNS(X)                              \
+	X(cuptiProfilerInitialize)                      \
+	X(cuptiProfilerDeInitialize)                    \
+	X(cuptiProfilerDeviceSupported)                 \
+	X(cuptiDeviceGetChipName)                       \
+	X(cuptiPmSamplingGetCounterAvailability)        \
+	X(cuptiPmSamplingEnable)                        \
+	X(cuptiPmSamplingSetConfig)                     \
+	X(cuptiPmSamplingGetCounterDataSize)            \
+	X(cuptiPmSamplingCounterDataImageInitialize)    \
+	X(cuptiPmSamplingStart)                         \
+	X(cuptiPmSamplingDecodeData)                    \
+	X(cuptiPmSamplingGetCounterDataInfo)            \
+	X(cuptiPmSamplingCounterDataGetSampleInfo)      \
+	X(cuptiPmSamplingStop)                          \
+	X(cuptiPmSamplingDisable)                       \
+	X(cuptiProfilerHostInitialize)                  \
+	X(cuptiProfilerHostDeinitialize)                \
+	X(cuptiProfilerHostConfigAddMetrics)            \
+	X(cuptiProfilerHostGetConfigImageSize)          \
+	X(cuptiProfilerHostGetConfigImage)              \
+	X(cuptiProfilerHostGetNumOfPasses)              \
+	X(cuptiProfilerHostEvaluateToGpuValues)         \
+	X(cuptiProfilerHostGetBaseMetrics)              \
+	X(cuptiProfilerHostGetSubMetrics)               \
+	X(cuptiProfilerHostGetMetricProperties)         \
+	X(cuptiProfilerHostGetSupportedChips)           \
+	X(cuptiProfilerHostGetMaxNumHardwareMetricsPerPass)
+
+/* Optional (CUPTI 13.2+, API 130200): left NULL when absent. */
+#define CX_OPTIONAL_FNS(X)                    \
+	X(cuptiProfilerHostGetSinglePassSets) \
+	X(cuptiProfilerHostGetMetricsInSinglePassSet)
+
+typedef enum {
+#define CX_ENUM(name) CX_FN_##name,
+	CX_REQUIRED_FNS(CX_ENUM) CX_FN_REQUIRED_COUNT,
+	CX_OPTIONAL_FNS(CX_ENUM) CX_FN_COUNT
+#undef CX_ENUM
+} cx_fn_id;
+
+typedef struct cx_lib {
+	void *cupti, *nvperf_host, *nvperf_target, *cuda;
+	char cupti_dir[4096]; /* folder libcupti was loaded from */
+	cx_params_fn fn[CX_FN_COUNT];
+	cx_cuptiGetVersion_fn getVersion;
+	cx_cuptiGetResultString_fn getResultString;
+	cx_cuptiGetTimestamp_fn getTimestamp;
+	cx_cuInit_fn cuInit;
+	cx_cuDeviceGetCount_fn cuDeviceGetCount;
+	cx_cuDeviceGet_fn cuDeviceGet;
+	cx_cuDeviceGetName_fn cuDeviceGetName;
+	cx_cuDeviceGetUuid_fn cuDeviceGetUuid;
+	cx_cuDeviceGetPCIBusId_fn cuDeviceGetPCIBusId;
+} cx_lib;
+
+const char *cx_fn_name(int id);
+
+/* cx_open_cupti loads libcupti from path (an absolute file, or a bare soname for the loader's
+ * search), preloading libnvperf_host.so and libnvperf_target.so (RTLD_NOW|RTLD_GLOBAL) from
+ * nvperf_dir when it is not NULL, then resolves every symbol. On failure it returns -1 and writes
+ * the reason, with dlerror's text, into err. */
+int cx_open_cupti(cx_lib *l, const char *path, const char *nvperf_dir, char *err, size_t errlen);
+/* cx_preload_nvperf loads the nvperf pair from dir; returns a bit per library that failed. */
+int cx_preload_nvperf(cx_lib *l, const char *dir, char *err, size_t errlen);
+int cx_open_cuda(cx_lib *l, const char *path, char *err, size_t errlen);
+void cx_close(cx_lib *l);
+
+CUptiResult cx_call(cx_lib *l, int id, void *params);
+CUptiResult cx_get_version(cx_lib *l, uint32_t *v);
+CUptiResult cx_get_timestamp(cx_lib *l, uint64_t *ts);
+const char *cx_result_string(cx_lib *l, CUptiResult r);
+CUresult cx_cu_init(cx_lib *l);
+CUresult cx_cu_device_count(cx_lib *l, int *n);
+/* cx_cu_device_info fills name, the 16 UUID bytes and the PCI bus id of ordinal. It returns the
+ * first failing driver result and names the call in *fn. */
+CUresult cx_cu_device_info(cx_lib *l, int ordinal, CUdevice *dev, char *name, int namelen, unsigned char *uuid,
+			   char *pci, int pcilen, const char **fn);
+
+/* Reference-counted C memory for buffers CUPTI keeps (the config image until Disable). */
+typedef struct cx_buf {
+	uint8_t *p;
+	size_t n;
+	int refs;
+} cx_buf;
+cx_buf *cx_buf_new(size_t n);
+void cx_buf_ref(cx_buf *b);
+void cx_buf_unref(cx_buf *b);
+
+#endif
