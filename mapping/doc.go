@@ -3,6 +3,13 @@
 // text and labels, and holds the snapshot model (Desc, Family, Snapshot) that sources fill and
 // the exporter serves.
 //
+// ParseName parses a name; a Mapper (New) maps full names through user rules (ParseRules,
+// LoadRulesFile), the curated DCGM-comparable table (Mapper.Curated) or, for everything else,
+// derived names; Suggest proposes near names for unknown ones. The naming rules are in
+// docs/metric-naming.md.
+//
 // The package knows nothing of CUPTI or HTTP: it is pure data transformation, fed with metric
 // names and properties read elsewhere (a live GPU, a recording, or the GH100 catalog in tests).
+// A Mapper is safe for concurrent use; it refuses, at Map, a second metric for a series
+// another metric already owns.
 package mapping
