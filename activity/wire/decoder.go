@@ -1,0 +1,346 @@
+package wire
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/cupti-exporter/cupti-exporter/activity"
+)
+
+var le = binary.LittleEndian
+
+// Decoder reads the frames of one connection. Create it with NewDecoder.
+type Decoder struct {
+	r       *bufio.Reader
+	hdr     [HeaderSize]byte
+	payload []byte // reused; grows up to MaxPayload
+
+	names      []string // index = string id
+	defined    []bool
+	namesBytes int
+
+	frames    uint64 // frames read, for error messages
+	sawHello  bool
+	sawGoodby bool
+}
+
+// NewDecoder returns a Decoder reading frames from r.
+func NewDecoder(r io.Reader) *Decoder {
+	return &Decoder{r: bufio.NewReaderSize(r, 64<<10)}
+}
+
+// Next reads frames until one that carries a message and returns it in a new
+// Message. It returns io.EOF when the stream ends cleanly between frames.
+func (d *Decoder) Next() (*Message, error) {
+	m := new(Message)
+	if err := d.ReadInto(m); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// ReadInto is Next without allocation: it overwrites m, reusing the capacity
+// of m.Records (records of the previous call are overwritten). Any error other
+// than io.EOF means the stream is unusable; close the connection.
+func (d *Decoder) ReadInto(m *Message) error {
+	for {
+		t, p, err := d.readFrame()
+		if err != nil {
+			return err
+		}
+		if err := d.order(t); err != nil {
+			return err
+		}
+		recs := m.Records[:0]
+		*m = Message{Type: t}
+		switch t {
+		case FrameHello:
+			err = decodeHello(p, &m.Process)
+		case FrameStrings:
+			err = d.decodeStrings(p)
+		case FrameRecords:
+			m.Records, m.DropTotal, err = d.decodeRecords(p, recs)
+		case FrameDrops:
+			err = decodeDrops(p, &m.Drops)
+			m.DropTotal = m.Drops.Total()
+		case FrameGoodbye:
+			if len(p) < 8 {
+				err = fmt.Errorf("records total: %d bytes, need 8: %w", len(p), ErrMalformed)
+				break
+			}
+			m.SentRecords = le.Uint64(p)
+			err = decodeDrops(p[8:], &m.Drops)
+			m.DropTotal = m.Drops.Total()
+		}
+		if t != FrameRecords {
+			m.Records = recs // keep the capacity for the next call
+		}
+		if err != nil {
+			return fmt.Errorf("decoding %s frame %d: %w", t, d.frames, err)
+		}
+		if t != FrameStrings {
+			return nil
+		}
+	}
+}
+
+// readFrame reads one header and payload. The payload is valid until the next call.
+func (d *Decoder) readFrame() (FrameType, []byte, error) {
+	if _, err := io.ReadFull(d.r, d.hdr[:]); err != nil {
+		if err == io.EOF {
+			return 0, nil, io.EOF
+		}
+		return 0, nil, fmt.Errorf("reading frame %d header: %w", d.frames+1, unexpected(err))
+	}
+	d.frames++
+	h := d.hdr[:]
+	if le.Uint32(h[0:]) != Magic {
+		return 0, nil, fmt.Errorf("reading frame %d header: magic %#08x: %w", d.frames, le.Uint32(h[0:]), ErrBadMagic)
+	}
+	if h[4] != Version {
+		return 0, nil, fmt.Errorf("reading frame %d header: version %d, want %d: %w", d.frames, h[4], Version, ErrUnsupportedVersion)
+	}
+	t := FrameType(h[5])
+	if t < FrameHello || t > FrameGoodbye {
+		return 0, nil, fmt.Errorf("reading frame %d header: unknown type %d: %w", d.frames, h[5], ErrMalformed)
+	}
+	if f := le.Uint16(h[6:]); f != 0 {
+		return 0, nil, fmt.Errorf("reading frame %d header: flags %#x, want 0: %w", d.frames, f, ErrMalformed)
+	}
+	n := le.Uint32(h[8:])
+	if n > MaxPayload {
+		return 0, nil, fmt.Errorf("reading %s frame %d: payload %d bytes > %d: %w", t, d.frames, n, MaxPayload, ErrTooLarge)
+	}
+	if cap(d.payload) < int(n) {
+		d.payload = make([]byte, n)
+	}
+	p := d.payload[:n]
+	if _, err := io.ReadFull(d.r, p); err != nil {
+		return 0, nil, fmt.Errorf("reading %s frame %d payload (%d bytes): %w", t, d.frames, n, unexpected(err))
+	}
+	return t, p, nil
+}
+
+func unexpected(err error) error {
+	if err == io.EOF {
+		return io.ErrUnexpectedEOF
+	}
+	return err
+}
+
+// order enforces hello first, exactly once, and nothing after goodbye.
+func (d *Decoder) order(t FrameType) error {
+	switch {
+	case d.sawGoodby:
+		return fmt.Errorf("%s frame %d after goodbye: %w", t, d.frames, ErrMalformed)
+	case t == FrameHello && d.sawHello:
+		return fmt.Errorf("second hello (frame %d): %w", d.frames, ErrMalformed)
+	case t != FrameHello && !d.sawHello:
+		return fmt.Errorf("%s frame %d before hello: %w", t, d.frames, ErrMalformed)
+	}
+	d.sawHello = true
+	d.sawGoodby = t == FrameGoodbye
+	return nil
+}
+
+// cursor reads little-endian fields and remembers the first shortfall.
+type cursor struct {
+	p   []byte
+	err error
+}
+
+func (c *cursor) take(n int, what string) []byte {
+	if c.err != nil {
+		return nil
+	}
+	if len(c.p) < n {
+		c.err = fmt.Errorf("%s: %d bytes left, need %d: %w", what, len(c.p), n, ErrMalformed)
+		return nil
+	}
+	b := c.p[:n]
+	c.p = c.p[n:]
+	return b
+}
+
+func (c *cursor) u16(what string) uint16 {
+	if b := c.take(2, what); b != nil {
+		return le.Uint16(b)
+	}
+	return 0
+}
+
+func (c *cursor) u32(what string) uint32 {
+	if b := c.take(4, what); b != nil {
+		return le.Uint32(b)
+	}
+	return 0
+}
+
+func (c *cursor) u64(what string) uint64 {
+	if b := c.take(8, what); b != nil {
+		return le.Uint64(b)
+	}
+	return 0
+}
+
+func (c *cursor) str(what string) string {
+	n := c.u16(what + " length")
+	if c.err == nil && n > MaxString {
+		c.err = fmt.Errorf("%s: %d bytes > %d: %w", what, n, MaxString, ErrTooLarge)
+	}
+	return string(c.take(int(n), what))
+}
+
+func decodeHello(p []byte, proc *activity.Process) error {
+	c := cursor{p: p}
+	proc.PID = c.u32("pid")
+	proc.StartTime = c.u64("start time")
+	proc.CUDAVersion = c.u32("cuda version")
+	proc.CUPTIVersion = c.u32("cupti version")
+	proc.Executable = c.str("executable")
+	proc.Cgroup = c.str("cgroup")
+	proc.Pod = c.str("pod")
+	proc.Namespace = c.str("namespace")
+	proc.Container = c.str("container")
+	n := c.u16("device count")
+	if c.err == nil && n > MaxDevices {
+		return fmt.Errorf("device count %d > %d: %w", n, MaxDevices, ErrTooLarge)
+	}
+	if c.err == nil {
+		proc.DeviceUUIDs = make([]string, n)
+		for i := range proc.DeviceUUIDs {
+			proc.DeviceUUIDs[i] = c.str(fmt.Sprintf("device %d uuid", i))
+		}
+	}
+	return c.err // trailing bytes are ignored (appended fields)
+}
+
+func (d *Decoder) decodeStrings(p []byte) error {
+	c := cursor{p: p}
+	n := c.u32("count")
+	for i := uint32(0); i < n && c.err == nil; i++ {
+		id := c.u32("id")
+		s := c.str("string")
+		if c.err != nil {
+			return fmt.Errorf("entry %d: %w", i, c.err)
+		}
+		if err := d.define(id, s); err != nil {
+			return fmt.Errorf("entry %d: %w", i, err)
+		}
+	}
+	if c.err != nil {
+		return c.err
+	}
+	if len(c.p) != 0 {
+		return fmt.Errorf("%d bytes after %d entries: %w", len(c.p), n, ErrMalformed)
+	}
+	return nil
+}
+
+func (d *Decoder) define(id uint32, s string) error {
+	if id == 0 || id > MaxNameID {
+		return fmt.Errorf("id %d outside 1..%d: %w", id, MaxNameID, ErrMalformed)
+	}
+	if int(id) < len(d.defined) && d.defined[id] {
+		return fmt.Errorf("id %d defined twice: %w", id, ErrMalformed)
+	}
+	if d.namesBytes+len(s) > MaxStringBytes {
+		return fmt.Errorf("string table: %d bytes > %d: %w", d.namesBytes+len(s), MaxStringBytes, ErrTooLarge)
+	}
+	for int(id) >= len(d.defined) {
+		d.names = append(d.names, "")
+		d.defined = append(d.defined, false)
+	}
+	d.names[id] = s
+	d.defined[id] = true
+	d.namesBytes += len(s)
+	return nil
+}
+
+// Name returns the string-table entry id and whether it is defined.
+func (d *Decoder) Name(id uint32) (string, bool) {
+	if int(id) < len(d.defined) && d.defined[id] {
+		return d.names[id], true
+	}
+	return "", false
+}
+
+func (d *Decoder) decodeRecords(p []byte, dst []activity.Record) ([]activity.Record, uint64, error) {
+	if len(p) < recordsHeader {
+		return dst, 0, fmt.Errorf("header: %d bytes, need %d: %w", len(p), recordsHeader, ErrMalformed)
+	}
+	drops := le.Uint64(p)
+	n := int(le.Uint32(p[8:]))
+	size := int(le.Uint16(p[12:]))
+	if r := le.Uint16(p[14:]); r != 0 {
+		return dst, drops, fmt.Errorf("reserved field %#x, want 0: %w", r, ErrMalformed)
+	}
+	if size < RecordSize {
+		return dst, drops, fmt.Errorf("record size %d < %d: %w", size, RecordSize, ErrMalformed)
+	}
+	body := p[recordsHeader:]
+	if n > len(body)/size || n*size != len(body) {
+		return dst, drops, fmt.Errorf("%d records of %d bytes do not fill %d bytes: %w", n, size, len(body), ErrMalformed)
+	}
+	if cap(dst) < n {
+		dst = make([]activity.Record, 0, n)
+	}
+	dst = dst[:n]
+	for i := range dst {
+		b := body[i*size : i*size+RecordSize]
+		r := &dst[i]
+		r.Kind = activity.Kind(b[0])
+		if !validKind(r.Kind) {
+			return dst[:0], drops, fmt.Errorf("record %d: unknown kind %d: %w", i, b[0], ErrMalformed)
+		}
+		r.CopyKind = activity.CopyKind(b[1])
+		r.SrcKind = activity.MemoryKind(b[2])
+		r.DstKind = activity.MemoryKind(b[3])
+		r.MemoryKind = activity.MemoryKind(b[4])
+		r.Device = le.Uint32(b[8:])
+		r.Stream = le.Uint32(b[12:])
+		r.Start = le.Uint64(b[16:])
+		dur := le.Uint64(b[24:])
+		r.End = r.Start + dur
+		if r.End < r.Start {
+			return dst[:0], drops, fmt.Errorf("record %d: start %d + duration %d overflows: %w", i, r.Start, dur, ErrMalformed)
+		}
+		r.Bytes = le.Uint64(b[32:])
+		r.Name = ""
+		if id := le.Uint32(b[40:]); id != 0 {
+			if int(id) >= len(d.defined) || !d.defined[id] {
+				return dst[:0], drops, fmt.Errorf("record %d: name id %d not defined: %w", i, id, ErrMalformed)
+			}
+			r.Name = d.names[id]
+		}
+	}
+	return dst, drops, nil
+}
+
+func decodeDrops(p []byte, out *Drops) error {
+	c := cursor{p: p}
+	n := c.u16("reason count")
+	if r := c.u16("reserved"); c.err == nil && r != 0 {
+		return fmt.Errorf("drops reserved field %#x, want 0: %w", r, ErrMalformed)
+	}
+	if c.err == nil && n > MaxDropReasons {
+		return fmt.Errorf("drop reasons %d > %d: %w", n, MaxDropReasons, ErrTooLarge)
+	}
+	for i := 0; i < int(n) && c.err == nil; i++ {
+		v := c.u64("drop counter")
+		if i < int(NumDropReasons) {
+			out[i] = v
+		}
+	}
+	return c.err
+}
+
+// IsMalformed reports whether err is a decoding error caused by the peer's
+// bytes (as opposed to an I/O error of the connection).
+func IsMalformed(err error) bool {
+	return errors.Is(err, ErrMalformed) || errors.Is(err, ErrBadMagic) ||
+		errors.Is(err, ErrUnsupportedVersion) || errors.Is(err, ErrTooLarge)
+}

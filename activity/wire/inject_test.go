@@ -1,0 +1,159 @@
+package wire
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cupti-exporter/cupti-exporter/activity"
+)
+
+// fakeRecord mirrors the synthetic record g of activity/inject/test/fake_cupti.h.
+func fakeRecord(g uint64) activity.Record {
+	r := activity.Record{
+		Device: uint32(g % 2), Stream: uint32(7 + g/1000000),
+		Start: 1000*g + 1, End: 1000*g + 1 + 100 + g%7,
+	}
+	switch g % 3 {
+	case 0:
+		r.Kind, r.Name = activity.KindKernel, fmt.Sprintf("kernel_%d", g%5)
+	case 1:
+		r.Kind, r.Bytes, r.CopyKind, r.SrcKind, r.DstKind = activity.KindMemcpy, 4096+g, activity.CopyKind(1+g%2), 1, 3
+	case 2:
+		r.Kind, r.Bytes, r.MemoryKind = activity.KindMemset, 512+g, 3
+	}
+	return r
+}
+
+// TestInjectionLibrary builds the C injection library and the fake libcupti
+// with make, runs the harness's "drive" mode (4 threads x 5 buffers x 30
+// records) against a socket of ours, and decodes what the library sends.
+func TestInjectionLibrary(t *testing.T) {
+	for _, tool := range []string{"gcc", "make"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("skipping: %s not found (install gcc and make to test activity/inject)", tool)
+		}
+	}
+	build := t.TempDir()
+	mk := exec.Command("make", "-C", filepath.Join("..", "inject"), "BUILD="+build, "test-bins")
+	if out, err := mk.CombinedOutput(); err != nil {
+		t.Fatalf("building activity/inject: %v\n%s", err, out)
+	}
+	sock := filepath.Join(t.TempDir(), "a.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+
+	fake := filepath.Join(build, "libfake_cupti.so")
+	cmd := exec.Command(filepath.Join(build, "harness"), "drive")
+	cmd.Env = append(os.Environ(),
+		"INJECT_LIB="+filepath.Join(build, "libcupti_exporter_inject.so"),
+		"CUPTI_EXPORTER_CUPTI_LIBRARY="+fake, "CUPTI_EXPORTER_CUDA_LIBRARY="+fake,
+		"CUPTI_EXPORTER_SOCKET="+sock, "CUPTI_EXPORTER_FLUSH_INTERVAL_MS=20",
+		"POD_NAME=trainer-0", "POD_NAMESPACE=ml", "CONTAINER_NAME=main")
+	stderr := new(lockedBuffer)
+	cmd.Stderr = stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+
+	ln.(*net.UnixListener).SetDeadline(time.Now().Add(10 * time.Second))
+	conn, err := ln.Accept()
+	if err != nil {
+		t.Fatalf("accepting the library's connection: %v\n%s", err, stderr)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(10 * time.Second))
+
+	d := NewDecoder(conn)
+	var hello *activity.Process
+	var got []activity.Record
+	var goodbye *Message
+	for {
+		m, err := d.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("decoding: %v\n%s", err, stderr)
+		}
+		switch m.Type {
+		case FrameHello:
+			hello = &m.Process
+		case FrameRecords:
+			got = append(got, m.Records...)
+		case FrameGoodbye:
+			goodbye = m
+		}
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("harness: %v\n%s", err, stderr)
+	}
+
+	if hello == nil || hello.PID != uint32(cmd.Process.Pid) || hello.CUPTIVersion != 130001 || hello.CUDAVersion != 13000 ||
+		hello.Pod != "trainer-0" || hello.Namespace != "ml" || hello.Container != "main" || hello.StartTime == 0 {
+		t.Errorf("hello = %+v", hello)
+	}
+	wantUUIDs := []string{"GPU-00010203-0405-0607-0809-0a0b0c0d0e0f", "GPU-10111213-1415-1617-1819-1a1b1c1d1e1f"}
+	if hello != nil && !reflect.DeepEqual(hello.DeviceUUIDs, wantUUIDs) {
+		t.Errorf("device UUIDs = %q, want %q", hello.DeviceUUIDs, wantUUIDs)
+	}
+	var want []activity.Record
+	for th := range uint64(4) {
+		for r := range uint64(5) {
+			for i := range uint64(30) {
+				want = append(want, fakeRecord(th*1000000+r*1000+i))
+			}
+		}
+	}
+	byStart := func(a, b activity.Record) int { return int(int64(a.Start - b.Start)) }
+	slices.SortFunc(got, byStart)
+	slices.SortFunc(want, byStart)
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("got %d records, want %d; first difference: %s", len(got), len(want), firstDiff(got, want))
+	}
+	if goodbye == nil || goodbye.SentRecords != uint64(len(want)) || goodbye.DropTotal != 0 {
+		t.Errorf("goodbye = %+v, want %d records sent and no drops", goodbye, len(want))
+	}
+}
+
+func firstDiff(got, want []activity.Record) string {
+	for i := range min(len(got), len(want)) {
+		if got[i] != want[i] {
+			return fmt.Sprintf("record %d: got %+v, want %+v", i, got[i], want[i])
+		}
+	}
+	return "length"
+}
+
+// lockedBuffer collects the harness's stderr while the test reads it.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}

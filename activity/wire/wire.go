@@ -1,0 +1,126 @@
+package wire
+
+import (
+	"errors"
+	"strconv"
+
+	"github.com/cupti-exporter/cupti-exporter/activity"
+)
+
+// Format constants; see docs/wire-format.md.
+const (
+	Version        = 1          // wire version in every frame header
+	Magic          = 0x57415843 // "CXAW" as little-endian bytes
+	HeaderSize     = 12         // bytes of a frame header
+	MaxPayload     = 1 << 20    // bytes of one frame payload
+	MaxString      = 4096       // bytes of one string
+	MaxNameID      = 65535      // highest string id (0 = no name)
+	MaxStringBytes = 16 << 20   // string-table bytes per connection
+	MaxDevices     = 64         // device UUIDs in hello
+	MaxDropReasons = 64         // counters in a drops or goodbye frame
+	RecordSize     = 48         // bytes of a version-1 record
+	recordsHeader  = 16         // bytes before the records of a records frame
+	// MaxRecordsPerFrame is the most version-1 records one frame can hold.
+	MaxRecordsPerFrame = (MaxPayload - recordsHeader) / RecordSize
+)
+
+// FrameType is the type byte of a frame header.
+type FrameType uint8
+
+// Frame types.
+const (
+	FrameHello   FrameType = 1
+	FrameStrings FrameType = 2
+	FrameRecords FrameType = 3
+	FrameDrops   FrameType = 4
+	FrameGoodbye FrameType = 5
+)
+
+func (t FrameType) String() string {
+	switch t {
+	case FrameHello:
+		return "hello"
+	case FrameStrings:
+		return "strings"
+	case FrameRecords:
+		return "records"
+	case FrameDrops:
+		return "drops"
+	case FrameGoodbye:
+		return "goodbye"
+	}
+	return "type(" + strconv.Itoa(int(t)) + ")"
+}
+
+// DropReason indexes the sender's drop counters.
+type DropReason int
+
+// Drop reasons, in wire order.
+const (
+	DropBufferPoolExhausted DropReason = iota // CUPTI buffer requests refused (pool empty)
+	DropQueueFull                             // records not sent: exporter absent or too slow
+	DropCUPTI                                 // records CUPTI reported dropped
+	DropVersionRefused                        // 1 when the process refused an unknown CUPTI version
+	DropUnknownRecord                         // records skipped: unknown kind or unreadable
+	DropNameTableFull                         // kernel records sent without a name
+	NumDropReasons                            // number of reasons this package knows
+)
+
+var dropReasonNames = [NumDropReasons]string{
+	"buffer_pool_exhausted", "queue_full", "cupti_dropped", "version_refused", "unknown_record", "name_table_full",
+}
+
+// String returns the reason's label value, e.g. "queue_full".
+func (r DropReason) String() string {
+	if r >= 0 && r < NumDropReasons {
+		return dropReasonNames[r]
+	}
+	return "reason(" + strconv.Itoa(int(r)) + ")"
+}
+
+// Drops holds the sender's cumulative drop counters, indexed by DropReason.
+type Drops [NumDropReasons]uint64
+
+// Total is the sum over all reasons.
+func (d *Drops) Total() uint64 {
+	var t uint64
+	for _, v := range d {
+		t += v
+	}
+	return t
+}
+
+// Message is one decoded frame that carries information for the receiver.
+// Strings frames only update the decoder's string table and are not returned.
+type Message struct {
+	Type FrameType
+	// Process is set for FrameHello.
+	Process activity.Process
+	// Records holds a FrameRecords batch with names resolved. With ReadInto
+	// the slice is reused by the next call.
+	Records []activity.Record
+	// DropTotal is the sender's cumulative drop total (all reasons), carried
+	// by every FrameRecords frame; for FrameDrops and FrameGoodbye it is
+	// Drops.Total() over the reasons this package knows.
+	DropTotal uint64
+	// Drops holds the cumulative counters of FrameDrops and FrameGoodbye.
+	Drops Drops
+	// SentRecords is the total the process sent, from FrameGoodbye.
+	SentRecords uint64
+}
+
+// Errors. Decoding errors wrap one of these with the frame and field at fault.
+var (
+	// ErrMalformed marks a frame that breaks docs/wire-format.md.
+	ErrMalformed = errors.New("malformed frame")
+	// ErrBadMagic marks a stream that does not start frames with the magic.
+	ErrBadMagic = errors.New("bad magic (not a cupti-exporter activity stream)")
+	// ErrUnsupportedVersion marks a frame of a wire version this package does not speak.
+	ErrUnsupportedVersion = errors.New("unsupported wire version (upgrade the exporter)")
+	// ErrTooLarge marks a frame, string or table over the documented limits.
+	ErrTooLarge = errors.New("over the wire-format limit")
+)
+
+func validKind(k activity.Kind) bool {
+	return k == activity.KindKernel || k == activity.KindMemcpy || k == activity.KindMemset
+}

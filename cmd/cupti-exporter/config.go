@@ -1,0 +1,149 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"regexp"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Config is everything `serve` (and `replay`, `record`) can be told, from the YAML file
+// given with --config.file and from flags. Each leaf has a flag of the same dotted name,
+// with '_' written '-' (pmsample.decode_period is --pmsample.decode-period) unless a flag
+// tag names it (web.config_file is --web.config.file, as in other exporters). Precedence:
+// built-in default, then the YAML file, then flags given on the command line.
+type Config struct {
+	Web struct {
+		ListenAddress string `yaml:"listen_address" help:"Address to serve /metrics, /healthz, /readyz and the pause/resume API on."`
+		ConfigFile    string `yaml:"config_file" flag:"web.config.file" help:"exporter-toolkit web configuration file (TLS, basic auth)."`
+		TelemetryPath string `yaml:"telemetry_path" help:"Path under which to expose metrics."`
+	} `yaml:"web"`
+	PMSample struct {
+		Enabled      bool     `yaml:"enabled" help:"Sample device counters with CUPTI PM Sampling."`
+		Interval     Duration `yaml:"interval" help:"Hardware sampling interval (GPU time)."`
+		DecodePeriod Duration `yaml:"decode_period" help:"How often the hardware buffer is decoded."`
+		Metrics      []string `yaml:"metrics" help:"Perfworks metrics to sample (comma separated); empty: the curated set."`
+		Window       Duration `yaml:"window" help:"Window over which gauge mean/max/min are computed."`
+		Multiplex    Duration `yaml:"multiplex" help:"Rotate between metric groups that do not fit one pass every this long; 0: drop what does not fit."`
+	} `yaml:"pmsample"`
+	CUPTI struct {
+		Library string `yaml:"library" help:"Path to libcupti.so (or its folder); empty: search the usual places."`
+	} `yaml:"cupti"`
+	Activity struct {
+		Enabled bool   `yaml:"enabled" help:"Receive kernel and memcpy records from injected processes."`
+		Socket  string `yaml:"socket" help:"Unix socket the injection library connects to."`
+	} `yaml:"activity"`
+	OTLP struct {
+		Endpoint string            `yaml:"endpoint" help:"OTLP endpoint (host:port for grpc, URL for http); empty: no OTLP push."`
+		Protocol string            `yaml:"protocol" help:"OTLP protocol: grpc or http."`
+		Interval Duration          `yaml:"interval" help:"OTLP push interval."`
+		Insecure bool              `yaml:"insecure" help:"Push OTLP without TLS."`
+		Header   map[string]string `yaml:"header" help:"OTLP request header NAME=VALUE (repeatable)."`
+	} `yaml:"otlp"`
+	Kubelet struct {
+		PodResourcesSocket string `yaml:"pod_resources_socket" help:"Kubelet pod-resources socket for pod attribution of GPUs; empty: off."`
+	} `yaml:"kubelet"`
+	Mapping struct {
+		RulesFile string `yaml:"rules_file" help:"YAML file of extra metric mapping rules."`
+	} `yaml:"mapping"`
+}
+
+// defaultConfig is the built-in configuration.
+func defaultConfig() Config {
+	var c Config
+	c.Web.ListenAddress = ":9477"
+	c.Web.TelemetryPath = "/metrics"
+	c.PMSample.Enabled = true
+	c.PMSample.Interval = Duration(time.Millisecond)
+	c.PMSample.DecodePeriod = Duration(250 * time.Millisecond)
+	c.PMSample.Window = Duration(15 * time.Second)
+	c.Activity.Enabled = true
+	c.Activity.Socket = "/run/cupti-exporter/activity.sock"
+	c.OTLP.Protocol = "grpc"
+	c.OTLP.Interval = Duration(15 * time.Second)
+	return c
+}
+
+// validate checks values that flags and YAML both accept but the exporter cannot use.
+func (c *Config) validate() error {
+	var errs []error
+	pos := func(name string, d Duration) {
+		if d <= 0 {
+			errs = append(errs, fmt.Errorf("%s must be positive, got %s", name, d))
+		}
+	}
+	pos("pmsample.interval", c.PMSample.Interval)
+	pos("pmsample.decode_period", c.PMSample.DecodePeriod)
+	pos("pmsample.window", c.PMSample.Window)
+	pos("otlp.interval", c.OTLP.Interval)
+	if c.PMSample.Multiplex < 0 {
+		errs = append(errs, fmt.Errorf("pmsample.multiplex must not be negative, got %s", c.PMSample.Multiplex))
+	}
+	if c.OTLP.Protocol != "grpc" && c.OTLP.Protocol != "http" {
+		errs = append(errs, fmt.Errorf("otlp.protocol must be grpc or http, got %q", c.OTLP.Protocol))
+	}
+	if !strings.HasPrefix(c.Web.TelemetryPath, "/") {
+		errs = append(errs, fmt.Errorf("web.telemetry_path must start with /, got %q", c.Web.TelemetryPath))
+	}
+	return errors.Join(errs...)
+}
+
+// Duration is a time.Duration written as "250ms", "1us", "15s" in YAML.
+type Duration time.Duration
+
+func (d Duration) String() string { return time.Duration(d).String() }
+
+// UnmarshalYAML parses a duration and names the line of a bad one.
+func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind != yaml.ScalarNode {
+		return fmt.Errorf("line %d: want a duration such as 250ms, got a %s", n.Line, kindName(n.Kind))
+	}
+	v, err := time.ParseDuration(n.Value)
+	if err != nil {
+		return fmt.Errorf("line %d: invalid duration %q: want a number with a unit (us, ms, s, m, h), e.g. 250ms", n.Line, n.Value)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// MarshalYAML writes the duration as text.
+func (d Duration) MarshalYAML() (any, error) { return d.String(), nil }
+
+func kindName(k yaml.Kind) string {
+	switch k {
+	case yaml.MappingNode:
+		return "mapping"
+	case yaml.SequenceNode:
+		return "list"
+	}
+	return "value"
+}
+
+var notFoundRE = regexp.MustCompile(`field (\S+) not found in type [^\n]*`)
+
+// loadConfigFile reads a YAML configuration over c. Unknown keys are errors.
+func loadConfigFile(path string, c *Config) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("reading config file: %w", err)
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(c); err != nil {
+		if errors.Is(err, io.EOF) { // an empty file keeps the defaults
+			return nil
+		}
+		msg := strings.TrimPrefix(err.Error(), "yaml: ")
+		msg = strings.ReplaceAll(msg, "unmarshal errors:\n  ", "")
+		msg = notFoundRE.ReplaceAllString(msg, "unknown key $1")
+		msg = strings.ReplaceAll(msg, "\n  ", "; ")
+		return fmt.Errorf("config file %s: %s", path, msg)
+	}
+	return nil
+}

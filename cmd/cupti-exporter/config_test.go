@@ -1,0 +1,93 @@
+package main
+
+import (
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func writeFile(t *testing.T, body string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "config.yaml")
+	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestConfigPrecedence(t *testing.T) {
+	p := writeFile(t, "web:\n  listen_address: 127.0.0.1:1111\npmsample:\n  interval: 100us\n  window: 30s\notlp:\n  header:\n    a: b\n")
+	cfg, _, cmd, err := parse([]string{"--config.file", p, "--pmsample.window=5s", "--otlp.header=c=d"}, io.Discard, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cmd != cmdServe {
+		t.Errorf("command %q, want serve", cmd)
+	}
+	if cfg.Web.ListenAddress != "127.0.0.1:1111" || time.Duration(cfg.PMSample.Interval) != 100*time.Microsecond {
+		t.Errorf("YAML values not applied: %+v", cfg)
+	}
+	if time.Duration(cfg.PMSample.Window) != 5*time.Second {
+		t.Errorf("flag did not override YAML: window %s", cfg.PMSample.Window)
+	}
+	if cfg.OTLP.Header["a"] != "b" || cfg.OTLP.Header["c"] != "d" {
+		t.Errorf("headers %v", cfg.OTLP.Header)
+	}
+	if cfg.Activity.Socket != "/run/cupti-exporter/activity.sock" || !cfg.Activity.Enabled {
+		t.Errorf("defaults lost: %+v", cfg.Activity)
+	}
+}
+
+func TestConfigErrors(t *testing.T) {
+	cases := []struct {
+		name, yaml string
+		args       []string
+		want       []string
+	}{
+		{"unknown key", "web:\n  listen_address: :1\n  listen_adress: :2\n", nil, []string{"line 3", "unknown key listen_adress"}},
+		{"unknown section", "pmsampling:\n  interval: 1ms\n", nil, []string{"line 1", "unknown key pmsampling"}},
+		{"bad duration", "pmsample:\n  interval: 10x\n", nil, []string{"line 2", `invalid duration "10x"`}},
+		{"invalid yaml", "web: [\n", nil, []string{"config file", "line"}},
+		{"negative", "pmsample:\n  window: -1s\n", nil, []string{"pmsample.window must be positive"}},
+		{"protocol", "otlp:\n  protocol: udp\n", nil, []string{"otlp.protocol must be grpc or http"}},
+		{"flag duration", "", []string{"--pmsample.interval=fast"}, []string{`invalid duration "fast"`}},
+		{"unknown flag", "", []string{"--web.listen"}, []string{"unknown long flag '--web.listen'"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			args := append([]string{"--config.file", writeFile(t, c.yaml)}, c.args...)
+			_, _, _, err := parse(args, io.Discard, io.Discard)
+			if err == nil {
+				t.Fatal("no error")
+			}
+			for _, w := range c.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not contain %q", err, w)
+				}
+			}
+			if strings.Count(err.Error(), "\n") > 0 {
+				t.Errorf("error spans several lines: %q", err)
+			}
+		})
+	}
+}
+
+func TestConfigFileMissing(t *testing.T) {
+	_, _, _, err := parse([]string{"--config.file", "/nonexistent/c.yaml"}, io.Discard, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "reading config file") || !strings.Contains(err.Error(), "no such file") {
+		t.Fatalf("err %v", err)
+	}
+}
+
+func TestEmptyConfigFileKeepsDefaults(t *testing.T) {
+	cfg, _, _, err := parse([]string{"--config.file", writeFile(t, "")}, io.Discard, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Web.ListenAddress != ":9477" {
+		t.Fatalf("listen address %q", cfg.Web.ListenAddress)
+	}
+}

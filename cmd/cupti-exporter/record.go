@@ -1,0 +1,111 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/cupti-exporter/cupti-exporter/activity"
+	"github.com/cupti-exporter/cupti-exporter/activity/receiver"
+	"github.com/cupti-exporter/cupti-exporter/internal/cupti"
+	"github.com/cupti-exporter/cupti-exporter/pmsample"
+	"github.com/cupti-exporter/cupti-exporter/recording"
+	"github.com/prometheus/common/version"
+)
+
+// runRecord samples the GPUs (and, if enabled, receives activity records) for the given
+// duration and writes everything to a recording.
+func runRecord(ctx context.Context, logger *slog.Logger, cfg *Config, cl *cli) error {
+	if cl.recordDuration <= 0 {
+		return fmt.Errorf("--duration must be positive, got %s", cl.recordDuration)
+	}
+	m, err := newMapper(cfg)
+	if err != nil {
+		return err
+	}
+	lib, err := cupti.Open(cupti.Options{LibraryPath: cfg.CUPTI.Library})
+	if err != nil {
+		return fmt.Errorf("record needs CUPTI and a GPU: %w", err)
+	}
+	defer lib.Close()
+	s, err := pmsample.New(lib, m, logger, samplerOptions(cfg)...)
+	if err != nil {
+		return fmt.Errorf("setting up PM sampling: %w", err)
+	}
+	defer s.Close()
+
+	f, err := os.Create(cl.recordOutput)
+	if err != nil {
+		return fmt.Errorf("creating recording: %w", err)
+	}
+	host, _ := os.Hostname()
+	now := func() uint64 { return uint64(time.Now().UnixNano()) }
+	w, err := recording.NewWriter(f, recording.Header{
+		Created: time.Now().UTC().Format(time.RFC3339), Producer: "cupti-exporter " + version.Version, Host: host,
+		IntervalNS: uint64(time.Duration(cfg.PMSample.Interval).Nanoseconds()),
+	}, now())
+	if err != nil {
+		f.Close()
+		return err
+	}
+	if err := errors.Join(w.WriteDevices(now(), s.Devices()), w.WriteCatalog(now(), s.Catalog())); err != nil {
+		w.Close(now())
+		return err
+	}
+
+	ctx, cancel := context.WithTimeout(ctx, cl.recordDuration)
+	defer cancel()
+	var mu sync.Mutex
+	var werr error
+	keep := func(err error) {
+		mu.Lock()
+		if werr == nil && err != nil {
+			werr = err
+			cancel()
+		}
+		mu.Unlock()
+	}
+	if cfg.Activity.Enabled {
+		conns := map[*activity.Process]uint64{}
+		tap := func(p *activity.Process, recs []activity.Record) {
+			mu.Lock()
+			id, ok := conns[p]
+			if !ok {
+				id = uint64(len(conns)) + 1
+				conns[p] = id
+			}
+			mu.Unlock()
+			if !ok {
+				keep(w.WriteHello(now(), recording.ProcessEvent{Conn: id, Process: p}))
+			}
+			keep(w.WriteActivity(now(), recording.ActivityBatch{Conn: id, Records: recs}))
+		}
+		agg := activity.NewAggregator(append(activityOptions(), activity.WithRecordTap(tap))...)
+		srv, err := receiver.NewServer(cfg.Activity.Socket, agg, logger)
+		if err != nil {
+			w.Close(now())
+			return fmt.Errorf("%w (or pass --no-activity.enabled)", err)
+		}
+		go srv.Serve(ctx)
+		defer srv.Close()
+	}
+	logger.Info("recording", "output", cl.recordOutput, "duration", cl.recordDuration, "devices", len(s.Devices()))
+	var batches int
+	runErr := s.Run(ctx, func(b pmsample.Batch) {
+		keep(w.WriteBatch(now(), b))
+		keep(w.Flush())
+		mu.Lock()
+		batches++
+		mu.Unlock()
+	})
+	if errors.Is(runErr, context.DeadlineExceeded) || errors.Is(runErr, context.Canceled) {
+		runErr = nil
+	}
+	err = errors.Join(runErr, werr, w.Close(now()))
+	logger.Info("recording done", "output", cl.recordOutput, "batches", batches, "err", err)
+	return err
+}

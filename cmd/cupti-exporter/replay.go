@@ -1,0 +1,82 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+
+	"github.com/cupti-exporter/cupti-exporter/activity"
+	"github.com/cupti-exporter/cupti-exporter/recording"
+	"github.com/cupti-exporter/cupti-exporter/recording/demo"
+)
+
+// runDemo serves the embedded demo recording, looping in real time.
+func runDemo(ctx context.Context, logger *slog.Logger, cfg *Config) error {
+	act := activity.NewAggregator(activityOptions()...)
+	r, err := recording.FromBytes(demo.Recording(), recording.WithLoop(true), recording.WithSpeed(1),
+		recording.WithActivitySink(newActivitySink(act)), recording.WithLogger(logger))
+	if err != nil {
+		return fmt.Errorf("reading the embedded demo recording: %w", err)
+	}
+	logRecording(logger, "serving the embedded demo recording (no GPU is used)", r.Summary())
+	return serveSources(ctx, logger, cfg, r, nil, "", act, nil)
+}
+
+// runReplay serves a recording file.
+func runReplay(ctx context.Context, logger *slog.Logger, cfg *Config, cl *cli) error {
+	act := activity.NewAggregator(activityOptions()...)
+	r, err := recording.OpenFile(cl.replayFile, recording.WithLoop(cl.replayLoop), recording.WithSpeed(cl.replaySpeed),
+		recording.WithActivitySink(newActivitySink(act)), recording.WithLogger(logger))
+	if err != nil {
+		return err
+	}
+	logRecording(logger, "replaying "+cl.replayFile, r.Summary())
+	return serveSources(ctx, logger, cfg, r, nil, "", act, nil)
+}
+
+func logRecording(logger *slog.Logger, msg string, s recording.Summary) {
+	logger.Info(msg, "synthetic", s.Header.Synthetic, "created", s.Header.Created, "devices", len(s.Devices),
+		"metrics", len(s.Catalog), "samples", s.Samples, "activity_records", s.ActivityRecords,
+		"seconds", float64(s.Last-s.First)/1e9, "complete", s.Complete)
+	if s.Header.Synthetic {
+		logger.Warn("the recording is SYNTHETIC: its values were generated, not measured on a GPU", "description", s.Header.Description)
+	}
+}
+
+// activitySink feeds replayed activity events into an aggregator, one recorded
+// connection to one *activity.Process.
+type activitySink struct {
+	agg     *activity.Aggregator
+	procs   map[uint64]*activity.Process
+	dropped map[uint64]uint64
+}
+
+func newActivitySink(a *activity.Aggregator) *activitySink {
+	return &activitySink{agg: a, procs: map[uint64]*activity.Process{}, dropped: map[uint64]uint64{}}
+}
+
+func (s *activitySink) Connect(conn uint64, p activity.Process) {
+	s.procs[conn] = &p
+	s.agg.Connect(&p)
+}
+
+func (s *activitySink) Add(conn uint64, dropped uint64, recs []activity.Record) {
+	p := s.procs[conn]
+	if p == nil { // records of a connection whose hello was not recorded
+		p = &activity.Process{PID: uint32(conn)}
+		s.Connect(conn, *p)
+		p = s.procs[conn]
+	}
+	if dropped > 0 {
+		s.dropped[conn] += dropped
+		s.agg.SenderDrops(p, map[string]uint64{"recorded": s.dropped[conn]})
+	}
+	s.agg.Add(p, recs)
+}
+
+func (s *activitySink) Disconnect(conn uint64) {
+	if p := s.procs[conn]; p != nil {
+		s.agg.Disconnect(p)
+		delete(s.procs, conn)
+	}
+}

@@ -1,0 +1,258 @@
+package dashboards
+
+import (
+	"fmt"
+
+	"github.com/grafana/grafana-foundation-sdk/go/bargauge"
+	"github.com/grafana/grafana-foundation-sdk/go/cog"
+	"github.com/grafana/grafana-foundation-sdk/go/common"
+	"github.com/grafana/grafana-foundation-sdk/go/dashboard"
+	"github.com/grafana/grafana-foundation-sdk/go/heatmap"
+	"github.com/grafana/grafana-foundation-sdk/go/prometheus"
+	"github.com/grafana/grafana-foundation-sdk/go/stat"
+	"github.com/grafana/grafana-foundation-sdk/go/table"
+	"github.com/grafana/grafana-foundation-sdk/go/timeseries"
+)
+
+// This file builds the dashboards. TestGenerated compares the checked-in JSON with
+// what it builds; `go test ./dashboards/ -update` rewrites the JSON.
+
+var ds = common.DataSourceRef{Type: cog.ToPtr("prometheus"), Uid: cog.ToPtr("${datasource}")}
+
+// Label matchers shared by the queries of each dashboard.
+const (
+	nodeSel = `cluster=~"$cluster", instance=~"$instance"`
+	gpuSel  = nodeSel + `, uuid=~"$gpu"`
+	podSel  = nodeSel + `, namespace=~"$namespace", pod=~"$pod"`
+)
+
+func query(expr, legend string) *prometheus.DataqueryBuilder {
+	return prometheus.NewDataqueryBuilder().Expr(expr).LegendFormat(legend).Range()
+}
+
+func instantTable(expr string) *prometheus.DataqueryBuilder {
+	return prometheus.NewDataqueryBuilder().Expr(expr).Instant().Format(prometheus.PromQueryFormatTable).RefId("A")
+}
+
+func legend(placement common.LegendPlacement) *common.VizLegendOptionsBuilder {
+	return common.NewVizLegendOptionsBuilder().ShowLegend(true).DisplayMode(common.LegendDisplayModeTable).
+		Placement(placement).Calcs([]string{"mean", "max"})
+}
+
+func series(title, desc, unit string, w uint32, queries ...*prometheus.DataqueryBuilder) *timeseries.PanelBuilder {
+	p := timeseries.NewPanelBuilder().Title(title).Description(desc).Datasource(ds).Unit(unit).
+		Span(w).Height(8).FillOpacity(10).LineWidth(1).Legend(legend(common.LegendPlacementBottom))
+	if unit == "percentunit" {
+		p.Min(0).Max(1)
+	}
+	for i, q := range queries {
+		p.WithTarget(q.RefId(string(rune('A' + i))))
+	}
+	return p
+}
+
+func single(title, desc, unit, expr string) *stat.PanelBuilder {
+	return stat.NewPanelBuilder().Title(title).Description(desc).Datasource(ds).Unit(unit).Span(6).Height(4).
+		GraphMode(common.BigValueGraphModeArea).ColorMode(common.BigValueColorModeValue).
+		ReduceOptions(common.NewReduceDataOptionsBuilder().Calcs([]string{"lastNotNull"})).
+		WithTarget(prometheus.NewDataqueryBuilder().Expr(expr).Instant().RefId("A"))
+}
+
+func histogramHeatmap(title, desc, expr string) *heatmap.PanelBuilder {
+	return heatmap.NewPanelBuilder().Title(title).Description(desc).Datasource(ds).Span(12).Height(9).
+		Calculate(false).Unit("s").
+		Color(heatmap.NewHeatmapColorOptionsBuilder().Mode(heatmap.HeatmapColorModeScheme).Scheme("Oranges").
+			Scale(heatmap.HeatmapColorScaleExponential).Exponent(0.5).Steps(64).Fill("dark-orange").Reverse(false)).
+		YAxis(heatmap.NewYAxisConfigBuilder().Unit("s")).
+		CellGap(1).
+		Tooltip(heatmap.NewHeatmapTooltipBuilder().Mode(common.TooltipDisplayModeSingle).YHistogram(true)).
+		WithTarget(prometheus.NewDataqueryBuilder().Expr(expr).Format(prometheus.PromQueryFormatHeatmap).Range().RefId("A"))
+}
+
+// Variables.
+
+func datasourceVar() *dashboard.DatasourceVariableBuilder {
+	return dashboard.NewDatasourceVariableBuilder("datasource").Label("Data source").Type("prometheus")
+}
+
+func labelVar(name, label, def string, multi bool) *dashboard.QueryVariableBuilder {
+	v := dashboard.NewQueryVariableBuilder(name).Label(label).Datasource(ds).
+		Query(dashboard.StringOrMap{String: cog.ToPtr(def)}).Definition(def).
+		Refresh(dashboard.VariableRefreshOnTimeRangeChanged).Sort(dashboard.VariableSortAlphabeticalAsc).
+		IncludeAll(true).AllValue(".*")
+	if multi {
+		v.Multi(true)
+	}
+	return v
+}
+
+func clusterVar() *dashboard.QueryVariableBuilder {
+	return labelVar("cluster", "Cluster", "label_values(cupti_exporter_build_info, cluster)", false)
+}
+
+func instanceVar() *dashboard.QueryVariableBuilder {
+	return labelVar("instance", "Node", `label_values(cupti_exporter_build_info{cluster=~"$cluster"}, instance)`, true)
+}
+
+func newDashboard(uid, title, desc string) *dashboard.DashboardBuilder {
+	return dashboard.NewDashboardBuilder(title).Uid(uid).Description(desc).
+		Tags([]string{"cupti-exporter", "gpu", "nvidia"}).Editable().Tooltip(dashboard.DashboardCursorSyncCrosshair).
+		Time("now-1h", "now").Refresh("30s").Timezone("browser").
+		Link(dashboard.NewDashboardLinkBuilder("cupti-exporter").Type(dashboard.DashboardLinkTypeDashboards).
+			Tags([]string{"cupti-exporter"}).AsDropdown(true).IncludeVars(true).KeepTime(true)).
+		WithVariable(datasourceVar()).WithVariable(clusterVar()).WithVariable(instanceVar())
+}
+
+// The curated device gauges (mapping's DCGM-comparable names), without the _ratio suffix.
+var deviceGauges = []struct{ name, title, desc string }{
+	{"cupti_graphics_engine_active", "Graphics engine active", "Fraction of time the graphics/compute engine was busy (DCGM_FI_PROF_GR_ENGINE_ACTIVE)."},
+	{"cupti_sm_active", "SM active", "Fraction of time at least one warp was resident on an SM, averaged over SMs (DCGM_FI_PROF_SM_ACTIVE)."},
+	{"cupti_sm_occupancy", "SM occupancy", "Resident warps as a fraction of the maximum, averaged over SMs (DCGM_FI_PROF_SM_OCCUPANCY)."},
+	{"cupti_tensor_pipe_active", "Tensor pipe active", "Fraction of cycles the tensor (HMMA) pipe was active (DCGM_FI_PROF_PIPE_TENSOR_ACTIVE)."},
+	{"cupti_fp64_pipe_active", "FP64 pipe active", "Fraction of cycles the FP64 pipe was active (DCGM_FI_PROF_PIPE_FP64_ACTIVE)."},
+	{"cupti_fp32_pipe_active", "FP32 pipe active", "Fraction of cycles the FP32 pipe was active (DCGM_FI_PROF_PIPE_FP32_ACTIVE)."},
+	{"cupti_fp16_pipe_active", "FP16 pipe active", "Fraction of cycles the FP16 pipe was active (DCGM_FI_PROF_PIPE_FP16_ACTIVE)."},
+	{"cupti_dram_active", "DRAM active", "Fraction of cycles the device memory interface was busy (DCGM_FI_PROF_DRAM_ACTIVE)."},
+}
+
+func fleetOverview() *dashboard.DashboardBuilder {
+	byGPU := "{{instance}} GPU {{gpu}}"
+	d := newDashboard("cupti-fleet", "CUPTI / Fleet overview",
+		"GPU activity across nodes from cupti-exporter PM sampling: engine, SM, tensor and DRAM activity, PCIe and NVLink traffic, and GPUs held by pods that do not use them.").
+		WithVariable(labelVar("gpu", "GPU", `label_values(cupti_sm_active_ratio{cluster=~"$cluster", instance=~"$instance"}, uuid)`, true))
+	d.WithRow(dashboard.NewRowBuilder("Summary"))
+	d.WithPanel(single("GPUs sampled", "GPUs whose PM counters are being sampled now.", "short",
+		`count(cupti_pm_sampling_state{`+gpuSel+`, state="sampling"} == 1) or vector(0)`))
+	d.WithPanel(single("GPUs not sampled", "GPUs whose counters are paused, busy (another profiler holds them) or in error.", "short",
+		`count(cupti_pm_sampling_state{`+gpuSel+`, state!="sampling"} == 1) or vector(0)`))
+	d.WithPanel(single("Mean SM active", "SM activity averaged over the selected GPUs.", "percentunit",
+		`avg(cupti_sm_active_ratio{`+gpuSel+`})`))
+	d.WithPanel(single("Idle GPUs held by pods", "GPUs allocated to a pod whose SMs were active less than 1% of the last 30 minutes.", "short",
+		`count(avg_over_time(cupti_sm_active_ratio{`+gpuSel+`, pod!=""}[30m]) < 0.01) or vector(0)`))
+
+	d.WithRow(dashboard.NewRowBuilder("Activity by GPU (window mean)"))
+	for _, g := range []int{0, 1, 3, 7} {
+		m := deviceGauges[g]
+		d.WithPanel(series(m.title, m.desc+" Mean over the exporter's window.", "percentunit", 12,
+			query(m.name+`_ratio{`+gpuSel+`}`, byGPU)))
+	}
+
+	d.WithRow(dashboard.NewRowBuilder("Interconnect"))
+	d.WithPanel(series("PCIe throughput", "Bytes per second over PCIe, received (rx) and transmitted (tx) by each GPU.", "Bps", 12,
+		query(`sum by (instance, gpu, direction) (rate(cupti_pcie_bytes_total{`+gpuSel+`}[$__rate_interval]))`, byGPU+" {{direction}}")))
+	d.WithPanel(series("NVLink throughput", "Bytes per second over NVLink, received (rx) and transmitted (tx) by each GPU.", "Bps", 12,
+		query(`sum by (instance, gpu, direction) (rate(cupti_nvlink_bytes_total{`+gpuSel+`}[$__rate_interval]))`, byGPU+" {{direction}}")))
+
+	d.WithRow(dashboard.NewRowBuilder("GPUs held by pods"))
+	d.WithPanel(table.NewPanelBuilder().Title("SM activity of GPUs held by pods").
+		Description("Mean SM activity over the dashboard's time range of every GPU allocated to a pod (kubelet pod-resources), least used first.").
+		Datasource(ds).Span(24).Height(10).Unit("percentunit").
+		WithTarget(instantTable(`sort(avg by (namespace, pod, container, instance, gpu, uuid) (avg_over_time(cupti_sm_active_ratio{` + gpuSel + `, pod!=""}[$__range])))`)).
+		WithTransformation(dashboard.DataTransformerConfig{Id: "organize", Options: map[string]any{
+			"excludeByName": map[string]any{"Time": true},
+			"renameByName":  map[string]any{"Value": "SM active (mean)"},
+		}}))
+	return d
+}
+
+func gpuDetail() *dashboard.DashboardBuilder {
+	d := newDashboard("cupti-gpu", "CUPTI / GPU detail",
+		"Every PM sampling series of one GPU: the window mean beside the window maximum, the interconnect counters, and the sampler's own health.").
+		WithVariable(labelVar("gpu", "GPU", `label_values(cupti_sm_active_ratio{cluster=~"$cluster", instance=~"$instance"}, uuid)`, false).IncludeAll(false))
+	sel := gpuSel
+	d.WithRow(dashboard.NewRowBuilder("Curated metrics: window mean and max"))
+	for _, m := range deviceGauges {
+		d.WithPanel(series(m.title, m.desc+" Solid: mean over each window; max: the highest sample in the window (bursts the mean hides).", "percentunit", 8,
+			query(m.name+`_ratio{`+sel+`}`, "mean"),
+			query(m.name+`_max_ratio{`+sel+`}`, "max")))
+	}
+	d.WithPanel(series("PCIe throughput", "Bytes per second over PCIe.", "Bps", 8,
+		query(`sum by (direction) (rate(cupti_pcie_bytes_total{`+sel+`}[$__rate_interval]))`, "{{direction}}")))
+	d.WithPanel(series("NVLink throughput", "Bytes per second over NVLink.", "Bps", 8,
+		query(`sum by (direction) (rate(cupti_nvlink_bytes_total{`+sel+`}[$__rate_interval]))`, "{{direction}}")))
+
+	d.WithRow(dashboard.NewRowBuilder("Every sampled metric"))
+	d.WithPanel(series("All ratio gauges (mean)", "Every *_ratio series of this GPU, including metrics added with --pmsample.metrics.", "percentunit", 12,
+		query(`{__name__=~"cupti_.+_ratio", __name__!~"cupti_.+_(max|min)_ratio|cupti_pm_.+", `+sel+`}`, "{{__name__}}")))
+	d.WithPanel(series("All ratio gauges (max)", "The window maximum of every *_ratio series of this GPU.", "percentunit", 12,
+		query(`{__name__=~"cupti_.+_max_ratio", `+sel+`}`, "{{__name__}}")))
+	d.WithPanel(series("All counters (rate)", "Per-second rate of every cupti_*_total counter of this GPU that is not a self-metric.", "short", 24,
+		query(`rate({__name__=~"cupti_.+_total", __name__!~"cupti_(pm|activity|exporter|podresources)_.+", `+sel+`}[$__rate_interval])`, "{{__name__}} {{direction}}")))
+
+	d.WithRow(dashboard.NewRowBuilder("Sampler health"))
+	d.WithPanel(series("Sampling state", "1 for the current PM sampling state: sampling, paused (POST /pause), busy (another profiler holds the counters) or error.", "short", 8,
+		query(`cupti_pm_sampling_state{`+sel+`} == 1`, "{{state}}")))
+	d.WithPanel(series("Samples per second", "PM samples decoded per second, and samples lost by reason.", "short", 8,
+		query(`rate(cupti_pm_samples_total{`+sel+`}[$__rate_interval])`, "decoded"),
+		query(`sum by (reason) (rate(cupti_pm_samples_dropped_total{`+sel+`}[$__rate_interval]))`, "dropped {{reason}}")))
+	d.WithPanel(series("Window coverage", "Fraction of each window covered by samples; below 1 the gauges describe only part of it.", "percentunit", 8,
+		query(`cupti_pm_observed_ratio{`+sel+`}`, "observed")))
+	return d
+}
+
+func workloads() *dashboard.DashboardBuilder {
+	d := newDashboard("cupti-workloads", "CUPTI / Workloads",
+		"Kernels and memory copies of the processes that load the cupti-exporter injection library: top kernels by GPU time, kernel duration distributions (native histograms), copy bandwidth by kind, pageable copies, and each pod's share of GPU time.").
+		WithVariable(labelVar("namespace", "Namespace", `label_values(cupti_kernel_gpu_seconds_total{cluster=~"$cluster", instance=~"$instance"}, namespace)`, true)).
+		WithVariable(labelVar("pod", "Pod", `label_values(cupti_kernel_gpu_seconds_total{cluster=~"$cluster", instance=~"$instance", namespace=~"$namespace"}, pod)`, true)).
+		WithVariable(labelVar("kernel", "Kernel", `label_values(cupti_kernel_duration_seconds{cluster=~"$cluster", instance=~"$instance", pod=~"$pod"}, kernel)`, true))
+	ksel := podSel + `, kernel=~"$kernel"`
+
+	d.WithRow(dashboard.NewRowBuilder("GPU time"))
+	d.WithPanel(series("GPU share per pod", "Kernel time per second of wall time, per pod: 1 is one GPU kept busy by the pod's kernels.", "percentunit", 12,
+		query(`sum by (namespace, pod) (rate(cupti_kernel_gpu_seconds_total{`+podSel+`}[$__rate_interval]))`, "{{namespace}}/{{pod}}")).
+		Max(8).Stacking(common.NewStackingConfigBuilder().Mode(common.StackingModeNormal)))
+	d.WithPanel(bargauge.NewPanelBuilder().Title("Top kernels by GPU time").
+		Description("Kernels with the most GPU time over the dashboard's range (sum of the duration histograms).").
+		Datasource(ds).Span(12).Height(8).Unit("s").
+		Orientation(common.VizOrientationHorizontal).DisplayMode(common.BarGaugeDisplayModeGradient).
+		ReduceOptions(common.NewReduceDataOptionsBuilder().Calcs([]string{"lastNotNull"})).
+		WithTarget(prometheus.NewDataqueryBuilder().Expr(`topk(15, sum by (kernel) (histogram_sum(increase(cupti_kernel_duration_seconds{` + ksel + `}[$__range]))))`).
+			LegendFormat("{{kernel}}").Instant().RefId("A")))
+	d.WithPanel(series("Kernel launches per second", "Kernels completed per second, top 10 kernels.", "short", 12,
+		query(`topk(10, sum by (kernel) (histogram_count(rate(cupti_kernel_duration_seconds{`+ksel+`}[$__rate_interval]))))`, "{{kernel}}")))
+	d.WithPanel(series("Kernel duration p50 / p99", "Duration quantiles from the native histograms, per kernel.", "s", 12,
+		query(`histogram_quantile(0.5, sum by (kernel) (rate(cupti_kernel_duration_seconds{`+ksel+`}[$__rate_interval])))`, "p50 {{kernel}}"),
+		query(`histogram_quantile(0.99, sum by (kernel) (rate(cupti_kernel_duration_seconds{`+ksel+`}[$__rate_interval])))`, "p99 {{kernel}}")))
+
+	d.WithRow(dashboard.NewRowBuilder("Kernel durations"))
+	d.WithPanel(histogramHeatmap("Kernel duration distribution", "Kernel durations of the selected kernels, from the native histogram cupti_kernel_duration_seconds.",
+		`sum(rate(cupti_kernel_duration_seconds{`+ksel+`}[$__rate_interval]))`))
+	d.WithPanel(histogramHeatmap("Kernel duration per pod", "Kernel durations of all the selected pods' kernels, from cupti_pod_kernel_duration_seconds.",
+		`sum(rate(cupti_pod_kernel_duration_seconds{`+podSel+`}[$__rate_interval]))`))
+
+	d.WithRow(dashboard.NewRowBuilder("Memory copies"))
+	d.WithPanel(series("Copy bandwidth by kind", "Bytes per second copied, by direction (HtoD, DtoH, DtoD, PtoP) and host memory kind.", "Bps", 12,
+		query(`sum by (copy_kind, host_memory) (rate(cupti_memcpy_bytes_total{`+podSel+`}[$__rate_interval]))`, "{{copy_kind}} {{host_memory}}")))
+	d.WithPanel(series("Pageable copies per pod", "Bytes per second copied from or to pageable host memory: staged through a bounce buffer, slower, and never overlapped with kernels. Pin these buffers.", "Bps", 12,
+		query(`sum by (namespace, pod, copy_kind) (rate(cupti_memcpy_bytes_total{`+podSel+`, host_memory="pageable"}[$__rate_interval]))`, "{{namespace}}/{{pod}} {{copy_kind}}")))
+	d.WithPanel(histogramHeatmap("Copy duration distribution", "Durations of memory copies, from the native histogram cupti_memcpy_duration_seconds.",
+		`sum(rate(cupti_memcpy_duration_seconds{`+podSel+`}[$__rate_interval]))`))
+	d.WithPanel(series("Memset bandwidth", "Bytes per second set by memset operations.", "Bps", 12,
+		query(`sum by (namespace, pod) (rate(cupti_memset_bytes_total{`+podSel+`}[$__rate_interval]))`, "{{namespace}}/{{pod}}")))
+
+	d.WithRow(dashboard.NewRowBuilder("Tracing health"))
+	d.WithPanel(series("Traced processes", "Processes connected to each exporter with the injection library loaded.", "short", 12,
+		query(`sum by (instance) (cupti_activity_processes{`+nodeSel+`})`, "{{instance}}")))
+	d.WithPanel(series("Dropped records", "Activity records lost per second, by reason: metrics undercount while this is above 0.", "short", 12,
+		query(`sum by (instance, reason) (rate(cupti_activity_dropped_records_total{`+nodeSel+`}[$__rate_interval]))`, "{{instance}} {{reason}}")))
+	return d
+}
+
+// all lists the dashboards by file name.
+var all = []struct {
+	file  string
+	build func() *dashboard.DashboardBuilder
+}{
+	{"fleet-overview.json", fleetOverview},
+	{"gpu-detail.json", gpuDetail},
+	{"workloads.json", workloads},
+}
+
+func build(b *dashboard.DashboardBuilder) (dashboard.Dashboard, error) {
+	d, err := b.Build()
+	if err != nil {
+		return d, fmt.Errorf("building dashboard: %w", err)
+	}
+	return d, nil
+}

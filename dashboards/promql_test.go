@@ -1,0 +1,299 @@
+package dashboards
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/promql/parser"
+	"helm.sh/helm/v3/pkg/chart/loader"
+	"helm.sh/helm/v3/pkg/chartutil"
+	"helm.sh/helm/v3/pkg/engine"
+	"sigs.k8s.io/yaml"
+
+	"github.com/cupti-exporter/cupti-exporter/podresources"
+)
+
+const (
+	chartDir       = "../helm/cupti-exporter"
+	namesFile      = "metric-names.txt"
+	demoNamesFile  = "../e2e/testdata/demo-metric-names.txt"
+	promqlDuration = "5m"
+)
+
+// promQuery is one PromQL expression and where it was found.
+type promQuery struct {
+	where string
+	expr  string
+}
+
+// dashboardQueries returns the expressions of every panel target and query variable.
+func dashboardQueries(t *testing.T) []promQuery {
+	t.Helper()
+	var out []promQuery
+	for _, f := range dashboardFiles(t) {
+		raw, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var d struct {
+			Panels     []panelJSON `json:"panels"`
+			Templating struct {
+				List []struct {
+					Name  string `json:"name"`
+					Type  string `json:"type"`
+					Query any    `json:"query"`
+				} `json:"list"`
+			} `json:"templating"`
+		}
+		if err := json.Unmarshal(raw, &d); err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		var walk func([]panelJSON)
+		walk = func(ps []panelJSON) {
+			for _, p := range ps {
+				for _, tg := range p.Targets {
+					out = append(out, promQuery{fmt.Sprintf("%s: panel %q target %s", f, p.Title, tg.RefID), tg.Expr})
+				}
+				walk(p.Panels)
+			}
+		}
+		walk(d.Panels)
+		for _, v := range d.Templating.List {
+			if v.Type != "query" {
+				continue
+			}
+			q, ok := v.Query.(string)
+			if !ok {
+				t.Errorf("%s: variable %s: query is not a string", f, v.Name)
+				continue
+			}
+			expr, err := variableExpr(q)
+			if err != nil {
+				t.Errorf("%s: variable %s: %v", f, v.Name, err)
+				continue
+			}
+			out = append(out, promQuery{fmt.Sprintf("%s: variable %s", f, v.Name), expr})
+		}
+	}
+	return out
+}
+
+type panelJSON struct {
+	Title   string `json:"title"`
+	Targets []struct {
+		RefID string `json:"refId"`
+		Expr  string `json:"expr"`
+	} `json:"targets"`
+	Panels []panelJSON `json:"panels"`
+}
+
+var (
+	labelValuesRE = regexp.MustCompile(`^label_values\((.*),\s*([a-zA-Z_][a-zA-Z0-9_]*)\)$`)
+	queryResultRE = regexp.MustCompile(`^query_result\((.*)\)$`)
+)
+
+// variableExpr returns the PromQL inside a Grafana Prometheus variable query.
+func variableExpr(q string) (string, error) {
+	q = strings.TrimSpace(q)
+	if m := labelValuesRE.FindStringSubmatch(q); m != nil {
+		return m[1], nil
+	}
+	if m := queryResultRE.FindStringSubmatch(q); m != nil {
+		return m[1], nil
+	}
+	return "", fmt.Errorf("query %q: want label_values(selector, label) or query_result(expr)", q)
+}
+
+// ruleQueries renders the chart's PrometheusRule (every optional alert on) with the
+// Helm SDK and returns the alert expressions.
+func ruleQueries(t *testing.T) []promQuery {
+	t.Helper()
+	c, err := loader.Load(chartDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vals := map[string]any{"prometheusRule": map[string]any{"enabled": true}, "serviceMonitor": map[string]any{"enabled": true}}
+	rv, err := chartutil.ToRenderValues(c, vals, chartutil.ReleaseOptions{Name: "gpu", Namespace: "monitoring"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := engine.Render(c, rv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pr struct {
+		Spec struct {
+			Groups []struct {
+				Rules []struct {
+					Alert, Record, Expr string
+				}
+			}
+		}
+	}
+	if err := yaml.Unmarshal([]byte(out["cupti-exporter/templates/prometheusrule.yaml"]), &pr); err != nil {
+		t.Fatal(err)
+	}
+	var qs []promQuery
+	for _, g := range pr.Spec.Groups {
+		for _, r := range g.Rules {
+			qs = append(qs, promQuery{"alert " + r.Alert + r.Record, r.Expr})
+		}
+	}
+	if len(qs) == 0 {
+		t.Fatal("the chart rendered no alert rules")
+	}
+	return qs
+}
+
+var (
+	grafanaRangeRE = regexp.MustCompile(`\$(__rate_interval|__interval|__range)\b|\$\{(__rate_interval|__interval|__range)\}`)
+	grafanaVarRE   = regexp.MustCompile(`\$\{([a-zA-Z0-9_]+)(:[a-z]+)?\}|\$([a-zA-Z0-9_]+)|\[\[([a-zA-Z0-9_]+)\]\]`)
+)
+
+// expandGrafana replaces Grafana's variables with values PromQL accepts: the range
+// variables by a duration and the others by their name (they appear in label values).
+func expandGrafana(expr string) string {
+	expr = grafanaRangeRE.ReplaceAllString(expr, promqlDuration)
+	return grafanaVarRE.ReplaceAllString(expr, "var")
+}
+
+// parse parses one expression and returns the metric names it selects. Selectors by a
+// __name__ regex (the GPU detail's "every metric" panels) name no metric.
+func parse(q promQuery) ([]string, error) {
+	expr, err := parser.NewParser(parser.Options{}).ParseExpr(expandGrafana(q.expr))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %q: %w", q.where, q.expr, err)
+	}
+	var names []string
+	parser.Inspect(expr, func(n parser.Node, _ []parser.Node) error {
+		vs, ok := n.(*parser.VectorSelector)
+		if !ok {
+			return nil
+		}
+		if vs.Name != "" {
+			names = append(names, vs.Name)
+			return nil
+		}
+		for _, m := range vs.LabelMatchers {
+			if m.Name == labels.MetricName && m.Type == labels.MatchEqual {
+				names = append(names, m.Value)
+			}
+		}
+		return nil
+	})
+	return names, nil
+}
+
+// usedNames parses every expression of dashboards and rules and returns the metric
+// names they use, sorted and unique.
+func usedNames(t *testing.T) []string {
+	t.Helper()
+	seen := map[string]bool{}
+	qs := append(dashboardQueries(t), ruleQueries(t)...)
+	for _, q := range qs {
+		names, err := parse(q)
+		if err != nil {
+			t.Error(err)
+			continue
+		}
+		for _, n := range names {
+			seen[n] = true
+		}
+	}
+	var out []string
+	for n := range seen {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func TestPromQLParses(t *testing.T) {
+	qs := append(dashboardQueries(t), ruleQueries(t)...)
+	if len(qs) < 20 {
+		t.Fatalf("found only %d expressions; the walk of the dashboards is broken", len(qs))
+	}
+	for _, q := range qs {
+		if _, err := parse(q); err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+func TestParseRejectsBrokenPromQL(t *testing.T) {
+	for _, bad := range []string{`rate(cupti_pcie_bytes_total[$__rate_interval]`, `sum by (gpu (cupti_sm_active_ratio)`, `cupti_sm_active_ratio{gpu=~"$gpu"`} {
+		if _, err := parse(promQuery{"test", bad}); err == nil {
+			t.Errorf("parse accepted %q", bad)
+		}
+	}
+	names, err := parse(promQuery{"test", `histogram_quantile(0.9, sum by (le) (rate(cupti_kernel_duration_seconds{pod=~"${pod}"}[$__rate_interval]))) / on() group_left {__name__="cupti_x"}`})
+	if err != nil || strings.Join(names, ",") != "cupti_kernel_duration_seconds,cupti_x" {
+		t.Errorf("names = %v, %v", names, err)
+	}
+}
+
+// TestMetricNamesList keeps metric-names.txt equal to the names the dashboards and rules
+// use, so a review sees every added or removed name.
+func TestMetricNamesList(t *testing.T) {
+	used := usedNames(t)
+	body := "# Metric names used by dashboards/*.json and the Helm chart's alert rules.\n" +
+		"# Generated: go test ./dashboards/ -update\n" + strings.Join(used, "\n") + "\n"
+	if *update {
+		if err := os.WriteFile(namesFile, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	got, err := os.ReadFile(namesFile)
+	if err != nil {
+		t.Fatalf("%v (generate it: go test ./dashboards/ -update)", err)
+	}
+	if string(got) != body {
+		t.Errorf("%s is out of date; run go test ./dashboards/ -update and review the diff.\nnames used now:\n%s", namesFile, strings.Join(used, "\n"))
+	}
+}
+
+// notFromTheDemo are names the demo scrape cannot show, with where they come from.
+var notFromTheDemo = map[string]string{
+	"up": "Prometheus adds it to every target",
+}
+
+// TestMetricNamesEmitted checks every used name against the names the exporter emits
+// in its --demo scrape (written by the e2e script), and the pod-resources names
+// against the podresources package, which --demo does not run.
+func TestMetricNamesEmitted(t *testing.T) {
+	raw, err := os.ReadFile(demoNamesFile)
+	if errors.Is(err, fs.ErrNotExist) {
+		t.Skipf("%s does not exist yet: it is written from the exporter's --demo scrape (see e2e/); until then the dashboards' metric names are unchecked against the exporter", filepath.Clean(demoNamesFile))
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	emitted := map[string]bool{}
+	for _, l := range strings.Split(string(raw), "\n") {
+		l = strings.TrimSpace(l)
+		if l != "" && !strings.HasPrefix(l, "#") {
+			emitted[strings.Fields(l)[0]] = true
+		}
+	}
+	for _, d := range podresources.Descs() {
+		emitted[d.Name] = true
+	}
+	for _, n := range usedNames(t) {
+		if _, ok := notFromTheDemo[n]; ok {
+			continue
+		}
+		if !emitted[n] && !emitted[n+"_bucket"] && !emitted[n+"_count"] {
+			t.Errorf("dashboards or rules use %s, which the exporter does not emit (not in %s)", n, demoNamesFile)
+		}
+	}
+}

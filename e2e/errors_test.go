@@ -1,0 +1,64 @@
+package e2e
+
+import (
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cupti-exporter/cupti-exporter/recording/demo"
+)
+
+// Bad input ends the binary with a non-zero code and one clear line naming the cause.
+func TestBadInputFails(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	truncated := write("cut.cuptirec", string(demo.Recording()[:100000]))
+	cases := []struct {
+		name string
+		args []string
+		want []string
+	}{
+		{"unknown key", []string{"--demo", "--config.file", write("a.yaml", "web:\n  listen_adress: :1\n")}, []string{"line 2", "unknown key listen_adress"}},
+		{"bad duration", []string{"--demo", "--config.file", write("b.yaml", "pmsample:\n  window: 5 seconds\n")}, []string{"line 2", "invalid duration"}},
+		{"invalid yaml", []string{"--demo", "--config.file", write("c.yaml", "web: [\n")}, []string{"config file"}},
+		{"missing config", []string{"--demo", "--config.file", filepath.Join(dir, "none.yaml")}, []string{"reading config file", "no such file"}},
+		{"bad flag duration", []string{"--demo", "--pmsample.window=soon"}, []string{`invalid duration "soon"`}},
+		{"truncated recording", []string{"replay", truncated, "--web.listen-address=127.0.0.1:0"}, []string{"truncated at byte"}},
+		{"not a recording", []string{"replay", write("x.txt", "hello"), "--web.listen-address=127.0.0.1:0"}, []string{"not a cupti-exporter recording"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			code, out := runExit(t, 30*time.Second, c.args...)
+			if code == 0 {
+				t.Fatalf("exit code 0, want non-zero; output:\n%s", out)
+			}
+			if !contains(out, c.want...) {
+				t.Errorf("output lacks %q:\n%s", c.want, out)
+			}
+			if strings.Contains(out, "panic") || strings.Contains(out, "goroutine ") {
+				t.Errorf("output shows a panic:\n%s", out)
+			}
+		})
+	}
+}
+
+func TestAddressInUse(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	code, out := runExit(t, 30*time.Second, "--demo", "--web.listen-address="+l.Addr().String())
+	if code == 0 || !contains(out, l.Addr().String()) || !strings.Contains(strings.ToLower(out), "in use") {
+		t.Fatalf("exit %d, want non-zero naming the address in use:\n%s", code, out)
+	}
+}

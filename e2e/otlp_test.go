@@ -1,0 +1,165 @@
+package e2e
+
+import (
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	colmetrics "go.opentelemetry.io/proto/otlp/collector/metrics/v1"
+	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
+	metricspb "go.opentelemetry.io/proto/otlp/metrics/v1"
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/proto"
+)
+
+// receiver collects OTLP export requests.
+type receiver struct {
+	colmetrics.UnimplementedMetricsServiceServer
+	got chan *colmetrics.ExportMetricsServiceRequest
+}
+
+func newReceiver() *receiver {
+	return &receiver{got: make(chan *colmetrics.ExportMetricsServiceRequest, 64)}
+}
+
+func (r *receiver) Export(_ context.Context, req *colmetrics.ExportMetricsServiceRequest) (*colmetrics.ExportMetricsServiceResponse, error) {
+	select {
+	case r.got <- req:
+	default: // the test reads only a few
+	}
+	return &colmetrics.ExportMetricsServiceResponse{}, nil
+}
+
+// ServeHTTP is the OTLP/HTTP receiver: a protobuf body on POST /v1/metrics.
+func (r *receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	body, err := io.ReadAll(req.Body)
+	if err != nil || req.URL.Path != "/v1/metrics" {
+		http.Error(w, "bad request", http.StatusBadRequest)
+		return
+	}
+	var m colmetrics.ExportMetricsServiceRequest
+	if err := proto.Unmarshal(body, &m); err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	r.Export(req.Context(), &m)
+	out, _ := proto.Marshal(&colmetrics.ExportMetricsServiceResponse{})
+	w.Header().Set("Content-Type", "application/x-protobuf")
+	w.Write(out)
+}
+
+// next waits for the next export.
+func (r *receiver) next(t *testing.T) *colmetrics.ExportMetricsServiceRequest {
+	t.Helper()
+	select {
+	case req := <-r.got:
+		return req
+	case <-time.After(30 * time.Second):
+		t.Fatal("no OTLP export within 30 s")
+		return nil
+	}
+}
+
+func attrs(kv []*commonpb.KeyValue) map[string]string {
+	out := map[string]string{}
+	for _, a := range kv {
+		out[a.GetKey()] = a.GetValue().GetStringValue()
+	}
+	return out
+}
+
+// pcieRx finds the PCIe rx byte counter of device uuid in an export.
+func pcieRx(req *colmetrics.ExportMetricsServiceRequest, uuid string) (float64, bool) {
+	for _, rm := range req.GetResourceMetrics() {
+		for _, sm := range rm.GetScopeMetrics() {
+			for _, m := range sm.GetMetrics() {
+				if !strings.Contains(m.GetName(), "pcie") || m.GetSum() == nil {
+					continue
+				}
+				for _, dp := range m.GetSum().GetDataPoints() {
+					a := attrs(dp.GetAttributes())
+					if a["uuid"] == uuid && a["direction"] == "rx" {
+						return dpValue(dp), true
+					}
+				}
+			}
+		}
+	}
+	return 0, false
+}
+
+func dpValue(dp *metricspb.NumberDataPoint) float64 {
+	if v, ok := dp.GetValue().(*metricspb.NumberDataPoint_AsInt); ok {
+		return float64(v.AsInt)
+	}
+	return dp.GetAsDouble()
+}
+
+// checkOTLP checks that the pushed PCIe counter agrees with the scraped one: a push taken
+// between two scrapes lies between their values.
+func checkOTLP(t *testing.T, p *exporterProc, r *receiver) {
+	rec := readDemo(t)
+	uuid := rec.devices[0].UUID
+	for drained := false; !drained; { // forget exports made before this point
+		select {
+		case <-r.got:
+		default:
+			drained = true
+		}
+	}
+	_, before := p.scrape(t)
+	m, ok := find(before, "cupti_pcie_bytes_total", map[string]string{"uuid": uuid, "direction": "rx"})
+	if !ok {
+		t.Fatal("scrape lacks cupti_pcie_bytes_total{direction=rx}")
+	}
+	v1 := value(m)
+	r.next(t) // may have been collected before the scrape
+	req := r.next(t)
+	_, after := p.scrape(t)
+	m, _ = find(after, "cupti_pcie_bytes_total", map[string]string{"uuid": uuid, "direction": "rx"})
+	v2 := value(m)
+	v, ok := pcieRx(req, uuid)
+	if !ok {
+		for _, rm := range req.GetResourceMetrics() {
+			for _, sm := range rm.GetScopeMetrics() {
+				for _, m := range sm.GetMetrics() {
+					t.Logf("exported: %s", m.GetName())
+					if m.GetSum() != nil && len(m.GetSum().GetDataPoints()) > 0 {
+						t.Logf("  first point: %v", attrs(m.GetSum().GetDataPoints()[0].GetAttributes()))
+					}
+				}
+			}
+		}
+		t.Fatalf("OTLP export lacks the PCIe rx counter of %s", uuid)
+	}
+	if v < v1 || v > v2 {
+		t.Errorf("OTLP pcie rx %g not between scrapes %g and %g", v, v1, v2)
+	}
+}
+
+func TestOTLPgRPC(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := newReceiver()
+	srv := grpc.NewServer()
+	colmetrics.RegisterMetricsServiceServer(srv, r)
+	go srv.Serve(l)
+	t.Cleanup(srv.Stop) // after the exporter stops (cleanups run last-in first-out)
+	p := start(t, "--demo", "--otlp.endpoint="+l.Addr().String(), "--otlp.protocol=grpc", "--otlp.insecure", "--otlp.interval=500ms")
+	checkOTLP(t, p, r)
+}
+
+func TestOTLPHTTP(t *testing.T) {
+	r := newReceiver()
+	srv := httptest.NewServer(r)
+	t.Cleanup(srv.Close)
+	p := start(t, "--demo", "--otlp.endpoint="+srv.URL+"/v1/metrics", "--otlp.protocol=http", "--otlp.interval=500ms")
+	checkOTLP(t, p, r)
+}

@@ -1,0 +1,174 @@
+package helm
+
+import (
+	"fmt"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"sigs.k8s.io/yaml"
+)
+
+// wantAPIVersion is the apiVersion each kind must be rendered with.
+var wantAPIVersion = map[string]string{
+	"DaemonSet":      "apps/v1",
+	"Service":        "v1",
+	"ServiceAccount": "v1",
+	"ConfigMap":      "v1",
+	"ServiceMonitor": "monitoring.coreos.com/v1",
+	"PodMonitor":     "monitoring.coreos.com/v1",
+	"PrometheusRule": "monitoring.coreos.com/v1",
+	"Pod":            "v1",
+}
+
+// decodeStrict decodes m into the Go type of its kind, rejecting unknown and duplicate
+// fields, and checks apiVersion, namespace and the standard labels.
+func decodeStrict(t *testing.T, m manifest) any {
+	t.Helper()
+	var obj any
+	switch m.Kind {
+	case "DaemonSet":
+		obj = &appsv1.DaemonSet{}
+	case "Service":
+		obj = &corev1.Service{}
+	case "ServiceAccount":
+		obj = &corev1.ServiceAccount{}
+	case "ConfigMap":
+		obj = &corev1.ConfigMap{}
+	case "Pod":
+		obj = &corev1.Pod{}
+	case "ServiceMonitor":
+		obj = &serviceMonitor{}
+	case "PodMonitor":
+		obj = &podMonitor{}
+	case "PrometheusRule":
+		obj = &prometheusRule{}
+	default:
+		t.Fatalf("%s: kind %q has no strict decoder in this test; add one", m, m.Kind)
+	}
+	if err := yaml.UnmarshalStrict(m.Body, obj); err != nil {
+		t.Fatalf("%s: strict decode: %v\n%s", m, err, numbered(string(m.Body)))
+	}
+	switch o := obj.(type) {
+	case *appsv1.DaemonSet:
+		checkPodSpec(t, m, o.Spec.Template.Spec)
+	case *corev1.Pod:
+		checkPodSpec(t, m, o.Spec)
+	}
+	tm, om := meta(obj)
+	if tm.APIVersion != wantAPIVersion[m.Kind] {
+		t.Errorf("%s: apiVersion %q; want %q", m, tm.APIVersion, wantAPIVersion[m.Kind])
+	}
+	if errs := validation.IsDNS1123Subdomain(om.Name); len(errs) > 0 {
+		t.Errorf("%s: invalid name %q: %v", m, om.Name, errs)
+	}
+	if m.Kind != "Pod" {
+		if om.Namespace != namespace {
+			t.Errorf("%s: namespace %q; want the release namespace %q", m, om.Namespace, namespace)
+		}
+		if om.Labels["app.kubernetes.io/instance"] != releaseName || om.Labels["app.kubernetes.io/name"] != "cupti-exporter" {
+			t.Errorf("%s: missing standard labels: %v", m, om.Labels)
+		}
+	}
+	for k, v := range om.Labels {
+		if errs := validation.IsQualifiedName(k); len(errs) > 0 {
+			t.Errorf("%s: label key %q: %v", m, k, errs)
+		}
+		if errs := validation.IsValidLabelValue(v); len(errs) > 0 {
+			t.Errorf("%s: label %s=%q: %v", m, k, v, errs)
+		}
+	}
+	return obj
+}
+
+func meta(obj any) (metav1.TypeMeta, metav1.ObjectMeta) {
+	switch o := obj.(type) {
+	case *appsv1.DaemonSet:
+		return o.TypeMeta, o.ObjectMeta
+	case *corev1.Service:
+		return o.TypeMeta, o.ObjectMeta
+	case *corev1.ServiceAccount:
+		return o.TypeMeta, o.ObjectMeta
+	case *corev1.ConfigMap:
+		return o.TypeMeta, o.ObjectMeta
+	case *corev1.Pod:
+		return o.TypeMeta, o.ObjectMeta
+	case *serviceMonitor:
+		return o.TypeMeta, o.ObjectMeta
+	case *podMonitor:
+		return o.TypeMeta, o.ObjectMeta
+	case *prometheusRule:
+		return o.TypeMeta, o.ObjectMeta
+	}
+	panic(fmt.Sprintf("meta: unexpected %T", obj))
+}
+
+// decodeAll decodes every manifest strictly and fails on two objects of one kind and name.
+func decodeAll(t *testing.T, ms []manifest) map[string]any {
+	t.Helper()
+	out := map[string]any{}
+	for _, m := range ms {
+		obj := decodeStrict(t, m)
+		key := m.Kind + "/" + m.Name
+		if _, dup := out[key]; dup {
+			t.Errorf("%s rendered twice", key)
+		}
+		out[key] = obj
+	}
+	return out
+}
+
+func TestStrictDecoderRejectsUnknownFields(t *testing.T) {
+	// Guards the guard: a misplaced field must fail the decode used above.
+	doc := []byte("apiVersion: apps/v1\nkind: DaemonSet\nmetadata:\n  name: x\nspec:\n  template:\n    spec:\n      containers:\n        - name: a\n          imagePullPolicy: Always\n          runtimeClassName: nvidia\n")
+	if err := yaml.UnmarshalStrict(doc, &appsv1.DaemonSet{}); err == nil {
+		t.Fatal("strict decode accepted runtimeClassName on a container")
+	}
+	doc = []byte("apiVersion: monitoring.coreos.com/v1\nkind: ServiceMonitor\nmetadata:\n  name: x\nspec:\n  selector: {}\n  endpoints:\n    - port: metrics\n      intervall: 15s\n")
+	if err := yaml.UnmarshalStrict(doc, &serviceMonitor{}); err == nil {
+		t.Fatal("strict decode accepted a misspelt endpoint field")
+	}
+}
+
+// checkPodSpec checks what the API server would refuse and a strict decode cannot see:
+// unique container names, mounts of declared volumes, valid port names, probes on
+// declared ports.
+func checkPodSpec(t *testing.T, m manifest, spec corev1.PodSpec) {
+	t.Helper()
+	volumes := map[string]bool{}
+	for _, v := range spec.Volumes {
+		if volumes[v.Name] {
+			t.Errorf("%s: volume %s declared twice", m, v.Name)
+		}
+		volumes[v.Name] = true
+	}
+	names := map[string]bool{}
+	for _, c := range append(append([]corev1.Container{}, spec.InitContainers...), spec.Containers...) {
+		if names[c.Name] {
+			t.Errorf("%s: container name %s used twice", m, c.Name)
+		}
+		names[c.Name] = true
+		if errs := validation.IsDNS1123Label(c.Name); len(errs) > 0 {
+			t.Errorf("%s: container name %q: %v", m, c.Name, errs)
+		}
+		ports := map[string]bool{}
+		for _, p := range c.Ports {
+			if errs := validation.IsValidPortName(p.Name); len(errs) > 0 {
+				t.Errorf("%s: container %s: port name %q: %v", m, c.Name, p.Name, errs)
+			}
+			ports[p.Name] = true
+		}
+		for _, vm := range c.VolumeMounts {
+			if !volumes[vm.Name] {
+				t.Errorf("%s: container %s mounts undeclared volume %s", m, c.Name, vm.Name)
+			}
+		}
+		for _, pr := range []*corev1.Probe{c.LivenessProbe, c.ReadinessProbe, c.StartupProbe} {
+			if pr != nil && pr.HTTPGet != nil && pr.HTTPGet.Port.StrVal != "" && !ports[pr.HTTPGet.Port.StrVal] {
+				t.Errorf("%s: container %s probes undeclared port %s", m, c.Name, pr.HTTPGet.Port.StrVal)
+			}
+		}
+	}
+}

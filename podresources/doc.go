@@ -1,0 +1,22 @@
+// Package podresources attributes GPUs to the Kubernetes pods that hold them.
+//
+// It asks the kubelet's PodResources v1 API (a gRPC service on the Unix socket
+// /var/lib/kubelet/pod-resources/kubelet.sock) which container was given which device
+// of the NVIDIA resources (nvidia.com/gpu, nvidia.com/gpu.shared, nvidia.com/mig-*),
+// and keeps the answer as an immutable map from device ID (a GPU UUID such as
+// GPU-5c1f..., or a MIG UUID for MIG resources) to its owner.
+//
+// A Client refreshes the map in the background (every 10 s by default) and publishes it
+// atomically, so Lookup never blocks and never does I/O. Every kubelet call has its own
+// timeout, so a slow or missing kubelet cannot stall the refresh loop either; failures
+// are counted by reason and exposed with Snapshot as self-metrics
+// (cupti_podresources_up, cupti_podresources_errors_total{reason},
+// cupti_podresources_last_refresh_timestamp_seconds). A pod that is gone disappears at
+// the next successful refresh. When the kubelet stays unreachable, the last good map is
+// kept for a bounded time (WithMaxStaleness) and then dropped, so stale owners are not
+// reported forever.
+//
+// Device IDs of time-sliced GPUs ("GPU-...::2") are reduced to the GPU UUID. A GPU given
+// to more than one container is ambiguous: Lookup reports it as not owned (ok is false)
+// rather than guessing, and Owners lists every holder.
+package podresources

@@ -1,0 +1,83 @@
+package podresources
+
+import (
+	"sort"
+
+	"github.com/cupti-exporter/cupti-exporter/mapping"
+)
+
+var (
+	upDesc = &mapping.Desc{
+		Name: "cupti_podresources_up", Kind: mapping.KindGauge,
+		Help:     "Whether the last call to the kubelet PodResources API succeeded (1) or not (0).",
+		OTelName: "cupti.podresources.up", OTelUnit: "1",
+	}
+	errorsDesc = &mapping.Desc{
+		Name: "cupti_podresources_errors_total", Kind: mapping.KindCounter,
+		Help:     "Failed calls to the kubelet PodResources API, by reason (socket_missing, permission_denied, unavailable, timeout, rpc_error).",
+		OTelName: "cupti.podresources.errors", OTelUnit: "{error}",
+		LabelNames: []string{"reason"},
+	}
+	lastRefreshDesc = &mapping.Desc{
+		Name: "cupti_podresources_last_refresh_timestamp_seconds", Kind: mapping.KindGauge, Unit: "seconds",
+		Help:     "Unix time of the last successful refresh of the GPU-to-pod map; 0 before the first.",
+		OTelName: "cupti.podresources.last_refresh", OTelUnit: "s",
+	}
+	durationDesc = &mapping.Desc{
+		Name: "cupti_podresources_refresh_duration_seconds", Kind: mapping.KindGauge, Unit: "seconds",
+		Help:     "How long the last call to the kubelet PodResources API took.",
+		OTelName: "cupti.podresources.refresh.duration", OTelUnit: "s",
+	}
+	devicesDesc = &mapping.Desc{
+		Name: "cupti_podresources_devices", Kind: mapping.KindGauge,
+		Help:     "GPU devices assigned to containers in the current map, by sharing (exclusive: one container; shared: several, not attributed).",
+		OTelName: "cupti.podresources.devices", OTelUnit: "{device}",
+		LabelNames: []string{"sharing"},
+	}
+)
+
+// Descs lists the families Snapshot emits, for Describe.
+func Descs() []*mapping.Desc {
+	return []*mapping.Desc{upDesc, errorsDesc, lastRefreshDesc, durationDesc, devicesDesc}
+}
+
+// Snapshot returns the client's self-metrics. It never blocks on the kubelet.
+func (c *Client) Snapshot() *mapping.Snapshot {
+	var exclusive, shared int
+	if m := c.devices.Load(); m != nil {
+		exclusive, shared = m.counts()
+	}
+
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	up := 0.0
+	if c.up {
+		up = 1
+	}
+	last := 0.0
+	if !c.lastGood.IsZero() {
+		last = float64(c.lastGood.UnixNano()) / 1e9
+	}
+	reasons := make([]string, 0, len(c.errors))
+	for r := range c.errors {
+		reasons = append(reasons, r)
+	}
+	sort.Strings(reasons)
+	errs := make([]mapping.Sample, 0, len(reasons))
+	for _, r := range reasons {
+		errs = append(errs, mapping.Sample{LabelValues: []string{r}, Value: float64(c.errors[r]), Start: c.start})
+	}
+	return &mapping.Snapshot{
+		Time: c.cfg.now(),
+		Families: []mapping.Family{
+			{Desc: upDesc, Samples: []mapping.Sample{{Value: up}}},
+			{Desc: errorsDesc, Samples: errs},
+			{Desc: lastRefreshDesc, Samples: []mapping.Sample{{Value: last}}},
+			{Desc: durationDesc, Samples: []mapping.Sample{{Value: c.lastElapsed.Seconds()}}},
+			{Desc: devicesDesc, Samples: []mapping.Sample{
+				{LabelValues: []string{"exclusive"}, Value: float64(exclusive)},
+				{LabelValues: []string{"shared"}, Value: float64(shared)},
+			}},
+		},
+	}
+}

@@ -1,0 +1,373 @@
+package recording
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"math"
+	"strings"
+
+	"github.com/cupti-exporter/cupti-exporter/activity"
+	"github.com/cupti-exporter/cupti-exporter/pmsample"
+)
+
+// Magic starts every recording; Version follows it as a little-endian uint16, then two
+// reserved bytes (zero).
+const (
+	Magic   = "CUPTIREC"
+	Version = 1
+
+	fileHeaderSize  = 12
+	frameHeaderSize = 1 + 4 + 8 // type, payload length, time
+	frameTrailer    = 4         // CRC-32C
+	// MaxPayload bounds one frame's payload, and so every allocation of the reader.
+	MaxPayload = 16 << 20
+	// maxMetricSets bounds the metric sets a reader keeps.
+	maxMetricSets = 4096
+)
+
+// FrameType is the type byte of a frame.
+type FrameType uint8
+
+// Frame types. JSON payloads are marked (J), binary ones (B); see docs/recording-format.md.
+const (
+	FrameHeader    FrameType = 'H' // (J) Header; always the first frame
+	FrameDevices   FrameType = 'D' // (J) []pmsample.Device
+	FrameCatalog   FrameType = 'C' // (J) []pmsample.CatalogEntry
+	FrameMetricSet FrameType = 'M' // (J) metricSet: the metric list batches refer to
+	FrameBatch     FrameType = 'B' // (B) pmsample.Batch
+	FrameHello     FrameType = 'P' // (J) ProcessEvent: an activity process connected
+	FrameGoodbye   FrameType = 'G' // (J) ProcessEvent: an activity process went away
+	FrameActivity  FrameType = 'A' // (B) ActivityBatch
+	FrameEnd       FrameType = 'E' // (empty) the writer closed the file
+)
+
+func (t FrameType) String() string {
+	switch t {
+	case FrameHeader:
+		return "header"
+	case FrameDevices:
+		return "devices"
+	case FrameCatalog:
+		return "catalog"
+	case FrameMetricSet:
+		return "metric-set"
+	case FrameBatch:
+		return "batch"
+	case FrameHello:
+		return "hello"
+	case FrameGoodbye:
+		return "goodbye"
+	case FrameActivity:
+		return "activity"
+	case FrameEnd:
+		return "end"
+	}
+	return fmt.Sprintf("unknown(%#x)", uint8(t))
+}
+
+// Header is the first frame of every recording.
+type Header struct {
+	Version     int    `json:"version"`
+	Created     string `json:"created"` // RFC 3339
+	Producer    string `json:"producer"`
+	Host        string `json:"host,omitempty"`
+	Synthetic   bool   `json:"synthetic"` // generated data, not measured on a GPU
+	Description string `json:"description,omitempty"`
+	IntervalNS  uint64 `json:"interval_ns,omitempty"` // PM sampling interval
+}
+
+// ProcessEvent is an activity process connecting (hello) or leaving (goodbye). Conn
+// identifies the connection within the recording.
+type ProcessEvent struct {
+	Conn    uint64            `json:"conn"`
+	Process *activity.Process `json:"process,omitempty"` // hello only
+}
+
+// ActivityBatch is a batch of activity records from one connection, with the number of
+// records the sender dropped since its previous batch.
+type ActivityBatch struct {
+	Conn    uint64
+	Dropped uint64
+	Records []activity.Record
+}
+
+type metricSet struct {
+	ID      uint64   `json:"id"`
+	Metrics []string `json:"metrics"`
+}
+
+// Sentinel errors; every error of the reader wraps one of them in a *FormatError.
+var (
+	ErrTruncated = errors.New("truncated")
+	ErrCorrupt   = errors.New("corrupt")
+)
+
+// FormatError locates a problem in a recording.
+type FormatError struct {
+	Offset int64 // byte offset of the frame (or file header) at fault
+	Err    error // ErrTruncated or ErrCorrupt
+	Detail string
+}
+
+func (e *FormatError) Error() string {
+	if errors.Is(e.Err, ErrTruncated) {
+		return fmt.Sprintf("recording truncated at byte %d: %s", e.Offset, e.Detail)
+	}
+	return fmt.Sprintf("recording corrupt at byte %d: %s", e.Offset, e.Detail)
+}
+
+func (e *FormatError) Unwrap() error { return e.Err }
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+func metricSetKey(m []string) string { return strings.Join(m, "\x00") }
+
+// encodeBatch appends the binary form of b (whose metric list is set id) to dst.
+func encodeBatch(dst []byte, id uint64, b *pmsample.Batch) []byte {
+	dst = binary.AppendUvarint(dst, id)
+	dst = binary.AppendVarint(dst, int64(b.Device))
+	for _, v := range []int{b.DroppedFirst, b.SkippedInvalid, b.LostImageFull, b.Overflows, b.DecodeErrors} {
+		dst = binary.AppendVarint(dst, int64(v))
+	}
+	dst = binary.AppendUvarint(dst, uint64(len(b.Samples)))
+	for _, s := range b.Samples {
+		dst = binary.LittleEndian.AppendUint64(dst, s.Start)
+		dst = binary.LittleEndian.AppendUint64(dst, s.End)
+		for i := range b.Metrics {
+			v := math.NaN()
+			if i < len(s.Values) {
+				v = s.Values[i]
+			}
+			dst = binary.LittleEndian.AppendUint64(dst, math.Float64bits(v))
+		}
+	}
+	return dst
+}
+
+// decoder reads a payload; the first error sticks.
+type decoder struct {
+	b   []byte
+	err error
+}
+
+func (d *decoder) fail(format string, a ...any) {
+	if d.err == nil {
+		d.err = fmt.Errorf(format, a...)
+	}
+}
+
+func (d *decoder) uvarint(what string) uint64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(d.b)
+	if n <= 0 {
+		d.fail("bad %s", what)
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *decoder) varint(what string) int64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Varint(d.b)
+	if n <= 0 {
+		d.fail("bad %s", what)
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *decoder) count(what string) int {
+	v := d.varint(what)
+	if v < 0 || v > math.MaxInt32 {
+		d.fail("%s out of range: %d", what, v)
+		return 0
+	}
+	return int(v)
+}
+
+func (d *decoder) u64() uint64 {
+	if d.err != nil {
+		return 0
+	}
+	if len(d.b) < 8 {
+		d.fail("short payload")
+		return 0
+	}
+	v := binary.LittleEndian.Uint64(d.b)
+	d.b = d.b[8:]
+	return v
+}
+
+func (d *decoder) u32() uint32 {
+	if d.err != nil {
+		return 0
+	}
+	if len(d.b) < 4 {
+		d.fail("short payload")
+		return 0
+	}
+	v := binary.LittleEndian.Uint32(d.b)
+	d.b = d.b[4:]
+	return v
+}
+
+func (d *decoder) u8() uint8 {
+	if d.err != nil {
+		return 0
+	}
+	if len(d.b) < 1 {
+		d.fail("short payload")
+		return 0
+	}
+	v := d.b[0]
+	d.b = d.b[1:]
+	return v
+}
+
+func (d *decoder) str(what string) string {
+	n := d.uvarint(what + " length")
+	if d.err != nil {
+		return ""
+	}
+	if n > uint64(len(d.b)) {
+		d.fail("%s length %d exceeds payload", what, n)
+		return ""
+	}
+	s := string(d.b[:n])
+	d.b = d.b[n:]
+	return s
+}
+
+// decodeBatch decodes a batch payload; sets maps metric-set ids to their metric lists.
+func decodeBatch(p []byte, sets map[uint64][]string) (*pmsample.Batch, error) {
+	d := &decoder{b: p}
+	id := d.uvarint("metric set id")
+	b := &pmsample.Batch{}
+	b.Device = d.count("device")
+	b.DroppedFirst = d.count("dropped_first")
+	b.SkippedInvalid = d.count("skipped_invalid")
+	b.LostImageFull = d.count("lost_image_full")
+	b.Overflows = d.count("overflows")
+	b.DecodeErrors = d.count("decode_errors")
+	n := d.uvarint("sample count")
+	if d.err != nil {
+		return nil, d.err
+	}
+	metrics, ok := sets[id]
+	if !ok {
+		return nil, fmt.Errorf("batch refers to unknown metric set %d", id)
+	}
+	b.Metrics = metrics
+	per := uint64(16 + 8*len(metrics))
+	if n > uint64(len(d.b))/per || n*per != uint64(len(d.b)) {
+		return nil, fmt.Errorf("batch of %d samples x %d metrics does not fit its %d remaining bytes", n, len(metrics), len(d.b))
+	}
+	b.Samples = make([]pmsample.Sample, n)
+	values := make([]float64, int(n)*len(metrics))
+	for i := range b.Samples {
+		s := &b.Samples[i]
+		s.Start = d.u64()
+		s.End = d.u64()
+		s.Values = values[:len(metrics):len(metrics)]
+		values = values[len(metrics):]
+		for j := range s.Values {
+			s.Values[j] = math.Float64frombits(d.u64())
+		}
+	}
+	return b, d.err
+}
+
+// minRecordSize is the smallest encoded activity record (a name index of one byte).
+const minRecordSize = 1 + 4 + 4 + 8 + 8 + 8 + 4 + 1
+
+func encodeActivity(dst []byte, a *ActivityBatch) []byte {
+	dst = binary.AppendUvarint(dst, a.Conn)
+	dst = binary.AppendUvarint(dst, a.Dropped)
+	names := map[string]uint64{}
+	var order []string
+	for _, r := range a.Records {
+		if r.Name == "" {
+			continue
+		}
+		if _, ok := names[r.Name]; !ok {
+			names[r.Name] = uint64(len(order)) + 1
+			order = append(order, r.Name)
+		}
+	}
+	dst = binary.AppendUvarint(dst, uint64(len(order)))
+	for _, s := range order {
+		dst = binary.AppendUvarint(dst, uint64(len(s)))
+		dst = append(dst, s...)
+	}
+	dst = binary.AppendUvarint(dst, uint64(len(a.Records)))
+	for _, r := range a.Records {
+		dst = append(dst, byte(r.Kind))
+		dst = binary.LittleEndian.AppendUint32(dst, r.Device)
+		dst = binary.LittleEndian.AppendUint32(dst, r.Stream)
+		dst = binary.LittleEndian.AppendUint64(dst, r.Start)
+		dst = binary.LittleEndian.AppendUint64(dst, r.End)
+		dst = binary.LittleEndian.AppendUint64(dst, r.Bytes)
+		dst = append(dst, byte(r.CopyKind), byte(r.SrcKind), byte(r.DstKind), byte(r.MemoryKind))
+		dst = binary.AppendUvarint(dst, names[r.Name])
+	}
+	return dst
+}
+
+func decodeActivity(p []byte) (*ActivityBatch, error) {
+	d := &decoder{b: p}
+	a := &ActivityBatch{Conn: d.uvarint("conn"), Dropped: d.uvarint("dropped")}
+	nn := d.uvarint("name count")
+	if d.err == nil && nn > uint64(len(d.b)) {
+		d.fail("name count %d exceeds payload", nn)
+	}
+	if d.err != nil {
+		return nil, d.err
+	}
+	names := make([]string, nn)
+	for i := range names {
+		names[i] = d.str("name")
+	}
+	nr := d.uvarint("record count")
+	if d.err == nil && nr > uint64(len(d.b))/minRecordSize {
+		d.fail("record count %d exceeds payload", nr)
+	}
+	if d.err != nil {
+		return nil, d.err
+	}
+	a.Records = make([]activity.Record, nr)
+	for i := range a.Records {
+		r := &a.Records[i]
+		r.Kind = activity.Kind(d.u8())
+		r.Device = d.u32()
+		r.Stream = d.u32()
+		r.Start = d.u64()
+		r.End = d.u64()
+		r.Bytes = d.u64()
+		r.CopyKind = activity.CopyKind(d.u8())
+		r.SrcKind = activity.MemoryKind(d.u8())
+		r.DstKind = activity.MemoryKind(d.u8())
+		r.MemoryKind = activity.MemoryKind(d.u8())
+		ni := d.uvarint("name index")
+		if d.err != nil {
+			return nil, d.err
+		}
+		if ni > uint64(len(names)) {
+			return nil, fmt.Errorf("record %d: name index %d out of range", i, ni)
+		}
+		if ni > 0 {
+			r.Name = names[ni-1]
+		}
+	}
+	if d.err == nil && len(d.b) != 0 {
+		d.fail("%d trailing bytes", len(d.b))
+	}
+	return a, d.err
+}

@@ -1,0 +1,208 @@
+package recording
+
+import (
+	"bufio"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+
+	"github.com/cupti-exporter/cupti-exporter/pmsample"
+)
+
+// Event is one frame of a recording, decoded. Type says which field is set.
+type Event struct {
+	Type     FrameType
+	Time     uint64 // ns on the Unix epoch, when the frame was written
+	Header   *Header
+	Devices  []pmsample.Device
+	Catalog  []pmsample.CatalogEntry
+	Batch    *pmsample.Batch
+	Process  *ProcessEvent // FrameHello and FrameGoodbye
+	Activity *ActivityBatch
+}
+
+// Reader decodes a recording frame by frame. Errors are *FormatError (matching
+// ErrTruncated or ErrCorrupt) or errors of the underlying reader; io.EOF marks a clean end
+// at a frame boundary. After an error, Next keeps returning it.
+type Reader struct {
+	r      *bufio.Reader
+	off    int64 // offset of the next frame
+	header Header
+	sets   map[uint64][]string
+	ended  bool
+	err    error
+	buf    []byte
+}
+
+// NewReader checks the file header and reads the header frame.
+func NewReader(r io.Reader) (*Reader, error) {
+	rd := &Reader{r: bufio.NewReaderSize(r, 256<<10), sets: map[uint64][]string{}}
+	var fh [fileHeaderSize]byte
+	n, err := io.ReadFull(rd.r, fh[:])
+	if err != nil {
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			if n < len(Magic) && string(fh[:n]) != Magic[:n] {
+				return nil, &FormatError{0, ErrCorrupt, "not a cupti-exporter recording (bad magic)"}
+			}
+			return nil, &FormatError{int64(n), ErrTruncated, "file header incomplete"}
+		}
+		return nil, fmt.Errorf("reading recording header: %w", err)
+	}
+	if string(fh[:8]) != Magic {
+		return nil, &FormatError{0, ErrCorrupt, "not a cupti-exporter recording (bad magic)"}
+	}
+	if v := binary.LittleEndian.Uint16(fh[8:]); v != Version {
+		return nil, &FormatError{8, ErrCorrupt, fmt.Sprintf("format version %d is not supported (this build reads version %d)", v, Version)}
+	}
+	if fh[10] != 0 || fh[11] != 0 {
+		return nil, &FormatError{10, ErrCorrupt, "reserved header bytes are not zero"}
+	}
+	rd.off = fileHeaderSize
+	ev, err := rd.Next()
+	if err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, &FormatError{rd.off, ErrTruncated, "no header frame"}
+		}
+		return nil, err
+	}
+	if ev.Type != FrameHeader {
+		return nil, &FormatError{fileHeaderSize, ErrCorrupt, fmt.Sprintf("first frame is %s, want header", ev.Type)}
+	}
+	rd.header = *ev.Header
+	return rd, nil
+}
+
+// Header is the recording's header frame.
+func (r *Reader) Header() Header { return r.header }
+
+// Offset is the byte offset of the next frame.
+func (r *Reader) Offset() int64 { return r.off }
+
+// Ended reports whether the end frame was read (the writer closed the file).
+func (r *Reader) Ended() bool { return r.ended }
+
+// Next returns the next event. Metric-set frames are consumed internally.
+func (r *Reader) Next() (Event, error) {
+	if r.err != nil {
+		return Event{}, r.err
+	}
+	for {
+		ev, err := r.next()
+		if err != nil {
+			r.err = err
+			return ev, err
+		}
+		if ev.Type != FrameMetricSet { // internal to the format
+			return ev, nil
+		}
+	}
+}
+
+func (r *Reader) next() (Event, error) {
+	start := r.off
+	var h [frameHeaderSize]byte
+	n, err := io.ReadFull(r.r, h[:])
+	if err != nil {
+		if errors.Is(err, io.EOF) && n == 0 {
+			return Event{}, io.EOF
+		}
+		if errors.Is(err, io.ErrUnexpectedEOF) {
+			return Event{}, &FormatError{start, ErrTruncated, fmt.Sprintf("frame header cut after %d of %d bytes", n, frameHeaderSize)}
+		}
+		return Event{}, fmt.Errorf("reading recording at byte %d: %w", start, err)
+	}
+	t := FrameType(h[0])
+	size := binary.LittleEndian.Uint32(h[1:])
+	ev := Event{Type: t, Time: binary.LittleEndian.Uint64(h[5:])}
+	if size > MaxPayload {
+		return Event{}, &FormatError{start, ErrCorrupt, fmt.Sprintf("%s frame declares %d bytes, above the %d-byte limit", t, size, MaxPayload)}
+	}
+	if cap(r.buf) < int(size)+frameTrailer {
+		r.buf = make([]byte, int(size)+frameTrailer)
+	}
+	body := r.buf[:int(size)+frameTrailer]
+	n, err = io.ReadFull(r.r, body)
+	if err != nil {
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			return Event{}, &FormatError{start, ErrTruncated, fmt.Sprintf("%s frame cut after %d of %d bytes", t, frameHeaderSize+n, frameHeaderSize+len(body))}
+		}
+		return Event{}, fmt.Errorf("reading recording at byte %d: %w", start, err)
+	}
+	p := body[:size]
+	crc := crc32.Update(crc32.Update(0, castagnoli, h[:]), castagnoli, p)
+	if crc != binary.LittleEndian.Uint32(body[size:]) {
+		return Event{}, &FormatError{start, ErrCorrupt, fmt.Sprintf("%s frame fails its checksum", t)}
+	}
+	r.off += int64(frameHeaderSize + len(body))
+	if r.ended {
+		return Event{}, &FormatError{start, ErrCorrupt, fmt.Sprintf("%s frame after the end frame", t)}
+	}
+	if err := r.decode(&ev, p); err != nil {
+		return Event{}, &FormatError{start, ErrCorrupt, fmt.Sprintf("%s frame: %v", t, err)}
+	}
+	return ev, nil
+}
+
+func (r *Reader) decode(ev *Event, p []byte) error {
+	if ev.Type != FrameHeader && r.header.Version == 0 {
+		return errors.New("frame before the header frame")
+	}
+	switch ev.Type {
+	case FrameHeader:
+		if r.header.Version != 0 {
+			return errors.New("second header frame")
+		}
+		ev.Header = &Header{}
+		if err := json.Unmarshal(p, ev.Header); err != nil {
+			return err
+		}
+		if ev.Header.Version != Version {
+			return fmt.Errorf("header says version %d, want %d", ev.Header.Version, Version)
+		}
+		r.header = *ev.Header
+	case FrameDevices:
+		return json.Unmarshal(p, &ev.Devices)
+	case FrameCatalog:
+		return json.Unmarshal(p, &ev.Catalog)
+	case FrameMetricSet:
+		var ms metricSet
+		if err := json.Unmarshal(p, &ms); err != nil {
+			return err
+		}
+		if _, dup := r.sets[ms.ID]; dup {
+			return fmt.Errorf("metric set %d defined twice", ms.ID)
+		}
+		if len(r.sets) >= maxMetricSets {
+			return fmt.Errorf("more than %d metric sets", maxMetricSets)
+		}
+		r.sets[ms.ID] = ms.Metrics
+		return nil
+	case FrameBatch:
+		b, err := decodeBatch(p, r.sets)
+		ev.Batch = b
+		return err
+	case FrameHello, FrameGoodbye:
+		ev.Process = &ProcessEvent{}
+		if err := json.Unmarshal(p, ev.Process); err != nil {
+			return err
+		}
+		if ev.Type == FrameHello && ev.Process.Process == nil {
+			return errors.New("hello without process")
+		}
+	case FrameActivity:
+		a, err := decodeActivity(p)
+		ev.Activity = a
+		return err
+	case FrameEnd:
+		if len(p) != 0 {
+			return errors.New("end frame with payload")
+		}
+		r.ended = true
+	default:
+		return errors.New("unknown frame type")
+	}
+	return nil
+}

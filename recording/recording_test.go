@@ -1,0 +1,243 @@
+package recording
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"io"
+	"math"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/cupti-exporter/cupti-exporter/activity"
+	"github.com/cupti-exporter/cupti-exporter/mapping"
+	"github.com/cupti-exporter/cupti-exporter/pmsample"
+)
+
+const t0 = uint64(1795299125930175064)
+
+var (
+	testMetrics = []string{"sm__cycles_active.avg.pct_of_peak_sustained_elapsed", "pcie__read_bytes.sum"}
+	testDevices = []pmsample.Device{{Index: 0, UUID: "GPU-0", Model: "NVIDIA H200", Chip: "GH100", PCIBusID: "0000:19:00.0"}}
+	testCatalog = []pmsample.CatalogEntry{
+		{Name: testMetrics[0], Properties: mapping.Properties{Type: mapping.TypeCounter, HWUnit: "sm", DimUnit: "gpc_cycle"}},
+		{Name: testMetrics[1], Properties: mapping.Properties{Type: mapping.TypeCounter, HWUnit: "pcie", DimUnit: "byte"}},
+	}
+)
+
+// sampleRecording writes a small recording: header, devices, catalog, two batches, a
+// process with one activity batch, and (if closed) the end frame.
+func sampleRecording(t testing.TB, closed bool) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	w, err := NewWriter(&buf, Header{Producer: "test", Synthetic: true, IntervalNS: 1e6}, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(w.WriteDevices(t0, testDevices))
+	must(w.WriteCatalog(t0, testCatalog))
+	must(w.WriteBatch(t0+2e6, pmsample.Batch{Device: 0, Metrics: testMetrics, DroppedFirst: 1, Samples: []pmsample.Sample{
+		{Start: t0, End: t0 + 1e6, Values: []float64{50, 1000}},
+		{Start: t0 + 1e6, End: t0 + 2e6, Values: []float64{math.NaN(), 2000}},
+	}}))
+	must(w.WriteHello(t0+2e6, ProcessEvent{Conn: 7, Process: &activity.Process{PID: 42, Executable: "python3", DeviceUUIDs: []string{"GPU-0"}}}))
+	must(w.WriteActivity(t0+3e6, ActivityBatch{Conn: 7, Dropped: 3, Records: []activity.Record{
+		{Kind: activity.KindKernel, Start: t0 + 2e6, End: t0 + 25e5, Name: "_Z4gemmv"},
+		{Kind: activity.KindMemcpy, Start: t0 + 25e5, End: t0 + 3e6, Bytes: 1 << 20, CopyKind: 1, SrcKind: 2, DstKind: 3},
+		{Kind: activity.KindKernel, Start: t0 + 26e5, End: t0 + 27e5, Name: "_Z4gemmv"},
+	}}))
+	must(w.WriteBatch(t0+4e6, pmsample.Batch{Device: 0, Metrics: testMetrics, Overflows: 1, Samples: []pmsample.Sample{
+		{Start: t0 + 3e6, End: t0 + 4e6, Values: []float64{75, 4000}},
+	}}))
+	must(w.WriteGoodbye(t0+4e6, 7))
+	if closed {
+		must(w.Close(t0 + 5e6))
+	} else {
+		must(w.Flush())
+	}
+	return buf.Bytes()
+}
+
+func readAll(data []byte) ([]Event, *Reader, error) {
+	rd, err := NewReader(bytes.NewReader(data))
+	if err != nil {
+		return nil, nil, err
+	}
+	var evs []Event
+	for {
+		ev, err := rd.Next()
+		if errors.Is(err, io.EOF) {
+			return evs, rd, nil
+		}
+		if err != nil {
+			return evs, rd, err
+		}
+		evs = append(evs, ev)
+	}
+}
+
+func TestRoundTrip(t *testing.T) {
+	evs, rd, err := readAll(sampleRecording(t, true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rd.Ended() || !rd.Header().Synthetic || rd.Header().Version != Version {
+		t.Fatalf("header %+v ended %v", rd.Header(), rd.Ended())
+	}
+	var types []FrameType
+	for _, e := range evs {
+		types = append(types, e.Type)
+	}
+	want := []FrameType{FrameDevices, FrameCatalog, FrameBatch, FrameHello, FrameActivity, FrameBatch, FrameGoodbye, FrameEnd}
+	if !reflect.DeepEqual(types, want) {
+		t.Fatalf("types %v, want %v", types, want)
+	}
+	if !reflect.DeepEqual(evs[0].Devices, testDevices) || !reflect.DeepEqual(evs[1].Catalog, testCatalog) {
+		t.Fatalf("devices/catalog differ: %+v %+v", evs[0].Devices, evs[1].Catalog)
+	}
+	b := evs[2].Batch
+	if b.DroppedFirst != 1 || len(b.Samples) != 2 || b.Samples[0].Values[1] != 1000 || !math.IsNaN(b.Samples[1].Values[0]) {
+		t.Fatalf("batch %+v", b)
+	}
+	if &evs[2].Batch.Metrics[0] != &evs[5].Batch.Metrics[0] {
+		t.Error("batches of one metric set should share the Metrics slice")
+	}
+	if evs[5].Batch.Overflows != 1 {
+		t.Errorf("overflows %d", evs[5].Batch.Overflows)
+	}
+	a := evs[4].Activity
+	if a.Conn != 7 || a.Dropped != 3 || len(a.Records) != 3 || a.Records[2].Name != "_Z4gemmv" || a.Records[1].Bytes != 1<<20 || a.Records[1].Name != "" {
+		t.Fatalf("activity %+v", a)
+	}
+	if evs[3].Process.Process.PID != 42 || evs[6].Process.Conn != 7 {
+		t.Fatalf("process events %+v %+v", evs[3].Process, evs[6].Process)
+	}
+}
+
+// Every prefix of a recording either ends cleanly at a frame boundary or reports the
+// offset of the frame that was cut.
+func TestTruncatedAtEveryByte(t *testing.T) {
+	data := sampleRecording(t, true)
+	boundaries := map[int]bool{}
+	for off := fileHeaderSize; off < len(data); {
+		off += frameHeaderSize + int(binary.LittleEndian.Uint32(data[off+1:])) + frameTrailer
+		if off > fileHeaderSize+frameHeaderSize { // after the header frame
+			boundaries[off] = true
+		}
+	}
+	for n := 0; n < len(data); n++ {
+		_, rd, err := readAll(data[:n])
+		if boundaries[n] {
+			if err != nil {
+				t.Fatalf("prefix %d at a frame boundary: %v", n, err)
+			}
+			if rd.Ended() {
+				t.Fatalf("prefix %d claims to be complete", n)
+			}
+			continue
+		}
+		if !errors.Is(err, ErrTruncated) {
+			t.Fatalf("prefix %d: err %v, want truncated", n, err)
+		}
+		var fe *FormatError
+		if !errors.As(err, &fe) || fe.Offset > int64(n) || !strings.Contains(err.Error(), "truncated at byte") {
+			t.Fatalf("prefix %d: %v", n, err)
+		}
+	}
+}
+
+func TestCorruptionDetected(t *testing.T) {
+	data := sampleRecording(t, true)
+	for i := range data {
+		bad := bytes.Clone(data)
+		bad[i] ^= 0x20
+		_, _, err := readAll(bad)
+		if err == nil {
+			t.Fatalf("flipping byte %d went unnoticed", i)
+		}
+		if !errors.Is(err, ErrCorrupt) && !errors.Is(err, ErrTruncated) {
+			t.Fatalf("byte %d: unexpected error %v", i, err)
+		}
+	}
+}
+
+func TestNotARecording(t *testing.T) {
+	for _, in := range []string{"", "hello world, this is text", "CUPTIREC\x02\x00\x00\x00"} {
+		_, _, err := readAll([]byte(in))
+		if err == nil {
+			t.Fatalf("%q accepted", in)
+		}
+		t.Logf("%q: %v", in, err)
+	}
+}
+
+type sinkLog struct{ events []string }
+
+func (s *sinkLog) Connect(c uint64, p activity.Process) { s.events = append(s.events, "connect") }
+func (s *sinkLog) Add(c uint64, d uint64, r []activity.Record) {
+	s.events = append(s.events, "add")
+}
+func (s *sinkLog) Disconnect(c uint64) { s.events = append(s.events, "disconnect") }
+
+func TestReplayLoopShiftsTimestamps(t *testing.T) {
+	data := sampleRecording(t, false) // no end frame: still replayable
+	sink := &sinkLog{}
+	r, err := FromBytes(data, WithSpeed(0), WithLoop(true), WithActivitySink(sink))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := r.Summary(); s.Complete || s.Batches != 2 || s.Samples != 3 || s.ActivityRecords != 3 || s.First != t0 {
+		t.Fatalf("summary %+v", s)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var starts []uint64
+	err = r.Run(ctx, func(b pmsample.Batch) {
+		for _, s := range b.Samples {
+			starts = append(starts, s.Start)
+		}
+		if len(starts) >= 9 {
+			cancel()
+		}
+	})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("run: %v", err)
+	}
+	for i := 1; i < len(starts); i++ {
+		if starts[i] <= starts[i-1] {
+			t.Fatalf("timestamps do not increase across loops: %v", starts)
+		}
+	}
+	if len(sink.events) < 6 || sink.events[0] != "connect" || sink.events[1] != "add" || sink.events[2] != "disconnect" {
+		t.Fatalf("activity events %v", sink.events)
+	}
+}
+
+func TestReplayEndsWithoutLoop(t *testing.T) {
+	r, err := FromBytes(sampleRecording(t, true), WithSpeed(1000))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	if err := r.Run(context.Background(), func(b pmsample.Batch) { n++ }); err != nil {
+		t.Fatal(err)
+	}
+	if n != 2 {
+		t.Fatalf("%d batches, want 2", n)
+	}
+}
+
+func TestReplayRejectsTruncated(t *testing.T) {
+	data := sampleRecording(t, true)
+	_, err := FromBytes(data[:len(data)-10])
+	if !errors.Is(err, ErrTruncated) {
+		t.Fatalf("err %v", err)
+	}
+}

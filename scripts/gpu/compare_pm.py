@@ -1,0 +1,65 @@
+"""Compare the exporter's windowed means with pmprobe's per-decode averages over the same phases.
+
+usage: compare_pm.py LOGDIR METRICS   (METRICS: comma-separated Perfworks names, probe column order)
+The exporter ran first, the probe second, each beside its own run of `workload.py phases`; phase
+boundaries come from the workload logs, so each tool is compared on its own run's phases.
+"""
+import re, sys, statistics
+
+logdir, metrics = sys.argv[1], sys.argv[2].split(",")
+
+def phases(path):
+    out, starts = [], {}
+    for line in open(path):
+        m = re.match(r"phase (\w+) (start|end) ([0-9.]+)", line)
+        if not m: continue
+        name, what, t = m.group(1), m.group(2), float(m.group(3))
+        if what == "start": starts[name] = t
+        else: out.append((name, starts.pop(name), t))
+    return out
+
+# exporter: windowed means at scrape times; take gauges whose help names the Perfworks metric
+final = open(f"{logdir}/pm-final.txt").read()
+fam_of = {}
+for m in metrics:
+    for line in final.splitlines():
+        if line.startswith("# HELP ") and m in line:
+            name = line.split()[2]
+            if "_max_" in name or "_min_" in name: continue
+            fam_of[m] = name
+            break
+rows, t = [], None
+for line in open(f"{logdir}/scrapes.txt"):
+    if line.startswith("# t "): t = float(line.split()[2]); continue
+    parts = line.split()
+    if len(parts) >= 2 and t is not None:
+        rows.append((t, parts[0].split("{")[0], float(parts[-1])))
+
+def exporter_mean(m, a, b):
+    name = fam_of.get(m)
+    if not name: return None
+    v = [val for (t, n, val) in rows if n == name and a + 1.5 <= t <= b]  # window 1 s, skip the edge
+    return statistics.mean(v) if v else None
+
+probe_rows, t0 = [], None
+for line in open(f"{logdir}/pmprobe.tsv"):
+    if line.startswith("# probe_start"): t0 = float(line.split()[2]); continue
+    if line.startswith("t_ms"): continue
+    f = line.rstrip("\n").split("\t")
+    if len(f) < 4 + len(metrics): continue
+    rows_t = t0 + float(f[0]) / 1000.0
+    probe_rows.append((rows_t, [float(x) for x in f[4:4 + len(metrics)]]))
+
+def probe_mean(k, a, b):
+    v = [vals[k] for (t, vals) in probe_rows if a + 1.0 <= t - 0.25 and t <= b]
+    return statistics.mean(v) if v else None
+
+pe, pp = phases(f"{logdir}/phases-exporter.log"), phases(f"{logdir}/phases-probe.log")
+print("metric phase exporter probe ratio")
+for k, m in enumerate(metrics):
+    scale = 0.01 if "pct" in m else 1.0
+    for (name, a, b), (_, c, d) in zip(pe, pp):
+        e, p = exporter_mean(m, a, b), probe_mean(k, c, d)
+        if p is not None: p *= scale
+        ratio = (e / p) if (e is not None and p) else float("nan")
+        print(f"{fam_of.get(m, m)} {name} {e if e is not None else 'n/a'} {p if p is not None else 'n/a'} {ratio:.3f}")

@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Builds, on the build machine, what the GPU validation carries: the exporter binary, the
+# injection library and the C probes (sources only; they are compiled on the GPU machine
+# against its real CUDA headers). Everything lands in .gpu/ (ignored by git: add
+# "/.gpu/" to .git/info/exclude) and is carried with the device call.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+mkdir -p .gpu
+go build -trimpath -o .gpu/cupti-exporter ./cmd/cupti-exporter
+make -s -C activity/inject
+cp activity/inject/libcupti_exporter_inject.so .gpu/
+probes=${PROBES:-../shared/probes}
+[ -d .gpu/probes ] || cp -r "$probes" .gpu/probes
+ls -l .gpu

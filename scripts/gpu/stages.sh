@@ -1,0 +1,141 @@
+# Stages of scripts/gpu/validate.sh (sourced). Each writes logs to $L and lines to the summary.
+
+stage_inject() {
+  say "== inject"
+  mkdir -p /run/cupti-exporter
+  start_exporter "$L/exp-inject.log" 9477 --no-pmsample.enabled --activity.socket=$SOCK || return
+  # overhead: interleave no tracing / bare probe / ours / ours at 10% duty cycle, 3 rounds
+  for r in 1 2 3; do
+    for v in none probe ours duty; do
+      case $v in
+        none) env -u CUDA_INJECTION64_PATH $W tiny 4 ;;
+        probe) CUDA_INJECTION64_PATH=$G/libinjprobe.so $W tiny 4 ;;
+        ours) CUDA_INJECTION64_PATH=$INJ CUPTI_EXPORTER_SOCKET=$SOCK $W tiny 4 ;;
+        duty) CUDA_INJECTION64_PATH=$INJ CUPTI_EXPORTER_SOCKET=$SOCK CUPTI_EXPORTER_DUTY_CYCLE=0.1 $W tiny 4 ;;
+      esac > "$L/tiny-$v-$r.log" 2>&1
+      say "tiny $v round $r: $(grep -o '[0-9.]* us/launch' "$L/tiny-$v-$r.log")"
+    done
+  done
+  # counts: same deterministic workload under the probe and under ours
+  CUDA_INJECTION64_PATH=$G/libinjprobe.so $W fixed > "$L/fixed-probe.log" 2>&1
+  say "probe fixed: $(grep injprobe "$L/fixed-probe.log")"
+  scrape "$L/inj-before.txt"
+  CUDA_INJECTION64_PATH=$INJ CUPTI_EXPORTER_SOCKET=$SOCK $W fixed > "$L/fixed-ours.log" 2>&1; say "ours fixed rc=$?"
+  sleep 3; scrape "$L/inj-after.txt"
+  for m in cupti_kernel_duration_seconds_count cupti_memcpy_duration_seconds_count cupti_memset_duration_seconds_count 'cupti_activity_dropped_records_total'; do
+    say "ours $m: before $(val "$L/inj-before.txt" "^$m") after $(val "$L/inj-after.txt" "^$m")"
+  done
+  # exporter killed mid-run, then restarted: workload unaffected, library reconnects
+  CUDA_INJECTION64_PATH=$INJ CUPTI_EXPORTER_SOCKET=$SOCK $W tiny 12 > "$L/kill-ours.log" 2>&1 &
+  wp=$!; sleep 3; stop_exporter 9477; sleep 3
+  start_exporter "$L/exp-inject2.log" 9477 --no-pmsample.enabled --activity.socket=$SOCK
+  wait $wp; say "workload across exporter restart rc=$? $(grep -o '[0-9.]* us/launch' "$L/kill-ours.log")"
+  sleep 2; scrape "$L/inj-restart.txt"
+  say "after restart kernels=$(val "$L/inj-restart.txt" '^cupti_kernel_duration_seconds_count') dropped=$(val "$L/inj-restart.txt" '^cupti_activity_dropped_records_total')"
+  # fork-based DataLoader, PyTorch profiler, ncu
+  CUDA_INJECTION64_PATH=$INJ CUPTI_EXPORTER_SOCKET=$SOCK timeout 180 $W loader > "$L/loader.log" 2>&1; say "loader rc=$? $(tail -1 "$L/loader.log")"
+  CUDA_INJECTION64_PATH=$INJ CUPTI_EXPORTER_SOCKET=$SOCK timeout 120 $W profiler 2 > "$L/profiler.log" 2>&1; say "profiler rc=$? $(grep -iE 'profiler:|cupti-exporter' "$L/profiler.log" | head -3 | tr '\n' ' ')"
+  CUDA_INJECTION64_PATH=$INJ CUPTI_EXPORTER_SOCKET=$SOCK timeout 180 ncu --clock-control none -c 3 $W tiny 1 > "$L/ncu-inject.log" 2>&1; say "ncu+inject rc=$? $(grep -iE 'cupti-exporter|error' "$L/ncu-inject.log" | head -3 | tr '\n' ' ')"
+  stop_exporter 9477
+}
+
+stage_coexist() {
+  say "== coexist"
+  start_exporter "$L/exp-A.log" 9477 --no-activity.enabled $PMARGS || return
+  sleep 3; scrape "$L/co-0.txt"; say "A state: $(grep '^cupti_pm_sampling_state' "$L/co-0.txt" | awk '$NF==1' | tr '\n' ' ')"
+  timeout 120 ncu --clock-control none -c 1 $W tiny 1 > "$L/ncu-while-sampling.log" 2>&1; say "ncu while sampling rc=$? $(grep -m2 -iE 'error|resource' "$L/ncu-while-sampling.log" | tr '\n' ' ')"
+  curl -s -XPOST "localhost:9477/api/v1/pm-sampling/pause?duration=120s" > "$L/pause.json"; say "pause: $(cat "$L/pause.json")"
+  sleep 1; timeout 120 ncu --clock-control none -c 1 $W tiny 1 > "$L/ncu-paused.log" 2>&1; say "ncu while paused rc=$? $(grep -m1 -E '==PROF==|Duration' "$L/ncu-paused.log")"
+  scrape "$L/co-1.txt"
+  curl -s -XPOST localhost:9477/api/v1/pm-sampling/resume > "$L/resume.json"; say "resume: $(cat "$L/resume.json")"
+  sleep 3; scrape "$L/co-2.txt"
+  say "samples paused=$(val "$L/co-1.txt" '^cupti_pm_samples_total') resumed=$(val "$L/co-2.txt" '^cupti_pm_samples_total')"
+  start_exporter "$L/exp-B.log" 9478 --no-activity.enabled $PMARGS
+  sleep 4; curl -s localhost:9478/readyz > "$L/B-readyz.txt"; say "B readyz while A holds: $(head -c 300 "$L/B-readyz.txt" | tr '\n' ' ')"
+  say "B log: $(grep -m2 -iE 'busy' "$L/exp-B.log" | tr '\n' ' ')"
+  stop_exporter 9477
+  for i in $(seq 1 40); do sleep 1; scrape "$L/co-B.txt" 9478; grep -q '^cupti_pm_sampling_state{.*state="sampling".*} 1' "$L/co-B.txt" && break; done
+  say "B took over after ${i}s: samples=$(val "$L/co-B.txt" '^cupti_pm_samples_total')"
+  stop_exporter 9478
+}
+
+# The metrics compared with the C probe (Perfworks names; the probe prints them in this order).
+CMP=${CMP:-sm__pipe_tensor_cycles_active_realtime.avg.pct_of_peak_sustained_elapsed,sm__cycles_active.avg.pct_of_peak_sustained_elapsed,gr__cycles_active.sum.pct_of_peak_sustained_elapsed,dram__bytes_read.sum.per_second}
+
+stage_pm() {
+  say "== pm (exporter vs pmprobe on the same phases, one after the other)"
+  start_exporter "$L/exp-pm.log" 9477 --no-activity.enabled --pmsample.metrics=$CMP --pmsample.window=1s || return
+  $W phases > "$L/phases-exporter.log" 2>&1 &
+  wp=$!
+  while kill -0 $wp 2>/dev/null; do echo "# t $(date +%s.%N)" >> "$L/scrapes.txt"; curl -s localhost:9477/metrics | grep -E '^cupti_' >> "$L/scrapes.txt"; sleep 0.5; done
+  curl -s localhost:9477/metrics > "$L/pm-final.txt"; stop_exporter 9477
+  say "exporter samples=$(val "$L/pm-final.txt" '^cupti_pm_samples_total') dropped=$(grep '^cupti_pm_samples_dropped_total' "$L/pm-final.txt" | tr '\n' ' ')"
+  $W phases > "$L/phases-probe.log" 2>&1 &
+  wp=$!; echo "# probe_start $(date +%s.%N)" > "$L/pmprobe.tsv"
+  "$G/pmprobe" sample 33 1000000 "$CMP" >> "$L/pmprobe.tsv" 2> "$L/pmprobe.err"; wait $wp
+  python3 scripts/gpu/compare_pm.py "$L" "$CMP" | tee -a "$S"
+}
+
+stage_record() {
+  say "== record (60 s demo recording: idle, matmul, copies, tiny kernels)"
+  mkdir -p /run/cupti-exporter
+  "$BIN" record --output "$OUT/demo.rec" --duration 62s --pmsample.interval=10ms --activity.socket=$SOCK > "$L/record.log" 2>&1 &
+  rp=$!; sleep 3
+  for i in 1 2; do CUDA_INJECTION64_PATH=$INJ CUPTI_EXPORTER_SOCKET=$SOCK CUPTI_EXPORTER_DUTY_CYCLE=${DEMO_DUTY:-0.05} $W phases 6.4 >> "$L/record-work.log" 2>&1; done
+  wait $rp; say "record rc=$? size=$(stat -c %s "$OUT/demo.rec" 2>/dev/null) $(tail -2 "$L/record.log" | tr '\n' ' ')"
+}
+
+proc_cpu_s() { awk '{ printf "%.3f", ($14 + $15) / 100 }' /proc/$1/stat; }
+proc_rss_mb() { awk '/VmRSS/ { printf "%.1f", $2 / 1024 }' /proc/$1/status; }
+
+stage_perf() {
+  say "== perf"
+  $W mm 200 > "$L/perf-load.log" 2>&1 &
+  lp=$!
+  for iv in 1000000 100000; do
+    dur=30; [ $iv = 100000 ] && dur=60
+    start_exporter "$L/exp-perf-$iv.log" 9477 --no-activity.enabled --pmsample.interval=$((iv/1000))us || continue
+    pid=$(cat "$L/exporter.9477.pid"); sleep 3
+    scrape "$L/perf0-$iv.txt"; c0=$(proc_cpu_s $pid); rss0=$(proc_rss_mb $pid)
+    if [ $iv = 100000 ]; then
+      for i in $(seq 1 200); do curl -s -o /dev/null -w '%{time_total}\n' localhost:9477/metrics; sleep 0.05; done > "$L/scrape-latency.txt"
+      sleep $((dur - 13))
+    else sleep $dur; fi
+    scrape "$L/perf1-$iv.txt"; c1=$(proc_cpu_s $pid); rss1=$(proc_rss_mb $pid)
+    n0=$(val "$L/perf0-$iv.txt" '^cupti_pm_samples_total'); n1=$(val "$L/perf1-$iv.txt" '^cupti_pm_samples_total')
+    say "exporter interval=${iv}ns cpu=$(echo "$c1 - $c0" | bc)s samples=$(echo "$n1 - $n0" | bc) us/sample=$(echo "scale=2; ($c1 - $c0) * 1000000 / ($n1 - $n0)" | bc) rss=${rss0}->${rss1}MB"
+    say "  losses: $(grep -E '^cupti_pm_(samples_dropped|overflows)' "$L/perf1-$iv.txt" | tr '\n' ' ')"
+    stop_exporter 9477
+    M=$(grep -m1 -o 'metrics=[^ ]*' "$L/exp-perf-$iv.log" | cut -d= -f2)
+    [ -n "$M" ] || M=$CMP
+    "$G/pmprobe" sample $dur $iv "$M" > "$L/probe-perf-$iv.tsv" 2> "$L/probe-perf-$iv.err"
+    say "pmprobe interval=${iv}ns $(awk -F'\t' 'NR>1 { n += $2; d += $3; e += $4 } END { printf "samples=%d decode+eval us/sample=%.2f", n, (d + e) / n }' "$L/probe-perf-$iv.tsv")"
+  done
+  [ -s "$L/scrape-latency.txt" ] && say "scrape latency at 10 kHz: $(sort -n "$L/scrape-latency.txt" | awk '{ a[NR] = $1 } END { printf "p50=%.1fms p99=%.1fms max=%.1fms", a[int(NR*0.5)]*1000, a[int(NR*0.99)]*1000, a[NR]*1000 }')"
+  kill $lp 2>/dev/null
+}
+
+stage_soak() {
+  say "== soak (activity at ~100k kernels/s, RSS every 30 s)"
+  mkdir -p /run/cupti-exporter
+  start_exporter "$L/exp-soak.log" 9479 --no-pmsample.enabled --activity.socket=/run/cupti-exporter/soak.sock || return
+  pid=$(cat "$L/exporter.9479.pid")
+  CUDA_INJECTION64_PATH=$INJ CUPTI_EXPORTER_SOCKET=/run/cupti-exporter/soak.sock $W tiny ${SOAK_S:-540} > "$L/soak-work.log" 2>&1 &
+  wp=$!
+  while kill -0 $wp 2>/dev/null; do echo "$(date +%s) $(proc_rss_mb $pid) $(curl -s localhost:9479/metrics | awk '/^cupti_kernel_duration_seconds_count/ { s += $NF } END { print s }')" >> "$L/soak-rss.txt"; sleep 30; done
+  say "soak: $(head -1 "$L/soak-rss.txt") -> $(tail -1 "$L/soak-rss.txt") (epoch rss_MB kernels) $(grep -o '[0-9.]* us/launch' "$L/soak-work.log")"
+  scrape "$L/soak-final.txt" 9479; say "soak dropped: $(grep '^cupti_activity_dropped' "$L/soak-final.txt" | tr '\n' ' ')"
+  stop_exporter 9479
+}
+
+stage_multigpu() {
+  say "== multigpu (every GPU sampled; NVLink traffic under an all-reduce)"
+  export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+  "$BIN" metrics plan "nvlrx__bytes.sum,nvltx__bytes.sum,nvlrx__bytes.sum.per_second" > "$L/nvl-plan.log" 2>&1; say "nvlink plan rc=$?: $(head -5 "$L/nvl-plan.log" | tr '\n' ' ')"
+  start_exporter "$L/exp-multi.log" 9477 --no-activity.enabled ${MULTI_ARGS:-} || return
+  sleep 3; scrape "$L/multi-0.txt"
+  python3 scripts/gpu/allreduce.py 15 > "$L/allreduce.log" 2>&1; say "allreduce rc=$? $(tail -1 "$L/allreduce.log")"
+  scrape "$L/multi-1.txt"; stop_exporter 9477
+  say "gpus sampled: $(grep '^cupti_pm_samples_total' "$L/multi-1.txt" | tr '\n' ' ')"
+  say "nvlink/pcie series: $(grep -E '^cupti_(nvlink|pcie)_' "$L/multi-1.txt" | head -8 | tr '\n' ' ')"
+}

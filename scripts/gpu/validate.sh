@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# GPU validation: runs on the GPU machine from the repo root, with the binary, the injection
+# library and the probes carried in .gpu/ (see scripts/gpu/README.md). Writes logs and a summary
+# to $OUT (summary.txt + logs.tar.gz).
+# usage: scripts/gpu/validate.sh STAGE...   stages: env layout pm coexist inject record perf soak-start soak-end multigpu
+set -uo pipefail
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+G=$(pwd)/.gpu; L=$OUT/logs; mkdir -p "$L"
+BIN=$G/cupti-exporter; INJ=$G/libcupti_exporter_inject.so
+I=/usr/local/cuda/targets/x86_64-linux/include; LIB=/usr/local/cuda/targets/x86_64-linux/lib
+export LD_LIBRARY_PATH=$LIB:${LD_LIBRARY_PATH:-}
+S=$OUT/summary.txt
+say() { echo "$*" | tee -a "$S"; }
+W="python3 scripts/gpu/workload.py"
+SOCK=/run/cupti-exporter/activity.sock
+PMARGS=${PMARGS:-}
+scrape() { curl -s "localhost:${2:-9477}/metrics" > "$1"; }
+val() { # val FILE NAME_REGEX -> sum of matching series values
+  awk -v re="$2" '$0 !~ /^#/ && $1 ~ re { s += $NF } END { printf "%.6g", s }' "$1"; }
+start_exporter() { # start_exporter LOG PORT ARGS...
+  local log=$1 port=$2; shift 2
+  setsid "$BIN" serve --web.listen-address=":$port" "$@" > "$log" 2>&1 &
+  echo $! > "$L/exporter.$port.pid"
+  for _ in $(seq 1 50); do curl -sf "localhost:$port/healthz" >/dev/null && return 0; sleep 0.2; done
+  say "exporter on :$port did not come up"; tail -20 "$log" | tee -a "$S"; return 1; }
+stop_exporter() { local p; p=$(cat "$L/exporter.$1.pid" 2>/dev/null) && kill "$p" 2>/dev/null; sleep 1; kill -9 "$p" 2>/dev/null; true; }
+
+stage_env() {
+  say "== env $(date -u +%FT%TZ)"
+  nvidia-smi --query-gpu=index,name,uuid,pci.bus_id,driver_version --format=csv,noheader | tee -a "$S"
+  ls -l $LIB/libcupti.so* | tee -a "$S"
+  python3 -c 'import torch; print("torch", torch.__version__, torch.version.cuda, torch.cuda.device_count())' | tee -a "$S"
+  "$BIN" version 2>&1 | head -3 | tee -a "$S"
+  cat /proc/driver/nvidia/params 2>/dev/null | grep -i RmProfilingAdminOnly | tee -a "$S"
+  (cd "$G/probes" && nvcc -O2 -std=c++17 -o "$G/pmprobe" pmprobe.cu -I$I -L$LIB -lcupti -lnvperf_host -lnvperf_target -lcuda > "$L/build-pmprobe.log" 2>&1) && say "pmprobe built"
+  gcc -O2 -shared -fPIC -o "$G/libinjprobe.so" "$G/probes/injprobe.c" -I$I -L$LIB -lcupti > "$L/build-injprobe.log" 2>&1 && say "injprobe built"
+}
+
+stage_layout() {
+  say "== layout"
+  bash scripts/gpu/layout_check.sh > "$L/layout.log" 2>&1; rc=$?
+  tail -5 "$L/layout.log" | tee -a "$S"; say "layout_check rc=$rc"
+}
+
+source scripts/gpu/stages.sh
+
+for st in "$@"; do "stage_${st//-/_}"; done
+cp "$S" "$L/" 2>/dev/null
+tar -C "$OUT" -czf "$OUT/logs.tar.gz" logs && rm -rf "$L"
