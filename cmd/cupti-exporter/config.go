@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
@@ -38,6 +40,8 @@ type Config struct {
 	Activity struct {
 		Enabled bool   `yaml:"enabled" help:"Receive kernel and memcpy records from injected processes."`
 		Socket  string `yaml:"socket" help:"Unix socket the injection library connects to."`
+		// SocketMode is octal text so that YAML and flags read it the same way.
+		SocketMode string `yaml:"socket_mode" help:"Permissions of the activity socket, octal (0666 lets workloads of any user connect)."`
 	} `yaml:"activity"`
 	OTLP struct {
 		Endpoint string            `yaml:"endpoint" help:"OTLP endpoint (host:port for grpc, URL for http); empty: no OTLP push."`
@@ -65,6 +69,7 @@ func defaultConfig() Config {
 	c.PMSample.Window = Duration(15 * time.Second)
 	c.Activity.Enabled = true
 	c.Activity.Socket = "/run/cupti-exporter/activity.sock"
+	c.Activity.SocketMode = "0660"
 	c.OTLP.Protocol = "grpc"
 	c.OTLP.Interval = Duration(15 * time.Second)
 	return c
@@ -88,10 +93,28 @@ func (c *Config) validate() error {
 	if c.OTLP.Protocol != "grpc" && c.OTLP.Protocol != "http" {
 		errs = append(errs, fmt.Errorf("otlp.protocol must be grpc or http, got %q", c.OTLP.Protocol))
 	}
+	if _, err := c.socketMode(); err != nil {
+		errs = append(errs, err)
+	}
 	if !strings.HasPrefix(c.Web.TelemetryPath, "/") {
 		errs = append(errs, fmt.Errorf("web.telemetry_path must start with /, got %q", c.Web.TelemetryPath))
 	}
 	return errors.Join(errs...)
+}
+
+// socketMode parses activity.socket_mode.
+func (c *Config) socketMode() (fs.FileMode, error) {
+	m, err := strconv.ParseUint(c.Activity.SocketMode, 8, 32)
+	if err != nil || m > 0o777 {
+		return 0, fmt.Errorf("activity.socket_mode must be octal permissions such as 0660, got %q", c.Activity.SocketMode)
+	}
+	return fs.FileMode(m), nil
+}
+
+// activitySocketMode is activity.socket_mode once validate has accepted it.
+func (c *Config) activitySocketMode() fs.FileMode {
+	m, _ := c.socketMode()
+	return m
 }
 
 // Duration is a time.Duration written as "250ms", "1us", "15s" in YAML.

@@ -56,7 +56,7 @@ func runServe(ctx context.Context, logger *slog.Logger, cfg *Config) error {
 	if !cfg.Activity.Enabled {
 		return serveSources(ctx, logger, cfg, src, pause, off, act, status)
 	}
-	srv, err := receiver.NewServer(cfg.Activity.Socket, act, logger)
+	srv, err := receiver.NewServer(cfg.Activity.Socket, act, logger, receiver.WithSocketMode(cfg.activitySocketMode()))
 	if err != nil {
 		return fmt.Errorf("%w (set --activity.socket, or --no-activity.enabled)", err)
 	}

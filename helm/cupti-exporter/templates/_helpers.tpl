@@ -123,6 +123,7 @@ a valid file (overwriting in place would corrupt their mapping).
 {{- if .Values.activity.enabled }}
 - --activity.enabled
 - --activity.socket={{ include "cupti-exporter.socket" . }}
+- --activity.socket-mode={{ .Values.activity.socketMode }}
 {{- else }}
 - --no-activity.enabled
 {{- end }}
