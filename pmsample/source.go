@@ -2,6 +2,7 @@ package pmsample
 
 import (
 	"context"
+	"time"
 
 	"github.com/cupti-exporter/cupti-exporter/mapping"
 )
@@ -43,6 +44,12 @@ type Batch struct {
 	LostImageFull  int // decodes that stopped with COUNTER_DATA_FULL (samples lost)
 	Overflows      int // hardware buffer overflows (session recreated)
 	DecodeErrors   int // decode calls that failed
+
+	// DecodeDuration is the time the decode and evaluation of this batch took (0 if unknown).
+	DecodeDuration time.Duration
+	// Multiplexed is set when this batch's metrics share the counters with other groups in
+	// turns; the aggregator then reports the fraction of time they were observed.
+	Multiplexed bool
 }
 
 // Source produces batches of PM samples. The CUPTI sampler and the recording replayer

@@ -1,0 +1,355 @@
+package pmsample
+
+import (
+	"cmp"
+	"log/slog"
+	"math"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cupti-exporter/cupti-exporter/mapping"
+)
+
+// Aggregator folds batches from a Source into an immutable snapshot: counters into monotonic
+// totals (value x scale summed), gauges into time-weighted window statistics, plus the
+// self-metrics of PM sampling. Add may be called from several goroutines; Snapshot never blocks.
+type Aggregator struct {
+	mapper  *mapping.Mapper
+	logger  *slog.Logger
+	cfg     aggConfig
+	devices map[int]Device
+	props   map[string]mapping.Properties
+
+	mu     sync.Mutex
+	devs   map[int]*devAgg
+	mapped map[string]*mapped // by Perfworks name; nil value: unmappable
+	snap   atomic.Pointer[mapping.Snapshot]
+}
+
+type aggConfig struct {
+	window  time.Duration
+	refresh time.Duration
+	now     func() time.Time
+	status  func() []DeviceStatus
+}
+
+// AggregatorOption configures an Aggregator.
+type AggregatorOption func(*aggConfig)
+
+// WithWindow sets the span of the gauge window statistics (default 10 s). Non-positive keeps it.
+func WithWindow(d time.Duration) AggregatorOption {
+	return func(c *aggConfig) {
+		if d > 0 {
+			c.window = d
+		}
+	}
+}
+
+// WithStatus adds the per-device sampling state (cupti_pm_sampling_state) from f, typically
+// (*Sampler).Status.
+func WithStatus(f func() []DeviceStatus) AggregatorOption {
+	return func(c *aggConfig) { c.status = f }
+}
+
+// WithClock replaces time.Now (tests).
+func WithClock(now func() time.Time) AggregatorOption {
+	return func(c *aggConfig) { c.now = now }
+}
+
+type mapped struct {
+	m      mapping.Metric
+	labels []string // metric label values, in Desc.LabelNames order after the device labels
+	kind   mapping.Kind
+}
+
+type devAgg struct {
+	labels    []string // device label values
+	series    map[string]*series
+	order     []string // Perfworks names in first-seen order
+	samples   uint64
+	dropped   [len(dropReasons)]uint64
+	overflows uint64
+	decode    float64 // seconds, last batch
+	firstNS   uint64  // start of the first aggregated sample
+	lastNS    uint64  // end of the newest sample
+	lastAdd   time.Time
+	multiplex map[string]*window // observed time of multiplexed metrics
+}
+
+type series struct {
+	total float64
+	start time.Time
+	win   window
+}
+
+// NewAggregator returns an aggregator for the devices and catalog of a source.
+func NewAggregator(m *mapping.Mapper, devices []Device, catalog []CatalogEntry, logger *slog.Logger, opts ...AggregatorOption) *Aggregator {
+	cfg := aggConfig{window: DefaultWindow, refresh: time.Second, now: time.Now}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	a := &Aggregator{
+		mapper: m, logger: logger.With("source", "pmsample"), cfg: cfg,
+		devices: map[int]Device{}, props: map[string]mapping.Properties{},
+		devs: map[int]*devAgg{}, mapped: map[string]*mapped{},
+	}
+	for _, d := range devices {
+		a.devices[d.Index] = d
+	}
+	for _, e := range catalog {
+		a.props[e.Name] = e.Properties
+	}
+	a.publish()
+	return a
+}
+
+// Add folds one batch in and publishes a new snapshot. It is the sink of Source.Run.
+func (a *Aggregator) Add(b Batch) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	d := a.dev(b.Device)
+	d.lastAdd = a.cfg.now()
+	d.dropped[dropFirst] += uint64(b.DroppedFirst)
+	d.dropped[dropInvalid] += uint64(b.SkippedInvalid)
+	d.dropped[dropImageFull] += uint64(b.LostImageFull)
+	d.dropped[dropOverflow] += uint64(b.Overflows)
+	d.dropped[dropDecodeError] += uint64(b.DecodeErrors)
+	d.overflows += uint64(b.Overflows)
+	if b.DecodeDuration > 0 {
+		d.decode = b.DecodeDuration.Seconds()
+	}
+
+	ms := make([]*mapped, len(b.Metrics))
+	ss := make([]*series, len(b.Metrics))
+	buckets := make([]bucket, len(b.Metrics))
+	for j, name := range b.Metrics {
+		ms[j] = a.metric(name)
+		if ms[j] != nil {
+			ss[j] = d.get(name)
+		}
+		buckets[j] = newBucket()
+	}
+	observed := newBucket()
+	for _, s := range b.Samples {
+		if !valid(s, len(b.Metrics)) {
+			d.dropped[dropInvalid]++
+			continue
+		}
+		d.samples++
+		if d.firstNS == 0 || s.Start < d.firstNS {
+			d.firstNS = s.Start
+		}
+		d.lastNS = max(d.lastNS, s.End)
+		observed.add(s.Start, s.End, 1)
+		for j, v := range s.Values {
+			m := ms[j]
+			switch {
+			case m == nil:
+			case m.kind == mapping.KindCounter:
+				if ss[j].start.IsZero() {
+					ss[j].start = time.Unix(0, int64(s.Start))
+				}
+				ss[j].total += v * m.m.Scale
+			default:
+				buckets[j].add(s.Start, s.End, v)
+			}
+		}
+	}
+	for j := range b.Metrics {
+		if ss[j] != nil && ms[j].kind != mapping.KindCounter {
+			ss[j].win.add(buckets[j])
+		}
+		if b.Multiplexed {
+			w := d.multiplex[b.Metrics[j]]
+			if w == nil {
+				w = &window{}
+				d.multiplex[b.Metrics[j]] = w
+			}
+			w.add(observed)
+		}
+	}
+	a.build()
+}
+
+func valid(s Sample, n int) bool {
+	if s.End <= s.Start || len(s.Values) != n {
+		return false
+	}
+	for _, v := range s.Values {
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			return false
+		}
+	}
+	return true
+}
+
+func (a *Aggregator) dev(i int) *devAgg {
+	if d := a.devs[i]; d != nil {
+		return d
+	}
+	dv, ok := a.devices[i]
+	if !ok {
+		dv = Device{Index: i}
+	}
+	d := &devAgg{
+		labels:    []string{strconv.Itoa(dv.Index), dv.UUID, dv.Model, dv.Chip, dv.PCIBusID},
+		series:    map[string]*series{},
+		multiplex: map[string]*window{},
+	}
+	a.devs[i] = d
+	return d
+}
+
+func (d *devAgg) get(name string) *series {
+	s := d.series[name]
+	if s == nil {
+		s = &series{}
+		d.series[name] = s
+		d.order = append(d.order, name)
+	}
+	return s
+}
+
+// metric maps a Perfworks name once; an unmappable name is logged once and left out.
+func (a *Aggregator) metric(name string) *mapped {
+	if m, ok := a.mapped[name]; ok {
+		return m
+	}
+	p, ok := a.props[name]
+	if !ok {
+		a.logger.Warn("metric absent from the source catalog; properties guessed from nothing", "metric", name)
+	}
+	mm, err := a.mapper.Map(name, p)
+	if err != nil || mm.Desc == nil {
+		a.logger.Warn("metric left out: no mapping", "metric", name, "err", err)
+		a.mapped[name] = nil
+		return nil
+	}
+	res := &mapped{m: mm, kind: mm.Desc.Kind}
+	for _, l := range mm.Labels {
+		res.labels = append(res.labels, l.Value)
+	}
+	a.mapped[name] = res
+	return res
+}
+
+// Snapshot returns the newest snapshot without blocking. A snapshot older than a second is
+// rebuilt first when no Add holds the lock (so paused devices and expired windows show).
+func (a *Aggregator) Snapshot() *mapping.Snapshot {
+	s := a.snap.Load()
+	if a.cfg.now().Sub(s.Time) >= a.cfg.refresh && a.mu.TryLock() {
+		a.build()
+		a.mu.Unlock()
+		s = a.snap.Load()
+	}
+	return s
+}
+
+func (a *Aggregator) publish() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.build()
+}
+
+// build makes and publishes a snapshot; a.mu is held.
+func (a *Aggregator) build() {
+	now := a.cfg.now()
+	fams := map[*mapping.Desc]*mapping.Family{}
+	put := func(desc *mapping.Desc, labels []string, v float64, start time.Time) {
+		f := fams[desc]
+		if f == nil {
+			f = &mapping.Family{Desc: desc}
+			fams[desc] = f
+		}
+		f.Samples = append(f.Samples, mapping.Sample{LabelValues: labels, Value: v, Start: start})
+	}
+	lbl := func(dev []string, extra ...string) []string {
+		return append(slices.Clone(dev), extra...)
+	}
+	for _, idx := range sortedKeys(a.devs) {
+		d := a.devs[idx]
+		cutoff := sub(d.lastNS, a.cfg.window)
+		stale := now.Sub(d.lastAdd) > a.cfg.window
+		for _, name := range d.order {
+			m, s := a.mapped[name], d.series[name]
+			labels := lbl(d.labels, m.labels...)
+			if m.kind == mapping.KindCounter {
+				put(m.m.Desc, labels, s.total, s.start)
+				continue
+			}
+			s.win.expire(cutoff)
+			mean, hi, lo, _, ok := s.win.stats()
+			if !ok || stale {
+				continue
+			}
+			put(m.m.Desc, labels, mean*m.m.Scale, time.Time{})
+			if m.m.Max != nil {
+				put(m.m.Max, labels, hi*m.m.Scale, time.Time{})
+			}
+			if m.m.Min != nil {
+				put(m.m.Min, labels, lo*m.m.Scale, time.Time{})
+			}
+		}
+		span := float64(min(a.cfg.window, time.Duration(d.lastNS-d.firstNS)))
+		for _, name := range sortedKeys(d.multiplex) {
+			w := d.multiplex[name]
+			w.expire(cutoff)
+			if _, _, _, dur, ok := w.stats(); ok && span > 0 && !stale {
+				put(observedDesc, lbl(d.labels, name), min(dur/span, 1), time.Time{})
+			}
+		}
+		put(samplesDesc, d.labels, float64(d.samples), time.Time{})
+		for r, n := range d.dropped {
+			put(droppedDesc, lbl(d.labels, dropReasons[r]), float64(n), time.Time{})
+		}
+		put(overflowsDesc, d.labels, float64(d.overflows), time.Time{})
+		put(decodeDesc, d.labels, d.decode, time.Time{})
+		if d.lastNS > 0 {
+			put(lastSampleDesc, d.labels, float64(d.lastNS)/1e9, time.Time{})
+		}
+	}
+	if a.cfg.status != nil {
+		for _, st := range a.cfg.status() {
+			d := a.dev(st.Device)
+			for _, s := range states {
+				put(stateDesc, lbl(d.labels, string(s)), b2f(st.State == s), time.Time{})
+			}
+		}
+	}
+	snap := &mapping.Snapshot{Time: now}
+	for _, f := range fams {
+		slices.SortFunc(f.Samples, func(x, y mapping.Sample) int { return slices.Compare(x.LabelValues, y.LabelValues) })
+		snap.Families = append(snap.Families, *f)
+	}
+	slices.SortFunc(snap.Families, func(x, y mapping.Family) int { return cmp.Compare(x.Desc.Name, y.Desc.Name) })
+	a.snap.Store(snap)
+}
+
+func sub(ns uint64, d time.Duration) uint64 {
+	if ns < uint64(d) {
+		return 0
+	}
+	return ns - uint64(d)
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func sortedKeys[K cmp.Ordered, V any](m map[K]V) []K {
+	keys := make([]K, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}

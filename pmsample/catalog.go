@@ -1,0 +1,178 @@
+package pmsample
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/cupti-exporter/cupti-exporter/internal/cupti"
+	"github.com/cupti-exporter/cupti-exporter/mapping"
+)
+
+// hostCatalog is metricHost over a Profiler Host object.
+type hostCatalog struct {
+	lib  *cupti.Lib
+	host *cupti.Host
+}
+
+var metricTypes = []cupti.MetricType{cupti.MetricTypeCounter, cupti.MetricTypeRatio, cupti.MetricTypeThroughput}
+
+func (h *hostCatalog) BaseMetrics() ([]baseMetric, error) {
+	var out []baseMetric
+	for _, t := range metricTypes {
+		names, err := h.host.BaseMetrics(t)
+		if err != nil {
+			return nil, err
+		}
+		for _, n := range names {
+			out = append(out, baseMetric{Name: n, Type: mapping.MetricType(t)})
+		}
+	}
+	return out, nil
+}
+
+func (h *hostCatalog) SubMetrics(b baseMetric) ([]string, error) {
+	subs, err := h.host.SubMetrics(cupti.MetricType(b.Type), b.Name)
+	for i, s := range subs {
+		subs[i] = strings.TrimPrefix(s, ".")
+	}
+	return subs, err
+}
+
+func (h *hostCatalog) Properties(name string) (mapping.Properties, error) {
+	p, err := h.host.Properties(name)
+	if err != nil {
+		return mapping.Properties{}, err
+	}
+	return mapping.Properties{Type: mapping.MetricType(p.Type), HWUnit: p.HWUnit, DimUnit: p.DimUnit, Description: p.Description}, nil
+}
+
+func (h *hostCatalog) Passes(metrics []string) (int, error) {
+	img, err := h.host.ConfigImage(metrics)
+	if err != nil {
+		return 0, err
+	}
+	defer img.Free()
+	return img.Passes()
+}
+
+// SinglePassSet: the binding does not expose the 13.2 set queries yet.
+func (h *hostCatalog) SinglePassSet(name string) ([]string, error) {
+	if !h.lib.HasSinglePassSets() {
+		return nil, errNoSinglePassSets
+	}
+	return nil, fmt.Errorf("single-pass set %q: %w (the binding does not expose the 13.2 queries yet)", name, cupti.ErrNotSupported)
+}
+
+// Catalog answers the CLI's `metrics list/describe/plan` for one device or chip.
+type Catalog struct {
+	Chip string
+	hc   *hostCatalog
+	p    *planner
+}
+
+// MetricInfo is a base metric with its properties.
+type MetricInfo struct {
+	Name        string `json:"name"`
+	Type        string `json:"type"` // counter, ratio, throughput
+	HWUnit      string `json:"hw_unit"`
+	DimUnit     string `json:"dim_unit"`
+	Description string `json:"description,omitempty"`
+}
+
+// MetricDetail is what Describe reports.
+type MetricDetail struct {
+	MetricInfo
+	SubMetrics []string `json:"submetrics"` // full names: base.rollup[.submetric]
+	Passes     int      `json:"passes"`     // passes the named metric needs alone (first submetric for a base name)
+}
+
+// OpenCatalog opens the metric catalog of target: a CUDA ordinal ("0", read with the device's
+// counter availability) or a chip name ("GH100", host only, no GPU needed). Close it after use.
+func OpenCatalog(lib *cupti.Lib, target string) (*Catalog, error) {
+	chip, avail := target, []byte(nil)
+	if i, err := strconv.Atoi(target); err == nil {
+		if chip, err = lib.ChipName(i); err != nil {
+			return nil, fmt.Errorf("reading chip name of device %d: %w", i, err)
+		}
+		avail, _ = lib.CounterAvailability(i) // busy counters: fall back to the chip's full list
+	}
+	host, err := lib.NewHost(chip, avail)
+	if err != nil {
+		return nil, fmt.Errorf("opening profiler host for %s: %w", chip, err)
+	}
+	hc := &hostCatalog{lib: lib, host: host}
+	p, err := newPlanner(hc)
+	if err != nil {
+		host.Close()
+		return nil, err
+	}
+	return &Catalog{Chip: chip, hc: hc, p: p}, nil
+}
+
+// Close frees the host object.
+func (c *Catalog) Close() error { return c.hc.host.Close() }
+
+// List returns the base metrics with type and units.
+func (c *Catalog) List() ([]MetricInfo, error) { return list(c.p) }
+
+// Describe returns the properties, submetrics and passes of a base or full metric name.
+func (c *Catalog) Describe(name string) (MetricDetail, error) { return describe(c.p, name) }
+
+// Plan packs metrics (priority order) into single-pass groups, as the sampler would; with
+// multiplex false only one group is built and the rest is reported as rejected.
+func (c *Catalog) Plan(metrics []string, multiplex bool) (PlanResult, error) {
+	return c.p.plan(metrics, multiplex, false)
+}
+
+func typeName(t mapping.MetricType) string {
+	switch t {
+	case mapping.TypeCounter:
+		return "counter"
+	case mapping.TypeRatio:
+		return "ratio"
+	case mapping.TypeThroughput:
+		return "throughput"
+	}
+	return "unknown"
+}
+
+func list(p *planner) ([]MetricInfo, error) {
+	out := make([]MetricInfo, 0, len(p.bases))
+	for _, b := range p.bases {
+		props, err := p.host.Properties(b.Name)
+		if err != nil {
+			return nil, fmt.Errorf("reading properties of %s: %w", b.Name, err)
+		}
+		out = append(out, MetricInfo{Name: b.Name, Type: typeName(b.Type), HWUnit: props.HWUnit, DimUnit: props.DimUnit, Description: props.Description})
+	}
+	return out, nil
+}
+
+func describe(p *planner, name string) (MetricDetail, error) {
+	baseName, rest := splitName(name)
+	b, ok := p.base(baseName)
+	if !ok {
+		return MetricDetail{}, Rejection{Metric: name, Reason: "unknown metric", Alternatives: mapping.Suggest(baseName, p.baseNames(), 3), didYouMean: true}.err()
+	}
+	props, err := p.host.Properties(b.Name)
+	if err != nil {
+		return MetricDetail{}, fmt.Errorf("reading properties of %s: %w", b.Name, err)
+	}
+	d := MetricDetail{MetricInfo: MetricInfo{Name: name, Type: typeName(b.Type), HWUnit: props.HWUnit, DimUnit: props.DimUnit, Description: props.Description}}
+	subs, err := p.host.SubMetrics(b)
+	if err != nil {
+		return d, fmt.Errorf("reading submetrics of %s: %w", b.Name, err)
+	}
+	for _, s := range subs {
+		d.SubMetrics = append(d.SubMetrics, b.Name+"."+s)
+	}
+	full := name
+	if rest == "" && len(subs) > 0 {
+		full = b.Name + "." + subs[0]
+	}
+	if d.Passes, err = p.host.Passes([]string{full}); err != nil {
+		return d, fmt.Errorf("counting passes of %s: %w", full, err)
+	}
+	return d, nil
+}

@@ -1,0 +1,142 @@
+package pmsample
+
+import (
+	"fmt"
+	"time"
+)
+
+// Defaults of the sampler. DESIGN.md "Facts" explains each figure.
+const (
+	DefaultInterval       = time.Millisecond
+	DefaultDecodePeriod   = 250 * time.Millisecond
+	DefaultHardwareBuffer = 64 << 20 // bytes; also the minimum
+	DefaultWindow         = 10 * time.Second
+	DefaultBackoffMin     = time.Second
+	DefaultBackoffMax     = time.Minute
+	// PrivilegeRetry is how often a device retries after INSUFFICIENT_PRIVILEGES.
+	PrivilegeRetry = 5 * time.Minute
+)
+
+// config is the validated configuration of a Sampler; only Options change it.
+type config struct {
+	interval       time.Duration
+	decodePeriod   time.Duration
+	hardwareBuffer uint64
+	metrics        []string // requested full names; empty: the curated default set
+	metricSet      string   // named single-pass set (CUPTI 13.2+)
+	multiplex      time.Duration
+	devices        []int // CUDA ordinals; nil: every visible device
+	backoffMin     time.Duration
+	backoffMax     time.Duration
+	privilegeRetry time.Duration
+}
+
+// Option configures a Sampler.
+type Option interface{ apply(*config) }
+
+type optionFunc func(*config)
+
+func (f optionFunc) apply(c *config) { f(c) }
+
+// WithInterval sets the hardware sampling interval (default 1 ms). A non-positive value keeps the default.
+func WithInterval(d time.Duration) Option {
+	return optionFunc(func(c *config) {
+		if d > 0 {
+			c.interval = d
+		}
+	})
+}
+
+// WithDecodePeriod sets how often the hardware buffer is decoded (default 250 ms).
+// A non-positive value keeps the default.
+func WithDecodePeriod(d time.Duration) Option {
+	return optionFunc(func(c *config) {
+		if d > 0 {
+			c.decodePeriod = d
+		}
+	})
+}
+
+// WithHardwareBuffer sets the GPU-side buffer in bytes (default and minimum 64 MiB; smaller
+// values are raised to 64 MiB).
+func WithHardwareBuffer(bytes uint64) Option {
+	return optionFunc(func(c *config) { c.hardwareBuffer = max(bytes, DefaultHardwareBuffer) })
+}
+
+// WithMetrics sets the full Perfworks names to sample, in priority order. Empty keeps the
+// curated default set.
+func WithMetrics(names ...string) Option {
+	return optionFunc(func(c *config) { c.metrics = append([]string(nil), names...) })
+}
+
+// WithMetricSet samples a named single-pass set; it needs CUPTI 13.2 or later.
+func WithMetricSet(name string) Option {
+	return optionFunc(func(c *config) { c.metricSet = name })
+}
+
+// WithMultiplex lets several single-pass groups take turns on the counters, each for period.
+// Zero (the default) samples only the first group.
+func WithMultiplex(period time.Duration) Option {
+	return optionFunc(func(c *config) { c.multiplex = max(period, 0) })
+}
+
+// WithDevices restricts sampling to these CUDA ordinals (default: every visible device).
+func WithDevices(ordinals ...int) Option {
+	return optionFunc(func(c *config) { c.devices = append([]int(nil), ordinals...) })
+}
+
+// WithBackoff sets the first and the largest retry delay after HARDWARE_BUSY and other
+// acquisition failures (default 1 s doubling up to 1 min). Non-positive values keep the defaults.
+func WithBackoff(first, maximum time.Duration) Option {
+	return optionFunc(func(c *config) {
+		if first > 0 {
+			c.backoffMin = first
+		}
+		if maximum > 0 {
+			c.backoffMax = maximum
+		}
+	})
+}
+
+// WithPrivilegeRetry sets how often a device retries after INSUFFICIENT_PRIVILEGES (default 5 min).
+func WithPrivilegeRetry(d time.Duration) Option {
+	return optionFunc(func(c *config) {
+		if d > 0 {
+			c.privilegeRetry = d
+		}
+	})
+}
+
+func newConfig(opts []Option) (config, error) {
+	c := config{
+		interval:       DefaultInterval,
+		decodePeriod:   DefaultDecodePeriod,
+		hardwareBuffer: DefaultHardwareBuffer,
+		backoffMin:     DefaultBackoffMin,
+		backoffMax:     DefaultBackoffMax,
+		privilegeRetry: PrivilegeRetry,
+	}
+	for _, o := range opts {
+		o.apply(&c)
+	}
+	if c.backoffMax < c.backoffMin {
+		c.backoffMax = c.backoffMin
+	}
+	if c.decodePeriod < c.interval {
+		return c, fmt.Errorf("pm sampling config: decode period %v is shorter than the sampling interval %v", c.decodePeriod, c.interval)
+	}
+	if c.metricSet != "" && len(c.metrics) > 0 {
+		return c, fmt.Errorf("pm sampling config: give either metrics or a metric set, not both")
+	}
+	if c.multiplex > 0 && c.multiplex < c.decodePeriod {
+		return c, fmt.Errorf("pm sampling config: multiplex period %v is shorter than the decode period %v", c.multiplex, c.decodePeriod)
+	}
+	return c, nil
+}
+
+// maxSamples is the capacity of the counter data image: decode period x rate x 1.25, plus
+// slack for a late decode. It is computed once and never re-queried.
+func (c config) maxSamples() int {
+	perDecode := float64(c.decodePeriod) / float64(c.interval)
+	return int(perDecode*1.25) + 64
+}

@@ -1,0 +1,61 @@
+// Package pmsample samples GPU performance counters with CUPTI PM Sampling and folds the
+// samples into window statistics.
+//
+// # Pieces
+//
+//   - planner.go: requested Perfworks metrics (priority order) to single-pass groups. Unknown
+//     names fail with the nearest valid names; a metric that alone needs more than one pass
+//     (sm__throughput.avg.pct_of_peak_sustained_elapsed needs 19 on GH100) fails with
+//     single-pass metrics of the same hardware unit. Metrics are packed greedily, first fit,
+//     asking GetNumOfPasses. A named single-pass set (CUPTI 13.2) is one group.
+//   - sampler.go, runner.go, session.go: one goroutine per device, locked to its OS thread, owning the
+//     session: Enable, SetConfig, Start, a decode every 250 ms (default), Stop, Disable. The
+//     hardware samples every 1 ms (GPU_TIME trigger; SYSCLK where the device refuses it) into a
+//     64 MiB buffer (never less); the counter data image holds decode period x rate x 1.25 + 64
+//     samples and its size is queried once. Samples that began before Start are dropped (the
+//     first one spans from SetConfig); stop reasons 0 (OTHER) and 2 (END_OF_RECORDS) are success,
+//     1 (COUNTER_DATA_FULL) is counted as a loss; an overflow kills a keep-oldest session, so it
+//     is counted and the session recreated (Disable, Enable, SetConfig, Start). With
+//     WithMultiplex several groups take turns (Stop, SetConfig, Start) each period.
+//   - pause.go: Pause/Resume and the HTTP handler (POST /api/v1/pm-sampling/pause?duration=30s,
+//     POST /api/v1/pm-sampling/resume) that release and retake the counters for ncu, nsys or DCGM.
+//     HARDWARE_BUSY at SetConfig (another profiler holds the counters) puts the device in state
+//     busy and retries with exponential backoff (1 s doubling to 1 min by default) while the other
+//     devices keep sampling; INSUFFICIENT_PRIVILEGES is state error with the remedy, retried every
+//     5 min.
+//   - aggregate.go, window.go: the Aggregator consumes Batches from any Source (the sampler or a
+//     recording replay). Counters become monotonic totals (sum of value x scale); gauges become
+//     the time-weighted mean (weight = sample duration), max and min over a window (default 10 s,
+//     one batch granularity, in sample time), published as the Desc, Max and Min families that
+//     mapping names. Snapshots are immutable and swapped atomically; Snapshot never blocks.
+//     Gauges of a device that delivered nothing for a whole window are left out; counters stay.
+//   - catalog.go: OpenCatalog(lib, "0" or "GH100") with List, Describe and Plan for the CLI.
+//
+// # Self-metrics
+//
+// Per device (labels gpu, uuid, model, chip, pci_bus_id): cupti_pm_samples_total,
+// cupti_pm_samples_dropped_total{reason="first_sample|invalid|image_full|overflow|decode_error"}
+// (image_full, overflow and decode_error count events: CUPTI does not say how many samples
+// were lost), cupti_pm_overflows_total, cupti_pm_decode_duration_seconds (last decode),
+// cupti_pm_sampling_state{state="sampling|paused|busy|error"} (with WithStatus),
+// cupti_pm_observed_ratio{metric} for multiplexed metrics, and
+// cupti_pm_last_sample_timestamp_seconds.
+//
+// # Default metrics
+//
+// Without WithMetrics the curated, DCGM-comparable metrics of mapping.Curated() are planned in
+// their priority order without multiplexing: those that do not fit in the first pass, or that
+// the chip lacks (NVLink on a machine without NVLink), are logged and left out. On GH100 (H200,
+// CUPTI 13.0) nine make it: graphics engine, SM active, occupancy, tensor, DRAM, FP64 and FP32
+// pipes, PCIe rx and tx; FP16 would need a second pass; NVLink is refused without NVLink peers
+// (docs/pm-sampling.md has the table and the measurements).
+//
+// A device whose counters were busy at New is planned without the counter availability image;
+// CUPTI then accepts metrics the device cannot collect and such a session yields no samples, so
+// the device reads the image and plans again before its first session.
+//
+// # Concurrency
+//
+// Sampler.Run calls the sink from one goroutine per device. Aggregator.Add is safe from several
+// goroutines; Snapshot may be called at any time. Pause, Resume and Status are safe at any time.
+package pmsample

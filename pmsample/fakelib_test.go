@@ -1,0 +1,276 @@
+//go:build cgo
+
+package pmsample
+
+import (
+	"context"
+	"log/slog"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cupti-exporter/cupti-exporter/internal/cupti"
+	"github.com/cupti-exporter/cupti-exporter/internal/cupti/cuptitest"
+	"github.com/cupti-exporter/cupti-exporter/mapping"
+)
+
+// The fake libcupti (internal/cupti/fake) has 2 GH100 devices, the GH100 catalog, passes =
+// ceil(n/8) (19 with sm__throughput) and injectable faults.
+
+func openFake(t *testing.T) *cupti.Lib {
+	t.Helper()
+	lib, err := cupti.Open(cuptitest.Build(t))
+	if err != nil {
+		t.Fatalf("opening the fake libcupti: %v", err)
+	}
+	t.Cleanup(func() { _ = lib.Close() })
+	return lib
+}
+
+// fakeMetrics returns n valid one-pass full names of the catalog.
+func fakeMetrics(n int) []string {
+	bases := []string{"gr__cycles_active", "sm__cycles_active", "dram__cycles_active", "pcie__read_bytes", "pcie__write_bytes",
+		"gr__cycles_elapsed", "dram__bytes_read", "dram__bytes_write", "sm__inst_executed", "dram__sectors", "sm__warps_active"}
+	out := make([]string, n)
+	for i := range out {
+		out[i] = bases[i] + ".sum"
+	}
+	return out
+}
+
+func TestCatalogFakeLib(t *testing.T) {
+	lib := openFake(t)
+	for _, target := range []string{"0", "GH100"} {
+		c, err := OpenCatalog(lib, target)
+		if err != nil {
+			t.Fatalf("OpenCatalog(%s): %v", target, err)
+		}
+		defer c.Close()
+		if c.Chip != "GH100" {
+			t.Fatalf("chip = %q", c.Chip)
+		}
+		l, err := c.List()
+		if err != nil || len(l) < 1000 {
+			t.Fatalf("List: %d metrics, %v", len(l), err)
+		}
+	}
+	c, err := OpenCatalog(lib, "0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	// Greedy: 8 metrics fit a pass; the 9th and 10th do not.
+	ms := fakeMetrics(10)
+	res, err := c.Plan(ms, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Groups) != 1 || !slices.Equal(res.Groups[0].Metrics, ms[:8]) || len(res.Rejected) != 2 {
+		t.Fatalf("plan = %+v, want 8 metrics and 2 rejected", res)
+	}
+	res, err = c.Plan(ms, true)
+	if err != nil || len(res.Groups) != 2 || !slices.Equal(res.Groups[1].Metrics, ms[8:]) {
+		t.Fatalf("multiplexed plan = %+v, %v; want groups of 8 and 2", res, err)
+	}
+	// 19 passes: rejected with single-pass alternatives that really are one pass.
+	res, _ = c.Plan([]string{"sm__throughput.avg.pct_of_peak_sustained_elapsed", ms[0]}, false)
+	if len(res.Rejected) != 1 || !strings.Contains(res.Rejected[0].Reason, "19 passes") || len(res.Rejected[0].Alternatives) == 0 {
+		t.Fatalf("rejected = %+v, want the 19-pass metric with alternatives", res.Rejected)
+	}
+	for _, a := range res.Rejected[0].Alternatives {
+		if r, err := c.Plan([]string{a}, false); err != nil || len(r.Rejected) != 0 {
+			t.Errorf("alternative %s is not a one-pass metric: %+v %v", a, r, err)
+		}
+	}
+	d, err := c.Describe("sm__throughput.avg.pct_of_peak_sustained_elapsed")
+	if err != nil || d.Passes != 19 || len(d.SubMetrics) == 0 {
+		t.Fatalf("describe = %+v, %v", d, err)
+	}
+	if _, err := c.Describe("sm__cycles_activ"); err == nil || !strings.Contains(err.Error(), "sm__cycles_active") {
+		t.Fatalf("describe of a misspelt name: %v, want a suggestion", err)
+	}
+}
+
+type fakeRun struct {
+	s   *Sampler
+	agg *Aggregator
+	c   *collector
+}
+
+func runFake(t *testing.T, faults string, opts ...Option) fakeRun {
+	t.Helper()
+	lib := openFake(t)
+	cuptitest.Inject(t, faults)
+	m, err := mapping.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts = append([]Option{WithMetrics(fakeMetrics(3)...), WithInterval(time.Millisecond), WithDecodePeriod(20 * time.Millisecond),
+		WithBackoff(10*time.Millisecond, 40*time.Millisecond), WithPrivilegeRetry(20 * time.Millisecond)}, opts...)
+	s, err := New(lib, m, slog.New(slog.DiscardHandler), opts...)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	t.Cleanup(s.Close)
+	agg := NewAggregator(m, s.Devices(), s.Catalog(), nil, WithStatus(s.Status))
+	c := &collector{}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		_ = s.Run(ctx, func(b Batch) { c.add(b); agg.Add(b) })
+		close(done)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+		if n := cuptitest.Query(t, "sessions"); n != 0 {
+			t.Errorf("%d sessions still enabled after Run", n)
+		}
+	})
+	return fakeRun{s: s, agg: agg, c: c}
+}
+
+func TestSamplerFakeLibSamples(t *testing.T) {
+	r := runFake(t, "first_sample_before_start")
+	if len(r.s.Devices()) != 2 || r.s.Devices()[1].Chip != "GH100" {
+		t.Fatalf("devices = %+v", r.s.Devices())
+	}
+	eventually(t, "samples on both devices", func() bool { return r.c.sum(0, samplesOf) > 20 && r.c.sum(1, samplesOf) > 20 })
+	for dev := range 2 {
+		if n := r.c.sum(dev, func(b Batch) int { return b.DroppedFirst }); n != 1 {
+			t.Errorf("device %d: dropped first = %d, want 1", dev, n)
+		}
+	}
+	if got := cuptitest.Query(t, "setconfig.hwbuf"); got != 64<<20 {
+		t.Errorf("hardware buffer = %d, want 64 MiB", got)
+	}
+	if got := cuptitest.Query(t, "setconfig.trigger"); got != uint64(cupti.TriggerGPUTime) {
+		t.Errorf("trigger = %d, want GPU_TIME", got)
+	}
+	if got := cuptitest.Query(t, "setconfig.interval"); got != 1e6 {
+		t.Errorf("interval = %d ns, want 1e6", got)
+	}
+	// Metric j of sample k is 10*(j+1) + k%10: the second metric is always in [20, 29].
+	r.c.mu.Lock()
+	for _, b := range r.c.batches {
+		for _, smp := range b.Samples {
+			if v := smp.Values[1]; v < 20 || v > 29 || smp.End-smp.Start != 1e6 {
+				t.Fatalf("sample %+v off the fake's pattern", smp)
+			}
+		}
+	}
+	r.c.mu.Unlock()
+	s := r.agg.Snapshot()
+	if v, ok := valueOf(s, r.s.Devices()[0], "cupti_pm_sampling_state", "sampling"); !ok || v != 1 {
+		t.Errorf("state sampling = %v %v", v, ok)
+	}
+}
+
+func TestSamplerFakeLibOverflowRecreates(t *testing.T) {
+	r := runFake(t, "overflow_at=3")
+	eventually(t, "an overflow and samples after it", func() bool {
+		return r.c.sum(0, func(b Batch) int { return b.Overflows }) >= 1 && r.c.sum(0, samplesOf) > 20
+	})
+	if st := r.s.Status()[0]; st.State != StateSampling {
+		t.Fatalf("status after overflow = %+v", st)
+	}
+}
+
+func TestSamplerFakeLibImageFull(t *testing.T) {
+	r := runFake(t, "image_full")
+	eventually(t, "image-full decodes counted", func() bool { return r.c.sum(0, func(b Batch) int { return b.LostImageFull }) >= 2 })
+}
+
+func TestSamplerFakeLibBusyThenRecovers(t *testing.T) {
+	r := runFake(t, "busy_setconfig")
+	eventually(t, "both devices busy", func() bool {
+		st := r.s.Status()
+		return st[0].State == StateBusy && st[1].State == StateBusy
+	})
+	// The snapshot shows it within its refresh period (1 s) although no batch arrives.
+	eventually(t, "state busy in the snapshot", func() bool {
+		v, _ := valueOf(r.agg.Snapshot(), r.s.Devices()[0], "cupti_pm_sampling_state", "busy")
+		return v == 1
+	})
+	cuptitest.SetFaults(t, "")
+	eventually(t, "sampling after the counters were freed", func() bool {
+		st := r.s.Status()
+		return st[0].State == StateSampling && st[1].State == StateSampling && r.c.sum(0, samplesOf) > 0
+	})
+}
+
+func TestSamplerFakeLibPrivileges(t *testing.T) {
+	r := runFake(t, "insufficient_privileges")
+	eventually(t, "state error with the remedy", func() bool {
+		st := r.s.Status()[0]
+		return st.State == StateError && strings.Contains(st.Reason, "NVreg_RestrictProfilingToAdminUsers")
+	})
+	cuptitest.SetFaults(t, "")
+	eventually(t, "sampling after the retry", func() bool { return r.s.Status()[0].State == StateSampling })
+}
+
+func TestSamplerFakeLibRejects19Passes(t *testing.T) {
+	lib := openFake(t)
+	m, _ := mapping.New()
+	_, err := New(lib, m, nil, WithMetrics("sm__throughput.avg.pct_of_peak_sustained_elapsed"))
+	if err == nil || !strings.Contains(err.Error(), "19 passes") || !strings.Contains(err.Error(), "single-pass alternatives") {
+		t.Fatalf("New with a 19-pass metric: %v, want a rejection with alternatives", err)
+	}
+	if _, err := New(lib, m, nil, WithMetrics("sm__cycles_activ.sum")); err == nil || !strings.Contains(err.Error(), "did you mean") {
+		t.Fatalf("New with a misspelt metric: %v, want a suggestion", err)
+	}
+	// Without multiplexing, explicit metrics that need two passes are refused; with it they
+	// become two groups.
+	if _, err := New(lib, m, nil, WithMetrics(fakeMetrics(10)...)); err == nil || !strings.Contains(err.Error(), "does not fit") {
+		t.Fatalf("New with 10 metrics: %v, want 'does not fit'", err)
+	}
+	s, err := New(lib, m, nil, WithMetrics(fakeMetrics(10)...), WithMultiplex(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if g := s.Plan().Groups; len(g) != 2 || len(s.Catalog()) != 10 {
+		t.Fatalf("plan = %+v, catalog %d entries", g, len(s.Catalog()))
+	}
+}
+
+func TestSamplerFakeLibPauseReleasesCounters(t *testing.T) {
+	r := runFake(t, "")
+	eventually(t, "sampling", func() bool { return r.c.sum(0, samplesOf) > 0 && r.c.sum(1, samplesOf) > 0 })
+	if n := cuptitest.Query(t, "sessions"); n != 2 {
+		t.Fatalf("%d sessions while sampling, want 2", n)
+	}
+	if err := r.s.Pause(context.Background(), 0); err != nil {
+		t.Fatal(err)
+	}
+	if n := cuptitest.Query(t, "sessions"); n != 0 {
+		t.Fatalf("%d sessions after Pause, want 0 (counters released)", n)
+	}
+	r.s.Resume()
+	eventually(t, "sessions retaken", func() bool {
+		st := r.s.Status()
+		return cuptitest.Query(t, "sessions") == 2 && st[0].State == StateSampling && st[1].State == StateSampling
+	})
+	// Busy on resume (another profiler took the counters meanwhile): busy, then recovers.
+	if err := r.s.Pause(context.Background(), 0); err != nil {
+		t.Fatal(err)
+	}
+	cuptitest.SetFaults(t, "busy_setconfig")
+	r.s.Resume()
+	eventually(t, "busy after resume", func() bool { return r.s.Status()[0].State == StateBusy })
+	cuptitest.SetFaults(t, "")
+	eventually(t, "sampling again", func() bool { return r.s.Status()[0].State == StateSampling })
+}
+
+func TestSamplerFakeLibPlansAgainWithAvailability(t *testing.T) {
+	skipAvailability = true
+	r := runFake(t, "")
+	skipAvailability = false
+	eventually(t, "samples after planning again", func() bool { return r.c.sum(0, samplesOf) > 0 && r.c.sum(1, samplesOf) > 0 })
+	for _, rn := range r.s.runners {
+		if rn.pm.(*cuptiDevice).needAvail {
+			t.Fatalf("device %d still planned without availability", rn.dev.Index)
+		}
+	}
+}

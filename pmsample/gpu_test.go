@@ -1,0 +1,156 @@
+package pmsample
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/cupti-exporter/cupti-exporter/internal/cupti"
+	"github.com/cupti-exporter/cupti-exporter/mapping"
+)
+
+// requireGPU opens the real CUPTI when PMSAMPLE_GPU=1 (scripts/gpu runs it on the GPU machine),
+// and skips otherwise, saying why. A "not supported" there fails the test.
+func requireGPU(t *testing.T) *cupti.Lib {
+	t.Helper()
+	if os.Getenv("PMSAMPLE_GPU") != "1" {
+		t.Skip("needs an NVIDIA GPU with CUPTI 13: set PMSAMPLE_GPU=1 (and CUPTI_LIBRARY if libcupti.so.13 is not on the loader path)")
+	}
+	lib, err := cupti.Open(cupti.Options{LibraryPath: os.Getenv("CUPTI_LIBRARY")})
+	if err != nil {
+		t.Fatalf("opening CUPTI on the GPU machine: %v (not supported: %v)", err, errors.Is(err, cupti.ErrNotSupported))
+	}
+	t.Cleanup(func() { _ = lib.Close() })
+	return lib
+}
+
+// gpuOut writes v as JSON into $OUT/name when OUT is set.
+func gpuOut(t *testing.T, name string, v any) {
+	if dir := os.Getenv("OUT"); dir != "" {
+		b, _ := json.MarshalIndent(v, "", "  ")
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+func TestGPUPlanDefaults(t *testing.T) {
+	lib := requireGPU(t)
+	m, err := mapping.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := OpenCatalog(lib, "0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	plan, err := c.Plan(DefaultMetrics(m), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("chip %s, default plan: %d metrics in the pass", c.Chip, len(plan.Groups[0].Metrics))
+	for _, g := range plan.Groups {
+		for _, n := range g.Metrics {
+			t.Logf("  in:  %s", n)
+		}
+	}
+	for _, r := range plan.Rejected {
+		t.Logf("  out: %s: %s %v", r.Metric, r.Reason, r.Alternatives)
+	}
+	thr, err := c.Plan([]string{"sm__throughput.avg.pct_of_peak_sustained_elapsed"}, false)
+	if err == nil && len(thr.Rejected) == 1 {
+		t.Logf("sm__throughput: %s; alternatives %v", thr.Rejected[0].Reason, thr.Rejected[0].Alternatives)
+	}
+	gpuOut(t, "pmsample_plan.json", map[string]any{"chip": c.Chip, "defaults": plan, "sm_throughput": thr})
+}
+
+// TestGPUSample samples the defaults for PMSAMPLE_SECONDS (default 5) and checks rates and losses.
+func TestGPUSample(t *testing.T) {
+	lib := requireGPU(t)
+	m, err := mapping.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	s, err := New(lib, m, logger, WithDevices(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	agg := NewAggregator(m, s.Devices(), s.Catalog(), logger, WithStatus(s.Status))
+	defer func() {
+		cd := s.runners[0].pm.(*cuptiDevice)
+		t.Logf("DecodeData %v, evaluation %v for %d samples", cd.decodeTime, cd.evalTime, cd.evaluated)
+	}()
+	secs := 5 * time.Second
+	if v, err := time.ParseDuration(os.Getenv("PMSAMPLE_SECONDS") + "s"); err == nil && v > 0 {
+		secs = v
+	}
+	var decode time.Duration
+	var batches int
+	ctx, cancel := context.WithTimeout(context.Background(), secs)
+	defer cancel()
+	if err := s.Run(ctx, func(b Batch) { decode += b.DecodeDuration; batches++; agg.Add(b) }); err != nil {
+		t.Fatal(err)
+	}
+	snap := agg.Snapshot()
+	d := s.Devices()[0]
+	for _, f := range snap.Families {
+		for _, x := range f.Samples {
+			t.Logf("%s%v = %g", f.Desc.Name, x.LabelValues[len(mapping.DeviceLabelNames):], x.Value)
+		}
+	}
+	n, _ := valueOf(snap, d, "cupti_pm_samples_total")
+	t.Logf("%d batches, mean decode+evaluate %v per batch, %.1f us per sample", batches, decode/time.Duration(max(batches, 1)),
+		float64(decode.Microseconds())/max(n, 1))
+	want := 0.8 * secs.Seconds() * 1000
+	if os.Getenv("PMSAMPLE_EXPECT_BUSY") == "1" {
+		want = 1000 // the counters were held by another sampler for part of the run
+	}
+	if n < want {
+		t.Errorf("%v samples in %v, want at least %v at 1 kHz", n, secs, want)
+	}
+	for _, reason := range []string{"image_full", "overflow", "decode_error"} {
+		if v, _ := valueOf(snap, d, "cupti_pm_samples_dropped_total", reason); v != 0 {
+			t.Errorf("dropped{%s} = %v, want 0", reason, v)
+		}
+	}
+	if v, _ := valueOf(snap, d, "cupti_pm_samples_dropped_total", "first_sample"); v != 1 {
+		t.Errorf("first samples dropped = %v, want 1", v)
+	}
+	gpuOut(t, "pmsample_snapshot.json", snap)
+}
+
+// TestGPUWithoutAvailability samples as New does when another profiler held the counters at
+// start (no availability image): with the defaults and with the nine one-pass defaults.
+func TestGPUWithoutAvailability(t *testing.T) {
+	lib := requireGPU(t)
+	m, _ := mapping.New()
+	skipAvailability = true
+	defer func() { skipAvailability = false }()
+	nine := DefaultMetrics(m)[:9]
+	for _, tc := range []struct {
+		name string
+		opts []Option
+	}{{"defaults", nil}, {"nine", []Option{WithMetrics(nine...)}}, {"four", []Option{WithMetrics(nine[:4]...)}}} {
+		s, err := New(lib, m, nil, append(tc.opts, WithDevices(0))...)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		n := 0
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		_ = s.Run(ctx, func(b Batch) { n += len(b.Samples) })
+		cancel()
+		cd := s.runners[0].pm.(*cuptiDevice)
+		t.Logf("%s: %d metrics %v: %d samples in 3 s; DecodeData %v, evaluation %v for %d samples (%.1f us/sample); status %+v",
+			tc.name, len(s.Plan().Groups[0].Metrics), s.Plan().Groups[0].Metrics, n, cd.decodeTime, cd.evalTime, cd.evaluated,
+			float64((cd.decodeTime+cd.evalTime).Microseconds())/float64(max(cd.evaluated, 1)), s.Status()[0])
+		s.Close()
+	}
+}

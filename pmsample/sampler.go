@@ -1,0 +1,247 @@
+package pmsample
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/cupti-exporter/cupti-exporter/internal/cupti"
+	"github.com/cupti-exporter/cupti-exporter/mapping"
+)
+
+// State is the PM sampling state of a device.
+type State string
+
+const (
+	StateSampling State = "sampling"
+	StatePaused   State = "paused"
+	StateBusy     State = "busy"  // another profiler holds the counters; retrying with backoff
+	StateError    State = "error" // cannot sample (privileges, unsupported, failure); see Reason
+)
+
+// DeviceStatus is the readiness of one device, for health endpoints and the state metric.
+type DeviceStatus struct {
+	Device int       `json:"device"`
+	UUID   string    `json:"uuid"`
+	State  State     `json:"state"`
+	Ready  bool      `json:"ready"`
+	Reason string    `json:"reason,omitempty"`
+	Since  time.Time `json:"since"`
+	// PausedUntil is when a timed pause ends; zero when not paused or paused until Resume.
+	PausedUntil time.Time `json:"paused_until,omitzero"`
+}
+
+// Sampler is the CUPTI PM Sampling source: one goroutine per device, locked to its OS thread,
+// owning that device's session. It implements Source.
+type Sampler struct {
+	cfg     config
+	logger  *slog.Logger
+	runners []*runner
+	catalog []CatalogEntry
+	plan    PlanResult
+	running sync.Mutex // held while Run runs
+}
+
+var _ Source = (*Sampler)(nil)
+
+// New prepares sampling on every visible (or chosen) device: checks support, reads the chip,
+// plans the metrics into single-pass groups and builds their config images. Devices that
+// cannot sample are kept with state error, so Status reports them. m supplies the curated
+// default metrics.
+func New(lib *cupti.Lib, m *mapping.Mapper, logger *slog.Logger, opts ...Option) (*Sampler, error) {
+	cfg, err := newConfig(opts)
+	if err != nil {
+		return nil, err
+	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	logger = logger.With("source", "pmsample")
+	infos, err := lib.Devices()
+	if err != nil {
+		return nil, fmt.Errorf("listing cuda devices: %w", err)
+	}
+	s := &Sampler{cfg: cfg, logger: logger}
+	plans := map[string]PlanResult{} // by chip
+	for _, info := range infos {
+		if cfg.devices != nil && !containsInt(cfg.devices, info.Index) {
+			continue
+		}
+		dev := Device{Index: info.Index, UUID: info.UUID, Model: info.Name, PCIBusID: info.PCIBusID}
+		pm, groups, err := s.prepare(lib, m, &dev, plans)
+		var pe planError
+		if errors.As(err, &pe) {
+			s.Close()
+			return nil, err
+		}
+		r := newRunner(s, dev, pm, groups)
+		if err != nil {
+			logger.Warn("device cannot pm sample", "gpu", dev.Index, "err", err)
+			r.setState(StateError, err.Error())
+			r.fixed = true
+		}
+		s.runners = append(s.runners, r)
+	}
+	if len(s.runners) == 0 {
+		return nil, errors.New("starting pm sampling: no cuda device selected")
+	}
+	return s, nil
+}
+
+// prepare opens the host object of one device and plans its metrics (once per chip).
+func (s *Sampler) prepare(lib *cupti.Lib, m *mapping.Mapper, dev *Device, plans map[string]PlanResult) (pmDevice, []Group, error) {
+	if err := lib.PMSamplingSupported(dev.Index); err != nil {
+		return nil, nil, fmt.Errorf("checking pm sampling support: %w", err)
+	}
+	chip, err := lib.ChipName(dev.Index)
+	if err != nil {
+		return nil, nil, fmt.Errorf("reading chip name: %w", err)
+	}
+	dev.Chip = chip
+	avail, err := lib.CounterAvailability(dev.Index)
+	if skipAvailability {
+		avail, err = nil, errors.New("skipped by a test")
+	}
+	if err != nil {
+		s.logger.Info("counter availability unknown; planning from the chip name", "gpu", dev.Index, "err", err)
+		avail = nil
+	}
+	host, err := lib.NewHost(chip, avail)
+	if err != nil {
+		return nil, nil, fmt.Errorf("opening profiler host for %s: %w", chip, err)
+	}
+	hc := &hostCatalog{host: host, lib: lib}
+	plan, ok := plans[chip]
+	if !ok {
+		if plan, err = s.planFor(hc, m); err != nil {
+			host.Close()
+			return nil, nil, planError{fmt.Errorf("planning pm sampling metrics for %s: %w", chip, err)}
+		}
+		plans[chip] = plan
+		if s.catalog == nil {
+			s.plan = plan
+			for _, name := range plan.Metrics() {
+				p, err := hc.Properties(name)
+				if err != nil {
+					s.logger.Warn("metric properties unknown", "metric", name, "err", err)
+				}
+				s.catalog = append(s.catalog, CatalogEntry{Name: name, Properties: p})
+			}
+		}
+	}
+	groups := plan.Groups
+	if s.cfg.multiplex == 0 {
+		groups = groups[:1]
+	}
+	pm, err := newCuptiDevice(lib, dev.Index, host, groups, s.cfg)
+	if err != nil {
+		host.Close()
+		return nil, nil, err
+	}
+	if avail == nil {
+		pm.chip, pm.needAvail = chip, true
+		pm.replan = func(h metricHost) (PlanResult, error) { return s.planFor(h, m) }
+	}
+	return pm, groups, nil
+}
+
+// skipAvailability makes New plan without the counter availability image, as it must when
+// another profiler holds the counters (tests only).
+var skipAvailability bool
+
+// planError is a planning failure: a configuration error, not a device problem.
+type planError struct{ error }
+
+func (e planError) Unwrap() error { return e.error }
+
+func (s *Sampler) planFor(h metricHost, m *mapping.Mapper) (PlanResult, error) {
+	p, err := newPlanner(h)
+	if err != nil {
+		return PlanResult{}, err
+	}
+	if s.cfg.metricSet != "" {
+		return p.planSet(s.cfg.metricSet)
+	}
+	if len(s.cfg.metrics) > 0 {
+		return p.plan(s.cfg.metrics, s.cfg.multiplex > 0, true)
+	}
+	plan, err := p.plan(DefaultMetrics(m), s.cfg.multiplex > 0, false)
+	for _, r := range plan.Rejected {
+		s.logger.Info("default metric left out", "metric", r.Metric, "reason", r.Reason)
+	}
+	return plan, err
+}
+
+// DefaultMetrics lists the Perfworks names of the curated (DCGM-comparable) metrics in
+// priority order.
+func DefaultMetrics(m *mapping.Mapper) []string {
+	var out []string
+	for _, c := range m.Curated() {
+		out = append(out, c.Perfworks)
+	}
+	return out
+}
+
+// Devices lists the sampled devices.
+func (s *Sampler) Devices() []Device {
+	out := make([]Device, len(s.runners))
+	for i, r := range s.runners {
+		out[i] = r.dev
+	}
+	return out
+}
+
+// Catalog lists the planned metrics with their properties.
+func (s *Sampler) Catalog() []CatalogEntry { return s.catalog }
+
+// Plan is the plan the sampler runs.
+func (s *Sampler) Plan() PlanResult { return s.plan }
+
+// Run samples every device until ctx ends, then stops and releases the counters. It returns
+// nil after ctx ends (also when no device can sample: Status says why); it may run once at a time.
+func (s *Sampler) Run(ctx context.Context, sink func(Batch)) error {
+	if !s.running.TryLock() {
+		return errors.New("pm sampler: already running")
+	}
+	defer s.running.Unlock()
+	var wg sync.WaitGroup
+	for _, r := range s.runners {
+		if r.fixed {
+			continue
+		}
+		wg.Go(func() { r.run(ctx, sink) })
+	}
+	wg.Wait()
+	<-ctx.Done() // devices that cannot sample keep reporting their state until the end
+	return nil
+}
+
+// Close frees the host objects and config images; call it after Run returned.
+func (s *Sampler) Close() {
+	for _, r := range s.runners {
+		if r.pm != nil {
+			r.pm.Close()
+		}
+	}
+}
+
+// Status reports every device's state.
+func (s *Sampler) Status() []DeviceStatus {
+	out := make([]DeviceStatus, len(s.runners))
+	for i, r := range s.runners {
+		out[i] = r.status()
+	}
+	return out
+}
+
+func containsInt(xs []int, x int) bool {
+	for _, v := range xs {
+		if v == x {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,398 @@
+package pmsample
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cupti-exporter/cupti-exporter/internal/cupti"
+)
+
+// scriptPM is a pmDevice that produces 3 samples per decode and fails on cue.
+type scriptPM struct {
+	mu         sync.Mutex
+	calls      []string
+	busyLeft   int // SetConfig answers busy this many more times
+	privLeft   int // SetConfig answers insufficient privileges this many more times
+	overflowAt map[int]bool
+	fullAt     map[int]bool
+	decodes    int
+	enabled    bool
+	started    bool
+	first      bool // the next decode yields a sample that began before Start
+	clock      uint64
+	startTS    uint64
+}
+
+func newScriptPM() *scriptPM {
+	return &scriptPM{clock: 1795299125930175064, overflowAt: map[int]bool{}, fullAt: map[int]bool{}}
+}
+
+func (p *scriptPM) record(c string) { p.calls = append(p.calls, c) }
+
+func (p *scriptPM) Enable() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.record("Enable")
+	if p.enabled {
+		return fmt.Errorf("enable: %w", cupti.ErrInvalidOperation)
+	}
+	p.enabled = true
+	return nil
+}
+
+func (p *scriptPM) SetConfig(g int) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.record(fmt.Sprintf("SetConfig(%d)", g))
+	switch {
+	case p.busyLeft > 0:
+		p.busyLeft--
+		return fmt.Errorf("configuring: CUPTI_ERROR_HARDWARE_BUSY: %w", errBusy)
+	case p.privLeft > 0:
+		p.privLeft--
+		return fmt.Errorf("configuring: CUPTI_ERROR_INSUFFICIENT_PRIVILEGES: %w", errPrivileges)
+	}
+	return nil
+}
+
+func (p *scriptPM) Start() (uint64, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.record("Start")
+	p.clock += 1e6
+	p.startTS, p.started, p.first = p.clock, true, true
+	return p.startTS, nil
+}
+
+func (p *scriptPM) Stop() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.record("Stop")
+	p.started = false
+	return nil
+}
+
+func (p *scriptPM) Disable() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.record("Disable")
+	p.enabled, p.started = false, false
+	return nil
+}
+
+func (p *scriptPM) Decode(g int, fn func(start, end uint64, values []float64)) (cupti.DecodeResult, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.decodes++
+	if p.overflowAt[p.decodes] {
+		return cupti.DecodeResult{Overflow: true}, fmt.Errorf("decoding: %w", errOverflow)
+	}
+	if !p.started {
+		return cupti.DecodeResult{StopReason: cupti.StopEndOfRecords}, nil
+	}
+	vals := []float64{float64(g + 1)}
+	if p.first {
+		p.first = false
+		fn(p.startTS-300e6, p.startTS+1e6, vals)
+		p.clock += 1e6
+	}
+	for range 3 {
+		fn(p.clock, p.clock+1e6, vals)
+		p.clock += 1e6
+	}
+	res := cupti.DecodeResult{StopReason: cupti.StopOther}
+	if p.fullAt[p.decodes] {
+		res.StopReason = cupti.StopCounterDataFull
+	}
+	return res, nil
+}
+
+func (p *scriptPM) Close() {}
+
+func (p *scriptPM) log() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.calls)
+}
+
+func (p *scriptPM) set(f func(*scriptPM)) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	f(p)
+}
+
+func newTestSampler(t *testing.T, pms []*scriptPM, groups []Group, opts ...Option) *Sampler {
+	t.Helper()
+	cfg, err := newConfig(append([]Option{WithInterval(time.Millisecond), WithDecodePeriod(5 * time.Millisecond), WithBackoff(5*time.Millisecond, 20*time.Millisecond), WithPrivilegeRetry(10 * time.Millisecond)}, opts...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &Sampler{cfg: cfg, logger: slog.New(slog.DiscardHandler)}
+	for i, pm := range pms {
+		s.runners = append(s.runners, newRunner(s, Device{Index: i, UUID: fmt.Sprintf("GPU-%d", i)}, pm, groups))
+	}
+	return s
+}
+
+// collector records batches.
+type collector struct {
+	mu      sync.Mutex
+	batches []Batch
+}
+
+func (c *collector) add(b Batch) { c.mu.Lock(); c.batches = append(c.batches, b); c.mu.Unlock() }
+
+func (c *collector) sum(dev int, f func(Batch) int) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for _, b := range c.batches {
+		if b.Device == dev {
+			n += f(b)
+		}
+	}
+	return n
+}
+
+func samplesOf(b Batch) int { return len(b.Samples) }
+
+// start runs s until the test ends and returns the collector.
+func start(t *testing.T, s *Sampler) *collector {
+	t.Helper()
+	c := &collector{}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = s.Run(ctx, c.add); close(done) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			t.Error("Run did not return after cancel")
+		}
+	})
+	return c
+}
+
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+var oneGroup = []Group{{Metrics: []string{mSM}}}
+
+func TestSamplerDropsFirstSample(t *testing.T) {
+	pm := newScriptPM()
+	s := newTestSampler(t, []*scriptPM{pm}, oneGroup)
+	c := start(t, s)
+	eventually(t, "30 samples", func() bool { return c.sum(0, samplesOf) >= 30 })
+	if n := c.sum(0, func(b Batch) int { return b.DroppedFirst }); n != 1 {
+		t.Fatalf("dropped first = %d, want 1 (one Start)", n)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, b := range c.batches {
+		for _, smp := range b.Samples {
+			if smp.Start < pm.startTS {
+				t.Fatalf("sample starting %d before Start (%d) delivered", smp.Start, pm.startTS)
+			}
+		}
+	}
+	if st := s.Status()[0]; st.State != StateSampling || !st.Ready {
+		t.Fatalf("status = %+v, want sampling and ready", st)
+	}
+}
+
+func TestSamplerOverflowRecreatesSession(t *testing.T) {
+	pm := newScriptPM()
+	pm.overflowAt[3] = true
+	s := newTestSampler(t, []*scriptPM{pm}, oneGroup)
+	c := start(t, s)
+	eventually(t, "samples after the overflow", func() bool {
+		return c.sum(0, func(b Batch) int { return b.Overflows }) == 1 && c.sum(0, func(b Batch) int { return b.DroppedFirst }) == 2
+	})
+	log := strings.Join(pm.log(), " ")
+	if !strings.Contains(log, "Disable Enable SetConfig(0) Start") {
+		t.Fatalf("calls %q lack the recreate sequence", log)
+	}
+}
+
+func TestSamplerImageFullCounted(t *testing.T) {
+	pm := newScriptPM()
+	pm.fullAt[2] = true
+	s := newTestSampler(t, []*scriptPM{pm}, oneGroup)
+	c := start(t, s)
+	eventually(t, "4 decodes", func() bool { return c.sum(0, func(Batch) int { return 1 }) >= 4 })
+	if n := c.sum(0, func(b Batch) int { return b.LostImageFull }); n != 1 {
+		t.Fatalf("image full = %d, want 1", n)
+	}
+}
+
+func TestSamplerBusyThenRecovers(t *testing.T) {
+	busy, free := newScriptPM(), newScriptPM()
+	busy.busyLeft = 1 << 30
+	s := newTestSampler(t, []*scriptPM{busy, free}, oneGroup)
+	c := start(t, s)
+	eventually(t, "device 0 busy while device 1 samples", func() bool {
+		st := s.Status()
+		return st[0].State == StateBusy && c.sum(1, samplesOf) > 10
+	})
+	if st := s.Status()[0]; st.Ready || !strings.Contains(st.Reason, "busy") {
+		t.Fatalf("busy status = %+v, want not ready with a reason", st)
+	}
+	if c.sum(0, samplesOf) != 0 {
+		t.Fatal("busy device delivered samples")
+	}
+	busy.set(func(p *scriptPM) { p.busyLeft = 0 })
+	eventually(t, "device 0 sampling", func() bool { return s.Status()[0].State == StateSampling && c.sum(0, samplesOf) > 0 })
+	// Every failed attempt released the session before the next one.
+	log := busy.log()
+	for i, call := range log {
+		if call == "Enable" && i > 0 && log[i-1] != "Disable" {
+			t.Fatalf("Enable at %d not preceded by Disable: %v", i, log[:i+1])
+		}
+	}
+}
+
+func TestSamplerPrivilegesErrorThenRetry(t *testing.T) {
+	pm := newScriptPM()
+	pm.privLeft = 1 << 30
+	s := newTestSampler(t, []*scriptPM{pm}, oneGroup)
+	start(t, s)
+	eventually(t, "state error", func() bool {
+		return s.Status()[0].State == StateError && strings.Contains(s.Status()[0].Reason, "CAP_PERFMON")
+	})
+	pm.set(func(p *scriptPM) { p.privLeft = 0 })
+	eventually(t, "sampling after the retry", func() bool { return s.Status()[0].State == StateSampling })
+}
+
+func TestSamplerPauseResumeHTTP(t *testing.T) {
+	pm := newScriptPM()
+	s := newTestSampler(t, []*scriptPM{pm}, oneGroup)
+	c := start(t, s)
+	srv := httptest.NewServer(s.Handler())
+	defer srv.Close()
+	eventually(t, "sampling", func() bool { return c.sum(0, samplesOf) > 0 })
+
+	post := func(path string) (int, PauseResponse) {
+		t.Helper()
+		resp, err := http.Post(srv.URL+path, "", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var body PauseResponse
+		if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+			t.Fatalf("decoding %s answer: %v", path, err)
+		}
+		return resp.StatusCode, body
+	}
+	code, body := post("/api/v1/pm-sampling/pause")
+	if code != http.StatusOK || len(body.Devices) != 1 || body.Devices[0].State != StatePaused {
+		t.Fatalf("pause: %d %+v", code, body)
+	}
+	if log := pm.log(); !pm.released() {
+		t.Fatalf("counters not released after pause: %v", log)
+	}
+	samples := c.sum(0, samplesOf)
+	time.Sleep(30 * time.Millisecond)
+	if c.sum(0, samplesOf) != samples {
+		t.Fatal("samples arrived while paused")
+	}
+	code, _ = post("/api/v1/pm-sampling/resume")
+	if code != http.StatusOK {
+		t.Fatalf("resume: %d", code)
+	}
+	eventually(t, "sampling after resume", func() bool { return c.sum(0, samplesOf) > samples })
+
+	// A timed pause resumes by itself.
+	code, body = post("/api/v1/pm-sampling/pause?duration=50ms")
+	if code != http.StatusOK || body.Devices[0].PausedUntil.IsZero() {
+		t.Fatalf("timed pause: %d %+v", code, body)
+	}
+	eventually(t, "automatic resume", func() bool { return s.Status()[0].State == StateSampling })
+
+	if code, body = post("/api/v1/pm-sampling/pause?duration=soon"); code != http.StatusBadRequest || body.Error == "" {
+		t.Fatalf("bad duration: %d %+v", code, body)
+	}
+	if resp, err := http.Get(srv.URL + "/api/v1/pm-sampling/pause"); err != nil || resp.StatusCode != http.StatusMethodNotAllowed {
+		t.Fatalf("GET pause: %v %v", resp.StatusCode, err)
+	}
+}
+
+func (p *scriptPM) released() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return !p.enabled && !p.started
+}
+
+func TestSamplerMultiplexTakesTurns(t *testing.T) {
+	pm := newScriptPM()
+	groups := []Group{{Metrics: []string{mSM}}, {Metrics: []string{mPCIeRx}}}
+	s := newTestSampler(t, []*scriptPM{pm}, groups, WithMultiplex(15*time.Millisecond))
+	c := start(t, s)
+	eventually(t, "batches of both groups", func() bool {
+		return c.sum(0, func(b Batch) int { return b2i(b.Metrics[0] == mPCIeRx && len(b.Samples) > 0) }) > 0 &&
+			c.sum(0, func(b Batch) int { return b2i(b.Metrics[0] == mSM && len(b.Samples) > 0) }) > 0
+	})
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, b := range c.batches {
+		if !b.Multiplexed {
+			t.Fatal("batch of a multiplexed group not marked")
+		}
+		want := 1.0
+		if b.Metrics[0] == mPCIeRx {
+			want = 2
+		}
+		for _, smp := range b.Samples {
+			if smp.Values[0] != want {
+				t.Fatalf("group %v got a value of the other group", b.Metrics)
+			}
+		}
+	}
+	if log := strings.Join(pm.log(), " "); !strings.Contains(log, "Stop SetConfig(1) Start") {
+		t.Fatalf("calls %q lack a group switch", log)
+	}
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func TestConfigDefaultsAndValidation(t *testing.T) {
+	c, err := newConfig([]Option{WithHardwareBuffer(1 << 20), WithInterval(-1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.hardwareBuffer != 64<<20 || c.interval != time.Millisecond || c.decodePeriod != 250*time.Millisecond {
+		t.Fatalf("config = %+v", c)
+	}
+	if n := c.maxSamples(); n != 312+64 {
+		t.Fatalf("maxSamples = %d, want 376 (250 x 1.25 + 64)", n)
+	}
+	if _, err := newConfig([]Option{WithDecodePeriod(time.Microsecond)}); err == nil {
+		t.Fatal("decode period below the interval accepted")
+	}
+	if _, err := newConfig([]Option{WithMetrics("a.sum"), WithMetricSet("x")}); err == nil {
+		t.Fatal("metrics and a metric set accepted together")
+	}
+}

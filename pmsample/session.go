@@ -1,0 +1,246 @@
+package pmsample
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/cupti-exporter/cupti-exporter/internal/cupti"
+)
+
+// pmDevice is one device's PM sampling as the sampling loop drives it. cuptiDevice implements
+// it with the binding; tests script it. Every method runs on the device's locked goroutine.
+type pmDevice interface {
+	Enable() error
+	SetConfig(group int) error
+	// Start starts sampling and returns the CUPTI timestamp (ns) taken just before.
+	Start() (uint64, error)
+	Stop() error
+	Disable() error
+	// Decode decodes the hardware buffer into group's counter data, calls fn for every completed
+	// sample (values nil when evaluation failed; fn must copy them) and resets the image.
+	Decode(group int, fn func(start, end uint64, values []float64)) (cupti.DecodeResult, error)
+	Close()
+}
+
+// cuptiDevice is pmDevice over the binding: one host object, one config image per group
+// (kept until Close, since CUPTI keeps the pointer until Disable), one session at a time and
+// its counter data images (one per group, one fixed capacity).
+type cuptiDevice struct {
+	lib        *cupti.Lib
+	dev        int
+	host       *cupti.Host
+	groups     []Group
+	images     []*cupti.ConfigImage
+	set        cupti.SetConfig
+	triedTime  bool
+	maxSamples int
+
+	// planned without the counter availability image: refresh re-plans before the first session
+	needAvail bool
+	chip      string
+	replan    func(metricHost) (PlanResult, error)
+	multiplex bool
+
+	sess *cupti.Session
+	data []*cupti.CounterData
+	vals []float64
+
+	// cost, for the performance report: time in DecodeData and in evaluation, samples evaluated
+	decodeTime, evalTime time.Duration
+	evaluated            int
+}
+
+func newCuptiDevice(lib *cupti.Lib, dev int, host *cupti.Host, groups []Group, c config) (*cuptiDevice, error) {
+	d := &cuptiDevice{
+		lib: lib, dev: dev, host: host, groups: groups, maxSamples: c.maxSamples(), multiplex: c.multiplex > 0,
+		set: cupti.SetConfig{HardwareBufferSize: c.hardwareBuffer, Interval: uint64(c.interval.Nanoseconds()), Trigger: cupti.TriggerGPUTime},
+	}
+	images, err := configImages(host, groups)
+	if err != nil {
+		return nil, err
+	}
+	d.images = images
+	return d, nil
+}
+
+func configImages(host *cupti.Host, groups []Group) ([]*cupti.ConfigImage, error) {
+	var images []*cupti.ConfigImage
+	for _, g := range groups {
+		img, err := host.ConfigImage(g.Metrics)
+		if err != nil {
+			for _, img := range images {
+				img.Free()
+			}
+			return nil, fmt.Errorf("building config image for %v: %w", g.Metrics, err)
+		}
+		images = append(images, img)
+	}
+	return images, nil
+}
+
+// refresh re-plans a device that was planned without the counter availability image (another
+// profiler held the counters at start) once the image can be read, before its first session.
+// Without the image CUPTI accepts metrics the device cannot collect (NVLink bytes on a GPU
+// without NVLink peers), and such a session then yields no samples at all (seen on an H200).
+// It returns the new groups, or nil when nothing was to be done.
+func (d *cuptiDevice) refresh() ([]Group, error) {
+	if !d.needAvail {
+		return nil, nil
+	}
+	avail, err := d.lib.CounterAvailability(d.dev)
+	if err != nil {
+		return nil, classify(fmt.Errorf("reading counter availability of device %d: %w", d.dev, err))
+	}
+	host, err := d.lib.NewHost(d.chip, avail)
+	if err != nil {
+		return nil, fmt.Errorf("opening profiler host for %s: %w", d.chip, err)
+	}
+	plan, err := d.replan(&hostCatalog{lib: d.lib, host: host})
+	if err != nil {
+		host.Close()
+		return nil, fmt.Errorf("planning metrics of device %d again: %w", d.dev, err)
+	}
+	groups := plan.Groups
+	if !d.multiplex {
+		groups = groups[:1]
+	}
+	images, err := configImages(host, groups)
+	if err != nil {
+		host.Close()
+		return nil, err
+	}
+	for _, img := range d.images {
+		img.Free()
+	}
+	_ = d.host.Close()
+	d.host, d.images, d.groups, d.needAvail = host, images, groups, false
+	return groups, nil
+}
+
+func (d *cuptiDevice) Enable() error {
+	s, err := d.lib.Enable(d.dev)
+	if err != nil {
+		return classify(fmt.Errorf("enabling pm sampling on device %d: %w", d.dev, err))
+	}
+	d.sess = s
+	d.data = make([]*cupti.CounterData, len(d.groups))
+	return nil
+}
+
+// SetConfig uses the GPU_TIME trigger (interval in ns) and falls back once, for good, to the
+// SYSCLK trigger when the device refuses it (Turing, GA100): the interval then counts cycles of
+// a clock between about 0.8 and 1.7 GHz, so the period is roughly the one asked for.
+func (d *cuptiDevice) SetConfig(g int) error {
+	err := d.sess.SetConfig(d.images[g], d.set)
+	if err != nil && d.set.Trigger == cupti.TriggerGPUTime && !d.triedTime && !errors.Is(classify(err), errBusy) && !errors.Is(classify(err), errPrivileges) {
+		d.triedTime = true
+		alt := d.set
+		alt.Trigger = cupti.TriggerSysClock
+		if err2 := d.sess.SetConfig(d.images[g], alt); err2 == nil {
+			d.set = alt
+			return nil
+		}
+	}
+	if err != nil {
+		return classify(fmt.Errorf("configuring pm sampling on device %d: %w", d.dev, err))
+	}
+	d.triedTime = true
+	if d.data[g] == nil {
+		cd, err := d.sess.NewCounterData(d.groups[g].Metrics, d.maxSamples)
+		if err != nil {
+			return classify(fmt.Errorf("allocating counter data (%d samples) on device %d: %w", d.maxSamples, d.dev, err))
+		}
+		d.data[g] = cd
+	}
+	return nil
+}
+
+func (d *cuptiDevice) Start() (uint64, error) {
+	ts, err := d.lib.Timestamp()
+	if err != nil {
+		return 0, fmt.Errorf("reading cupti timestamp: %w", err)
+	}
+	if err := d.sess.Start(); err != nil {
+		return 0, classify(fmt.Errorf("starting pm sampling on device %d: %w", d.dev, err))
+	}
+	return ts, nil
+}
+
+func (d *cuptiDevice) Stop() error {
+	if err := d.sess.Stop(); err != nil {
+		return fmt.Errorf("stopping pm sampling on device %d: %w", d.dev, err)
+	}
+	return nil
+}
+
+// Disable ends the session and frees its counter data images.
+func (d *cuptiDevice) Disable() error {
+	if d.sess == nil {
+		return nil
+	}
+	err := d.sess.Disable()
+	d.sess = nil
+	for _, cd := range d.data {
+		if cd != nil {
+			cd.Free()
+		}
+	}
+	d.data = nil
+	if err != nil {
+		return fmt.Errorf("disabling pm sampling on device %d: %w", d.dev, err)
+	}
+	return nil
+}
+
+func (d *cuptiDevice) Decode(g int, fn func(start, end uint64, values []float64)) (cupti.DecodeResult, error) {
+	cd := d.data[g]
+	t0 := time.Now()
+	res, err := d.sess.Decode(cd)
+	t1 := time.Now()
+	d.decodeTime += t1.Sub(t0)
+	defer func() { d.evalTime += time.Since(t1) }()
+	if err != nil || res.Overflow {
+		if err == nil {
+			err = errOverflow
+		}
+		return res, classify(fmt.Errorf("decoding pm samples on device %d: %w", d.dev, err))
+	}
+	info, err := cd.Info()
+	if err != nil {
+		return res, fmt.Errorf("reading counter data info on device %d: %w", d.dev, err)
+	}
+	if n := len(d.groups[g].Metrics); cap(d.vals) < n {
+		d.vals = make([]float64, n)
+	}
+	vals := d.vals[:len(d.groups[g].Metrics)]
+	for i := range info.Completed {
+		start, end, err := cd.SampleTimes(i)
+		if err != nil {
+			fn(0, 0, nil)
+			continue
+		}
+		if err := d.host.Evaluate(cd, i, vals); err != nil {
+			fn(start, end, nil)
+			continue
+		}
+		d.evaluated++
+		fn(start, end, vals)
+	}
+	if err := cd.Reset(); err != nil {
+		return res, fmt.Errorf("resetting counter data on device %d: %w", d.dev, err)
+	}
+	return res, nil
+}
+
+func (d *cuptiDevice) Close() {
+	_ = d.Disable()
+	for _, img := range d.images {
+		img.Free()
+	}
+	d.images = nil
+	if d.host != nil {
+		_ = d.host.Close()
+		d.host = nil
+	}
+}
