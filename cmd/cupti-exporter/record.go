@@ -84,7 +84,7 @@ func runRecord(ctx context.Context, logger *slog.Logger, cfg *Config, cl *cli) e
 			}
 			keep(w.WriteActivity(now(), recording.ActivityBatch{Conn: id, Records: recs}))
 		}
-		agg := activity.NewAggregator(append(activityOptions(), activity.WithRecordTap(tap))...)
+		agg := activity.NewAggregator(append(activityOptions(s.Devices), activity.WithRecordTap(tap))...)
 		srv, err := receiver.NewServer(cfg.Activity.Socket, agg, logger, receiver.WithSocketMode(cfg.activitySocketMode()))
 		if err != nil {
 			w.Close(now())

@@ -12,26 +12,36 @@ import (
 
 // runDemo serves the embedded demo recording, looping in real time.
 func runDemo(ctx context.Context, logger *slog.Logger, cfg *Config) error {
-	act := activity.NewAggregator(activityOptions()...)
+	pm := pmSetup{}
+	act := activity.NewAggregator(activityOptions(pm.devices)...)
 	r, err := recording.FromBytes(demo.Recording(), recording.WithLoop(true), recording.WithSpeed(1),
 		recording.WithActivitySink(newActivitySink(act)), recording.WithLogger(logger))
 	if err != nil {
 		return fmt.Errorf("reading the embedded demo recording: %w", err)
 	}
 	logRecording(logger, "serving the embedded demo recording (no GPU is used)", r.Summary())
-	return serveSources(ctx, logger, cfg, r, nil, "", act, nil)
+	if pm.mapper, err = newMapper(cfg); err != nil {
+		return err
+	}
+	pm.src = r
+	return serveSources(ctx, logger, cfg, pm, act)
 }
 
 // runReplay serves a recording file.
 func runReplay(ctx context.Context, logger *slog.Logger, cfg *Config, cl *cli) error {
-	act := activity.NewAggregator(activityOptions()...)
+	pm := pmSetup{}
+	act := activity.NewAggregator(activityOptions(pm.devices)...)
 	r, err := recording.OpenFile(cl.replayFile, recording.WithLoop(cl.replayLoop), recording.WithSpeed(cl.replaySpeed),
 		recording.WithActivitySink(newActivitySink(act)), recording.WithLogger(logger))
 	if err != nil {
 		return err
 	}
 	logRecording(logger, "replaying "+cl.replayFile, r.Summary())
-	return serveSources(ctx, logger, cfg, r, nil, "", act, nil)
+	if pm.mapper, err = newMapper(cfg); err != nil {
+		return err
+	}
+	pm.src = r
+	return serveSources(ctx, logger, cfg, pm, act)
 }
 
 func logRecording(logger *slog.Logger, msg string, s recording.Summary) {

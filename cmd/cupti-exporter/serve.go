@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -26,19 +27,14 @@ func runServe(ctx context.Context, logger *slog.Logger, cfg *Config) error {
 	if err != nil {
 		return err
 	}
-	var (
-		src    pmsample.Source
-		pause  http.Handler
-		status func() []exporter.Status
-		off    string
-	)
+	pm := pmSetup{mapper: m}
 	switch {
 	case !cfg.PMSample.Enabled:
-		off = "PM sampling disabled by configuration (pmsample.enabled=false)"
+		pm.off = "PM sampling disabled by configuration (pmsample.enabled=false)"
 	default:
 		lib, err := cupti.Open(cupti.Options{LibraryPath: cfg.CUPTI.Library})
 		if err != nil {
-			off = fmt.Sprintf("PM sampling is off: %v", err)
+			pm.off = fmt.Sprintf("PM sampling is off: %v", err)
 			break
 		}
 		defer lib.Close()
@@ -47,14 +43,16 @@ func runServe(ctx context.Context, logger *slog.Logger, cfg *Config) error {
 			return fmt.Errorf("setting up PM sampling: %w", err)
 		}
 		defer s.Close()
-		src, pause, status = s, s.Handler(), func() []exporter.Status { return samplerStatus(s.Status()) }
+		pm.src, pm.pause = s, s.Handler()
+		pm.status = func() []exporter.Status { return samplerStatus(s.Status()) }
+		pm.aggOpts = []pmsample.AggregatorOption{pmsample.WithStatus(s.Status)}
 	}
-	if off != "" {
-		logger.Warn(off)
+	if pm.off != "" {
+		logger.Warn(pm.off)
 	}
-	act := activity.NewAggregator(activityOptions()...)
+	act := activity.NewAggregator(activityOptions(pm.devices)...)
 	if !cfg.Activity.Enabled {
-		return serveSources(ctx, logger, cfg, src, pause, off, act, status)
+		return serveSources(ctx, logger, cfg, pm, act)
 	}
 	srv, err := receiver.NewServer(cfg.Activity.Socket, act, logger, receiver.WithSocketMode(cfg.activitySocketMode()))
 	if err != nil {
@@ -64,24 +62,39 @@ func runServe(ctx context.Context, logger *slog.Logger, cfg *Config) error {
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ctx) }()
 	logger.Info("receiving activity records", "socket", srv.Path())
-	err = serveSources(ctx, logger, cfg, src, pause, off, act, status)
+	err = serveSources(ctx, logger, cfg, pm, act)
 	srv.Close()
 	return errors.Join(err, <-errc)
 }
 
-// serveSources runs the PM source (nil when off, with off saying why) into its aggregator,
-// registers both aggregators with the exporter, serves HTTP and pushes OTLP until ctx ends.
-func serveSources(ctx context.Context, logger *slog.Logger, cfg *Config, src pmsample.Source, pause http.Handler,
-	off string, act *activity.Aggregator, status func() []exporter.Status) error {
-	m, err := newMapper(cfg)
-	if err != nil {
-		return err
+// pmSetup is the PM sample side of serving: a source (the CUPTI sampler or a recording), or
+// nil with off saying why there is none.
+type pmSetup struct {
+	mapper  *mapping.Mapper
+	src     pmsample.Source
+	pause   http.Handler             // the pause/resume API of a live sampler
+	status  func() []exporter.Status // readiness of a live sampler; nil: ready after the first batch
+	aggOpts []pmsample.AggregatorOption
+	off     string
+}
+
+// devices lists the source's devices (none when PM sampling is off).
+func (pm *pmSetup) devices() []pmsample.Device {
+	if pm.src == nil {
+		return nil
 	}
+	return pm.src.Devices()
+}
+
+// serveSources runs the PM source into its aggregator, registers both aggregators with the
+// exporter, serves HTTP and pushes OTLP until ctx ends.
+func serveSources(ctx context.Context, logger *slog.Logger, cfg *Config, pm pmSetup, act *activity.Aggregator) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var (
 		expOpts []exporter.Option
 		pods    *podresources.Client
+		err     error
 	)
 	if sock := cfg.Kubelet.PodResourcesSocket; sock != "" {
 		if pods, err = podresources.New(sock, podresources.WithLogger(logger)); err != nil {
@@ -101,16 +114,17 @@ func serveSources(ctx context.Context, logger *slog.Logger, cfg *Config, src pms
 		exp.Register("podresources", pods)
 	}
 	srcErr := make(chan error, 1)
-	switch {
+	switch src := pm.src; {
 	case src == nil:
 		exp.RegisterStatus("pmsample", statusFunc(func() []exporter.Status {
-			return []exporter.Status{{Source: "pmsample", Ready: false, Reason: off}}
+			return []exporter.Status{{Source: "pmsample", Ready: false, Reason: pm.off}}
 		}))
 	default:
-		agg := pmsample.NewAggregator(m, src.Devices(), src.Catalog(), logger,
-			pmsample.WithWindow(time.Duration(cfg.PMSample.Window)))
+		opts := append([]pmsample.AggregatorOption{pmsample.WithWindow(time.Duration(cfg.PMSample.Window))}, pm.aggOpts...)
+		agg := pmsample.NewAggregator(pm.mapper, src.Devices(), src.Catalog(), logger, opts...)
 		exp.Register("pmsample", agg)
 		var fed atomic.Bool
+		status := pm.status
 		if status == nil { // a recording: ready once its first batch is in
 			status = func() []exporter.Status {
 				if !fed.Load() {
@@ -135,8 +149,8 @@ func serveSources(ctx context.Context, logger *slog.Logger, cfg *Config, src pms
 		Registry:        exp.Registry(),
 		Status:          exp,
 	})
-	if pause != nil {
-		srv.Handle("/api/v1/pm-sampling/", pause)
+	if pm.pause != nil {
+		srv.Handle("/api/v1/pm-sampling/", pm.pause)
 	}
 	if cfg.OTLP.Endpoint != "" {
 		o, err := exporter.NewOTLP(ctx, exporter.OTLPConfig{
@@ -215,4 +229,15 @@ func samplerOptions(cfg *Config) []pmsample.Option {
 	return opts
 }
 
-func activityOptions() []activity.Option { return nil }
+// activityOptions labels activity series with the host's GPU index of the UUID a process
+// reports (its own CUDA ordinals are remapped by CUDA_VISIBLE_DEVICES), as PM series do.
+func activityOptions(devices func() []pmsample.Device) []activity.Option {
+	return []activity.Option{activity.WithGPUResolver(func(uuid string) (string, bool) {
+		for _, d := range devices() {
+			if strings.EqualFold(d.UUID, uuid) {
+				return strconv.Itoa(d.Index), true
+			}
+		}
+		return "", false
+	})}
+}
