@@ -8,7 +8,7 @@ RUN go mod download
 COPY . .
 RUN go build -trimpath -o /out/cupti-exporter ./cmd/cupti-exporter \
  && make -C activity/inject \
- && cp activity/inject/libcupti_exporter_inject.so /out/
+ && cp activity/inject/build/libcupti_exporter_inject.so /out/
 
 FROM debian:bookworm-slim
 COPY --from=build /out/cupti-exporter /usr/bin/cupti-exporter

@@ -8,7 +8,7 @@ cd "$(dirname "$0")/../.."
 mkdir -p .gpu
 go build -trimpath -o .gpu/cupti-exporter ./cmd/cupti-exporter
 make -s -C activity/inject
-cp activity/inject/libcupti_exporter_inject.so .gpu/
+cp activity/inject/build/libcupti_exporter_inject.so .gpu/
 probes=${PROBES:-../shared/probes}
 [ -d .gpu/probes ] || cp -r "$probes" .gpu/probes
 ls -l .gpu

@@ -60,6 +60,8 @@ stage_coexist() {
 }
 
 # The metrics compared with the C probe (Perfworks names; the probe prints them in this order).
+# The default (DCGM-comparable) set as planned on GH100 (docs/pm-sampling.md).
+DEFSET=${DEFSET:-FE_B.TriageCompute.gr__cycles_active.sum.pct_of_peak_sustained_elapsed,TPC.TriageCompute.sm__cycles_active.avg.pct_of_peak_sustained_elapsed,TPC.TriageCompute.tpc__warps_active_realtime.avg.pct_of_peak_sustained_elapsed,TPC.TriageCompute.sm__pipe_tensor_cycles_active_realtime.avg.pct_of_peak_sustained_elapsed,dram__cycles_active.avg.pct_of_peak_sustained_elapsed,TPC.TriageCompute.sm__pipe_fp64_cycles_active_realtime.avg.pct_of_peak_sustained_elapsed,sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_elapsed,PCI.TriageCompute.pcie__read_bytes.sum,PCI.TriageCompute.pcie__write_bytes.sum}
 CMP=${CMP:-sm__pipe_tensor_cycles_active_realtime.avg.pct_of_peak_sustained_elapsed,sm__cycles_active.avg.pct_of_peak_sustained_elapsed,gr__cycles_active.sum.pct_of_peak_sustained_elapsed,dram__bytes_read.sum.per_second}
 
 stage_pm() {
@@ -94,7 +96,8 @@ stage_perf() {
   lp=$!
   for iv in 1000000 100000; do
     dur=30; [ $iv = 100000 ] && dur=60
-    start_exporter "$L/exp-perf-$iv.log" 9477 --no-activity.enabled --pmsample.interval=$((iv/1000))us || continue
+    M=$DEFSET; [ $iv = 100000 ] && M=$CMP
+    start_exporter "$L/exp-perf-$iv.log" 9477 --no-activity.enabled --pmsample.interval=$((iv/1000))us --pmsample.metrics=$M || continue
     pid=$(cat "$L/exporter.9477.pid"); sleep 3
     scrape "$L/perf0-$iv.txt"; c0=$(proc_cpu_s $pid); rss0=$(proc_rss_mb $pid)
     if [ $iv = 100000 ]; then
@@ -103,11 +106,9 @@ stage_perf() {
     else sleep $dur; fi
     scrape "$L/perf1-$iv.txt"; c1=$(proc_cpu_s $pid); rss1=$(proc_rss_mb $pid)
     n0=$(val "$L/perf0-$iv.txt" '^cupti_pm_samples_total'); n1=$(val "$L/perf1-$iv.txt" '^cupti_pm_samples_total')
-    say "exporter interval=${iv}ns cpu=$(echo "$c1 - $c0" | bc)s samples=$(echo "$n1 - $n0" | bc) us/sample=$(echo "scale=2; ($c1 - $c0) * 1000000 / ($n1 - $n0)" | bc) rss=${rss0}->${rss1}MB"
+    say "exporter interval=${iv}ns $(python3 -c "c=$c1-$c0; n=$n1-$n0; print(f'cpu={c:.2f}s samples={n:.0f} us/sample={c*1e6/max(n,1):.2f}')") rss=${rss0}->${rss1}MB"
     say "  losses: $(grep -E '^cupti_pm_(samples_dropped|overflows)' "$L/perf1-$iv.txt" | tr '\n' ' ')"
     stop_exporter 9477
-    M=$(grep -m1 -o 'metrics=[^ ]*' "$L/exp-perf-$iv.log" | cut -d= -f2)
-    [ -n "$M" ] || M=$CMP
     "$G/pmprobe" sample $dur $iv "$M" > "$L/probe-perf-$iv.tsv" 2> "$L/probe-perf-$iv.err"
     say "pmprobe interval=${iv}ns $(awk -F'\t' 'NR>1 { n += $2; d += $3; e += $4 } END { printf "samples=%d decode+eval us/sample=%.2f", n, (d + e) / n }' "$L/probe-perf-$iv.tsv")"
   done
@@ -120,7 +121,7 @@ stage_soak() {
   mkdir -p /run/cupti-exporter
   start_exporter "$L/exp-soak.log" 9479 --no-pmsample.enabled --activity.socket=/run/cupti-exporter/soak.sock || return
   pid=$(cat "$L/exporter.9479.pid")
-  CUDA_INJECTION64_PATH=$INJ CUPTI_EXPORTER_SOCKET=/run/cupti-exporter/soak.sock $W tiny ${SOAK_S:-540} > "$L/soak-work.log" 2>&1 &
+  CUDA_INJECTION64_PATH=$INJ CUPTI_EXPORTER_SOCKET=/run/cupti-exporter/soak.sock $W tiny ${SOAK_S:-300} > "$L/soak-work.log" 2>&1 &
   wp=$!
   while kill -0 $wp 2>/dev/null; do echo "$(date +%s) $(proc_rss_mb $pid) $(curl -s localhost:9479/metrics | awk '/^cupti_kernel_duration_seconds_count/ { s += $NF } END { print s }')" >> "$L/soak-rss.txt"; sleep 30; done
   say "soak: $(head -1 "$L/soak-rss.txt") -> $(tail -1 "$L/soak-rss.txt") (epoch rss_MB kernels) $(grep -o '[0-9.]* us/launch' "$L/soak-work.log")"
@@ -139,3 +140,7 @@ stage_multigpu() {
   say "gpus sampled: $(grep '^cupti_pm_samples_total' "$L/multi-1.txt" | tr '\n' ' ')"
   say "nvlink/pcie series: $(grep -E '^cupti_(nvlink|pcie)_' "$L/multi-1.txt" | head -8 | tr '\n' ' ')"
 }
+
+# The soak runs beside other stages (it has its own exporter, port and socket).
+stage_soakbg() { stage_soak > "$L/soak-stage.log" 2>&1 & echo $! > "$L/soak.pid"; }
+stage_soakwait() { wait "$(cat "$L/soak.pid")"; cat "$L/soak-stage.log" >> "$S"; }
