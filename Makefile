@@ -19,9 +19,10 @@ docs:
 	$(GO) test ./cmd/cupti-exporter -run TestConfigurationDoc -update
 	$(GO) test ./e2e -run TestMetricsDoc -update
 
-# Regenerate the embedded synthetic demo recording.
+# A synthetic two-GPU recording (the embedded demo is a real H200 run): replay it with
+# `go run ./cmd/cupti-exporter replay synthetic.cuptirec --replay.loop`.
 synthetic:
-	$(GO) run ./recording/internal/gensynthetic -o recording/demo/demo.cuptirec
+	$(GO) run ./recording/internal/gensynthetic -o synthetic.cuptirec
 
 clean:
 	rm -f cupti-exporter

@@ -97,3 +97,13 @@ func sorted(f mapping.Family) mapping.Family {
 	})
 	return f
 }
+
+// Descs lists every family the aggregator can emit, for checks of the names that dashboards
+// and alert rules query (a recording may not exercise them all).
+func Descs() []*mapping.Desc {
+	return []*mapping.Desc{
+		kernelDurationDesc, kernelGPUSecondsDesc, podKernelDurationDesc,
+		memcpyBytesDesc, memcpyDurationDesc, memsetBytesDesc, memsetDurationDesc,
+		recordsDesc, droppedDesc, processesDesc, connectionsDesc, connDroppedDesc,
+	}
+}

@@ -39,7 +39,13 @@ func (h *hostCatalog) SubMetrics(b baseMetric) ([]string, error) {
 	return subs, err
 }
 
+// Properties are those of the base metric: for a full name CUPTI reports the units of the
+// rollup and submetric (e.g. bytes per second for .sum.per_second), while mapping derives
+// names from the base metric's units plus the rollup and submetric it parses itself.
 func (h *hostCatalog) Properties(name string) (mapping.Properties, error) {
+	if n, err := mapping.ParseName(name); err == nil {
+		name = n.Base()
+	}
 	p, err := h.host.Properties(name)
 	if err != nil {
 		return mapping.Properties{}, err

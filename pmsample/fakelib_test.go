@@ -274,3 +274,23 @@ func TestSamplerFakeLibPlansAgainWithAvailability(t *testing.T) {
 		}
 	}
 }
+
+func TestSamplerFakeLibCloseWaitsForRun(t *testing.T) {
+	closed := make(chan struct{})
+	// Registered before runFake's cleanups, so it runs after they cancelled Run.
+	t.Cleanup(func() {
+		select {
+		case <-closed:
+		case <-time.After(5 * time.Second):
+			t.Error("Close did not return once Run had returned")
+		}
+	})
+	r := runFake(t, "")
+	eventually(t, "samples", func() bool { return r.c.sum(0, samplesOf) > 5 })
+	go func() { r.s.Close(); close(closed) }()
+	select {
+	case <-closed:
+		t.Fatal("Close returned while Run was still decoding")
+	case <-time.After(100 * time.Millisecond):
+	}
+}

@@ -219,8 +219,12 @@ func (s *Sampler) Run(ctx context.Context, sink func(Batch)) error {
 	return nil
 }
 
-// Close frees the host objects and config images; call it after Run returned.
+// Close frees the host objects and config images. It waits for Run to return, so cancel
+// Run's context first: freeing them under a running decode crashed CUPTI (SIGSEGV in
+// cuptiPmSamplingDecodeData, seen on an H200 when the exporter stopped at 10 kHz).
 func (s *Sampler) Close() {
+	s.running.Lock()
+	defer s.running.Unlock()
 	for _, r := range s.runners {
 		if r.pm != nil {
 			r.pm.Close()

@@ -32,7 +32,7 @@ rows, t = [], None
 for line in open(f"{logdir}/scrapes.txt"):
     if line.startswith("# t "): t = float(line.split()[2]); continue
     parts = line.split()
-    if len(parts) >= 2 and t is not None:
+    if len(parts) >= 2 and t is not None and ('gpu="0"' in parts[0] or "{" not in parts[0]):  # the probe samples device 0
         rows.append((t, parts[0].split("{")[0], float(parts[-1])))
 
 def exporter_mean(m, a, b):
@@ -41,17 +41,16 @@ def exporter_mean(m, a, b):
     v = [val for (t, n, val) in rows if n == name and a + 1.5 <= t <= b]  # window 1 s, skip the edge
     return statistics.mean(v) if v else None
 
-probe_rows, t0 = [], None
+# probe: each line carries its arrival time (epoch s) first; a line averages the samples of
+# the ~250 ms before it
+probe_rows = []
 for line in open(f"{logdir}/pmprobe.tsv"):
-    if line.startswith("# probe_start"): t0 = float(line.split()[2]); continue
-    if line.startswith("t_ms"): continue
     f = line.rstrip("\n").split("\t")
-    if len(f) < 4 + len(metrics): continue
-    rows_t = t0 + float(f[0]) / 1000.0
-    probe_rows.append((rows_t, [float(x) for x in f[4:4 + len(metrics)]]))
+    if len(f) < 5 + len(metrics) or f[1] == "t_ms": continue
+    probe_rows.append((float(f[0]), [float(x) for x in f[5:5 + len(metrics)]]))
 
 def probe_mean(k, a, b):
-    v = [vals[k] for (t, vals) in probe_rows if a + 1.0 <= t - 0.25 and t <= b]
+    v = [vals[k] for (t, vals) in probe_rows if a + 1.0 <= t - 0.3 and t <= b]
     return statistics.mean(v) if v else None
 
 pe, pp = phases(f"{logdir}/phases-exporter.log"), phases(f"{logdir}/phases-probe.log")

@@ -5,7 +5,7 @@ stage_inject() {
   mkdir -p /run/cupti-exporter
   start_exporter "$L/exp-inject.log" 9477 --no-pmsample.enabled --activity.socket=$SOCK || return
   # overhead: interleave no tracing / bare probe / ours / ours at 10% duty cycle, 3 rounds
-  for r in 1 2 3; do
+  for r in 1 2; do
     for v in none probe ours duty; do
       case $v in
         none) env -u CUDA_INJECTION64_PATH $W tiny 4 ;;
@@ -73,8 +73,9 @@ stage_pm() {
   curl -s localhost:9477/metrics > "$L/pm-final.txt"; stop_exporter 9477
   say "exporter samples=$(val "$L/pm-final.txt" '^cupti_pm_samples_total') dropped=$(grep '^cupti_pm_samples_dropped_total' "$L/pm-final.txt" | tr '\n' ' ')"
   $W phases > "$L/phases-probe.log" 2>&1 &
-  wp=$!; echo "# probe_start $(date +%s.%N)" > "$L/pmprobe.tsv"
-  "$G/pmprobe" sample 33 1000000 "$CMP" >> "$L/pmprobe.tsv" 2> "$L/pmprobe.err"; wait $wp
+  # each probe line is stamped when it arrives: the probe flushes one line per 250 ms decode
+  wp=$!; "$G/pmprobe" sample 33 1000000 "$CMP" 2> "$L/pmprobe.err" |
+    while IFS= read -r line; do printf '%s\t%s\n' "$(date +%s.%N)" "$line"; done > "$L/pmprobe.tsv"; wait $wp
   python3 scripts/gpu/compare_pm.py "$L" "$CMP" | tee -a "$S"
 }
 
@@ -95,7 +96,7 @@ stage_perf() {
   $W mm 200 > "$L/perf-load.log" 2>&1 &
   lp=$!
   for iv in 1000000 100000; do
-    dur=30; [ $iv = 100000 ] && dur=60
+    dur=${PERF_1K:-30}; [ $iv = 100000 ] && dur=${PERF_10K:-60}
     M=$DEFSET; [ $iv = 100000 ] && M=$CMP
     start_exporter "$L/exp-perf-$iv.log" 9477 --no-activity.enabled --pmsample.interval=$((iv/1000))us --pmsample.metrics=$M || continue
     pid=$(cat "$L/exporter.9477.pid"); sleep 3
@@ -109,7 +110,9 @@ stage_perf() {
     say "exporter interval=${iv}ns $(python3 -c "c=$c1-$c0; n=$n1-$n0; print(f'cpu={c:.2f}s samples={n:.0f} us/sample={c*1e6/max(n,1):.2f}')") rss=${rss0}->${rss1}MB"
     say "  losses: $(grep -E '^cupti_pm_(samples_dropped|overflows)' "$L/perf1-$iv.txt" | tr '\n' ' ')"
     stop_exporter 9477
-    "$G/pmprobe" sample $dur $iv "$M" > "$L/probe-perf-$iv.tsv" 2> "$L/probe-perf-$iv.err"
+    "$G/pmprobe" sample $dur $iv "$M" > "$L/probe-perf-$iv.tsv" 2> "$L/probe-perf-$iv.err" &
+    pp=$!; prss=0; while kill -0 $pp 2>/dev/null; do r=$(proc_rss_mb $pp 2>/dev/null); [ -n "$r" ] && prss=$r; sleep 1; done
+    say "pmprobe rss=${prss}MB"
     say "pmprobe interval=${iv}ns $(awk -F'\t' 'NR>1 { n += $2; d += $3; e += $4 } END { printf "samples=%d decode+eval us/sample=%.2f", n, (d + e) / n }' "$L/probe-perf-$iv.tsv")"
   done
   [ -s "$L/scrape-latency.txt" ] && say "scrape latency at 10 kHz: $(sort -n "$L/scrape-latency.txt" | awk '{ a[NR] = $1 } END { printf "p50=%.1fms p99=%.1fms max=%.1fms", a[int(NR*0.5)]*1000, a[int(NR*0.99)]*1000, a[NR]*1000 }')"
