@@ -37,11 +37,16 @@ func promName(stem, stat, unit string, kind Kind) string {
 
 // derive names a metric that no rule covers. n must have passed checkType for p.Type.
 func derive(n Name, p Properties) derived {
-	dim := parseDim(p.DimUnit)
+	sub := n.Submetric
+	dimText := p.DimUnit
+	if strings.HasSuffix(sub, "per_second") {
+		// CUPTI reports a full name's own unit ("byte/second"); the submetric adds the rate.
+		dimText = strings.TrimSuffix(dimText, "/second")
+	}
+	dim := parseDim(dimText)
 	d := derived{kind: KindGauge, scale: 1, ucum: "1"}
 	var extra []string
 	moveUnit := true // move a quantity word equal to the unit to the end of the name
-	sub := n.Submetric
 	switch {
 	case p.Type == TypeRatio && sub == "pct",
 		strings.HasPrefix(sub, "pct_of_peak_sustained_"):

@@ -94,3 +94,21 @@ func TestLintSafe(t *testing.T) {
 		}
 	}
 }
+
+// Properties read for a full name carry the submetric's unit ("byte/second" on the H200);
+// the rate is named once.
+func TestDeriveFullNameUnits(t *testing.T) {
+	m, err := New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, dim := range []string{"byte", "byte/second"} {
+		got, err := m.Map("dram__bytes_read.sum.per_second", Properties{Type: TypeCounter, HWUnit: "dram", DimUnit: dim})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Desc.Name != "cupti_dram_read_bytes_per_second" || got.Desc.OTelUnit != "By/s" {
+			t.Errorf("dim %q: %s (%s), want cupti_dram_read_bytes_per_second (By/s)", dim, got.Desc.Name, got.Desc.OTelUnit)
+		}
+	}
+}

@@ -294,3 +294,24 @@ func TestSamplerFakeLibCloseWaitsForRun(t *testing.T) {
 	case <-time.After(100 * time.Millisecond):
 	}
 }
+
+// CUPTI reports a full name's submetric unit ("percent", "byte/second"); names are derived from the
+// base metric's units, so a per-second metric is named once per second, not twice.
+func TestSamplerFakeLibNamesFromBaseUnits(t *testing.T) {
+	r := runFake(t, "", WithMetrics("dram__bytes_read.sum.per_second", "gr__cycles_active.sum.pct_of_peak_sustained_elapsed"))
+	for _, e := range r.s.Catalog() {
+		if e.Properties.DimUnit == "percent" || strings.Contains(e.Properties.DimUnit, "/") {
+			t.Errorf("%s: catalog holds the submetric unit %q, want the base metric's", e.Name, e.Properties.DimUnit)
+		}
+	}
+	eventually(t, "samples", func() bool { return r.c.sum(0, samplesOf) > 5 })
+	names := map[string]bool{}
+	for _, f := range r.agg.Snapshot().Families {
+		names[f.Desc.Name] = true
+	}
+	for _, want := range []string{"cupti_dram_read_bytes_per_second", "cupti_gr_cycles_active_of_peak_elapsed_ratio"} {
+		if !names[want] {
+			t.Errorf("no family %s in %v", want, names)
+		}
+	}
+}

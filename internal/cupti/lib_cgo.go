@@ -213,7 +213,11 @@ func (l *Lib) callError(fn string, r C.CUptiResult) error {
 
 // call runs one params-shaped entry point and wraps its result.
 func (l *Lib) call(id C.int, p unsafe.Pointer) error {
-	return l.callError(C.GoString(C.cx_fn_name(id)), C.cx_call(l.c, id, p))
+	r := C.cx_call(l.c, id, p)
+	if r == 0 { // the hot path (decode, evaluate per sample) builds no error text
+		return nil
+	}
+	return l.callError(C.GoString(C.cx_fn_name(id)), r)
 }
 
 // Devices lists CUDA devices with name, UUID and PCI bus id.

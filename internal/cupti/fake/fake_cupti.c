@@ -756,6 +756,19 @@ CUptiResult cuptiProfilerHostGetSubMetrics(CUpti_Profiler_Host_GetSubMetrics_Par
 	return OK;
 }
 
+/* As the real library does (seen on the H200), a full name reports the unit of its
+ * submetric: "percent" for .pct_of_peak_*, "<dim>/second" for .per_second. */
+static const char *full_name_dim_unit(const char *name, const char *dim) {
+	static __thread char buf[128];
+	if (strstr(name, ".pct_of_peak"))
+		return "percent";
+	if (strstr(name, ".per_second")) {
+		snprintf(buf, sizeof buf, "%s/second", dim);
+		return buf;
+	}
+	return dim;
+}
+
 CUptiResult cuptiProfilerHostGetMetricProperties(CUpti_Profiler_Host_GetMetricProperties_Params *p) {
 	CHECK_SIZE(p, CUpti_Profiler_Host_GetMetricProperties_Params);
 	if (!live_host(p->pHostObject))
@@ -767,7 +780,7 @@ CUptiResult cuptiProfilerHostGetMetricProperties(CUpti_Profiler_Host_GetMetricPr
 		return E_METRIC;
 	p->pDescription = e->desc;
 	p->pHwUnit = e->hw;
-	p->pDimUnit = e->dim;
+	p->pDimUnit = full_name_dim_unit(p->pMetricName, e->dim);
 	p->metricType = (CUpti_MetricType)e->type;
 	return OK;
 }
