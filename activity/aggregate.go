@@ -192,7 +192,7 @@ func (a *Aggregator) Add(p *Process, recs []Record) {
 			a.kernels.observe(dev, r.Name, dur, a.cfg.maxBuckets, now)
 			a.podSeriesOf(ps, r.Device, dev, now).observe(dur)
 		case KindMemcpy:
-			a.observeMemcpy(dev, r, dur, now)
+			a.observeMemcpy(ps, dev, r, dur, now)
 		case KindMemset:
 			a.observeMemset(dev, r, dur, now)
 		default:

@@ -189,39 +189,44 @@ func TestAggregatorMemcpyMemset(t *testing.T) {
 	a := NewAggregator()
 	p := testProcess(1)
 	a.Add(p, []Record{
-		{Kind: KindMemcpy, CopyKind: 1, SrcKind: 1, DstKind: 3, Bytes: 1000, Start: 0, End: 2000}, // HtoD pageable
-		{Kind: KindMemcpy, CopyKind: 1, SrcKind: 1, DstKind: 3, Bytes: 3000, Start: 0, End: 4000}, // HtoD pageable
-		{Kind: KindMemcpy, CopyKind: 2, SrcKind: 3, DstKind: 2, Bytes: 500, Start: 0, End: 1000},  // DtoH pinned
-		{Kind: KindMemcpy, CopyKind: 8, SrcKind: 3, DstKind: 3, Bytes: 64, Start: 0, End: 100},    // DtoD
-		{Kind: KindMemcpy, CopyKind: 10, SrcKind: 3, DstKind: 3, Bytes: 32, Start: 0, End: 100},   // PtoP
-		{Kind: KindMemcpy, CopyKind: 1, SrcKind: 5, DstKind: 3, Bytes: 7, Start: 0, End: 100},     // HtoD managed
-		{Kind: KindMemcpy, CopyKind: 5, SrcKind: 4, DstKind: 4, Bytes: 9, Start: 0, End: 100},     // AtoA -> other
-		{Kind: KindMemset, MemoryKind: 3, Bytes: 4096, Start: 10, End: 1010, Device: 1},           // device
-		{Kind: KindMemset, MemoryKind: 7, Bytes: 4, Start: 10, End: 5, Device: 1},                 // managed static; end < start -> 0 s
+		{Kind: KindMemcpy, CopyKind: 1, SrcKind: 1, DstKind: 3, Bytes: 1000, Start: 0, End: 2000},                       // HtoD pageable
+		{Kind: KindMemcpy, CopyKind: 1, SrcKind: 1, DstKind: 3, Bytes: 3000, Start: 0, End: 4000},                       // HtoD pageable
+		{Kind: KindMemcpy, CopyKind: 2, SrcKind: 3, DstKind: 2, Bytes: 500, Start: 0, End: 1000},                        // DtoH pinned
+		{Kind: KindMemcpy, CopyKind: 8, SrcKind: 3, DstKind: 3, Bytes: 64, Start: 0, End: 100},                          // DtoD
+		{Kind: KindMemcpy, CopyKind: 10, SrcKind: 3, DstKind: 3, Bytes: 32, Start: 0, End: 100, SrcDevice: 1},           // PtoP 1 -> 0
+		{Kind: KindMemcpy, CopyKind: 10, SrcKind: 3, DstKind: 3, Bytes: 16, Start: 0, End: 100, SrcDevice: 1},           // PtoP 1 -> 0
+		{Kind: KindMemcpy, CopyKind: 10, SrcKind: 3, DstKind: 3, Bytes: 8, Start: 0, End: 100, Device: 1},               // PtoP 0 -> 1
+		{Kind: KindMemcpy, CopyKind: 10, SrcKind: 3, DstKind: 3, Bytes: 4, Start: 0, End: 100, Device: 1, SrcDevice: 9}, // PtoP ? -> 1
+		{Kind: KindMemcpy, CopyKind: 1, SrcKind: 5, DstKind: 3, Bytes: 7, Start: 0, End: 100},                           // HtoD managed
+		{Kind: KindMemcpy, CopyKind: 5, SrcKind: 4, DstKind: 4, Bytes: 9, Start: 0, End: 100},                           // AtoA -> other
+		{Kind: KindMemset, MemoryKind: 3, Bytes: 4096, Start: 10, End: 1010, Device: 1},                                 // device
+		{Kind: KindMemset, MemoryKind: 7, Bytes: 4, Start: 10, End: 5, Device: 1},                                       // managed static; end < start -> 0 s
 		{Kind: 9, Start: 0, End: 1}, // unknown kind: dropped
 	})
 	s := a.Snapshot()
 	for _, tc := range []struct {
-		copyKind, host string
-		bytes          float64
-		count          uint64
-		sum            float64
+		gpu, uuid, copyKind, host, src string
+		bytes                          float64
+		count                          uint64
+		sum                            float64
 	}{
-		{"HtoD", "pageable", 4000, 2, 6e-6},
-		{"DtoH", "pinned", 500, 1, 1e-6},
-		{"DtoD", "none", 64, 1, 1e-7},
-		{"PtoP", "none", 32, 1, 1e-7},
-		{"HtoD", "managed", 7, 1, 1e-7},
-		{"other", "none", 9, 1, 1e-7},
+		{"0", "GPU-aaaa", "HtoD", "pageable", "", 4000, 2, 6e-6},
+		{"0", "GPU-aaaa", "DtoH", "pinned", "", 500, 1, 1e-6},
+		{"0", "GPU-aaaa", "DtoD", "none", "", 64, 1, 1e-7},
+		{"0", "GPU-aaaa", "PtoP", "none", "1", 48, 2, 2e-7},
+		{"1", "GPU-bbbb", "PtoP", "none", "0", 8, 1, 1e-7},
+		{"1", "GPU-bbbb", "PtoP", "none", "unknown", 4, 1, 1e-7},
+		{"0", "GPU-aaaa", "HtoD", "managed", "", 7, 1, 1e-7},
+		{"0", "GPU-aaaa", "other", "none", "", 9, 1, 1e-7},
 	} {
-		b := mustSample(t, s, "cupti_memcpy_bytes_total", "0", "GPU-aaaa", tc.copyKind, tc.host)
-		h := mustSample(t, s, "cupti_memcpy_duration_seconds", "0", "GPU-aaaa", tc.copyKind, tc.host).Histogram
+		b := mustSample(t, s, "cupti_memcpy_bytes_total", tc.gpu, tc.uuid, tc.copyKind, tc.host, tc.src)
+		h := mustSample(t, s, "cupti_memcpy_duration_seconds", tc.gpu, tc.uuid, tc.copyKind, tc.host, tc.src).Histogram
 		if b.Value != tc.bytes || h.Count != tc.count || !approx(h.Sum, tc.sum) {
-			t.Errorf("memcpy %s/%s: bytes %g count %d sum %g, want %g %d %g", tc.copyKind, tc.host, b.Value, h.Count, h.Sum, tc.bytes, tc.count, tc.sum)
+			t.Errorf("memcpy gpu %s %s/%s src %q: bytes %g count %d sum %g, want %g %d %g", tc.gpu, tc.copyKind, tc.host, tc.src, b.Value, h.Count, h.Sum, tc.bytes, tc.count, tc.sum)
 		}
 	}
-	if n := len(family(t, s, "cupti_memcpy_bytes_total").Samples); n != 6 {
-		t.Errorf("%d memcpy series, want 6", n)
+	if n := len(family(t, s, "cupti_memcpy_bytes_total").Samples); n != 8 {
+		t.Errorf("%d memcpy series, want 8", n)
 	}
 	if v := mustSample(t, s, "cupti_memset_bytes_total", "1", "GPU-bbbb", "device").Value; v != 4096 {
 		t.Errorf("memset device bytes %g, want 4096", v)
@@ -230,8 +235,8 @@ func TestAggregatorMemcpyMemset(t *testing.T) {
 	if h.Count != 1 || h.Sum != 0 || h.ZeroCount != 1 {
 		t.Errorf("memset managed: count %d sum %g zero %d, want 1 0 1", h.Count, h.Sum, h.ZeroCount)
 	}
-	if v := mustSample(t, s, "cupti_activity_records_total", "memcpy").Value; v != 7 {
-		t.Errorf("memcpy records %g, want 7", v)
+	if v := mustSample(t, s, "cupti_activity_records_total", "memcpy").Value; v != 10 {
+		t.Errorf("memcpy records %g, want 10", v)
 	}
 	if v := mustSample(t, s, "cupti_activity_dropped_records_total", "unknown_kind").Value; v != 1 {
 		t.Errorf("unknown_kind drops %g, want 1", v)

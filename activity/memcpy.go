@@ -7,17 +7,17 @@ import (
 )
 
 var (
-	memcpyLabels = []string{"gpu", "uuid", "copy_kind", "host_memory"}
+	memcpyLabels = []string{"gpu", "uuid", "copy_kind", "host_memory", "src_gpu"}
 	memsetLabels = []string{"gpu", "uuid", "memory"}
 
 	memcpyBytesDesc = &mapping.Desc{
 		Name: "cupti_memcpy_bytes_total", Kind: mapping.KindCounter, Unit: "bytes",
-		Help:     "Bytes copied by CUDA memcpy operations by GPU, copy kind and host memory kind.",
+		Help:     "Bytes copied by CUDA memcpy operations by GPU (the destination of peer-to-peer copies), copy kind, host memory kind and source GPU of peer-to-peer copies.",
 		OTelName: "gpu.memcpy.io", OTelUnit: "By", LabelNames: memcpyLabels,
 	}
 	memcpyDurationDesc = &mapping.Desc{
 		Name: "cupti_memcpy_duration_seconds", Kind: mapping.KindHistogram, Unit: "seconds",
-		Help:     "Duration of CUDA memcpy operations by GPU, copy kind and host memory kind.",
+		Help:     "Duration of CUDA memcpy operations by GPU (the destination of peer-to-peer copies), copy kind, host memory kind and source GPU of peer-to-peer copies.",
 		OTelName: "gpu.memcpy.duration", OTelUnit: "s", LabelNames: memcpyLabels,
 	}
 	memsetBytesDesc = &mapping.Desc{
@@ -103,6 +103,20 @@ type memcpyKey struct {
 	dev  *device
 	copy CopyKind
 	host string // host_memory label (a constant string: cheap to hash)
+	src  string // src_gpu label: "" unless PtoP
+}
+
+// srcGPULabel is the src_gpu label of a copy: for PtoP, the gpu label of the source device
+// when it is one of the process's hello devices (so the values are bounded by the GPUs the
+// processes report, at most MaxDevices each), else "unknown"; "" for other copies.
+func srcGPULabel(ps *procState, r *Record) string {
+	if r.CopyKind != copyPtoP {
+		return ""
+	}
+	if int64(r.SrcDevice) < int64(len(ps.devs)) {
+		return ps.devs[r.SrcDevice].gpu
+	}
+	return "unknown"
 }
 
 type memsetKey struct {
@@ -116,12 +130,12 @@ type memSeries struct {
 	start time.Time
 }
 
-func (a *Aggregator) observeMemcpy(dev *device, r *Record, dur float64, now time.Time) {
+func (a *Aggregator) observeMemcpy(ps *procState, dev *device, r *Record, dur float64, now time.Time) {
 	ck := r.CopyKind
 	if copyKindLabel(ck) == "other" {
 		ck = 0
 	}
-	key := memcpyKey{dev, ck, hostMemoryLabel(r)}
+	key := memcpyKey{dev, ck, hostMemoryLabel(r), srcGPULabel(ps, r)}
 	s := a.memcpy[key]
 	if s == nil {
 		s = &memSeries{h: newHistogram(a.cfg.maxBuckets), start: now}
@@ -146,7 +160,7 @@ func (a *Aggregator) observeMemset(dev *device, r *Record, dur float64, now time
 func (a *Aggregator) memFamilies(fs []mapping.Family) []mapping.Family {
 	cb, cd := mapping.Family{Desc: memcpyBytesDesc}, mapping.Family{Desc: memcpyDurationDesc}
 	for k, s := range a.memcpy {
-		labels := []string{k.dev.gpu, k.dev.uuid, copyKindLabel(k.copy), k.host}
+		labels := []string{k.dev.gpu, k.dev.uuid, copyKindLabel(k.copy), k.host, k.src}
 		cb.Samples = append(cb.Samples, mapping.Sample{LabelValues: labels, Value: s.bytes, Start: s.start})
 		cd.Samples = append(cd.Samples, mapping.Sample{LabelValues: labels, Histogram: s.h.value(), Start: s.start})
 	}

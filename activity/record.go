@@ -18,7 +18,7 @@ type MemoryKind uint8
 // Record is one decoded activity record, as the receiver and the recordings hold it.
 type Record struct {
 	Kind       Kind       `json:"kind"`
-	Device     uint32     `json:"device"` // CUDA device ordinal in the sending process
+	Device     uint32     `json:"device"` // CUDA device ordinal in the sending process (PtoP: the destination)
 	Stream     uint32     `json:"stream"`
 	Start      uint64     `json:"start"` // ns, CUPTI time base (Unix epoch on Linux)
 	End        uint64     `json:"end"`
@@ -27,6 +27,7 @@ type Record struct {
 	SrcKind    MemoryKind `json:"src_kind,omitempty"`    // memcpy
 	DstKind    MemoryKind `json:"dst_kind,omitempty"`    // memcpy
 	MemoryKind MemoryKind `json:"memory_kind,omitempty"` // memset
+	SrcDevice  uint32     `json:"src_device,omitempty"`  // memcpy of copy kind 10 (PtoP): source device ordinal
 	Name       string     `json:"name,omitempty"`        // kernel (mangled, as CUPTI gives it)
 }
 

@@ -13,10 +13,12 @@ import (
 )
 
 // Magic starts every recording; Version follows it as a little-endian uint16, then two
-// reserved bytes (zero).
+// reserved bytes (zero). Writers write Version; readers read MinVersion..Version.
 const (
 	Magic   = "CUPTIREC"
-	Version = 1
+	Version = 2 // 2: activity records carry src_device (peer-to-peer copies)
+	// MinVersion is the oldest version a reader accepts (version 1 lacks src_device).
+	MinVersion = 1
 
 	fileHeaderSize  = 12
 	frameHeaderSize = 1 + 4 + 8 // type, payload length, time
@@ -316,12 +318,14 @@ func encodeActivity(dst []byte, a *ActivityBatch) []byte {
 		dst = binary.LittleEndian.AppendUint64(dst, r.End)
 		dst = binary.LittleEndian.AppendUint64(dst, r.Bytes)
 		dst = append(dst, byte(r.CopyKind), byte(r.SrcKind), byte(r.DstKind), byte(r.MemoryKind))
+		dst = binary.AppendUvarint(dst, uint64(r.SrcDevice)) // version 2
 		dst = binary.AppendUvarint(dst, names[r.Name])
 	}
 	return dst
 }
 
-func decodeActivity(p []byte) (*ActivityBatch, error) {
+// decodeActivity decodes an activity payload of a recording of the given version.
+func decodeActivity(p []byte, version int) (*ActivityBatch, error) {
 	d := &decoder{b: p}
 	a := &ActivityBatch{Conn: d.uvarint("conn"), Dropped: d.uvarint("dropped")}
 	nn := d.uvarint("name count")
@@ -355,6 +359,13 @@ func decodeActivity(p []byte) (*ActivityBatch, error) {
 		r.SrcKind = activity.MemoryKind(d.u8())
 		r.DstKind = activity.MemoryKind(d.u8())
 		r.MemoryKind = activity.MemoryKind(d.u8())
+		if version >= 2 {
+			sd := d.uvarint("src device")
+			if d.err == nil && sd > math.MaxUint32 {
+				return nil, fmt.Errorf("record %d: src device %d out of range", i, sd)
+			}
+			r.SrcDevice = uint32(sd)
+		}
 		ni := d.uvarint("name index")
 		if d.err != nil {
 			return nil, d.err

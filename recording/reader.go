@@ -28,13 +28,14 @@ type Event struct {
 // ErrTruncated or ErrCorrupt) or errors of the underlying reader; io.EOF marks a clean end
 // at a frame boundary. After an error, Next keeps returning it.
 type Reader struct {
-	r      *bufio.Reader
-	off    int64 // offset of the next frame
-	header Header
-	sets   map[uint64][]string
-	ended  bool
-	err    error
-	buf    []byte
+	r       *bufio.Reader
+	off     int64 // offset of the next frame
+	header  Header
+	version int // file-header version, MinVersion..Version
+	sets    map[uint64][]string
+	ended   bool
+	err     error
+	buf     []byte
 }
 
 // NewReader checks the file header and reads the header frame.
@@ -54,9 +55,11 @@ func NewReader(r io.Reader) (*Reader, error) {
 	if string(fh[:8]) != Magic {
 		return nil, &FormatError{0, ErrCorrupt, "not a cupti-exporter recording (bad magic)"}
 	}
-	if v := binary.LittleEndian.Uint16(fh[8:]); v != Version {
-		return nil, &FormatError{8, ErrCorrupt, fmt.Sprintf("format version %d is not supported (this build reads version %d)", v, Version)}
+	v := binary.LittleEndian.Uint16(fh[8:])
+	if v < MinVersion || v > Version {
+		return nil, &FormatError{8, ErrCorrupt, fmt.Sprintf("format version %d is not supported (this build reads versions %d..%d)", v, MinVersion, Version)}
 	}
+	rd.version = int(v)
 	if fh[10] != 0 || fh[11] != 0 {
 		return nil, &FormatError{10, ErrCorrupt, "reserved header bytes are not zero"}
 	}
@@ -159,8 +162,8 @@ func (r *Reader) decode(ev *Event, p []byte) error {
 		if err := json.Unmarshal(p, ev.Header); err != nil {
 			return err
 		}
-		if ev.Header.Version != Version {
-			return fmt.Errorf("header says version %d, want %d", ev.Header.Version, Version)
+		if ev.Header.Version != r.version {
+			return fmt.Errorf("header says version %d, file header %d", ev.Header.Version, r.version)
 		}
 		r.header = *ev.Header
 	case FrameDevices:
@@ -193,7 +196,7 @@ func (r *Reader) decode(ev *Event, p []byte) error {
 			return errors.New("hello without process")
 		}
 	case FrameActivity:
-		a, err := decodeActivity(p)
+		a, err := decodeActivity(p, r.version)
 		ev.Activity = a
 		return err
 	case FrameEnd:

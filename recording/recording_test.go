@@ -53,6 +53,7 @@ func sampleRecording(t testing.TB, closed bool) []byte {
 		{Kind: activity.KindKernel, Start: t0 + 2e6, End: t0 + 25e5, Name: "_Z4gemmv"},
 		{Kind: activity.KindMemcpy, Start: t0 + 25e5, End: t0 + 3e6, Bytes: 1 << 20, CopyKind: 1, SrcKind: 2, DstKind: 3},
 		{Kind: activity.KindKernel, Start: t0 + 26e5, End: t0 + 27e5, Name: "_Z4gemmv"},
+		{Kind: activity.KindMemcpy, Device: 1, Start: t0 + 27e5, End: t0 + 28e5, Bytes: 1 << 21, CopyKind: 10, SrcKind: 3, DstKind: 3, SrcDevice: 3},
 	}}))
 	must(w.WriteBatch(t0+4e6, pmsample.Batch{Device: 0, Metrics: testMetrics, Overflows: 1, Samples: []pmsample.Sample{
 		{Start: t0 + 3e6, End: t0 + 4e6, Values: []float64{75, 4000}},
@@ -114,7 +115,8 @@ func TestRoundTrip(t *testing.T) {
 		t.Errorf("overflows %d", evs[5].Batch.Overflows)
 	}
 	a := evs[4].Activity
-	if a.Conn != 7 || a.Dropped != 3 || len(a.Records) != 3 || a.Records[2].Name != "_Z4gemmv" || a.Records[1].Bytes != 1<<20 || a.Records[1].Name != "" {
+	if a.Conn != 7 || a.Dropped != 3 || len(a.Records) != 4 || a.Records[2].Name != "_Z4gemmv" || a.Records[1].Bytes != 1<<20 || a.Records[1].Name != "" ||
+		a.Records[3].SrcDevice != 3 || a.Records[3].Device != 1 || a.Records[3].CopyKind != 10 {
 		t.Fatalf("activity %+v", a)
 	}
 	if evs[3].Process.Process.PID != 42 || evs[6].Process.Conn != 7 {
@@ -170,12 +172,35 @@ func TestCorruptionDetected(t *testing.T) {
 }
 
 func TestNotARecording(t *testing.T) {
-	for _, in := range []string{"", "hello world, this is text", "CUPTIREC\x02\x00\x00\x00"} {
+	for _, in := range []string{"", "hello world, this is text", "CUPTIREC\x03\x00\x00\x00", "CUPTIREC\x00\x00\x00\x00"} {
 		_, _, err := readAll([]byte(in))
 		if err == nil {
 			t.Fatalf("%q accepted", in)
 		}
 		t.Logf("%q: %v", in, err)
+	}
+}
+
+// TestVersion1Activity: version-1 activity payloads (no src_device) still decode, and
+// reading them as version 2 fails instead of shifting fields.
+func TestVersion1Activity(t *testing.T) {
+	p := []byte{7, 0, 0, 1, byte(activity.KindMemcpy)} // conn 7, dropped 0, no names, 1 record
+	p = binary.LittleEndian.AppendUint32(p, 1)         // device
+	p = binary.LittleEndian.AppendUint32(p, 2)         // stream
+	p = binary.LittleEndian.AppendUint64(p, 3)         // start
+	p = binary.LittleEndian.AppendUint64(p, 4)         // end
+	p = binary.LittleEndian.AppendUint64(p, 5)         // bytes
+	p = append(p, 10, 3, 3, 0, 0)                      // copy, src, dst, memory kind, name index
+	a, err := decodeActivity(p, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := activity.Record{Kind: activity.KindMemcpy, Device: 1, Stream: 2, Start: 3, End: 4, Bytes: 5, CopyKind: 10, SrcKind: 3, DstKind: 3}
+	if a.Conn != 7 || len(a.Records) != 1 || a.Records[0] != want {
+		t.Fatalf("version 1: %+v, want %+v", a, want)
+	}
+	if _, err := decodeActivity(p, 2); err == nil {
+		t.Error("a version-1 payload decoded as version 2")
 	}
 }
 
@@ -194,7 +219,7 @@ func TestReplayLoopShiftsTimestamps(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s := r.Summary(); s.Complete || s.Batches != 2 || s.Samples != 3 || s.ActivityRecords != 3 || s.First != t0 {
+	if s := r.Summary(); s.Complete || s.Batches != 2 || s.Samples != 3 || s.ActivityRecords != 4 || s.First != t0 {
 		t.Fatalf("summary %+v", s)
 	}
 	ctx, cancel := context.WithCancel(context.Background())

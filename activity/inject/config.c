@@ -81,7 +81,7 @@ static void get_kinds(struct cx_config *c)
 	const char *s = getenv("CUPTI_EXPORTER_KINDS");
 	if (!s || !*s)
 		return;
-	int k = 0, mc = 0, ms = 0, bad = 0;
+	int k = 0, mc = 0, ms = 0, pp = 0, bad = 0;
 	char buf[128];
 	snprintf(buf, sizeof buf, "%s", s);
 	for (char *save = NULL, *t = strtok_r(buf, ", ", &save); t; t = strtok_r(NULL, ", ", &save)) {
@@ -91,14 +91,16 @@ static void get_kinds(struct cx_config *c)
 			mc = 1;
 		else if (!strcmp(t, "memset"))
 			ms = 1;
+		else if (!strcmp(t, "ptop"))
+			pp = 1;
 		else
 			bad = 1;
 	}
-	if (bad || !(k || mc || ms)) {
-		cx_log(1, "ignoring CUPTI_EXPORTER_KINDS=%s: want a comma list of kernel,memcpy,memset; tracing all", s);
+	if (bad || !(k || mc || ms || pp)) {
+		cx_log(1, "ignoring CUPTI_EXPORTER_KINDS=%s: want a comma list of kernel,memcpy,memset,ptop; tracing all", s);
 		return;
 	}
-	c->kernel = k, c->memcpy = mc, c->memset = ms;
+	c->kernel = k, c->memcpy = mc, c->memset = ms, c->ptop = pp;
 }
 
 static void get_duty(struct cx_config *c)
@@ -123,7 +125,7 @@ void cx_config_load(struct cx_config *c)
 	c->log_level = log_level;
 	strcpy(c->socket_path, "/run/cupti-exporter/activity.sock");
 	get_str("CUPTI_EXPORTER_SOCKET", c->socket_path, sizeof c->socket_path);
-	c->kernel = c->memcpy = c->memset = 1;
+	c->kernel = c->memcpy = c->memset = c->ptop = 1;
 	get_kinds(c);
 	unsigned long long bs = 4ull << 20;
 	get_size("CUPTI_EXPORTER_BUFFER_SIZE", 64ull << 10, 256ull << 20, &bs);

@@ -70,13 +70,15 @@ static void buffer_completed(void *ctx, uint32_t stream, uint8_t *buf, size_t si
 int cx_enable_kinds(int enable)
 {
 	const struct cx_config *c = &cx_g.cfg;
-	int kinds[3], n = 0;
+	int kinds[4], n = 0;
 	if (c->kernel)
 		kinds[n++] = CX_KIND_CONCURRENT_KERNEL;
 	if (c->memcpy)
 		kinds[n++] = CX_KIND_MEMCPY;
 	if (c->memset)
 		kinds[n++] = CX_KIND_MEMSET;
+	if (c->ptop)
+		kinds[n++] = CX_KIND_MEMCPY2;
 	for (int i = 0; i < n; i++) {
 		CUptiResult r = enable ? cx_g.cupti.enable(kinds[i]) : cx_g.cupti.disable(kinds[i]);
 		if (r != CX_CUPTI_SUCCESS) {

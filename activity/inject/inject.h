@@ -23,6 +23,8 @@ typedef int CUptiResult;
 #define CX_KIND_MEMSET 2
 #define CX_KIND_KERNEL 3
 #define CX_KIND_CONCURRENT_KERNEL 10
+#define CX_KIND_MEMCPY2 22 /* peer-to-peer copies, CUpti_ActivityMemcpyPtoP */
+#define CX_COPY_PTOP 10    /* CUpti_ActivityMemcpyKind PTOP */
 #define CX_CUPTI_FIRST_SAFE_NULL_BUFFER 130000u /* NULL buffers segfault below API 27 */
 
 typedef void (*cx_request_fn)(uint8_t **buffer, size_t *size, size_t *max_records);
@@ -69,7 +71,8 @@ struct cx_record {
 	uint8_t kind, copy_kind, src_kind, dst_kind, memory_kind, reserved0[3];
 	uint32_t device, stream;
 	uint64_t start, duration, bytes;
-	uint32_t name_id, reserved1;
+	uint32_t name_id;
+	uint32_t src_device; /* PtoP copies (copy kind 10): source device; device holds the destination */
 };
 _Static_assert(sizeof(struct cx_record) == 48, "wire record is 48 bytes");
 
@@ -85,7 +88,7 @@ struct cx_hello {
 /* ---- config.c ---- */
 struct cx_config {
 	char socket_path[108];
-	int kernel, memcpy, memset; /* kinds to enable */
+	int kernel, memcpy, memset, ptop; /* kinds to enable (ptop: MEMCPY2) */
 	size_t buffer_size;         /* bytes per CUPTI buffer */
 	int buffer_count;           /* pool bound */
 	size_t queue_records;       /* send-queue bound */

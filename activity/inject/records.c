@@ -5,7 +5,7 @@
 
 #include "inject.h"
 
-/* API versions whose kernel/memcpy/memset prefixes REFERENCE §3.5 vouches for:
+/* API versions whose kernel/memcpy/memset/PtoP prefixes REFERENCE §3.5 vouches for:
  * 26 (12.8), 27 (12.9), 28 (12.9 U1), and 13.0 .. 13.4 (130000 .. 130499). */
 int cx_records_version_known(uint32_t v)
 {
@@ -63,6 +63,15 @@ static int convert(const uint8_t *p, struct cx_record *r)
 		r->bytes = rd64(p, 8);
 		times(r, rd64(p, 16), rd64(p, 24));
 		r->device = rd32(p, 32);
+		r->stream = rd32(p, 40);
+		return 1;
+	case CX_KIND_MEMCPY2: /* MemcpyPtoP3 (11.1) .. MemcpyPtoP4 prefix */
+		r->kind = CX_WIRE_MEMCPY;
+		r->copy_kind = CX_COPY_PTOP, r->src_kind = p[5], r->dst_kind = p[6];
+		r->bytes = rd64(p, 8);
+		times(r, rd64(p, 16), rd64(p, 24));
+		r->device = rd32(p, 52);     /* dstDeviceId: the GPU the copy is counted on */
+		r->src_device = rd32(p, 44); /* srcDeviceId */
 		r->stream = rd32(p, 40);
 		return 1;
 	case CX_KIND_MEMSET: { /* Memset .. Memset4 prefix */

@@ -309,6 +309,10 @@ func (d *Decoder) decodeRecords(p []byte, dst []activity.Record) ([]activity.Rec
 			return dst[:0], drops, fmt.Errorf("record %d: start %d + duration %d overflows: %w", i, r.Start, dur, ErrMalformed)
 		}
 		r.Bytes = le.Uint64(b[32:])
+		r.SrcDevice = 0
+		if r.Kind == activity.KindMemcpy && r.CopyKind == copyPtoP {
+			r.SrcDevice = le.Uint32(b[44:]) // reserved (ignored) for other records
+		}
 		r.Name = ""
 		if id := le.Uint32(b[40:]); id != 0 {
 			if int(id) >= len(d.defined) || !d.defined[id] {

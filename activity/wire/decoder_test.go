@@ -24,6 +24,7 @@ var testRecords = []activity.Record{
 	{Kind: activity.KindMemset, Device: 0, Stream: 7, Start: 500, End: 510, Bytes: 4096, MemoryKind: 3},
 	{Kind: activity.KindKernel, Device: 0, Stream: 7, Start: 600, End: 900, Name: "_Z4busyPfii"},
 	{Kind: activity.KindKernel, Device: 0, Stream: 8, Start: 0, End: 0},
+	{Kind: activity.KindMemcpy, Device: 0, Stream: 14, Start: 420, End: 480, Bytes: 8 << 20, CopyKind: 10, SrcKind: 3, DstKind: 3, SrcDevice: 1},
 }
 
 func encodeStream(t testing.TB, f func(e *Encoder) error) []byte {
@@ -250,5 +251,36 @@ func TestReadIntoDoesNotAllocate(t *testing.T) {
 	}
 	if m.Records[0].Name != "_Z4busyPfii" {
 		t.Errorf("name %q", m.Records[0].Name)
+	}
+}
+
+// TestSourceDevice: offset 44 is the source device of PtoP copies only; in other records
+// it is reserved and ignored (older senders leave it 0, and it must not leak into SrcDevice).
+func TestSourceDevice(t *testing.T) {
+	for _, c := range []struct {
+		kind activity.Kind
+		copy byte
+		want uint32
+	}{
+		{activity.KindMemcpy, 10, 3},
+		{activity.KindMemcpy, 8, 0},
+		{activity.KindKernel, 10, 0},
+	} {
+		p := recordsPayload(RecordSize, 1, func(rec []byte) {
+			rec[0], rec[1] = byte(c.kind), c.copy
+			le.PutUint32(rec[8:], 1)
+			le.PutUint32(rec[44:], 3)
+		})
+		d := NewDecoder(bytes.NewReader(cat(hello(), frame(FrameRecords, p))))
+		var m Message
+		if err := d.ReadInto(&m); err != nil {
+			t.Fatal(err)
+		}
+		if err := d.ReadInto(&m); err != nil {
+			t.Fatal(err)
+		}
+		if got := m.Records[0]; got.SrcDevice != c.want || got.Device != 1 {
+			t.Errorf("kind %d copy kind %d: device %d src device %d, want 1 and %d", c.kind, c.copy, got.Device, got.SrcDevice, c.want)
+		}
 	}
 }

@@ -138,6 +138,9 @@ func (e *Encoder) records(dropTotal uint64, recs []activity.Record) error {
 		}
 		le.PutUint64(rec[32:], r.Bytes)
 		le.PutUint32(rec[40:], e.names[r.Name]) // 0 for ""
+		if r.Kind == activity.KindMemcpy && r.CopyKind == copyPtoP {
+			le.PutUint32(rec[44:], r.SrcDevice)
+		}
 		b = append(b, rec[:]...)
 	}
 	return e.flush(FrameRecords, b)

@@ -29,6 +29,9 @@ func fakeRecord(g uint64) activity.Record {
 		r.Kind, r.Name = activity.KindKernel, fmt.Sprintf("kernel_%d", g%5)
 	case 1:
 		r.Kind, r.Bytes, r.CopyKind, r.SrcKind, r.DstKind = activity.KindMemcpy, 4096+g, activity.CopyKind(1+g%2), 1, 3
+		if g%5 == 0 { // peer-to-peer copy from the other device to Device
+			r.CopyKind, r.SrcKind, r.SrcDevice = 10, 3, uint32(1-g%2)
+		}
 	case 2:
 		r.Kind, r.Bytes, r.MemoryKind = activity.KindMemset, 512+g, 3
 	}

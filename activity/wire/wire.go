@@ -121,6 +121,10 @@ var (
 	ErrTooLarge = errors.New("over the wire-format limit")
 )
 
+// copyPtoP is the copy kind of peer-to-peer copies (CUpti_ActivityMemcpyKind PTOP); only
+// their records carry a source device (record offset 44).
+const copyPtoP activity.CopyKind = 10
+
 func validKind(k activity.Kind) bool {
 	return k == activity.KindKernel || k == activity.KindMemcpy || k == activity.KindMemset
 }

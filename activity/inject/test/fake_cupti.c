@@ -97,6 +97,8 @@ static size_t record_size(uint32_t kind)
 		return FAKE_MEMCPY_SIZE;
 	case 2:
 		return FAKE_MEMSET_SIZE;
+	case 22:
+		return FAKE_PTOP_SIZE;
 	case FAKE_OTHER_KIND:
 		return FAKE_OTHER_SIZE;
 	}
@@ -169,7 +171,7 @@ static size_t f_fill(uint8_t *buf, size_t size, uint64_t first, int n)
 	size_t off = 0;
 	for (uint64_t g = first; g < first + (uint64_t)n; g++) {
 		static const uint32_t kinds[3] = {10, 1, 2};
-		uint32_t kind = kinds[fake_kind(g)];
+		uint32_t kind = fake_ptop(g) ? 22 : kinds[fake_kind(g)];
 		size_t rs = record_size(kind);
 		if (off + rs > size)
 			break;
@@ -187,7 +189,12 @@ static size_t f_fill(uint8_t *buf, size_t size, uint64_t first, int n)
 			put64(p, 8, fake_bytes(g));
 			put32(p, 32, fake_device(g));
 			put32(p, 40, fake_stream(g));
-			if (kind == 1) {
+			if (kind == 22) { /* PtoP4: copyKind 10, device/src/dst ids at 32/44/52 */
+				p[4] = 10, p[5] = 3, p[6] = 3;
+				put32(p, 32, fake_src_device(g));
+				put32(p, 44, fake_src_device(g));
+				put32(p, 52, fake_device(g));
+			} else if (kind == 1) {
 				p[4] = (uint8_t)fake_copy_kind(g), p[5] = 1, p[6] = 3;
 			} else {
 				uint16_t mk = 3;

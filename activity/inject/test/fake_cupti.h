@@ -8,6 +8,7 @@
 #define FAKE_KERNEL_SIZE 216 /* CUpti_ActivityKernel10 */
 #define FAKE_MEMCPY_SIZE 96  /* CUpti_ActivityMemcpy6 */
 #define FAKE_MEMSET_SIZE 88  /* CUpti_ActivityMemset4 */
+#define FAKE_PTOP_SIZE 96    /* CUpti_ActivityMemcpyPtoP4 */
 #define FAKE_OTHER_KIND 17   /* OVERHEAD: a kind the library does not read */
 #define FAKE_OTHER_SIZE 32
 
@@ -31,7 +32,12 @@ static inline uint64_t fake_duration(uint64_t g) { return 100 + g % 7; }
 static inline uint32_t fake_device(uint64_t g) { return (uint32_t)(g % 2); }
 static inline uint32_t fake_stream(uint64_t g) { return (uint32_t)(7 + g / 1000000); }
 static inline uint64_t fake_bytes(uint64_t g) { return fake_kind(g) == 1 ? 4096 + g : fake_kind(g) == 2 ? 512 + g : 0; }
-static inline int fake_copy_kind(uint64_t g) { return fake_kind(g) == 1 ? 1 + (int)(g % 2) : 0; }
-/* kernel name: "kernel_<g % 5>"; memcpy src 1 dst 3; memset memory kind 3 */
+/* One memcpy in five is a peer-to-peer copy (CUPTI kind MEMCPY2, copy kind 10) from the
+ * other device to fake_device(g); its CUPTI deviceId is the source, so reading the wrong
+ * offset for the destination shows. */
+static inline int fake_ptop(uint64_t g) { return fake_kind(g) == 1 && g % 5 == 0; }
+static inline int fake_copy_kind(uint64_t g) { return fake_ptop(g) ? 10 : fake_kind(g) == 1 ? 1 + (int)(g % 2) : 0; }
+static inline uint32_t fake_src_device(uint64_t g) { return fake_ptop(g) ? 1 - fake_device(g) : 0; }
+/* kernel name: "kernel_<g % 5>"; memcpy src 1 dst 3 (PtoP: src 3 dst 3); memset memory kind 3 */
 
 #endif

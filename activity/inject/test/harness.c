@@ -51,7 +51,7 @@ static struct {
 	uint32_t pid;
 	int ndevices;
 	char uuid1[64];
-	uint64_t records, per_kind[4], mismatches, drops[NDROPS], last_frame_drop_total, goodbye_sent;
+	uint64_t records, per_kind[4], ptop, mismatches, drops[NDROPS], last_frame_drop_total, goodbye_sent;
 	char *names[1024];
 } rx = {.mu = PTHREAD_MUTEX_INITIALIZER, .listen_fd = -1};
 
@@ -76,12 +76,15 @@ static void check_record(const uint8_t *r)
 	static const int wire_kind[3] = {1, 2, 3};
 	int ok = r[0] == wire_kind[fake_kind(g)] && start == fake_start(g) && g64(r + 24) == fake_duration(g) &&
 		 g32(r + 8) == fake_device(g) && g32(r + 12) == fake_stream(g) && g64(r + 32) == fake_bytes(g) &&
-		 r[1] == fake_copy_kind(g);
+		 r[1] == fake_copy_kind(g) && g32(r + 44) == fake_src_device(g);
 	if (fake_kind(g) == 0) {
 		uint32_t id = g32(r + 40);
 		char want[16];
 		snprintf(want, sizeof want, "kernel_%d", (int)(g % 5));
 		ok = ok && id > 0 && id < 1024 && rx.names[id] && !strcmp(rx.names[id], want);
+	} else if (fake_ptop(g)) {
+		ok = ok && r[2] == 3 && r[3] == 3 && g32(r + 40) == 0;
+		rx.ptop++;
 	} else if (fake_kind(g) == 1) {
 		ok = ok && r[2] == 1 && r[3] == 3 && g32(r + 40) == 0;
 	} else {
@@ -292,7 +295,8 @@ static void mode_basic(void)
 	rx_start(sock());
 	CHECK(initialize() == 1, "InitializeInjection");
 	CHECK(initialize() == 1, "second call is a no-op");
-	CHECK(fake->registered() && fake->enabled(10) && fake->enabled(1) && fake->enabled(2), "kinds enabled");
+	CHECK(fake->registered() && fake->enabled(10) && fake->enabled(1) && fake->enabled(2) && fake->enabled(22),
+	      "kinds enabled");
 	run_threads(8, 20, 50); /* 8,000 records from 8 application threads */
 	uint8_t *buf;
 	size_t size;
@@ -316,6 +320,7 @@ static void mode_basic(void)
 	      (unsigned long long)rx.records, (unsigned long long)rx.mismatches, rx.bad_frames);
 	CHECK(rx.per_kind[1] + rx.per_kind[2] + rx.per_kind[3] == 8000 && rx.per_kind[1] > 2600, "kinds %llu/%llu/%llu",
 	      (unsigned long long)rx.per_kind[1], (unsigned long long)rx.per_kind[2], (unsigned long long)rx.per_kind[3]);
+	CHECK(rx.ptop > 400, "PtoP copies %llu, want about 533", (unsigned long long)rx.ptop);
 	CHECK(rx.goodbye_sent == 8000, "goodbye sent %llu", (unsigned long long)rx.goodbye_sent);
 	CHECK(rx.drops[UNKNOWN] == 1 && rx.drops[CUPTI] == 5 && rx.drops[QUEUE] == 0 && rx.drops[POOL] == 0,
 	      "drops unknown %llu cupti %llu queue %llu pool %llu", (unsigned long long)rx.drops[UNKNOWN],
@@ -416,7 +421,7 @@ static void mode_step_aside(void)
 	CHECK(initialize() == 1, "InitializeInjection returns 1 when stepping aside");
 	msleep(300);
 	rx_stop();
-	CHECK(!fake->enabled(10) && !fake->enabled(1) && !fake->enabled(2), "no kind left enabled");
+	CHECK(!fake->enabled(10) && !fake->enabled(1) && !fake->enabled(2) && !fake->enabled(22), "no kind left enabled");
 	CHECK(rx.connections == 0, "no connection when not tracing: %d", rx.connections);
 }
 
@@ -434,15 +439,25 @@ static void mode_version(void)
 static void mode_duty(void)
 {
 	CHECK(initialize() == 1, "InitializeInjection");
-	/* period 100 ms, 30 % on: a switch every 30 or 70 ms; wait for 4 of each (3 kinds per switch) */
-	for (int t = 0; t < 5000 && (fake->enable_calls() < 12 || fake->disable_calls() < 12); t += 10)
+	/* period 100 ms, 30 % on: a switch every 30 or 70 ms; wait for 4 of each (4 kinds per switch) */
+	for (int t = 0; t < 5000 && (fake->enable_calls() < 16 || fake->disable_calls() < 16); t += 10)
 		msleep(10);
 	int en = fake->enable_calls(), dis = fake->disable_calls();
-	CHECK(en >= 3 * 4 && dis >= 3 * 4, "enable calls %d disable calls %d (3 kinds)", en, dis);
+	CHECK(en >= 4 * 4 && dis >= 4 * 4, "enable calls %d disable calls %d (4 kinds)", en, dis);
 	int on = 0, n = 0;
 	for (; n < 200; n++, msleep(5)) /* about 1 s of samples */
 		on += fake->enabled(10);
 	CHECK(on > n / 10 && on < n * 6 / 10, "traced %d of %d samples, want about 30%%", on, n);
+	finish();
+}
+
+/* kinds: CUPTI_EXPORTER_KINDS=memcpy,ptop enables exactly MEMCPY and MEMCPY2. */
+static void mode_kinds(void)
+{
+	CHECK(initialize() == 1, "InitializeInjection");
+	CHECK(fake->enabled(1) && fake->enabled(22) && !fake->enabled(10) && !fake->enabled(2),
+	      "kinds kernel %d memcpy %d memset %d ptop %d", fake->enabled(10), fake->enabled(1), fake->enabled(2),
+	      fake->enabled(22));
 	finish();
 }
 
@@ -465,7 +480,7 @@ static void mode_drive(void)
 int main(int argc, char **argv)
 {
 	if (argc != 2) {
-		fprintf(stderr, "usage: harness basic|pool|pool-old|absent|absent-exit|fork|step-aside|version|duty|drive\n");
+		fprintf(stderr, "usage: harness basic|pool|pool-old|absent|absent-exit|fork|step-aside|version|duty|kinds|drive\n");
 		return 2;
 	}
 	load();
@@ -488,6 +503,8 @@ int main(int argc, char **argv)
 		mode_version();
 	else if (!strcmp(m, "duty"))
 		mode_duty();
+	else if (!strcmp(m, "kinds"))
+		mode_kinds();
 	else if (!strcmp(m, "drive"))
 		mode_drive();
 	else {

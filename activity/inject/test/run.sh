@@ -33,6 +33,7 @@ run step-aside-en    FAKE_CUPTI_ENABLE_RESULT=39 FAKE_CUPTI_ENABLE_FAIL_KIND=2 "
 run step-aside-env   CUPTI_EXPORTER_STEP_ASIDE_ENV=OTHER_TOOL,PROFILER_ON PROFILER_ON=1 "$BUILD/harness" step-aside
 run version          FAKE_CUPTI_VERSION=140000 "$BUILD/harness" version
 run duty             CUPTI_EXPORTER_DUTY_CYCLE=0.3 CUPTI_EXPORTER_DUTY_PERIOD_MS=100 "$BUILD/harness" duty
+run kinds            CUPTI_EXPORTER_KINDS=memcpy,ptop "$BUILD/harness" kinds
 # Bad settings are warned about and replaced by defaults; tracing still works.
 run bad-config       CUPTI_EXPORTER_BUFFER_COUNT=lots CUPTI_EXPORTER_KINDS=kernel,bogus "$BUILD/harness" basic
 if ! grep -q 'ignoring CUPTI_EXPORTER_BUFFER_COUNT=lots' "$tmp/bad-config.err"; then
