@@ -1,7 +1,9 @@
 package pmsample
 
 import (
+	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -62,12 +64,34 @@ func (h *hostCatalog) Passes(metrics []string) (int, error) {
 	return img.Passes()
 }
 
-// SinglePassSet: the binding does not expose the 13.2 set queries yet.
+// SinglePassSet lists the metrics of a named single-pass set of the host's chip (CUPTI 13.2+).
+// An unknown name is an error listing the chip's sets; a library without the queries gives
+// errNoSinglePassSets (and the binding's FeatureError, matching cupti.ErrNotSupported).
 func (h *hostCatalog) SinglePassSet(name string) ([]string, error) {
-	if !h.lib.HasSinglePassSets() {
-		return nil, errNoSinglePassSets
+	chip := h.host.Chip()
+	sets, err := h.lib.SinglePassSets(chip)
+	if err != nil {
+		var fe *cupti.FeatureError
+		if errors.As(err, &fe) {
+			return nil, fmt.Errorf("%w: %w", errNoSinglePassSets, fe)
+		}
+		return nil, err
 	}
-	return nil, fmt.Errorf("single-pass set %q: %w (the binding does not expose the 13.2 queries yet)", name, cupti.ErrNotSupported)
+	if !slices.Contains(sets, name) {
+		if len(sets) == 0 {
+			return nil, fmt.Errorf("no such set: CUPTI has no single-pass sets for %s; list metrics instead", chip)
+		}
+		return nil, fmt.Errorf("no such set for %s; available: %s", chip, strings.Join(sets, ", "))
+	}
+	return h.lib.MetricsInSinglePassSet(chip, name)
+}
+
+// SinglePassSets lists the chip's single-pass sets (empty without CUPTI 13.2's queries).
+func (h *hostCatalog) SinglePassSets() ([]string, error) {
+	if !h.lib.HasSinglePassSets() {
+		return nil, nil
+	}
+	return h.lib.SinglePassSets(h.host.Chip())
 }
 
 // Catalog answers the CLI's `metrics list/describe/plan` for one device or chip.
@@ -115,6 +139,33 @@ func OpenCatalog(lib *cupti.Lib, target string) (*Catalog, error) {
 	}
 	return &Catalog{Chip: chip, hc: hc, p: p}, nil
 }
+
+// SinglePassSet is a named single-pass metric set of the chip (CUPTI 13.2+).
+type SinglePassSet struct {
+	Name    string   `json:"name"`
+	Metrics []string `json:"metrics"`
+}
+
+// SinglePassSets lists the chip's named single-pass sets with their metrics; nil when the
+// loaded CUPTI lacks the 13.2 queries (or the chip has no sets).
+func (c *Catalog) SinglePassSets() ([]SinglePassSet, error) {
+	names, err := c.hc.SinglePassSets()
+	if err != nil {
+		return nil, fmt.Errorf("listing single-pass sets of %s: %w", c.Chip, err)
+	}
+	var out []SinglePassSet
+	for _, n := range names {
+		ms, err := c.hc.lib.MetricsInSinglePassSet(c.Chip, n)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, SinglePassSet{Name: n, Metrics: ms})
+	}
+	return out, nil
+}
+
+// PlanSet plans a named single-pass set as one group, as WithMetricSet makes the sampler do.
+func (c *Catalog) PlanSet(name string) (PlanResult, error) { return c.p.planSet(name) }
 
 // Close frees the host object.
 func (c *Catalog) Close() error { return c.hc.host.Close() }

@@ -30,7 +30,9 @@ type baseMetric struct {
 	Type mapping.MetricType
 }
 
-var errNoSinglePassSets = errors.New("named single-pass sets need CUPTI 13.2 or later")
+// errNoSinglePassSets: the loaded CUPTI lacks the 13.2 set queries (the wrapped binding error says
+// which version is needed and which was loaded).
+var errNoSinglePassSets = errors.New("named single-pass sets unavailable")
 
 // Group is a set of metrics CUPTI can sample in one pass.
 type Group struct {
@@ -125,10 +127,10 @@ func (p *planner) plan(metrics []string, multiplex, strict bool) (PlanResult, er
 func (p *planner) planSet(name string) (PlanResult, error) {
 	ms, err := p.host.SinglePassSet(name)
 	if err != nil {
-		return PlanResult{}, fmt.Errorf("reading single-pass set %q: %w", name, err)
+		return PlanResult{}, fmt.Errorf("planning single-pass set %q: %w", name, err)
 	}
 	if len(ms) == 0 {
-		return PlanResult{}, fmt.Errorf("reading single-pass set %q: the set is empty", name)
+		return PlanResult{}, fmt.Errorf("planning single-pass set %q: CUPTI lists no metric in it", name)
 	}
 	return PlanResult{Groups: []Group{{Metrics: ms}}}, nil
 }

@@ -132,6 +132,16 @@ func (s *Sampler) prepare(lib *cupti.Lib, m *mapping.Mapper, dev *Device, plans 
 			}
 		}
 	}
+	if s.cfg.metricSet != "" {
+		// Planning above checked the set's name; CUPTI 13.2 also wants it when the host object
+		// that builds the session's config image is initialised.
+		setHost, err := lib.NewHostForSet(chip, s.cfg.metricSet, avail)
+		host.Close()
+		if err != nil {
+			return nil, nil, fmt.Errorf("opening profiler host for %s, single-pass set %s: %w", chip, s.cfg.metricSet, err)
+		}
+		host = setHost
+	}
 	groups := plan.Groups
 	if s.cfg.multiplex == 0 {
 		groups = groups[:1]

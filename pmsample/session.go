@@ -39,6 +39,7 @@ type cuptiDevice struct {
 	// planned without the counter availability image: refresh re-plans before the first session
 	needAvail bool
 	chip      string
+	metricSet string // named single-pass set given to the host object (CUPTI 13.2+), or ""
 	replan    func(metricHost) (PlanResult, error)
 	multiplex bool
 
@@ -53,7 +54,7 @@ type cuptiDevice struct {
 
 func newCuptiDevice(lib *cupti.Lib, dev int, host *cupti.Host, groups []Group, c config) (*cuptiDevice, error) {
 	d := &cuptiDevice{
-		lib: lib, dev: dev, host: host, groups: groups, maxSamples: c.maxSamples(), multiplex: c.multiplex > 0,
+		lib: lib, dev: dev, host: host, groups: groups, maxSamples: c.maxSamples(), multiplex: c.multiplex > 0, metricSet: c.metricSet,
 		set: cupti.SetConfig{HardwareBufferSize: c.hardwareBuffer, Interval: uint64(c.interval.Nanoseconds()), Trigger: cupti.TriggerGPUTime},
 	}
 	images, err := configImages(host, groups)
@@ -92,7 +93,7 @@ func (d *cuptiDevice) refresh() ([]Group, error) {
 	if err != nil {
 		return nil, classify(fmt.Errorf("reading counter availability of device %d: %w", d.dev, err))
 	}
-	host, err := d.lib.NewHost(d.chip, avail)
+	host, err := d.lib.NewHostForSet(d.chip, d.metricSet, avail)
 	if err != nil {
 		return nil, fmt.Errorf("opening profiler host for %s: %w", d.chip, err)
 	}

@@ -31,6 +31,7 @@ type Config struct {
 		Interval     Duration `yaml:"interval" help:"Hardware sampling interval (GPU time)."`
 		DecodePeriod Duration `yaml:"decode_period" help:"How often the hardware buffer is decoded."`
 		Metrics      []string `yaml:"metrics" help:"Perfworks metrics to sample (comma separated); empty: the curated set."`
+		MetricSet    string   `yaml:"metric_set" help:"Named single-pass metric set of CUPTI 13.2+ (listed by metrics plan) instead of pmsample.metrics."`
 		Window       Duration `yaml:"window" help:"Window over which gauge mean/max/min are computed."`
 		Multiplex    Duration `yaml:"multiplex" help:"Rotate between metric groups that do not fit one pass every this long; 0: drop what does not fit."`
 	} `yaml:"pmsample"`
@@ -87,6 +88,9 @@ func (c *Config) validate() error {
 	pos("pmsample.decode_period", c.PMSample.DecodePeriod)
 	pos("pmsample.window", c.PMSample.Window)
 	pos("otlp.interval", c.OTLP.Interval)
+	if c.PMSample.MetricSet != "" && len(c.PMSample.Metrics) > 0 {
+		errs = append(errs, errors.New("pmsample.metric_set and pmsample.metrics exclude each other: give one"))
+	}
 	if c.PMSample.Multiplex < 0 {
 		errs = append(errs, fmt.Errorf("pmsample.multiplex must not be negative, got %s", c.PMSample.Multiplex))
 	}

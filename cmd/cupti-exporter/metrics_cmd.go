@@ -67,6 +67,14 @@ func runMetrics(cmd string, logger *slog.Logger, cfg *Config, cl *cli, stdout io
 			}
 			fmt.Fprintf(tw, "rejected\t%s: %s%s\n", r.Metric, r.Reason, alt)
 		}
+		// CUPTI 13.2+ names ready-made single-pass sets (pmsample.WithMetricSet); older ones list none.
+		sets, err := cat.SinglePassSets()
+		if err != nil {
+			logger.Warn("single-pass sets unknown", "chip", cat.Chip, "err", err)
+		}
+		for _, set := range sets {
+			fmt.Fprintf(tw, "single-pass set %s\t%s\n", set.Name, strings.Join(set.Metrics, ", "))
+		}
 	}
 	logger.Debug("metric catalog", "chip", cat.Chip)
 	return nil

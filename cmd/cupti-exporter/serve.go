@@ -226,6 +226,9 @@ func samplerOptions(cfg *Config) []pmsample.Option {
 	if len(cfg.PMSample.Metrics) > 0 {
 		opts = append(opts, pmsample.WithMetrics(cfg.PMSample.Metrics...))
 	}
+	if cfg.PMSample.MetricSet != "" {
+		opts = append(opts, pmsample.WithMetricSet(cfg.PMSample.MetricSet))
+	}
 	return opts
 }
 

@@ -384,6 +384,17 @@ typedef struct {
 #define CUpti_Profiler_Host_GetMetricsInSinglePassSet_Params_STRUCT_SIZE \
 	CX_STRUCT_SIZE(CUpti_Profiler_Host_GetMetricsInSinglePassSet_Params, pMetricsBuffer)
 
+/* 13.2+ (API 130200): CUpti_Profiler_Host_Initialize_Params gains const char *pSinglePassMetricSetName
+ * at offset 48 (STRUCT_SIZE 48 -> 56). A separate project type, so the 13.0 struct above keeps its
+ * checked layout; send it only to a library of API 130200 or later. */
+typedef struct {
+	CUpti_Profiler_Host_Initialize_Params v13_0; /* fields 0-40, unchanged */
+	const char *pSinglePassMetricSetName;        /* NULL: no set (and always NULL for the range profiler) */
+} cx_Host_Initialize_Params_13_2;
+#define CX_HOST_INITIALIZE_STRUCT_SIZE_13_2 CX_STRUCT_SIZE(cx_Host_Initialize_Params_13_2, pSinglePassMetricSetName)
+_Static_assert(offsetof(cx_Host_Initialize_Params_13_2, pSinglePassMetricSetName) == 48,
+	       "pSinglePassMetricSetName must follow the 13.0 fields at offset 48");
+
 /* ---- Functions (resolved with dlsym; never linked) ------------------------------------------- */
 
 typedef CUptiResult (*cx_params_fn)(void *params); /* the shape of every profiler entry point */

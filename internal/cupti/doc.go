@@ -25,6 +25,13 @@
 // supported from 130300. A FeatureError names the feature and version and matches
 // ErrNotSupported.
 //
+// Named single-pass metric sets (CUPTI 13.2, sets_cgo.go): SinglePassSets and
+// MetricsInSinglePassSet run the two-phase queries of REFERENCE.md §2.4. They gate on both the
+// version (API 130200) and the symbols (HasSinglePassSets), and otherwise return a FeatureError
+// listing any missing function. NewHostForSet passes the set to HostInitialize in
+// pSinglePassMetricSetName (13.2 STRUCT_SIZE 56, also for ConfigImage's host objects); NewHost
+// always sends the 13.0 size 48.
+//
 // # Errors
 //
 // Every CUptiResult becomes a *CallError naming the function, the code's name (a table that

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 )
 
 // Sentinels for the results callers act on. Test with errors.Is; every error from a CUPTI call
@@ -192,12 +193,30 @@ func (e *DriverError) Error() string {
 // FeatureError says a feature needs a newer CUPTI than the one loaded. It matches ErrNotSupported.
 type FeatureError struct {
 	Feature    string
-	MinVersion uint32 // cuptiGetVersion value that introduced it
-	Have       uint32
+	MinVersion uint32   // cuptiGetVersion value that introduced it
+	Have       uint32   // the loaded library's cuptiGetVersion value
+	Missing    []string // functions the feature needs that the library does not export
 }
 
 func (e *FeatureError) Error() string {
-	return fmt.Sprintf("%s needs CUPTI API version %d or later, loaded %d", e.Feature, e.MinVersion, e.Have)
+	s := fmt.Sprintf("%s needs CUPTI API version %d%s or later, loaded %d", e.Feature, e.MinVersion, releaseName(e.MinVersion), e.Have)
+	if len(e.Missing) > 0 {
+		s += " which lacks " + strings.Join(e.Missing, ", ")
+	}
+	return s + "; upgrade CUPTI (a newer CUDA toolkit, or pip install nvidia-cuda-cupti)"
+}
+
+// releaseName is " (CUDA x.y)" for an API version whose release is known, else "".
+func releaseName(v uint32) string {
+	switch {
+	case v == VersionPMSampling:
+		return " (CUDA 12.6)"
+	case v == VersionAppendMode:
+		return " (CUDA 12.8)"
+	case v >= 100000: // from 13.0 the version is major*10000 + minor*100 + update
+		return fmt.Sprintf(" (CUDA %d.%d)", v/10000, v/100%100)
+	}
+	return ""
 }
 
 func (e *FeatureError) Is(target error) bool { return target == ErrNotSupported }

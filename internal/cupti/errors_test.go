@@ -73,7 +73,7 @@ func TestCallErrorText(t *testing.T) {
 }
 
 func TestFeatureError(t *testing.T) {
-	err := fmt.Errorf("x: %w", &FeatureError{"keep-latest", VersionAppendMode, 25})
+	err := fmt.Errorf("x: %w", &FeatureError{Feature: "keep-latest", MinVersion: VersionAppendMode, Have: 25})
 	if !errors.Is(err, ErrNotSupported) {
 		t.Error("FeatureError must match ErrNotSupported")
 	}

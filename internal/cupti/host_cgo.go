@@ -21,6 +21,7 @@ type cHost struct {
 	obj   *C.CUpti_Profiler_Host_Object
 	chip  *C.char
 	avail *C.uint8_t // nil when no availability image was given
+	set   *C.char    // the single-pass metric set (13.2+), nil for none
 }
 
 type cBuf = C.cx_buf
@@ -28,6 +29,22 @@ type cBuf = C.cx_buf
 // NewHost is cuptiProfilerHostInitialize with profilerType PM_SAMPLING. availability may be nil
 // (host-only use from a chip name).
 func (l *Lib) NewHost(chip string, availability []byte) (*Host, error) {
+	return l.newHost(chip, "", availability)
+}
+
+// NewHostForSet is NewHost for sampling the named single-pass metric set (see SinglePassSets):
+// HostInitialize gets the set in pSinglePassMetricSetName, with the 13.2 STRUCT_SIZE 56, and so
+// does every host object its ConfigImage makes. An empty set is NewHost. The field needs CUPTI
+// API 130200: an older library gets a *FeatureError matching ErrNotSupported and no call.
+func (l *Lib) NewHostForSet(chip, set string, availability []byte) (*Host, error) {
+	if set != "" && l.usable() == nil && l.version < VersionSinglePassSets {
+		return nil, fmt.Errorf("profiler host for chip %s, single-pass set %q: %w", chip, set,
+			&FeatureError{Feature: singlePassSetsFeature, MinVersion: VersionSinglePassSets, Have: l.version})
+	}
+	return l.newHost(chip, set, availability)
+}
+
+func (l *Lib) newHost(chip, set string, availability []byte) (*Host, error) {
 	if err := l.usable(); err != nil {
 		return nil, err
 	}
@@ -35,28 +52,41 @@ func (l *Lib) NewHost(chip string, availability []byte) (*Host, error) {
 	if len(availability) > 0 {
 		c.avail = (*C.uint8_t)(C.CBytes(availability))
 	}
+	if set != "" {
+		c.set = C.CString(set)
+	}
 	obj, err := l.hostInit(c)
 	if err != nil {
 		freeHost(*c)
+		if set != "" {
+			return nil, fmt.Errorf("profiler host for chip %s, single-pass set %q: %w", chip, set, err)
+		}
 		return nil, fmt.Errorf("profiler host for chip %s: %w", chip, err)
 	}
 	c.obj = obj
-	h := &Host{l: l, c: c, chip: chip}
+	h := &Host{l: l, c: c, chip: chip, set: set}
 	h.cleanup = runtime.AddCleanup(h, freeHost, *c)
 	return h, nil
 }
 
+// hostInit sends the 13.0 params (STRUCT_SIZE 48), or the 13.2 ones (56) when a set is named.
 func (l *Lib) hostInit(c *cHost) (*C.CUpti_Profiler_Host_Object, error) {
-	p := C.CUpti_Profiler_Host_Initialize_Params{
-		structSize:                C.CUpti_Profiler_Host_Initialize_Params_STRUCT_SIZE,
-		profilerType:              C.CUPTI_PROFILER_TYPE_PM_SAMPLING,
-		pChipName:                 c.chip,
-		pCounterAvailabilityImage: c.avail,
+	p := C.cx_Host_Initialize_Params_13_2{
+		v13_0: C.CUpti_Profiler_Host_Initialize_Params{
+			structSize:                C.CUpti_Profiler_Host_Initialize_Params_STRUCT_SIZE,
+			profilerType:              C.CUPTI_PROFILER_TYPE_PM_SAMPLING,
+			pChipName:                 c.chip,
+			pCounterAvailabilityImage: c.avail,
+		},
+	}
+	if c.set != nil {
+		p.v13_0.structSize = C.CX_HOST_INITIALIZE_STRUCT_SIZE_13_2
+		p.pSinglePassMetricSetName = c.set
 	}
 	if err := l.call(C.CX_FN_cuptiProfilerHostInitialize, unsafe.Pointer(&p)); err != nil {
 		return nil, err
 	}
-	return p.pHostObject, nil
+	return p.v13_0.pHostObject, nil
 }
 
 func hostDeinit(lib *C.cx_lib, obj *C.CUpti_Profiler_Host_Object) C.CUptiResult {
@@ -70,6 +100,7 @@ func freeHost(c cHost) {
 	}
 	C.free(unsafe.Pointer(c.chip))
 	C.free(unsafe.Pointer(c.avail))
+	C.free(unsafe.Pointer(c.set))
 }
 
 func (h *Host) usable() error {
@@ -98,6 +129,9 @@ func (h *Host) Close() error {
 
 // Chip is the chip name the host was made for.
 func (h *Host) Chip() string { return h.chip }
+
+// SinglePassSet is the set the host was made for (NewHostForSet), "" for none.
+func (h *Host) SinglePassSet() string { return h.set }
 
 // BaseMetrics is cuptiProfilerHostGetBaseMetrics for one metric type (names copied).
 func (h *Host) BaseMetrics(t MetricType) ([]string, error) {

@@ -83,7 +83,7 @@ func open(opts Options) (*Lib, error) {
 	l.version = uint32(v)
 	if l.version < VersionPMSampling {
 		l.fail()
-		return nil, fmt.Errorf("loading %s: %w", l.path, &FeatureError{"PM sampling and the Profiler Host API", VersionPMSampling, l.version})
+		return nil, fmt.Errorf("loading %s: %w", l.path, &FeatureError{Feature: "PM sampling and the Profiler Host API", MinVersion: VersionPMSampling, Have: l.version})
 	}
 	if len(l.missing) > 0 {
 		l.warnings = append(l.warnings, "optional CUPTI functions absent (CUPTI < 13.2): "+strings.Join(l.missing, ", "))

@@ -39,12 +39,9 @@ func TestOpen(t *testing.T) {
 	if l.Path() != opts.LibraryPath {
 		t.Errorf("Path = %s, want %s", l.Path(), opts.LibraryPath)
 	}
-	want := []string{"cuptiProfilerHostGetSinglePassSets", "cuptiProfilerHostGetMetricsInSinglePassSet"}
-	if !slices.Equal(l.MissingOptional(), want) || l.HasSinglePassSets() {
+	// The fake exports the 13.2 symbols but reports 13.0: the version gate alone says no.
+	if l.MissingOptional() != nil || l.HasSinglePassSets() {
 		t.Errorf("MissingOptional = %v, HasSinglePassSets = %v", l.MissingOptional(), l.HasSinglePassSets())
-	}
-	if !strings.Contains(strings.Join(l.Warnings(), "\n"), "cuptiProfilerHostGetSinglePassSets") {
-		t.Errorf("Warnings do not report the optional symbols: %q", l.Warnings())
 	}
 	if l.DriverError() != nil {
 		t.Errorf("DriverError = %v", l.DriverError())

@@ -53,7 +53,8 @@ func (l *Lib) Version() uint32 { return l.version }
 // folder could not be determined).
 func (l *Lib) Path() string { return l.path }
 
-// HasSinglePassSets reports whether the 13.2 single-pass-set queries exist.
+// HasSinglePassSets reports whether the 13.2 single-pass-set queries can be called: it gates on
+// both the version (API 130200 or later) and the symbols (resolved by dlsym at Open).
 func (l *Lib) HasSinglePassSets() bool {
 	return l.version >= VersionSinglePassSets && len(l.missing) == 0
 }
@@ -87,6 +88,7 @@ type Host struct {
 	l       *Lib
 	c       *cHost
 	chip    string
+	set     string // single-pass metric set (NewHostForSet), "" for none
 	cleanup runtime.Cleanup
 }
 

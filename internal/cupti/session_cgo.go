@@ -76,7 +76,7 @@ func (s *Session) SetConfig(img *ConfigImage, c SetConfig) error {
 	}
 	if s.l.version < VersionAppendMode {
 		if c.KeepLatest {
-			return &FeatureError{"PM sampling keep-latest buffer mode", VersionAppendMode, s.l.version}
+			return &FeatureError{Feature: "PM sampling keep-latest buffer mode", MinVersion: VersionAppendMode, Have: s.l.version}
 		}
 		p.structSize = C.CX_SETCONFIG_STRUCT_SIZE_PRE_APPEND_MODE
 	} else if c.KeepLatest {

@@ -50,6 +50,21 @@ func Build(t testing.TB) cupti.Options {
 	}
 }
 
+// NoSetsDir is the folder, under Dir, of the fake variant without the CUPTI 13.2 single-pass-set
+// symbols (built with -DFAKE_NO_SINGLE_PASS_SETS, version 130200 by default).
+const NoSetsDir = "no-single-pass-sets"
+
+// BuildWithoutSinglePassSets is Build for the variant whose libcupti lacks
+// cuptiProfilerHostGetSinglePassSets and cuptiProfilerHostGetMetricsInSinglePassSet while
+// reporting version 130200, so a test sees the symbol gate alone. It is a separate copy of the
+// fake: Inject, SetFaults and Query do not reach it.
+func BuildWithoutSinglePassSets(t testing.TB) cupti.Options {
+	t.Helper()
+	opts := Build(t)
+	opts.LibraryPath = filepath.Join(buildDir, NoSetsDir, "libcupti.so.13")
+	return opts
+}
+
 // Dir is where Build put the libraries ("" before Build).
 func Dir() string { return buildDir }
 
@@ -58,6 +73,7 @@ func build() (string, error) {
 	catalog := CatalogPath()
 	h := sha256.New()
 	fmt.Fprintf(h, "catalog=%s\n", catalog)
+	fmt.Fprintf(h, "layout=2\n") // 2: with the no-single-pass-sets variant
 	for _, f := range []string{"fake_cupti.c", "fake_cuda.c", "fake_nvperf.c", "../cupti_decl.h"} {
 		b, err := os.ReadFile(filepath.Join(fake, f))
 		if err != nil {
@@ -74,20 +90,31 @@ func build() (string, error) {
 		return "", err
 	}
 	defer os.RemoveAll(tmp)
-	libs := []struct{ out, src string }{
-		{"libcupti.so.13", "fake_cupti.c"},
-		{"libnvperf_host.so", "fake_nvperf.c"},
-		{"libnvperf_target.so", "fake_nvperf.c"},
-		{"libcuda.so.1", "fake_cuda.c"}, // last: its presence marks a complete build
+	noSets := []string{"-DFAKE_NO_SINGLE_PASS_SETS", "-DFAKE_DEFAULT_VERSION=130200"}
+	libs := []struct {
+		out, src string
+		defs     []string
+	}{
+		{"libcupti.so.13", "fake_cupti.c", nil},
+		{"libnvperf_host.so", "fake_nvperf.c", nil},
+		{"libnvperf_target.so", "fake_nvperf.c", nil},
+		{filepath.Join(NoSetsDir, "libcupti.so.13"), "fake_cupti.c", noSets},
+		{filepath.Join(NoSetsDir, "libnvperf_host.so"), "fake_nvperf.c", nil},
+		{filepath.Join(NoSetsDir, "libnvperf_target.so"), "fake_nvperf.c", nil},
+		{"libcuda.so.1", "fake_cuda.c", nil}, // last: its presence marks a complete build
+	}
+	if err := os.MkdirAll(filepath.Join(tmp, NoSetsDir), 0o755); err != nil {
+		return "", err
 	}
 	for _, l := range libs {
-		args := []string{"-shared", "-fPIC", "-O1", "-Wall", "-Werror", "-Wl,-soname," + l.out,
-			"-DFAKE_DEFAULT_CATALOG=\"" + catalog + "\"", "-o", filepath.Join(tmp, l.out), filepath.Join(fake, l.src), "-lpthread"}
+		args := append([]string{"-shared", "-fPIC", "-O1", "-Wall", "-Werror", "-Wl,-soname," + filepath.Base(l.out),
+			"-DFAKE_DEFAULT_CATALOG=\"" + catalog + "\""}, l.defs...)
+		args = append(args, "-o", filepath.Join(tmp, l.out), filepath.Join(fake, l.src), "-lpthread")
 		if out, err := exec.Command("gcc", args...).CombinedOutput(); err != nil {
 			return "", fmt.Errorf("gcc %s: %v\n%s", l.src, err, out)
 		}
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Join(dir, NoSetsDir), 0o755); err != nil {
 		return "", err
 	}
 	for _, l := range libs {

@@ -18,6 +18,11 @@
  *    during sampling yields exactly N). Evaluate gives metric j (position in the names passed)
  *    of sample k the value 10*(j+1) + (k % 10).
  *  - more than hardwareBufferSize/4096 undecoded samples overflow the hardware buffer.
+ *  - CUPTI 13.2 single-pass sets: cuptiProfilerHostGetSinglePassSets and
+ *    cuptiProfilerHostGetMetricsInSinglePassSet (two-phase) list two sets for GH100, TriageCompute
+ *    and Throughput; they return 11 API_NOT_IMPLEMENTED below version 130200. HostInitialize
+ *    takes the 13.2 STRUCT_SIZE 56 (pSinglePassMetricSetName) only from version 130200.
+ *    Built with -DFAKE_NO_SINGLE_PASS_SETS the two symbols are absent (cuptitest's variant).
  *  - faults (comma list, $CUPTI_FAKE_FAULTS at load, or cuptiFakeSetFaults at run time):
  *      busy_setconfig            SetConfig and the availability fill call return 26 while set
  *      busy_once                 the next SetConfig returns 26, then the knob clears
@@ -41,6 +46,10 @@
 #include <string.h>
 #include <time.h>
 
+#ifndef FAKE_DEFAULT_VERSION
+#define FAKE_DEFAULT_VERSION 130001
+#endif
+
 #ifndef FAKE_DEFAULT_CATALOG
 #define FAKE_DEFAULT_CATALOG "testdata/gh100_pm_sampling_base_metrics.tsv"
 #endif
@@ -50,6 +59,7 @@ enum {
 	E_PARAM = 1,
 	E_DEVICE = 2,
 	E_OPERATION = 7,
+	E_NOT_IMPLEMENTED = 11,
 	E_MEMORY = 8,
 	E_NOT_INIT = 15,
 	E_METRIC = 17,
@@ -79,13 +89,13 @@ static struct {
 } F;
 
 static struct {
-	unsigned long long init, deinit, hosts, sessions;
+	unsigned long long init, deinit, hosts, sessions, hosts_with_set, host_init_size;
 	unsigned long long sc_struct_size, sc_interval, sc_trigger, sc_append, sc_hwbuf;
 } Q;
 
 static int set_faults_locked(const char *spec) {
 	memset(&F, 0, sizeof F);
-	F.version = 130001;
+	F.version = FAKE_DEFAULT_VERSION;
 	if (!spec)
 		return 0;
 	char *copy = strdup(spec), *save = NULL, *tok;
@@ -125,7 +135,9 @@ int cuptiFakeSetFaults(const char *spec) {
 }
 
 /* cuptiFakeQuery reads a counter: init, deinit, hosts (live host objects), sessions (enabled),
- * setconfig.struct_size, setconfig.interval, setconfig.trigger, setconfig.append, setconfig.hwbuf. */
+ * setconfig.struct_size, setconfig.interval, setconfig.trigger, setconfig.append, setconfig.hwbuf,
+ * hosts.with_set (HostInitialize calls naming a single-pass set), host_init.struct_size (the last
+ * successful HostInitialize). */
 int cuptiFakeQuery(const char *key, unsigned long long *out) {
 	static const struct {
 		const char *k;
@@ -133,7 +145,8 @@ int cuptiFakeQuery(const char *key, unsigned long long *out) {
 	} keys[] = {{"init", &Q.init}, {"deinit", &Q.deinit}, {"hosts", &Q.hosts}, {"sessions", &Q.sessions},
 		    {"setconfig.struct_size", &Q.sc_struct_size}, {"setconfig.interval", &Q.sc_interval},
 		    {"setconfig.trigger", &Q.sc_trigger}, {"setconfig.append", &Q.sc_append},
-		    {"setconfig.hwbuf", &Q.sc_hwbuf}};
+		    {"setconfig.hwbuf", &Q.sc_hwbuf}, {"hosts.with_set", &Q.hosts_with_set},
+		    {"host_init.struct_size", &Q.host_init_size}};
 	int rc = -1;
 	LOCK();
 	for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
@@ -336,6 +349,7 @@ CUptiResult cuptiGetResultString(CUptiResult r, const char **s) {
 		     {1, "CUPTI_ERROR_INVALID_PARAMETER"},
 		     {2, "CUPTI_ERROR_INVALID_DEVICE"},
 		     {7, "CUPTI_ERROR_INVALID_OPERATION"},
+		     {11, "CUPTI_ERROR_API_NOT_IMPLEMENTED"},
 		     {8, "CUPTI_ERROR_OUT_OF_MEMORY"},
 		     {15, "CUPTI_ERROR_NOT_INITIALIZED"},
 		     {17, "CUPTI_ERROR_INVALID_METRIC_NAME"},
@@ -684,14 +698,58 @@ CUptiResult cuptiPmSamplingCounterDataGetSampleInfo(CUpti_PmSampling_CounterData
 
 /* ---- Profiler host --------------------------------------------------------------------------- */
 
+/* Single-pass sets (13.2) of GH100: full names from the catalog, one pass each under the pass rule. */
+static const char *set_triage[] = {"gr__cycles_active.avg.pct_of_peak_sustained_elapsed",
+				   "sm__cycles_active.avg.pct_of_peak_sustained_elapsed",
+				   "sm__warps_active.avg.pct_of_peak_sustained_active",
+				   "dram__throughput.avg.pct_of_peak_sustained_elapsed",
+				   "pcie__read_bytes.sum.per_second",
+				   "pcie__write_bytes.sum.per_second"};
+static const char *set_throughput[] = {"dram__throughput.avg.pct_of_peak_sustained_elapsed",
+				       "lts__throughput.avg.pct_of_peak_sustained_elapsed",
+				       "l1tex__throughput.avg.pct_of_peak_sustained_elapsed",
+				       "pcie__throughput.avg.pct_of_peak_sustained_elapsed",
+				       "fe__throughput.avg.pct_of_peak_sustained_elapsed"};
+static const struct {
+	const char *name;
+	const char **metrics;
+	size_t n;
+} sets[] = {{"TriageCompute", set_triage, sizeof set_triage / sizeof *set_triage},
+	    {"Throughput", set_throughput, sizeof set_throughput / sizeof *set_throughput}};
+#define NSETS (sizeof sets / sizeof *sets)
+
+/* find_set returns the index of the chip's set, or -1. Only GH100 has sets. */
+static int find_set(const char *chip, const char *name) {
+	if (!chip || !name || strcmp(chip, "GH100"))
+		return -1;
+	for (size_t i = 0; i < NSETS; i++)
+		if (!strcmp(name, sets[i].name))
+			return (int)i;
+	return -1;
+}
+
+static uint32_t version(void) {
+	LOCK();
+	uint32_t v = F.version;
+	UNLOCK();
+	return v;
+}
+
+/* HostInitialize takes the 13.0 STRUCT_SIZE (48) always, and the 13.2 one (56, with
+ * pSinglePassMetricSetName) from version 130200; a named set must exist for the chip. */
 CUptiResult cuptiProfilerHostInitialize(CUpti_Profiler_Host_Initialize_Params *p) {
-	CHECK_SIZE(p, CUpti_Profiler_Host_Initialize_Params);
+	int v13_2 = p && p->structSize == CX_HOST_INITIALIZE_STRUCT_SIZE_13_2 && version() >= 130200;
+	if (!p || (p->structSize != CUpti_Profiler_Host_Initialize_Params_STRUCT_SIZE && !v13_2))
+		return E_PARAM;
+	const char *set = v13_2 ? ((cx_Host_Initialize_Params_13_2 *)p)->pSinglePassMetricSetName : NULL;
 	if (p->profilerType != CUPTI_PROFILER_TYPE_PM_SAMPLING)
 		return E_NOT_SUPPORTED;
 	if (!known_chip(p->pChipName))
 		return E_CHIP;
 	if (p->pCounterAvailabilityImage && p->pCounterAvailabilityImage[0] != 0xA5)
 		return E_PARAM; /* as the real library does for a zeroed image */
+	if (set && find_set(p->pChipName, set) < 0)
+		return E_PARAM;
 	CUptiResult r = OK;
 	LOCK();
 	if (F.nvperf_missing)
@@ -703,6 +761,8 @@ CUptiResult cuptiProfilerHostInitialize(CUpti_Profiler_Host_Initialize_Params *p
 		h->magic = HOST_MAGIC;
 		p->pHostObject = h;
 		Q.hosts++;
+		Q.hosts_with_set += set != NULL;
+		Q.host_init_size = p->structSize;
 	}
 	UNLOCK();
 	return r;
@@ -867,3 +927,64 @@ CUptiResult cuptiProfilerHostEvaluateToGpuValues(CUpti_Profiler_Host_EvaluateToG
 		p->pMetricValues[j] = 10.0 * (double)(j + 1) + (double)(k % 10);
 	return OK;
 }
+
+/* ---- single-pass sets (13.2) ------------------------------------------------------------------ */
+
+#ifndef FAKE_NO_SINGLE_PASS_SETS
+/* Two-phase: ppSinglePassSets NULL reports the count; then the caller's array of that many
+ * pointers is filled. */
+CUptiResult cuptiProfilerHostGetSinglePassSets(CUpti_Profiler_Host_GetSinglePassSets_Params *p) {
+	CHECK_SIZE(p, CUpti_Profiler_Host_GetSinglePassSets_Params);
+	if (version() < 130200)
+		return E_NOT_IMPLEMENTED;
+	if (!known_chip(p->pChipName))
+		return E_CHIP;
+	size_t n = strcmp(p->pChipName, "GH100") ? 0 : NSETS;
+	if (!p->ppSinglePassSets) {
+		p->numOfSinglePassSets = n;
+		return OK;
+	}
+	if (p->numOfSinglePassSets < n)
+		return E_PARAM;
+	for (size_t i = 0; i < n; i++)
+		p->ppSinglePassSets[i] = sets[i].name;
+	p->numOfSinglePassSets = n;
+	return OK;
+}
+
+/* Two-phase: both buffers NULL reports the metric count and the bytes of the name buffer (the
+ * names, each NUL-terminated, back to back); then indices[i] is the offset of metric i in the
+ * buffer. Exactly one NULL buffer is INVALID_PARAMETER, as are counts smaller than reported. */
+CUptiResult cuptiProfilerHostGetMetricsInSinglePassSet(CUpti_Profiler_Host_GetMetricsInSinglePassSet_Params *p) {
+	CHECK_SIZE(p, CUpti_Profiler_Host_GetMetricsInSinglePassSet_Params);
+	if (version() < 130200)
+		return E_NOT_IMPLEMENTED;
+	if (!known_chip(p->pChipName))
+		return E_CHIP;
+	int s = find_set(p->pChipName, p->pSinglePassSetName);
+	if (s < 0)
+		return E_PARAM;
+	size_t bytes = 0;
+	for (size_t i = 0; i < sets[s].n; i++)
+		bytes += strlen(sets[s].metrics[i]) + 1;
+	if (!p->pMetricsIndicesBuffer != !p->pMetricsBuffer)
+		return E_PARAM;
+	if (!p->pMetricsBuffer) {
+		p->numOfMetricsInSinglePassSet = sets[s].n;
+		p->metricsBufferSize = bytes;
+		return OK;
+	}
+	if (p->numOfMetricsInSinglePassSet < sets[s].n || p->metricsBufferSize < bytes)
+		return E_PARAM;
+	size_t off = 0;
+	for (size_t i = 0; i < sets[s].n; i++) {
+		size_t n = strlen(sets[s].metrics[i]) + 1;
+		p->pMetricsIndicesBuffer[i] = off;
+		memcpy(p->pMetricsBuffer + off, sets[s].metrics[i], n);
+		off += n;
+	}
+	p->numOfMetricsInSinglePassSet = sets[s].n;
+	p->metricsBufferSize = bytes;
+	return OK;
+}
+#endif
