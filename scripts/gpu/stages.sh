@@ -84,7 +84,7 @@ stage_record() {
   mkdir -p /run/cupti-exporter
   "$BIN" record --output "$OUT/demo.rec" --duration 62s --pmsample.interval=10ms --activity.socket=$SOCK > "$L/record.log" 2>&1 &
   rp=$!; sleep 3
-  for i in 1 2; do CUDA_INJECTION64_PATH=$INJ CUPTI_EXPORTER_SOCKET=$SOCK CUPTI_EXPORTER_DUTY_CYCLE=${DEMO_DUTY:-0.05} $W phases 6.4 >> "$L/record-work.log" 2>&1; done
+  for i in 1 2; do CUDA_INJECTION64_PATH=$INJ CUPTI_EXPORTER_SOCKET=$SOCK CUPTI_EXPORTER_DUTY_CYCLE=${DEMO_DUTY:-0.05} CUPTI_EXPORTER_DUTY_PERIOD_MS=1000 $W phases 6.4 >> "$L/record-work.log" 2>&1; done
   wait $rp; say "record rc=$? size=$(stat -c %s "$OUT/demo.rec" 2>/dev/null) $(tail -2 "$L/record.log" | tr '\n' ' ')"
 }
 
@@ -147,3 +147,15 @@ stage_multigpu() {
 # The soak runs beside other stages (it has its own exporter, port and socket).
 stage_soakbg() { stage_soak > "$L/soak-stage.log" 2>&1 & echo $! > "$L/soak.pid"; }
 stage_soakwait() { wait "$(cat "$L/soak.pid")"; cat "$L/soak-stage.log" >> "$S"; }
+
+# Where the exporter's resident memory goes (issue 3 targets 100 MB at 1 kHz with the default set):
+# the largest mappings by RSS after 10 s of sampling.
+stage_rss() {
+  say "== rss"
+  start_exporter "$L/exp-rss.log" 9477 --no-activity.enabled || return
+  pid=$(cat "$L/exporter.9477.pid"); sleep 10
+  say "exporter rss=$(proc_rss_mb $pid)MB; largest mappings (kB rss, path):"
+  awk '/^[0-9a-f]+-[0-9a-f]+ / { path = ($6 == "" ? "[anon]" : $6) } /^Rss:/ { rss[path] += $2 } END { for (p in rss) print rss[p], p }' \
+    /proc/$pid/smaps | sort -rn | head -12 | tee -a "$S"
+  stop_exporter 9477
+}
