@@ -12,34 +12,39 @@ import (
 
 // runDemo serves the embedded demo recording, looping in real time.
 func runDemo(ctx context.Context, logger *slog.Logger, cfg *Config) error {
-	pm := pmSetup{}
-	act := activity.NewAggregator(activityOptions(pm.devices)...)
-	r, err := recording.FromBytes(demo.Recording(), recording.WithLoop(true), recording.WithSpeed(1),
-		recording.WithActivitySink(newActivitySink(act)), recording.WithLogger(logger))
-	if err != nil {
-		return fmt.Errorf("reading the embedded demo recording: %w", err)
-	}
-	logRecording(logger, "serving the embedded demo recording (no GPU is used)", r.Summary())
-	if pm.mapper, err = newMapper(cfg); err != nil {
-		return err
-	}
-	pm.src = r
-	return serveSources(ctx, logger, cfg, pm, act)
+	return serveRecording(ctx, logger, cfg, "serving the embedded demo recording (no GPU is used)",
+		func(opts ...recording.ReplayOption) (*recording.Replayer, error) {
+			r, err := recording.FromBytes(demo.Recording(), append(opts, recording.WithLoop(true), recording.WithSpeed(1))...)
+			if err != nil {
+				return nil, fmt.Errorf("reading the embedded demo recording: %w", err)
+			}
+			return r, nil
+		})
 }
 
 // runReplay serves a recording file.
 func runReplay(ctx context.Context, logger *slog.Logger, cfg *Config, cl *cli) error {
-	pm := pmSetup{}
-	act := activity.NewAggregator(activityOptions(pm.devices)...)
-	r, err := recording.OpenFile(cl.replayFile, recording.WithLoop(cl.replayLoop), recording.WithSpeed(cl.replaySpeed),
-		recording.WithActivitySink(newActivitySink(act)), recording.WithLogger(logger))
+	return serveRecording(ctx, logger, cfg, "replaying "+cl.replayFile,
+		func(opts ...recording.ReplayOption) (*recording.Replayer, error) {
+			return recording.OpenFile(cl.replayFile, append(opts, recording.WithLoop(cl.replayLoop), recording.WithSpeed(cl.replaySpeed))...)
+		})
+}
+
+// serveRecording serves a recording through the same pipeline as live sources: its PM
+// samples into the PM aggregator, its activity records into the activity aggregator.
+func serveRecording(ctx context.Context, logger *slog.Logger, cfg *Config, msg string,
+	open func(...recording.ReplayOption) (*recording.Replayer, error)) error {
+	m, err := newMapper(cfg)
 	if err != nil {
 		return err
 	}
-	logRecording(logger, "replaying "+cl.replayFile, r.Summary())
-	if pm.mapper, err = newMapper(cfg); err != nil {
+	pm := pmSetup{mapper: m}
+	act := activity.NewAggregator(activityOptions(pm.devices)...)
+	r, err := open(recording.WithActivitySink(newActivitySink(act)), recording.WithLogger(logger))
+	if err != nil {
 		return err
 	}
+	logRecording(logger, msg, r.Summary())
 	pm.src = r
 	return serveSources(ctx, logger, cfg, pm, act)
 }
