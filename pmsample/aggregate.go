@@ -73,10 +73,12 @@ type devAgg struct {
 	dropped   [len(dropReasons)]uint64
 	overflows uint64
 	decode    float64 // seconds, last batch
-	firstNS   uint64  // start of the first aggregated sample
-	lastNS    uint64  // end of the newest sample
-	lastAdd   time.Time
-	multiplex map[string]*window // observed time of multiplexed metrics
+	// seconds inside CUPTI calls, by cuptiCalls
+	cuptiCalls [len(cuptiCalls)]float64
+	firstNS    uint64 // start of the first aggregated sample
+	lastNS     uint64 // end of the newest sample
+	lastAdd    time.Time
+	multiplex  map[string]*window // observed time of multiplexed metrics
 }
 
 type series struct {
@@ -123,6 +125,10 @@ func (a *Aggregator) Add(b Batch) {
 	d.overflows += uint64(b.Overflows)
 	if b.DecodeDuration > 0 {
 		d.decode = b.DecodeDuration.Seconds()
+	}
+	ct := b.CUPTITime
+	for i, t := range [...]time.Duration{ct.Decode, ct.SampleInfo, ct.Evaluate, ct.Reset} {
+		d.cuptiCalls[i] += t.Seconds()
 	}
 
 	ms := make([]*mapped, len(b.Metrics))
@@ -310,6 +316,9 @@ func (a *Aggregator) build() {
 		}
 		put(overflowsDesc, d.labels, float64(d.overflows), time.Time{})
 		put(decodeDesc, d.labels, d.decode, time.Time{})
+		for i, sec := range d.cuptiCalls {
+			put(cuptiCallDesc, lbl(d.labels, cuptiCalls[i]), sec, time.Time{})
+		}
 		if d.lastNS > 0 {
 			put(lastSampleDesc, d.labels, float64(d.lastNS)/1e9, time.Time{})
 		}

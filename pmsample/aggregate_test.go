@@ -278,3 +278,18 @@ func BenchmarkAggregate(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(samples)), "ns/sample")
 }
+
+// Time inside CUPTI calls adds up per call, so a GPU run can tell CUPTI's cost from the exporter's.
+func TestAggregatorCUPTICallTimes(t *testing.T) {
+	a, _, _ := newTestAggregator(t)
+	for range 3 {
+		a.Add(Batch{Device: 0, CUPTITime: CallTimes{Decode: 20 * time.Millisecond, SampleInfo: 2 * time.Millisecond,
+			Evaluate: 30 * time.Millisecond, Reset: time.Millisecond}})
+	}
+	s := a.Snapshot()
+	for call, want := range map[string]float64{"decode": 0.060, "sample_info": 0.006, "evaluate": 0.090, "reset": 0.003} {
+		if got := mustValue(t, s, "cupti_pm_cupti_call_seconds_total", call); math.Abs(got-want) > 1e-9 {
+			t.Errorf("%s: %v s, want %v", call, got, want)
+		}
+	}
+}

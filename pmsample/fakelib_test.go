@@ -165,6 +165,11 @@ func TestSamplerFakeLibSamples(t *testing.T) {
 	if v, ok := valueOf(s, r.s.Devices()[0], "cupti_pm_sampling_state", "sampling"); !ok || v != 1 {
 		t.Errorf("state sampling = %v %v", v, ok)
 	}
+	for _, call := range []string{"decode", "evaluate"} {
+		if v, ok := valueOf(s, r.s.Devices()[0], "cupti_pm_cupti_call_seconds_total", call); !ok || v <= 0 {
+			t.Errorf("time in CUPTI %s calls = %v %v, want > 0", call, v, ok)
+		}
+	}
 }
 
 func TestSamplerFakeLibOverflowRecreates(t *testing.T) {

@@ -127,6 +127,9 @@ func (r *runner) wait(ctx context.Context, t time.Time) {
 // refresher is a device that may have to re-plan before its first session (cuptiDevice.refresh).
 type refresher interface{ refresh() ([]Group, error) }
 
+// callTimer is a device that times its CUPTI calls (the CUPTI one; test fakes need not).
+type callTimer interface{ takeCallTimes() CallTimes }
+
 // acquire is Enable, SetConfig(group 0), Start.
 func (r *runner) acquire() error {
 	if rp, ok := r.pm.(refresher); ok {
@@ -276,6 +279,9 @@ func (r *runner) collect(sink func(Batch)) (overflow bool) {
 		r.log.Warn("counter data image full: samples lost; decode more often or sample less often")
 	}
 	b.DecodeDuration = time.Since(t0)
+	if ct, ok := r.pm.(callTimer); ok {
+		b.CUPTITime = ct.takeCallTimes()
+	}
 	sink(b)
 	return overflow
 }

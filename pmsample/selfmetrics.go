@@ -24,6 +24,11 @@ var (
 		Kind: mapping.KindGauge, Unit: "seconds", OTelName: "cupti.pm.decode.duration", OTelUnit: "s",
 		LabelNames: mapping.DeviceLabelNames,
 	}
+	cuptiCallDesc = &mapping.Desc{
+		Name: "cupti_pm_cupti_call_seconds_total", Help: "Time spent inside CUPTI calls of the decode path (decode, sample_info, evaluate, reset).",
+		Kind: mapping.KindCounter, Unit: "seconds", OTelName: "cupti.pm.cupti_call.duration", OTelUnit: "s",
+		LabelNames: withLabels("call"),
+	}
 	stateDesc = &mapping.Desc{
 		Name: "cupti_pm_sampling_state", Help: "1 for the current PM sampling state of the device (sampling, paused, busy, error).",
 		Kind: mapping.KindGauge, OTelName: "cupti.pm.sampling.state", OTelUnit: "1",
@@ -51,6 +56,9 @@ const (
 	dropOverflow
 	dropDecodeError
 )
+
+// CUPTI calls timed on the decode path, in the order of devAgg.cuptiCalls.
+var cuptiCalls = [...]string{"decode", "sample_info", "evaluate", "reset"}
 
 // States a device can be in; every one is reported, 1 for the current.
 var states = [...]State{StateSampling, StatePaused, StateBusy, StateError}

@@ -50,6 +50,14 @@ type cuptiDevice struct {
 	// cost, for the performance report: time in DecodeData and in evaluation, samples evaluated
 	decodeTime, evalTime time.Duration
 	evaluated            int
+	calls                CallTimes // since the last takeCallTimes
+}
+
+// takeCallTimes returns the time spent in CUPTI calls since the last call and starts over.
+func (d *cuptiDevice) takeCallTimes() CallTimes {
+	c := d.calls
+	d.calls = CallTimes{}
+	return c
 }
 
 func newCuptiDevice(lib *cupti.Lib, dev int, host *cupti.Host, groups []Group, c config) (*cuptiDevice, error) {
@@ -200,6 +208,7 @@ func (d *cuptiDevice) Decode(g int, fn func(start, end uint64, values []float64)
 	res, err := d.sess.Decode(cd)
 	t1 := time.Now()
 	d.decodeTime += t1.Sub(t0)
+	d.calls.Decode += t1.Sub(t0)
 	defer func() { d.evalTime += time.Since(t1) }()
 	if err != nil || res.Overflow {
 		if err == nil {
@@ -216,19 +225,27 @@ func (d *cuptiDevice) Decode(g int, fn func(start, end uint64, values []float64)
 	}
 	vals := d.vals[:len(d.groups[g].Metrics)]
 	for i := range info.Completed {
+		ts := time.Now()
 		start, end, err := cd.SampleTimes(i)
+		te := time.Now()
+		d.calls.SampleInfo += te.Sub(ts)
 		if err != nil {
 			fn(0, 0, nil)
 			continue
 		}
-		if err := d.host.Evaluate(cd, i, vals); err != nil {
+		err = d.host.Evaluate(cd, i, vals)
+		d.calls.Evaluate += time.Since(te)
+		if err != nil {
 			fn(start, end, nil)
 			continue
 		}
 		d.evaluated++
 		fn(start, end, vals)
 	}
-	if err := cd.Reset(); err != nil {
+	tr := time.Now()
+	err = cd.Reset()
+	d.calls.Reset += time.Since(tr)
+	if err != nil {
 		return res, fmt.Errorf("resetting counter data on device %d: %w", d.dev, err)
 	}
 	return res, nil

@@ -47,6 +47,9 @@ type Batch struct {
 
 	// DecodeDuration is the time the decode and evaluation of this batch took (0 if unknown).
 	DecodeDuration time.Duration
+	// CUPTITime is the time spent inside each CUPTI call while making this batch (zero for
+	// replayed batches): it tells CUPTI's cost from the exporter's own.
+	CUPTITime CallTimes
 	// Multiplexed is set when this batch's metrics share the counters with other groups in
 	// turns; the aggregator then reports the fraction of time they were observed.
 	Multiplexed bool
@@ -62,4 +65,12 @@ type Source interface {
 	// Run delivers batches to sink until ctx ends or the source ends (replay without loop);
 	// sink is called from one goroutine per device and must not block for long.
 	Run(ctx context.Context, sink func(Batch)) error
+}
+
+// CallTimes is time spent inside the CUPTI calls of the decode path.
+type CallTimes struct {
+	Decode     time.Duration // cuptiPmSamplingDecodeData
+	SampleInfo time.Duration // cuptiPmSamplingCounterDataGetSampleInfo, once per sample
+	Evaluate   time.Duration // cuptiProfilerHostEvaluateToGpuValues, once per sample
+	Reset      time.Duration // cuptiPmSamplingCounterDataImageInitialize
 }

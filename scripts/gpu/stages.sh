@@ -109,6 +109,10 @@ stage_perf() {
     n0=$(val "$L/perf0-$iv.txt" '^cupti_pm_samples_total'); n1=$(val "$L/perf1-$iv.txt" '^cupti_pm_samples_total')
     say "exporter interval=${iv}ns $(python3 -c "c=$c1-$c0; n=$n1-$n0; print(f'cpu={c:.2f}s samples={n:.0f} us/sample={c*1e6/max(n,1):.2f}')") rss=${rss0}->${rss1}MB"
     say "  losses: $(grep -E '^cupti_pm_(samples_dropped|overflows)' "$L/perf1-$iv.txt" | tr '\n' ' ')"
+    for call in decode sample_info evaluate reset; do
+      a=$(val "$L/perf0-$iv.txt" "^cupti_pm_cupti_call_seconds_total.*call=\"$call\""); b=$(val "$L/perf1-$iv.txt" "^cupti_pm_cupti_call_seconds_total.*call=\"$call\"")
+      say "  inside CUPTI $call: $(python3 -c "print(f'{($b-$a)*1e6/max($n1-$n0,1):.2f} us/sample')")"
+    done
     stop_exporter 9477
     "$G/pmprobe" sample $dur $iv "$M" > "$L/probe-perf-$iv.tsv" 2> "$L/probe-perf-$iv.err" &
     pp=$!; prss=0; while kill -0 $pp 2>/dev/null; do r=$(proc_rss_mb $pp 2>/dev/null); [ -n "$r" ] && prss=$r; sleep 1; done
