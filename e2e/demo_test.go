@@ -129,6 +129,12 @@ func TestDemoScrape(t *testing.T) {
 		}
 	}
 
+	lint(t, body)
+}
+
+// lint fails on every promlint problem of the exporter's own families.
+func lint(t *testing.T, body []byte) {
+	t.Helper()
 	problems, err := promlint.New(bytes.NewReader(body)).Lint()
 	if err != nil {
 		t.Fatal(err)

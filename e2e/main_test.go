@@ -81,8 +81,15 @@ type exporterProc struct {
 // start runs the binary with args plus a loopback listen address and waits for /readyz.
 func start(t *testing.T, args ...string) *exporterProc {
 	t.Helper()
+	return startEnv(t, nil, args...)
+}
+
+// startEnv is start with extra environment variables.
+func startEnv(t *testing.T, env []string, args ...string) *exporterProc {
+	t.Helper()
 	p := &exporterProc{addr: freeAddr(t), out: &syncBuffer{}, done: make(chan error, 1)}
 	p.cmd = exec.Command(binary, append(args, "--web.listen-address="+p.addr, "--log.level=debug")...)
+	p.cmd.Env = append(os.Environ(), env...)
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)

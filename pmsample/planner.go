@@ -118,7 +118,11 @@ func (p *planner) plan(metrics []string, multiplex, strict bool) (PlanResult, er
 		}
 	}
 	if len(res.Groups) == 0 {
-		return res, errors.New("planning pm sampling: no metric left to sample")
+		errs := []error{errors.New("planning pm sampling: no metric left to sample")}
+		for _, r := range res.Rejected {
+			errs = append(errs, r.err())
+		}
+		return res, errors.Join(errs...)
 	}
 	return res, nil
 }

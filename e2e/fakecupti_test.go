@@ -1,0 +1,188 @@
+package e2e
+
+// The real binary against the fake libcupti (internal/cupti/fake): the live path of `serve`
+// (sampler -> aggregator -> exporter, pause/resume through the web server), `record` and the
+// `metrics` commands, which CI cannot otherwise reach without a GPU. The GPU machine checks the
+// same paths against the real library (scripts/gpu/validate.sh).
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/cupti-exporter/cupti-exporter/internal/cupti/cuptitest"
+)
+
+// fakeCUPTI builds the fake libraries and returns the --cupti.library flag and the environment
+// that lets the binary's dlopen("libcuda.so.1") find the fake driver.
+func fakeCUPTI(t *testing.T) (flag string, env []string) {
+	t.Helper()
+	o := cuptitest.Build(t)
+	return "--cupti.library=" + o.LibraryPath, []string{"LD_LIBRARY_PATH=" + filepath.Dir(o.CUDALibraryPath), "CUPTI_FAKE_DEVICES=2"}
+}
+
+const fakeMetricsFlag = "--pmsample.metrics=gr__cycles_active.sum,sm__cycles_active.avg.pct_of_peak_sustained_elapsed"
+
+// series returns the value of the series of family name whose labels include want.
+func series(fams map[string]*dto.MetricFamily, name string, want map[string]string) (float64, bool) {
+	f, ok := fams[name]
+	if !ok {
+		return 0, false
+	}
+next:
+	for _, m := range f.GetMetric() {
+		have := map[string]string{}
+		for _, l := range m.GetLabel() {
+			have[l.GetName()] = l.GetValue()
+		}
+		for k, v := range want {
+			if have[k] != v {
+				continue next
+			}
+		}
+		switch {
+		case m.GetCounter() != nil:
+			return m.GetCounter().GetValue(), true
+		case m.GetGauge() != nil:
+			return m.GetGauge().GetValue(), true
+		}
+	}
+	return 0, false
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func post(t *testing.T, url string) map[string]any {
+	t.Helper()
+	resp, err := http.Post(url, "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var v map[string]any
+	if err := json.NewDecoder(resp.Body).Decode(&v); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("POST %s: %s, %v", url, resp.Status, err)
+	}
+	return v
+}
+
+func TestServeFakeCUPTI(t *testing.T) {
+	lib, env := fakeCUPTI(t)
+	p := startEnv(t, env, "serve", lib, fakeMetricsFlag, "--pmsample.decode-period=50ms",
+		"--activity.socket="+filepath.Join(t.TempDir(), "activity.sock"))
+
+	for _, gpu := range []string{"0", "1"} {
+		waitFor(t, "samples of gpu "+gpu, func() bool {
+			_, fams := p.scrape(t)
+			v, ok := series(fams, "cupti_pm_samples_total", map[string]string{"gpu": gpu, "chip": "GH100"})
+			return ok && v > 10
+		})
+	}
+	body, fams := p.scrape(t)
+	lint(t, body)
+	// Fake values: metric 0 of sample k is 10 + k%10 cycles, so the counter grows by 10..19 a sample.
+	total, ok := series(fams, "cupti_gr_active_cycles_total", map[string]string{"gpu": "0"})
+	samples, _ := series(fams, "cupti_pm_samples_total", map[string]string{"gpu": "0"})
+	if !ok || total < 10*samples || total > 19*samples+19 {
+		t.Errorf("cupti_gr_active_cycles_total = %v (found %v) for %v samples, want 10..19 a sample", total, ok, samples)
+	}
+	if v, ok := series(fams, "cupti_pm_sampling_state", map[string]string{"gpu": "1", "state": "sampling"}); !ok || v != 1 {
+		t.Errorf("gpu 1 sampling state = %v (found %v)", v, ok)
+	}
+
+	// Pause and resume through the same web server as /metrics.
+	paused := post(t, "http://"+p.addr+"/api/v1/pm-sampling/pause?duration=1m")
+	if !strings.Contains(mustJSON(t, paused), `"state":"paused"`) {
+		t.Fatalf("pause answered %v", paused)
+	}
+	waitFor(t, "state paused in /metrics", func() bool {
+		_, fams := p.scrape(t)
+		v, ok := series(fams, "cupti_pm_sampling_state", map[string]string{"gpu": "0", "state": "paused"})
+		return ok && v == 1
+	})
+	_, fams = p.scrape(t)
+	before, _ := series(fams, "cupti_pm_samples_total", map[string]string{"gpu": "0"})
+	post(t, "http://"+p.addr+"/api/v1/pm-sampling/resume")
+	waitFor(t, "samples again after resume", func() bool {
+		_, fams := p.scrape(t)
+		v, _ := series(fams, "cupti_pm_samples_total", map[string]string{"gpu": "0"})
+		return v > before+10
+	})
+}
+
+func mustJSON(t *testing.T, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// run runs the binary to completion and returns its output and exit error.
+func run(t *testing.T, env []string, args ...string) (string, error) {
+	t.Helper()
+	cmd := exec.Command(binary, args...)
+	cmd.Env = append(cmd.Environ(), env...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	return out.String(), err
+}
+
+func TestMetricsCommandsFakeCUPTI(t *testing.T) {
+	lib, env := fakeCUPTI(t)
+	out, err := run(t, env, "metrics", "list", lib, "--chip=GH100")
+	if err != nil || !strings.Contains(out, "dram__bytes_read") {
+		t.Errorf("metrics list: %v\n%.500s", err, out)
+	}
+	out, err = run(t, env, "metrics", "describe", lib, "--chip=GH100", "gr__cycles_active")
+	if err != nil || !strings.Contains(out, "sys_cycle") {
+		t.Errorf("metrics describe: %v\n%.500s", err, out)
+	}
+	out, err = run(t, env, "metrics", "plan", lib, "--chip=GH100", "gr__cycles_active.sum,sm__cycles_active.sum")
+	if err != nil || !strings.Contains(out, "one pass") {
+		t.Errorf("metrics plan: %v\n%.500s", err, out)
+	}
+	// A metric that alone needs 19 passes is refused, naming the problem.
+	out, err = run(t, env, "metrics", "plan", lib, "--chip=GH100", "sm__throughput.avg.pct_of_peak_sustained_elapsed")
+	if err == nil || !strings.Contains(out, "19") {
+		t.Errorf("plan of a 19-pass metric: err %v\n%.500s", err, out)
+	}
+	// An unknown name gets suggestions.
+	out, err = run(t, env, "metrics", "plan", lib, "--chip=GH100", "gr__cycles_activ.sum")
+	if err == nil || !strings.Contains(out, "gr__cycles_active") {
+		t.Errorf("plan of an unknown metric: err %v\n%.500s", err, out)
+	}
+}
+
+func TestRecordReplayFakeCUPTI(t *testing.T) {
+	lib, env := fakeCUPTI(t)
+	file := filepath.Join(t.TempDir(), "fake.cuptirec")
+	out, err := run(t, env, "record", lib, fakeMetricsFlag, "--no-activity.enabled", "--output="+file, "--duration=2s")
+	if err != nil {
+		t.Fatalf("record: %v\n%s", err, out)
+	}
+	p := start(t, "replay", file, "--replay.speed=20")
+	waitFor(t, "replayed samples", func() bool {
+		_, fams := p.scrape(t)
+		v, ok := series(fams, "cupti_pm_samples_total", map[string]string{"gpu": "1"})
+		return ok && v > 100
+	})
+}
