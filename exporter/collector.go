@@ -21,7 +21,7 @@ var (
 		nil, nil)
 	seriesDroppedDesc = prometheus.NewDesc(
 		"cupti_exporter_series_dropped_total",
-		"Series not exported because their family conflicts with another of the same name, their label set repeats, or their values are invalid.",
+		"Series not exported because their family conflicts with another of the same name, their label set repeats, their values are invalid, or their family passed the series limit (cardinality).",
 		[]string{"outlet", "reason"}, nil)
 )
 

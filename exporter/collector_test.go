@@ -3,6 +3,7 @@ package exporter
 import (
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -167,8 +168,9 @@ func TestCollectReportsDuplicatesAndConflicts(t *testing.T) {
 	}
 	// Everything else is still served, with the first series of a label set kept.
 	compareGolden(t, e, "testdata/collect.txt", "cupti_sm_active_ratio", "cupti_pcie_bytes_total", "cupti_kernel_duration_seconds")
-	const drops = `# HELP cupti_exporter_series_dropped_total Series not exported because their family conflicts with another of the same name, their label set repeats, or their values are invalid.
+	const drops = `# HELP cupti_exporter_series_dropped_total Series not exported because their family conflicts with another of the same name, their label set repeats, their values are invalid, or their family passed the series limit (cardinality).
 # TYPE cupti_exporter_series_dropped_total counter
+cupti_exporter_series_dropped_total{outlet="prometheus",reason="cardinality"} 0
 cupti_exporter_series_dropped_total{outlet="prometheus",reason="conflict"} 6
 cupti_exporter_series_dropped_total{outlet="prometheus",reason="duplicate"} 3
 cupti_exporter_series_dropped_total{outlet="prometheus",reason="invalid"} 3
@@ -227,5 +229,20 @@ func TestCollectConcurrentSafe(t *testing.T) {
 		if !strings.Contains(err.Error(), "duplicate label set") {
 			t.Error(err)
 		}
+	}
+}
+
+// A family past maxSeriesPerFamily keeps the first series and counts the rest as dropped.
+func TestMergeCapsSeriesPerFamily(t *testing.T) {
+	f := mapping.Family{Desc: smActive}
+	for i := range maxSeriesPerFamily + 10 {
+		f.Samples = append(f.Samples, mapping.Sample{LabelValues: dev(strconv.Itoa(i), "GPU-x"), Value: 1})
+	}
+	fams, problems := merge([]*mapping.Snapshot{{Time: testTime, Families: []mapping.Family{f}}})
+	if len(fams) != 1 || len(fams[0].series) != maxSeriesPerFamily {
+		t.Fatalf("kept %d series, want %d", len(fams[0].series), maxSeriesPerFamily)
+	}
+	if len(problems) != 1 || problems[0].reason != dropCardinality || problems[0].series != 10 {
+		t.Fatalf("problems = %+v, want one cardinality problem of 10 series", problems)
 	}
 }

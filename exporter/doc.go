@@ -21,7 +21,9 @@
 // reports each through prometheus.NewInvalidMetric (the server uses
 // promhttp.ContinueOnError, so the rest of the scrape is served), the OTLP
 // outlet drops them, and both count them in
-// cupti_exporter_series_dropped_total{outlet,reason}.
+// cupti_exporter_series_dropped_total{outlet,reason}. A family keeps at most
+// 4,096 series (the sources bound their own labels; this is the safety net):
+// the rest are dropped with reason "cardinality", reported the same way.
 //
 // # Pod attribution
 //

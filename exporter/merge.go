@@ -31,6 +31,11 @@ type problem struct {
 	series int // how many series it drops
 }
 
+// maxSeriesPerFamily caps the series of one family (like the OTel SDK's cardinality limit):
+// the sources bound their own labels (top-K kernels, pod TTLs), so reaching it means a bug or
+// an unexpected workload; the series past it are dropped and counted, never served unbounded.
+const maxSeriesPerFamily = 4096
+
 // merge joins the families of snaps by name, in order, sorted by name.
 // A family whose kind or label names differ from the first of its name, a
 // sample whose label values do not match its label names, and a repeated
@@ -38,6 +43,7 @@ type problem struct {
 func merge(snaps []*mapping.Snapshot) ([]*family, []problem) {
 	byName := map[string]*family{}
 	seen := map[string]struct{}{} // name + label values
+	overCap := map[*family]int{}  // series dropped past maxSeriesPerFamily
 	var problems []problem
 	for _, s := range snaps {
 		for fi := range s.Families {
@@ -70,6 +76,10 @@ func merge(snaps []*mapping.Snapshot) ([]*family, []problem) {
 					continue
 				}
 				seen[key] = struct{}{}
+				if len(m.series) >= maxSeriesPerFamily {
+					overCap[m]++
+					continue
+				}
 				m.series = append(m.series, series{sample: smp, time: s.Time})
 			}
 		}
@@ -77,6 +87,10 @@ func merge(snaps []*mapping.Snapshot) ([]*family, []problem) {
 	out := make([]*family, 0, len(byName))
 	for _, f := range byName {
 		out = append(out, f)
+		if n := overCap[f]; n > 0 {
+			problems = append(problems, problem{f.desc, dropCardinality, fmt.Errorf(
+				"family %s: %d series past the limit of %d per family dropped", f.desc.Name, n, maxSeriesPerFamily), n})
+		}
 	}
 	slices.SortFunc(out, func(a, b *family) int { return strings.Compare(a.desc.Name, b.desc.Name) })
 	return out, problems
@@ -99,14 +113,15 @@ func labelString(names, values []string) string {
 type dropReason int
 
 const (
-	dropConflict  dropReason = iota // kind or label names differ from the first family of the name
-	dropDuplicate                   // label set already emitted
-	dropInvalid                     // values that cannot form a metric (label count, bad histogram, bad name)
+	dropConflict    dropReason = iota // kind or label names differ from the first family of the name
+	dropDuplicate                     // label set already emitted
+	dropInvalid                       // values that cannot form a metric (label count, bad histogram, bad name)
+	dropCardinality                   // past maxSeriesPerFamily
 	numDropReasons
 )
 
 func (r dropReason) String() string {
-	return [...]string{"conflict", "duplicate", "invalid"}[r]
+	return [...]string{"conflict", "duplicate", "invalid", "cardinality"}[r]
 }
 
 // dropCounter counts the series one outlet dropped, by reason.

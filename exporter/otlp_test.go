@@ -123,11 +123,13 @@ func TestOTLP(t *testing.T) {
 # TYPE cupti_exporter_otlp_exports_total counter
 cupti_exporter_otlp_exports_total{result="failure"} 0
 cupti_exporter_otlp_exports_total{result="success"} 1
-# HELP cupti_exporter_series_dropped_total Series not exported because their family conflicts with another of the same name, their label set repeats, or their values are invalid.
+# HELP cupti_exporter_series_dropped_total Series not exported because their family conflicts with another of the same name, their label set repeats, their values are invalid, or their family passed the series limit (cardinality).
 # TYPE cupti_exporter_series_dropped_total counter
+cupti_exporter_series_dropped_total{outlet="otlp",reason="cardinality"} 0
 cupti_exporter_series_dropped_total{outlet="otlp",reason="conflict"} 0
 cupti_exporter_series_dropped_total{outlet="otlp",reason="duplicate"} 0
 cupti_exporter_series_dropped_total{outlet="otlp",reason="invalid"} 0
+cupti_exporter_series_dropped_total{outlet="prometheus",reason="cardinality"} 0
 cupti_exporter_series_dropped_total{outlet="prometheus",reason="conflict"} 0
 cupti_exporter_series_dropped_total{outlet="prometheus",reason="duplicate"} 0
 cupti_exporter_series_dropped_total{outlet="prometheus",reason="invalid"} 0
