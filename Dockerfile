@@ -1,6 +1,7 @@
-# Image for the Helm chart: the exporter and the injection library it copies to the host.
-# CUDA/CUPTI are not in the image: the exporter finds libcupti on the host or in a mounted
-# toolkit (see --cupti.library), and the NVIDIA container runtime provides libcuda.
+# Image for the Helm chart: the exporter, the injection library it copies to the host, and
+# CUPTI 13 with nvperf (NVIDIA's cuda-cupti package; the exporter finds it under /usr/local/cuda).
+# The NVIDIA container toolkit provides libcuda.so.1 at run time. To use the node's own CUPTI
+# instead, set the chart's pmsample.cupti.hostDir.
 FROM golang:1.26-bookworm AS build
 WORKDIR /src
 COPY go.mod go.sum ./
@@ -10,7 +11,10 @@ RUN go build -trimpath -o /out/cupti-exporter ./cmd/cupti-exporter \
  && make -C activity/inject \
  && cp activity/inject/build/libcupti_exporter_inject.so /out/
 
-FROM debian:bookworm-slim
+FROM nvidia/cuda:13.0.1-base-ubuntu24.04
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends cuda-cupti-13-0 \
+ && rm -rf /var/lib/apt/lists/*
 COPY --from=build /out/cupti-exporter /usr/bin/cupti-exporter
 COPY --from=build /out/libcupti_exporter_inject.so /usr/lib/cupti-exporter/libcupti_exporter_inject.so
 EXPOSE 9477

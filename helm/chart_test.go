@@ -39,6 +39,15 @@ func volume(spec corev1.PodSpec, name string) *corev1.Volume {
 	return nil
 }
 
+func mount(c corev1.Container, name string) *corev1.VolumeMount {
+	for i := range c.VolumeMounts {
+		if c.VolumeMounts[i].Name == name {
+			return &c.VolumeMounts[i]
+		}
+	}
+	return nil
+}
+
 func envValue(c corev1.Container, name string) (string, bool) {
 	for _, e := range c.Env {
 		if e.Name == name {
@@ -166,7 +175,7 @@ updateStrategy: {type: OnDelete}
 profiling: {requireCapSysAdmin: false}
 injection: {hostDir: /var/run/cupti}
 web: {port: 9400, configSecret: cupti-web}
-pmsample: {interval: 2ms, decodePeriod: 500ms, window: 30s, metrics: [sm__cycles_active.avg, dram__throughput.avg.pct_of_peak_sustained_elapsed]}
+pmsample: {interval: 2ms, decodePeriod: 500ms, window: 30s, metrics: [sm__cycles_active.avg, dram__throughput.avg.pct_of_peak_sustained_elapsed], cupti: {hostDir: /usr/local/cuda/extras/CUPTI/lib64}}
 kubelet: {podResources: {enabled: false}}
 config: {otlp: {endpoint: "otel-collector:4317", insecure: true}}
 extraArgs: [--log.level=debug]
@@ -214,8 +223,15 @@ func TestNodeModeCustomValues(t *testing.T) {
 	wantArgs(t, exp, "--web.listen-address=:9400", "--pmsample.interval=2ms", "--pmsample.decode-period=500ms",
 		"--pmsample.window=30s", "--pmsample.metrics=sm__cycles_active.avg,dram__throughput.avg.pct_of_peak_sustained_elapsed",
 		"--activity.socket=/var/run/cupti/activity.sock", "--config.file=/etc/cupti-exporter/config/config.yml",
-		"--web.config.file=/etc/cupti-exporter/web/web-config.yml", "--log.level=debug")
+		"--web.config.file=/etc/cupti-exporter/web/web-config.yml", "--log.level=debug",
+		"--cupti.library=/usr/local/cuda/extras/CUPTI/lib64")
 	noArgPrefix(t, exp, "--kubelet.pod-resources-socket")
+	if v := volume(spec, "cupti"); v == nil || v.HostPath == nil || v.HostPath.Path != "/usr/local/cuda/extras/CUPTI/lib64" {
+		t.Errorf("cupti host folder volume = %+v", v)
+	}
+	if m := mount(exp, "cupti"); m == nil || !m.ReadOnly || m.MountPath != "/usr/local/cuda/extras/CUPTI/lib64" {
+		t.Errorf("cupti host folder mount = %+v; want read-only at the same path", m)
+	}
 	if volume(spec, "pod-resources") != nil {
 		t.Error("pod-resources mounted although kubelet.podResources.enabled is false")
 	}

@@ -21,6 +21,8 @@ func TestSchemaRejectsInvalidValues(t *testing.T) {
 		{"pmsample: {interval: 1 ms}", []string{"/pmsample/interval"}},
 		{"pmsample: {interval: 1}", []string{"/pmsample/interval", "string"}},
 		{"pmsample: {metrics: [sm_active]}", []string{"/pmsample/metrics/0"}},
+		{"pmsample: {cupti: {hostDir: usr/local/cuda}}", []string{"/pmsample/cupti/hostDir"}}, // not absolute
+		{"pmsample: {cupti: {path: /x}}", []string{"/pmsample/cupti", "path"}},
 		{"profiling: {requireCapSysAdmin: \"yes\"}", []string{"/profiling/requireCapSysAdmin", "boolean"}},
 		{"image: {pullPolicy: Sometimes}", []string{"/image/pullPolicy"}},
 		{"web: {port: 70000}", []string{"/web/port"}},

@@ -117,6 +117,9 @@ a valid file (overwriting in place would corrupt their mapping).
 {{- with .Values.pmsample.metrics }}
 - --pmsample.metrics={{ join "," . }}
 {{- end }}
+{{- with (.Values.pmsample.cupti.library | default .Values.pmsample.cupti.hostDir) }}
+- --cupti.library={{ . }}
+{{- end }}
 {{- else }}
 - --no-pmsample.enabled
 {{- end }}
