@@ -160,6 +160,11 @@ func loadConfigFile(path string, c *Config) error {
 	if err != nil {
 		return fmt.Errorf("reading config file: %w", err)
 	}
+	return parseConfig(data, path, c)
+}
+
+// parseConfig decodes YAML over c; errors name the file and the line.
+func parseConfig(data []byte, path string, c *Config) error {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	if err := dec.Decode(c); err != nil {

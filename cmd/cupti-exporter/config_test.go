@@ -91,3 +91,25 @@ func TestEmptyConfigFileKeepsDefaults(t *testing.T) {
 		t.Fatalf("listen address %q", cfg.Web.ListenAddress)
 	}
 }
+
+// Any bytes as a config file give a configuration or an error, never a panic; an accepted
+// file's errors from validate name a key.
+func FuzzParseConfig(f *testing.F) {
+	for _, seed := range []string{
+		"", "pmsample:\n  interval: 1ms\n  metrics: [a, b]\n", "web: {listen_address: ':9477'}\n",
+		"pmsample:\n  intervall: 1ms\n", "pmsample:\n  interval: 1 ms\n", "otlp:\n  header: {a: b}\n",
+		"activity: {socket_mode: '0999'}\n", "[1, 2]\n", "pmsample: [\n", "a: &x [*x]\n",
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		c := defaultConfig()
+		if err := parseConfig(data, "fuzz.yml", &c); err != nil {
+			if !strings.Contains(err.Error(), "fuzz.yml") {
+				t.Fatalf("error does not name the file: %v", err)
+			}
+			return
+		}
+		_ = c.validate()
+	})
+}
