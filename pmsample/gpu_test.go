@@ -86,7 +86,7 @@ func TestGPUSample(t *testing.T) {
 	agg := NewAggregator(m, s.Devices(), s.Catalog(), logger, WithStatus(s.Status))
 	defer func() {
 		cd := s.runners[0].pm.(*cuptiDevice)
-		t.Logf("DecodeData %v, evaluation %v for %d samples", cd.decodeTime, cd.evalTime, cd.evaluated)
+		t.Logf("DecodeData %v, evaluation %v for %d samples", cd.total.Decode, cd.total.evaluation(), cd.evaluated)
 	}()
 	secs := 5 * time.Second
 	if v, err := time.ParseDuration(os.Getenv("PMSAMPLE_SECONDS") + "s"); err == nil && v > 0 {
@@ -149,8 +149,11 @@ func TestGPUWithoutAvailability(t *testing.T) {
 		cancel()
 		cd := s.runners[0].pm.(*cuptiDevice)
 		t.Logf("%s: %d metrics %v: %d samples in 3 s; DecodeData %v, evaluation %v for %d samples (%.1f us/sample); status %+v",
-			tc.name, len(s.Plan().Groups[0].Metrics), s.Plan().Groups[0].Metrics, n, cd.decodeTime, cd.evalTime, cd.evaluated,
-			float64((cd.decodeTime+cd.evalTime).Microseconds())/float64(max(cd.evaluated, 1)), s.Status()[0])
+			tc.name, len(s.Plan().Groups[0].Metrics), s.Plan().Groups[0].Metrics, n, cd.total.Decode, cd.total.evaluation(), cd.evaluated,
+			float64((cd.total.Decode+cd.total.evaluation()).Microseconds())/float64(max(cd.evaluated, 1)), s.Status()[0])
 		s.Close()
 	}
 }
+
+// evaluation is the time after DecodeData: sample times, evaluation and the image reset.
+func (c CallTimes) evaluation() time.Duration { return c.SampleInfo + c.Evaluate + c.Reset }

@@ -47,15 +47,19 @@ type cuptiDevice struct {
 	data []*cupti.CounterData
 	vals []float64
 
-	// cost, for the performance report: time in DecodeData and in evaluation, samples evaluated
-	decodeTime, evalTime time.Duration
-	evaluated            int
-	calls                CallTimes // since the last takeCallTimes
+	// cost, for the performance report: time in CUPTI calls since the last takeCallTimes and
+	// in all taken before, samples evaluated
+	calls, total CallTimes
+	evaluated    int
 }
 
 // takeCallTimes returns the time spent in CUPTI calls since the last call and starts over.
 func (d *cuptiDevice) takeCallTimes() CallTimes {
 	c := d.calls
+	d.total.Decode += c.Decode
+	d.total.SampleInfo += c.SampleInfo
+	d.total.Evaluate += c.Evaluate
+	d.total.Reset += c.Reset
 	d.calls = CallTimes{}
 	return c
 }
@@ -206,10 +210,7 @@ func (d *cuptiDevice) Decode(g int, fn func(start, end uint64, values []float64)
 	cd := d.data[g]
 	t0 := time.Now()
 	res, err := d.sess.Decode(cd)
-	t1 := time.Now()
-	d.decodeTime += t1.Sub(t0)
-	d.calls.Decode += t1.Sub(t0)
-	defer func() { d.evalTime += time.Since(t1) }()
+	d.calls.Decode += time.Since(t0)
 	if err != nil || res.Overflow {
 		if err == nil {
 			err = errOverflow
