@@ -11,11 +11,12 @@
 //   - sampler.go, runner.go, session.go: one goroutine per device, locked to its OS thread, owning the
 //     session: Enable, SetConfig, Start, a decode every 250 ms (default), Stop, Disable. The
 //     hardware samples every 1 ms (GPU_TIME trigger; SYSCLK where the device refuses it) into a
-//     64 MiB buffer (never less); the counter data image holds decode period x rate x 1.25 + 64
+//     64 MiB buffer (never less); the counter data image holds decode period x rate x 1.25 + 16
 //     samples and its size is queried once. Samples that began before Start are dropped (the
 //     first one spans from SetConfig); stop reasons 0 (OTHER) and 2 (END_OF_RECORDS) are success,
-//     1 (COUNTER_DATA_FULL) is counted as a loss; an overflow kills a keep-oldest session, so it
-//     is counted and the session recreated (Disable, Enable, SetConfig, Start). With
+//     1 (COUNTER_DATA_FULL) is counted as a loss; an overflow kills a keep-oldest session, and
+//     CUPTI will not re-initialise an image that stopped a decode full, so both are counted and
+//     the session recreated (Disable, Enable, SetConfig, Start). With
 //     WithMultiplex several groups take turns (Stop, SetConfig, Start) each period.
 //   - pause.go: Pause/Resume and the HTTP handler (POST /api/v1/pm-sampling/pause?duration=30s,
 //     POST /api/v1/pm-sampling/resume) that release and retake the counters for ncu, nsys or DCGM.

@@ -220,7 +220,8 @@ func (r *runner) sample(ctx context.Context, sink func(Batch)) error {
 	}
 }
 
-// drain stops sampling and decodes what is left; it reports whether the session died (overflow).
+// drain stops sampling and decodes what is left; it reports whether the session died (an
+// overflow or a full image).
 func (r *runner) drain(sink func(Batch)) (dead bool) {
 	if err := r.pm.Stop(); err != nil {
 		r.log.Debug("stopping before drain", "err", err)
@@ -229,7 +230,8 @@ func (r *runner) drain(sink func(Batch)) (dead bool) {
 }
 
 // decode decodes once and recreates the session (Disable, Enable, SetConfig, Start) after an
-// overflow, which kills a keep-oldest session, or after three decode errors in a row.
+// overflow, which kills a keep-oldest session, after a full counter data image, which CUPTI
+// will not re-initialise, or after three decode errors in a row.
 func (r *runner) decode(sink func(Batch)) error {
 	if !r.collect(sink) && r.decErrs < 3 {
 		return nil
@@ -240,8 +242,9 @@ func (r *runner) decode(sink func(Batch)) error {
 	return r.acquireKeepGroup()
 }
 
-// collect decodes once and delivers a batch with its losses; it reports an overflow.
-func (r *runner) collect(sink func(Batch)) (overflow bool) {
+// collect decodes once and delivers a batch with its losses; it reports whether the session
+// is dead (an overflow or a full counter data image).
+func (r *runner) collect(sink func(Batch)) (dead bool) {
 	t0 := time.Now()
 	g := r.groups[r.group]
 	b := Batch{Device: r.dev.Index, Metrics: g.Metrics, Multiplexed: len(r.groups) > 1}
@@ -262,7 +265,7 @@ func (r *runner) collect(sink func(Batch)) (overflow bool) {
 			b.Samples = append(b.Samples, Sample{Start: start, End: end, Values: buf[i:len(buf):len(buf)]})
 		}
 	})
-	overflow = res.Overflow || errors.Is(err, errOverflow)
+	overflow := res.Overflow || errors.Is(err, errOverflow)
 	switch {
 	case overflow:
 		b.Overflows++
@@ -274,7 +277,8 @@ func (r *runner) collect(sink func(Batch)) (overflow bool) {
 	default:
 		r.decErrs = 0
 	}
-	if res.StopReason == cupti.StopCounterDataFull {
+	full := res.StopReason == cupti.StopCounterDataFull
+	if full {
 		b.LostImageFull++
 		r.log.Warn("counter data image full: samples lost; decode more often or sample less often")
 	}
@@ -283,7 +287,7 @@ func (r *runner) collect(sink func(Batch)) (overflow bool) {
 		b.CUPTITime = ct.takeCallTimes()
 	}
 	sink(b)
-	return overflow
+	return overflow || full
 }
 
 func (r *runner) acquireKeepGroup() error {

@@ -241,6 +241,10 @@ func TestSamplerImageFullCounted(t *testing.T) {
 	if n := c.sum(0, func(b Batch) int { return b.LostImageFull }); n != 1 {
 		t.Fatalf("image full = %d, want 1", n)
 	}
+	// CUPTI will not re-initialise an image after a full decode: the session is recreated.
+	if log := strings.Join(pm.log(), " "); !strings.Contains(log, "Disable Enable SetConfig(0) Start") {
+		t.Fatalf("calls %q lack the recreate sequence", log)
+	}
 }
 
 func TestSamplerBusyThenRecovers(t *testing.T) {
@@ -386,8 +390,8 @@ func TestConfigDefaultsAndValidation(t *testing.T) {
 	if c.hardwareBuffer != 64<<20 || c.interval != time.Millisecond || c.decodePeriod != 250*time.Millisecond {
 		t.Fatalf("config = %+v", c)
 	}
-	if n := c.maxSamples(); n != 312+64 {
-		t.Fatalf("maxSamples = %d, want 376 (250 x 1.25 + 64)", n)
+	if n := c.maxSamples(); n != 312+16 {
+		t.Fatalf("maxSamples = %d, want 328 (250 x 1.25 + 16)", n)
 	}
 	if _, err := newConfig([]Option{WithDecodePeriod(time.Microsecond)}); err == nil {
 		t.Fatal("decode period below the interval accepted")

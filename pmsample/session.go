@@ -18,7 +18,8 @@ type pmDevice interface {
 	Stop() error
 	Disable() error
 	// Decode decodes the hardware buffer into group's counter data, calls fn for every completed
-	// sample (values nil when evaluation failed; fn must copy them) and resets the image.
+	// sample (values nil when evaluation failed; fn must copy them) and resets the image, except
+	// after a COUNTER_DATA_FULL stop, when the session must be recreated.
 	Decode(group int, fn func(start, end uint64, values []float64)) (cupti.DecodeResult, error)
 	Close()
 }
@@ -128,6 +129,7 @@ func (d *cuptiDevice) refresh() ([]Group, error) {
 	}
 	_ = d.host.Close()
 	d.host, d.images, d.groups, d.needAvail = host, images, groups, false
+	cupti.ReleaseFreedMemory()
 	return groups, nil
 }
 
@@ -242,6 +244,11 @@ func (d *cuptiDevice) Decode(g int, fn func(start, end uint64, values []float64)
 		}
 		d.evaluated++
 		fn(start, end, vals)
+	}
+	if res.StopReason == cupti.StopCounterDataFull {
+		// The real library refuses to re-initialise an image after such a decode (999 on an
+		// H200): the caller recreates the session, which allocates fresh images.
+		return res, nil
 	}
 	tr := time.Now()
 	err = cd.Reset()

@@ -83,7 +83,7 @@ func (l *Lib) hostInit(c *cHost) (*C.CUpti_Profiler_Host_Object, error) {
 		p.v13_0.structSize = C.CX_HOST_INITIALIZE_STRUCT_SIZE_13_2
 		p.pSinglePassMetricSetName = c.set
 	}
-	if err := l.call(C.CX_FN_cuptiProfilerHostInitialize, unsafe.Pointer(&p)); err != nil {
+	if err := l.callLoadingTarget(C.CX_FN_cuptiProfilerHostInitialize, unsafe.Pointer(&p)); err != nil {
 		return nil, err
 	}
 	return p.v13_0.pHostObject, nil

@@ -5,6 +5,7 @@ package cupti
 /*
 #cgo LDFLAGS: -ldl
 #include <stdlib.h>
+#include <malloc.h>
 #include "loader.h"
 */
 import "C"
@@ -21,12 +22,14 @@ import (
 
 type cLib = C.cx_lib
 
-// profilerRefs counts open Libs per libcupti file, so cuptiProfilerInitialize runs once before
-// the first and cuptiProfilerDeInitialize once after the last (a second DeInitialize crashes
-// real CUPTI).
+// profilerReady records, per libcupti file, that cuptiProfilerInitialize ran in this process.
+// It is never undone. On an H200 a cuptiProfilerInitialize after a DeInitialize returned 39
+// (MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED), and a second DeInitialize crashes real CUPTI, so the
+// profiler stays initialised until the process exits and libcupti stays loaded (RTLD_NODELETE,
+// loader.c): a Lib can then be closed and opened again any number of times.
 var (
-	profilerMu   sync.Mutex
-	profilerRefs = map[string]int{}
+	profilerMu    sync.Mutex
+	profilerReady = map[string]bool{}
 )
 
 func open(opts Options) (*Lib, error) {
@@ -57,17 +60,12 @@ func open(opts Options) (*Lib, error) {
 	if dir := C.GoString(&c.cupti_dir[0]); dir != "" && !strings.Contains(loaded, "/") {
 		l.path = dir + "/" + cuptiSoname
 	}
-	if c.nvperf_host == nil || c.nvperf_target == nil {
-		// The loader found libcupti: preload nvperf from its folder before any profiler call.
-		if dir := C.GoString(&c.cupti_dir[0]); dir != "" {
-			cdir := C.CString(dir)
-			var ebuf [1024]C.char
-			C.cx_preload_nvperf(c, cdir, &ebuf[0], C.size_t(len(ebuf)))
-			C.free(unsafe.Pointer(cdir))
-		}
-		if c.nvperf_host == nil || c.nvperf_target == nil {
-			l.warnings = append(l.warnings, "libnvperf_host.so/libnvperf_target.so not found next to "+l.path+
-				": libcupti will look for them on the loader path (CUPTI_ERROR_NOT_INITIALIZED if it cannot)")
+	if c.nvperf_host == nil {
+		// The loader found libcupti: preload nvperf_host from its folder before any profiler call.
+		l.preloadNVPerf(C.CX_NVPERF_HOST)
+		if c.nvperf_host == nil {
+			l.warnings = append(l.warnings, "libnvperf_host.so not found next to "+l.path+
+				": libcupti will look for it on the loader path (CUPTI_ERROR_NOT_INITIALIZED if it cannot)")
 		}
 	}
 	for i := C.int(C.CX_FN_REQUIRED_COUNT + 1); i < C.CX_FN_COUNT; i++ {
@@ -145,44 +143,56 @@ func (l *Lib) openDriver(path string) error {
 func (l *Lib) profilerInit() error {
 	profilerMu.Lock()
 	defer profilerMu.Unlock()
-	if profilerRefs[l.path] == 0 {
+	if !profilerReady[l.path] {
 		p := C.CUpti_Profiler_Initialize_Params{structSize: C.CUpti_Profiler_Initialize_Params_STRUCT_SIZE}
-		if r := C.cx_call(l.c, C.CX_FN_cuptiProfilerInitialize, unsafe.Pointer(&p)); r != 0 {
-			return l.callError("cuptiProfilerInitialize", r)
+		if err := l.callLoadingTarget(C.CX_FN_cuptiProfilerInitialize, unsafe.Pointer(&p)); err != nil {
+			return err
 		}
+		profilerReady[l.path] = true
 	}
-	profilerRefs[l.path]++
+	return nil
+}
+
+// preloadNVPerf loads the nvperf libraries named in which from libcupti's folder; it reports
+// whether any was newly loaded.
+func (l *Lib) preloadNVPerf(which C.int) bool {
+	dir := C.GoString(&l.c.cupti_dir[0])
+	if dir == "" {
+		return false
+	}
+	hostBefore, targetBefore := l.c.nvperf_host, l.c.nvperf_target
+	cdir := C.CString(dir)
+	defer C.free(unsafe.Pointer(cdir))
+	var ebuf [1024]C.char
+	C.cx_preload_nvperf(l.c, cdir, which, &ebuf[0], C.size_t(len(ebuf)))
+	return l.c.nvperf_host != hostBefore || l.c.nvperf_target != targetBefore
+}
+
+// callLoadingTarget is call, except that a NOT_INITIALIZED result (CUPTI could not dlopen an
+// nvperf library by its bare name) preloads libnvperf_target.so from libcupti's folder and
+// retries once. Open does not preload it: it costs about 100 MB of resident memory and CUPTI
+// 13.0's PM sampling did not load it on an H200.
+func (l *Lib) callLoadingTarget(id C.int, params unsafe.Pointer) error {
+	r := C.cx_call(l.c, id, params)
+	if Result(r) == ErrorNotInitialized && l.preloadNVPerf(C.CX_NVPERF_TARGET) {
+		r = C.cx_call(l.c, id, params)
+	}
+	if r != 0 {
+		return l.callError(C.GoString(C.cx_fn_name(id)), r)
+	}
 	return nil
 }
 
 // libState is what releasing a Lib needs; the safety-net cleanup gets a copy, never the Lib.
-type libState struct {
-	c      *C.cx_lib
-	key    string
-	inited bool // cuptiProfilerInitialize was counted for this Lib
-}
+type libState struct{ c *C.cx_lib }
 
-func (l *Lib) state() libState { return libState{c: l.c, key: l.path, inited: l.driverErr == nil} }
+func (l *Lib) state() libState { return libState{c: l.c} }
 
-// releaseLib de-initialises the profiler if this was the last Lib of its file and closes the
-// libraries. The cx_lib struct is zeroed, not freed: late cleanups of child handles then call
-// nothing.
+// releaseLib closes the libraries (the profiler stays initialised: see profilerReady). The
+// cx_lib struct is zeroed, not freed: late cleanups of child handles then call nothing.
 func releaseLib(s libState) error {
-	var err error
-	if s.inited {
-		profilerMu.Lock()
-		profilerRefs[s.key]--
-		if profilerRefs[s.key] <= 0 {
-			delete(profilerRefs, s.key)
-			p := C.CUpti_Profiler_DeInitialize_Params{structSize: C.CUpti_Profiler_DeInitialize_Params_STRUCT_SIZE}
-			if r := C.cx_call(s.c, C.CX_FN_cuptiProfilerDeInitialize, unsafe.Pointer(&p)); r != 0 {
-				err = &CallError{Func: "cuptiProfilerDeInitialize", Result: Result(r)}
-			}
-		}
-		profilerMu.Unlock()
-	}
 	C.cx_close(s.c)
-	return err
+	return nil
 }
 
 func releaseLibQuietly(s libState) { _ = releaseLib(s) }
@@ -375,6 +385,12 @@ func (l *Lib) Timestamp() (uint64, error) {
 	}
 	return uint64(ts), nil
 }
+
+// ReleaseFreedMemory hands memory that CUPTI has freed back to the system (glibc malloc_trim).
+// Planning builds a config image on a fresh profiler host object per candidate group, each about
+// 100 MB on GH100; once they are freed, their pages stay resident in malloc's arenas unless trimmed.
+// Call it after setup, not in the sampling loop.
+func ReleaseFreedMemory() { C.malloc_trim(0) }
 
 // goStrings copies a CUPTI-owned array of C strings.
 func goStrings(arr **C.char, n C.size_t) []string {

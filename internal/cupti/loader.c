@@ -25,18 +25,18 @@ static const char *dlerr(void) {
 	return e ? e : "unknown dlerror";
 }
 
-int cx_preload_nvperf(cx_lib *l, const char *dir, char *err, size_t errlen) {
+int cx_preload_nvperf(cx_lib *l, const char *dir, int which, char *err, size_t errlen) {
 	char path[4200];
 	int failed = 0;
 	err[0] = 0;
 	snprintf(path, sizeof path, "%s/libnvperf_host.so", dir);
-	if (!l->nvperf_host && !(l->nvperf_host = dlopen(path, RTLD_NOW | RTLD_GLOBAL))) {
-		failed |= 1;
+	if ((which & CX_NVPERF_HOST) && !l->nvperf_host && !(l->nvperf_host = dlopen(path, RTLD_NOW | RTLD_GLOBAL | RTLD_NODELETE))) {
+		failed |= CX_NVPERF_HOST;
 		snprintf(err, errlen, "%s", dlerr());
 	}
 	snprintf(path, sizeof path, "%s/libnvperf_target.so", dir);
-	if (!l->nvperf_target && !(l->nvperf_target = dlopen(path, RTLD_NOW | RTLD_GLOBAL))) {
-		failed |= 2;
+	if ((which & CX_NVPERF_TARGET) && !l->nvperf_target && !(l->nvperf_target = dlopen(path, RTLD_NOW | RTLD_GLOBAL | RTLD_NODELETE))) {
+		failed |= CX_NVPERF_TARGET;
 		size_t n = strlen(err);
 		snprintf(err + n, errlen - n, "%s%s", n ? "; " : "", dlerr());
 	}
@@ -54,8 +54,8 @@ static void *sym(void *h, const char *name, char *err, size_t errlen) {
 int cx_open_cupti(cx_lib *l, const char *path, const char *nvperf_dir, char *err, size_t errlen) {
 	char nverr[1024];
 	if (nvperf_dir)
-		cx_preload_nvperf(l, nvperf_dir, nverr, sizeof nverr); /* absence is reported by the caller */
-	l->cupti = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+		cx_preload_nvperf(l, nvperf_dir, CX_NVPERF_HOST, nverr, sizeof nverr); /* absence is reported by the caller */
+	l->cupti = dlopen(path, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE); /* the profiler outlives a Lib: lib_cgo.go profilerReady */
 	if (!l->cupti) {
 		snprintf(err, errlen, "%s", dlerr());
 		return -1;

@@ -68,12 +68,16 @@ typedef struct cx_lib {
 const char *cx_fn_name(int id);
 
 /* cx_open_cupti loads libcupti from path (an absolute file, or a bare soname for the loader's
- * search), preloading libnvperf_host.so and libnvperf_target.so (RTLD_NOW|RTLD_GLOBAL) from
- * nvperf_dir when it is not NULL, then resolves every symbol. On failure it returns -1 and writes
- * the reason, with dlerror's text, into err. */
+ * search), preloading libnvperf_host.so (RTLD_NOW|RTLD_GLOBAL) from nvperf_dir when it is not
+ * NULL, then resolves every symbol. On failure it returns -1 and writes the reason, with
+ * dlerror's text, into err. */
 int cx_open_cupti(cx_lib *l, const char *path, const char *nvperf_dir, char *err, size_t errlen);
-/* cx_preload_nvperf loads the nvperf pair from dir; returns a bit per library that failed. */
-int cx_preload_nvperf(cx_lib *l, const char *dir, char *err, size_t errlen);
+/* cx_preload_nvperf loads the nvperf libraries named in which (CX_NVPERF_* bits) from dir;
+ * returns the bits of those that failed. libnvperf_target.so costs about 100 MB of resident
+ * memory on load (measured on an H200) and CUPTI 13.0's PM sampling does not load it, so it is
+ * preloaded only when a profiler call reports NOT_INITIALIZED (lib_cgo.go). */
+enum { CX_NVPERF_HOST = 1, CX_NVPERF_TARGET = 2 };
+int cx_preload_nvperf(cx_lib *l, const char *dir, int which, char *err, size_t errlen);
 int cx_open_cuda(cx_lib *l, const char *path, char *err, size_t errlen);
 void cx_close(cx_lib *l);
 

@@ -27,7 +27,7 @@ func (l *Lib) Enable(dev int) (*Session, error) {
 		return nil, err
 	}
 	p := C.CUpti_PmSampling_Enable_Params{structSize: C.CUpti_PmSampling_Enable_Params_STRUCT_SIZE, deviceIndex: C.size_t(dev)}
-	if err := l.call(C.CX_FN_cuptiPmSamplingEnable, unsafe.Pointer(&p)); err != nil {
+	if err := l.callLoadingTarget(C.CX_FN_cuptiPmSamplingEnable, unsafe.Pointer(&p)); err != nil {
 		return nil, fmt.Errorf("device %d: %w", dev, err)
 	}
 	s := &Session{l: l, dev: dev, c: &cSession{lib: l.c, obj: p.pPmSamplingObject}}

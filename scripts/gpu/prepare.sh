@@ -7,6 +7,9 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 mkdir -p .gpu
 go build -trimpath -o .gpu/cupti-exporter ./cmd/cupti-exporter
+# the Go tests that need the real CUPTI (stage gotest)
+go test -c -o .gpu/cupti.test ./internal/cupti
+go test -c -o .gpu/pmsample.test ./pmsample
 make -s -C activity/inject
 cp activity/inject/build/libcupti_exporter_inject.so .gpu/
 probes=${PROBES:-../shared/probes}

@@ -91,36 +91,56 @@ stage_record() {
 proc_cpu_s() { awk '{ printf "%.3f", ($14 + $15) / 100 }' /proc/$1/stat; }
 proc_rss_mb() { awk '/VmRSS/ { printf "%.1f", $2 / 1024 }' /proc/$1/status; }
 
+# CPU per sample, exporter against pmprobe, same metrics and interval, one after the other under
+# the same load (PERF_LOAD: mm, the default, or none). Both sides are split by thread name
+# (threads.py): the probe's own figure times only its decode and evaluate calls, so its process CPU
+# over the same window says what CUPTI and the driver spend outside those calls.
 stage_perf() {
-  say "== perf"
-  $W mm 200 > "$L/perf-load.log" 2>&1 &
-  lp=$!
+  say "== perf (load ${PERF_LOAD:-mm})"
+  lp=
+  if [ "${PERF_LOAD:-mm}" = mm ]; then $W mm 400 > "$L/perf-load.log" 2>&1 & lp=$!; fi
   for iv in 1000000 100000; do
     dur=${PERF_1K:-30}; [ $iv = 100000 ] && dur=${PERF_10K:-60}
     M=$DEFSET; [ $iv = 100000 ] && M=$CMP
-    start_exporter "$L/exp-perf-$iv.log" 9477 --no-activity.enabled --pmsample.interval=$((iv/1000))us --pmsample.metrics=$M || continue
-    pid=$(cat "$L/exporter.9477.pid"); sleep 3
-    scrape "$L/perf0-$iv.txt"; c0=$(proc_cpu_s $pid); rss0=$(proc_rss_mb $pid)
-    if [ $iv = 100000 ]; then
-      for i in $(seq 1 200); do curl -s -o /dev/null -w '%{time_total}\n' localhost:9477/metrics; sleep 0.05; done > "$L/scrape-latency.txt"
-      sleep $((dur - 13))
-    else sleep $dur; fi
-    scrape "$L/perf1-$iv.txt"; c1=$(proc_cpu_s $pid); rss1=$(proc_rss_mb $pid)
-    n0=$(val "$L/perf0-$iv.txt" '^cupti_pm_samples_total'); n1=$(val "$L/perf1-$iv.txt" '^cupti_pm_samples_total')
-    say "exporter interval=${iv}ns $(python3 -c "c=$c1-$c0; n=$n1-$n0; print(f'cpu={c:.2f}s samples={n:.0f} us/sample={c*1e6/max(n,1):.2f}')") rss=${rss0}->${rss1}MB"
-    say "  losses: $(grep -E '^cupti_pm_(samples_dropped|overflows)' "$L/perf1-$iv.txt" | tr '\n' ' ')"
-    for call in decode sample_info evaluate reset; do
-      a=$(val "$L/perf0-$iv.txt" "^cupti_pm_cupti_call_seconds_total.*call=\"$call\""); b=$(val "$L/perf1-$iv.txt" "^cupti_pm_cupti_call_seconds_total.*call=\"$call\"")
-      say "  inside CUPTI $call: $(python3 -c "print(f'{($b-$a)*1e6/max($n1-$n0,1):.2f} us/sample')")"
+    for dp in ${PERF_DECODE:-250ms}; do
+      say "-- exporter, decode period $dp"
+      start_exporter "$L/exp-perf-$iv.log" 9477 --no-activity.enabled --pmsample.interval=$((iv/1000))us --pmsample.metrics=$M --pmsample.decode-period=$dp || continue
+      pid=$(cat "$L/exporter.9477.pid"); sleep 3
+      scrape "$L/perf0-$iv.txt"; c0=$(proc_cpu_s $pid); rss0=$(proc_rss_mb $pid); python3 scripts/gpu/threads.py $pid > "$L/perf-threads0-$iv.json"
+      if [ $iv = 100000 ] && [ $dur -ge 20 ]; then
+        for i in $(seq 1 200); do curl -s -o /dev/null -w '%{time_total}\n' localhost:9477/metrics; sleep 0.05; done > "$L/scrape-latency.txt"
+        sleep $((dur - 13))
+      else sleep $dur; fi
+      scrape "$L/perf1-$iv.txt"; c1=$(proc_cpu_s $pid); rss1=$(proc_rss_mb $pid); python3 scripts/gpu/threads.py $pid "$L/perf-threads0-$iv.json" > "$L/perf-threads-$iv.json"
+      n0=$(val "$L/perf0-$iv.txt" '^cupti_pm_samples_total'); n1=$(val "$L/perf1-$iv.txt" '^cupti_pm_samples_total')
+      say "exporter interval=${iv}ns $(python3 -c "c=$c1-$c0; n=$n1-$n0; print(f'cpu={c:.2f}s samples={n:.0f} us/sample={c*1e6/max(n,1):.2f}')") rss=${rss0}->${rss1}MB"
+      say "  cpu by thread (s): $(cat "$L/perf-threads-$iv.json")"
+      say "  losses: $(grep -E '^cupti_pm_(samples_dropped|overflows)' "$L/perf1-$iv.txt" | tr '\n' ' ')"
+      for call in decode sample_info evaluate reset; do
+        a=$(val "$L/perf0-$iv.txt" "^cupti_pm_cupti_call_seconds_total.*call=\"$call\""); b=$(val "$L/perf1-$iv.txt" "^cupti_pm_cupti_call_seconds_total.*call=\"$call\"")
+        say "  inside CUPTI $call: $(python3 -c "print(f'{($b-$a)*1e6/max($n1-$n0,1):.2f} us/sample')")"
     done
     stop_exporter 9477
-    "$G/pmprobe" sample $dur $iv "$M" > "$L/probe-perf-$iv.tsv" 2> "$L/probe-perf-$iv.err" &
-    pp=$!; prss=0; while kill -0 $pp 2>/dev/null; do r=$(proc_rss_mb $pp 2>/dev/null); [ -n "$r" ] && prss=$r; sleep 1; done
-    say "pmprobe rss=${prss}MB"
-    say "pmprobe interval=${iv}ns $(awk -F'\t' 'NR>1 { n += $2; d += $3; e += $4 } END { printf "samples=%d decode+eval us/sample=%.2f", n, (d + e) / n }' "$L/probe-perf-$iv.tsv")"
+    done
+    # the probe: each output line (one decode) is stamped on arrival; thread CPU is read 4 s in
+    # and 2 s before its end, and divided by the samples decoded in between
+    "$G/pmprobe" sample $dur $iv "$M" 2> "$L/probe-perf-$iv.err" |
+      while IFS= read -r line; do printf '%s\t%s\n' "$(date +%s.%N)" "$line"; done > "$L/probe-perf-$iv.tsv" &
+    pw=$!; sleep 4; pp=$(pgrep -n -f "pmprobe sample $dur $iv")
+    ta=$(date +%s.%N); python3 scripts/gpu/threads.py $pp > "$L/probe-threads0-$iv.json"
+    sleep $((dur - 6)); prss=$(proc_rss_mb $pp)
+    tb=$(date +%s.%N); python3 scripts/gpu/threads.py $pp "$L/probe-threads0-$iv.json" > "$L/probe-threads-$iv.json"
+    wait $pw
+    say "pmprobe interval=${iv}ns rss=${prss}MB $(awk -F'\t' '$3 ~ /^[0-9]+$/ { n += $3; d += $4; e += $5 } END { printf "samples=%d decode+eval us/sample=%.2f (decode %.2f, evaluate %.2f)", n, (d + e) / n, d / n, e / n }' "$L/probe-perf-$iv.tsv")"
+    say "  probe process cpu/sample over ${ta}..${tb}: $(python3 -c "
+import json; t = json.load(open('$L/probe-threads-$iv.json')); n = 0
+for l in open('$L/probe-perf-$iv.tsv'):
+    f = l.split('\t')
+    if len(f) > 4 and f[2].isdigit() and $ta < float(f[0]) <= $tb: n += int(f[2])
+print(f'{sum(t.values())*1e6/max(n,1):.2f} us/sample ({n} samples); by thread (s): {json.dumps(t)}')")"
   done
   [ -s "$L/scrape-latency.txt" ] && say "scrape latency at 10 kHz: $(sort -n "$L/scrape-latency.txt" | awk '{ a[NR] = $1 } END { printf "p50=%.1fms p99=%.1fms max=%.1fms", a[int(NR*0.5)]*1000, a[int(NR*0.99)]*1000, a[NR]*1000 }')"
-  kill $lp 2>/dev/null
+  [ -n "$lp" ] && kill $lp 2>/dev/null
 }
 
 stage_soak() {
@@ -130,7 +150,16 @@ stage_soak() {
   pid=$(cat "$L/exporter.9479.pid")
   CUDA_INJECTION64_PATH=$INJ CUPTI_EXPORTER_SOCKET=/run/cupti-exporter/soak.sock $W tiny ${SOAK_S:-300} > "$L/soak-work.log" 2>&1 &
   wp=$!
-  while kill -0 $wp 2>/dev/null; do echo "$(date +%s) $(proc_rss_mb $pid) $(curl -s localhost:9479/metrics | awk '/^cupti_kernel_duration_seconds_count/ { s += $NF } END { print s }')" >> "$L/soak-rss.txt"; sleep 30; done
+  # RSS and kernels counted every 30 s (into the summary every 60 s, so a cut-off run keeps them);
+  # the loop polls each second so the stage ends with the workload
+  local t=0
+  while kill -0 $wp 2>/dev/null; do
+    if [ $((t % 30)) = 0 ]; then
+      line="$(date +%s) $(proc_rss_mb $pid) $(curl -s localhost:9479/metrics | awk '/^cupti_kernel_duration_seconds_count/ { s += $NF } END { print s }')"
+      echo "$line" >> "$L/soak-rss.txt"; [ $((t % 60)) = 0 ] && say "soak t=${t}s (epoch rss_MB kernels): $line"
+    fi
+    sleep 1; t=$((t + 1))
+  done
   say "soak: $(head -1 "$L/soak-rss.txt") -> $(tail -1 "$L/soak-rss.txt") (epoch rss_MB kernels) $(grep -o '[0-9.]* us/launch' "$L/soak-work.log")"
   scrape "$L/soak-final.txt" 9479; say "soak dropped: $(grep '^cupti_activity_dropped' "$L/soak-final.txt" | tr '\n' ' ')"
   stop_exporter 9479
@@ -142,15 +171,116 @@ stage_multigpu() {
   "$BIN" metrics plan "nvlrx__bytes.sum,nvltx__bytes.sum,nvlrx__bytes.sum.per_second" > "$L/nvl-plan.log" 2>&1; say "nvlink plan rc=$?: $(head -5 "$L/nvl-plan.log" | tr '\n' ' ')"
   start_exporter "$L/exp-multi.log" 9477 --no-activity.enabled ${MULTI_ARGS:-} || return
   sleep 3; scrape "$L/multi-0.txt"
-  python3 scripts/gpu/allreduce.py 15 > "$L/allreduce.log" 2>&1; say "allreduce rc=$? $(tail -1 "$L/allreduce.log")"
+  timeout 150 python3 scripts/gpu/allreduce.py 15 > "$L/allreduce.log" 2>&1; say "allreduce rc=$? $(tail -1 "$L/allreduce.log")"
   scrape "$L/multi-1.txt"; stop_exporter 9477
   say "gpus sampled: $(grep '^cupti_pm_samples_total' "$L/multi-1.txt" | tr '\n' ' ')"
   say "nvlink/pcie series: $(grep -E '^cupti_(nvlink|pcie)_' "$L/multi-1.txt" | head -8 | tr '\n' ' ')"
 }
 
+stage_p2p() {
+  say "== p2p (copies between GPU 0 and GPU 1, traced by the injected library)"
+  mkdir -p /run/cupti-exporter
+  start_exporter "$L/exp-p2p.log" 9477 --no-pmsample.enabled --activity.socket=$SOCK || return
+  scrape "$L/p2p-0.txt"
+  CUDA_INJECTION64_PATH=$INJ CUPTI_EXPORTER_SOCKET=$SOCK timeout 120 $W p2p 100 > "$L/p2p-work.log" 2>&1; say "p2p workload rc=$? $(grep '^p2p' "$L/p2p-work.log")"
+  sleep 3; scrape "$L/p2p-1.txt"
+  say "memcpy before: $(grep '^cupti_memcpy_duration_seconds_count' "$L/p2p-0.txt" | tr '\n' ' ')"
+  say "memcpy after: $(grep '^cupti_memcpy_duration_seconds_count' "$L/p2p-1.txt" | tr '\n' ' ')"
+  say "dropped: $(grep '^cupti_activity_dropped_records_total' "$L/p2p-1.txt" | tr '\n' ' ')"
+  stop_exporter 9477
+}
+
+# The Go tests that need the real CUPTI (test binaries built by prepare.sh), and the counter data
+# costs the sampling loop is designed on, for a 4-metric set and for the default set.
+stage_gotest() {
+  say "== gotest"
+  CUPTI_EXPORTER_REAL_TEST=1 CUPTI_COST_METRICS=$DEFSET "$G/cupti.test" -test.run 'TestRealMemorySteps' -test.v > "$L/gotest-memory.log" 2>&1; say "memory steps (default set) rc=$?"
+  grep 'memory after' "$L/gotest-memory.log" | sed 's/^ *real_cost_test.go:[0-9]*: //' | tee -a "$S"
+  CUPTI_EXPORTER_REAL_TEST=1 "$G/cupti.test" -test.run 'TestReal(CUPTI|CounterDataCosts)' -test.v > "$L/gotest-cupti.log" 2>&1; say "cupti real tests rc=$?"
+  CUPTI_EXPORTER_REAL_TEST=1 CUPTI_COST_METRICS=$DEFSET "$G/cupti.test" -test.run 'TestRealCounterDataCosts' -test.v > "$L/gotest-cost-defset.log" 2>&1; say "cost test, default set rc=$?"
+  for f in "$L/gotest-cupti.log" "$L/gotest-cost-defset.log"; do
+    say "-- ${f##*/}"; grep -E 'reset cost|small image|big image|^(---|ok|FAIL)' "$f" | sed 's/^ *//' | cut -c1-230 | tee -a "$S"
+  done
+  PMSAMPLE_GPU=1 "$G/pmsample.test" -test.run 'TestGPU' -test.v > "$L/gotest-pmsample.log" 2>&1; say "pmsample gpu tests rc=$?"
+  grep -E '^(---|ok|FAIL)' "$L/gotest-pmsample.log" | tee -a "$S"
+}
+
 # The soak runs beside other stages (it has its own exporter, port and socket).
 stage_soakbg() { stage_soak > "$L/soak-stage.log" 2>&1 & echo $! > "$L/soak.pid"; }
 stage_soakwait() { wait "$(cat "$L/soak.pid")"; cat "$L/soak-stage.log" >> "$S"; }
+
+# Resident memory of a bare process (Python, ctypes) after cuInit and after cuptiProfilerInitialize:
+# what the driver and CUPTI cost before the exporter does anything.
+stage_initrss() {
+  say "== initrss"
+  python3 - <<'PY' 2>&1 | tee -a "$S"
+import ctypes, re
+def rss():
+    return int(re.search(r"VmRSS:\s+(\d+)", open("/proc/self/status").read()).group(1)) // 1024
+print(f"bare python: {rss()} MB")
+cuda = ctypes.CDLL("libcuda.so.1"); print(f"libcuda loaded: {rss()} MB")
+print(f"cuInit -> {cuda.cuInit(0)}: {rss()} MB")
+n = ctypes.c_int(); cuda.cuDeviceGetCount(ctypes.byref(n)); print(f"{n.value} devices: {rss()} MB")
+cupti = ctypes.CDLL("libcupti.so.13"); print(f"libcupti loaded: {rss()} MB")
+params = (ctypes.c_size_t * 2)(16, 0)  # structSize 16, pPriv NULL
+print(f"cuptiProfilerInitialize -> {cupti.cuptiProfilerInitialize(params)}: {rss()} MB")
+PY
+}
+
+# Why the exporter holds twice what a bare process holds after cuptiProfilerInitialize: the same
+# initialisation from a Python thread, after preloading nvperf by path (as the exporter does), and
+# the Go memory-steps test with glibc held to one malloc arena.
+stage_initrss2() {
+  say "== initrss2"
+  for variant in thread preload; do
+    VARIANT=$variant LIBDIR=$LIB python3 - <<'PY' 2>&1 | tee -a "$S"
+import ctypes, os, re, threading
+def rss():
+    return int(re.search(r"VmRSS:\s+(\d+)", open("/proc/self/status").read()).group(1)) // 1024
+v = os.environ["VARIANT"]
+if v == "preload":
+    for n in ("libnvperf_host.so", "libnvperf_target.so"):
+        ctypes.CDLL(os.path.join(os.environ["LIBDIR"], n), mode=ctypes.RTLD_GLOBAL)
+cuda = ctypes.CDLL("libcuda.so.1"); cuda.cuInit(0)
+cupti = ctypes.CDLL("libcupti.so.13")
+before = rss()
+def init():
+    params = (ctypes.c_size_t * 2)(16, 0)
+    print(f"{v}: cuptiProfilerInitialize -> {cupti.cuptiProfilerInitialize(params)}: {before} -> {rss()} MB", flush=True)
+if v == "thread":
+    t = threading.Thread(target=init); t.start(); t.join()
+else:
+    init()
+PY
+  done
+  for variant in lazy preload; do
+    VARIANT=$variant LIBDIR=$LIB python3 - <<'PY' 2>&1 | tee -a "$S"
+import ctypes, os, re
+def rss():
+    return int(re.search(r"VmRSS:\s+(\d+)", open("/proc/self/status").read()).group(1)) // 1024
+v, steps = os.environ["VARIANT"], []
+def step(what): steps.append(f"{what} {rss()}")
+step("start")
+if v == "preload":
+    ctypes.CDLL(os.path.join(os.environ["LIBDIR"], "libnvperf_target.so"), mode=ctypes.RTLD_GLOBAL); step("nvperf_target")
+    ctypes.CDLL(os.path.join(os.environ["LIBDIR"], "libnvperf_host.so"), mode=ctypes.RTLD_GLOBAL); step("nvperf_host")
+cuda = ctypes.CDLL("libcuda.so.1"); cuda.cuInit(0); step("cuInit")
+cupti = ctypes.CDLL("libcupti.so.13"); step("libcupti")
+r = cupti.cuptiProfilerInitialize((ctypes.c_size_t * 2)(16, 0)); step(f"profiler_init({r})")
+class HostInit(ctypes.Structure):
+    _fields_ = [("structSize", ctypes.c_size_t), ("pPriv", ctypes.c_void_p), ("profilerType", ctypes.c_int),
+                ("pChipName", ctypes.c_char_p), ("pAvail", ctypes.c_void_p), ("pHostObject", ctypes.c_void_p)]
+h = HostInit(48, None, 1, b"GH100", None, None)
+r = cupti.cuptiProfilerHostInitialize(ctypes.byref(h)); step(f"host_init({r})")
+maps = open("/proc/self/maps").read()
+print(f"{v}: " + ", ".join(steps) + " MB; nvperf mapped: " + " ".join(sorted({l.split()[-1].rsplit('/', 1)[-1] for l in maps.splitlines() if 'nvperf' in l})), flush=True)
+PY
+  done
+  for arenas in "" 1; do
+    env ${arenas:+MALLOC_ARENA_MAX=$arenas} CUPTI_EXPORTER_REAL_TEST=1 CUPTI_COST_METRICS=$DEFSET "$G/cupti.test" -test.run 'TestRealMemorySteps' -test.v > "$L/gotest-memory-$arenas.log" 2>&1
+    say "memory steps, MALLOC_ARENA_MAX=${arenas:-unset}: $(grep -E 'memory after (start|Open)' "$L/gotest-memory-$arenas.log" | sed 's/^ *real_cost_test.go:[0-9]*: //' | tr -s ' ' | tr '\n' ';')"
+  done
+}
 
 # Where the exporter's resident memory goes (issue 3 targets 100 MB at 1 kHz with the default set):
 # the largest mappings by RSS after 10 s of sampling.
@@ -158,8 +288,17 @@ stage_rss() {
   say "== rss"
   start_exporter "$L/exp-rss.log" 9477 --no-activity.enabled || return
   pid=$(cat "$L/exporter.9477.pid"); sleep 10
-  say "exporter rss=$(proc_rss_mb $pid)MB; largest mappings (kB rss, path):"
+  say "exporter rss=$(proc_rss_mb $pid)MB $(grep -E '^(RssAnon|RssFile|RssShmem|VmSize|Threads)' /proc/$pid/status | tr -s ' \t' ' ' | tr '\n' ' ')"
+  say "largest mappings (kB rss, path):"
   awk '/^[0-9a-f]+-[0-9a-f]+ / { path = ($6 == "" ? "[anon]" : $6) } /^Rss:/ { rss[path] += $2 } END { for (p in rss) print rss[p], p }' \
     /proc/$pid/smaps | sort -rn | head -12 | tee -a "$S"
+  say "samples after 10 s: $(curl -s localhost:9477/metrics | awk '/^cupti_pm_samples_total/ { s += $NF } END { print s }'); nvperf mapped: $(grep -o 'libnvperf_[a-z]*\.so' /proc/$pid/maps | sort -u | tr '\n' ' ')"
+  say "largest single mappings (kB size, kB rss, perms, path):"
+  awk '/^[0-9a-f]+-[0-9a-f]+ / { split($1, r, "-"); path = ($6 == "" ? "[anon]" : $6); perms = $2 } /^Size:/ { size = $2 } /^Rss:/ { print size, $2, perms, path }' \
+    /proc/$pid/smaps | sort -k2 -rn | head -10 | tee -a "$S"
   stop_exporter 9477
+  # peak RSS of one-shot commands: CUDA and profiler initialisation without sampling
+  for cmd in "$BIN version" "$BIN metrics plan $DEFSET" "$G/pmprobe check $DEFSET"; do
+    say "peak rss $(python3 -c 'import resource, subprocess, sys; subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL); print(f"{resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024:.1f}MB")' $cmd): ${cmd##*/}" | cut -c1-160
+  done
 }

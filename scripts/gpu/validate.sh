@@ -23,7 +23,15 @@ start_exporter() { # start_exporter LOG PORT ARGS...
   echo $! > "$L/exporter.$port.pid"
   for _ in $(seq 1 50); do curl -sf "localhost:$port/healthz" >/dev/null && return 0; sleep 0.2; done
   say "exporter on :$port did not come up"; tail -20 "$log" | tee -a "$S"; return 1; }
-stop_exporter() { local p; p=$(cat "$L/exporter.$1.pid" 2>/dev/null) && kill "$p" 2>/dev/null; sleep 1; kill -9 "$p" 2>/dev/null; true; }
+# stop_exporter PORT: SIGTERM, up to 10 s for a clean exit, then SIGKILL; says how it ended and
+# whether the log shows a crash (a SIGSEGV at shutdown was found on the GPU once).
+stop_exporter() {
+  local p i rc; p=$(cat "$L/exporter.$1.pid" 2>/dev/null) || return 0
+  kill "$p" 2>/dev/null
+  for i in $(seq 1 50); do kill -0 "$p" 2>/dev/null || break; sleep 0.2; done
+  kill -9 "$p" 2>/dev/null; wait "$p" 2>/dev/null; rc=$?
+  say "exporter :$1 stopped rc=$rc after $((i / 5)) s $(grep -m1 -hE 'SIGSEGV|panic|fatal error' "$L"/exp-*.log 2>/dev/null)"
+  rm -f "$L/exporter.$1.pid"; true; }
 
 stage_env() {
   say "== env $(date -u +%FT%TZ)"
@@ -32,6 +40,7 @@ stage_env() {
   python3 -c 'import torch; print("torch", torch.__version__, torch.version.cuda, torch.cuda.device_count())' | tee -a "$S"
   "$BIN" version 2>&1 | head -3 | tee -a "$S"
   cat /proc/driver/nvidia/params 2>/dev/null | grep -i RmProfilingAdminOnly | tee -a "$S"
+  [ -n "${NOPROBES:-}" ] && return
   (cd "$G/probes" && nvcc -O2 -std=c++17 -o "$G/pmprobe" pmprobe.cu -I$I -L$LIB -lcupti -lnvperf_host -lnvperf_target -lcuda > "$L/build-pmprobe.log" 2>&1) && say "pmprobe built"
   gcc -O2 -shared -fPIC -o "$G/libinjprobe.so" "$G/probes/injprobe.c" -I$I -L$LIB -lcupti > "$L/build-injprobe.log" 2>&1 && say "injprobe built"
 }

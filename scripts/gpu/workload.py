@@ -8,6 +8,7 @@ usage: workload.py MODE [SECONDS]
   phases    idle 4s, mm 8s, idle 4s, copy 6s, tiny 6s, idle 4s (prints phase boundaries, epoch seconds)
   loader    a DataLoader with the fork start method and 4 workers, feeding a GPU
   profiler  tiny kernels under torch.profiler (another CUPTI user in the process)
+  p2p       N (the SECONDS argument) round trips of a 64 MiB tensor between GPU 0 and GPU 1
 Prints one summary line per phase with kernel/copy counts the script itself launched.
 """
 import sys, time, os
@@ -102,6 +103,14 @@ def main():
         with profile(activities=[ProfilerActivity.CUDA]) as p:
             tiny(secs)
         print(f"profiler: {len(p.events())} events ok", flush=True)
+    elif mode == "p2p":
+        n = int(secs)
+        y0 = torch.randn(16 << 20, device="cuda:0")
+        y1 = torch.empty(16 << 20, device="cuda:1")
+        for _ in range(n):
+            y1.copy_(y0); y0.copy_(y1)
+        torch.cuda.synchronize("cuda:0"); torch.cuda.synchronize("cuda:1")
+        print(f"p2p: {2 * n} copies, peer access {torch.cuda.can_device_access_peer(0, 1)}", flush=True)
     else:
         sys.exit(f"unknown mode {mode}")
 

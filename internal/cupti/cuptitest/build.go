@@ -109,7 +109,7 @@ func build() (string, error) {
 	for _, l := range libs {
 		args := append([]string{"-shared", "-fPIC", "-O1", "-Wall", "-Werror", "-Wl,-soname," + filepath.Base(l.out),
 			"-DFAKE_DEFAULT_CATALOG=\"" + catalog + "\""}, l.defs...)
-		args = append(args, "-o", filepath.Join(tmp, l.out), filepath.Join(fake, l.src), "-lpthread")
+		args = append(args, "-o", filepath.Join(tmp, l.out), filepath.Join(fake, l.src), "-lpthread", "-ldl")
 		if out, err := exec.Command("gcc", args...).CombinedOutput(); err != nil {
 			return "", fmt.Errorf("gcc %s: %v\n%s", l.src, err, out)
 		}

@@ -29,6 +29,8 @@
  *      overflow_at=N             decode N of a session returns 8 with overflow=1, and so does every
  *                                later decode until Disable
  *      image_full                every decode fills the image: stop reason 1 (COUNTER_DATA_FULL)
+ *  - after a decode that stops with COUNTER_DATA_FULL, re-initialising that image returns 999
+ *    (UNKNOWN) until the session is disabled, as the real library did on an H200.
  *      insufficient_privileges   Enable returns 35
  *      first_sample_before_start sample 0 starts 0.4 s before Start (as real hardware does)
  *      samples_per_decode=N      deterministic count per decode while started
@@ -36,10 +38,14 @@
  *      unsupported=arch|vgpu|cc  DeviceSupported reports that aspect (arch: UNSUPPORTED,
  *                                vgpu: DISABLED, cc: UNSUPPORTED)
  *      nvperf_missing            HostInitialize returns 15 NOT_INITIALIZED
+ *      needs_nvperf_target       PmSamplingEnable returns 15 NOT_INITIALIZED until a
+ *                                libnvperf_target.so is loaded in the process (query
+ *                                nvperf_target_loaded says whether one is)
  */
 #define _GNU_SOURCE
 #include "../cupti_decl.h"
 
+#include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -66,6 +72,7 @@ enum {
 	E_BUSY = 26,
 	E_NOT_SUPPORTED = 27,
 	E_PRIVILEGES = 35,
+	E_SUBSCRIBERS = 39,
 	E_CHIP = 46,
 	E_UNKNOWN = 999
 };
@@ -83,7 +90,7 @@ static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 
 static struct {
 	int busy_setconfig, busy_once, image_full, insufficient_privileges, first_sample_before_start;
-	int nvperf_missing, unsupported_arch, unsupported_vgpu, unsupported_cc;
+	int nvperf_missing, needs_nvperf_target, unsupported_arch, unsupported_vgpu, unsupported_cc;
 	unsigned overflow_at, samples_per_decode;
 	uint32_t version;
 } F;
@@ -111,6 +118,7 @@ static int set_faults_locked(const char *spec) {
 		else if (!strcmp(tok, "insufficient_privileges")) F.insufficient_privileges = 1;
 		else if (!strcmp(tok, "first_sample_before_start")) F.first_sample_before_start = 1;
 		else if (!strcmp(tok, "nvperf_missing")) F.nvperf_missing = 1;
+		else if (!strcmp(tok, "needs_nvperf_target")) F.needs_nvperf_target = 1;
 		else if (!strcmp(tok, "overflow_at")) F.overflow_at = (unsigned)strtoul(val, NULL, 10);
 		else if (!strcmp(tok, "samples_per_decode")) F.samples_per_decode = (unsigned)strtoul(val, NULL, 10);
 		else if (!strcmp(tok, "version")) F.version = (uint32_t)strtoul(val, NULL, 10);
@@ -134,11 +142,22 @@ int cuptiFakeSetFaults(const char *spec) {
 	return rc;
 }
 
+static int nvperf_target_loaded(void) {
+	void *h = dlopen("libnvperf_target.so", RTLD_LAZY | RTLD_NOLOAD);
+	if (h)
+		dlclose(h);
+	return h != NULL;
+}
+
 /* cuptiFakeQuery reads a counter: init, deinit, hosts (live host objects), sessions (enabled),
  * setconfig.struct_size, setconfig.interval, setconfig.trigger, setconfig.append, setconfig.hwbuf,
  * hosts.with_set (HostInitialize calls naming a single-pass set), host_init.struct_size (the last
- * successful HostInitialize). */
+ * successful HostInitialize), nvperf_target_loaded (1 when a libnvperf_target.so is loaded). */
 int cuptiFakeQuery(const char *key, unsigned long long *out) {
+	if (!strcmp(key, "nvperf_target_loaded")) {
+		*out = (unsigned long long)nvperf_target_loaded();
+		return 0;
+	}
 	static const struct {
 		const char *k;
 		unsigned long long *v;
@@ -295,6 +314,7 @@ struct CUpti_Profiler_Host_Object {
 struct CUpti_PmSampling_Object {
 	unsigned magic;
 	int dev, configured, started, stopped, dead, keep_latest;
+	int full_images; /* some image of this session had a COUNTER_DATA_FULL decode */
 	uint64_t iv, hwbuf_samples, t0, t_stop, next_k, decodes;
 	size_t cd_metrics, cd_capacity, cd_size;
 };
@@ -311,11 +331,13 @@ typedef struct {
 #define CD_MAGIC "FAKECD1"
 typedef struct {
 	char magic[8];
-	uint32_t nmetrics, capacity, populated, pad;
+	uint32_t nmetrics, capacity, populated;
+	uint32_t full; /* a decode stopped with COUNTER_DATA_FULL: Initialize now returns 999 */
 } cd_header;
 typedef struct {
 	uint64_t k, start, end;
 } cd_slot;
+static cd_header *image(const uint8_t *img, size_t size);
 
 static size_t cd_size(size_t nmetrics, size_t capacity) {
 	return 2560 + capacity * (sizeof(cd_slot) + 8 * nmetrics);
@@ -371,12 +393,17 @@ CUptiResult cuptiGetTimestamp(uint64_t *ts) {
 	return OK;
 }
 
+/* As on the H200: initialising again after a DeInitialize returns 39. */
 CUptiResult cuptiProfilerInitialize(CUpti_Profiler_Initialize_Params *p) {
 	CHECK_SIZE(p, CUpti_Profiler_Initialize_Params);
+	CUptiResult r = OK;
 	LOCK();
-	Q.init++;
+	if (Q.deinit)
+		r = E_SUBSCRIBERS;
+	else
+		Q.init++;
 	UNLOCK();
-	return OK;
+	return r;
 }
 
 CUptiResult cuptiProfilerDeInitialize(CUpti_Profiler_DeInitialize_Params *p) {
@@ -441,6 +468,8 @@ CUptiResult cuptiPmSamplingEnable(CUpti_PmSampling_Enable_Params *p) {
 	LOCK();
 	if (F.insufficient_privileges)
 		r = E_PRIVILEGES;
+	else if (F.needs_nvperf_target && !nvperf_target_loaded())
+		r = E_NOT_INIT;
 	else if (enabled[p->deviceIndex])
 		r = E_OPERATION;
 	else {
@@ -540,6 +569,8 @@ CUptiResult cuptiPmSamplingCounterDataImageInitialize(CUpti_PmSampling_CounterDa
 	CUpti_PmSampling_Object *o = p->pPmSamplingObject;
 	if (!live_pm(o) || !p->pCounterData || !o->cd_size || p->counterDataSize != o->cd_size)
 		r = E_PARAM;
+	else if (o->full_images && image(p->pCounterData, p->counterDataSize) && ((cd_header *)p->pCounterData)->full)
+		r = E_UNKNOWN;
 	else {
 		cd_header *h = (cd_header *)p->pCounterData;
 		memset(h, 0, sizeof *h);
@@ -666,8 +697,11 @@ CUptiResult cuptiPmSamplingDecodeData(CUpti_PmSampling_DecodeData_Params *p) {
 		if (k == 0 && F.first_sample_before_start)
 			s->start = o->t0 - FIRST_SAMPLE_EARLY_NS;
 	}
-	if (F.image_full || avail > space)
+	if (F.image_full || avail > space) {
 		p->decodeStopReason = CUPTI_PM_SAMPLING_DECODE_STOP_REASON_COUNTER_DATA_FULL;
+		h->full = 1;
+		o->full_images = 1;
+	}
 	else if (!o->started)
 		p->decodeStopReason = CUPTI_PM_SAMPLING_DECODE_STOP_REASON_END_OF_RECORDS;
 out:
