@@ -291,8 +291,8 @@ func TestMetricNamesEmitted(t *testing.T) {
 			emitted[strings.Fields(l)[0]] = true
 		}
 	}
-	// Families the demo recording does not exercise (a copy phase outside the injected
-	// library's duty cycle, pod-resources off in --demo) are checked against the code.
+	// Families the demo recording may not exercise (activity families depend on what the
+	// recorded workload did; pod-resources is off in --demo) are checked against the code.
 	for _, d := range append(podresources.Descs(), activity.Descs()...) {
 		emitted[d.Name] = true
 	}

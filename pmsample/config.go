@@ -8,7 +8,7 @@ import (
 // Defaults of the sampler. DESIGN.md "Facts" explains each figure.
 const (
 	DefaultInterval       = time.Millisecond
-	DefaultDecodePeriod   = 250 * time.Millisecond
+	DefaultDecodePeriod   = 100 * time.Millisecond
 	DefaultHardwareBuffer = 64 << 20 // bytes; also the minimum
 	DefaultWindow         = 10 * time.Second
 	DefaultBackoffMin     = time.Second
@@ -47,7 +47,7 @@ func WithInterval(d time.Duration) Option {
 	})
 }
 
-// WithDecodePeriod sets how often the hardware buffer is decoded (default 250 ms).
+// WithDecodePeriod sets how often the hardware buffer is decoded (default 100 ms).
 // A non-positive value keeps the default.
 func WithDecodePeriod(d time.Duration) Option {
 	return optionFunc(func(c *config) {

@@ -9,7 +9,7 @@
 //     single-pass metrics of the same hardware unit. Metrics are packed greedily, first fit,
 //     asking GetNumOfPasses. A named single-pass set (CUPTI 13.2) is one group.
 //   - sampler.go, runner.go, session.go: one goroutine per device, locked to its OS thread, owning the
-//     session: Enable, SetConfig, Start, a decode every 250 ms (default), Stop, Disable. The
+//     session: Enable, SetConfig, Start, a decode every 100 ms (default), Stop, Disable. The
 //     hardware samples every 1 ms (GPU_TIME trigger; SYSCLK where the device refuses it) into a
 //     64 MiB buffer (never less); the counter data image holds decode period x rate x 1.25 + 16
 //     samples and its size is queried once. Samples that began before Start are dropped (the

@@ -387,11 +387,11 @@ func TestConfigDefaultsAndValidation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.hardwareBuffer != 64<<20 || c.interval != time.Millisecond || c.decodePeriod != 250*time.Millisecond {
+	if c.hardwareBuffer != 64<<20 || c.interval != time.Millisecond || c.decodePeriod != 100*time.Millisecond {
 		t.Fatalf("config = %+v", c)
 	}
-	if n := c.maxSamples(); n != 312+16 {
-		t.Fatalf("maxSamples = %d, want 328 (250 x 1.25 + 16)", n)
+	if n := c.maxSamples(); n != 125+16 {
+		t.Fatalf("maxSamples = %d, want 141 (100 x 1.25 + 16)", n)
 	}
 	if _, err := newConfig([]Option{WithDecodePeriod(time.Microsecond)}); err == nil {
 		t.Fatal("decode period below the interval accepted")

@@ -28,7 +28,7 @@ func (b *bucket) add(start, end uint64, v float64) {
 
 // window keeps the buckets of the last span of sample time. A bucket leaves the window once
 // its last sample ended at or before the newest end minus the span, so the window's
-// granularity is one batch (one decode, 250 ms by default).
+// granularity is one batch (one decode, 100 ms by default).
 type window struct {
 	buckets []bucket // oldest first
 }

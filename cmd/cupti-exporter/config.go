@@ -66,7 +66,7 @@ func defaultConfig() Config {
 	c.Web.TelemetryPath = "/metrics"
 	c.PMSample.Enabled = true
 	c.PMSample.Interval = Duration(time.Millisecond)
-	c.PMSample.DecodePeriod = Duration(250 * time.Millisecond)
+	c.PMSample.DecodePeriod = Duration(100 * time.Millisecond)
 	c.PMSample.Window = Duration(15 * time.Second)
 	c.Activity.Enabled = true
 	c.Activity.Socket = "/run/cupti-exporter/activity.sock"
