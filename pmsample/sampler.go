@@ -88,7 +88,6 @@ func New(lib *cupti.Lib, m *mapping.Mapper, logger *slog.Logger, opts ...Option)
 	if len(s.runners) == 0 {
 		return nil, errors.New("starting pm sampling: no cuda device selected")
 	}
-	cupti.ReleaseFreedMemory() // the planner's temporary host objects
 	return s, nil
 }
 

@@ -129,7 +129,6 @@ func (d *cuptiDevice) refresh() ([]Group, error) {
 	}
 	_ = d.host.Close()
 	d.host, d.images, d.groups, d.needAvail = host, images, groups, false
-	cupti.ReleaseFreedMemory()
 	return groups, nil
 }
 

@@ -15,8 +15,12 @@
 // then the loader's path (dlopen("libcupti.so.13")), /usr/local/cuda/extras/CUPTI/lib64,
 // /usr/local/cuda/targets/x86_64-linux/lib, /usr/local/cuda-13*/targets/x86_64-linux/lib and
 // pip wheels' site-packages/nvidia/cu13/lib. libcupti has no RUNPATH and dlopens nvperf by bare
-// name, so Open preloads libnvperf_host.so and libnvperf_target.so (RTLD_GLOBAL) from libcupti's
-// folder before any profiler call. libcuda.so.1 (or Options.CUDALibraryPath) provides cuInit and
+// name, so Open preloads libnvperf_host.so (RTLD_GLOBAL) from libcupti's folder before any
+// profiler call. libnvperf_target.so costs about 100 MB of resident memory on load and CUPTI
+// 13.0's PM sampling never maps it (H200), so it is loaded from the same folder only when
+// cuptiProfilerInitialize, HostInitialize or PmSamplingEnable answers NOT_INITIALIZED, and the
+// call is retried once. The profiler is initialised once per process and never de-initialised
+// (re-initialising after a DeInitialize returns 39 on an H200); the libraries stay loaded. libcuda.so.1 (or Options.CUDALibraryPath) provides cuInit and
 // the device queries; without it Open still succeeds for host-only work (metric catalogs from a
 // chip name) and device calls return DriverError.
 //

@@ -5,7 +5,6 @@ package cupti
 /*
 #cgo LDFLAGS: -ldl
 #include <stdlib.h>
-#include <malloc.h>
 #include "loader.h"
 */
 import "C"
@@ -385,12 +384,6 @@ func (l *Lib) Timestamp() (uint64, error) {
 	}
 	return uint64(ts), nil
 }
-
-// ReleaseFreedMemory hands memory that CUPTI has freed back to the system (glibc malloc_trim).
-// Planning builds a config image on a fresh profiler host object per candidate group, each about
-// 100 MB on GH100; once they are freed, their pages stay resident in malloc's arenas unless trimmed.
-// Call it after setup, not in the sampling loop.
-func ReleaseFreedMemory() { C.malloc_trim(0) }
 
 // goStrings copies a CUPTI-owned array of C strings.
 func goStrings(arr **C.char, n C.size_t) []string {

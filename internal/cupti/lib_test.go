@@ -2,6 +2,8 @@ package cupti_test
 
 import (
 	"errors"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -233,7 +235,17 @@ func TestPMSamplingUnsupported(t *testing.T) {
 // libnvperf_target.so costs about 100 MB resident on load and CUPTI 13.0's PM sampling does not
 // need it: Open leaves it alone, and only a NOT_INITIALIZED answer (CUPTI could not dlopen it by
 // its bare name) makes the binding load it from libcupti's folder and retry.
+// It runs in a child process: other tests (nvperf_missing) make the binding load the library,
+// and a loaded library stays for the life of the process.
 func TestNVPerfTargetLoadedOnlyWhenNeeded(t *testing.T) {
+	if os.Getenv("CUPTI_TEST_NVPERF_CHILD") != "1" {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestNVPerfTargetLoadedOnlyWhenNeeded$", "-test.count=1")
+		cmd.Env = append(os.Environ(), "CUPTI_TEST_NVPERF_CHILD=1")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("child test: %v\n%s", err, out)
+		}
+		return
+	}
 	l := open(t)
 	if cuptitest.Query(t, "nvperf_target_loaded") != 0 {
 		t.Fatal("Open loaded libnvperf_target.so")

@@ -25,7 +25,6 @@ func (l *Lib) ChipName(int) (string, error)                            { return 
 func (l *Lib) CounterAvailability(int) ([]byte, error)                 { return nil, errNoCgo }
 func (l *Lib) SupportedChips() ([]string, error)                       { return nil, errNoCgo }
 func (l *Lib) Timestamp() (uint64, error)                              { return 0, errNoCgo }
-func ReleaseFreedMemory()                                              {}
 func (l *Lib) NewHost(string, []byte) (*Host, error)                   { return nil, errNoCgo }
 func (l *Lib) NewHostForSet(string, string, []byte) (*Host, error)     { return nil, errNoCgo }
 func (l *Lib) SinglePassSets(string) ([]string, error)                 { return nil, errNoCgo }
