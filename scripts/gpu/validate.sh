@@ -2,7 +2,7 @@
 # GPU validation: runs on the GPU machine from the repo root, with the binary, the injection
 # library and the probes carried in .gpu/ (see scripts/gpu/README.md). Writes logs and a summary
 # to $OUT (summary.txt + logs.tar.gz).
-# usage: scripts/gpu/validate.sh STAGE...   stages: env layout pm coexist inject record perf soak-start soak-end multigpu
+# usage: scripts/gpu/validate.sh STAGE...   stages: see scripts/gpu/README.md
 set -uo pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 G=$(pwd)/.gpu; L=$OUT/logs; mkdir -p "$L"
