@@ -64,7 +64,7 @@ receives activity records: PM sampling is device-wide and belongs to one node ex
     seccompProfile:
       type: RuntimeDefault
   resources:
-    {{- toYaml .Values.resources | nindent 4 }}
+    {{- toYaml .Values.sidecarResources | nindent 4 }}
   volumeMounts:
     - name: cupti-exporter-run
       mountPath: {{ .Values.injection.hostDir }}
