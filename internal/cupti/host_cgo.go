@@ -286,18 +286,15 @@ func (h *Host) Evaluate(cd *CounterData, i int, out []float64) error {
 	if i < 0 {
 		return fmt.Errorf("evaluate: sample index %d", i)
 	}
-	// Values land in the counter data's C buffer: a Go slice would need pinning on every call.
+	// The params struct (Go memory) points at out (Go memory): pin out for the call.
+	var pin runtime.Pinner
+	pin.Pin(&out[0])
+	defer pin.Unpin()
 	p := C.CUpti_Profiler_Host_EvaluateToGpuValues_Params{
 		structSize:  C.CUpti_Profiler_Host_EvaluateToGpuValues_Params_STRUCT_SIZE,
 		pHostObject: h.c.obj, pCounterDataImage: cd.c.img, counterDataImageSize: cd.c.size,
 		rangeIndex: C.size_t(i), ppMetricNames: cd.c.names, numMetrics: C.size_t(len(cd.metrics)),
-		pMetricValues: cd.c.vals,
+		pMetricValues: (*C.double)(unsafe.Pointer(&out[0])),
 	}
-	if err := h.l.call(C.CX_FN_cuptiProfilerHostEvaluateToGpuValues, unsafe.Pointer(&p)); err != nil {
-		return err
-	}
-	for j, v := range unsafe.Slice(cd.c.vals, len(cd.metrics)) {
-		out[j] = float64(v)
-	}
-	return nil
+	return h.l.call(C.CX_FN_cuptiProfilerHostEvaluateToGpuValues, unsafe.Pointer(&p))
 }

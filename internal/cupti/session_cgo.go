@@ -154,13 +154,11 @@ type cCounterData struct {
 	n     int
 	img   *C.uint8_t
 	size  C.size_t
-	vals  *C.double // Evaluate's output, one per metric: C memory, so no pinning per call
 }
 
 func freeCounterData(c *cCounterData) {
 	freeCStrings(c.names, c.n)
 	C.free(unsafe.Pointer(c.img))
-	C.free(unsafe.Pointer(c.vals))
 }
 
 // NewCounterData queries GetCounterDataSize for (metrics, maxSamples), allocates the image in C
@@ -183,8 +181,7 @@ func (s *Session) NewCounterData(metrics []string, maxSamples int) (*CounterData
 	}
 	c.size = p.counterDataSize
 	c.img = (*C.uint8_t)(C.calloc(1, c.size))
-	c.vals = (*C.double)(C.calloc(C.size_t(len(metrics)), C.size_t(unsafe.Sizeof(C.double(0)))))
-	if c.img == nil || c.vals == nil {
+	if c.img == nil {
 		freeCounterData(c)
 		return nil, fmt.Errorf("counter data: allocating %d bytes: %w", c.size, ErrOutOfMemory)
 	}
