@@ -209,72 +209,13 @@ stage_gotest() {
 stage_soakbg() { stage_soak > "$L/soak-stage.log" 2>&1 & echo $! > "$L/soak.pid"; }
 stage_soakwait() { wait "$(cat "$L/soak.pid")"; cat "$L/soak-stage.log" >> "$S"; }
 
-# Resident memory of a bare process (Python, ctypes) after cuInit and after cuptiProfilerInitialize:
-# what the driver and CUPTI cost before the exporter does anything.
+# Resident memory of CUDA and CUPTI start-up in a bare process (initrss.py: CUPTI loading what it
+# needs, the profiler initialised from a thread, the nvperf libraries preloaded by path), and the Go
+# memory-steps test with glibc held to one malloc arena.
 stage_initrss() {
   say "== initrss"
-  python3 - <<'PY' 2>&1 | tee -a "$S"
-import ctypes, re
-def rss():
-    return int(re.search(r"VmRSS:\s+(\d+)", open("/proc/self/status").read()).group(1)) // 1024
-print(f"bare python: {rss()} MB")
-cuda = ctypes.CDLL("libcuda.so.1"); print(f"libcuda loaded: {rss()} MB")
-print(f"cuInit -> {cuda.cuInit(0)}: {rss()} MB")
-n = ctypes.c_int(); cuda.cuDeviceGetCount(ctypes.byref(n)); print(f"{n.value} devices: {rss()} MB")
-cupti = ctypes.CDLL("libcupti.so.13"); print(f"libcupti loaded: {rss()} MB")
-params = (ctypes.c_size_t * 2)(16, 0)  # structSize 16, pPriv NULL
-print(f"cuptiProfilerInitialize -> {cupti.cuptiProfilerInitialize(params)}: {rss()} MB")
-PY
-}
-
-# Why the exporter holds twice what a bare process holds after cuptiProfilerInitialize: the same
-# initialisation from a Python thread, after preloading nvperf by path (as the exporter does), and
-# the Go memory-steps test with glibc held to one malloc arena.
-stage_initrss2() {
-  say "== initrss2"
-  for variant in thread preload; do
-    VARIANT=$variant LIBDIR=$LIB python3 - <<'PY' 2>&1 | tee -a "$S"
-import ctypes, os, re, threading
-def rss():
-    return int(re.search(r"VmRSS:\s+(\d+)", open("/proc/self/status").read()).group(1)) // 1024
-v = os.environ["VARIANT"]
-if v == "preload":
-    for n in ("libnvperf_host.so", "libnvperf_target.so"):
-        ctypes.CDLL(os.path.join(os.environ["LIBDIR"], n), mode=ctypes.RTLD_GLOBAL)
-cuda = ctypes.CDLL("libcuda.so.1"); cuda.cuInit(0)
-cupti = ctypes.CDLL("libcupti.so.13")
-before = rss()
-def init():
-    params = (ctypes.c_size_t * 2)(16, 0)
-    print(f"{v}: cuptiProfilerInitialize -> {cupti.cuptiProfilerInitialize(params)}: {before} -> {rss()} MB", flush=True)
-if v == "thread":
-    t = threading.Thread(target=init); t.start(); t.join()
-else:
-    init()
-PY
-  done
-  for variant in lazy preload; do
-    VARIANT=$variant LIBDIR=$LIB python3 - <<'PY' 2>&1 | tee -a "$S"
-import ctypes, os, re
-def rss():
-    return int(re.search(r"VmRSS:\s+(\d+)", open("/proc/self/status").read()).group(1)) // 1024
-v, steps = os.environ["VARIANT"], []
-def step(what): steps.append(f"{what} {rss()}")
-step("start")
-if v == "preload":
-    ctypes.CDLL(os.path.join(os.environ["LIBDIR"], "libnvperf_target.so"), mode=ctypes.RTLD_GLOBAL); step("nvperf_target")
-    ctypes.CDLL(os.path.join(os.environ["LIBDIR"], "libnvperf_host.so"), mode=ctypes.RTLD_GLOBAL); step("nvperf_host")
-cuda = ctypes.CDLL("libcuda.so.1"); cuda.cuInit(0); step("cuInit")
-cupti = ctypes.CDLL("libcupti.so.13"); step("libcupti")
-r = cupti.cuptiProfilerInitialize((ctypes.c_size_t * 2)(16, 0)); step(f"profiler_init({r})")
-class HostInit(ctypes.Structure):
-    _fields_ = [("structSize", ctypes.c_size_t), ("pPriv", ctypes.c_void_p), ("profilerType", ctypes.c_int),
-                ("pChipName", ctypes.c_char_p), ("pAvail", ctypes.c_void_p), ("pHostObject", ctypes.c_void_p)]
-h = HostInit(48, None, 1, b"GH100", None, None)
-r = cupti.cuptiProfilerHostInitialize(ctypes.byref(h)); step(f"host_init({r})")
-maps = open("/proc/self/maps").read()
-print(f"{v}: " + ", ".join(steps) + " MB; nvperf mapped: " + " ".join(sorted({l.split()[-1].rsplit('/', 1)[-1] for l in maps.splitlines() if 'nvperf' in l})), flush=True)
-PY
+  for variant in lazy thread preload; do
+    LIBDIR=$LIB python3 scripts/gpu/initrss.py $variant 2>&1 | tee -a "$S"
   done
   for arenas in "" 1; do
     env ${arenas:+MALLOC_ARENA_MAX=$arenas} CUPTI_EXPORTER_REAL_TEST=1 CUPTI_COST_METRICS=$DEFSET "$G/cupti.test" -test.run 'TestRealMemorySteps' -test.v > "$L/gotest-memory-$arenas.log" 2>&1
