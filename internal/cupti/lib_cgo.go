@@ -152,34 +152,32 @@ func (l *Lib) profilerInit() error {
 	return nil
 }
 
-// preloadNVPerf loads the nvperf libraries named in which from libcupti's folder; it reports
-// whether any was newly loaded.
-func (l *Lib) preloadNVPerf(which C.int) bool {
+// preloadNVPerf loads the nvperf libraries named in which from libcupti's folder, when known;
+// a library that cannot be loaded stays nil in l.c.
+func (l *Lib) preloadNVPerf(which C.int) {
 	dir := C.GoString(&l.c.cupti_dir[0])
 	if dir == "" {
-		return false
+		return
 	}
-	hostBefore, targetBefore := l.c.nvperf_host, l.c.nvperf_target
 	cdir := C.CString(dir)
 	defer C.free(unsafe.Pointer(cdir))
 	var ebuf [1024]C.char
 	C.cx_preload_nvperf(l.c, cdir, which, &ebuf[0], C.size_t(len(ebuf)))
-	return l.c.nvperf_host != hostBefore || l.c.nvperf_target != targetBefore
 }
 
 // callLoadingTarget is call, except that a NOT_INITIALIZED result (CUPTI could not dlopen an
-// nvperf library by its bare name) preloads libnvperf_target.so from libcupti's folder and
-// retries once. Open does not preload it: it costs about 100 MB of resident memory and CUPTI
-// 13.0's PM sampling did not load it on an H200.
+// nvperf library by its bare name) loads libnvperf_target.so from libcupti's folder and retries
+// once. Open does not preload it: it costs about 100 MB of resident memory and CUPTI 13.0's PM
+// sampling did not load it on an H200.
 func (l *Lib) callLoadingTarget(id C.int, params unsafe.Pointer) error {
-	r := C.cx_call(l.c, id, params)
-	if Result(r) == ErrorNotInitialized && l.preloadNVPerf(C.CX_NVPERF_TARGET) {
-		r = C.cx_call(l.c, id, params)
+	err := l.call(id, params)
+	var ce *CallError
+	if errors.As(err, &ce) && ce.Result == ErrorNotInitialized && l.c.nvperf_target == nil {
+		if l.preloadNVPerf(C.CX_NVPERF_TARGET); l.c.nvperf_target != nil {
+			return l.call(id, params)
+		}
 	}
-	if r != 0 {
-		return l.callError(C.GoString(C.cx_fn_name(id)), r)
-	}
-	return nil
+	return err
 }
 
 // libState is what releasing a Lib needs; the safety-net cleanup gets a copy, never the Lib.
