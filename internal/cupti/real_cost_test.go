@@ -29,34 +29,8 @@ func TestRealCounterDataCosts(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}
-	defer l.Close()
-	chip, err := l.ChipName(0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	av, err := l.CounterAvailability(0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := l.NewHost(chip, av)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close()
-	img, err := h.ConfigImage(metrics)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer img.Free()
-	s, err := l.Enable(0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Disable()
-	const interval = time.Millisecond
-	if err := s.SetConfig(img, cupti.SetConfig{HardwareBufferSize: 64 << 20, Interval: uint64(interval), Trigger: cupti.TriggerGPUTime}); err != nil {
-		t.Fatal(err)
-	}
+	t.Cleanup(func() { l.Close() }) // after the session's own cleanups
+	s, _ := enableConfigured(t, l, 0, metrics)
 
 	// (a) re-initialisation cost against capacity: median of 7 per capacity, then a least-squares
 	// line cost = fixed + perSlot * capacity.

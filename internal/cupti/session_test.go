@@ -24,7 +24,11 @@ func enableConfigured(t *testing.T, l *cupti.Lib, dev int, metrics []string) (*c
 	if metrics == nil {
 		metrics = testMetrics
 	}
-	h, err := l.NewHost("GH100", nil)
+	chip, err := l.ChipName(dev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := l.NewHost(chip, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
