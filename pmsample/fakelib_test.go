@@ -19,7 +19,7 @@ import (
 // The fake libcupti (internal/cupti/fake) has 2 GH100 devices, the GH100 catalog, passes =
 // ceil(n/8) (19 with sm__throughput) and injectable faults.
 
-func openFake(t *testing.T) *cupti.Lib {
+func openFake(t testing.TB) *cupti.Lib {
 	t.Helper()
 	lib, err := cupti.Open(cuptitest.Build(t))
 	if err != nil {
@@ -335,11 +335,7 @@ func TestSamplerFakeLibNamesFromBaseUnits(t *testing.T) {
 // free: what the GPU runs report as "rest" beside the time inside CUPTI.
 func BenchmarkDecodeFakeLib(b *testing.B) {
 	const perDecode = 1000
-	lib, err := cupti.Open(cuptitest.Build(b))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer lib.Close()
+	lib := openFake(b)
 	cuptitest.Inject(b, fmt.Sprintf("samples_per_decode=%d", perDecode))
 	host, err := lib.NewHost("GH100", nil)
 	if err != nil {
