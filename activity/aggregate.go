@@ -31,6 +31,8 @@ type Aggregator struct {
 	connDrops map[string]uint64
 	conns     uint64
 
+	tracedSeconds, lossySeconds float64 // coverage reported by processes
+
 	snapMu  sync.Mutex // serialises rebuilds
 	snap    atomic.Pointer[mapping.Snapshot]
 	snapGen atomic.Uint64
@@ -86,9 +88,13 @@ func NewAggregator(opts ...Option) *Aggregator {
 func (a *Aggregator) Connect(p *Process) {
 	ps := a.newProcState(p)
 	a.mu.Lock()
-	a.connectLocked(p, ps)
+	ps = a.connectLocked(p, ps)
+	info := ps.info(p)
 	a.mu.Unlock()
 	a.gen.Add(1)
+	for _, l := range a.cfg.listeners {
+		l.ProcessConnected(p, info)
+	}
 }
 
 func (a *Aggregator) connectLocked(p *Process, ps *procState) *procState {
@@ -142,10 +148,21 @@ func (a *Aggregator) gpuLabel(uuid string, ordinal int) string {
 // stay for the series TTL.
 func (a *Aggregator) Disconnect(p *Process) {
 	a.mu.Lock()
-	defer a.mu.Unlock()
+	known := a.disconnectLocked(p)
+	a.mu.Unlock()
+	if !known {
+		return
+	}
+	a.gen.Add(1)
+	for _, l := range a.cfg.listeners {
+		l.ProcessDisconnected(p)
+	}
+}
+
+func (a *Aggregator) disconnectLocked(p *Process) bool {
 	ps, ok := a.procs[p]
 	if !ok {
-		return
+		return false
 	}
 	now := a.cfg.now()
 	delete(a.procs, p)
@@ -159,7 +176,7 @@ func (a *Aggregator) Disconnect(p *Process) {
 		s.conns--
 		s.seen = now
 	}
-	a.gen.Add(1)
+	return true
 }
 
 // Add aggregates one batch of records of process p, calling the record tap first.
@@ -177,6 +194,14 @@ func (a *Aggregator) Add(p *Process, recs []Record) {
 		fresh := a.newProcState(p) // resolvers run unlocked
 		a.mu.Lock()
 		ps = a.connectLocked(p, fresh)
+		if len(a.cfg.listeners) > 0 {
+			info := ps.info(p)
+			a.mu.Unlock()
+			for _, l := range a.cfg.listeners {
+				l.ProcessConnected(p, info)
+			}
+			a.mu.Lock()
+		}
 	}
 	now := a.cfg.now()
 	a.kernels.maybeRerank(now, a.cfg.rerankInterval)
@@ -203,6 +228,9 @@ func (a *Aggregator) Add(p *Process, recs []Record) {
 	}
 	a.mu.Unlock()
 	a.gen.Add(1)
+	for _, l := range a.cfg.listeners {
+		l.Records(p, recs)
+	}
 }
 
 // deviceOf returns the interned labels of a CUDA ordinal of process ps. Ordinals beyond

@@ -20,6 +20,7 @@ type config struct {
 	gpuResolver    func(uuid string) (gpu string, ok bool)
 	podResolver    func(pid uint32, cgroup string) (pod, namespace, container string, ok bool)
 	tap            func(p *Process, recs []Record)
+	listeners      []Listener
 	now            func() time.Time
 }
 

@@ -33,6 +33,11 @@ var (
 		Help:     "Activity connections refused or closed by the receiver, by reason (malformed, limit, read_error).",
 		OTelName: "cupti.activity.connections.dropped", OTelUnit: "{connection}", LabelNames: []string{"reason"},
 	}
+	tracedDesc = &mapping.Desc{
+		Name: "cupti_activity_traced_seconds_total", Kind: mapping.KindCounter, Unit: "seconds",
+		Help:     "Process-seconds that traced processes reported as traced (coverage spans), complete or lossy (records of the span were lost).",
+		OTelName: "cupti.activity.traced_time", OTelUnit: "s", LabelNames: []string{"state"},
+	}
 )
 
 // Label values that always have a series, so that rates start from zero.
@@ -82,6 +87,8 @@ func (a *Aggregator) buildLocked() *mapping.Snapshot {
 		mapping.Family{Desc: processesDesc, Samples: []mapping.Sample{{Value: float64(len(a.procs))}}},
 		mapping.Family{Desc: connectionsDesc, Samples: []mapping.Sample{a.counter(float64(a.conns))}},
 		sorted(cd),
+		mapping.Family{Desc: tracedDesc, Samples: []mapping.Sample{
+			a.counter(a.tracedSeconds, "complete"), a.counter(a.lossySeconds, "lossy")}},
 	)
 	return &mapping.Snapshot{Time: now, Families: fs}
 }
@@ -104,6 +111,6 @@ func Descs() []*mapping.Desc {
 	return []*mapping.Desc{
 		kernelDurationDesc, kernelGPUSecondsDesc, podKernelDurationDesc,
 		memcpyBytesDesc, memcpyDurationDesc, memsetBytesDesc, memsetDurationDesc,
-		recordsDesc, droppedDesc, processesDesc, connectionsDesc, connDroppedDesc,
+		recordsDesc, droppedDesc, processesDesc, connectionsDesc, connDroppedDesc, tracedDesc,
 	}
 }

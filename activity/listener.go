@@ -1,0 +1,89 @@
+package activity
+
+// Interval is a span of time during which a traced process recorded its activity, on the
+// CUPTI time base (ns, Unix epoch on Linux). The injection library reports them so that
+// consumers can tell time it traced (no kernel there means no kernel ran) from time it did
+// not trace (duty cycle off, not yet started, disconnected).
+type Interval struct {
+	Start uint64 `json:"start"`
+	End   uint64 `json:"end"`
+	// Lossy is set when records of this span were lost (queue full, CUPTI drops, a broken
+	// connection): the span was traced, but not completely.
+	Lossy bool `json:"lossy,omitempty"`
+}
+
+// ProcessInfo is what the Aggregator resolved about a connected process: its pod (from
+// the hello or the pod resolver) and the host GPU label of each of its CUDA ordinals.
+type ProcessInfo struct {
+	Pod, Namespace, Container string
+	// GPUs is the host GPU label ("0", "1", ... as PM series carry it) by CUDA ordinal in
+	// the process; an ordinal the resolver does not know keeps the ordinal itself.
+	GPUs []string
+	// UUIDs is the device UUID by CUDA ordinal, as the hello gave it ("" if unknown).
+	UUIDs []string
+}
+
+// Listener receives what traced processes send, after the Aggregator has taken it: a
+// downstream consumer (the attribution join) reads the same stream without reaching into
+// the Aggregator. Methods are called on the connection's goroutine (one per process, so
+// calls for different processes are concurrent) and must not block for long; slices are
+// reused after a call returns: copy what you keep.
+type Listener interface {
+	ProcessConnected(p *Process, info ProcessInfo)
+	Records(p *Process, recs []Record)
+	Coverage(p *Process, spans []Interval)
+	ProcessDisconnected(p *Process)
+}
+
+// WithListener forwards connections, records and coverage to l after aggregating them.
+func WithListener(l Listener) Option {
+	return func(c *config) { c.listeners = append(c.listeners, l) }
+}
+
+// Coverage takes the spans a process reports it traced. The Aggregator counts the traced
+// and lossy seconds and forwards the spans to its listeners.
+func (a *Aggregator) Coverage(p *Process, spans []Interval) {
+	var traced, lossy float64
+	for _, s := range spans {
+		if s.End <= s.Start {
+			continue
+		}
+		d := float64(s.End-s.Start) / 1e9
+		if s.Lossy {
+			lossy += d
+		} else {
+			traced += d
+		}
+	}
+	a.mu.Lock()
+	a.tracedSeconds += traced
+	a.lossySeconds += lossy
+	a.mu.Unlock()
+	a.gen.Add(1)
+	for _, l := range a.cfg.listeners {
+		l.Coverage(p, spans)
+	}
+}
+
+// KernelLabel returns the kernel label the kernel histograms use now for a mangled kernel
+// name: its short name while it is in the top K, "other" otherwise. Consumers that label
+// by kernel (attribution) call it so that both share one bounded label set.
+func (a *Aggregator) KernelLabel(mangled string) string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	r := a.kernels.rank(mangled)
+	if !r.top {
+		return otherKernel
+	}
+	return r.name
+}
+
+// processInfo is the listener view of a process state.
+func (ps *procState) info(p *Process) ProcessInfo {
+	in := ProcessInfo{Pod: ps.pod, Namespace: ps.namespace, Container: ps.container,
+		GPUs: make([]string, len(ps.devs)), UUIDs: make([]string, len(ps.devs))}
+	for i, d := range ps.devs {
+		in.GPUs[i], in.UUIDs[i] = d.gpu, d.uuid
+	}
+	return in
+}
