@@ -52,6 +52,7 @@ stage_layout() {
 }
 
 source scripts/gpu/stages.sh
+for f in scripts/gpu/stages_*.sh; do source "$f"; done
 
 for st in "$@"; do "stage_${st//-/_}"; done
 cp "$S" "$L/" 2>/dev/null
