@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -22,6 +23,7 @@ var wantAPIVersion = map[string]string{
 	"PodMonitor":         "monitoring.coreos.com/v1",
 	"PrometheusRule":     "monitoring.coreos.com/v1",
 	"Pod":                "v1",
+	"Job":                "batch/v1",
 	"ClusterRole":        "rbac.authorization.k8s.io/v1",
 	"ClusterRoleBinding": "rbac.authorization.k8s.io/v1",
 }
@@ -45,6 +47,8 @@ func decodeStrict(t *testing.T, m manifest) any {
 		obj = &corev1.ConfigMap{}
 	case "Pod":
 		obj = &corev1.Pod{}
+	case "Job":
+		obj = &batchv1.Job{}
 	case "ServiceMonitor":
 		obj = &serviceMonitor{}
 	case "PodMonitor":
@@ -66,6 +70,8 @@ func decodeStrict(t *testing.T, m manifest) any {
 		checkPodSpec(t, m, o.Spec.Template.Spec)
 	case *corev1.Pod:
 		checkPodSpec(t, m, o.Spec)
+	case *batchv1.Job:
+		checkPodSpec(t, m, o.Spec.Template.Spec)
 	}
 	tm, om := meta(obj)
 	if tm.APIVersion != wantAPIVersion[m.Kind] {
@@ -74,7 +80,7 @@ func decodeStrict(t *testing.T, m manifest) any {
 	if errs := validation.IsDNS1123Subdomain(om.Name); len(errs) > 0 {
 		t.Errorf("%s: invalid name %q: %v", m, om.Name, errs)
 	}
-	if m.Kind != "Pod" {
+	if m.Kind != "Pod" && m.Kind != "Job" { // workload fixtures of the tests carry their own labels
 		if clusterScoped[m.Kind] {
 			if om.Namespace != "" {
 				t.Errorf("%s: cluster-scoped object with namespace %q", m, om.Namespace)
@@ -108,6 +114,8 @@ func meta(obj any) (metav1.TypeMeta, metav1.ObjectMeta) {
 	case *corev1.ConfigMap:
 		return o.TypeMeta, o.ObjectMeta
 	case *corev1.Pod:
+		return o.TypeMeta, o.ObjectMeta
+	case *batchv1.Job:
 		return o.TypeMeta, o.ObjectMeta
 	case *serviceMonitor:
 		return o.TypeMeta, o.ObjectMeta
