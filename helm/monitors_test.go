@@ -141,6 +141,13 @@ func TestPodInformerOff(t *testing.T) {
 	}
 }
 
+func TestHealthPortMustDiffer(t *testing.T) {
+	_, err := renderValues(t, loadChart(t), map[string]any{"web": map[string]any{"port": 9478}})
+	if err == nil || !strings.Contains(err.Error(), "web.healthPort must differ from web.port") {
+		t.Errorf("err = %v; want a refusal of one port for both listeners", err)
+	}
+}
+
 func TestPMSamplingAPIValue(t *testing.T) {
 	ms, _ := render(t, "web: {enablePMSamplingAPI: true}")
 	ds := decodeAll(t, ms)["DaemonSet/"+fullname].(*appsv1.DaemonSet)
