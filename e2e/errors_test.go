@@ -57,7 +57,7 @@ func TestAddressInUse(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	code, out := runExit(t, 30*time.Second, "--demo", "--web.listen-address="+l.Addr().String())
+	code, out := runExit(t, 30*time.Second, "--demo", "--web.listen-address="+l.Addr().String(), "--web.health-listen-address=")
 	if code == 0 || !contains(out, l.Addr().String()) || !strings.Contains(strings.ToLower(out), "in use") {
 		t.Fatalf("exit %d, want non-zero naming the address in use:\n%s", code, out)
 	}

@@ -52,8 +52,10 @@
 // [Server.Handle]. Every route goes through exporter-toolkit's web package
 // (web.Serve on listeners the Server binds itself, so that a port in use gets
 // a clear error; web.ListenAndServe for systemd sockets), so a web config
-// file applies TLS and basic auth to all of them. Wire it with
-// ServerConfig{Registry: e.Registry(), Status: e}.
+// file applies TLS and basic auth to all of them. With
+// ServerConfig.HealthListenAddress set, a second plain-HTTP listener serves
+// /healthz and /readyz alone, outside the web config, for probes that cannot
+// authenticate (kubelet). Wire it with ServerConfig{Registry: e.Registry(), Status: e}.
 //
 // # Lifetime
 //

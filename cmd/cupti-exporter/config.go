@@ -22,9 +22,11 @@ import (
 // built-in default, then the YAML file, then flags given on the command line.
 type Config struct {
 	Web struct {
-		ListenAddress string `yaml:"listen_address" help:"Address to serve /metrics, /healthz, /readyz and the pause/resume API on."`
-		ConfigFile    string `yaml:"config_file" flag:"web.config.file" help:"exporter-toolkit web configuration file (TLS, basic auth)."`
-		TelemetryPath string `yaml:"telemetry_path" help:"Path under which to expose metrics."`
+		ListenAddress       string `yaml:"listen_address" help:"Address to serve /metrics, /healthz, /readyz and the pause/resume API on."`
+		ConfigFile          string `yaml:"config_file" flag:"web.config.file" help:"exporter-toolkit web configuration file (TLS, basic auth)."`
+		TelemetryPath       string `yaml:"telemetry_path" help:"Path under which to expose metrics."`
+		HealthListenAddress string `yaml:"health_listen_address" help:"Address to serve only /healthz and /readyz on, in plain HTTP without the web config (for kubelet probes when TLS or auth is on); empty: off."`
+		EnablePMSamplingAPI bool   `yaml:"enable_pm_sampling_api" flag:"web.enable-pm-sampling-api" help:"Serve POST /api/v1/pm-sampling/pause and /resume on the listen address (under the web config); off: they answer 404."`
 	} `yaml:"web"`
 	PMSample struct {
 		Enabled      bool     `yaml:"enabled" help:"Sample device counters with CUPTI PM Sampling."`
@@ -64,6 +66,7 @@ func defaultConfig() Config {
 	var c Config
 	c.Web.ListenAddress = ":9477"
 	c.Web.TelemetryPath = "/metrics"
+	c.Web.HealthListenAddress = ":9478"
 	c.PMSample.Enabled = true
 	c.PMSample.Interval = Duration(time.Millisecond)
 	c.PMSample.DecodePeriod = Duration(100 * time.Millisecond)

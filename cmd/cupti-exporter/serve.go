@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -143,15 +144,14 @@ func serveSources(ctx context.Context, logger *slog.Logger, cfg *Config, pm pmSe
 	}
 
 	srv := exporter.NewServer(logger, exporter.ServerConfig{
-		ListenAddresses: []string{cfg.Web.ListenAddress},
-		WebConfigFile:   cfg.Web.ConfigFile,
-		TelemetryPath:   cfg.Web.TelemetryPath,
-		Registry:        exp.Registry(),
-		Status:          exp,
+		ListenAddresses:     []string{cfg.Web.ListenAddress},
+		HealthListenAddress: cfg.Web.HealthListenAddress,
+		WebConfigFile:       cfg.Web.ConfigFile,
+		TelemetryPath:       cfg.Web.TelemetryPath,
+		Registry:            exp.Registry(),
+		Status:              exp,
 	})
-	if pm.pause != nil {
-		srv.Handle("/api/v1/pm-sampling/", pm.pause)
-	}
+	srv.Handle("/api/v1/pm-sampling/", pmSamplingAPI(cfg, pm))
 	if cfg.OTLP.Endpoint != "" {
 		o, err := exporter.NewOTLP(ctx, exporter.OTLPConfig{
 			Protocol: cfg.OTLP.Protocol, Endpoint: cfg.OTLP.Endpoint, Insecure: cfg.OTLP.Insecure,
@@ -189,6 +189,31 @@ func serveSources(ctx context.Context, logger *slog.Logger, cfg *Config, pm pmSe
 		logger.Info("PM sample source finished; still serving its last values")
 		return <-srvErr
 	}
+}
+
+// pmSamplingAPI is the handler of /api/v1/pm-sampling/: the sampler's pause/resume API when
+// --web.enable-pm-sampling-api is given and a live sampler runs, otherwise a 404 that says why
+// (anything that reaches the port could otherwise stop GPU monitoring).
+func pmSamplingAPI(cfg *Config, pm pmSetup) http.Handler {
+	var why string
+	switch {
+	case !cfg.Web.EnablePMSamplingAPI:
+		why = "the PM sampling API (pause/resume) is off: start the exporter with --web.enable-pm-sampling-api " +
+			"(YAML web.enable_pm_sampling_api: true) to serve it, and protect the port with --web.config.file"
+	case pm.pause != nil:
+		return pm.pause
+	case pm.off != "":
+		why = "no PM sampling session to pause: " + pm.off
+	default:
+		why = "no PM sampling session to pause: this exporter serves a recording (replay or --demo), not the GPUs"
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusNotFound)
+		_ = json.NewEncoder(w).Encode(struct {
+			Error string `json:"error"`
+		}{why})
+	})
 }
 
 type statusFunc func() []exporter.Status

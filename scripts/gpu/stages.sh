@@ -243,3 +243,12 @@ stage_rss() {
     say "peak rss $(python3 -c 'import resource, subprocess, sys; subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL); print(f"{resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024:.1f}MB")' $cmd): ${cmd##*/}" | cut -c1-160
   done
 }
+
+# Injection library absent (a workload pod started before the node DaemonSet copied it into
+# the hostPath folder, which the chart mounts DirectoryOrCreate): does CUDA still run?
+# Look for: rc=0 and the us/launch line (then the chart's note "runs untraced" holds).
+stage_injmissing() {
+  say "== injmissing"
+  CUDA_INJECTION64_PATH=/run/cupti-exporter-absent/libcupti_exporter_inject.so $W tiny 1 > "$L/injmissing.log" 2>&1
+  say "missing injection library: rc=$? $(grep -o '[0-9.]* us/launch' "$L/injmissing.log") $(grep -im2 -E 'error|inject' "$L/injmissing.log" | tr '\n' ' ')"
+}
