@@ -30,6 +30,11 @@ var (
 		"Fraction of NVML's sample period during which one or more kernels ran (nvmlDeviceGetUtilizationRates; DCGM GPU_UTIL). Coarse: a single tiny kernel counts as busy; see cupti_sm_active_ratio for how much of the GPU worked.")
 	nvmlCopyUtilDesc = gauge("cupti_nvml_memory_copy_utilization_ratio", "ratio", "cupti.nvml.memory_copy.utilization", "1",
 		"Fraction of NVML's sample period during which device memory was being read or written (nvmlDeviceGetUtilizationRates; DCGM MEM_COPY_UTIL).")
+	encUtilDesc        = gauge("cupti_nvml_encoder_utilization_ratio", "ratio", "cupti.nvml.encoder.utilization", "1", "Video encoder utilisation (NVML; DCGM ENC_UTIL).")
+	decUtilDesc        = gauge("cupti_nvml_decoder_utilization_ratio", "ratio", "cupti.nvml.decoder.utilization", "1", "Video decoder utilisation (NVML; DCGM DEC_UTIL).")
+	memoryReservedDesc = gauge("cupti_gpu_memory_reserved_bytes", "bytes", "cupti.gpu.memory.reserved", "By", "Frame-buffer memory reserved by the driver (NVML v2; DCGM FB_RESERVED).")
+	infoDesc           = &mapping.Desc{Name: "cupti_nvml_info", Kind: mapping.KindGauge, OTelName: "cupti.nvml.info", OTelUnit: "1",
+		Help: "NVML and driver versions of the host (value 1; DCGM DRIVER_VERSION label).", LabelNames: []string{"driver_version", "nvml_version", "cuda_driver_version"}}
 	powerDesc      = gauge("cupti_gpu_power_watts", "watts", "hw.power", "W", "Power draw (NVML; DCGM POWER_USAGE).")
 	powerLimitDesc = gauge("cupti_gpu_power_limit_watts", "watts", "cupti.gpu.power.limit", "W", "Enforced power limit (NVML).")
 	energyDesc     = counter("cupti_gpu_energy_joules_total", "joules", "hw.energy", "J", "Energy consumed since the driver loaded (NVML; DCGM TOTAL_ENERGY_CONSUMPTION).")
@@ -70,8 +75,8 @@ var (
 
 // Descs lists every family the health source can emit, for docs and dashboard checks.
 func Descs() []*mapping.Desc {
-	return []*mapping.Desc{memoryUsedDesc, memoryFreeDesc, memoryTotalDesc, bar1UsedDesc, bar1TotalDesc,
-		nvmlUtilDesc, nvmlCopyUtilDesc, powerDesc, powerLimitDesc, energyDesc, tempDesc, memTempDesc,
+	return []*mapping.Desc{infoDesc, memoryUsedDesc, memoryFreeDesc, memoryTotalDesc, memoryReservedDesc, bar1UsedDesc, bar1TotalDesc,
+		nvmlUtilDesc, nvmlCopyUtilDesc, encUtilDesc, decUtilDesc, powerDesc, powerLimitDesc, energyDesc, tempDesc, memTempDesc,
 		clockDesc, maxClockDesc, clockEventDesc, violationDesc, xidDesc, xidLastDesc, eccDesc, retiredDesc,
 		retiredPendingDesc, remappedDesc, remapPendingDesc, remapFailedDesc, pcieReplayDesc, nvlinkUpDesc,
 		nvlinkErrDesc, procMemDesc, migModeDesc, migMemDesc, migMemTotalDesc, collectDesc, errorsDesc}

@@ -91,6 +91,21 @@ func (g *gpuState) collect(b *builder, podOf func(uint32) (string, string, strin
 			add(memoryTotalDesc, float64(m.Total))
 		}
 	}
+	if !g.skip("memory_v2") {
+		if m, ret := g.dev.GetMemoryInfo_v2(); g.ok("memory_v2", ret) {
+			add(memoryReservedDesc, float64(m.Reserved))
+		}
+	}
+	if !g.skip("encoder") {
+		if u, _, ret := g.dev.GetEncoderUtilization(); g.ok("encoder", ret) {
+			add(encUtilDesc, float64(u)/100)
+		}
+	}
+	if !g.skip("decoder") {
+		if u, _, ret := g.dev.GetDecoderUtilization(); g.ok("decoder", ret) {
+			add(decUtilDesc, float64(u)/100)
+		}
+	}
 	if !g.skip("bar1") {
 		if m, ret := g.dev.GetBAR1MemoryInfo(); g.ok("bar1", ret) {
 			add(bar1UsedDesc, float64(m.Bar1Used))

@@ -14,6 +14,9 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/dgxh100"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/server"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/cupti-exporter/cupti-exporter/exporter"
 	"github.com/cupti-exporter/cupti-exporter/mapping"
 )
 
@@ -54,6 +57,9 @@ func fakeGPU(d *server.Device, r *reading) {
 		}
 		return p, nvml.SUCCESS
 	}
+	d.GetMemoryInfo_v2Func = func() (nvml.Memory_v2, nvml.Return) { return nvml.Memory_v2{Reserved: 600 << 20}, r.ret("memory_v2") }
+	d.GetEncoderUtilizationFunc = func() (uint32, uint32, nvml.Return) { return 0, 167000, r.ret("encoder") }
+	d.GetDecoderUtilizationFunc = func() (uint32, uint32, nvml.Return) { return 3, 167000, r.ret("decoder") }
 	d.GetBAR1MemoryInfoFunc = func() (nvml.BAR1Memory, nvml.Return) {
 		return nvml.BAR1Memory{Bar1Total: 128 << 30, Bar1Used: 5 << 20}, r.ret("bar1")
 	}
@@ -390,5 +396,30 @@ func BenchmarkCollect8GPUs(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		src.Collect()
+	}
+}
+
+// TestFamiliesLint serves a full collection through the exporter's registry and lints it
+// with promlint, as a scrape would see it.
+func TestFamiliesLint(t *testing.T) {
+	srv, rs := newFakeServer(t)
+	rs[0].procs = []nvml.ProcessInfo{{Pid: 100, UsedGpuMemory: 1 << 30}}
+	src := New(srv, nil, WithoutEvents())
+	started(t, src)
+	src.Collect()
+	exp := exporter.New(nil, exporter.WithoutRuntimeMetrics())
+	exp.Register("health", src)
+	problems, err := testutil.GatherAndLint(exp.Registry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		if strings.HasPrefix(p.Metric, "cupti_gpu") || strings.HasPrefix(p.Metric, "cupti_nvml") || strings.HasPrefix(p.Metric, "cupti_health") {
+			t.Errorf("promlint: %s: %s", p.Metric, p.Text)
+		}
+	}
+	n, err := testutil.GatherAndCount(exp.Registry(), "cupti_gpu_power_watts")
+	if err != nil || n != 8 {
+		t.Errorf("scrape has %d power series (err %v), want 8", n, err)
 	}
 }

@@ -41,6 +41,8 @@ type Source struct {
 	status []DeviceStatus
 	xids   map[xidKey]*xidState
 
+	info []string // driver, NVML and CUDA driver versions, set by init
+
 	snap atomic.Pointer[mapping.Snapshot]
 }
 
@@ -106,6 +108,10 @@ func (s *Source) init() *DeviceStatus {
 		s.lib.Shutdown()
 		return &DeviceStatus{Reason: "no_gpu", Detail: "NVML sees no GPU: check the driver (nvidia-smi) and that the container was given the devices"}
 	}
+	driver, _ := s.lib.SystemGetDriverVersion()
+	nvmlVer, _ := s.lib.SystemGetNVMLVersion()
+	cudaVer, _ := s.lib.SystemGetCudaDriverVersion()
+	s.info = []string{driver, nvmlVer, strconv.Itoa(cudaVer)}
 	gpus := make([]*gpuState, 0, n)
 	for i := range n {
 		g := &gpuState{index: i, unsupported: map[string]bool{}, errs: map[string]uint64{}, log: s.log}
@@ -137,6 +143,9 @@ func (s *Source) Collect() {
 	gpus := slices.Clone(s.gpus)
 	s.mu.Unlock()
 	b := newBuilder(s.start)
+	if s.info != nil {
+		b.add(infoDesc, 1, s.info...)
+	}
 	status := make([]DeviceStatus, 0, len(gpus))
 	for _, g := range gpus {
 		if g.lost {
