@@ -1,5 +1,6 @@
 # cupti-exporter. `make test` is exactly what CI runs (.ci/run).
 GO ?= go
+export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 
 .PHONY: all build test demo docs synthetic clean
 

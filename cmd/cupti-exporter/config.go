@@ -59,6 +59,11 @@ type Config struct {
 	Mapping struct {
 		RulesFile string `yaml:"rules_file" help:"YAML file of extra metric mapping rules."`
 	} `yaml:"mapping"`
+	Health struct {
+		Enabled  bool     `yaml:"enabled" help:"Read GPU health from NVML: memory, utilisation, power, energy, temperatures, clocks, throttling, XID errors, ECC, row remapping, PCIe replays, NVLink state, per-process memory, MIG."`
+		Interval Duration `yaml:"interval" help:"How often NVML is read (100ms to 1h)."`
+		Library  string   `yaml:"library" help:"Path to libnvidia-ml.so.1; empty: the dynamic loader's search path."`
+	} `yaml:"health"`
 }
 
 // defaultConfig is the built-in configuration.
@@ -76,6 +81,8 @@ func defaultConfig() Config {
 	c.Activity.SocketMode = "0660"
 	c.OTLP.Protocol = "grpc"
 	c.OTLP.Interval = Duration(15 * time.Second)
+	c.Health.Enabled = true
+	c.Health.Interval = Duration(time.Second)
 	return c
 }
 
@@ -91,6 +98,9 @@ func (c *Config) validate() error {
 	pos("pmsample.decode_period", c.PMSample.DecodePeriod)
 	pos("pmsample.window", c.PMSample.Window)
 	pos("otlp.interval", c.OTLP.Interval)
+	if c.Health.Interval < Duration(100*time.Millisecond) || c.Health.Interval > Duration(time.Hour) {
+		errs = append(errs, fmt.Errorf("health.interval must be between 100ms and 1h, got %s", c.Health.Interval))
+	}
 	if c.PMSample.MetricSet != "" && len(c.PMSample.Metrics) > 0 {
 		errs = append(errs, errors.New("pmsample.metric_set and pmsample.metrics exclude each other: give one"))
 	}

@@ -28,7 +28,7 @@ func runServe(ctx context.Context, logger *slog.Logger, cfg *Config) error {
 	if err != nil {
 		return err
 	}
-	pm := pmSetup{mapper: m}
+	pm := pmSetup{mapper: m, live: true}
 	switch {
 	case !cfg.PMSample.Enabled:
 		pm.off = "PM sampling disabled by configuration (pmsample.enabled=false)"
@@ -77,6 +77,7 @@ type pmSetup struct {
 	status  func() []exporter.Status // readiness of a live sampler; nil: ready after the first batch
 	aggOpts []pmsample.AggregatorOption
 	off     string
+	live    bool // this host's GPUs, not a recording: read their health from NVML too
 }
 
 // devices lists the source's devices (none when PM sampling is off).
@@ -111,6 +112,9 @@ func serveSources(ctx context.Context, logger *slog.Logger, cfg *Config, pm pmSe
 	}
 	exp := exporter.New(logger, expOpts...)
 	exp.Register("activity", act)
+	if pm.live && cfg.Health.Enabled {
+		startHealth(ctx, logger, cfg, exp, pm.devices)
+	}
 	if pods != nil {
 		exp.Register("podresources", pods)
 	}
