@@ -43,6 +43,8 @@ func (s *Server) decode(r io.Reader) {
 			s.log.Debug("activity process connected", "pid", p.PID, "executable", p.Executable, "pod", p.Pod)
 		case wire.FrameRecords:
 			s.agg.Add(p, m.Records)
+		case wire.FrameCoverage:
+			s.agg.Coverage(p, m.Coverage)
 		case wire.FrameDrops, wire.FrameGoodbye:
 			for i, v := range m.Drops {
 				drops[wire.DropReason(i).String()] = v
