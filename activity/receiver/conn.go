@@ -23,6 +23,8 @@ func (s *Server) decode(r io.Reader) {
 		m     wire.Message
 		drops = make(map[string]uint64, wire.NumDropReasons)
 		dec   = wire.NewDecoder(r)
+		// warned: a refused drop report was logged on this connection
+		warned bool
 	)
 	defer func() {
 		if p != nil {
@@ -49,7 +51,10 @@ func (s *Server) decode(r io.Reader) {
 			for i, v := range m.Drops {
 				drops[wire.DropReason(i).String()] = v
 			}
-			s.agg.SenderDrops(p, drops)
+			if err := s.agg.SenderDrops(p, drops); err != nil && !warned {
+				warned = true // once per connection: a hostile sender cannot flood the log
+				s.log.Warn("activity drop counters refused", "pid", p.PID, "err", err)
+			}
 			if m.Type == wire.FrameGoodbye {
 				s.log.Debug("activity process said goodbye", "pid", p.PID, "sent_records", m.SentRecords)
 				return
