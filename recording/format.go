@@ -15,7 +15,7 @@ import (
 // Magic starts every recording; Version follows it as a little-endian uint16, then two
 // reserved bytes (zero). Writers write Version; readers read MinVersion..Version.
 const (
-	Magic   = "CUPTIREC"
+	Magic = "CUPTIREC"
 	// 2: activity records carry src_device (peer-to-peer copies); 3: coverage frames.
 	Version = 3
 	// MinVersion is the oldest version a reader accepts (version 1 lacks src_device).
