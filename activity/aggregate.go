@@ -30,6 +30,7 @@ type Aggregator struct {
 	dropped   map[string]uint64
 	connDrops map[string]uint64
 	conns     uint64
+	invalid   map[string]uint64 // sender reports refused, by reason (senderdrops.go)
 
 	tracedSeconds, lossySeconds float64 // coverage reported by processes
 
@@ -60,6 +61,7 @@ type senderState struct {
 	last  map[string]uint64
 	conns int
 	seen  time.Time
+	conn  *Process // the connection whose drop report was taken last (senderdrops.go)
 }
 
 // NewAggregator returns an empty Aggregator.
@@ -250,8 +252,11 @@ func (a *Aggregator) deviceOf(ps *procState, ordinal uint32) *device {
 
 // SenderDrops takes the cumulative drop counters a process reported (by reason) and
 // adds their increase since its previous report to cupti_activity_dropped_records_total.
-// Counters are per process lifetime, so the difference spans reconnects.
-func (a *Aggregator) SenderDrops(p *Process, cumulative map[string]uint64) {
+// Counters are per process lifetime, so the difference spans reconnects. Reports are
+// validated (senderdrops.go): a counter that goes backwards or jumps implausibly is
+// refused, counted in cupti_activity_invalid_reports_total and returned as an error for
+// the caller to log; the totals never go down.
+func (a *Aggregator) SenderDrops(p *Process, cumulative map[string]uint64) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	id := senderID{p.PID, p.StartTime}
@@ -261,13 +266,9 @@ func (a *Aggregator) SenderDrops(p *Process, cumulative map[string]uint64) {
 		a.senders[id] = s
 	}
 	s.seen = a.cfg.now()
-	for reason, v := range cumulative {
-		if prev := s.last[reason]; v > prev {
-			a.dropped[reason] += v - prev
-			s.last[reason] = v
-		}
-	}
+	err := a.takeSenderDropsLocked(p, s, cumulative)
 	a.gen.Add(1)
+	return err
 }
 
 // DroppedRecords counts n records lost on the receiving side, by reason.

@@ -89,6 +89,7 @@ func (a *Aggregator) buildLocked() *mapping.Snapshot {
 		sorted(cd),
 		mapping.Family{Desc: tracedDesc, Samples: []mapping.Sample{
 			a.counter(a.tracedSeconds, "complete"), a.counter(a.lossySeconds, "lossy")}},
+		a.invalidReportsFamily(),
 	)
 	return &mapping.Snapshot{Time: now, Families: fs}
 }

@@ -22,6 +22,7 @@ type Event struct {
 	Batch    *pmsample.Batch
 	Process  *ProcessEvent // FrameHello and FrameGoodbye
 	Activity *ActivityBatch
+	Coverage *CoverageBatch // FrameCoverage
 }
 
 // Reader decodes a recording frame by frame. Errors are *FormatError (matching
@@ -198,6 +199,13 @@ func (r *Reader) decode(ev *Event, p []byte) error {
 	case FrameActivity:
 		a, err := decodeActivity(p, r.version)
 		ev.Activity = a
+		return err
+	case FrameCoverage:
+		if r.version < 3 {
+			return fmt.Errorf("coverage frame in a version-%d recording", r.version)
+		}
+		c, err := decodeCoverage(p)
+		ev.Coverage = c
 		return err
 	case FrameEnd:
 		if len(p) != 0 {

@@ -1,6 +1,7 @@
 package recording
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/binary"
@@ -17,6 +18,8 @@ import (
 )
 
 const t0 = uint64(1795299125930175064)
+
+var testSpans = []activity.Interval{{Start: t0 + 2e6, End: t0 + 25e5}, {Start: t0 + 25e5, End: t0 + 3e6, Lossy: true}}
 
 var (
 	testMetrics = []string{"sm__cycles_active.avg.pct_of_peak_sustained_elapsed", "pcie__read_bytes.sum"}
@@ -55,6 +58,7 @@ func sampleRecording(t testing.TB, closed bool) []byte {
 		{Kind: activity.KindKernel, Start: t0 + 26e5, End: t0 + 27e5, Name: "_Z4gemmv"},
 		{Kind: activity.KindMemcpy, Device: 1, Start: t0 + 27e5, End: t0 + 28e5, Bytes: 1 << 21, CopyKind: 10, SrcKind: 3, DstKind: 3, SrcDevice: 3},
 	}}))
+	must(w.WriteCoverage(t0+3e6, CoverageBatch{Conn: 7, Spans: testSpans}))
 	must(w.WriteBatch(t0+4e6, pmsample.Batch{Device: 0, Metrics: testMetrics, Overflows: 1, Samples: []pmsample.Sample{
 		{Start: t0 + 3e6, End: t0 + 4e6, Values: []float64{75, 4000}},
 	}}))
@@ -97,7 +101,7 @@ func TestRoundTrip(t *testing.T) {
 	for _, e := range evs {
 		types = append(types, e.Type)
 	}
-	want := []FrameType{FrameDevices, FrameCatalog, FrameBatch, FrameHello, FrameActivity, FrameBatch, FrameGoodbye, FrameEnd}
+	want := []FrameType{FrameDevices, FrameCatalog, FrameBatch, FrameHello, FrameActivity, FrameCoverage, FrameBatch, FrameGoodbye, FrameEnd}
 	if !reflect.DeepEqual(types, want) {
 		t.Fatalf("types %v, want %v", types, want)
 	}
@@ -108,19 +112,22 @@ func TestRoundTrip(t *testing.T) {
 	if b.DroppedFirst != 1 || len(b.Samples) != 2 || b.Samples[0].Values[1] != 1000 || !math.IsNaN(b.Samples[1].Values[0]) {
 		t.Fatalf("batch %+v", b)
 	}
-	if &evs[2].Batch.Metrics[0] != &evs[5].Batch.Metrics[0] {
+	if &evs[2].Batch.Metrics[0] != &evs[6].Batch.Metrics[0] {
 		t.Error("batches of one metric set should share the Metrics slice")
 	}
-	if evs[5].Batch.Overflows != 1 {
-		t.Errorf("overflows %d", evs[5].Batch.Overflows)
+	if evs[6].Batch.Overflows != 1 {
+		t.Errorf("overflows %d", evs[6].Batch.Overflows)
+	}
+	if c := evs[5].Coverage; c.Conn != 7 || !reflect.DeepEqual(c.Spans, testSpans) {
+		t.Errorf("coverage %+v, want conn 7 %+v", c, testSpans)
 	}
 	a := evs[4].Activity
 	if a.Conn != 7 || a.Dropped != 3 || len(a.Records) != 4 || a.Records[2].Name != "_Z4gemmv" || a.Records[1].Bytes != 1<<20 || a.Records[1].Name != "" ||
 		a.Records[3].SrcDevice != 3 || a.Records[3].Device != 1 || a.Records[3].CopyKind != 10 {
 		t.Fatalf("activity %+v", a)
 	}
-	if evs[3].Process.Process.PID != 42 || evs[6].Process.Conn != 7 {
-		t.Fatalf("process events %+v %+v", evs[3].Process, evs[6].Process)
+	if evs[3].Process.Process.PID != 42 || evs[7].Process.Conn != 7 {
+		t.Fatalf("process events %+v %+v", evs[3].Process, evs[7].Process)
 	}
 }
 
@@ -204,11 +211,18 @@ func TestVersion1Activity(t *testing.T) {
 	}
 }
 
-type sinkLog struct{ events []string }
+type sinkLog struct {
+	events []string
+	spans  []activity.Interval
+}
 
 func (s *sinkLog) Connect(c uint64, p activity.Process) { s.events = append(s.events, "connect") }
 func (s *sinkLog) Add(c uint64, d uint64, r []activity.Record) {
 	s.events = append(s.events, "add")
+}
+func (s *sinkLog) Coverage(c uint64, spans []activity.Interval) {
+	s.events = append(s.events, "coverage")
+	s.spans = append(s.spans, spans...)
 }
 func (s *sinkLog) Disconnect(c uint64) { s.events = append(s.events, "disconnect") }
 
@@ -240,8 +254,17 @@ func TestReplayLoopShiftsTimestamps(t *testing.T) {
 			t.Fatalf("timestamps do not increase across loops: %v", starts)
 		}
 	}
-	if len(sink.events) < 6 || sink.events[0] != "connect" || sink.events[1] != "add" || sink.events[2] != "disconnect" {
+	if len(sink.events) < 8 || !reflect.DeepEqual(sink.events[:4], []string{"connect", "add", "coverage", "disconnect"}) {
 		t.Fatalf("activity events %v", sink.events)
+	}
+	// Spans are shifted like every other timestamp: increasing across passes.
+	for i := 1; i < len(sink.spans); i++ {
+		if sink.spans[i].Start < sink.spans[i-1].End || sink.spans[i].End <= sink.spans[i].Start {
+			t.Fatalf("spans not shifted into increasing order: %+v", sink.spans)
+		}
+	}
+	if len(sink.spans) < 4 || sink.spans[0].End-sink.spans[0].Start != testSpans[0].End-testSpans[0].Start || !sink.spans[1].Lossy {
+		t.Fatalf("replayed spans %+v", sink.spans)
 	}
 }
 
@@ -259,10 +282,144 @@ func TestReplayEndsWithoutLoop(t *testing.T) {
 	}
 }
 
-func TestReplayRejectsTruncated(t *testing.T) {
+// TestReplayTruncatedAtEveryByte: a recording whose writer was killed (cut at any byte)
+// replays every whole frame before the cut, and reports where it was cut; only a file
+// cut before its devices frame is refused.
+func TestReplayTruncatedAtEveryByte(t *testing.T) {
 	data := sampleRecording(t, true)
-	_, err := FromBytes(data[:len(data)-10])
-	if !errors.Is(err, ErrTruncated) {
-		t.Fatalf("err %v", err)
+	rd, err := NewReader(bytes.NewReader(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var evs []Event
+	var ends []int // end offset of each event's frame
+	for {
+		ev, err := rd.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		evs = append(evs, ev)
+		ends = append(ends, int(rd.Offset()))
+	}
+	boundary := map[int]bool{} // every frame's end, metric-set frames included
+	for off := fileHeaderSize; off < len(data); {
+		off += frameHeaderSize + int(binary.LittleEndian.Uint32(data[off+1:])) + frameTrailer
+		boundary[off] = true
+	}
+	for n := 0; n <= len(data); n++ {
+		whole := 0
+		for whole < len(ends) && ends[whole] <= n {
+			whole++
+		}
+		var wantBatches, wantRecords, wantSpans int
+		for _, ev := range evs[:whole] {
+			switch ev.Type {
+			case FrameBatch:
+				wantBatches++
+			case FrameActivity:
+				wantRecords += len(ev.Activity.Records)
+			case FrameCoverage:
+				wantSpans += len(ev.Coverage.Spans)
+			}
+		}
+		sink := &countSink{}
+		r, err := FromBytes(data[:n], WithSpeed(0), WithActivitySink(sink))
+		if whole == 0 { // no devices frame yet: nothing to serve
+			if err == nil {
+				t.Fatalf("prefix %d: accepted without a devices frame", n)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("prefix %d (%d whole frames): %v", n, whole, err)
+		}
+		cut := !boundary[n]
+		if s := r.Summary(); (s.Truncated > 0) != cut || (cut && (s.Truncated < int64(ends[whole-1]) || s.Truncated >= int64(n))) {
+			t.Fatalf("prefix %d: summary truncated at %d, want a cut frame after %d: %v", n, s.Truncated, ends[whole-1], cut)
+		}
+		batches := 0
+		if err := r.Run(context.Background(), func(pmsample.Batch) { batches++ }); err != nil {
+			t.Fatalf("prefix %d: replay: %v", n, err)
+		}
+		if batches != wantBatches || sink.records != wantRecords || sink.spans != wantSpans {
+			t.Fatalf("prefix %d: replayed %d batches %d records %d spans, want %d %d %d", n, batches, sink.records, sink.spans,
+				wantBatches, wantRecords, wantSpans)
+		}
+	}
+}
+
+type countSink struct{ records, spans int }
+
+func (s *countSink) Connect(uint64, activity.Process)             {}
+func (s *countSink) Add(_ uint64, _ uint64, r []activity.Record)  { s.records += len(r) }
+func (s *countSink) Coverage(_ uint64, spans []activity.Interval) { s.spans += len(spans) }
+func (s *countSink) Disconnect(uint64)                            {}
+
+// TestCoverageRejects: spans that are empty, reversed, out of order or flagged with
+// unknown bits are corruption, as is a coverage frame in a version-2 file.
+func TestCoverageRejects(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		spans []activity.Interval
+		want  string
+	}{
+		{"empty", []activity.Interval{{Start: 5, End: 5}}, "end 5 <= start 5"},
+		{"reversed", []activity.Interval{{Start: 9, End: 3}}, "end 3 <= start 9"},
+		{"overlap", []activity.Interval{{Start: 1, End: 10}, {Start: 5, End: 20}}, "before the previous span ends"},
+	} {
+		if _, err := decodeCoverage(encodeCoverage(nil, &CoverageBatch{Conn: 1, Spans: c.spans})); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want %q", c.name, err, c.want)
+		}
+	}
+	p := encodeCoverage(nil, &CoverageBatch{Conn: 1, Spans: []activity.Interval{{Start: 1, End: 2}}})
+	p[len(p)-1] = 2
+	if _, err := decodeCoverage(p); err == nil || !strings.Contains(err.Error(), "unknown flags") {
+		t.Errorf("unknown flags: %v", err)
+	}
+	if _, err := decodeCoverage(append(encodeCoverage(nil, &CoverageBatch{Conn: 1}), 0)); err == nil {
+		t.Error("trailing byte accepted")
+	}
+	huge := binary.AppendUvarint(binary.AppendUvarint(nil, 1), 1<<40)
+	if _, err := decodeCoverage(huge); err == nil {
+		t.Error("span count beyond the payload accepted")
+	}
+	rd := &Reader{version: 2, header: Header{Version: 2}}
+	ev := Event{Type: FrameCoverage}
+	if err := rd.decode(&ev, encodeCoverage(nil, &CoverageBatch{Conn: 1})); err == nil || !strings.Contains(err.Error(), "version-2") {
+		t.Errorf("coverage in a version-2 file: %v", err)
+	}
+}
+
+// TestVersion2FileReads: a file of the previous version (no coverage frames) still replays.
+func TestVersion2FileReads(t *testing.T) {
+	var buf bytes.Buffer
+	w := &Writer{w: bufio.NewWriter(&buf), sets: map[string]uint64{}}
+	fh := []byte(Magic + "\x02\x00\x00\x00")
+	if _, err := w.w.Write(fh); err != nil {
+		t.Fatal(err)
+	}
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(w.writeJSON(FrameHeader, t0, Header{Version: 2, Producer: "v2"}))
+	must(w.WriteDevices(t0, testDevices))
+	must(w.WriteActivity(t0+1e6, ActivityBatch{Conn: 1, Records: []activity.Record{{Kind: activity.KindMemcpy, Start: t0, End: t0 + 5, SrcDevice: 1, CopyKind: 10}}}))
+	must(w.Close(t0 + 2e6))
+	sink := &countSink{}
+	r, err := FromBytes(buf.Bytes(), WithSpeed(0), WithActivitySink(sink))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Run(context.Background(), func(pmsample.Batch) {}); err != nil {
+		t.Fatal(err)
+	}
+	if r.Summary().Header.Version != 2 || sink.records != 1 || sink.spans != 0 {
+		t.Errorf("version-2 file: header %+v records %d spans %d", r.Summary().Header, sink.records, sink.spans)
 	}
 }

@@ -19,6 +19,8 @@ import (
 type ActivitySink interface {
 	Connect(conn uint64, p activity.Process)
 	Add(conn uint64, dropped uint64, records []activity.Record)
+	// Coverage takes the spans connection conn traced (recordings of version 3 and later).
+	Coverage(conn uint64, spans []activity.Interval)
 	Disconnect(conn uint64)
 }
 
@@ -31,8 +33,12 @@ type Summary struct {
 	Samples         int
 	Processes       int
 	ActivityRecords int
-	First, Last     uint64 // smallest and largest timestamp (frames, samples, records), ns
+	CoverageSpans   int
+	First, Last     uint64 // smallest and largest timestamp (frames, samples, records, spans), ns
 	Complete        bool   // the end frame was seen
+	// Truncated is the offset of a frame cut short at the end of the file (its writer was
+	// killed, or it is still being written), 0 if none. Replay stops before it.
+	Truncated int64
 }
 
 // Replayer replays a recording as a pmsample.Source.
@@ -92,7 +98,21 @@ func NewReplayer(open func() (io.ReadCloser, error), opts ...ReplayOption) (*Rep
 		return nil, errors.New("recording has no devices frame")
 	}
 	r.sum = sum
+	if sum.Truncated > 0 {
+		r.logger.Warn("recording ends inside a frame (its writer was killed, or still writes it): replaying the whole frames before it",
+			"truncated_at_byte", sum.Truncated)
+	}
 	return r, nil
+}
+
+// truncatedAt returns the offset of the frame err says was cut at the end of the file,
+// or -1: a cut frame ends the recording, anything else is an error.
+func truncatedAt(err error) int64 {
+	var fe *FormatError
+	if errors.As(err, &fe) && errors.Is(err, ErrTruncated) {
+		return fe.Offset
+	}
+	return -1
 }
 
 // Summarize reads a whole recording and describes it.
@@ -125,6 +145,10 @@ func Summarize(open func() (io.ReadCloser, error)) (Summary, error) {
 		if errors.Is(err, io.EOF) {
 			break
 		}
+		if off := truncatedAt(err); off > 0 {
+			s.Truncated = off
+			break
+		}
 		if err != nil {
 			return Summary{}, err
 		}
@@ -145,6 +169,11 @@ func Summarize(open func() (io.ReadCloser, error)) (Summary, error) {
 		case FrameActivity:
 			s.ActivityRecords += len(ev.Activity.Records)
 			for _, x := range ev.Activity.Records {
+				span(x.Start, x.End)
+			}
+		case FrameCoverage:
+			s.CoverageSpans += len(ev.Coverage.Spans)
+			for _, x := range ev.Coverage.Spans {
 				span(x.Start, x.End)
 			}
 		}
@@ -201,8 +230,8 @@ func (r *Replayer) pass(ctx context.Context, sink func(pmsample.Batch), offset u
 	}()
 	for {
 		ev, err := rd.Next()
-		if errors.Is(err, io.EOF) {
-			return nil
+		if errors.Is(err, io.EOF) || truncatedAt(err) > 0 {
+			return nil // a frame cut at the end (warned about in NewReplayer) ends the pass
 		}
 		if err != nil {
 			return err
@@ -236,6 +265,15 @@ func (r *Replayer) pass(ctx context.Context, sink func(pmsample.Batch), offset u
 					a.Records[i].End += offset
 				}
 				r.sink.Add(a.Conn, a.Dropped, a.Records)
+			}
+		case FrameCoverage:
+			if r.sink != nil {
+				c := ev.Coverage
+				for i := range c.Spans {
+					c.Spans[i].Start += offset
+					c.Spans[i].End += offset
+				}
+				r.sink.Coverage(c.Conn, c.Spans)
 			}
 		}
 	}

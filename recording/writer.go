@@ -95,6 +95,14 @@ func (w *Writer) WriteActivity(time uint64, a ActivityBatch) error {
 	return w.frameLocked(FrameActivity, time, w.buf)
 }
 
+// WriteCoverage records the spans a traced connection reported it traced.
+func (w *Writer) WriteCoverage(time uint64, c CoverageBatch) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.buf = encodeCoverage(w.buf[:0], &c)
+	return w.frameLocked(FrameCoverage, time, w.buf)
+}
+
 // Flush pushes buffered frames to the underlying writer.
 func (w *Writer) Flush() error {
 	w.mu.Lock()

@@ -23,6 +23,8 @@ func (s *Server) decode(r io.Reader) {
 		m     wire.Message
 		drops = make(map[string]uint64, wire.NumDropReasons)
 		dec   = wire.NewDecoder(r)
+		// warned: a refused drop report was logged on this connection
+		warned bool
 	)
 	defer func() {
 		if p != nil {
@@ -43,11 +45,16 @@ func (s *Server) decode(r io.Reader) {
 			s.log.Debug("activity process connected", "pid", p.PID, "executable", p.Executable, "pod", p.Pod)
 		case wire.FrameRecords:
 			s.agg.Add(p, m.Records)
+		case wire.FrameCoverage:
+			s.agg.Coverage(p, m.Coverage)
 		case wire.FrameDrops, wire.FrameGoodbye:
 			for i, v := range m.Drops {
 				drops[wire.DropReason(i).String()] = v
 			}
-			s.agg.SenderDrops(p, drops)
+			if err := s.agg.SenderDrops(p, drops); err != nil && !warned {
+				warned = true // once per connection: a hostile sender cannot flood the log
+				s.log.Warn("activity drop counters refused", "pid", p.PID, "err", err)
+			}
 			if m.Type == wire.FrameGoodbye {
 				s.log.Debug("activity process said goodbye", "pid", p.PID, "sent_records", m.SentRecords)
 				return

@@ -71,7 +71,7 @@ func runRecord(ctx context.Context, logger *slog.Logger, cfg *Config, cl *cli) e
 	}
 	if cfg.Activity.Enabled {
 		conns := map[*activity.Process]uint64{}
-		tap := func(p *activity.Process, recs []activity.Record) {
+		connID := func(p *activity.Process) uint64 { // the recording's id of p; hello on first use
 			mu.Lock()
 			id, ok := conns[p]
 			if !ok {
@@ -82,9 +82,15 @@ func runRecord(ctx context.Context, logger *slog.Logger, cfg *Config, cl *cli) e
 			if !ok {
 				keep(w.WriteHello(now(), recording.ProcessEvent{Conn: id, Process: p}))
 			}
-			keep(w.WriteActivity(now(), recording.ActivityBatch{Conn: id, Records: recs}))
+			return id
 		}
-		agg := activity.NewAggregator(append(activityOptions(s.Devices), activity.WithRecordTap(tap))...)
+		tap := func(p *activity.Process, recs []activity.Record) {
+			keep(w.WriteActivity(now(), recording.ActivityBatch{Conn: connID(p), Records: recs}))
+		}
+		cov := coverageTap(func(p *activity.Process, spans []activity.Interval) {
+			keep(w.WriteCoverage(now(), recording.CoverageBatch{Conn: connID(p), Spans: spans}))
+		})
+		agg := activity.NewAggregator(append(activityOptions(s.Devices), activity.WithRecordTap(tap), activity.WithListener(cov))...)
 		srv, err := receiver.NewServer(cfg.Activity.Socket, agg, logger, receiver.WithSocketMode(cfg.activitySocketMode()))
 		if err != nil {
 			w.Close(now())
@@ -109,3 +115,12 @@ func runRecord(ctx context.Context, logger *slog.Logger, cfg *Config, cl *cli) e
 	logger.Info("recording done", "output", cl.recordOutput, "batches", batches, "err", err)
 	return err
 }
+
+// coverageTap is an activity.Listener that passes coverage spans to a function (the
+// recorder writes them); records reach the recorder through the record tap.
+type coverageTap func(p *activity.Process, spans []activity.Interval)
+
+func (coverageTap) ProcessConnected(*activity.Process, activity.ProcessInfo)  {}
+func (coverageTap) Records(*activity.Process, []activity.Record)              {}
+func (f coverageTap) Coverage(p *activity.Process, spans []activity.Interval) { f(p, spans) }
+func (coverageTap) ProcessDisconnected(*activity.Process)                     {}

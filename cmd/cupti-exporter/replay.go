@@ -89,6 +89,12 @@ func (s *activitySink) Add(conn uint64, dropped uint64, recs []activity.Record) 
 	s.agg.Add(p, recs)
 }
 
+func (s *activitySink) Coverage(conn uint64, spans []activity.Interval) {
+	if p := s.procs[conn]; p != nil {
+		s.agg.Coverage(p, spans)
+	}
+}
+
 func (s *activitySink) Disconnect(conn uint64) {
 	if p := s.procs[conn]; p != nil {
 		s.agg.Disconnect(p)

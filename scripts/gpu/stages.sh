@@ -39,6 +39,34 @@ stage_inject() {
   stop_exporter 9477
 }
 
+# coverage: traced seconds reported by the library (wire v2 coverage frames) against the workload's
+# wall time, continuous and at a 30 % duty cycle; then a hung exporter (SIGSTOP) while a workload
+# floods and exits: the exporter's queue_full must catch up with the workload's own exit line.
+stage_coverage() {
+  sub() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", a - b }'; }
+  say "== coverage"
+  mkdir -p /run/cupti-exporter
+  start_exporter "$L/exp-cov.log" 9477 --no-pmsample.enabled --activity.socket=$SOCK || return
+  for v in full duty; do
+    scrape "$L/cov-$v-0.txt"; t0=$(date +%s.%N)
+    case $v in
+      full) CUDA_INJECTION64_PATH=$INJ CUPTI_EXPORTER_SOCKET=$SOCK $W tiny 8 ;;
+      duty) CUDA_INJECTION64_PATH=$INJ CUPTI_EXPORTER_SOCKET=$SOCK CUPTI_EXPORTER_DUTY_CYCLE=0.3 CUPTI_EXPORTER_DUTY_PERIOD_MS=1000 $W tiny 8 ;;
+    esac > "$L/cov-$v.log" 2>&1
+    t1=$(date +%s.%N); sleep 2; scrape "$L/cov-$v-1.txt"
+    c0=$(val "$L/cov-$v-0.txt" '^cupti_activity_traced_seconds_total.state="complete"'); c1=$(val "$L/cov-$v-1.txt" '^cupti_activity_traced_seconds_total.state="complete"')
+    l0=$(val "$L/cov-$v-0.txt" '^cupti_activity_traced_seconds_total.state="lossy"'); l1=$(val "$L/cov-$v-1.txt" '^cupti_activity_traced_seconds_total.state="lossy"')
+    say "coverage $v: process wall $(sub "$t1" "$t0") s, traced complete $(sub "$c1" "$c0") s, lossy $(sub "$l1" "$l0") s (want ~wall minus CUDA start-up for full, ~0.3 x that for duty)"
+  done
+  scrape "$L/cov-hung-0.txt"
+  CUDA_INJECTION64_PATH=$INJ CUPTI_EXPORTER_SOCKET=$SOCK CUPTI_EXPORTER_QUEUE_RECORDS=1024 $W tiny 6 > "$L/cov-hung.log" 2>&1 &
+  wp=$!; sleep 2; kill -STOP "$(cat "$L/exporter.9477.pid")"; wait $wp; kill -CONT "$(cat "$L/exporter.9477.pid")"
+  sleep 3; scrape "$L/cov-hung-1.txt"
+  say "hung exporter: workload exit line: $(grep -o 'exit: .*queue_full=[0-9]*' "$L/cov-hung.log")"
+  say "hung exporter: exporter queue_full +$(sub "$(val "$L/cov-hung-1.txt" '^cupti_activity_dropped_records_total.reason="queue_full"')" "$(val "$L/cov-hung-0.txt" '^cupti_activity_dropped_records_total.reason="queue_full"')"), records +$(sub "$(val "$L/cov-hung-1.txt" '^cupti_activity_records_total')" "$(val "$L/cov-hung-0.txt" '^cupti_activity_records_total')"), invalid reports $(val "$L/cov-hung-1.txt" '^cupti_activity_invalid_reports_total') (want queue_full as the exit line, records + queue_full = queued)"
+  stop_exporter 9477
+}
+
 stage_coexist() {
   say "== coexist"
   start_exporter "$L/exp-A.log" 9477 --no-activity.enabled $PMARGS || return
