@@ -78,7 +78,7 @@ func NewServer(logger *slog.Logger, cfg ServerConfig) *Server {
 }
 
 func (s *Server) routes() {
-	metrics := promhttp.HandlerFor(s.cfg.Registry, promhttp.HandlerOpts{
+	metrics := promhttp.HandlerFor(coalesce(s.cfg.Registry), promhttp.HandlerOpts{
 		ErrorLog:            slog.NewLogLogger(s.logger.Handler(), slog.LevelError),
 		ErrorHandling:       promhttp.ContinueOnError,
 		MaxRequestsInFlight: s.cfg.MaxRequests,
