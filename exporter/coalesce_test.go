@@ -1,6 +1,10 @@
 package exporter
 
 import (
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -46,5 +50,56 @@ func TestCoalescingGathererConcurrentSafe(t *testing.T) {
 		t.Errorf("%d gathers for 1000 concurrent scrapes, want them coalesced", n)
 	} else {
 		t.Logf("%d gathers served 1000 scrapes from 200 concurrent scrapers", n)
+	}
+}
+
+// Concurrent requests with the same headers share one run of the handler; those with other
+// headers get their own; a burst of distinct headers cannot grow the kept responses past
+// maxCalls; the in-flight limit answers 503.
+func TestCoalescingHandlerConcurrentSafe(t *testing.T) {
+	var runs atomic.Int32
+	h := coalesceRequests(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		runs.Add(1)
+		if r.Header.Get("Accept") != "" {
+			time.Sleep(20 * time.Millisecond)
+		}
+		w.Header().Set("Content-Type", "text/plain")
+		w.Header().Set("X-Accept", r.Header.Get("Accept"))
+		io.WriteString(w, "body for "+r.Header.Get("Accept"))
+	}), 0).(*coalescingHandler)
+	var wg sync.WaitGroup
+	for i := range 200 {
+		wg.Go(func() {
+			accept := []string{"a", "b"}[i%2]
+			req := httptest.NewRequest("GET", "/metrics", nil)
+			req.Header.Set("Accept", accept)
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, req)
+			if rec.Code != 200 || rec.Body.String() != "body for "+accept || rec.Header().Get("X-Accept") != accept {
+				t.Errorf("Accept %s: %d %q %v", accept, rec.Code, rec.Body.String(), rec.Header())
+			}
+		})
+	}
+	wg.Wait()
+	if n := runs.Load(); n > 10 {
+		t.Errorf("%d runs for 200 concurrent requests of two kinds", n)
+	}
+	for i := range 1000 {
+		req := httptest.NewRequest("GET", fmt.Sprintf("/metrics?x=%d", i), nil)
+		h.ServeHTTP(httptest.NewRecorder(), req)
+	}
+	if len(h.calls) > maxCalls {
+		t.Errorf("%d responses kept, bound %d", len(h.calls), maxCalls)
+	}
+
+	block := make(chan struct{})
+	limited := coalesceRequests(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { <-block }), 1)
+	go limited.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/metrics", nil))
+	time.Sleep(20 * time.Millisecond)
+	rec := httptest.NewRecorder()
+	limited.ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	close(block)
+	if rec.Code != http.StatusServiceUnavailable {
+		t.Errorf("second request past a limit of 1: %d, want 503", rec.Code)
 	}
 }

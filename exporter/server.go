@@ -85,7 +85,7 @@ func (s *Server) routes() {
 		EnableOpenMetrics:   true,
 		Registry:            s.cfg.Registry,
 	})
-	s.mux.Handle(s.cfg.TelemetryPath, promhttp.InstrumentMetricHandler(s.cfg.Registry, metrics))
+	s.mux.Handle(s.cfg.TelemetryPath, promhttp.InstrumentMetricHandler(s.cfg.Registry, coalesceRequests(metrics, s.cfg.MaxRequests)))
 	s.mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		fmt.Fprintln(w, "ok")
