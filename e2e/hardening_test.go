@@ -5,6 +5,7 @@ package e2e
 import (
 	"io"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -16,6 +17,9 @@ import (
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
+
+	"github.com/cupti-exporter/cupti-exporter/activity"
+	"github.com/cupti-exporter/cupti-exporter/activity/wire"
 )
 
 // startFake serves the fake CUPTI's two GPUs with an activity socket in a fresh directory.
@@ -152,5 +156,64 @@ func TestScrapeStormKeepsSampling(t *testing.T) {
 	}
 	if samples1-samples0 < 4000 { // 1 kHz for 5 s, a little slack for the end
 		t.Errorf("%.0f samples in 5 s at 1 kHz", samples1-samples0)
+	}
+}
+
+// Hostile activity clients against the binary (fake GPUs 0 and 1): records for devices the
+// sender did not declare, or that the host does not have, are refused and counted and make
+// no series; 256 silent connections do not lock a real sender out.
+func TestHostileActivityClients(t *testing.T) {
+	p, sock := startFake(t)
+	const gpu1 = "GPU-f1010203-0405-0607-0809-0a0b0c0d0e0f" // the fake's device 1
+	silent := make([]net.Conn, 256)
+	for i := range silent {
+		c, err := net.Dial("unix", sock)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		silent[i] = c
+	}
+	c, err := net.Dial("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	enc := wire.NewEncoder(c)
+	if err := enc.Hello(activity.Process{PID: 4242, StartTime: 1, Executable: "/bin/evil",
+		DeviceUUIDs: []string{gpu1, "GPU-00000000-dead-beef-0000-000000000000"}}); err != nil {
+		t.Fatal(err)
+	}
+	recs := make([]activity.Record, 1000)
+	for i := range recs {
+		recs[i] = activity.Record{Kind: activity.KindKernel, Device: uint32(i), Start: 1, End: 1001, Name: "_Z4evilv"}
+	}
+	for range 5 {
+		if err := enc.Records(0, recs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := enc.Goodbye(5000, wire.Drops{}); err != nil {
+		t.Fatal(err)
+	}
+	var fams map[string]*dto.MetricFamily
+	waitFor(t, "the records counted", func() bool {
+		_, fams = p.scrape(t)
+		v, _ := series(fams, "cupti_activity_records_total", map[string]string{"kind": "kernel"})
+		return v == 5
+	})
+	if v, _ := series(fams, "cupti_activity_dropped_records_total", map[string]string{"reason": "unknown_device"}); v != 4995 {
+		t.Errorf("unknown_device drops %g, want 4995", v)
+	}
+	if v, _ := series(fams, "cupti_activity_dropped_connections_total", map[string]string{"reason": "evicted_no_hello"}); v != 1 {
+		t.Errorf("evicted_no_hello %g, want 1 (one silent connection made room)", v)
+	}
+	for _, m := range fams["cupti_kernel_duration_seconds"].GetMetric() {
+		if l := labels(m); l["gpu"] != "1" || l["uuid"] != gpu1 {
+			t.Errorf("kernel series for a device the host does not have: %v", l)
+		}
+	}
+	if v, ok := series(fams, "cupti_activity_memory_bytes", nil); !ok || v <= 0 || v > 128<<20 {
+		t.Errorf("cupti_activity_memory_bytes = %g (found %v), want in (0, 128 MiB]", v, ok)
 	}
 }
