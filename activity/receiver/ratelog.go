@@ -1,7 +1,9 @@
 package receiver
 
 import (
+	"context"
 	"log/slog"
+	"runtime"
 	"sync"
 	"time"
 )
@@ -47,7 +49,12 @@ func (l *limitedLog) Warn(reason, msg string, args ...any) {
 	if n > 0 {
 		args = append(args, "suppressed", n)
 	}
-	if l.log != nil {
-		l.log.Warn(msg, args...)
+	if l.log == nil || !l.log.Enabled(context.Background(), slog.LevelWarn) {
+		return
 	}
+	var pcs [1]uintptr
+	runtime.Callers(2, pcs[:]) // the caller of Warn, for the log's source
+	r := slog.NewRecord(now, slog.LevelWarn, msg, pcs[0])
+	r.Add(args...)
+	_ = l.log.Handler().Handle(context.Background(), r)
 }
