@@ -113,7 +113,7 @@ func srcGPULabel(ps *procState, r *Record) string {
 	if r.CopyKind != copyPtoP {
 		return ""
 	}
-	if int64(r.SrcDevice) < int64(len(ps.devs)) {
+	if int64(r.SrcDevice) < int64(len(ps.devs)) && !ps.devs[r.SrcDevice].unknown {
 		return ps.devs[r.SrcDevice].gpu
 	}
 	return "unknown"

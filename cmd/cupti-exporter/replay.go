@@ -39,7 +39,7 @@ func serveRecording(ctx context.Context, logger *slog.Logger, cfg *Config, msg s
 		return err
 	}
 	pm := pmSetup{mapper: m}
-	act := activity.NewAggregator(activityOptions(pm.devices)...)
+	act := activity.NewAggregator(append(activityOptions(pm.devices), activity.WithBudget(activity.NewBudget(int64(cfg.Activity.MemoryBudget))))...)
 	r, err := open(recording.WithActivitySink(newActivitySink(act)), recording.WithLogger(logger))
 	if err != nil {
 		return err

@@ -51,11 +51,12 @@ func runServe(ctx context.Context, logger *slog.Logger, cfg *Config) error {
 	if pm.off != "" {
 		logger.Warn(pm.off)
 	}
-	act := activity.NewAggregator(activityOptions(pm.devices)...)
+	budget := activity.NewBudget(int64(cfg.Activity.MemoryBudget))
+	act := activity.NewAggregator(liveActivityOptions(pm.devices, budget)...)
 	if !cfg.Activity.Enabled {
 		return serveSources(ctx, logger, cfg, pm, act)
 	}
-	srv, err := receiver.NewServer(cfg.Activity.Socket, act, logger, receiver.WithSocketMode(cfg.activitySocketMode()))
+	srv, err := receiver.NewServer(cfg.Activity.Socket, act, logger, receiverOptions(cfg, budget)...)
 	if err != nil {
 		return fmt.Errorf("%w (set --activity.socket, or --no-activity.enabled)", err)
 	}
@@ -152,6 +153,7 @@ func serveSources(ctx context.Context, logger *slog.Logger, cfg *Config, pm pmSe
 		HealthListenAddress: cfg.Web.HealthListenAddress,
 		WebConfigFile:       cfg.Web.ConfigFile,
 		TelemetryPath:       cfg.Web.TelemetryPath,
+		MaxRequests:         cfg.Web.MaxRequests,
 		Registry:            exp.Registry(),
 		Status:              exp,
 	})
@@ -272,4 +274,32 @@ func activityOptions(devices func() []pmsample.Device) []activity.Option {
 		}
 		return "", false
 	})}
+}
+
+// liveActivityOptions are activityOptions for records from the socket: devices a process
+// declares must exist on this host (when the PM source knows the host's GPUs), and the
+// per-device state is charged to the receiver's budget.
+func liveActivityOptions(devices func() []pmsample.Device, budget *activity.Budget) []activity.Option {
+	return append(activityOptions(devices),
+		activity.WithBudget(budget),
+		activity.WithDeviceFilter(func(uuid string) (exists, known bool) {
+			ds := devices()
+			for _, d := range ds {
+				if strings.EqualFold(d.UUID, uuid) {
+					return true, true
+				}
+			}
+			return false, len(ds) > 0
+		}))
+}
+
+// receiverOptions are the activity socket server's options from the configuration.
+func receiverOptions(cfg *Config, budget *activity.Budget) []receiver.Option {
+	return []receiver.Option{
+		receiver.WithSocketMode(cfg.activitySocketMode()),
+		receiver.WithMaxConnections(cfg.Activity.MaxConnections),
+		receiver.WithHelloTimeout(time.Duration(cfg.Activity.HelloTimeout)),
+		receiver.WithIdleTimeout(time.Duration(cfg.Activity.IdleTimeout)),
+		receiver.WithBudget(budget),
+	}
 }
