@@ -45,11 +45,13 @@ type Config struct {
 		SocketMode string `yaml:"socket_mode" help:"Permissions of the activity socket, octal (0666 lets workloads of any user connect)."`
 	} `yaml:"activity"`
 	OTLP struct {
-		Endpoint string            `yaml:"endpoint" help:"OTLP endpoint (host:port for grpc, URL for http); empty: no OTLP push."`
-		Protocol string            `yaml:"protocol" help:"OTLP protocol: grpc or http."`
-		Interval Duration          `yaml:"interval" help:"OTLP push interval."`
-		Insecure bool              `yaml:"insecure" help:"Push OTLP without TLS."`
-		Header   map[string]string `yaml:"header" help:"OTLP request header NAME=VALUE (repeatable)."`
+		Endpoint string            `yaml:"endpoint" help:"OTLP endpoint: host:port, or a URL (for http, one without a path gets /v1/metrics); empty: OTEL_EXPORTER_OTLP_[METRICS_]ENDPOINT, and no push when neither is set."`
+		Protocol string            `yaml:"protocol" help:"OTLP protocol: grpc or http (http/protobuf); empty: OTEL_EXPORTER_OTLP_[METRICS_]PROTOCOL, else grpc."`
+		Interval Duration          `yaml:"interval" help:"OTLP push interval; 0: OTEL_METRIC_EXPORT_INTERVAL, else 15s."`
+		Timeout  Duration          `yaml:"timeout" help:"Timeout of one OTLP export; 0: OTEL_EXPORTER_OTLP_[METRICS_]TIMEOUT, else 10s."`
+		Insecure bool              `yaml:"insecure" help:"Push OTLP without TLS (false: OTEL_EXPORTER_OTLP_[METRICS_]INSECURE or the URL scheme decide)."`
+		Header   map[string]string `yaml:"header" help:"OTLP request header NAME=VALUE (repeatable); replaces OTEL_EXPORTER_OTLP_[METRICS_]HEADERS."`
+		Resource map[string]string `yaml:"resource_attribute" flag:"otlp.resource-attribute" help:"OTLP resource attribute NAME=VALUE (repeatable); overrides OTEL_RESOURCE_ATTRIBUTES."`
 	} `yaml:"otlp"`
 	Kubelet struct {
 		PodResourcesSocket string `yaml:"pod_resources_socket" help:"Kubelet pod-resources socket for pod attribution of GPUs; empty: off."`
@@ -71,8 +73,6 @@ func defaultConfig() Config {
 	c.Activity.Enabled = true
 	c.Activity.Socket = "/run/cupti-exporter/activity.sock"
 	c.Activity.SocketMode = "0660"
-	c.OTLP.Protocol = "grpc"
-	c.OTLP.Interval = Duration(15 * time.Second)
 	return c
 }
 
@@ -87,14 +87,16 @@ func (c *Config) validate() error {
 	pos("pmsample.interval", c.PMSample.Interval)
 	pos("pmsample.decode_period", c.PMSample.DecodePeriod)
 	pos("pmsample.window", c.PMSample.Window)
-	pos("otlp.interval", c.OTLP.Interval)
+	if c.OTLP.Interval < 0 || c.OTLP.Timeout < 0 {
+		errs = append(errs, fmt.Errorf("otlp.interval and otlp.timeout must not be negative, got %s and %s", c.OTLP.Interval, c.OTLP.Timeout))
+	}
 	if c.PMSample.MetricSet != "" && len(c.PMSample.Metrics) > 0 {
 		errs = append(errs, errors.New("pmsample.metric_set and pmsample.metrics exclude each other: give one"))
 	}
 	if c.PMSample.Multiplex < 0 {
 		errs = append(errs, fmt.Errorf("pmsample.multiplex must not be negative, got %s", c.PMSample.Multiplex))
 	}
-	if c.OTLP.Protocol != "grpc" && c.OTLP.Protocol != "http" {
+	if c.OTLP.Protocol != "" && c.OTLP.Protocol != "grpc" && c.OTLP.Protocol != "http" && c.OTLP.Protocol != "http/protobuf" {
 		errs = append(errs, fmt.Errorf("otlp.protocol must be grpc or http, got %q", c.OTLP.Protocol))
 	}
 	if _, err := c.socketMode(); err != nil {
