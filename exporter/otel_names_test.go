@@ -115,7 +115,7 @@ func TestMetricProducerPushesSelfMetrics(t *testing.T) {
 	}
 	for name, unit := range map[string]string{
 		"cupti.exporter.build_info": "1", "cupti.exporter.series.dropped": "{series}", "go_goroutines": "",
-		"process_cpu_seconds": "s",
+		"process_cpu_seconds_total": "s", "go_memstats_alloc_bytes": "By", "go_memstats_alloc_bytes_total": "By",
 	} {
 		if m, ok := got[name]; !ok || m.Unit != unit {
 			t.Errorf("self-metric %s: present %v, unit %q, want unit %q", name, ok, m.Unit, unit)

@@ -23,8 +23,9 @@ var selfOTel = map[string]struct{ name, unit string }{
 }
 
 // SelfOTelName returns the OpenTelemetry name and unit of a family the exporter's
-// self-metrics registry serves (Exporter.SelfMetrics): the table above for ours; for the
-// others (go_*, process_*) the Prometheus name without _total, the unit from its suffix.
+// self-metrics registry serves (Exporter.SelfMetrics): the table above for ours; the
+// others (go_*, process_*) keep their Prometheus name (go_memstats_alloc_bytes and
+// go_memstats_alloc_bytes_total are two families), the unit from its suffix.
 func SelfOTelName(name string) (otelName, unit string) {
 	if n, ok := selfOTel[name]; ok {
 		return n.name, n.unit
@@ -32,10 +33,10 @@ func SelfOTelName(name string) (otelName, unit string) {
 	base := strings.TrimSuffix(name, "_total")
 	for suffix, u := range map[string]string{"_seconds": "s", "_bytes": "By", "_ratio": "1"} {
 		if strings.HasSuffix(base, suffix) {
-			return base, u
+			return name, u
 		}
 	}
-	return base, ""
+	return name, ""
 }
 
 // gatherSnapshot turns what g gathers into a snapshot for the OTLP outlet: gauges,
