@@ -321,13 +321,15 @@ func (o *OTLP) Shutdown(ctx context.Context) error {
 
 // countingExporter counts the results of Export and logs failures: the first of a run of
 // failures (and a change of error text) at warning level, the repeats at debug level, and
-// the recovery. Export is never called concurrently (sdk/metric's Exporter contract).
+// the recovery. The SDK calls Export from one goroutine at a time; mu makes the run of
+// failures safe regardless.
 type countingExporter struct {
 	sdkmetric.Exporter
 	logger  *slog.Logger
 	success atomic.Uint64
 	failure atomic.Uint64
 
+	mu      sync.Mutex
 	failing int    // consecutive failures
 	lastErr string // text of the last failure
 }
@@ -341,6 +343,8 @@ func (e *loggedError) Unwrap() error { return e.err }
 
 func (c *countingExporter) Export(ctx context.Context, rm *metricdata.ResourceMetrics) error {
 	err := c.Exporter.Export(ctx, rm)
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	if err != nil {
 		c.failure.Add(1)
 		c.failing++
