@@ -177,7 +177,14 @@ func serveSources(ctx context.Context, logger *slog.Logger, cfg *Config, pm pmSe
 		if endpoint == "" {
 			endpoint, from = os.Getenv(otlpEnvVar), otlpEnvVar
 		}
-		logger.Info("pushing OTLP", "endpoint", endpoint, "endpoint_from", from, "protocol", protocol, "interval", cfg.OTLP.Interval)
+		interval := exporter.DefaultOTLPInterval.String()
+		switch env := os.Getenv("OTEL_METRIC_EXPORT_INTERVAL"); {
+		case cfg.OTLP.Interval > 0:
+			interval = cfg.OTLP.Interval.String()
+		case env != "":
+			interval = env + "ms (OTEL_METRIC_EXPORT_INTERVAL)"
+		}
+		logger.Info("pushing OTLP", "endpoint", endpoint, "endpoint_from", from, "protocol", protocol, "interval", interval)
 	}
 
 	srvErr := make(chan error, 1)
