@@ -221,7 +221,11 @@ func metricsMarkdown(rows []docFamily) string {
 			when = "always"
 		}
 		on, ou, oa := otlpColumns(f)
-		fmt.Fprintf(&b, "| `%s` | %s | %s | %s | `%s` | `%s` | %s | %s |\n", f.name, f.kind, strings.Join(f.labels, ", "), when,
+		on, ou = "`"+on+"`", "`"+ou+"`"
+		if f.name == "cupti_exporter_collect_duration_seconds" { // times the Prometheus collector only
+			on, ou, oa = "not pushed", "", ""
+		}
+		fmt.Fprintf(&b, "| `%s` | %s | %s | %s | %s | %s | %s | %s |\n", f.name, f.kind, strings.Join(f.labels, ", "), when,
 			on, ou, oa, strings.ReplaceAll(f.help, "|", "\\|"))
 		for _, l := range f.labels {
 			attrs[l], _ = exporter.OTelAttribute(l, "")
