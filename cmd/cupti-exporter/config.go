@@ -53,11 +53,13 @@ type Config struct {
 		IdleTimeout    Duration `yaml:"idle_timeout" help:"An activity connection silent this long may be closed to make room when the connection limit is reached."`
 	} `yaml:"activity"`
 	OTLP struct {
-		Endpoint string            `yaml:"endpoint" help:"OTLP endpoint (host:port for grpc, URL for http); empty: no OTLP push."`
-		Protocol string            `yaml:"protocol" help:"OTLP protocol: grpc or http."`
-		Interval Duration          `yaml:"interval" help:"OTLP push interval."`
-		Insecure bool              `yaml:"insecure" help:"Push OTLP without TLS."`
-		Header   map[string]string `yaml:"header" help:"OTLP request header NAME=VALUE (repeatable)."`
+		Endpoint string            `yaml:"endpoint" help:"OTLP endpoint: host:port, or a URL (for http, one without a path gets /v1/metrics); empty: OTEL_EXPORTER_OTLP_[METRICS_]ENDPOINT, and no push when neither is set."`
+		Protocol string            `yaml:"protocol" help:"OTLP protocol: grpc or http (http/protobuf); empty: OTEL_EXPORTER_OTLP_[METRICS_]PROTOCOL, else grpc."`
+		Interval Duration          `yaml:"interval" help:"OTLP push interval; 0: OTEL_METRIC_EXPORT_INTERVAL, else 15s."`
+		Timeout  Duration          `yaml:"timeout" help:"Timeout of one OTLP export; 0: OTEL_EXPORTER_OTLP_[METRICS_]TIMEOUT, else 10s."`
+		Insecure bool              `yaml:"insecure" help:"Push OTLP without TLS (false: OTEL_EXPORTER_OTLP_[METRICS_]INSECURE or the URL scheme decide)."`
+		Header   map[string]string `yaml:"header" help:"OTLP request header NAME=VALUE (repeatable); replaces OTEL_EXPORTER_OTLP_[METRICS_]HEADERS."`
+		Resource map[string]string `yaml:"resource_attribute" flag:"otlp.resource-attribute" help:"OTLP resource attribute NAME=VALUE (repeatable); overrides OTEL_RESOURCE_ATTRIBUTES."`
 	} `yaml:"otlp"`
 	Kubelet struct {
 		PodResourcesSocket string `yaml:"pod_resources_socket" help:"Kubelet pod-resources socket for pod attribution of GPUs; empty: off."`
@@ -90,8 +92,6 @@ func defaultConfig() Config {
 	c.Activity.HelloTimeout = Duration(10 * time.Second)
 	c.Activity.IdleTimeout = Duration(5 * time.Minute)
 	c.Web.MaxRequests = 40
-	c.OTLP.Protocol = "grpc"
-	c.OTLP.Interval = Duration(15 * time.Second)
 	c.Health.Enabled = true
 	c.Health.Interval = Duration(time.Second)
 	return c
@@ -138,19 +138,21 @@ func (c *Config) validate() error {
 		}
 	}
 	pos("pmsample.window", c.PMSample.Window)
-	pos("otlp.interval", c.OTLP.Interval)
 	if c.Health.Interval < Duration(100*time.Millisecond) || c.Health.Interval > Duration(time.Hour) {
 		errs = append(errs, fmt.Errorf("health.interval must be between 100ms and 1h, got %s", c.Health.Interval))
 	}
 	pos("activity.hello_timeout", c.Activity.HelloTimeout)
 	pos("activity.idle_timeout", c.Activity.IdleTimeout)
+	if c.OTLP.Interval < 0 || c.OTLP.Timeout < 0 {
+		errs = append(errs, fmt.Errorf("otlp.interval and otlp.timeout must not be negative, got %s and %s", c.OTLP.Interval, c.OTLP.Timeout))
+	}
 	if c.PMSample.MetricSet != "" && len(c.PMSample.Metrics) > 0 {
 		errs = append(errs, errors.New("pmsample.metric_set and pmsample.metrics exclude each other: give one"))
 	}
 	if c.PMSample.Multiplex < 0 {
 		errs = append(errs, fmt.Errorf("pmsample.multiplex must not be negative, got %s", c.PMSample.Multiplex))
 	}
-	if c.OTLP.Protocol != "grpc" && c.OTLP.Protocol != "http" {
+	if c.OTLP.Protocol != "" && c.OTLP.Protocol != "grpc" && c.OTLP.Protocol != "http" && c.OTLP.Protocol != "http/protobuf" {
 		errs = append(errs, fmt.Errorf("otlp.protocol must be grpc or http, got %q", c.OTLP.Protocol))
 	}
 	if _, err := c.socketMode(); err != nil {
