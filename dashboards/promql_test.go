@@ -114,9 +114,37 @@ func variableExpr(q string) (string, error) {
 	return "", fmt.Errorf("query %q: want label_values(selector, label) or query_result(expr)", q)
 }
 
-// ruleQueries renders the chart's PrometheusRule (every optional alert on) with the
-// Helm SDK and returns the alert expressions.
+// ruleQueries returns the expressions of the chart's alert rules (every optional alert on).
 func ruleQueries(t *testing.T) []promQuery {
+	t.Helper()
+	var pr struct {
+		Spec struct {
+			Groups []struct {
+				Rules []struct {
+					Alert, Record, Expr string
+				}
+			}
+		}
+	}
+	if err := yaml.Unmarshal([]byte(renderedPrometheusRule(t)), &pr); err != nil {
+		t.Fatal(err)
+	}
+	var qs []promQuery
+	for _, g := range pr.Spec.Groups {
+		for _, r := range g.Rules {
+			qs = append(qs, promQuery{"alert " + r.Alert + r.Record, r.Expr})
+		}
+	}
+	if len(qs) == 0 {
+		t.Fatal("the chart rendered no alert rules")
+	}
+	return qs
+}
+
+// renderedPrometheusRule renders the chart (release "gpu" in namespace "monitoring", node
+// mode, ServiceMonitor and PrometheusRule on) with the Helm SDK and returns the
+// PrometheusRule manifest.
+func renderedPrometheusRule(t *testing.T) string {
 	t.Helper()
 	c, err := loader.Load(chartDir)
 	if err != nil {
@@ -131,28 +159,11 @@ func ruleQueries(t *testing.T) []promQuery {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var pr struct {
-		Spec struct {
-			Groups []struct {
-				Rules []struct {
-					Alert, Record, Expr string
-				}
-			}
-		}
+	pr := out["cupti-exporter/templates/prometheusrule.yaml"]
+	if strings.TrimSpace(pr) == "" {
+		t.Fatal("the chart rendered no PrometheusRule")
 	}
-	if err := yaml.Unmarshal([]byte(out["cupti-exporter/templates/prometheusrule.yaml"]), &pr); err != nil {
-		t.Fatal(err)
-	}
-	var qs []promQuery
-	for _, g := range pr.Spec.Groups {
-		for _, r := range g.Rules {
-			qs = append(qs, promQuery{"alert " + r.Alert + r.Record, r.Expr})
-		}
-	}
-	if len(qs) == 0 {
-		t.Fatal("the chart rendered no alert rules")
-	}
-	return qs
+	return pr
 }
 
 var (
