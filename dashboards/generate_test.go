@@ -296,6 +296,80 @@ func workloads() *dashboard.DashboardBuilder {
 	return d
 }
 
+// whoUses is the "who uses this GPU" view (issue 9): PM-sampled device counters attributed
+// to the kernels that ran while each sample was taken, and to their pods, with the coverage
+// that says how much of the device's time the attribution could explain. Ratios are
+// attributed as active seconds, so rate(active) / rate(sampled) is the utilisation while a
+// kernel (or pod) ran.
+func whoUses() *dashboard.DashboardBuilder {
+	d := newDashboard("cupti-attribution", "CUPTI / Who uses this GPU",
+		"Device counters (DRAM, NVLink, PCIe, tensor and SM activity) attributed to kernels and pods by time: each PM sample is shared over the kernels that ran during it. Coverage shows which share of the GPU's time was traced, idle or untraced.").
+		WithVariable(labelVar("gpu", "GPU", `label_values(cupti_attribution_seconds_total{cluster=~"$cluster", instance=~"$instance"}, uuid)`, true)).
+		WithVariable(labelVar("namespace", "Namespace", `label_values(cupti_pod_sampled_seconds_total{cluster=~"$cluster", instance=~"$instance", uuid=~"$gpu"}, namespace)`, true)).
+		WithVariable(labelVar("pod", "Pod", `label_values(cupti_pod_sampled_seconds_total{cluster=~"$cluster", instance=~"$instance", uuid=~"$gpu", namespace=~"$namespace"}, pod)`, true))
+	psel := gpuSel + `, namespace=~"$namespace", pod=~"$pod"`
+	rate := func(name, sel string) string { return `rate(` + name + `{` + sel + `}[$__rate_interval])` }
+	// while is the utilisation of a ratio while each member of by ran: active / sampled seconds.
+	while := func(active, sampled, sel, by string) string {
+		return `sum by (` + by + `) (` + rate(active, sel) + `) / sum by (` + by + `) (` + rate(sampled, sel) + `)`
+	}
+	stacked := common.NewStackingConfigBuilder().Mode(common.StackingModeNormal)
+	const kernelNote = ` "(idle)" is time no traced kernel ran, "(untraced)" time of processes not traced (no injection library, or outside its duty cycle), "other" the kernels beyond the top-K label set.`
+
+	d.WithRow(dashboard.NewRowBuilder("Coverage"))
+	d.WithPanel(series("Traced, idle and untraced time", "Share of each GPU's sampled time that ran traced kernels, no kernel (idle), or work the exporter could not see (untraced). Only the traced share is attributed to kernels and pods.", "percentunit", 12,
+		query(`sum by (instance, gpu, kind) (`+rate("cupti_attribution_seconds_total", gpuSel)+`) / ignoring (kind) group_left sum by (instance, gpu) (`+rate("cupti_attribution_seconds_total", gpuSel)+`)`, "{{instance}} GPU {{gpu}} {{kind}}")).
+		Stacking(stacked))
+	d.WithPanel(series("Attribution lag", "How far behind real time attribution runs: PM samples wait for late kernel records up to the watermark before they are shared out.", "s", 6,
+		query(`max by (instance, gpu) (cupti_attribution_lag_seconds{`+gpuSel+`})`, "{{instance}} GPU {{gpu}}")))
+	d.WithPanel(series("Late and dropped records", "Kernel records that arrived after their samples were attributed (late), and records the join could not use, by reason: the attribution undercounts these kernels.", "short", 6,
+		query(`sum by (instance) (rate(cupti_attribution_late_records_total{`+nodeSel+`}[$__rate_interval]))`, "{{instance}} late"),
+		query(`sum by (instance, reason) (rate(cupti_attribution_dropped_records_total{`+nodeSel+`}[$__rate_interval]))`, "{{instance}} dropped {{reason}}")))
+
+	d.WithRow(dashboard.NewRowBuilder("By kernel"))
+	d.WithPanel(series("GPU time by kernel", "Seconds of sampled device time per second spent in each kernel (concurrent kernels share a sample)."+kernelNote, "percentunit", 12,
+		query(`topk(10, sum by (kernel) (`+rate("cupti_kernel_sampled_seconds_total", gpuSel)+`))`, "{{kernel}}")).
+		Stacking(stacked))
+	d.WithPanel(series("DRAM bandwidth by kernel", "Device memory bytes per second (read + write) attributed to each kernel."+kernelNote, "Bps", 12,
+		query(`topk(10, sum by (kernel) (`+rate("cupti_kernel_dram_bytes_total", gpuSel)+`))`, "{{kernel}}")).
+		Stacking(stacked))
+	d.WithPanel(series("NVLink transmit by kernel", "NVLink bytes per second sent while each kernel ran. Transmit is attributed on the sender, the kernel that pushed the bytes; received bytes may have been pushed by a peer GPU's kernel while this GPU ran something else."+nvlinkDesc+kernelNote, "Bps", 12,
+		query(`topk(10, sum by (kernel) (`+rate("cupti_kernel_nvlink_bytes_total", gpuSel+`, direction="tx"`)+`))`, "{{kernel}}")).
+		Stacking(stacked).NoValue(nvlinkNoData))
+	d.WithPanel(series("PCIe by kernel", "PCIe bytes per second received (rx) and transmitted (tx) while each kernel ran."+kernelNote, "Bps", 12,
+		query(`topk(10, sum by (kernel, direction) (`+rate("cupti_kernel_pcie_bytes_total", gpuSel)+`))`, "{{kernel}} {{direction}}")))
+	d.WithPanel(series("Tensor pipe while each kernel ran", "Tensor pipe active while the kernel ran: attributed active seconds over the kernel's sampled seconds (1 = the pipe busy all the time the kernel ran).", "percentunit", 8,
+		query(`topk(10, `+while("cupti_kernel_tensor_pipe_active_seconds_total", "cupti_kernel_sampled_seconds_total", gpuSel, "kernel")+`)`, "{{kernel}}")))
+	d.WithPanel(series("SM active while each kernel ran", "SM active while the kernel ran: attributed active seconds over the kernel's sampled seconds.", "percentunit", 8,
+		query(`topk(10, `+while("cupti_kernel_sm_active_seconds_total", "cupti_kernel_sampled_seconds_total", gpuSel, "kernel")+`)`, "{{kernel}}")))
+	d.WithPanel(series("DRAM active while each kernel ran", "Device memory interface busy while the kernel ran: attributed active seconds over the kernel's sampled seconds.", "percentunit", 8,
+		query(`topk(10, `+while("cupti_kernel_dram_active_seconds_total", "cupti_kernel_sampled_seconds_total", gpuSel, "kernel")+`)`, "{{kernel}}")))
+	d.WithPanel(table.NewPanelBuilder().Title("Kernels over the time range").
+		Description("Per kernel over the dashboard's range: DRAM bytes, NVLink bytes sent, and tensor pipe active while it ran.").
+		Datasource(ds).Span(24).Height(10).
+		WithTarget(instantTable(`sum by (kernel) (increase(cupti_kernel_dram_bytes_total{` + gpuSel + `}[$__range]))`).RefId("A")).
+		WithTarget(instantTable(`sum by (kernel) (increase(cupti_kernel_nvlink_bytes_total{` + gpuSel + `, direction="tx"}[$__range]))`).RefId("B")).
+		WithTarget(instantTable(`sum by (kernel) (increase(cupti_kernel_tensor_pipe_active_seconds_total{` + gpuSel + `}[$__range])) / sum by (kernel) (increase(cupti_kernel_sampled_seconds_total{` + gpuSel + `}[$__range]))`).RefId("C")).
+		WithTransformation(dashboard.DataTransformerConfig{Id: "merge", Options: map[string]any{}}).
+		WithTransformation(dashboard.DataTransformerConfig{Id: "organize", Options: map[string]any{
+			"excludeByName": map[string]any{"Time": true},
+			"renameByName":  map[string]any{"Value #A": "DRAM bytes", "Value #B": "NVLink bytes sent", "Value #C": "Tensor pipe active while running"},
+		}}))
+
+	d.WithRow(dashboard.NewRowBuilder("By pod"))
+	d.WithPanel(series("GPU time by pod", "Seconds of sampled device time per second spent in each pod's kernels: on a shared GPU (time-slicing, MPS) each pod's own share, not the device's.", "percentunit", 12,
+		query(`sum by (namespace, pod) (`+rate("cupti_pod_sampled_seconds_total", psel)+`)`, "{{namespace}}/{{pod}}")).
+		Stacking(stacked))
+	d.WithPanel(series("Tensor pipe while each pod ran", "Tensor pipe active while the pod's kernels ran: attributed active seconds over the pod's sampled seconds.", "percentunit", 12,
+		query(while("cupti_pod_tensor_pipe_active_seconds_total", "cupti_pod_sampled_seconds_total", psel, "namespace, pod"), "{{namespace}}/{{pod}}")))
+	d.WithPanel(series("DRAM bandwidth by pod", "Device memory bytes per second attributed to each pod's kernels, read and write.", "Bps", 12,
+		query(`sum by (namespace, pod, direction) (`+rate("cupti_pod_dram_bytes_total", psel)+`)`, "{{namespace}}/{{pod}} {{direction}}")))
+	d.WithPanel(series("NVLink by pod", "NVLink bytes per second while each pod's kernels ran; transmit (tx) is attributed on the sender."+nvlinkDesc, "Bps", 12,
+		query(`sum by (namespace, pod, direction) (`+rate("cupti_pod_nvlink_bytes_total", psel)+`)`, "{{namespace}}/{{pod}} {{direction}}")).
+		NoValue(nvlinkNoData))
+	return d
+}
+
 // all lists the dashboards by file name.
 var all = []struct {
 	file  string
@@ -304,6 +378,7 @@ var all = []struct {
 	{"fleet-overview.json", fleetOverview},
 	{"gpu-detail.json", gpuDetail},
 	{"workloads.json", workloads},
+	{"who-uses-this-gpu.json", whoUses},
 }
 
 func build(b *dashboard.DashboardBuilder) (dashboard.Dashboard, error) {
