@@ -370,3 +370,41 @@ func BenchmarkDecodeFakeLib(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*perDecode), "ns/sample")
 }
+
+// Issue 11 item 8: on the fake, every rotation gave reset errors (the fake checked a re-used
+// image's size against the last GetCounterDataSize of the session, which was the other group's)
+// and then image-full decodes. Each group's image is now its own layout.
+func TestSamplerFakeLibMultiplexRotates(t *testing.T) {
+	ms := fakeMetrics(10)
+	r := runFake(t, "", WithMetrics(ms...), WithMultiplex(40*time.Millisecond))
+	groupSamples := func(first string) func(Batch) int {
+		return func(b Batch) int {
+			if len(b.Metrics) > 0 && b.Metrics[0] == first {
+				return len(b.Samples)
+			}
+			return 0
+		}
+	}
+	eventually(t, "samples of both groups, three turns each", func() bool {
+		return r.c.sum(0, groupSamples(ms[0])) > 100 && r.c.sum(0, groupSamples(ms[8])) > 100
+	})
+	for _, f := range []struct {
+		what string
+		n    func(Batch) int
+	}{
+		{"decode errors", func(b Batch) int { return b.DecodeErrors }},
+		{"image-full decodes", func(b Batch) int { return b.LostImageFull }},
+		{"overflows", func(b Batch) int { return b.Overflows }},
+	} {
+		if n := r.c.sum(0, f.n); n != 0 {
+			t.Errorf("%d %s while rotating; want 0", n, f.what)
+		}
+	}
+	d := r.s.Devices()[0]
+	for _, name := range []string{ms[0], ms[8]} {
+		v, ok := valueOf(r.agg.Snapshot(), d, "cupti_pm_observed_ratio", name)
+		if !ok || v < 0.3 || v > 0.7 {
+			t.Errorf("observed ratio of %s = %v %v; want about 0.5 (two groups taking turns)", name, v, ok)
+		}
+	}
+}
