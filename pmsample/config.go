@@ -29,6 +29,7 @@ type config struct {
 	backoffMin     time.Duration
 	backoffMax     time.Duration
 	privilegeRetry time.Duration
+	rateBackoff    bool // lengthen the interval when the host cannot sustain the rate
 }
 
 // Option configures a Sampler.
@@ -98,6 +99,15 @@ func WithBackoff(first, maximum time.Duration) Option {
 	})
 }
 
+// WithRateBackoff makes a device whose decode loop cannot sustain the configured rate (as
+// measured during its first second or so of sampling) lengthen its interval to one it
+// sustains, instead of losing samples; the effective interval is reported in
+// cupti_pm_sampling_interval_seconds. Off by default: the device then keeps the configured
+// interval and says in its status (the /readyz reason) what it sustains.
+func WithRateBackoff(on bool) Option {
+	return optionFunc(func(c *config) { c.rateBackoff = on })
+}
+
 // WithPrivilegeRetry sets how often a device retries after INSUFFICIENT_PRIVILEGES (default 5 min).
 func WithPrivilegeRetry(d time.Duration) Option {
 	return optionFunc(func(c *config) {
@@ -138,7 +148,9 @@ func newConfig(opts []Option) (config, error) {
 // quarter being slack for a late decode. It is computed once and never re-queried. Re-initialising
 // the image after each decode costs time per slot, not per sample (2.1 us a slot for 4 metrics,
 // about 12 for the default 9 on an H200, whatever the fill), so the slack is kept small.
-func (c config) maxSamples() int {
-	perDecode := float64(c.decodePeriod) / float64(c.interval)
+func (c config) maxSamples() int { return imageCapacity(c.decodePeriod, c.interval) }
+
+func imageCapacity(decodePeriod, interval time.Duration) int {
+	perDecode := float64(decodePeriod) / float64(interval)
 	return int(perDecode*1.25) + 16
 }

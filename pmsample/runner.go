@@ -28,15 +28,22 @@ type runner struct {
 	wake        chan struct{} // poked by Pause/Resume
 
 	// session state, owned by the run goroutine
-	enabled bool
-	group   int
-	startNS uint64
-	decErrs int
+	enabled   bool
+	group     int
+	startNS   uint64
+	decErrs   int
+	interval  time.Duration // effective hardware interval (longer than configured after a backoff)
+	loss      lossAccount
+	adm       admission
+	admit     string        // what admission found, for Status ("" when the rate is sustainable)
+	backoffTo time.Duration // a backoff admission asked for, done at the next decode
+	verdict   verdict       // admission's verdict behind backoffTo
 }
 
 func newRunner(s *Sampler, dev Device, pm pmDevice, groups []Group) *runner {
 	r := &runner{s: s, dev: dev, pm: pm, groups: groups, wake: make(chan struct{}, 1),
-		log: s.logger.With("gpu", dev.Index)}
+		log: s.logger.With("gpu", dev.Index), interval: s.cfg.interval}
+	r.loss.iv = uint64(r.interval.Nanoseconds())
 	r.st = DeviceStatus{Device: dev.Index, UUID: dev.UUID, State: StateError, Reason: "sampler not running", Since: time.Now()}
 	return r
 }
@@ -80,22 +87,25 @@ func (r *runner) run(ctx context.Context, sink func(Batch)) {
 	for ctx.Err() == nil {
 		if p, until := r.paused(); p {
 			r.setState(StatePaused, "paused on request")
-			r.wait(ctx, until)
+			r.loss.open("paused", r.now())
+			r.idle(ctx, until, sink)
 			continue
 		}
 		err := r.acquire()
 		if err == nil {
 			backoff = r.s.cfg.backoffMin
-			r.setState(StateSampling, "")
+			r.setState(StateSampling, r.admit)
 			err = r.sample(ctx, sink)
 		}
 		if err != nil {
 			r.release()
 			delay := backoff
+			cause := "error"
 			switch {
 			case errors.Is(err, errBusy):
 				r.setState(StateBusy, err.Error())
 				backoff = min(backoff*2, r.s.cfg.backoffMax)
+				cause = "busy"
 			case errors.Is(err, errPrivileges):
 				r.setState(StateError, err.Error())
 				delay = r.s.cfg.privilegeRetry
@@ -104,13 +114,15 @@ func (r *runner) run(ctx context.Context, sink func(Batch)) {
 				backoff = min(backoff*2, r.s.cfg.backoffMax)
 			}
 			r.log.Warn("pm sampling stopped; retrying", "in", delay, "err", err)
-			r.wait(ctx, time.Now().Add(delay))
+			r.loss.open(cause, r.now())
+			r.idle(ctx, time.Now().Add(delay), sink)
 		}
 	}
 }
 
-// wait sleeps until t (zero: forever), ctx ends or Pause/Resume pokes.
-func (r *runner) wait(ctx context.Context, t time.Time) {
+// wait sleeps until t (zero: forever), ctx ends or Pause/Resume pokes; it reports whether it
+// was poked or ctx ended.
+func (r *runner) wait(ctx context.Context, t time.Time) bool {
 	var timer <-chan time.Time
 	if !t.IsZero() {
 		tm := time.NewTimer(time.Until(t))
@@ -119,10 +131,51 @@ func (r *runner) wait(ctx context.Context, t time.Time) {
 	}
 	select {
 	case <-ctx.Done():
+		return true
 	case <-timer:
+		return false
 	case <-r.wake:
+		return true
 	}
 }
+
+// idle waits like wait while the device does not sample (paused, busy, error), and every
+// decode period delivers a batch that accounts the time lost so far, so the lost-samples
+// counters and the window coverage move while nothing is sampled.
+func (r *runner) idle(ctx context.Context, until time.Time, sink func(Batch)) {
+	for ctx.Err() == nil {
+		next := time.Now().Add(r.s.cfg.decodePeriod)
+		last := !until.IsZero() && !next.Before(until)
+		if last {
+			next = until
+		}
+		woke := r.wait(ctx, next)
+		if ctx.Err() != nil {
+			return
+		}
+		r.loss.flush(r.now())
+		if lost := r.loss.take(); len(lost) > 0 {
+			sink(Batch{Device: r.dev.Index, Lost: lost, Interval: r.interval})
+		}
+		if woke || last {
+			return
+		}
+	}
+}
+
+// clock is a device that reads the CUPTI clock (cuptiGetTimestamp), on which samples are stamped.
+type clock interface{ now() uint64 }
+
+// now is the current time on the samples' clock (ns, Unix epoch).
+func (r *runner) now() uint64 {
+	if c, ok := r.pm.(clock); ok {
+		return c.now()
+	}
+	return uint64(time.Now().UnixNano())
+}
+
+// intervalSetter is a device whose hardware interval can change between sessions (backoff).
+type intervalSetter interface{ setInterval(time.Duration) }
 
 // refresher is a device that may have to re-plan before its first session (cuptiDevice.refresh).
 type refresher interface{ refresh() ([]Group, error) }
@@ -140,6 +193,7 @@ func (r *runner) acquire() error {
 		if groups != nil {
 			r.groups = groups
 			r.log.Info("metrics planned again with the counter availability image", "metrics", groups[0].Metrics)
+			r.adm.reset() // a new metric set costs what it costs: measure again
 		}
 	}
 	if err := r.pm.Enable(); err != nil {
@@ -159,6 +213,7 @@ func (r *runner) configure() error {
 		return err
 	}
 	r.startNS = ts
+	r.loss.started(ts)
 	return nil
 }
 
@@ -207,6 +262,7 @@ func (r *runner) sample(ctx context.Context, sink func(Batch)) error {
 			}
 		case <-rotate:
 			dead := r.drain(sink)
+			r.loss.open("rotation", r.now())
 			r.group = (r.group + 1) % len(r.groups)
 			if dead {
 				r.release()
@@ -233,7 +289,11 @@ func (r *runner) drain(sink func(Batch)) (dead bool) {
 // overflow, which kills a keep-oldest session, after a full counter data image, which CUPTI
 // will not re-initialise, or after three decode errors in a row.
 func (r *runner) decode(sink func(Batch)) error {
-	if !r.collect(sink) && r.decErrs < 3 {
+	dead := r.collect(sink)
+	if !dead && r.decErrs < 3 {
+		if r.backoffTo > 0 {
+			return r.backOff(sink)
+		}
 		return nil
 	}
 	r.log.Warn("recreating pm sampling session", "decode_errors", r.decErrs)
@@ -254,9 +314,12 @@ func (r *runner) collect(sink func(Batch)) (dead bool) {
 		switch {
 		case vals == nil || end <= start || hasNaN(vals):
 			b.SkippedInvalid++
+			r.loss.discard(start, end, "invalid")
 		case start < r.startNS:
 			b.DroppedFirst++
+			r.loss.discard(start, end, "start")
 		default:
+			r.loss.sample(start, end)
 			if len(buf)+n > cap(buf) {
 				buf = make([]float64, 0, n*256)
 			}
@@ -269,10 +332,12 @@ func (r *runner) collect(sink func(Batch)) (dead bool) {
 	switch {
 	case overflow:
 		b.Overflows++
+		r.loss.open("overflow", r.now())
 		r.log.Warn("hardware buffer overflow: samples lost; decode more often or sample less often")
 	case err != nil:
 		b.DecodeErrors++
 		r.decErrs++
+		r.loss.open("decode_error", r.now())
 		r.log.Warn("decoding pm samples", "err", err)
 	default:
 		r.decErrs = 0
@@ -280,13 +345,17 @@ func (r *runner) collect(sink func(Batch)) (dead bool) {
 	full := res.StopReason == cupti.StopCounterDataFull
 	if full {
 		b.LostImageFull++
+		r.loss.open("image_full", r.now())
 		r.log.Warn("counter data image full: samples lost; decode more often or sample less often")
 	}
 	b.DecodeDuration = time.Since(t0)
 	if ct, ok := r.pm.(callTimer); ok {
 		b.CUPTITime = ct.takeCallTimes()
 	}
+	b.Lost = r.loss.take()
+	b.Interval = r.interval
 	sink(b)
+	r.admitBatch(b.DecodeDuration, len(b.Samples)+b.SkippedInvalid+b.DroppedFirst)
 	return overflow || full
 }
 

@@ -36,6 +36,7 @@ type cuptiDevice struct {
 	set        cupti.SetConfig
 	triedTime  bool
 	maxSamples int
+	decode     time.Duration // decode period, to size the image again after a backoff
 
 	// planned without the counter availability image: refresh re-plans before the first session
 	needAvail bool
@@ -67,7 +68,7 @@ func (d *cuptiDevice) takeCallTimes() CallTimes {
 
 func newCuptiDevice(lib *cupti.Lib, dev int, host *cupti.Host, groups []Group, c config) (*cuptiDevice, error) {
 	d := &cuptiDevice{
-		lib: lib, dev: dev, host: host, groups: groups, maxSamples: c.maxSamples(), multiplex: c.multiplex > 0, metricSet: c.metricSet,
+		lib: lib, dev: dev, host: host, groups: groups, maxSamples: c.maxSamples(), decode: c.decodePeriod, multiplex: c.multiplex > 0, metricSet: c.metricSet,
 		set: cupti.SetConfig{HardwareBufferSize: c.hardwareBuffer, Interval: uint64(c.interval.Nanoseconds()), Trigger: cupti.TriggerGPUTime},
 	}
 	images, err := configImages(host, groups)
@@ -130,6 +131,21 @@ func (d *cuptiDevice) refresh() ([]Group, error) {
 	_ = d.host.Close()
 	d.host, d.images, d.groups, d.needAvail = host, images, groups, false
 	return groups, nil
+}
+
+// setInterval changes the hardware interval of the next session (a backoff) and sizes its
+// counter data images for it; call it between Disable and Enable.
+func (d *cuptiDevice) setInterval(iv time.Duration) {
+	d.set.Interval = uint64(iv.Nanoseconds())
+	d.maxSamples = imageCapacity(d.decode, iv)
+}
+
+// now reads cuptiGetTimestamp, the clock of the samples (time.Now if it fails).
+func (d *cuptiDevice) now() uint64 {
+	if ts, err := d.lib.Timestamp(); err == nil {
+		return ts
+	}
+	return uint64(time.Now().UnixNano())
 }
 
 func (d *cuptiDevice) Enable() error {

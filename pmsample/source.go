@@ -41,9 +41,16 @@ type Batch struct {
 
 	DroppedFirst   int // samples dropped because they began before Start
 	SkippedInvalid int // samples with end <= start or NaN values
-	LostImageFull  int // decodes that stopped with COUNTER_DATA_FULL (samples lost)
+	LostImageFull  int // decodes that stopped with COUNTER_DATA_FULL (samples lost; Lost says how many)
 	Overflows      int // hardware buffer overflows (session recreated)
 	DecodeErrors   int // decode calls that failed
+
+	// Lost are the stretches of the device's time line without a delivered sample that were
+	// accounted since the previous batch (gaps before this batch's samples, idle time while
+	// paused, busy or in error). A batch may carry only losses.
+	Lost []Loss
+	// Interval is the hardware sampling interval in effect (0: unknown, e.g. an old recording).
+	Interval time.Duration
 
 	// DecodeDuration is the time the decode and evaluation of this batch took (0 if unknown).
 	DecodeDuration time.Duration
