@@ -34,6 +34,7 @@ type Config struct {
 		MetricSet    string   `yaml:"metric_set" help:"Named single-pass metric set of CUPTI 13.2+ (listed by metrics plan) instead of pmsample.metrics."`
 		Window       Duration `yaml:"window" help:"Window over which gauge mean/max/min are computed."`
 		Multiplex    Duration `yaml:"multiplex" help:"Rotate between metric groups that do not fit one pass every this long; 0: drop what does not fit."`
+		Backoff      bool     `yaml:"backoff" help:"When the host cannot decode and evaluate samples as fast as the interval asks (measured in the first second), lengthen the interval to one it sustains instead of losing samples; the effective interval is cupti_pm_sampling_interval_seconds."`
 	} `yaml:"pmsample"`
 	CUPTI struct {
 		Library string `yaml:"library" help:"Path to libcupti.so (or its folder); empty: search the usual places."`
