@@ -81,8 +81,9 @@ type devAgg struct {
 	decode    float64 // seconds, last batch
 	// seconds inside CUPTI calls, by cuptiCalls
 	cuptiCalls [len(cuptiCalls)]float64
-	firstNS    uint64 // start of the first aggregated sample
-	lastNS     uint64 // end of the newest sample
+	threadCPU  float64 // seconds, decode thread
+	firstNS    uint64  // start of the first aggregated sample
+	lastNS     uint64  // end of the newest sample
 	lastAdd    time.Time
 	multiplex  map[string]*window // observed time of multiplexed metrics
 }
@@ -151,7 +152,8 @@ func (a *Aggregator) Add(b Batch) {
 		d.decode = b.DecodeDuration.Seconds()
 	}
 	ct := b.CUPTITime
-	for i, t := range [...]time.Duration{ct.Decode, ct.SampleInfo, ct.Evaluate, ct.Reset} {
+	d.threadCPU += b.ThreadCPU.Seconds()
+	for i, t := range [...]time.Duration{ct.Decode, ct.SampleInfo, ct.Evaluate, ct.Reset, ct.Session} {
 		d.cuptiCalls[i] += t.Seconds()
 	}
 
@@ -360,6 +362,9 @@ func (a *Aggregator) build() {
 		put(decodeDesc, d.labels, d.decode, time.Time{})
 		for i, sec := range d.cuptiCalls {
 			put(cuptiCallDesc, lbl(d.labels, cuptiCalls[i]), sec, time.Time{})
+		}
+		if d.threadCPU > 0 {
+			put(threadCPUDesc, d.labels, d.threadCPU, time.Time{})
 		}
 		if d.lastNS > 0 {
 			put(lastSampleDesc, d.labels, float64(d.lastNS)/1e9, time.Time{})

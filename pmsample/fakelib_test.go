@@ -166,7 +166,11 @@ func TestSamplerFakeLibSamples(t *testing.T) {
 	if v, ok := valueOf(s, r.s.Devices()[0], "cupti_pm_sampling_state", "sampling"); !ok || v != 1 {
 		t.Errorf("state sampling = %v %v", v, ok)
 	}
-	for _, call := range []string{"decode", "evaluate"} {
+	eventually(t, "decode thread CPU", func() bool {
+		v, ok := valueOf(r.agg.Snapshot(), r.s.Devices()[0], "cupti_pm_decode_thread_cpu_seconds_total")
+		return ok && v > 0
+	})
+	for _, call := range []string{"decode", "evaluate", "session"} {
 		// the collector sees a batch just before the aggregator does
 		eventually(t, "time in CUPTI "+call+" calls", func() bool {
 			v, ok := valueOf(r.agg.Snapshot(), r.s.Devices()[0], "cupti_pm_cupti_call_seconds_total", call)

@@ -38,6 +38,7 @@ type runner struct {
 	admit     string        // what admission found, for Status ("" when the rate is sustainable)
 	backoffTo time.Duration // a backoff admission asked for, done at the next decode
 	verdict   verdict       // admission's verdict behind backoffTo
+	cpuMark   time.Duration // decode thread CPU at the previous batch
 }
 
 func newRunner(s *Sampler, dev Device, pm pmDevice, groups []Group) *runner {
@@ -354,6 +355,12 @@ func (r *runner) collect(sink func(Batch)) (dead bool) {
 	}
 	b.Lost = r.loss.take()
 	b.Interval = r.interval
+	if cpu := threadCPU(); cpu > 0 {
+		if r.cpuMark > 0 {
+			b.ThreadCPU = cpu - r.cpuMark
+		}
+		r.cpuMark = cpu
+	}
 	sink(b)
 	r.admitBatch(b.DecodeDuration, len(b.Samples)+b.SkippedInvalid+b.DroppedFirst)
 	return overflow || full

@@ -54,6 +54,11 @@ var (
 		Kind: mapping.KindCounter, Unit: "seconds", OTelName: "cupti.pm.cupti_call.duration", OTelUnit: "s",
 		LabelNames: withLabels("call"),
 	}
+	threadCPUDesc = &mapping.Desc{
+		Name: "cupti_pm_decode_thread_cpu_seconds_total", Help: "CPU time of the device's decode thread (CUPTI calls plus the exporter's own work on it); compare with cupti_pm_cupti_call_seconds_total and process_cpu_seconds_total.",
+		Kind: mapping.KindCounter, Unit: "seconds", OTelName: "cupti.pm.decode_thread.cpu", OTelUnit: "s",
+		LabelNames: mapping.DeviceLabelNames,
+	}
 	stateDesc = &mapping.Desc{
 		Name: "cupti_pm_sampling_state", Help: "1 for the current PM sampling state of the device (sampling, paused, busy, error).",
 		Kind: mapping.KindGauge, OTelName: "cupti.pm.sampling.state", OTelUnit: "1",
@@ -89,7 +94,7 @@ const (
 )
 
 // CUPTI calls timed on the decode path, in the order of devAgg.cuptiCalls.
-var cuptiCalls = [...]string{"decode", "sample_info", "evaluate", "reset"}
+var cuptiCalls = [...]string{"decode", "sample_info", "evaluate", "reset", "session"}
 
 // States a device can be in; every one is reported, 1 for the current.
 var states = [...]State{StateSampling, StatePaused, StateBusy, StateError}

@@ -62,6 +62,7 @@ func (d *cuptiDevice) takeCallTimes() CallTimes {
 	d.total.SampleInfo += c.SampleInfo
 	d.total.Evaluate += c.Evaluate
 	d.total.Reset += c.Reset
+	d.total.Session += c.Session
 	d.calls = CallTimes{}
 	return c
 }
@@ -133,6 +134,8 @@ func (d *cuptiDevice) refresh() ([]Group, error) {
 	return groups, nil
 }
 
+func (d *cuptiDevice) timeSession(t0 time.Time) { d.calls.Session += time.Since(t0) }
+
 // setInterval changes the hardware interval of the next session (a backoff) and sizes its
 // counter data images for it; call it between Disable and Enable.
 func (d *cuptiDevice) setInterval(iv time.Duration) {
@@ -149,6 +152,7 @@ func (d *cuptiDevice) now() uint64 {
 }
 
 func (d *cuptiDevice) Enable() error {
+	defer d.timeSession(time.Now())
 	s, err := d.lib.Enable(d.dev)
 	if err != nil {
 		return classify(fmt.Errorf("enabling pm sampling on device %d: %w", d.dev, err))
@@ -162,6 +166,7 @@ func (d *cuptiDevice) Enable() error {
 // SYSCLK trigger when the device refuses it (Turing, GA100): the interval then counts cycles of
 // a clock between about 0.8 and 1.7 GHz, so the period is roughly the one asked for.
 func (d *cuptiDevice) SetConfig(g int) error {
+	defer d.timeSession(time.Now())
 	err := d.sess.SetConfig(d.images[g], d.set)
 	if err != nil && d.set.Trigger == cupti.TriggerGPUTime && !d.triedTime && !errors.Is(classify(err), errBusy) && !errors.Is(classify(err), errPrivileges) {
 		d.triedTime = true
@@ -209,6 +214,7 @@ func (d *cuptiDevice) Disable() error {
 	if d.sess == nil {
 		return nil
 	}
+	defer d.timeSession(time.Now())
 	err := d.sess.Disable()
 	d.sess = nil
 	for _, cd := range d.data {

@@ -57,6 +57,9 @@ type Batch struct {
 	// CUPTITime is the time spent inside each CUPTI call while making this batch (zero for
 	// replayed batches): it tells CUPTI's cost from the exporter's own.
 	CUPTITime CallTimes
+	// ThreadCPU is the CPU time the device's decode thread used since its previous batch
+	// (CUPTI calls, session churn and the exporter's own work on that thread; 0 if unknown).
+	ThreadCPU time.Duration
 	// Multiplexed is set when this batch's metrics share the counters with other groups in
 	// turns; the aggregator then reports the fraction of time they were observed.
 	Multiplexed bool
@@ -80,4 +83,7 @@ type CallTimes struct {
 	SampleInfo time.Duration // cuptiPmSamplingCounterDataGetSampleInfo, once per sample
 	Evaluate   time.Duration // cuptiProfilerHostEvaluateToGpuValues, once per sample
 	Reset      time.Duration // cuptiPmSamplingCounterDataImageInitialize
+	// Session is Enable, SetConfig (with the counter data images it allocates and initialises)
+	// and Disable: the cost of (re)creating sessions, after image-full decodes for instance.
+	Session time.Duration
 }
