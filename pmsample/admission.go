@@ -84,15 +84,15 @@ func (r *runner) admitBatch(cost time.Duration, samples int) {
 	if !v.overloaded {
 		r.log.Info("pm sampling rate sustainable", "interval", r.interval, "rate_hz", rate,
 			"per_sample", v.perSample, "sustainable_hz", int(v.sustainable))
-		if r.interval == r.s.cfg.interval { // a backed-off device keeps saying so
+		if r.interval == r.s.cfg.interval && r.admit != "" { // a backed-off device keeps saying so
 			r.admit = ""
 			r.setState(StateSampling, "")
 		}
 		return
 	}
 	if r.s.cfg.rateBackoff {
-		r.backoffTo = v.suggested
 		r.verdict = v
+		r.backoffTo.Store(int64(v.suggested))
 		return
 	}
 	r.admit = fmt.Sprintf("sampling every %s (%.0f samples/s) is more than this host sustains: %s; samples are being lost "+
@@ -105,9 +105,8 @@ func (r *runner) admitBatch(cost time.Duration, samples int) {
 
 // backOff drains the session, restarts it at the interval admission chose and measures again.
 func (r *runner) backOff(sink func(Batch)) error {
-	to, from := r.backoffTo, r.interval
-	r.backoffTo = 0
-	r.drain(sink)
+	r.drain(sink) // waits for the evaluator: r.verdict is settled
+	to, from := time.Duration(r.backoffTo.Swap(0)), r.interval
 	r.release()
 	r.interval = to
 	if is, ok := r.pm.(intervalSetter); ok {

@@ -29,7 +29,8 @@ type config struct {
 	backoffMin     time.Duration
 	backoffMax     time.Duration
 	privilegeRetry time.Duration
-	rateBackoff    bool // lengthen the interval when the host cannot sustain the rate
+	rateBackoff    bool   // lengthen the interval when the host cannot sustain the rate
+	pipeline       string // PipelineSerial or PipelineDouble
 }
 
 // Option configures a Sampler.
@@ -108,6 +109,18 @@ func WithRateBackoff(on bool) Option {
 	return optionFunc(func(c *config) { c.rateBackoff = on })
 }
 
+// WithPipeline sets how a device's decode loop runs: PipelineSerial (default: decode,
+// evaluate and reset on one thread) or PipelineDouble (two counter data images; the device
+// thread decodes into one while a second thread evaluates and resets the other). Empty keeps
+// the default.
+func WithPipeline(mode string) Option {
+	return optionFunc(func(c *config) {
+		if mode != "" {
+			c.pipeline = mode
+		}
+	})
+}
+
 // WithPrivilegeRetry sets how often a device retries after INSUFFICIENT_PRIVILEGES (default 5 min).
 func WithPrivilegeRetry(d time.Duration) Option {
 	return optionFunc(func(c *config) {
@@ -125,6 +138,7 @@ func newConfig(opts []Option) (config, error) {
 		backoffMin:     DefaultBackoffMin,
 		backoffMax:     DefaultBackoffMax,
 		privilegeRetry: PrivilegeRetry,
+		pipeline:       PipelineSerial,
 	}
 	for _, o := range opts {
 		o.apply(&c)
@@ -134,6 +148,9 @@ func newConfig(opts []Option) (config, error) {
 	}
 	if c.decodePeriod < c.interval {
 		return c, fmt.Errorf("pm sampling config: decode period %v is shorter than the sampling interval %v", c.decodePeriod, c.interval)
+	}
+	if c.pipeline != PipelineSerial && c.pipeline != PipelineDouble {
+		return c, fmt.Errorf("pm sampling config: pipeline %q: want %s or %s", c.pipeline, PipelineSerial, PipelineDouble)
 	}
 	if c.metricSet != "" && len(c.metrics) > 0 {
 		return c, fmt.Errorf("pm sampling config: give either metrics or a metric set, not both")

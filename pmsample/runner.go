@@ -7,6 +7,7 @@ import (
 	"math"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cupti-exporter/cupti-exporter/internal/cupti"
@@ -36,9 +37,10 @@ type runner struct {
 	loss      lossAccount
 	adm       admission
 	admit     string        // what admission found, for Status ("" when the rate is sustainable)
-	backoffTo time.Duration // a backoff admission asked for, done at the next decode
+	backoffTo atomic.Int64  // ns: a backoff admission asked for, done at the next decode
 	verdict   verdict       // admission's verdict behind backoffTo
 	cpuMark   time.Duration // decode thread CPU at the previous batch
+	pipe      *pipeline     // the evaluator thread with the double pipeline; nil: serial
 }
 
 func newRunner(s *Sampler, dev Device, pm pmDevice, groups []Group) *runner {
@@ -83,6 +85,13 @@ func (r *runner) paused() (bool, time.Time) {
 func (r *runner) run(ctx context.Context, sink func(Batch)) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
+	if sd, ok := r.pm.(splitDecoder); ok && r.s.cfg.pipeline == PipelineDouble {
+		r.pipe = newPipeline(sd)
+		go r.pipe.run(r)
+		defer func() { r.pipe.stop(); r.pipe = nil }()
+	} else if r.s.cfg.pipeline == PipelineDouble {
+		r.log.Info("this source decodes serially; the double pipeline needs the CUPTI source")
+	}
 	defer r.release()
 	backoff := r.s.cfg.backoffMin
 	for ctx.Err() == nil {
@@ -220,6 +229,7 @@ func (r *runner) configure() error {
 
 // release is Stop (best effort) and Disable.
 func (r *runner) release() {
+	r.pipe.wait() // the evaluator reads the images Disable frees
 	if !r.enabled {
 		return
 	}
@@ -283,7 +293,9 @@ func (r *runner) drain(sink func(Batch)) (dead bool) {
 	if err := r.pm.Stop(); err != nil {
 		r.log.Debug("stopping before drain", "err", err)
 	}
-	return r.collect(sink)
+	dead = r.collect(sink)
+	r.pipe.wait()
+	return dead
 }
 
 // decode decodes once and recreates the session (Disable, Enable, SetConfig, Start) after an
@@ -292,7 +304,7 @@ func (r *runner) drain(sink func(Batch)) (dead bool) {
 func (r *runner) decode(sink func(Batch)) error {
 	dead := r.collect(sink)
 	if !dead && r.decErrs < 3 {
-		if r.backoffTo > 0 {
+		if r.backoffTo.Load() > 0 {
 			return r.backOff(sink)
 		}
 		return nil
@@ -304,19 +316,41 @@ func (r *runner) decode(sink func(Batch)) error {
 }
 
 // collect decodes once and delivers a batch with its losses; it reports whether the session
-// is dead (an overflow or a full counter data image).
+// is dead (an overflow or a full counter data image). With the double pipeline it hands the
+// decoded image to the evaluator thread instead (pipeline.go).
 func (r *runner) collect(sink func(Batch)) (dead bool) {
+	if r.pipe != nil {
+		return r.pipe.collect(r, sink)
+	}
 	t0 := time.Now()
-	g := r.groups[r.group]
-	b := Batch{Device: r.dev.Index, Metrics: g.Metrics, Multiplexed: len(r.groups) > 1}
-	n := len(g.Metrics)
+	b, fn := r.newBatch(r.group, r.startNS)
+	res, err := r.pm.Decode(r.group, fn)
+	overflow, full := r.outcome(b, res, err)
+	switch {
+	case overflow || full:
+	case err != nil:
+		r.decErrs++
+	default:
+		r.decErrs = 0
+	}
+	b.DecodeDuration = time.Since(t0)
+	r.deliver(b, sink, &r.cpuMark)
+	return overflow || full
+}
+
+// newBatch starts the batch of one decode of group g and returns the per-sample callback
+// that fills it and accounts the device's time line (samples before startNS are dropped).
+func (r *runner) newBatch(g int, startNS uint64) (*Batch, func(start, end uint64, vals []float64)) {
+	metrics := r.groups[g].Metrics
+	b := &Batch{Device: r.dev.Index, Metrics: metrics, Multiplexed: len(r.groups) > 1}
+	n := len(metrics)
 	var buf []float64 // values of many samples share one allocation
-	res, err := r.pm.Decode(r.group, func(start, end uint64, vals []float64) {
+	return b, func(start, end uint64, vals []float64) {
 		switch {
 		case vals == nil || end <= start || hasNaN(vals):
 			b.SkippedInvalid++
 			r.loss.discard(start, end, "invalid")
-		case start < r.startNS:
+		case start < startNS:
 			b.DroppedFirst++
 			r.loss.discard(start, end, "start")
 		default:
@@ -328,8 +362,12 @@ func (r *runner) collect(sink func(Batch)) (dead bool) {
 			buf = append(buf, vals...)
 			b.Samples = append(b.Samples, Sample{Start: start, End: end, Values: buf[i:len(buf):len(buf)]})
 		}
-	})
-	overflow := res.Overflow || errors.Is(err, errOverflow)
+	}
+}
+
+// outcome counts and logs what a decode reported and opens the matching loss cause.
+func (r *runner) outcome(b *Batch, res cupti.DecodeResult, err error) (overflow, full bool) {
+	overflow = res.Overflow || errors.Is(err, errOverflow)
 	switch {
 	case overflow:
 		b.Overflows++
@@ -337,33 +375,34 @@ func (r *runner) collect(sink func(Batch)) (dead bool) {
 		r.log.Warn("hardware buffer overflow: samples lost; decode more often or sample less often")
 	case err != nil:
 		b.DecodeErrors++
-		r.decErrs++
 		r.loss.open("decode_error", r.now())
 		r.log.Warn("decoding pm samples", "err", err)
-	default:
-		r.decErrs = 0
 	}
-	full := res.StopReason == cupti.StopCounterDataFull
+	full = res.StopReason == cupti.StopCounterDataFull
 	if full {
 		b.LostImageFull++
 		r.loss.open("image_full", r.now())
 		r.log.Warn("counter data image full: samples lost; decode more often or sample less often")
 	}
-	b.DecodeDuration = time.Since(t0)
+	return overflow, full
+}
+
+// deliver completes a batch (call times, losses, interval, the thread's CPU since *mark),
+// hands it to sink and feeds admission.
+func (r *runner) deliver(b *Batch, sink func(Batch), mark *time.Duration) {
 	if ct, ok := r.pm.(callTimer); ok {
 		b.CUPTITime = ct.takeCallTimes()
 	}
 	b.Lost = r.loss.take()
 	b.Interval = r.interval
 	if cpu := threadCPU(); cpu > 0 {
-		if r.cpuMark > 0 {
-			b.ThreadCPU = cpu - r.cpuMark
+		if *mark > 0 {
+			b.ThreadCPU += cpu - *mark
 		}
-		r.cpuMark = cpu
+		*mark = cpu
 	}
-	sink(b)
+	sink(*b)
 	r.admitBatch(b.DecodeDuration, len(b.Samples)+b.SkippedInvalid+b.DroppedFirst)
-	return overflow || full
 }
 
 func (r *runner) acquireKeepGroup() error {

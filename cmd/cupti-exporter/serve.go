@@ -223,6 +223,7 @@ func samplerOptions(cfg *Config) []pmsample.Option {
 		pmsample.WithDecodePeriod(time.Duration(cfg.PMSample.DecodePeriod)),
 		pmsample.WithMultiplex(time.Duration(cfg.PMSample.Multiplex)),
 		pmsample.WithRateBackoff(cfg.PMSample.Backoff),
+		pmsample.WithPipeline(cfg.PMSample.Pipeline),
 	}
 	if len(cfg.PMSample.Metrics) > 0 {
 		opts = append(opts, pmsample.WithMetrics(cfg.PMSample.Metrics...))
