@@ -191,13 +191,17 @@ func TestSamplerFakeLibOverflowRecreates(t *testing.T) {
 
 func TestSamplerFakeLibImageFull(t *testing.T) {
 	r := runFake(t, "image_full")
-	// Each full decode recreates the session (the fake, like the real library, refuses to
-	// re-initialise the image): losses are counted, samples keep coming and nothing errors.
+	// Each full image is replaced by a fresh one in the same session (the fake, like the real
+	// library, refuses to re-initialise it, and loses what did not fit): losses are counted,
+	// samples keep coming, nothing errors and the session is not recreated.
 	eventually(t, "image-full decodes counted", func() bool {
-		return r.c.sum(0, func(b Batch) int { return b.LostImageFull }) >= 2 && r.c.sum(0, samplesOf) > 0
+		return r.c.sum(0, func(b Batch) int { return b.LostImageFull }) >= 5 && r.c.sum(0, samplesOf) > 0
 	})
 	if n := r.c.sum(0, func(b Batch) int { return b.DecodeErrors }); n != 0 {
 		t.Fatalf("%d decode errors; a full image must not fail the reset", n)
+	}
+	if n := cuptitest.Query(t, "enables"); n != 2 {
+		t.Errorf("%d sessions enabled for 2 devices; a full image must not recreate the session", n)
 	}
 }
 

@@ -128,10 +128,11 @@ func (p *pipeline) collect(r *runner, sink func(Batch)) (dead bool) {
 		return true
 	default:
 	}
-	if overflow || full {
+	if overflow || (full && !r.replacesImages()) {
 		p.wait()
+		return true
 	}
-	return overflow || full
+	return false
 }
 
 // wait blocks until the evaluator has finished every image handed to it. Safe on nil.

@@ -287,8 +287,8 @@ func (r *runner) sample(ctx context.Context, sink func(Batch)) error {
 	}
 }
 
-// drain stops sampling and decodes what is left; it reports whether the session died (an
-// overflow or a full image).
+// drain stops sampling and decodes what is left; it reports whether the session died (see
+// collect).
 func (r *runner) drain(sink func(Batch)) (dead bool) {
 	if err := r.pm.Stop(); err != nil {
 		r.log.Debug("stopping before drain", "err", err)
@@ -299,8 +299,9 @@ func (r *runner) drain(sink func(Batch)) (dead bool) {
 }
 
 // decode decodes once and recreates the session (Disable, Enable, SetConfig, Start) after an
-// overflow, which kills a keep-oldest session, after a full counter data image, which CUPTI
-// will not re-initialise, or after three decode errors in a row.
+// overflow, which kills a keep-oldest session, after a full counter data image the device
+// could not replace (CUPTI will not re-initialise it), or after three decode errors in a row.
+// A pending backoff (admission) restarts the session at its longer interval.
 func (r *runner) decode(sink func(Batch)) error {
 	dead := r.collect(sink)
 	if !dead && r.decErrs < 3 {
@@ -316,8 +317,9 @@ func (r *runner) decode(sink func(Batch)) error {
 }
 
 // collect decodes once and delivers a batch with its losses; it reports whether the session
-// is dead (an overflow or a full counter data image). With the double pipeline it hands the
-// decoded image to the evaluator thread instead (pipeline.go).
+// is dead: an overflow, or a full counter data image that was not replaced by a fresh one in
+// the same session. With the double pipeline it hands the decoded image to the evaluator
+// thread instead (pipeline.go).
 func (r *runner) collect(sink func(Batch)) (dead bool) {
 	if r.pipe != nil {
 		return r.pipe.collect(r, sink)
@@ -335,7 +337,16 @@ func (r *runner) collect(sink func(Batch)) (dead bool) {
 	}
 	b.DecodeDuration = time.Since(t0)
 	r.deliver(b, sink, &r.cpuMark)
-	return overflow || full
+	return overflow || (full && (err != nil || !r.replacesImages()))
+}
+
+// imageReplacer is a device that replaces a full counter data image with a fresh one in the
+// same session (the CUPTI one); with others a full image ends the session.
+type imageReplacer interface{ replacesFullImages() bool }
+
+func (r *runner) replacesImages() bool {
+	ir, ok := r.pm.(imageReplacer)
+	return ok && ir.replacesFullImages()
 }
 
 // newBatch starts the batch of one decode of group g and returns the per-sample callback

@@ -322,8 +322,9 @@ func (d *cuptiDevice) Evaluate(g, slot int, full bool, fn func(start, end uint64
 	}
 	if full {
 		// The real library refuses to re-initialise an image after such a decode (999 on an
-		// H200): the caller recreates the session, which allocates fresh images.
-		return nil
+		// H200), but decodes into a fresh image of the same session (TestRealCounterDataCosts
+		// (b)): replace the image instead of recreating the session.
+		return d.replaceImage(g, slot)
 	}
 	tr := time.Now()
 	err = cd.Reset()
@@ -331,6 +332,27 @@ func (d *cuptiDevice) Evaluate(g, slot int, full bool, fn func(start, end uint64
 	if err != nil {
 		return fmt.Errorf("resetting counter data on device %d: %w", d.dev, err)
 	}
+	return nil
+}
+
+// replacesFullImages tells the runner that a full image does not end the session.
+func (d *cuptiDevice) replacesFullImages() bool { return true }
+
+// replaceImage frees image slot of group g, which a full decode left unusable, and allocates
+// and initialises a fresh one in the same session.
+func (d *cuptiDevice) replaceImage(g, slot int) error {
+	defer d.timeSession(time.Now())
+	cd, err := d.sess.NewCounterData(d.groups[g].Metrics, d.maxSamples)
+	if err != nil {
+		return fmt.Errorf("replacing a full counter data image on device %d: %w", d.dev, err)
+	}
+	old := d.image(g, slot)
+	if slot == 1 {
+		d.data2[g] = cd
+	} else {
+		d.data[g] = cd
+	}
+	old.Free()
 	return nil
 }
 

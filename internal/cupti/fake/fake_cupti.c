@@ -15,7 +15,8 @@
  *  - samples: sample k (0-based since Start) spans [t0 + k*iv, t0 + (k+1)*iv] where t0 is the
  *    cuptiGetTimestamp value at Start and iv the interval (ns; in SYSCLK mode cycles at a nominal
  *    1 GHz). A sample exists once its end has passed (or, with samples_per_decode=N, every decode
- *    during sampling yields exactly N). Evaluate gives metric j (position in the names passed)
+ *    during sampling yields exactly N). A decode writes at most the image's free slots; the
+ *    records beyond a full image are lost (as on the H200), the session goes on. Evaluate gives metric j (position in the names passed)
  *    of sample k the value 10*(j+1) + (k % 10).
  *  - more than hardwareBufferSize/4096 undecoded samples overflow the hardware buffer.
  *  - CUPTI 13.2 single-pass sets: cuptiProfilerHostGetSinglePassSets and
@@ -28,8 +29,8 @@
  *      busy_once                 the next SetConfig returns 26, then the knob clears
  *      overflow_at=N             decode N of a session returns 8 with overflow=1, and so does every
  *                                later decode until Disable
- *      image_full                every decode stops with reason 1 (COUNTER_DATA_FULL) after writing
- *                                the samples that were waiting (no more than the image holds)
+ *      image_full                every decode with more than one sample waiting writes half of them
+ *                                and stops with reason 1 (COUNTER_DATA_FULL); the rest are lost
  *  - after a decode that stops with COUNTER_DATA_FULL, re-initialising that image returns 999
  *    (UNKNOWN) until the session is disabled, as the real library did on an H200.
  *      insufficient_privileges   Enable returns 35
@@ -100,7 +101,7 @@ static struct {
 } F;
 
 static struct {
-	unsigned long long init, deinit, hosts, sessions, hosts_with_set, host_init_size;
+	unsigned long long init, deinit, hosts, sessions, enables, hosts_with_set, host_init_size;
 	unsigned long long sc_struct_size, sc_interval, sc_trigger, sc_append, sc_hwbuf;
 } Q;
 
@@ -156,6 +157,7 @@ static int nvperf_target_loaded(void) {
 }
 
 /* cuptiFakeQuery reads a counter: init, deinit, hosts (live host objects), sessions (enabled),
+ * enables (successful Enable calls in all),
  * setconfig.struct_size, setconfig.interval, setconfig.trigger, setconfig.append, setconfig.hwbuf,
  * hosts.with_set (HostInitialize calls naming a single-pass set), host_init.struct_size (the last
  * successful HostInitialize), nvperf_target_loaded (1 when a libnvperf_target.so is loaded). */
@@ -167,7 +169,7 @@ int cuptiFakeQuery(const char *key, unsigned long long *out) {
 	static const struct {
 		const char *k;
 		unsigned long long *v;
-	} keys[] = {{"init", &Q.init}, {"deinit", &Q.deinit}, {"hosts", &Q.hosts}, {"sessions", &Q.sessions},
+	} keys[] = {{"init", &Q.init}, {"deinit", &Q.deinit}, {"hosts", &Q.hosts}, {"sessions", &Q.sessions}, {"enables", &Q.enables},
 		    {"setconfig.struct_size", &Q.sc_struct_size}, {"setconfig.interval", &Q.sc_interval},
 		    {"setconfig.trigger", &Q.sc_trigger}, {"setconfig.append", &Q.sc_append},
 		    {"setconfig.hwbuf", &Q.sc_hwbuf}, {"hosts.with_set", &Q.hosts_with_set},
@@ -486,6 +488,7 @@ CUptiResult cuptiPmSamplingEnable(CUpti_PmSampling_Enable_Params *p) {
 		enabled[o->dev] = o;
 		p->pPmSamplingObject = o;
 		Q.sessions++;
+		Q.enables++;
 	}
 	UNLOCK();
 	return r;
@@ -703,6 +706,8 @@ CUptiResult cuptiPmSamplingDecodeData(CUpti_PmSampling_DecodeData_Params *p) {
 		goto out;
 	}
 	uint64_t space = h->capacity - h->populated, n = avail < space ? avail : space;
+	if (F.image_full && avail > 1 && n > avail / 2)
+		n = avail / 2; /* the image takes half of what waits; the rest is lost */
 	cd_slot *slots = (cd_slot *)(h + 1);
 	for (uint64_t j = 0; j < n; j++) {
 		uint64_t k = o->next_k++;
@@ -715,7 +720,9 @@ CUptiResult cuptiPmSamplingDecodeData(CUpti_PmSampling_DecodeData_Params *p) {
 		if (k == 0 && F.first_sample_before_start)
 			s->start = o->t0 - FIRST_SAMPLE_EARLY_NS;
 	}
-	if (F.image_full || avail > space) {
+	if (avail > n) /* as on the H200: the records beyond a full image are lost */
+		o->next_k += avail - n;
+	if (avail > n) {
 		p->decodeStopReason = CUPTI_PM_SAMPLING_DECODE_STOP_REASON_COUNTER_DATA_FULL;
 		h->full = 1;
 		o->full_images = 1;
