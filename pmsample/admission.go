@@ -6,7 +6,8 @@ import (
 )
 
 // Admission: a device's decode loop decodes, evaluates and resets one sample after another on
-// one thread, so it sustains at most 1 / (its cost per sample) samples a second; above that
+// one thread (with the double pipeline, decode on one and the rest on another: the slower
+// sets the pace), so it sustains at most 1 / (its cost per sample) samples a second; above that
 // the counter data image fills and samples are lost (issue 14: 100 us with the 9-metric set
 // on an H200 delivered 4.85 kHz). The runner measures the cost of its first decodes (wall
 // time of decode + evaluation + reset over the samples they delivered) and compares the
@@ -18,8 +19,9 @@ const (
 	// admissionLoad is the share of the decode thread the configured rate may take; above it
 	// a late decode fills the image.
 	admissionLoad = 0.9
-	// backoffLoad is the share a backed-off interval aims at.
-	backoffLoad = 0.75
+	// backoffLoad is the share a backed-off interval aims at: the image holds 1.25 decode
+	// periods, so a decode that runs late by more than the headroom fills it.
+	backoffLoad = 0.6
 )
 
 type admission struct {
@@ -39,6 +41,7 @@ type verdict struct {
 	sustainable float64       // samples a second the decode thread sustains at admissionLoad
 	overloaded  bool
 	suggested   time.Duration // an interval the thread sustains at backoffLoad, rounded up to 10 us
+	what        string        // what perSample covers
 }
 
 // observe adds one batch's decode time and sample count; it returns a verdict once enough was
@@ -68,8 +71,11 @@ func (a *admission) observe(now time.Time, cost time.Duration, samples int, inte
 }
 
 func (v verdict) String() string {
-	return fmt.Sprintf("%s per sample (decode, evaluation and reset on one thread) sustains about %.0f samples/s",
-		v.perSample.Round(100*time.Nanosecond), v.sustainable)
+	what := v.what
+	if what == "" {
+		what = "decode, evaluation and reset on one thread"
+	}
+	return fmt.Sprintf("%s per sample (%s) sustains about %.0f samples/s", v.perSample.Round(100*time.Nanosecond), what, v.sustainable)
 }
 
 // admitBatch feeds admission with one decode; once it decides, it logs the verdict, and an
@@ -79,6 +85,9 @@ func (r *runner) admitBatch(cost time.Duration, samples int) {
 	v, ok := r.adm.observe(time.Now(), cost, samples, r.interval)
 	if !ok {
 		return
+	}
+	if r.pipe != nil {
+		v.what = "the slower of decode and evaluation+reset, on two threads"
 	}
 	rate := 1 / r.interval.Seconds()
 	if !v.overloaded {

@@ -11,15 +11,15 @@ import (
 func TestAdmissionVerdict(t *testing.T) {
 	var a admission
 	now := time.Unix(0, 0)
-	// 120 us per sample at 100 us: not sustainable; 120 / 0.75 = 160 us suggested.
+	// 120 us per sample at 100 us: not sustainable; 120 / 0.6 = 200 us suggested.
 	for i := range 10 {
 		v, ok := a.observe(now.Add(time.Duration(i)*100*time.Millisecond), 120*time.Millisecond, 1000, 100*time.Microsecond)
 		if i < admissionMinBatches-1 && ok {
 			t.Fatalf("verdict after %d batches", i+1)
 		}
 		if ok {
-			if !v.overloaded || v.suggested != 160*time.Microsecond || int(v.sustainable) != 7500 {
-				t.Fatalf("verdict = %+v; want overloaded, 7500/s sustainable, 160us suggested", v)
+			if !v.overloaded || v.suggested != 200*time.Microsecond || int(v.sustainable) != 7500 {
+				t.Fatalf("verdict = %+v; want overloaded, 7500/s sustainable, 200us suggested", v)
 			}
 			if _, again := a.observe(now, time.Millisecond, 10, time.Millisecond); again {
 				t.Fatal("a second verdict without reset")

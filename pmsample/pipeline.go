@@ -91,9 +91,11 @@ func (p *pipeline) finish(r *runner, j pipeJob, mark *time.Duration) {
 		}
 	}
 	r.outcome(b, j.res, j.err) // after the samples: the causes it opens follow them
-	b.DecodeDuration = j.decode + time.Since(t0)
+	eval := time.Since(t0)
+	b.DecodeDuration = j.decode + eval
 	b.ThreadCPU = j.cpu
-	r.deliver(b, j.sink, mark)
+	// The two threads overlap: what the pipeline sustains is set by the slower of them.
+	r.deliver(b, j.sink, mark, max(j.decode, eval))
 	p.free <- j.slot
 }
 

@@ -336,7 +336,7 @@ func (r *runner) collect(sink func(Batch)) (dead bool) {
 		r.decErrs = 0
 	}
 	b.DecodeDuration = time.Since(t0)
-	r.deliver(b, sink, &r.cpuMark)
+	r.deliver(b, sink, &r.cpuMark, b.DecodeDuration)
 	return overflow || (full && (err != nil || !r.replacesImages()))
 }
 
@@ -399,8 +399,8 @@ func (r *runner) outcome(b *Batch, res cupti.DecodeResult, err error) (overflow,
 }
 
 // deliver completes a batch (call times, losses, interval, the thread's CPU since *mark),
-// hands it to sink and feeds admission.
-func (r *runner) deliver(b *Batch, sink func(Batch), mark *time.Duration) {
+// hands it to sink and feeds admission with cost, the time the slowest thread spent on it.
+func (r *runner) deliver(b *Batch, sink func(Batch), mark *time.Duration, cost time.Duration) {
 	if ct, ok := r.pm.(callTimer); ok {
 		b.CUPTITime = ct.takeCallTimes()
 	}
@@ -413,7 +413,7 @@ func (r *runner) deliver(b *Batch, sink func(Batch), mark *time.Duration) {
 		*mark = cpu
 	}
 	sink(*b)
-	r.admitBatch(b.DecodeDuration, len(b.Samples)+b.SkippedInvalid+b.DroppedFirst)
+	r.admitBatch(cost, len(b.Samples)+b.SkippedInvalid+b.DroppedFirst)
 }
 
 func (r *runner) acquireKeepGroup() error {
