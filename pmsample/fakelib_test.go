@@ -194,14 +194,15 @@ func TestSamplerFakeLibImageFull(t *testing.T) {
 	// Each full image is replaced by a fresh one in the same session (the fake, like the real
 	// library, refuses to re-initialise it, and loses what did not fit): losses are counted,
 	// samples keep coming, nothing errors and the session is not recreated.
-	eventually(t, "image-full decodes counted", func() bool {
-		return r.c.sum(0, func(b Batch) int { return b.LostImageFull }) >= 5 && r.c.sum(0, samplesOf) > 0
-	})
+	full := func() int { return r.c.sum(0, func(b Batch) int { return b.LostImageFull }) }
+	eventually(t, "image-full decodes counted", func() bool { return full() >= 2 && r.c.sum(0, samplesOf) > 0 })
+	e0, f0 := cuptitest.Query(t, "enables"), full()
+	eventually(t, "five more image-full decodes", func() bool { return full() >= f0+5 })
 	if n := r.c.sum(0, func(b Batch) int { return b.DecodeErrors }); n != 0 {
 		t.Fatalf("%d decode errors; a full image must not fail the reset", n)
 	}
-	if n := cuptitest.Query(t, "enables"); n != 2 {
-		t.Errorf("%d sessions enabled for 2 devices; a full image must not recreate the session", n)
+	if e1 := cuptitest.Query(t, "enables"); e1 != e0 {
+		t.Errorf("%d sessions enabled during %d full decodes; a full image must not recreate the session", e1-e0, full()-f0)
 	}
 }
 
@@ -400,8 +401,9 @@ func TestSamplerFakeLibMultiplexRotates(t *testing.T) {
 		what string
 		n    func(Batch) int
 	}{
+		// (a full image is possible when this busy machine delays a decode; with the bug every
+		// rotation gave reset errors)
 		{"decode errors", func(b Batch) int { return b.DecodeErrors }},
-		{"image-full decodes", func(b Batch) int { return b.LostImageFull }},
 		{"overflows", func(b Batch) int { return b.Overflows }},
 	} {
 		if n := r.c.sum(0, f.n); n != 0 {
