@@ -247,9 +247,11 @@ stage_rss() {
 # Issue 14: per run, delivered + lost samples against the configured rate x time, CPU per sample
 # against the time inside CUPTI calls, session churn, decode thread CPU and core share, side by
 # side under one bf16 matmul load on GPU 0 (pmrate.py). Runs (PMT_RUNS, SET:MICROSECONDS:PIPELINE[:backoff];
-# SET def = the default 9 metrics, cmp = 4 metrics): the default set at 1 ms, 200 us and 100 us,
-# 4 metrics at 100 us, both again with the double pipeline, and the default set at 100 us with
-# --pmsample.backoff. PMT_S seconds each (30), measured after 5 s (past admission). Then what
+# SET def = the default 9 metrics, cmp = 4 metrics; dpN: decode every N ms): the default set at
+# 1 ms, 200 us and 100 us, 4 metrics at 100 us, both again with the double pipeline, the default
+# set at 100 us decoded every 50 ms (its image, 1,266 slots x 79 KB = 100 MB at 100 ms, is past the
+# 80 MB where re-initialisation cost per slot doubled in TestRealCounterDataCosts; 50 ms keeps it
+# at 50 MB), serial and double, and the default set at 100 us with --pmsample.backoff. PMT_S seconds each (30), measured after 5 s (past admission). Then what
 # CUPTI allows at once on one session (TestRealConcurrentDecode, 4 metrics and the default set
 # at 100 us under the same load): two images decoded and evaluated on two threads, and
 # evaluation of disjoint ranges on 1/2/4 threads.
@@ -258,11 +260,12 @@ stage_pmthroughput() {
   say "== pmthroughput (bf16 matmul load, ${dur} s per run)"
   $W mm 900 > "$L/pmt-load.log" 2>&1 & lp=$!
   sleep 5
-  for run in ${PMT_RUNS:-def:1000:serial def:200:serial def:100:serial cmp:100:serial def:100:double cmp:100:double def:100:serial:backoff}; do
+  for run in ${PMT_RUNS:-def:1000:serial def:200:serial def:100:serial cmp:100:serial def:100:double cmp:100:double def:100:serial:dp50 def:100:double:dp50 def:100:serial:backoff}; do
     IFS=: read -r set us pipe extra <<< "$run"
     M=$DEFSET; [ "$set" = cmp ] && M=$CMP
     args="--no-activity.enabled --pmsample.interval=${us}us --pmsample.metrics=$M --pmsample.pipeline=$pipe"
     [ "$extra" = backoff ] && args="$args --pmsample.backoff"
+    [ "${extra#dp}" != "$extra" ] && args="$args --pmsample.decode-period=${extra#dp}ms"
     CUDA_VISIBLE_DEVICES=0 start_exporter "$L/exp-pmt-$set-$us-$pipe$extra.log" 9477 $args || continue
     pid=$(cat "$L/exporter.9477.pid"); sleep 5
     scrape "$L/pmt0.txt"; c0=$(proc_cpu_s $pid); t0=$(date +%s.%N); python3 scripts/gpu/threads.py $pid > "$L/pmt-th0.json"
