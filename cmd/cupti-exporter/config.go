@@ -38,6 +38,8 @@ type Config struct {
 		MetricSet    string   `yaml:"metric_set" help:"Named single-pass metric set of CUPTI 13.2+ (listed by metrics plan) instead of pmsample.metrics."`
 		Window       Duration `yaml:"window" help:"Window over which gauge mean/max/min are computed."`
 		Multiplex    Duration `yaml:"multiplex" help:"Rotate between metric groups that do not fit one pass every this long; 0: drop what does not fit."`
+		Pipeline     string   `yaml:"pipeline" help:"How each device's decode loop runs: serial (decode, evaluate and reset on one thread) or double (two counter data images; a second thread evaluates and resets one while the other is decoded into). double awaits its GPU check (scripts/gpu stage pmthroughput)."`
+		Backoff      bool     `yaml:"backoff" help:"When the host cannot decode and evaluate samples as fast as the interval asks (measured in the first second), lengthen the interval to one it sustains instead of losing samples; the effective interval is cupti_pm_sampling_interval_seconds."`
 	} `yaml:"pmsample"`
 	CUPTI struct {
 		Library string `yaml:"library" help:"Path to libcupti.so (or its folder); empty: search the usual places."`
@@ -82,6 +84,7 @@ func defaultConfig() Config {
 	c.Web.HealthListenAddress = ":9478"
 	c.PMSample.Enabled = true
 	c.PMSample.Interval = Duration(time.Millisecond)
+	c.PMSample.Pipeline = "serial"
 	c.PMSample.DecodePeriod = Duration(100 * time.Millisecond)
 	c.PMSample.Window = Duration(15 * time.Second)
 	c.Activity.Enabled = true
@@ -148,6 +151,9 @@ func (c *Config) validate() error {
 	}
 	if c.PMSample.MetricSet != "" && len(c.PMSample.Metrics) > 0 {
 		errs = append(errs, errors.New("pmsample.metric_set and pmsample.metrics exclude each other: give one"))
+	}
+	if p := c.PMSample.Pipeline; p != "serial" && p != "double" {
+		errs = append(errs, fmt.Errorf("pmsample.pipeline must be serial or double, got %q", p))
 	}
 	if c.PMSample.Multiplex < 0 {
 		errs = append(errs, fmt.Errorf("pmsample.multiplex must not be negative, got %s", c.PMSample.Multiplex))
