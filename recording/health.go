@@ -87,11 +87,12 @@ func validName(s string, metric bool) bool {
 	return true
 }
 
-// healthFamilyMin is the smallest encoded family entry (id, sample count); sampleFixed the
-// fixed part of an encoded sample (value, start).
+// healthFamilyMin is the smallest encoded family entry (id, sample count); a sample has a
+// value and, in counters, a start.
 const (
 	healthFamilyMin = 2
-	sampleFixed     = 8 + 8
+	valueSize       = 8
+	startSize       = 8
 )
 
 // encodeHealth appends the binary form of snapshot s to dst; ids maps each family's Desc to
@@ -119,12 +120,15 @@ func encodeHealth(dst []byte, s *mapping.Snapshot, ids map[*mapping.Desc]uint64)
 	for _, f := range s.Families {
 		dst = binary.AppendUvarint(dst, ids[f.Desc])
 		dst = binary.AppendUvarint(dst, uint64(len(f.Samples)))
+		counter := f.Desc.Kind == mapping.KindCounter
 		for _, x := range f.Samples {
 			for _, v := range x.LabelValues {
 				dst = binary.AppendUvarint(dst, strs[v])
 			}
 			dst = binary.LittleEndian.AppendUint64(dst, math.Float64bits(x.Value))
-			dst = binary.LittleEndian.AppendUint64(dst, unixNano(x.Start))
+			if counter {
+				dst = binary.LittleEndian.AppendUint64(dst, unixNano(x.Start))
+			}
 		}
 	}
 	return dst
@@ -183,7 +187,12 @@ func decodeHealth(p []byte, families map[uint64]*mapping.Desc) (*mapping.Snapsho
 			return nil, fmt.Errorf("health frame refers to unknown family %d", id)
 		}
 		nl := len(desc.LabelNames)
-		if n > uint64(len(d.b))/uint64(nl+sampleFixed) {
+		counter := desc.Kind == mapping.KindCounter
+		size := nl + valueSize
+		if counter {
+			size += startSize
+		}
+		if n > uint64(len(d.b))/uint64(size) {
 			return nil, fmt.Errorf("family %s: %d samples exceed the %d remaining bytes", desc.Name, n, len(d.b))
 		}
 		f := mapping.Family{Desc: desc, Samples: make([]mapping.Sample, n)}
@@ -203,7 +212,9 @@ func decodeHealth(p []byte, families map[uint64]*mapping.Desc) (*mapping.Snapsho
 				x.LabelValues[j] = strs[k]
 			}
 			x.Value = math.Float64frombits(d.u64())
-			x.Start = fromUnixNano(d.u64())
+			if counter {
+				x.Start = fromUnixNano(d.u64())
+			}
 			if d.err != nil {
 				return nil, d.err
 			}

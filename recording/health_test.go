@@ -105,7 +105,7 @@ func TestHealthRejects(t *testing.T) {
 	}
 	// Label index out of range: the last label index of the only sample (two strings).
 	bad := bytes.Clone(good)
-	bad[len(bad)-17] = 9
+	bad[len(bad)-9] = 9
 	if _, err := decodeHealth(bad, fams); err == nil || !strings.Contains(err.Error(), "out of range") {
 		t.Errorf("label index out of range: %v", err)
 	}
