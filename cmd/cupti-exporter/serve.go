@@ -77,7 +77,8 @@ type pmSetup struct {
 	status  func() []exporter.Status // readiness of a live sampler; nil: ready after the first batch
 	aggOpts []pmsample.AggregatorOption
 	off     string
-	live    bool // this host's GPUs, not a recording: read their health from NVML too
+	live    bool          // this host's GPUs, not a recording: read their health from NVML too
+	health  *replayHealth // a recording's health frames, served as source "health"; nil: none
 }
 
 // devices lists the source's devices (none when PM sampling is off).
@@ -114,6 +115,10 @@ func serveSources(ctx context.Context, logger *slog.Logger, cfg *Config, pm pmSe
 	exp.Register("activity", act)
 	if pm.live && cfg.Health.Enabled {
 		startHealth(ctx, logger, cfg, exp, pm.devices)
+	}
+	if pm.health != nil && cfg.Health.Enabled {
+		exp.Register("health", pm.health)
+		exp.RegisterStatus("health", statusFunc(pm.health.status))
 	}
 	if pods != nil {
 		exp.Register("podresources", pods)
