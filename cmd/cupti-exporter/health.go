@@ -42,6 +42,7 @@ func newHealthSource(logger *slog.Logger, cfg *Config, devices func() []pmsample
 	}
 	return health.New(nvml.New(libOpts...), logger,
 		health.WithInterval(time.Duration(cfg.Health.Interval)),
+		health.WithGPM(cfg.Health.GPM),
 		health.WithGPUResolver(func(uuid string) (string, bool) {
 			for _, d := range devices() {
 				if strings.EqualFold(d.UUID, uuid) {
