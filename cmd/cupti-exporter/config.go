@@ -73,6 +73,7 @@ type Config struct {
 		Enabled  bool     `yaml:"enabled" help:"Read GPU health from NVML: memory, utilisation, power, energy, temperatures, clocks, throttling, XID errors, ECC, row remapping, PCIe replays, NVLink state, per-process memory, MIG."`
 		Interval Duration `yaml:"interval" help:"How often NVML is read (100ms to 1h)."`
 		Library  string   `yaml:"library" help:"Path to libnvidia-ml.so.1; empty: the dynamic loader's search path."`
+		GPM      bool     `yaml:"gpm" help:"Also read NVML GPM (Hopper and newer): SM, tensor and DRAM bandwidth utilisation per health interval, as cupti_gpm_* labelled source=gpm; a separate unit from the PM counters."`
 	} `yaml:"health"`
 }
 

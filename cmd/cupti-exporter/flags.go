@@ -66,7 +66,7 @@ func newApp(cfg *Config, stdout, stderr io.Writer) (*kingpin.Application, *cli) 
 	replay.Flag("replay.speed", "Replay speed: 1 is real time, 10 ten times faster.").Default("1").Float64Var(&c.replaySpeed)
 	replay.Flag("replay.loop", "Start over at the end of the recording.").BoolVar(&c.replayLoop)
 
-	record := app.Command(cmdRecord, "Record PM samples and activity records to a file, for replay.")
+	record := app.Command(cmdRecord, "Record PM samples, activity records and NVML health to a file, for replay.")
 	record.Flag("output", "File to write.").Required().PlaceHolder("FILE").StringVar(&c.recordOutput)
 	record.Flag("duration", "How long to record.").Default("60s").DurationVar(&c.recordDuration)
 

@@ -78,9 +78,10 @@ type pmSetup struct {
 	pause   http.Handler             // the pause/resume API of a live sampler
 	status  func() []exporter.Status // readiness of a live sampler; nil: ready after the first batch
 	aggOpts []pmsample.AggregatorOption
-	off     string // why there is no source, in full
-	offCode string // the same as a reason code of cupti_exporter_source_up
-	live    bool   // this host's GPUs, not a recording: read their health from NVML too
+	off     string        // why there is no source, in full
+	offCode string        // the same as a reason code of cupti_exporter_source_up
+	live    bool          // this host's GPUs, not a recording: read their health from NVML too
+	health  *replayHealth // a recording's health frames, served as source "health"; nil: none
 }
 
 // devices lists the source's devices (none when PM sampling is off).
@@ -117,6 +118,10 @@ func serveSources(ctx context.Context, logger *slog.Logger, cfg *Config, pm pmSe
 	exp.Register("activity", act)
 	if pm.live && cfg.Health.Enabled {
 		startHealth(ctx, logger, cfg, exp, pm.devices)
+	}
+	if pm.health != nil && cfg.Health.Enabled {
+		exp.Register("health", pm.health)
+		exp.RegisterStatus("health", statusFunc(pm.health.status))
 	}
 	if pods != nil {
 		exp.Register("podresources", pods)
