@@ -258,21 +258,18 @@ func (a *Attributor) maintain(now time.Time) bool {
 
 // prune drops pending and carried records that end before cut; a.mu is held.
 func (a *Attributor) prune(d *devState, cut int64) int {
-	n := 0
-	keep := func(rs []rec) []rec {
-		k := 0
-		for _, r := range rs {
-			if r.end > cut {
-				rs[k] = r
-				k++
-				continue
-			}
-			a.unref(r.proc)
-			n++
+	n := d.pending.prune(cut, func(r rec) { a.unref(r.proc) })
+	k := 0
+	for _, r := range d.carry {
+		if r.end > cut {
+			d.carry[k] = r
+			k++
+			continue
 		}
-		return rs[:k]
+		a.unref(r.proc)
+		n++
 	}
-	d.pending, d.carry = keep(d.pending), keep(d.carry)
+	d.carry = d.carry[:k]
 	return n
 }
 
@@ -442,11 +439,11 @@ func (a *Attributor) Records(p *activity.Process, recs []activity.Record) {
 		if end == start {
 			continue
 		}
-		if len(d.pending) >= a.cfg.maxPending {
+		if d.pending.len() >= a.cfg.maxPending {
 			a.drop("pending_full", 1, "pending records full: raise --attribution.max-pending-records or lower the watermark", "gpu", d.gpu)
 			continue
 		}
-		d.pending = append(d.pending, rec{start: start, end: end, class: class, proc: ps.slot})
+		d.pending.add(rec{start: start, end: end, class: class, proc: ps.slot})
 		ps.refs++
 	}
 	a.maintain(now)

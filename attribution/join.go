@@ -97,7 +97,7 @@ type devState struct {
 	labels    []string // gpu, uuid
 
 	samples   []psample // held, by start
-	pending   []rec     // records not yet in a chunk (arrival order)
+	pending   pendingSet // records not yet in a chunk
 	carry     []rec     // records of past chunks that reach past the frontier (by start)
 	frontier  int64     // end of the newest attributed sample
 	newest    int64     // end of the newest sample received
@@ -127,6 +127,7 @@ type scratch struct {
 	ev       []event
 	gs       []float64
 	loc      []int32 // class id -> local class, -1
+	slotOf   []int32 // local class -> 1 + its item in the current sample, 0: none
 	classes  []int32 // local class -> class id
 	accK     []*acc
 	accP     []*acc // by proc slot
@@ -167,17 +168,7 @@ func (a *Attributor) release(d *devState, upTo int64, now time.Time) bool {
 	for _, s := range chunk {
 		fNew = max(fNew, s.end)
 	}
-	ready := d.carry
-	k := 0
-	for _, r := range d.pending {
-		if r.start < fNew {
-			ready = append(ready, r)
-		} else {
-			d.pending[k] = r
-			k++
-		}
-	}
-	d.pending = d.pending[:k]
+	ready := d.pending.take(d.carry, fNew)
 	slices.SortFunc(ready, func(x, y rec) int { return cmp.Compare(x.start, y.start) })
 
 	a.join(d, chunk, ready, fNew, now)
@@ -243,11 +234,22 @@ func (a *Attributor) join(d *devState, chunk []psample, ready []rec, fNew int64,
 			untracedW += float64(u)
 			idleW += float64(y - x - u)
 		}
+		first := len(sc.itemLC)
 		item := func(r rec, w float64) {
-			sc.itemLC = append(sc.itemLC, local(r.class))
+			wsum += w
+			lc := local(r.class)
+			for int(lc) >= len(sc.slotOf) {
+				sc.slotOf = append(sc.slotOf, 0)
+			}
+			// one item per class and process in a sample: the split is linear in the weight
+			if i := sc.slotOf[lc] - 1; i >= 0 && sc.itemProc[i] == r.proc {
+				sc.itemW[i] += w
+				return
+			}
+			sc.slotOf[lc] = int32(len(sc.itemLC)) + 1
+			sc.itemLC = append(sc.itemLC, lc)
 			sc.itemProc = append(sc.itemProc, r.proc)
 			sc.itemW = append(sc.itemW, w)
-			wsum += w
 		}
 		switch len(sc.active) {
 		case 0:
@@ -276,6 +278,11 @@ func (a *Attributor) join(d *devState, chunk []psample, ready []rec, fNew int64,
 		if untracedW > 0 {
 			sc.itemLC, sc.itemProc, sc.itemW = append(sc.itemLC, local(classUntraced)), append(sc.itemProc, -1), append(sc.itemW, untracedW)
 			wsum += untracedW
+		}
+		for _, lc := range sc.itemLC[first:] {
+			if int(lc) < len(sc.slotOf) {
+				sc.slotOf[lc] = 0
+			}
 		}
 		sc.off = append(sc.off, int32(len(sc.itemLC)))
 		sc.wsum = append(sc.wsum, wsum)
