@@ -96,11 +96,11 @@ type devState struct {
 	gpu, uuid string
 	labels    []string // gpu, uuid
 
-	samples   []psample // held, by start
+	samples   []psample  // held, by start
 	pending   pendingSet // records not yet in a chunk
-	carry     []rec     // records of past chunks that reach past the frontier (by start)
-	frontier  int64     // end of the newest attributed sample
-	newest    int64     // end of the newest sample received
+	carry     []rec      // records of past chunks that reach past the frontier (by start)
+	frontier  int64      // end of the newest attributed sample
+	newest    int64      // end of the newest sample received
 	lastBatch time.Time
 
 	carried map[int32]*classRate // rate estimator state by class id
