@@ -128,15 +128,15 @@ func derived(m mapping.Metric) (kernel, pod *mapping.Desc, q quantity, ok bool) 
 	switch {
 	case d.Kind == mapping.KindCounter:
 		stem, unit, ucum, q = strings.TrimSuffix(rest, "_total"), d.Unit, d.OTelUnit, quantityCount
-		what = "attributed by the overlap of the samples with each kernel"
+		what = "split over the kernels that overlap each PM sample"
 	case d.Kind == mapping.KindGauge && d.Unit == "ratio":
 		stem, unit, ucum, q = strings.TrimSuffix(rest, "_ratio")+"_seconds", "seconds", "s", quantitySeconds
-		what = "as active seconds (ratio x sample time), attributed by the overlap of the samples with each kernel"
+		what = "as active seconds (ratio x sample time) split over the kernels that overlap each PM sample"
 	case d.Kind == mapping.KindGauge && strings.HasSuffix(d.Unit, "_per_second"):
 		base := strings.TrimSuffix(d.Unit, "_per_second")
 		stem = strings.TrimSuffix(strings.TrimSuffix(rest, "_per_second"), "_"+base) + "_" + base
 		unit, ucum, q = base, strings.TrimSuffix(d.OTelUnit, "/s"), quantityRate
-		what = "as a quantity (rate x sample time), attributed by the overlap of the samples with each kernel"
+		what = "as a quantity (rate x sample time) split over the kernels that overlap each PM sample"
 	default:
 		return nil, nil, 0, false
 	}

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/cupti-exporter/cupti-exporter/attribution"
 )
 
 // Config is everything `serve` (and `replay`, `record`) can be told, from the YAML file
@@ -44,6 +46,12 @@ type Config struct {
 		// SocketMode is octal text so that YAML and flags read it the same way.
 		SocketMode string `yaml:"socket_mode" help:"Permissions of the activity socket, octal (0666 lets workloads of any user connect)."`
 	} `yaml:"activity"`
+	Attribution struct {
+		Enabled           bool     `yaml:"enabled" help:"Attribute PM samples to the kernels and pods that ran during them (needs PM sampling and activity)."`
+		Watermark         Duration `yaml:"watermark" help:"How long PM samples wait for the kernel records that overlap them before they are attributed."`
+		Estimator         string   `yaml:"estimator" help:"How a sample is split over the kernels overlapping it: rate (overlap x each kernel's estimated rate) or overlap."`
+		MaxPendingRecords int      `yaml:"max_pending_records" help:"Kernel records held per GPU while their samples wait; more are dropped and counted."`
+	} `yaml:"attribution"`
 	OTLP struct {
 		Endpoint string            `yaml:"endpoint" help:"OTLP endpoint (host:port for grpc, URL for http); empty: no OTLP push."`
 		Protocol string            `yaml:"protocol" help:"OTLP protocol: grpc or http."`
@@ -71,6 +79,10 @@ func defaultConfig() Config {
 	c.Activity.Enabled = true
 	c.Activity.Socket = "/run/cupti-exporter/activity.sock"
 	c.Activity.SocketMode = "0660"
+	c.Attribution.Enabled = true
+	c.Attribution.Watermark = Duration(attribution.DefaultWatermark)
+	c.Attribution.Estimator = attribution.DefaultEstimator
+	c.Attribution.MaxPendingRecords = attribution.DefaultMaxPendingRecords
 	c.OTLP.Protocol = "grpc"
 	c.OTLP.Interval = Duration(15 * time.Second)
 	return c
@@ -88,6 +100,13 @@ func (c *Config) validate() error {
 	pos("pmsample.decode_period", c.PMSample.DecodePeriod)
 	pos("pmsample.window", c.PMSample.Window)
 	pos("otlp.interval", c.OTLP.Interval)
+	pos("attribution.watermark", c.Attribution.Watermark)
+	if err := attribution.ParseEstimator(c.Attribution.Estimator); err != nil {
+		errs = append(errs, fmt.Errorf("attribution.estimator: %w", err))
+	}
+	if c.Attribution.MaxPendingRecords <= 0 {
+		errs = append(errs, fmt.Errorf("attribution.max_pending_records must be positive, got %d", c.Attribution.MaxPendingRecords))
+	}
 	if c.PMSample.MetricSet != "" && len(c.PMSample.Metrics) > 0 {
 		errs = append(errs, errors.New("pmsample.metric_set and pmsample.metrics exclude each other: give one"))
 	}

@@ -5,6 +5,7 @@ import (
 	"io"
 	"reflect"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -100,6 +101,8 @@ func addConfigFlags(app *kingpin.Application, v reflect.Value, prefix string) {
 			fl.Default(*p).StringVar(p)
 		case *bool:
 			fl.Default(fmt.Sprint(*p)).BoolVar(p)
+		case *int:
+			fl.Default(strconv.Itoa(*p)).IntVar(p)
 		case *Duration:
 			fl.Default(p.String()).SetValue((*durationValue)(p))
 		case *[]string:

@@ -39,13 +39,22 @@ func serveRecording(ctx context.Context, logger *slog.Logger, cfg *Config, msg s
 		return err
 	}
 	pm := pmSetup{mapper: m}
-	act := activity.NewAggregator(activityOptions(pm.devices)...)
-	r, err := open(recording.WithActivitySink(newActivitySink(act)), recording.WithLogger(logger))
+	// The recording is opened first (it feeds nothing before Run) so that the attribution
+	// join, which needs its devices and catalog, can listen to the activity aggregator.
+	sink := newActivitySink(nil)
+	r, err := open(recording.WithActivitySink(sink), recording.WithLogger(logger))
 	if err != nil {
 		return err
 	}
 	logRecording(logger, msg, r.Summary())
 	pm.src = r
+	var act *activity.Aggregator
+	opts, err := pm.attribute(cfg, logger, activityOptions(pm.devices), func(m string) string { return act.KernelLabel(m) })
+	if err != nil {
+		return err
+	}
+	act = activity.NewAggregator(opts...)
+	sink.agg = act
 	return serveSources(ctx, logger, cfg, pm, act)
 }
 

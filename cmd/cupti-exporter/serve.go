@@ -13,6 +13,7 @@ import (
 
 	"github.com/cupti-exporter/cupti-exporter/activity"
 	"github.com/cupti-exporter/cupti-exporter/activity/receiver"
+	"github.com/cupti-exporter/cupti-exporter/attribution"
 	"github.com/cupti-exporter/cupti-exporter/exporter"
 	"github.com/cupti-exporter/cupti-exporter/internal/cupti"
 	"github.com/cupti-exporter/cupti-exporter/mapping"
@@ -50,7 +51,14 @@ func runServe(ctx context.Context, logger *slog.Logger, cfg *Config) error {
 	if pm.off != "" {
 		logger.Warn(pm.off)
 	}
-	act := activity.NewAggregator(activityOptions(pm.devices)...)
+	var act *activity.Aggregator
+	actOpts := activityOptions(pm.devices)
+	if cfg.Activity.Enabled {
+		if actOpts, err = pm.attribute(cfg, logger, actOpts, func(m string) string { return act.KernelLabel(m) }); err != nil {
+			return err
+		}
+	}
+	act = activity.NewAggregator(actOpts...)
 	if !cfg.Activity.Enabled {
 		return serveSources(ctx, logger, cfg, pm, act)
 	}
@@ -76,6 +84,27 @@ type pmSetup struct {
 	status  func() []exporter.Status // readiness of a live sampler; nil: ready after the first batch
 	aggOpts []pmsample.AggregatorOption
 	off     string
+	attr    *attribution.Attributor // the attribution join; nil when off
+}
+
+// attribute sets up the attribution join when it is enabled and PM samples flow: it
+// returns the activity options plus the join as a listener. kernelLabel gives the activity
+// aggregator's bounded kernel label (the aggregator is made after the join, with it).
+func (pm *pmSetup) attribute(cfg *Config, logger *slog.Logger, opts []activity.Option, kernelLabel func(string) string) ([]activity.Option, error) {
+	if !cfg.Attribution.Enabled || pm.src == nil {
+		return opts, nil
+	}
+	a, err := attribution.New(pm.src.Devices(), pm.src.Catalog(), pm.mapper, logger,
+		attribution.WithWatermark(time.Duration(cfg.Attribution.Watermark)),
+		attribution.WithEstimator(cfg.Attribution.Estimator),
+		attribution.WithMaxPendingRecords(cfg.Attribution.MaxPendingRecords),
+		attribution.WithKernelLabel(kernelLabel))
+	if err != nil {
+		return nil, fmt.Errorf("setting up attribution: %w", err)
+	}
+	pm.attr = a
+	logger.Info("attributing PM samples to kernels and pods", "watermark", cfg.Attribution.Watermark, "estimator", cfg.Attribution.Estimator)
+	return append(opts, activity.WithListener(a)), nil
 }
 
 // devices lists the source's devices (none when PM sampling is off).
@@ -110,6 +139,9 @@ func serveSources(ctx context.Context, logger *slog.Logger, cfg *Config, pm pmSe
 	}
 	exp := exporter.New(logger, expOpts...)
 	exp.Register("activity", act)
+	if pm.attr != nil {
+		exp.Register("attribution", pm.attr)
+	}
 	if pods != nil {
 		exp.Register("podresources", pods)
 	}
@@ -137,6 +169,9 @@ func serveSources(ctx context.Context, logger *slog.Logger, cfg *Config, pm pmSe
 		go func() {
 			srcErr <- src.Run(ctx, func(b pmsample.Batch) {
 				agg.Add(b)
+				if pm.attr != nil {
+					pm.attr.AddBatch(b)
+				}
 				fed.Store(true)
 			})
 		}()
