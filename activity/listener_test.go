@@ -26,7 +26,9 @@ func (l *recordingListener) ProcessConnected(p *Process, info ProcessInfo) {
 	l.infos = append(l.infos, info)
 	l.mu.Unlock()
 }
-func (l *recordingListener) Records(p *Process, recs []Record) { l.log("records %d %d", p.PID, len(recs)) }
+func (l *recordingListener) Records(p *Process, recs []Record) {
+	l.log("records %d %d", p.PID, len(recs))
+}
 func (l *recordingListener) Coverage(p *Process, spans []Interval) {
 	l.log("coverage %d %d", p.PID, len(spans))
 }

@@ -121,7 +121,7 @@ func BenchmarkJoin(b *testing.B) {
 // and checks that held samples and records stay within what the watermark implies, that
 // nothing is dropped, and that the heap does not grow with the run's length.
 func TestMemoryBoundedByWatermark(t *testing.T) {
-	if testing.Short() {
+	if testing.Short() || raceEnabled {
 		t.Skip("long synthetic run")
 	}
 	g := curatedLoad(t, EstimatorRate)
