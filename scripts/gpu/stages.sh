@@ -251,6 +251,8 @@ stage_rss() {
 stage_attrib() {
   say "== attrib"
   mkdir -p /run/cupti-exporter
+  "$BIN" metrics plan "$DEFSET,dram__bytes_read.sum,dram__bytes_write.sum" > "$L/attrib-plan.log" 2>&1
+  say "attrib plan (default set + dram bytes) rc=$?: $(head -20 "$L/attrib-plan.log" | tr '\n' ' ')"
   for est in ${ATTRIB_EST:-rate overlap}; do
     start_exporter "$L/exp-attrib-$est.log" 9477 --activity.socket=$SOCK --attribution.estimator=$est \
       --pmsample.interval=${ATTRIB_INTERVAL:-1ms} $PMARGS || return
