@@ -246,8 +246,9 @@ func (a *Attributor) maintain(now time.Time) bool {
 			changed = a.release(d, math.MaxInt64, now) || changed
 		}
 		// Kernels of time no sample covers (sampling paused, device not sampled): nothing to
-		// split; they stay visible in the activity families.
-		cut := max(d.frontier, nowNS-int64(a.cfg.watermark))
+		// split; they stay visible in the activity families. Two watermarks leave room for
+		// samples still in flight.
+		cut := max(d.frontier, nowNS-2*int64(a.cfg.watermark))
 		if n := a.prune(d, cut); n > 0 {
 			changed = true
 		}

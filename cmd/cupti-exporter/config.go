@@ -104,6 +104,9 @@ func (c *Config) validate() error {
 	if err := attribution.ParseEstimator(c.Attribution.Estimator); err != nil {
 		errs = append(errs, fmt.Errorf("attribution.estimator: %w", err))
 	}
+	if c.Attribution.Enabled && c.Attribution.Watermark <= c.PMSample.DecodePeriod {
+		errs = append(errs, fmt.Errorf("attribution.watermark (%s) must be longer than pmsample.decode_period (%s): samples arrive a decode period late, and their records later still", c.Attribution.Watermark, c.PMSample.DecodePeriod))
+	}
 	if c.Attribution.MaxPendingRecords <= 0 {
 		errs = append(errs, fmt.Errorf("attribution.max_pending_records must be positive, got %d", c.Attribution.MaxPendingRecords))
 	}
