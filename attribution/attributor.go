@@ -205,7 +205,7 @@ func (a *Attributor) AddBatch(b pmsample.Batch) {
 }
 
 func validSample(s pmsample.Sample, n int) bool {
-	if s.End <= s.Start || len(s.Values) != n || s.Start > math.MaxInt64/2 {
+	if s.End <= s.Start || len(s.Values) != n || s.End > math.MaxInt64/2 {
 		return false
 	}
 	for _, v := range s.Values {

@@ -21,7 +21,7 @@ import (
 // families add up to the traced kernels.
 func TestConservationProperty(t *testing.T) {
 	seeds := 24
-	if testing.Short() {
+	if testing.Short() || raceEnabled {
 		seeds = 6
 	}
 	// The timelines must exercise what they claim to: each of these is non-zero in some run.
