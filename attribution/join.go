@@ -110,6 +110,7 @@ type devState struct {
 	kinds          [3]float64 // seconds: traced, idle, untraced
 	late           uint64
 	lateSeconds    float64
+	joinSeconds    float64   // wall time spent in join
 	droppedSamples [2]uint64 // invalid, before_frontier
 	total          []float64 // attributed device totals by metric index (tests)
 
@@ -171,7 +172,9 @@ func (a *Attributor) release(d *devState, upTo int64, now time.Time) bool {
 	ready := d.pending.take(d.carry, fNew)
 	slices.SortFunc(ready, func(x, y rec) int { return cmp.Compare(x.start, y.start) })
 
+	t := time.Now()
 	a.join(d, chunk, ready, fNew, now)
+	d.joinSeconds += time.Since(t).Seconds()
 
 	carry := ready[:0]
 	for _, r := range ready {

@@ -59,6 +59,11 @@ var (
 		Help:     "Kernel records held for PM samples that are not attributed yet.",
 		OTelName: "cupti.attribution.records.pending", OTelUnit: "{record}", LabelNames: deviceLabelNames,
 	}
+	joinSecondsDesc = &mapping.Desc{
+		Name: "cupti_attribution_join_seconds_total", Kind: mapping.KindCounter, Unit: "seconds",
+		Help:     "Wall time the exporter spent joining samples with records (the cost of attribution).",
+		OTelName: "cupti.attribution.join_time", OTelUnit: "s", LabelNames: deviceLabelNames,
+	}
 	droppedRecordsDesc = &mapping.Desc{
 		Name: "cupti_attribution_dropped_records_total", Kind: mapping.KindCounter,
 		Help:     "Kernel records the join could not use, by reason (pending_full, bad_span, far_clock, unknown_device, unknown_process).",
@@ -89,7 +94,7 @@ var (
 func Descs() []*mapping.Desc {
 	return []*mapping.Desc{
 		kernelSampledDesc, podSampledDesc, kindSecondsDesc, lagDesc, lateRecordsDesc, lateSecondsDesc,
-		pendingDesc, droppedRecordsDesc, droppedSamplesDesc, badCoverageDesc,
+		pendingDesc, joinSecondsDesc, droppedRecordsDesc, droppedSamplesDesc, badCoverageDesc,
 	}
 }
 

@@ -72,6 +72,7 @@ func (a *Attributor) build(now time.Time) {
 		gauge(lagDesc, lag, d.gpu, d.uuid)
 		counter(lateRecordsDesc, float64(d.late), d.gpu, d.uuid)
 		counter(lateSecondsDesc, d.lateSeconds, d.gpu, d.uuid)
+		counter(joinSecondsDesc, d.joinSeconds, d.gpu, d.uuid)
 		gauge(pendingDesc, float64(d.pending.len()+len(d.carry)), d.gpu, d.uuid)
 		for i, r := range sampleDropReasons {
 			counter(droppedSamplesDesc, float64(d.droppedSamples[i]), d.gpu, d.uuid, r)

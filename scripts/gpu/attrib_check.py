@@ -54,6 +54,8 @@ def main():
                 a, d = total(fams, fam, **sel), total(fams, dev, **sel)
                 if d > 0:
                     print(f"attrib gpu {gpu}: {fam}{{{direction}}} attributed {a:.4g} device {d:.4g} ratio {a / d:.4f}")
+        join = total(fams, 'cupti_attribution_join_seconds_total', gpu=gpu)
+        print(f"attrib gpu {gpu}: join cost {join:.3f} s of CPU wall time for {sampled:.1f} s attributed ({100 * join / max(sampled, 1e-9):.2f} % of a core)")
         late = total(fams, 'cupti_attribution_late_records_total', gpu=gpu)
         print(f"attrib gpu {gpu}: late records {late:.0f}, late seconds {total(fams, 'cupti_attribution_late_seconds_total', gpu=gpu):.4f}, "
               f"pending {total(fams, 'cupti_attribution_pending_records', gpu=gpu):.0f}")
