@@ -43,7 +43,7 @@ func makeTimeSliced(rng *rand.Rand, span int64) timeSliced {
 		for p := range 2 {
 			if cur[p] == nil && t >= idleUntil[p] {
 				stream := rng.Float64() < []float64{0.8, 0.2}[p] // pod0 mostly streams, pod1 mostly spins
-				name := "spin" // the same kernels in both pods
+				name := "spin"                                   // the same kernels in both pods
 				if stream {
 					name = "stream"
 				}
