@@ -302,14 +302,20 @@ func (a *Attributor) gc(now time.Time) {
 			a.freeSlots = append(a.freeSlots, ps.slot)
 		}
 	}
-	// Coverage older than every frontier of a process's devices is no longer read.
+	// Coverage older than every frontier of a process's sampled devices is no longer read
+	// (devices that never got a sample read none before two watermarks ago).
 	for _, ps := range a.procs {
 		lo := int64(math.MaxInt64)
 		for _, d := range ps.devs {
-			if d != nil {
+			switch {
+			case d == nil:
+			case d.frontier > 0:
 				lo = min(lo, d.frontier)
+			default:
+				lo = min(lo, now.UnixNano()-2*int64(a.cfg.watermark))
 			}
 		}
+		lo = max(lo, now.UnixNano()-int64(a.cfg.farClock)) // a long pause: nothing that old comes back
 		k := 0
 		for k < len(ps.spans) && ps.spans[k].end <= lo {
 			k++
