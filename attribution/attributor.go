@@ -201,7 +201,7 @@ func (a *Attributor) AddBatch(b pmsample.Batch) {
 	}
 	a.release(d, d.newest-int64(a.cfg.watermark), now)
 	a.maintain(now)
-	a.build(now)
+	a.dirty.Store(true) // Snapshot rebuilds: once per scrape, not once per batch
 }
 
 func validSample(s pmsample.Sample, n int) bool {

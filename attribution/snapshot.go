@@ -14,8 +14,8 @@ import (
 const snapshotMaxAge = time.Second
 
 // Snapshot returns the newest snapshot without blocking: a snapshot older than a second, or
-// one that records, coverage or connections changed since, is rebuilt first when no join
-// holds the lock.
+// one that batches, records, coverage or connections changed since, is rebuilt first when no
+// join holds the lock (so it is built once per scrape, not once per batch).
 func (a *Attributor) Snapshot() *mapping.Snapshot {
 	s := a.snap.Load()
 	if now := a.cfg.now(); (a.dirty.Load() || now.Sub(s.Time) >= snapshotMaxAge) && a.mu.TryLock() {
