@@ -196,13 +196,10 @@ func (a *Attributor) release(d *devState, upTo int64, now time.Time) bool {
 func (a *Attributor) join(d *devState, chunk []psample, ready []rec, fNew int64, now time.Time) {
 	sc := &d.sc
 	a.untraced(d, chunk[0].start, fNew)
-	if cap(sc.loc) < len(a.classes.names) {
-		sc.loc = make([]int32, len(a.classes.names), cap(a.classes.names))
-		for i := range sc.loc {
-			sc.loc[i] = -1
-		}
+	// class id -> local class, -1 for none; classes named since the last chunk start at -1
+	for len(sc.loc) < len(a.classes.names) {
+		sc.loc = append(sc.loc, -1)
 	}
-	sc.loc = sc.loc[:len(a.classes.names)]
 	sc.classes = sc.classes[:0]
 	local := func(class int32) int32 {
 		if l := sc.loc[class]; l >= 0 {

@@ -373,3 +373,42 @@ func TestDerivedNames(t *testing.T) {
 		}
 	}
 }
+
+// TestClassesNamedLater checks that kernels first seen after earlier joins keep their own
+// label. On the H200 (2026-11-23, PyTorch phases) the matmul and elementwise kernels, first
+// launched after the first join, were credited to "(memset)": the class-to-local map grew
+// without marking its new entries unused. Each chunk here brings a new kernel name.
+func TestClassesNamedLater(t *testing.T) {
+	for _, est := range []string{EstimatorOverlap, EstimatorRate} {
+		a, clk := newTest(t, WithEstimator(est), WithWatermark(2*time.Duration(ms)))
+		p, info := newProc(7, "trainer", "0")
+		a.ProcessConnected(p, info)
+		a.Coverage(p, []activity.Interval{{Start: uint64(t0 - ms), End: uint64(t0 + 100*ms)}})
+		names := []string{"first", "second", "third", "fourth", "fifth", "sixth", "seventh"}
+		for i, name := range names {
+			s := t0 + int64(i)*10*ms
+			a.Records(p, []activity.Record{
+				{Kind: activity.KindMemset, Device: 0, Start: uint64(s), End: uint64(s + ms/100)},
+				kernel(0, name, s+ms, s+9*ms),
+			})
+			a.AddBatch(pmsample.Batch{Device: 0, Metrics: testMetrics, Samples: samples(s, ms, 10, func(x, y int64) []float64 {
+				if x >= s+ms && y <= s+9*ms {
+					return []float64{100, float64(1000 * (i + 1))}
+				}
+				return []float64{0, 0}
+			})})
+			clk.advance(10 * time.Millisecond)
+		}
+		a.Flush()
+		snap := a.Snapshot()
+		for i, name := range names {
+			got, ok := value(snap, "cupti_kernel_pcie_bytes_total", "0", "GPU-aaaa", name, "rx")
+			if want := float64(8 * 1000 * (i + 1)); !ok || !near(got, want, 1e-6) {
+				t.Errorf("%s: kernel %q got %v bytes (present %v), want %v", est, name, got, ok, want)
+			}
+		}
+		if got, _ := value(snap, "cupti_kernel_sampled_seconds_total", "0", "GPU-aaaa", "(memset)"); got > float64(7*ms/100)*1e-9*1.01 {
+			t.Errorf("%s: (memset) sampled %v s, more than its records last", est, got)
+		}
+	}
+}
