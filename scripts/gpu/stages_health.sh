@@ -6,7 +6,7 @@ stage_health() {
   say "== health (NVML source vs nvidia-smi; GPM while PM sampling / ncu)"
   mkdir -p /run/cupti-exporter
   $W mm 120 > "$L/health-load.log" 2>&1 & local lp=$!
-  start_exporter "$L/exp-health.log" 9477 --no-activity.enabled --web.enable-pm-sampling-api --health.gpm || { kill $lp; return; }
+  start_exporter "$L/exp-health.log" 9477 --no-activity.enabled --health.gpm || { kill $lp; return; }
   sleep 4
   local q=index,uuid,pci.bus_id,memory.used,memory.total,temperature.gpu,temperature.memory,clocks.sm,clocks.mem,clocks.gr,clocks.max.sm,power.draw,power.draw.instant,power.limit,utilization.gpu,pcie.link.gen.current
   for i in 1 2 3 4 5; do
