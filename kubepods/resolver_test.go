@@ -38,7 +38,9 @@ func cgroupV2(uid, cid string) string {
 	return s + "\n"
 }
 
-func cgroupfs(uid, cid string) string { return "11:memory:/kubepods/besteffort/pod" + uid + "/" + cid + "\n" }
+func cgroupfs(uid, cid string) string {
+	return "11:memory:/kubepods/besteffort/pod" + uid + "/" + cid + "\n"
+}
 
 func hexID(c byte) string {
 	b := make([]byte, 64)
