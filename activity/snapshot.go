@@ -89,6 +89,7 @@ func (a *Aggregator) buildLocked() *mapping.Snapshot {
 		sorted(cd),
 		mapping.Family{Desc: tracedDesc, Samples: []mapping.Sample{
 			a.counter(a.tracedSeconds, "complete"), a.counter(a.lossySeconds, "lossy")}},
+		a.podResolutionFamily(),
 	)
 	return &mapping.Snapshot{Time: now, Families: fs}
 }
@@ -112,5 +113,6 @@ func Descs() []*mapping.Desc {
 		kernelDurationDesc, kernelGPUSecondsDesc, podKernelDurationDesc,
 		memcpyBytesDesc, memcpyDurationDesc, memsetBytesDesc, memsetDurationDesc,
 		recordsDesc, droppedDesc, processesDesc, connectionsDesc, connDroppedDesc, tracedDesc,
+		podResolutionsDesc,
 	}
 }
