@@ -50,9 +50,19 @@ func runServe(ctx context.Context, logger *slog.Logger, cfg *Config) error {
 	if pm.off != "" {
 		logger.Warn(pm.off)
 	}
-	act := activity.NewAggregator(activityOptions(pm.devices)...)
+	kube, err := startPodInformer(ctx, logger, cfg)
+	if err != nil {
+		return err
+	}
+	actOpts := activityOptions(pm.devices)
+	var extra []namedProducer
+	if kube != nil {
+		actOpts = append(actOpts, activity.WithPodResolver(podResolver(kube)))
+		extra = append(extra, namedProducer{"kubepods", kube})
+	}
+	act := activity.NewAggregator(actOpts...)
 	if !cfg.Activity.Enabled {
-		return serveSources(ctx, logger, cfg, pm, act)
+		return serveSources(ctx, logger, cfg, pm, act, extra...)
 	}
 	srv, err := receiver.NewServer(cfg.Activity.Socket, act, logger, receiver.WithSocketMode(cfg.activitySocketMode()))
 	if err != nil {
@@ -62,7 +72,7 @@ func runServe(ctx context.Context, logger *slog.Logger, cfg *Config) error {
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ctx) }()
 	logger.Info("receiving activity records", "socket", srv.Path())
-	err = serveSources(ctx, logger, cfg, pm, act)
+	err = serveSources(ctx, logger, cfg, pm, act, extra...)
 	srv.Close()
 	return errors.Join(err, <-errc)
 }
@@ -78,6 +88,12 @@ type pmSetup struct {
 	off     string
 }
 
+// namedProducer is one more source of self-metrics to register (the pod informer).
+type namedProducer struct {
+	name string
+	p    exporter.Producer
+}
+
 // devices lists the source's devices (none when PM sampling is off).
 func (pm *pmSetup) devices() []pmsample.Device {
 	if pm.src == nil {
@@ -87,8 +103,8 @@ func (pm *pmSetup) devices() []pmsample.Device {
 }
 
 // serveSources runs the PM source into its aggregator, registers both aggregators with the
-// exporter, serves HTTP and pushes OTLP until ctx ends.
-func serveSources(ctx context.Context, logger *slog.Logger, cfg *Config, pm pmSetup, act *activity.Aggregator) error {
+// exporter (with the extra producers), serves HTTP and pushes OTLP until ctx ends.
+func serveSources(ctx context.Context, logger *slog.Logger, cfg *Config, pm pmSetup, act *activity.Aggregator, extra ...namedProducer) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var (
@@ -112,6 +128,9 @@ func serveSources(ctx context.Context, logger *slog.Logger, cfg *Config, pm pmSe
 	exp.Register("activity", act)
 	if pods != nil {
 		exp.Register("podresources", pods)
+	}
+	for _, x := range extra {
+		exp.Register(x.name, x.p)
 	}
 	srcErr := make(chan error, 1)
 	switch src := pm.src; {
