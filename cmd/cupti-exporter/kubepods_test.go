@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"log/slog"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -12,6 +14,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/cupti-exporter/cupti-exporter/activity"
+	"github.com/cupti-exporter/cupti-exporter/exporter"
 	"github.com/cupti-exporter/cupti-exporter/kubepods"
 )
 
@@ -119,5 +122,36 @@ func TestPodInformerTwoPodsOneGPU(t *testing.T) {
 	}
 	if len(want) > 0 {
 		t.Errorf("families missing: %v", want)
+	}
+}
+
+// The informer's self-metrics pass the exporter's checks (names, kinds, label sets).
+func TestPodInformerSelfMetrics(t *testing.T) {
+	r, err := kubepods.New(fake.NewClientset(), "n1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Lookup("0::/kubepods/pod0a1b2c3d-0000-4000-8000-00000000000a/" + strings.Repeat("a", 64))
+	exp := exporter.New(slog.New(slog.DiscardHandler), exporter.WithoutRuntimeMetrics())
+	exp.Register("kubepods", r)
+	mfs, err := exp.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]bool{}
+	for _, mf := range mfs {
+		got[mf.GetName()] = true
+		if mf.GetName() == "cupti_exporter_series_dropped_total" {
+			for _, m := range mf.GetMetric() {
+				if m.GetCounter().GetValue() != 0 {
+					t.Errorf("series dropped: %v", m)
+				}
+			}
+		}
+	}
+	for _, name := range []string{"cupti_kubepods_synced", "cupti_kubepods_pods", "cupti_kubepods_lookups_total", "cupti_kubepods_watch_errors_total"} {
+		if !got[name] {
+			t.Errorf("%s not gathered", name)
+		}
 	}
 }
