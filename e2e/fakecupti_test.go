@@ -84,7 +84,7 @@ func post(t *testing.T, url string) map[string]any {
 
 func TestServeFakeCUPTI(t *testing.T) {
 	lib, env := fakeCUPTI(t)
-	p := startEnv(t, env, "serve", lib, fakeMetricsFlag, "--pmsample.decode-period=50ms",
+	p := startEnv(t, env, "serve", lib, fakeMetricsFlag, "--pmsample.decode-period=50ms", "--web.enable-pm-sampling-api",
 		"--activity.socket="+filepath.Join(t.TempDir(), "activity.sock"))
 
 	for _, gpu := range []string{"0", "1"} {

@@ -88,7 +88,8 @@ func start(t *testing.T, args ...string) *exporterProc {
 func startEnv(t *testing.T, env []string, args ...string) *exporterProc {
 	t.Helper()
 	p := &exporterProc{addr: freeAddr(t), out: &syncBuffer{}, done: make(chan error, 1)}
-	p.cmd = exec.Command(binary, append(args, "--web.listen-address="+p.addr, "--log.level=debug")...)
+	// The health listener (default :9478) gets a port of its own: tests run side by side.
+	p.cmd = exec.Command(binary, append(args, "--web.listen-address="+p.addr, "--web.health-listen-address=127.0.0.1:0", "--log.level=debug")...)
 	p.cmd.Env = append(os.Environ(), env...)
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
 	if err := p.cmd.Start(); err != nil {

@@ -21,6 +21,11 @@ import (
 // DefaultListenAddress is the port assigned to cupti-exporter.
 const DefaultListenAddress = ":9477"
 
+// DefaultHealthListenAddress is the plain-HTTP address of /healthz and /readyz
+// beside the main listener, for probes that cannot pass TLS client checks or
+// basic auth (kubelet).
+const DefaultHealthListenAddress = ":9478"
+
 // shutdownTimeout bounds how long Run waits for requests in flight when its
 // context ends.
 const shutdownTimeout = 5 * time.Second
@@ -31,6 +36,12 @@ type ServerConfig struct {
 	ListenAddresses []string
 	// WebConfigFile is an exporter-toolkit web config (TLS, basic auth) applied to every route; "" for plain HTTP.
 	WebConfigFile string
+	// HealthListenAddress, when not empty, is a second TCP address serving only
+	// /healthz and /readyz, in plain HTTP and without the web config: liveness and
+	// readiness probes keep working when the main listener requires TLS client
+	// certificates or basic auth. They reveal only "ok" and the sources' states.
+	// The main listener serves both paths too, under the web config.
+	HealthListenAddress string
 	// TelemetryPath is where metrics are served; /metrics when empty.
 	TelemetryPath string
 	// SystemdSocket serves on the sockets systemd passes instead of ListenAddresses.
@@ -46,16 +57,19 @@ type ServerConfig struct {
 }
 
 // Server serves metrics, health and readiness, a landing page and extra
-// handlers. Every route goes through exporter-toolkit's web package, so the
-// web config's TLS and basic auth apply to all of them.
+// handlers. Every route of the main listener goes through exporter-toolkit's web
+// package, so the web config's TLS and basic auth apply to all of them; the
+// optional health listener serves /healthz and /readyz alone, in plain HTTP.
 type Server struct {
 	logger *slog.Logger
 	cfg    ServerConfig
 	mux    *http.ServeMux
+	health *http.ServeMux
 
-	mu      sync.Mutex
-	addrs   []net.Addr
-	started chan struct{} // closed once listening
+	mu         sync.Mutex
+	addrs      []net.Addr
+	healthAddr net.Addr
+	started    chan struct{} // closed once listening
 }
 
 // NewServer returns a Server for cfg; it listens when Run is called.
@@ -72,25 +86,24 @@ func NewServer(logger *slog.Logger, cfg ServerConfig) *Server {
 	if cfg.Registry == nil {
 		cfg.Registry = prometheus.NewRegistry()
 	}
-	s := &Server{logger: logger, cfg: cfg, mux: http.NewServeMux(), started: make(chan struct{})}
+	s := &Server{logger: logger, cfg: cfg, mux: http.NewServeMux(), health: http.NewServeMux(), started: make(chan struct{})}
 	s.routes()
 	return s
 }
 
 func (s *Server) routes() {
-	metrics := promhttp.HandlerFor(s.cfg.Registry, promhttp.HandlerOpts{
+	metrics := promhttp.HandlerFor(coalesce(s.cfg.Registry), promhttp.HandlerOpts{
 		ErrorLog:            slog.NewLogLogger(s.logger.Handler(), slog.LevelError),
 		ErrorHandling:       promhttp.ContinueOnError,
 		MaxRequestsInFlight: s.cfg.MaxRequests,
 		EnableOpenMetrics:   true,
 		Registry:            s.cfg.Registry,
 	})
-	s.mux.Handle(s.cfg.TelemetryPath, promhttp.InstrumentMetricHandler(s.cfg.Registry, metrics))
-	s.mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		fmt.Fprintln(w, "ok")
-	})
-	s.mux.HandleFunc("/readyz", s.readyz)
+	s.mux.Handle(s.cfg.TelemetryPath, promhttp.InstrumentMetricHandler(s.cfg.Registry, coalesceRequests(metrics, s.cfg.MaxRequests)))
+	for _, mux := range []*http.ServeMux{s.mux, s.health} {
+		mux.HandleFunc("/healthz", healthz)
+		mux.HandleFunc("/readyz", s.readyz)
+	}
 	if s.cfg.TelemetryPath != "/" {
 		landing, err := web.NewLandingPage(web.LandingConfig{
 			Name:        "CUPTI Exporter",
@@ -111,6 +124,12 @@ func (s *Server) routes() {
 	}
 }
 
+// healthz answers 200 "ok" while the process serves.
+func healthz(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	fmt.Fprintln(w, "ok")
+}
+
 // readyz answers 200 when at least one source is ready and 503 otherwise;
 // the body has one line per source and device.
 func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
@@ -123,7 +142,9 @@ func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
 	for _, st := range statuses {
 		ready = ready || st.Ready
 		fmt.Fprintf(&body, "source=%s device=%s ", st.Source, orDash(st.Device))
-		if st.Ready {
+		if st.Ready && st.Reason != "" { // ready but degraded (e.g. a PM rate the host cannot sustain)
+			fmt.Fprintf(&body, "ready: %s\n", st.Reason)
+		} else if st.Ready {
 			body.WriteString("ready\n")
 		} else {
 			fmt.Fprintf(&body, "not ready: %s\n", orDash(st.Reason))
@@ -160,6 +181,14 @@ func (s *Server) Addrs() []net.Addr {
 	return s.addrs
 }
 
+// HealthAddr returns the address of the health listener once Run has bound it
+// (nil before, and when ServerConfig.HealthListenAddress is empty).
+func (s *Server) HealthAddr() net.Addr {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.healthAddr
+}
+
 // Run listens on every address and serves until ctx ends, then shuts down
 // gracefully and returns nil. It returns an error when the web config is
 // invalid, an address cannot be bound, or serving fails.
@@ -174,53 +203,72 @@ func (s *Server) Run(ctx context.Context) error {
 		WebSystemdSocket:   &s.cfg.SystemdSocket,
 		WebConfigFile:      &s.cfg.WebConfigFile,
 	}
-	if s.cfg.SystemdSocket {
-		srv := s.newHTTPServer()
-		close(s.started)
-		return s.serveUntil(ctx, []*http.Server{srv}, func(int) error { return web.ListenAndServe(srv, flags, s.logger) })
-	}
 
-	listeners := make([]net.Listener, 0, len(s.cfg.ListenAddresses))
+	var listeners []net.Listener
 	defer func() {
 		for _, l := range listeners {
 			l.Close()
 		}
 	}()
+	var servers []*http.Server
+	var serve []func() error
+	if addr := s.cfg.HealthListenAddress; addr != "" {
+		l, err := net.Listen("tcp", addr)
+		if err != nil {
+			return listenError(addr, "--web.health-listen-address", err)
+		}
+		listeners = append(listeners, l)
+		srv := s.newHTTPServer(s.health)
+		servers = append(servers, srv)
+		serve = append(serve, func() error { return srv.Serve(l) })
+		s.mu.Lock()
+		s.healthAddr = l.Addr()
+		s.mu.Unlock()
+		s.logger.Info("serving /healthz and /readyz without TLS or auth", "address", l.Addr().String())
+	}
+
+	if s.cfg.SystemdSocket {
+		srv := s.newHTTPServer(s.mux)
+		servers = append(servers, srv)
+		serve = append(serve, func() error { return web.ListenAndServe(srv, flags, s.logger) })
+		close(s.started)
+		return s.serveUntil(ctx, servers, serve)
+	}
+
+	var addrs []net.Addr
 	for _, addr := range s.cfg.ListenAddresses {
 		l, err := net.Listen("tcp", addr)
 		if err != nil {
-			return listenError(addr, err)
+			return listenError(addr, "--web.listen-address", err)
 		}
 		listeners = append(listeners, l)
-	}
-	// One http.Server per listener: web.Serve wraps the server's handler, so
-	// sharing one between listeners would race.
-	servers := make([]*http.Server, len(listeners))
-	addrs := make([]net.Addr, len(listeners))
-	for i, l := range listeners {
-		servers[i] = s.newHTTPServer()
-		addrs[i] = l.Addr()
+		addrs = append(addrs, l.Addr())
+		// One http.Server per listener: web.Serve wraps the server's handler, so
+		// sharing one between listeners would race.
+		srv := s.newHTTPServer(s.mux)
+		servers = append(servers, srv)
+		serve = append(serve, func() error { return web.Serve(l, srv, flags, s.logger) })
 	}
 	s.mu.Lock()
 	s.addrs = addrs
 	s.mu.Unlock()
 	close(s.started)
-	return s.serveUntil(ctx, servers, func(i int) error { return web.Serve(listeners[i], servers[i], flags, s.logger) })
+	return s.serveUntil(ctx, servers, serve)
 }
 
-func (s *Server) newHTTPServer() *http.Server {
+func (s *Server) newHTTPServer(h http.Handler) *http.Server {
 	return &http.Server{
-		Handler:           s.mux,
+		Handler:           h,
 		ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog:          slog.NewLogLogger(s.logger.Handler(), slog.LevelWarn),
 	}
 }
 
-// serveUntil runs serve(i) for every server until ctx ends or one fails.
-func (s *Server) serveUntil(ctx context.Context, servers []*http.Server, serve func(i int) error) error {
+// serveUntil runs serve[i] for every server until ctx ends or one fails.
+func (s *Server) serveUntil(ctx context.Context, servers []*http.Server, serve []func() error) error {
 	errc := make(chan error, len(servers))
-	for i := range servers {
-		go func() { errc <- serve(i) }()
+	for _, f := range serve {
+		go func() { errc <- f() }()
 	}
 	var err error
 	select {
@@ -242,10 +290,10 @@ func (s *Server) serveUntil(ctx context.Context, servers []*http.Server, serve f
 	return err
 }
 
-// listenError explains a failed listen, with the remedy for a port in use.
-func listenError(addr string, err error) error {
+// listenError explains a failed listen, with the remedy (the flag) for a port in use.
+func listenError(addr, flag string, err error) error {
 	if errors.Is(err, syscall.EADDRINUSE) {
-		return fmt.Errorf("listen on %s: address already in use: another process holds the port; choose another with --web.listen-address", addr)
+		return fmt.Errorf("listen on %s: address already in use: another process holds the port; choose another with %s", addr, flag)
 	}
 	return fmt.Errorf("listen on %s: %w", addr, err)
 }

@@ -171,6 +171,57 @@ func TestServerBasicAuth(t *testing.T) {
 	}
 }
 
+// TestServerHealthListener checks that with a web config requiring basic auth the
+// main listener refuses /healthz and /readyz without credentials while the plain
+// health listener answers them (what kubelet probes need), and serves nothing else.
+func TestServerHealthListener(t *testing.T) {
+	hash, err := bcrypt.GenerateFromPassword([]byte("secret"), bcrypt.MinCost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfgFile := filepath.Join(t.TempDir(), "web.yml")
+	if err := os.WriteFile(cfgFile, []byte("basic_auth_users:\n  prom: "+string(hash)+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s, url := newTestServer(t, ServerConfig{WebConfigFile: cfgFile, HealthListenAddress: "127.0.0.1:0"})
+	health := "http://" + s.HealthAddr().String()
+	if health == url {
+		t.Fatalf("health listener and main listener share %s", url)
+	}
+	for _, path := range []string{"/healthz", "/readyz"} {
+		if code, _, _ := get(t, mustRequest(t, url+path)); code != http.StatusUnauthorized {
+			t.Errorf("main %s without credentials = %d, want 401", path, code)
+		}
+	}
+	if code, body, _ := get(t, mustRequest(t, health+"/healthz")); code != 200 || body != "ok\n" {
+		t.Errorf("health listener /healthz = %d %q, want 200 \"ok\\n\"", code, body)
+	}
+	code, body, _ := get(t, mustRequest(t, health+"/readyz"))
+	if code != 200 || !strings.Contains(body, "source=pmsample device=0 ready\n") {
+		t.Errorf("health listener /readyz = %d %q, want 200 with the sources' states", code, body)
+	}
+	for _, path := range []string{"/metrics", "/", "/api/v1/pm-sampling/pause"} {
+		if code, _, _ := get(t, mustRequest(t, health+path)); code != http.StatusNotFound {
+			t.Errorf("health listener %s = %d, want 404: it serves only /healthz and /readyz", path, code)
+		}
+	}
+}
+
+func TestServerHealthAddressInUse(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	addr := l.Addr().String()
+	s := NewServer(nil, ServerConfig{ListenAddresses: []string{"127.0.0.1:0"}, HealthListenAddress: addr})
+	err = s.Run(context.Background())
+	want := "listen on " + addr + ": address already in use: another process holds the port; choose another with --web.health-listen-address"
+	if err == nil || err.Error() != want {
+		t.Errorf("Run = %v, want %q", err, want)
+	}
+}
+
 func TestServerBadWebConfig(t *testing.T) {
 	cfgFile := filepath.Join(t.TempDir(), "web.yml")
 	if err := os.WriteFile(cfgFile, []byte("basic_auth_users: [\n"), 0o600); err != nil {
@@ -266,5 +317,20 @@ func TestScrapeNativeHistogram(t *testing.T) {
 	}
 	if counter == nil || !counter.GetCreatedTimestamp().AsTime().Equal(testStart) {
 		t.Errorf("counter %v, want created timestamp %v", counter, testStart)
+	}
+}
+
+// A source that is ready but degraded (a PM rate the host cannot sustain) says why in /readyz
+// and stays ready.
+func TestServerReadyWithReason(t *testing.T) {
+	e := New(nil, WithoutRuntimeMetrics())
+	e.RegisterStatus("pmsample", fakeStatus{{Source: "pmsample", Device: "0", Ready: true,
+		Reason: "sampling every 100µs (10000 samples/s) is more than this host sustains"}})
+	s := NewServer(nil, ServerConfig{ListenAddresses: []string{"127.0.0.1:0"}, Registry: e.Registry(), Status: e})
+	url := startServer(t, s)
+	code, body, _ := get(t, mustRequest(t, url+"/readyz"))
+	want := "source=pmsample device=0 ready: sampling every 100µs (10000 samples/s) is more than this host sustains\n"
+	if code != 200 || body != want {
+		t.Errorf("/readyz = %d %q, want 200 %q", code, body, want)
 	}
 }

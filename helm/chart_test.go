@@ -1,6 +1,7 @@
 package helm
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -12,6 +13,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	"sigs.k8s.io/yaml"
 )
 
@@ -77,7 +79,7 @@ func noArgPrefix(t *testing.T, c corev1.Container, prefix string) {
 
 func TestNodeModeDefaults(t *testing.T) {
 	ms, notes := render(t, "")
-	if got, want := kinds(ms), []string{"DaemonSet/" + fullname, "Service/" + fullname, "ServiceAccount/" + fullname}; !slices.Equal(got, want) {
+	if got, want := kinds(ms), []string{"ClusterRole/" + clusterName, "ClusterRoleBinding/" + clusterName, "DaemonSet/" + fullname, "Service/" + fullname, "ServiceAccount/" + fullname}; !slices.Equal(got, want) {
 		t.Fatalf("rendered %v; want %v", got, want)
 	}
 	objs := decodeAll(t, ms)
@@ -93,9 +95,10 @@ func TestNodeModeDefaults(t *testing.T) {
 	if spec.RuntimeClassName != nil {
 		t.Errorf("runtimeClassName = %q; want none by default", *spec.RuntimeClassName)
 	}
-	if spec.AutomountServiceAccountToken == nil || *spec.AutomountServiceAccountToken {
-		t.Error("the service account token is mounted; the exporter calls no Kubernetes API")
+	if spec.AutomountServiceAccountToken == nil || !*spec.AutomountServiceAccountToken {
+		t.Error("the service account token is not mounted; the pod informer (kubernetes.podInformer.enabled) needs it")
 	}
+	checkPodInformerRBAC(t, objs, spec)
 	for k, v := range ds.Spec.Selector.MatchLabels {
 		if ds.Spec.Template.Labels[k] != v {
 			t.Errorf("selector label %s=%s missing from the pod template", k, v)
@@ -106,12 +109,14 @@ func TestNodeModeDefaults(t *testing.T) {
 	if exp.Args[0] != "serve" {
 		t.Errorf("args start with %q; want serve", exp.Args[0])
 	}
-	wantArgs(t, exp, "--web.listen-address=:9477", "--pmsample.enabled", "--pmsample.interval=1ms",
+	wantArgs(t, exp, "--web.listen-address=:9477", "--web.health-listen-address=:9478", "--pmsample.enabled", "--pmsample.interval=1ms",
 		"--activity.socket=/run/cupti-exporter/activity.sock",
 		"--kubelet.pod-resources-socket=/var/lib/kubelet/pod-resources/kubelet.sock")
 	noArgPrefix(t, exp, "--config.file")
 	noArgPrefix(t, exp, "--web.config.file")
 	noArgPrefix(t, exp, "--pmsample.metrics")
+	noArgPrefix(t, exp, "--web.enable-pm-sampling-api")
+	checkHealthProbes(t, exp, 9478)
 	if v, _ := envValue(exp, "NVIDIA_VISIBLE_DEVICES"); v != "all" {
 		t.Errorf("NVIDIA_VISIBLE_DEVICES = %q; want all", v)
 	}
@@ -127,9 +132,6 @@ func TestNodeModeDefaults(t *testing.T) {
 	}
 	if sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem {
 		t.Error("root filesystem is writable")
-	}
-	if exp.ReadinessProbe == nil || exp.ReadinessProbe.HTTPGet.Path != "/healthz" {
-		t.Error("no readiness probe on /healthz")
 	}
 
 	run := volume(spec, "cupti-exporter-run")
@@ -200,7 +202,7 @@ prometheusRule: {enabled: true, labels: {release: kube-prometheus-stack}, alertL
 
 func TestNodeModeCustomValues(t *testing.T) {
 	ms, _ := render(t, nodeCustom)
-	want := []string{"ConfigMap/" + fullname, "DaemonSet/" + fullname, "PrometheusRule/" + fullname,
+	want := []string{"ClusterRole/" + clusterName, "ClusterRoleBinding/" + clusterName, "ConfigMap/" + fullname, "DaemonSet/" + fullname, "PrometheusRule/" + fullname,
 		"Service/" + fullname, "ServiceAccount/" + fullname, "ServiceMonitor/" + fullname}
 	if got := kinds(ms); !slices.Equal(got, want) {
 		t.Fatalf("rendered %v; want %v", got, want)
@@ -242,9 +244,8 @@ func TestNodeModeCustomValues(t *testing.T) {
 	if len(sc.Capabilities.Add) != 0 || sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation {
 		t.Errorf("capabilities %+v / allowPrivilegeEscalation %v with requireCapSysAdmin false; want none added and no escalation", sc.Capabilities, sc.AllowPrivilegeEscalation)
 	}
-	if exp.LivenessProbe.HTTPGet.Scheme != corev1.URISchemeHTTPS {
-		t.Error("probes use HTTP although web.configSecret enables TLS")
-	}
+	// The probes stay on the plain health port while web.configSecret turns TLS/auth on.
+	checkHealthProbes(t, exp, 9478)
 
 	cm := objs["ConfigMap/"+fullname].(*corev1.ConfigMap)
 	var cfg map[string]map[string]any
@@ -257,7 +258,7 @@ func TestNodeModeCustomValues(t *testing.T) {
 		t.Fatalf("servicemonitor = %+v", sm)
 	}
 	ep := sm.Spec.Endpoints[0]
-	if ep.Port != "metrics" || ep.Interval != "30s" || ep.Scheme != "https" || len(ep.Relabelings) != 2 || len(ep.MetricRelabelings) != 1 {
+	if ep.Port != "metrics" || ep.Interval != "30s" || ep.Scheme != "https" || !ep.HonorLabels || len(ep.Relabelings) != 2 || len(ep.MetricRelabelings) != 1 {
 		t.Errorf("servicemonitor endpoint = %+v", ep)
 	}
 	svc := objs["Service/"+fullname].(*corev1.Service)
@@ -480,5 +481,62 @@ func TestSidecarExampleMatchesHelpers(t *testing.T) {
 	}
 	if job.Spec.Template.Labels["cupti-exporter.io/sidecar"] != "true" {
 		t.Error("the example pod lacks the label the default PodMonitor selects")
+	}
+}
+
+// clusterName is the name of the chart's cluster-scoped objects.
+const clusterName = fullname + "-" + namespace
+
+// checkHealthProbes checks that liveness and readiness probes ask /healthz over plain
+// HTTP on the container's port "health", declared with the health listener's port.
+func checkHealthProbes(t *testing.T, c corev1.Container, port int32) {
+	t.Helper()
+	wantArgs(t, c, fmt.Sprintf("--web.health-listen-address=:%d", port))
+	declared := false
+	for _, p := range c.Ports {
+		declared = declared || (p.Name == "health" && p.ContainerPort == port)
+	}
+	if !declared {
+		t.Errorf("container %s: no port health=%d in %+v", c.Name, port, c.Ports)
+	}
+	for name, pr := range map[string]*corev1.Probe{"liveness": c.LivenessProbe, "readiness": c.ReadinessProbe} {
+		if pr == nil || pr.HTTPGet == nil {
+			t.Errorf("container %s: no %s probe", c.Name, name)
+			continue
+		}
+		g := pr.HTTPGet
+		if g.Path != "/healthz" || g.Port.StrVal != "health" || (g.Scheme != "" && g.Scheme != corev1.URISchemeHTTP) {
+			t.Errorf("container %s: %s probe %+v; want GET /healthz on port health over HTTP", c.Name, name, g)
+		}
+	}
+}
+
+// checkPodInformerRBAC checks the pod informer's permissions: a ClusterRole reading pods
+// and nothing else, bound to the DaemonSet's ServiceAccount, and NODE_NAME from the
+// downward API.
+func checkPodInformerRBAC(t *testing.T, objs map[string]any, spec corev1.PodSpec) {
+	t.Helper()
+	role, ok := objs["ClusterRole/"+clusterName].(*rbacv1.ClusterRole)
+	if !ok {
+		t.Fatalf("no ClusterRole %s", clusterName)
+	}
+	want := []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list", "watch"}}}
+	if !reflect.DeepEqual(role.Rules, want) {
+		t.Errorf("ClusterRole rules %+v; want only get/list/watch on pods", role.Rules)
+	}
+	b := objs["ClusterRoleBinding/"+clusterName].(*rbacv1.ClusterRoleBinding)
+	if b.RoleRef.Kind != "ClusterRole" || b.RoleRef.Name != clusterName {
+		t.Errorf("binding roleRef %+v", b.RoleRef)
+	}
+	if len(b.Subjects) != 1 || b.Subjects[0].Kind != "ServiceAccount" || b.Subjects[0].Name != spec.ServiceAccountName || b.Subjects[0].Namespace != namespace {
+		t.Errorf("binding subjects %+v; want the DaemonSet's ServiceAccount %s/%s", b.Subjects, namespace, spec.ServiceAccountName)
+	}
+	exp := container(t, spec, "exporter", false)
+	found := false
+	for _, e := range exp.Env {
+		found = found || (e.Name == "NODE_NAME" && e.ValueFrom != nil && e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "spec.nodeName")
+	}
+	if !found {
+		t.Error("NODE_NAME is not set from spec.nodeName: the informer would watch every node's pods")
 	}
 }

@@ -23,15 +23,70 @@ type namespaceSelector struct {
 	MatchNames []string `json:"matchNames,omitempty"`
 }
 
+// secretKeySelector is core/v1 SecretKeySelector (also used for ConfigMap keys here).
+type secretKeySelector struct {
+	Name     string `json:"name,omitempty"`
+	Key      string `json:"key"`
+	Optional *bool  `json:"optional,omitempty"`
+}
+
+type secretOrConfigMap struct {
+	Secret    *secretKeySelector `json:"secret,omitempty"`
+	ConfigMap *secretKeySelector `json:"configMap,omitempty"`
+}
+
+// tlsConfig is the operator's TLSConfig (SafeTLSConfig plus the file fields, which only
+// ServiceMonitors accept; podMonitor's decode rejects them through safeTLSConfig).
+type tlsConfig struct {
+	safeTLSConfig `json:",inline"`
+	CAFile        string `json:"caFile,omitempty"`
+	CertFile      string `json:"certFile,omitempty"`
+	KeyFile       string `json:"keyFile,omitempty"`
+}
+
+type safeTLSConfig struct {
+	CA                 *secretOrConfigMap `json:"ca,omitempty"`
+	Cert               *secretOrConfigMap `json:"cert,omitempty"`
+	KeySecret          *secretKeySelector `json:"keySecret,omitempty"`
+	ServerName         *string            `json:"serverName,omitempty"`
+	InsecureSkipVerify *bool              `json:"insecureSkipVerify,omitempty"`
+	MinVersion         *string            `json:"minVersion,omitempty"`
+	MaxVersion         *string            `json:"maxVersion,omitempty"`
+}
+
+type basicAuth struct {
+	Username secretKeySelector `json:"username"`
+	Password secretKeySelector `json:"password"`
+}
+
+type safeAuthorization struct {
+	Type        string             `json:"type,omitempty"`
+	Credentials *secretKeySelector `json:"credentials,omitempty"`
+}
+
+// endpointCommon holds the fields ServiceMonitor endpoints and PodMonitor
+// podMetricsEndpoints share.
+type endpointCommon struct {
+	Port              string             `json:"port"`
+	Path              string             `json:"path,omitempty"`
+	Scheme            string             `json:"scheme,omitempty"`
+	Interval          string             `json:"interval,omitempty"`
+	ScrapeTimeout     string             `json:"scrapeTimeout,omitempty"`
+	HonorLabels       bool               `json:"honorLabels,omitempty"`
+	BasicAuth         *basicAuth         `json:"basicAuth,omitempty"`
+	Authorization     *safeAuthorization `json:"authorization,omitempty"`
+	Relabelings       []relabelConfig    `json:"relabelings,omitempty"`
+	MetricRelabelings []relabelConfig    `json:"metricRelabelings,omitempty"`
+}
+
 type endpoint struct {
-	Port              string          `json:"port"`
-	Path              string          `json:"path,omitempty"`
-	Scheme            string          `json:"scheme,omitempty"`
-	Interval          string          `json:"interval,omitempty"`
-	ScrapeTimeout     string          `json:"scrapeTimeout,omitempty"`
-	HonorLabels       bool            `json:"honorLabels,omitempty"`
-	Relabelings       []relabelConfig `json:"relabelings,omitempty"`
-	MetricRelabelings []relabelConfig `json:"metricRelabelings,omitempty"`
+	endpointCommon `json:",inline"`
+	TLSConfig      *tlsConfig `json:"tlsConfig,omitempty"`
+}
+
+type podMetricsEndpoint struct {
+	endpointCommon `json:",inline"`
+	TLSConfig      *safeTLSConfig `json:"tlsConfig,omitempty"`
 }
 
 type serviceMonitor struct {
@@ -52,7 +107,7 @@ type podMonitor struct {
 		JobLabel            string               `json:"jobLabel,omitempty"`
 		Selector            metav1.LabelSelector `json:"selector"`
 		NamespaceSelector   namespaceSelector    `json:"namespaceSelector,omitempty"`
-		PodMetricsEndpoints []endpoint           `json:"podMetricsEndpoints"`
+		PodMetricsEndpoints []podMetricsEndpoint `json:"podMetricsEndpoints"`
 	} `json:"spec"`
 }
 

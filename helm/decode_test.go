@@ -5,7 +5,9 @@ import (
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/yaml"
@@ -13,15 +15,21 @@ import (
 
 // wantAPIVersion is the apiVersion each kind must be rendered with.
 var wantAPIVersion = map[string]string{
-	"DaemonSet":      "apps/v1",
-	"Service":        "v1",
-	"ServiceAccount": "v1",
-	"ConfigMap":      "v1",
-	"ServiceMonitor": "monitoring.coreos.com/v1",
-	"PodMonitor":     "monitoring.coreos.com/v1",
-	"PrometheusRule": "monitoring.coreos.com/v1",
-	"Pod":            "v1",
+	"DaemonSet":          "apps/v1",
+	"Service":            "v1",
+	"ServiceAccount":     "v1",
+	"ConfigMap":          "v1",
+	"ServiceMonitor":     "monitoring.coreos.com/v1",
+	"PodMonitor":         "monitoring.coreos.com/v1",
+	"PrometheusRule":     "monitoring.coreos.com/v1",
+	"Pod":                "v1",
+	"Job":                "batch/v1",
+	"ClusterRole":        "rbac.authorization.k8s.io/v1",
+	"ClusterRoleBinding": "rbac.authorization.k8s.io/v1",
 }
+
+// clusterScoped kinds have no namespace.
+var clusterScoped = map[string]bool{"ClusterRole": true, "ClusterRoleBinding": true}
 
 // decodeStrict decodes m into the Go type of its kind, rejecting unknown and duplicate
 // fields, and checks apiVersion, namespace and the standard labels.
@@ -39,12 +47,18 @@ func decodeStrict(t *testing.T, m manifest) any {
 		obj = &corev1.ConfigMap{}
 	case "Pod":
 		obj = &corev1.Pod{}
+	case "Job":
+		obj = &batchv1.Job{}
 	case "ServiceMonitor":
 		obj = &serviceMonitor{}
 	case "PodMonitor":
 		obj = &podMonitor{}
 	case "PrometheusRule":
 		obj = &prometheusRule{}
+	case "ClusterRole":
+		obj = &rbacv1.ClusterRole{}
+	case "ClusterRoleBinding":
+		obj = &rbacv1.ClusterRoleBinding{}
 	default:
 		t.Fatalf("%s: kind %q has no strict decoder in this test; add one", m, m.Kind)
 	}
@@ -56,6 +70,8 @@ func decodeStrict(t *testing.T, m manifest) any {
 		checkPodSpec(t, m, o.Spec.Template.Spec)
 	case *corev1.Pod:
 		checkPodSpec(t, m, o.Spec)
+	case *batchv1.Job:
+		checkPodSpec(t, m, o.Spec.Template.Spec)
 	}
 	tm, om := meta(obj)
 	if tm.APIVersion != wantAPIVersion[m.Kind] {
@@ -64,8 +80,12 @@ func decodeStrict(t *testing.T, m manifest) any {
 	if errs := validation.IsDNS1123Subdomain(om.Name); len(errs) > 0 {
 		t.Errorf("%s: invalid name %q: %v", m, om.Name, errs)
 	}
-	if m.Kind != "Pod" {
-		if om.Namespace != namespace {
+	if m.Kind != "Pod" && m.Kind != "Job" { // workload fixtures of the tests carry their own labels
+		if clusterScoped[m.Kind] {
+			if om.Namespace != "" {
+				t.Errorf("%s: cluster-scoped object with namespace %q", m, om.Namespace)
+			}
+		} else if om.Namespace != namespace {
 			t.Errorf("%s: namespace %q; want the release namespace %q", m, om.Namespace, namespace)
 		}
 		if om.Labels["app.kubernetes.io/instance"] != releaseName || om.Labels["app.kubernetes.io/name"] != "cupti-exporter" {
@@ -95,11 +115,17 @@ func meta(obj any) (metav1.TypeMeta, metav1.ObjectMeta) {
 		return o.TypeMeta, o.ObjectMeta
 	case *corev1.Pod:
 		return o.TypeMeta, o.ObjectMeta
+	case *batchv1.Job:
+		return o.TypeMeta, o.ObjectMeta
 	case *serviceMonitor:
 		return o.TypeMeta, o.ObjectMeta
 	case *podMonitor:
 		return o.TypeMeta, o.ObjectMeta
 	case *prometheusRule:
+		return o.TypeMeta, o.ObjectMeta
+	case *rbacv1.ClusterRole:
+		return o.TypeMeta, o.ObjectMeta
+	case *rbacv1.ClusterRoleBinding:
 		return o.TypeMeta, o.ObjectMeta
 	}
 	panic(fmt.Sprintf("meta: unexpected %T", obj))
@@ -129,6 +155,35 @@ func TestStrictDecoderRejectsUnknownFields(t *testing.T) {
 	doc = []byte("apiVersion: monitoring.coreos.com/v1\nkind: ServiceMonitor\nmetadata:\n  name: x\nspec:\n  selector: {}\n  endpoints:\n    - port: metrics\n      intervall: 15s\n")
 	if err := yaml.UnmarshalStrict(doc, &serviceMonitor{}); err == nil {
 		t.Fatal("strict decode accepted a misspelt endpoint field")
+	}
+	// The pass-through scrape options are typed too: a misplaced key in tlsConfig,
+	// basicAuth, authorization or a relabeling fails, and PodMonitors refuse the file
+	// fields of TLSConfig (prometheus-operator's SafeTLSConfig has none).
+	for _, bad := range []struct {
+		obj  any
+		kind string
+		ep   string
+	}{
+		{&serviceMonitor{}, "ServiceMonitor", "tlsConfig: {ca: {secret: {name: a, key: b}}, server_name: x}"},
+		{&serviceMonitor{}, "ServiceMonitor", "tlsConfig: {ca: {secretName: a}}"},
+		{&serviceMonitor{}, "ServiceMonitor", "basicAuth: {username: {name: a, key: u}, password: {name: a, key: p}, user: x}"},
+		{&serviceMonitor{}, "ServiceMonitor", "authorization: {type: Bearer, credentials: {name: a, key: t}, token: x}"},
+		{&serviceMonitor{}, "ServiceMonitor", "relabelings: [{source_labels: [a], targetLabel: b}]"},
+		{&serviceMonitor{}, "ServiceMonitor", "metricRelabelings: [{sourceLabels: [a], action: drop, regexp: x}]"},
+		{&podMonitor{}, "PodMonitor", "tlsConfig: {caFile: /etc/ca.crt}"},
+	} {
+		list := "endpoints"
+		if bad.kind == "PodMonitor" {
+			list = "podMetricsEndpoints"
+		}
+		doc := []byte("apiVersion: monitoring.coreos.com/v1\nkind: " + bad.kind + "\nmetadata:\n  name: x\nspec:\n  selector: {}\n  " + list + ":\n    - port: metrics\n      " + bad.ep + "\n")
+		if err := yaml.UnmarshalStrict(doc, bad.obj); err == nil {
+			t.Errorf("strict decode of a %s accepted %s", bad.kind, bad.ep)
+		}
+	}
+	good := []byte("apiVersion: monitoring.coreos.com/v1\nkind: ServiceMonitor\nmetadata:\n  name: x\nspec:\n  selector: {}\n  endpoints:\n    - port: metrics\n      tlsConfig: {ca: {secret: {name: a, key: b}}, caFile: /x, serverName: s, insecureSkipVerify: false}\n      basicAuth: {username: {name: a, key: u}, password: {name: a, key: p}}\n")
+	if err := yaml.UnmarshalStrict(good, &serviceMonitor{}); err != nil {
+		t.Errorf("strict decode refused a valid endpoint: %v", err)
 	}
 }
 

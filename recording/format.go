@@ -15,8 +15,10 @@ import (
 // Magic starts every recording; Version follows it as a little-endian uint16, then two
 // reserved bytes (zero). Writers write Version; readers read MinVersion..Version.
 const (
-	Magic   = "CUPTIREC"
-	Version = 2 // 2: activity records carry src_device (peer-to-peer copies)
+	Magic = "CUPTIREC"
+	// 2: activity records carry src_device (peer-to-peer copies); 3: coverage frames;
+	// 4: health family and health frames.
+	Version = 4
 	// MinVersion is the oldest version a reader accepts (version 1 lacks src_device).
 	MinVersion = 1
 
@@ -42,6 +44,9 @@ const (
 	FrameHello     FrameType = 'P' // (J) ProcessEvent: an activity process connected
 	FrameGoodbye   FrameType = 'G' // (J) ProcessEvent: an activity process went away
 	FrameActivity  FrameType = 'A' // (B) ActivityBatch
+	FrameCoverage  FrameType = 'V' // (B) CoverageBatch (version 3)
+	FrameFamily    FrameType = 'F' // (J) familyDef: a health family health frames refer to (version 4)
+	FrameHealth    FrameType = 'N' // (B) *mapping.Snapshot of the health source (version 4)
 	FrameEnd       FrameType = 'E' // (empty) the writer closed the file
 )
 
@@ -63,6 +68,12 @@ func (t FrameType) String() string {
 		return "goodbye"
 	case FrameActivity:
 		return "activity"
+	case FrameCoverage:
+		return "coverage"
+	case FrameFamily:
+		return "family"
+	case FrameHealth:
+		return "health"
 	case FrameEnd:
 		return "end"
 	}
@@ -93,6 +104,63 @@ type ActivityBatch struct {
 	Conn    uint64
 	Dropped uint64
 	Records []activity.Record
+}
+
+// CoverageBatch is the spans of time a traced connection reported it traced (the wire
+// format's coverage frame), in time order.
+type CoverageBatch struct {
+	Conn  uint64
+	Spans []activity.Interval
+}
+
+// spanSize is the encoded size of one coverage span: start, end, flags.
+const spanSize = 8 + 8 + 1
+
+func encodeCoverage(dst []byte, c *CoverageBatch) []byte {
+	dst = binary.AppendUvarint(dst, c.Conn)
+	dst = binary.AppendUvarint(dst, uint64(len(c.Spans)))
+	for _, s := range c.Spans {
+		dst = binary.LittleEndian.AppendUint64(dst, s.Start)
+		dst = binary.LittleEndian.AppendUint64(dst, s.End)
+		var f byte
+		if s.Lossy {
+			f = 1
+		}
+		dst = append(dst, f)
+	}
+	return dst
+}
+
+func decodeCoverage(p []byte) (*CoverageBatch, error) {
+	d := &decoder{b: p}
+	c := &CoverageBatch{Conn: d.uvarint("conn")}
+	n := d.uvarint("span count")
+	if d.err == nil && n != uint64(len(d.b))/spanSize {
+		d.fail("%d spans do not fill the %d remaining bytes", n, len(d.b))
+	}
+	if d.err == nil && uint64(len(d.b))%spanSize != 0 {
+		d.fail("%d trailing bytes", uint64(len(d.b))%spanSize)
+	}
+	if d.err != nil {
+		return nil, d.err
+	}
+	c.Spans = make([]activity.Interval, n)
+	for i := range c.Spans {
+		s := &c.Spans[i]
+		s.Start, s.End = d.u64(), d.u64()
+		f := d.u8()
+		if f&^1 != 0 {
+			return nil, fmt.Errorf("span %d: unknown flags %#x", i, f)
+		}
+		s.Lossy = f&1 != 0
+		if s.End <= s.Start {
+			return nil, fmt.Errorf("span %d: end %d <= start %d", i, s.End, s.Start)
+		}
+		if i > 0 && s.Start < c.Spans[i-1].End {
+			return nil, fmt.Errorf("span %d starts at %d, before the previous span ends (%d)", i, s.Start, c.Spans[i-1].End)
+		}
+	}
+	return c, d.err
 }
 
 type metricSet struct {

@@ -1,6 +1,7 @@
 package recording
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/binary"
@@ -10,6 +11,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cupti-exporter/cupti-exporter/activity"
 	"github.com/cupti-exporter/cupti-exporter/mapping"
@@ -17,6 +19,8 @@ import (
 )
 
 const t0 = uint64(1795299125930175064)
+
+var testSpans = []activity.Interval{{Start: t0 + 2e6, End: t0 + 25e5}, {Start: t0 + 25e5, End: t0 + 3e6, Lossy: true}}
 
 var (
 	testMetrics = []string{"sm__cycles_active.avg.pct_of_peak_sustained_elapsed", "pcie__read_bytes.sum"}
@@ -27,8 +31,24 @@ var (
 	}
 )
 
-// sampleRecording writes a small recording: header, devices, catalog, two batches, a
-// process with one activity batch, and (if closed) the end frame.
+var (
+	testPowerDesc  = &mapping.Desc{Name: "cupti_gpu_power_watts", Kind: mapping.KindGauge, Unit: "watts", OTelName: "hw.power", OTelUnit: "W", Help: "Power draw.", LabelNames: []string{"gpu", "uuid"}}
+	testEnergyDesc = &mapping.Desc{Name: "cupti_gpu_energy_joules_total", Kind: mapping.KindCounter, Unit: "joules", Help: "Energy.", LabelNames: []string{"gpu", "uuid"}}
+	testInfoDesc   = &mapping.Desc{Name: "cupti_health_collection_seconds", Kind: mapping.KindGauge}
+	testHealthT0   = time.Unix(0, int64(t0)-5e9)
+)
+
+// testHealth is a health snapshot at time t with energy e joules on GPU 0.
+func testHealth(t uint64, e float64) *mapping.Snapshot {
+	return &mapping.Snapshot{Time: time.Unix(0, int64(t)), Families: []mapping.Family{
+		{Desc: testInfoDesc, Samples: []mapping.Sample{{Value: 0.001}}},
+		{Desc: testPowerDesc, Samples: []mapping.Sample{{LabelValues: []string{"0", "GPU-0"}, Value: 123.5}}},
+		{Desc: testEnergyDesc, Samples: []mapping.Sample{{LabelValues: []string{"0", "GPU-0"}, Value: e, Start: testHealthT0}}},
+	}}
+}
+
+// sampleRecording writes a small recording: header, devices, catalog, two batches, two
+// health snapshots, a process with one activity batch, and (if closed) the end frame.
 func sampleRecording(t testing.TB, closed bool) []byte {
 	t.Helper()
 	var buf bytes.Buffer
@@ -48,6 +68,7 @@ func sampleRecording(t testing.TB, closed bool) []byte {
 		{Start: t0, End: t0 + 1e6, Values: []float64{50, 1000}},
 		{Start: t0 + 1e6, End: t0 + 2e6, Values: []float64{math.NaN(), 2000}},
 	}}))
+	must(w.WriteHealth(t0+2e6, testHealth(t0+2e6, 1000)))
 	must(w.WriteHello(t0+2e6, ProcessEvent{Conn: 7, Process: &activity.Process{PID: 42, Executable: "python3", DeviceUUIDs: []string{"GPU-0"}}}))
 	must(w.WriteActivity(t0+3e6, ActivityBatch{Conn: 7, Dropped: 3, Records: []activity.Record{
 		{Kind: activity.KindKernel, Start: t0 + 2e6, End: t0 + 25e5, Name: "_Z4gemmv"},
@@ -55,9 +76,11 @@ func sampleRecording(t testing.TB, closed bool) []byte {
 		{Kind: activity.KindKernel, Start: t0 + 26e5, End: t0 + 27e5, Name: "_Z4gemmv"},
 		{Kind: activity.KindMemcpy, Device: 1, Start: t0 + 27e5, End: t0 + 28e5, Bytes: 1 << 21, CopyKind: 10, SrcKind: 3, DstKind: 3, SrcDevice: 3},
 	}}))
+	must(w.WriteCoverage(t0+3e6, CoverageBatch{Conn: 7, Spans: testSpans}))
 	must(w.WriteBatch(t0+4e6, pmsample.Batch{Device: 0, Metrics: testMetrics, Overflows: 1, Samples: []pmsample.Sample{
 		{Start: t0 + 3e6, End: t0 + 4e6, Values: []float64{75, 4000}},
 	}}))
+	must(w.WriteHealth(t0+4e6, testHealth(t0+4e6, 1010)))
 	must(w.WriteGoodbye(t0+4e6, 7))
 	if closed {
 		must(w.Close(t0 + 5e6))
@@ -97,7 +120,7 @@ func TestRoundTrip(t *testing.T) {
 	for _, e := range evs {
 		types = append(types, e.Type)
 	}
-	want := []FrameType{FrameDevices, FrameCatalog, FrameBatch, FrameHello, FrameActivity, FrameBatch, FrameGoodbye, FrameEnd}
+	want := []FrameType{FrameDevices, FrameCatalog, FrameBatch, FrameHealth, FrameHello, FrameActivity, FrameCoverage, FrameBatch, FrameHealth, FrameGoodbye, FrameEnd}
 	if !reflect.DeepEqual(types, want) {
 		t.Fatalf("types %v, want %v", types, want)
 	}
@@ -108,19 +131,30 @@ func TestRoundTrip(t *testing.T) {
 	if b.DroppedFirst != 1 || len(b.Samples) != 2 || b.Samples[0].Values[1] != 1000 || !math.IsNaN(b.Samples[1].Values[0]) {
 		t.Fatalf("batch %+v", b)
 	}
-	if &evs[2].Batch.Metrics[0] != &evs[5].Batch.Metrics[0] {
+	if &evs[2].Batch.Metrics[0] != &evs[7].Batch.Metrics[0] {
 		t.Error("batches of one metric set should share the Metrics slice")
 	}
-	if evs[5].Batch.Overflows != 1 {
-		t.Errorf("overflows %d", evs[5].Batch.Overflows)
+	if evs[7].Batch.Overflows != 1 {
+		t.Errorf("overflows %d", evs[7].Batch.Overflows)
 	}
-	a := evs[4].Activity
+	if c := evs[6].Coverage; c.Conn != 7 || !reflect.DeepEqual(c.Spans, testSpans) {
+		t.Errorf("coverage %+v, want conn 7 %+v", c, testSpans)
+	}
+	for i, e := range map[int]float64{3: 1000, 8: 1010} {
+		if got, want := evs[i].Health, testHealth(t0+uint64(i/8+1)*2e6, e); !sameSnapshot(got, want) {
+			t.Errorf("health frame %d:\n got %s\nwant %s", i, dumpSnapshot(got), dumpSnapshot(want))
+		}
+	}
+	if evs[3].Health.Families[1].Desc != evs[8].Health.Families[1].Desc {
+		t.Error("health frames should share the family descriptions")
+	}
+	a := evs[5].Activity
 	if a.Conn != 7 || a.Dropped != 3 || len(a.Records) != 4 || a.Records[2].Name != "_Z4gemmv" || a.Records[1].Bytes != 1<<20 || a.Records[1].Name != "" ||
 		a.Records[3].SrcDevice != 3 || a.Records[3].Device != 1 || a.Records[3].CopyKind != 10 {
 		t.Fatalf("activity %+v", a)
 	}
-	if evs[3].Process.Process.PID != 42 || evs[6].Process.Conn != 7 {
-		t.Fatalf("process events %+v %+v", evs[3].Process, evs[6].Process)
+	if evs[4].Process.Process.PID != 42 || evs[9].Process.Conn != 7 {
+		t.Fatalf("process events %+v %+v", evs[4].Process, evs[9].Process)
 	}
 }
 
@@ -204,11 +238,18 @@ func TestVersion1Activity(t *testing.T) {
 	}
 }
 
-type sinkLog struct{ events []string }
+type sinkLog struct {
+	events []string
+	spans  []activity.Interval
+}
 
 func (s *sinkLog) Connect(c uint64, p activity.Process) { s.events = append(s.events, "connect") }
 func (s *sinkLog) Add(c uint64, d uint64, r []activity.Record) {
 	s.events = append(s.events, "add")
+}
+func (s *sinkLog) Coverage(c uint64, spans []activity.Interval) {
+	s.events = append(s.events, "coverage")
+	s.spans = append(s.spans, spans...)
 }
 func (s *sinkLog) Disconnect(c uint64) { s.events = append(s.events, "disconnect") }
 
@@ -240,8 +281,17 @@ func TestReplayLoopShiftsTimestamps(t *testing.T) {
 			t.Fatalf("timestamps do not increase across loops: %v", starts)
 		}
 	}
-	if len(sink.events) < 6 || sink.events[0] != "connect" || sink.events[1] != "add" || sink.events[2] != "disconnect" {
+	if len(sink.events) < 8 || !reflect.DeepEqual(sink.events[:4], []string{"connect", "add", "coverage", "disconnect"}) {
 		t.Fatalf("activity events %v", sink.events)
+	}
+	// Spans are shifted like every other timestamp: increasing across passes.
+	for i := 1; i < len(sink.spans); i++ {
+		if sink.spans[i].Start < sink.spans[i-1].End || sink.spans[i].End <= sink.spans[i].Start {
+			t.Fatalf("spans not shifted into increasing order: %+v", sink.spans)
+		}
+	}
+	if len(sink.spans) < 4 || sink.spans[0].End-sink.spans[0].Start != testSpans[0].End-testSpans[0].Start || !sink.spans[1].Lossy {
+		t.Fatalf("replayed spans %+v", sink.spans)
 	}
 }
 
@@ -259,10 +309,147 @@ func TestReplayEndsWithoutLoop(t *testing.T) {
 	}
 }
 
-func TestReplayRejectsTruncated(t *testing.T) {
+// TestReplayTruncatedAtEveryByte: a recording whose writer was killed (cut at any byte)
+// replays every whole frame before the cut, and reports where it was cut; only a file
+// cut before its devices frame is refused.
+func TestReplayTruncatedAtEveryByte(t *testing.T) {
 	data := sampleRecording(t, true)
-	_, err := FromBytes(data[:len(data)-10])
-	if !errors.Is(err, ErrTruncated) {
-		t.Fatalf("err %v", err)
+	rd, err := NewReader(bytes.NewReader(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var evs []Event
+	var ends []int // end offset of each event's frame
+	for {
+		ev, err := rd.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		evs = append(evs, ev)
+		ends = append(ends, int(rd.Offset()))
+	}
+	boundary := map[int]bool{} // every frame's end, metric-set frames included
+	for off := fileHeaderSize; off < len(data); {
+		off += frameHeaderSize + int(binary.LittleEndian.Uint32(data[off+1:])) + frameTrailer
+		boundary[off] = true
+	}
+	for n := 0; n <= len(data); n++ {
+		whole := 0
+		for whole < len(ends) && ends[whole] <= n {
+			whole++
+		}
+		var wantBatches, wantRecords, wantSpans, wantHealth int
+		for _, ev := range evs[:whole] {
+			switch ev.Type {
+			case FrameBatch:
+				wantBatches++
+			case FrameActivity:
+				wantRecords += len(ev.Activity.Records)
+			case FrameCoverage:
+				wantSpans += len(ev.Coverage.Spans)
+			case FrameHealth:
+				wantHealth++
+			}
+		}
+		sink := &countSink{}
+		health := 0
+		r, err := FromBytes(data[:n], WithSpeed(0), WithActivitySink(sink), WithHealthSink(func(*mapping.Snapshot) { health++ }))
+		if whole == 0 { // no devices frame yet: nothing to serve
+			if err == nil {
+				t.Fatalf("prefix %d: accepted without a devices frame", n)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("prefix %d (%d whole frames): %v", n, whole, err)
+		}
+		cut := !boundary[n]
+		if s := r.Summary(); (s.Truncated > 0) != cut || (cut && (s.Truncated < int64(ends[whole-1]) || s.Truncated >= int64(n))) {
+			t.Fatalf("prefix %d: summary truncated at %d, want a cut frame after %d: %v", n, s.Truncated, ends[whole-1], cut)
+		}
+		batches := 0
+		if err := r.Run(context.Background(), func(pmsample.Batch) { batches++ }); err != nil {
+			t.Fatalf("prefix %d: replay: %v", n, err)
+		}
+		if batches != wantBatches || sink.records != wantRecords || sink.spans != wantSpans || health != wantHealth {
+			t.Fatalf("prefix %d: replayed %d batches %d records %d spans %d health, want %d %d %d %d", n, batches, sink.records, sink.spans,
+				health, wantBatches, wantRecords, wantSpans, wantHealth)
+		}
+	}
+}
+
+type countSink struct{ records, spans int }
+
+func (s *countSink) Connect(uint64, activity.Process)             {}
+func (s *countSink) Add(_ uint64, _ uint64, r []activity.Record)  { s.records += len(r) }
+func (s *countSink) Coverage(_ uint64, spans []activity.Interval) { s.spans += len(spans) }
+func (s *countSink) Disconnect(uint64)                            {}
+
+// TestCoverageRejects: spans that are empty, reversed, out of order or flagged with
+// unknown bits are corruption, as is a coverage frame in a version-2 file.
+func TestCoverageRejects(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		spans []activity.Interval
+		want  string
+	}{
+		{"empty", []activity.Interval{{Start: 5, End: 5}}, "end 5 <= start 5"},
+		{"reversed", []activity.Interval{{Start: 9, End: 3}}, "end 3 <= start 9"},
+		{"overlap", []activity.Interval{{Start: 1, End: 10}, {Start: 5, End: 20}}, "before the previous span ends"},
+	} {
+		if _, err := decodeCoverage(encodeCoverage(nil, &CoverageBatch{Conn: 1, Spans: c.spans})); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want %q", c.name, err, c.want)
+		}
+	}
+	p := encodeCoverage(nil, &CoverageBatch{Conn: 1, Spans: []activity.Interval{{Start: 1, End: 2}}})
+	p[len(p)-1] = 2
+	if _, err := decodeCoverage(p); err == nil || !strings.Contains(err.Error(), "unknown flags") {
+		t.Errorf("unknown flags: %v", err)
+	}
+	if _, err := decodeCoverage(append(encodeCoverage(nil, &CoverageBatch{Conn: 1}), 0)); err == nil {
+		t.Error("trailing byte accepted")
+	}
+	huge := binary.AppendUvarint(binary.AppendUvarint(nil, 1), 1<<40)
+	if _, err := decodeCoverage(huge); err == nil {
+		t.Error("span count beyond the payload accepted")
+	}
+	rd := &Reader{version: 2, header: Header{Version: 2}}
+	ev := Event{Type: FrameCoverage}
+	if err := rd.decode(&ev, encodeCoverage(nil, &CoverageBatch{Conn: 1})); err == nil || !strings.Contains(err.Error(), "version-2") {
+		t.Errorf("coverage in a version-2 file: %v", err)
+	}
+}
+
+// TestVersion2FileReads: a file of the previous version (no coverage frames) still replays.
+func TestVersion2FileReads(t *testing.T) {
+	var buf bytes.Buffer
+	w := &Writer{w: bufio.NewWriter(&buf), sets: map[string]uint64{}}
+	fh := []byte(Magic + "\x02\x00\x00\x00")
+	if _, err := w.w.Write(fh); err != nil {
+		t.Fatal(err)
+	}
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(w.writeJSON(FrameHeader, t0, Header{Version: 2, Producer: "v2"}))
+	must(w.WriteDevices(t0, testDevices))
+	must(w.WriteActivity(t0+1e6, ActivityBatch{Conn: 1, Records: []activity.Record{{Kind: activity.KindMemcpy, Start: t0, End: t0 + 5, SrcDevice: 1, CopyKind: 10}}}))
+	must(w.Close(t0 + 2e6))
+	sink := &countSink{}
+	r, err := FromBytes(buf.Bytes(), WithSpeed(0), WithActivitySink(sink))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Run(context.Background(), func(pmsample.Batch) {}); err != nil {
+		t.Fatal(err)
+	}
+	if r.Summary().Header.Version != 2 || sink.records != 1 || sink.spans != 0 {
+		t.Errorf("version-2 file: header %+v records %d spans %d", r.Summary().Header, sink.records, sink.spans)
 	}
 }

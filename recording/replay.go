@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/cupti-exporter/cupti-exporter/activity"
+	"github.com/cupti-exporter/cupti-exporter/mapping"
 	"github.com/cupti-exporter/cupti-exporter/pmsample"
 )
 
@@ -19,8 +20,15 @@ import (
 type ActivitySink interface {
 	Connect(conn uint64, p activity.Process)
 	Add(conn uint64, dropped uint64, records []activity.Record)
+	// Coverage takes the spans connection conn traced (recordings of version 3 and later).
+	Coverage(conn uint64, spans []activity.Interval)
 	Disconnect(conn uint64)
 }
+
+// HealthSink receives the health snapshots of a replay (recordings of version 4 and
+// later), in recording order, from the goroutine that runs Replayer.Run. The snapshot is
+// the sink's to keep.
+type HealthSink func(*mapping.Snapshot)
 
 // Summary describes a whole recording; NewReplayer computes it by reading the file once.
 type Summary struct {
@@ -31,8 +39,13 @@ type Summary struct {
 	Samples         int
 	Processes       int
 	ActivityRecords int
-	First, Last     uint64 // smallest and largest timestamp (frames, samples, records), ns
+	CoverageSpans   int
+	HealthSnapshots int    // health frames
+	First, Last     uint64 // smallest and largest timestamp (frames, samples, records, spans), ns
 	Complete        bool   // the end frame was seen
+	// Truncated is the offset of a frame cut short at the end of the file (its writer was
+	// killed, or it is still being written), 0 if none. Replay stops before it.
+	Truncated int64
 }
 
 // Replayer replays a recording as a pmsample.Source.
@@ -42,6 +55,7 @@ type Replayer struct {
 	speed   float64
 	loop    bool
 	sink    ActivitySink
+	health  HealthSink
 	logger  *slog.Logger
 	nowFunc func() time.Time
 }
@@ -59,6 +73,9 @@ func WithLoop(loop bool) ReplayOption { return func(r *Replayer) { r.loop = loop
 
 // WithActivitySink sends the recorded activity events to s.
 func WithActivitySink(s ActivitySink) ReplayOption { return func(r *Replayer) { r.sink = s } }
+
+// WithHealthSink sends the recorded health snapshots to s.
+func WithHealthSink(s HealthSink) ReplayOption { return func(r *Replayer) { r.health = s } }
 
 // WithLogger sets the logger (default: discard).
 func WithLogger(l *slog.Logger) ReplayOption { return func(r *Replayer) { r.logger = l } }
@@ -92,7 +109,21 @@ func NewReplayer(open func() (io.ReadCloser, error), opts ...ReplayOption) (*Rep
 		return nil, errors.New("recording has no devices frame")
 	}
 	r.sum = sum
+	if sum.Truncated > 0 {
+		r.logger.Warn("recording ends inside a frame (its writer was killed, or still writes it): replaying the whole frames before it",
+			"truncated_at_byte", sum.Truncated)
+	}
 	return r, nil
+}
+
+// truncatedAt returns the offset of the frame err says was cut at the end of the file,
+// or -1: a cut frame ends the recording, anything else is an error.
+func truncatedAt(err error) int64 {
+	var fe *FormatError
+	if errors.As(err, &fe) && errors.Is(err, ErrTruncated) {
+		return fe.Offset
+	}
+	return -1
 }
 
 // Summarize reads a whole recording and describes it.
@@ -125,6 +156,10 @@ func Summarize(open func() (io.ReadCloser, error)) (Summary, error) {
 		if errors.Is(err, io.EOF) {
 			break
 		}
+		if off := truncatedAt(err); off > 0 {
+			s.Truncated = off
+			break
+		}
 		if err != nil {
 			return Summary{}, err
 		}
@@ -147,6 +182,14 @@ func Summarize(open func() (io.ReadCloser, error)) (Summary, error) {
 			for _, x := range ev.Activity.Records {
 				span(x.Start, x.End)
 			}
+		case FrameCoverage:
+			s.CoverageSpans += len(ev.Coverage.Spans)
+			for _, x := range ev.Coverage.Spans {
+				span(x.Start, x.End)
+			}
+		case FrameHealth:
+			s.HealthSnapshots++
+			span(unixNano(ev.Health.Time))
 		}
 	}
 	s.Complete = rd.Ended()
@@ -169,10 +212,12 @@ func (r *Replayer) Run(ctx context.Context, sink func(pmsample.Batch)) error {
 	wallStart := r.nowFunc()
 	offset := uint64(wallStart.UnixNano()) - r.sum.First
 	step := r.sum.Last - r.sum.First + uint64(time.Millisecond)
+	hc := newHealthCarry(offset)
 	for pass := 0; ; pass++ {
-		if err := r.pass(ctx, sink, offset, wallStart); err != nil {
+		if err := r.pass(ctx, sink, offset, wallStart, hc); err != nil {
 			return err
 		}
+		hc.endPass()
 		if !r.loop {
 			return nil
 		}
@@ -181,7 +226,7 @@ func (r *Replayer) Run(ctx context.Context, sink func(pmsample.Batch)) error {
 	}
 }
 
-func (r *Replayer) pass(ctx context.Context, sink func(pmsample.Batch), offset uint64, wallStart time.Time) error {
+func (r *Replayer) pass(ctx context.Context, sink func(pmsample.Batch), offset uint64, wallStart time.Time, hc *healthCarry) error {
 	f, err := r.open()
 	if err != nil {
 		return fmt.Errorf("opening recording: %w", err)
@@ -201,8 +246,8 @@ func (r *Replayer) pass(ctx context.Context, sink func(pmsample.Batch), offset u
 	}()
 	for {
 		ev, err := rd.Next()
-		if errors.Is(err, io.EOF) {
-			return nil
+		if errors.Is(err, io.EOF) || truncatedAt(err) > 0 {
+			return nil // a frame cut at the end (warned about in NewReplayer) ends the pass
 		}
 		if err != nil {
 			return err
@@ -236,6 +281,19 @@ func (r *Replayer) pass(ctx context.Context, sink func(pmsample.Batch), offset u
 					a.Records[i].End += offset
 				}
 				r.sink.Add(a.Conn, a.Dropped, a.Records)
+			}
+		case FrameCoverage:
+			if r.sink != nil {
+				c := ev.Coverage
+				for i := range c.Spans {
+					c.Spans[i].Start += offset
+					c.Spans[i].End += offset
+				}
+				r.sink.Coverage(c.Conn, c.Spans)
+			}
+		case FrameHealth:
+			if r.health != nil {
+				r.health(hc.shift(ev.Health, offset))
 			}
 		}
 	}

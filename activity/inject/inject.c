@@ -67,7 +67,15 @@ static void buffer_completed(void *ctx, uint32_t stream, uint8_t *buf, size_t si
 	cx_pool_put(buf);
 }
 
-int cx_enable_kinds(int enable)
+uint64_t cx_cupti_time(void)
+{
+	uint64_t ts = 0;
+	if (cx_g.cupti.get_timestamp(&ts) != CX_CUPTI_SUCCESS)
+		return 0;
+	return ts;
+}
+
+int cx_enable_kinds(int enable, uint64_t *ts)
 {
 	const struct cx_config *c = &cx_g.cfg;
 	int kinds[4], n = 0;
@@ -79,6 +87,8 @@ int cx_enable_kinds(int enable)
 		kinds[n++] = CX_KIND_MEMSET;
 	if (c->ptop)
 		kinds[n++] = CX_KIND_MEMCPY2;
+	if (!enable && ts)
+		*ts = cx_cupti_time(); /* the span ends before the first kind goes off */
 	for (int i = 0; i < n; i++) {
 		CUptiResult r = enable ? cx_g.cupti.enable(kinds[i]) : cx_g.cupti.disable(kinds[i]);
 		if (r != CX_CUPTI_SUCCESS) {
@@ -88,6 +98,8 @@ int cx_enable_kinds(int enable)
 			return r;
 		}
 	}
+	if (enable && ts)
+		*ts = cx_cupti_time(); /* the span starts once every kind is on */
 	atomic_store(&cx_g.tracing, enable);
 	return 0;
 }
@@ -126,6 +138,7 @@ static int resolve_cupti(void *h)
 		{"cuptiActivityGetNumDroppedRecords", (void **)&cx_g.cupti.get_num_dropped},
 		{"cuptiActivityFlushAll", (void **)&cx_g.cupti.flush_all},
 		{"cuptiGetResultString", (void **)&cx_g.cupti.get_result_string},
+		{"cuptiGetTimestamp", (void **)&cx_g.cupti.get_timestamp},
 	};
 	for (size_t i = 0; i < sizeof syms / sizeof *syms; i++) {
 		*syms[i].slot = dlsym(h, syms[i].name);
@@ -139,16 +152,17 @@ static int resolve_cupti(void *h)
 
 static void log_totals(void)
 {
-	uint64_t d[CX_NUM_DROPS], total = 0;
+	uint64_t d[CX_NUM_DROPS], total = 0, pending, merged, dropped;
 	for (int i = 0; i < CX_NUM_DROPS; i++)
 		total += d[i] = atomic_load(&cx_g.drops[i]);
-	cx_log(total ? 1 : 2,
+	cx_coverage_stats(&pending, &merged, &dropped);
+	cx_log(total || pending || dropped ? 1 : 2,
 	       "exit: %llu records sent of %llu queued; dropped: pool_exhausted=%llu queue_full=%llu cupti=%llu "
-	       "unknown=%llu names=%llu; extra buffers=%lu",
+	       "unknown=%llu names=%llu; extra buffers=%lu; coverage spans unsent=%llu merged=%llu dropped=%llu",
 	       (unsigned long long)cx_sender_sent(), (unsigned long long)atomic_load(&cx_g.records_queued), (unsigned long long)d[CX_DROP_POOL_EXHAUSTED],
 	       (unsigned long long)d[CX_DROP_QUEUE_FULL], (unsigned long long)d[CX_DROP_CUPTI],
 	       (unsigned long long)d[CX_DROP_UNKNOWN_RECORD], (unsigned long long)d[CX_DROP_NAME_TABLE_FULL],
-	       cx_pool_extras());
+	       cx_pool_extras(), (unsigned long long)pending, (unsigned long long)merged, (unsigned long long)dropped);
 }
 
 /* CuptiExporterFinish flushes CUPTI, sends the last records and goodbye, and
@@ -158,8 +172,11 @@ __attribute__((visibility("default"))) void CuptiExporterFinish(void)
 {
 	if (getpid() != cx_g.pid || atomic_load(&cx_g.child) || atomic_exchange(&finished, 1))
 		return;
-	if (atomic_load(&cx_g.tracing))
-		cx_g.cupti.flush_all(1); /* FLUSH_FORCED: deliver incomplete buffers too */
+	if (atomic_load(&cx_g.tracing)) {
+		uint64_t end = cx_cupti_time(); /* the last span ends here, behind the records flushed now */
+		cx_g.cupti.flush_all(1);        /* FLUSH_FORCED: deliver incomplete buffers too */
+		atomic_store(&cx_g.trace_end, end ? end : 1);
+	}
 	cx_sender_finish(cx_g.cfg.exit_timeout_ms);
 	log_totals();
 }
@@ -214,11 +231,11 @@ static int initialize(void)
 	r = cx_g.cupti.register_callbacks(request_buffer, buffer_completed);
 	if (r != CX_CUPTI_SUCCESS)
 		return step_aside("cuptiActivityRegisterCallbacks", r);
-	r = cx_enable_kinds(1);
+	r = cx_enable_kinds(1, &cx_g.trace_start);
 	if (r != CX_CUPTI_SUCCESS)
 		return step_aside("cuptiActivityEnable", r);
 	if (cx_sender_start(0)) {
-		cx_enable_kinds(0);
+		cx_enable_kinds(0, NULL);
 		cx_log(1, "not tracing: starting the sender thread failed");
 		return 1;
 	}

@@ -4,6 +4,8 @@
 #ifndef CX_INJECT_H
 #define CX_INJECT_H
 
+#include "glibc_compat.h" /* first: symbol versions for glibc >= 2.17 */
+
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stddef.h>
@@ -39,10 +41,11 @@ struct cx_cupti {
 	CUptiResult (*get_num_dropped)(void *ctx, uint32_t stream, size_t *dropped);
 	CUptiResult (*flush_all)(uint32_t flag);
 	CUptiResult (*get_result_string)(CUptiResult, const char **);
+	CUptiResult (*get_timestamp)(uint64_t *);
 };
 
 /* ---- wire format (docs/wire-format.md) ---- */
-#define CX_WIRE_VERSION 1
+#define CX_WIRE_VERSION 2 /* 2: coverage frames */
 #define CX_WIRE_MAGIC 0x57415843u
 #define CX_HEADER_SIZE 12
 #define CX_MAX_PAYLOAD (1u << 20)
@@ -52,7 +55,16 @@ struct cx_cupti {
 #define CX_MAX_DEVICES 64
 #define CX_RECORDS_HEADER 16
 #define CX_MAX_RECORDS_PER_FRAME ((CX_MAX_PAYLOAD - CX_RECORDS_HEADER) / 48)
-enum { CX_FRAME_HELLO = 1, CX_FRAME_STRINGS = 2, CX_FRAME_RECORDS = 3, CX_FRAME_DROPS = 4, CX_FRAME_GOODBYE = 5 };
+enum {
+	CX_FRAME_HELLO = 1,
+	CX_FRAME_STRINGS = 2,
+	CX_FRAME_RECORDS = 3,
+	CX_FRAME_DROPS = 4,
+	CX_FRAME_GOODBYE = 5,
+	CX_FRAME_COVERAGE = 6
+};
+#define CX_SPAN_SIZE 24
+#define CX_SPANS_PER_FRAME 64 /* the library's own bound, well under the format's */
 enum { CX_WIRE_KERNEL = 1, CX_WIRE_MEMCPY = 2, CX_WIRE_MEMSET = 3 };
 
 /* Drop reasons, in wire order. */
@@ -129,6 +141,7 @@ size_t cx_queue_push(const struct cx_record *r, size_t n); /* returns how many f
 size_t cx_queue_pop(struct cx_record *out, size_t max, int timeout_ms);
 void cx_queue_wake(void);
 size_t cx_queue_discard(void); /* empties the queue, returns how many were in it */
+uint64_t cx_queue_pushed(void); /* records ever pushed (the sequence number of the next one) */
 
 /* ---- wire.c: frame encoding ---- */
 size_t cx_wire_header(uint8_t *dst, int type, uint32_t len);
@@ -139,6 +152,19 @@ size_t cx_wire_records(uint8_t *dst, uint64_t drop_total, const struct cx_record
 size_t cx_wire_strings_begin(uint8_t *dst);
 size_t cx_wire_strings_add(uint8_t *dst, size_t at, uint32_t id, const char *s, uint16_t len);
 void cx_wire_strings_finish(uint8_t *dst, size_t len, uint32_t count);
+size_t cx_wire_coverage(uint8_t *dst, const uint64_t (*spans)[2], const int *lossy, uint32_t n);
+
+/* ---- coverage.c: the spans this process traced (sender thread only) ---- */
+uint64_t cx_coverage_loss_count(void);
+void cx_coverage_open(uint64_t ts);
+int cx_coverage_is_open(void);
+void cx_coverage_close(uint64_t ts, int reopen); /* queues [open, ts] behind the records pushed so far */
+void cx_coverage_mark_lossy(void);              /* the connection broke: unsent spans lost records */
+int cx_coverage_ready(uint64_t consumed);       /* a span waits whose records are all consumed */
+size_t cx_coverage_append(uint8_t *dst, uint64_t consumed); /* a coverage frame of ready spans, or 0 */
+void cx_coverage_sent(void);                    /* the spans appended so far reached the socket */
+size_t cx_coverage_append_all_lossy(uint8_t *dst);
+void cx_coverage_stats(uint64_t *pending, uint64_t *merged, uint64_t *dropped);
 
 /* ---- conn.c: non-blocking Unix socket with backoff ---- */
 struct cx_conn {
@@ -169,12 +195,16 @@ struct cx_state {
 	pid_t pid;             /* the initialising process */
 	atomic_int child;      /* set in a forked child: no CUPTI calls, no sending */
 	atomic_int tracing;    /* kinds enabled */
+	uint64_t trace_start;  /* cuptiGetTimestamp right after the kinds were first enabled */
+	_Atomic uint64_t trace_end; /* cuptiGetTimestamp at exit, before the forced flush; 0 before */
 	_Atomic uint64_t drops[CX_NUM_DROPS];
 	_Atomic uint64_t records_queued;
 };
 extern struct cx_state cx_g;
 uint64_t cx_now_ns(void); /* CLOCK_MONOTONIC */
 void cx_count_drop(int reason, uint64_t n);
-int cx_enable_kinds(int enable); /* 0 ok, else the CUPTI result */
+/* 0 ok, else the CUPTI result. *ts: CUPTI time right after enabling, or right before disabling. */
+int cx_enable_kinds(int enable, uint64_t *ts);
+uint64_t cx_cupti_time(void); /* cuptiGetTimestamp, 0 on failure */
 
 #endif

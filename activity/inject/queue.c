@@ -12,6 +12,7 @@ static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t cv;
 static struct cx_record *ring;
 static size_t cap, head, len; /* head = oldest */
+static uint64_t pushed;        /* records ever pushed */
 static int woken;
 
 int cx_queue_init(size_t capacity)
@@ -39,6 +40,7 @@ size_t cx_queue_push(const struct cx_record *r, size_t n)
 		memcpy(&ring[tail], &r[done], run * sizeof *r);
 		len += run, done += run;
 	}
+	pushed += k;
 	int was_empty = len == k && k > 0;
 	pthread_mutex_unlock(&mu);
 	if (was_empty)
@@ -85,6 +87,14 @@ size_t cx_queue_discard(void)
 	pthread_mutex_lock(&mu);
 	size_t n = len;
 	head = 0, len = 0;
+	pthread_mutex_unlock(&mu);
+	return n;
+}
+
+uint64_t cx_queue_pushed(void)
+{
+	pthread_mutex_lock(&mu);
+	uint64_t n = pushed;
 	pthread_mutex_unlock(&mu);
 	return n;
 }

@@ -1,8 +1,8 @@
 /* sender.c: the sender thread. It owns the socket: connects with backoff,
  * sends hello, drains the record queue into strings + records frames, sends
- * drop counters, calls cuptiActivityFlushAll(0) periodically and runs the
- * duty cycle. It never blocks an application thread: writes are
- * non-blocking and only this thread waits. */
+ * drop counters and coverage spans, calls cuptiActivityFlushAll(0)
+ * periodically and runs the duty cycle. It never blocks an application
+ * thread: writes are non-blocking and only this thread waits. */
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,7 +10,8 @@
 
 #include "inject.h"
 
-#define OUT_CAP (2 * (CX_HEADER_SIZE + CX_MAX_PAYLOAD) + 4096) /* strings + records + drops */
+/* strings + records + drops + coverage frames (at most 256 spans of 24 bytes) */
+#define OUT_CAP (2 * (CX_HEADER_SIZE + CX_MAX_PAYLOAD) + 4096 + 8192)
 #define MAX_WAIT_MS 100
 #define REFUSED_GIVE_UP_NS (60ull * 1000000000ull) /* refused mode: stop trying after 60 s */
 
@@ -18,12 +19,14 @@ static pthread_t thread;
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t cv; /* wakes sleeps on stop; signals done */
 static int stopping, done, refused;
+static uint64_t stop_ns; /* when cx_sender_finish asked the thread to stop */
 
 static uint8_t *out;
 static size_t out_len, out_off;
 static uint64_t out_records, sent_records, drops_sent_total = ~0ull, drops_sent_ns;
 static struct cx_record *batch;
 static size_t batch_pos, batch_len;
+static uint64_t popped; /* records ever taken from the queue */
 static uint8_t sent_names[(CX_MAX_NAME_ID + 1) / 8];
 static struct cx_conn conn;
 static struct cx_hello hello;
@@ -44,6 +47,14 @@ static int is_stopping(void)
 	int s = stopping;
 	pthread_mutex_unlock(&mu);
 	return s;
+}
+
+static uint64_t stop_time(void)
+{
+	pthread_mutex_lock(&mu);
+	uint64_t t = stop_ns;
+	pthread_mutex_unlock(&mu);
+	return t;
 }
 
 static void sleep_ms(int ms)
@@ -78,6 +89,13 @@ static void on_connect(uint64_t now)
 	append_drops(now);
 }
 
+/* Records taken from the queue and put into frames: a span closed behind
+ * record number seq may go out once consumed() >= seq. */
+static uint64_t consumed(void)
+{
+	return popped - (batch_len - batch_pos);
+}
+
 /* Fills the empty out buffer with the next frames; waits up to wait_ms for records. */
 static void fill(uint64_t now, int wait_ms)
 {
@@ -87,8 +105,10 @@ static void fill(uint64_t now, int wait_ms)
 	if (load_drops(d) != drops_sent_total && now - drops_sent_ns >= 1000000000ull)
 		append_drops(now);
 	if (batch_pos == batch_len) {
-		batch_pos = 0;
-		batch_len = cx_queue_pop(batch, CX_MAX_RECORDS_PER_FRAME, out_len ? 0 : wait_ms);
+		batch_pos = batch_len = 0;
+		int wait = out_len || cx_coverage_ready(consumed()) ? 0 : wait_ms;
+		batch_len = cx_queue_pop(batch, CX_MAX_RECORDS_PER_FRAME, wait);
+		popped += batch_len;
 	}
 	if (batch_pos < batch_len) {
 		uint8_t *sf = out + out_len; /* the strings frame goes after a drops frame, if any */
@@ -119,6 +139,7 @@ static void fill(uint64_t now, int wait_ms)
 		out_records = n;
 		batch_pos = end;
 	}
+	out_len += cx_coverage_append(out + out_len, consumed());
 }
 
 static void duty_step(uint64_t now, uint64_t t0, int *on)
@@ -128,8 +149,61 @@ static void duty_step(uint64_t now, uint64_t t0, int *on)
 		return;
 	uint64_t period = (uint64_t)c->duty_period_ms * 1000000u;
 	int want = (double)((now - t0) % period) < c->duty_cycle * (double)period;
-	if (want != *on && cx_enable_kinds(want) == 0)
-		*on = want;
+	uint64_t ts = 0;
+	if (want == *on || cx_enable_kinds(want, &ts) != 0)
+		return;
+	*on = want;
+	if (want) {
+		if (ts)
+			cx_coverage_open(ts);
+		return;
+	}
+	/* The window's records come out now, so they go before the span that covers them. */
+	cx_g.cupti.flush_all(0);
+	if (ts)
+		cx_coverage_close(ts, 0);
+}
+
+/* The periodic flush cuts the open span: T is taken before the flush, and the
+ * span [open, T] is queued behind the records that flush delivers. */
+static void periodic_flush(void)
+{
+	uint64_t t = cx_coverage_is_open() ? cx_cupti_time() : 0;
+	cx_g.cupti.flush_all(0);
+	if (t)
+		cx_coverage_close(t, 1);
+}
+
+/* At exit the exporter has stopped reading (hung, or full): the frame that is
+ * stuck and what is still queued are lost. Count them, and say so on a fresh
+ * connection (the kernel queues it even if the exporter accepts later): hello,
+ * the spans not sent (lossy) and goodbye with the final counters. */
+static void goodbye_on_new_connection(uint64_t now)
+{
+	cx_count_drop(CX_DROP_QUEUE_FULL, out_records + (batch_len - batch_pos) + cx_queue_discard());
+	out_records = 0, batch_pos = batch_len = 0;
+	cx_conn_close(&conn, now);
+	conn.next_try_ns = 0;
+	if (!cx_conn_try_open(&conn, cx_g.cfg.socket_path, now))
+		return;
+	uint64_t d[CX_NUM_DROPS];
+	load_drops(d);
+	out_off = 0;
+	out_len = cx_wire_hello(out, OUT_CAP, &hello);
+	out_len += cx_coverage_append_all_lossy(out + out_len);
+	out_len += cx_wire_drops(out + out_len, 1, sent_records, d);
+	for (int i = 0; i < 20 && out_off < out_len; i++) {
+		long w = cx_conn_write(&conn, out + out_off, out_len - out_off, now);
+		if (w < 0)
+			break;
+		out_off += (size_t)w;
+		if (out_off < out_len)
+			cx_conn_wait_writable(&conn, 5);
+	}
+	if (out_off == out_len)
+		cx_coverage_sent();
+	cx_log(out_off == out_len ? 2 : 1, "exit: the exporter stopped reading; final counters %s on a new connection",
+	       out_off == out_len ? "sent" : "could not be sent");
 }
 
 /* How long the idle sender may wait for records: until the next flush or duty switch. */
@@ -145,16 +219,33 @@ static void *run(void *arg)
 {
 	(void)arg;
 	uint64_t t0 = cx_now_ns(), next_flush = t0 + (uint64_t)cx_g.cfg.flush_ms * 1000000u;
-	int on = 1, last_try = 0;
+	int on = 1, last_try = 0, stopped = 0;
+	uint64_t stop_deadline = 0;
+	if (!refused && atomic_load(&cx_g.tracing) && cx_g.trace_start)
+		cx_coverage_open(cx_g.trace_start);
 	for (;;) {
 		uint64_t now = cx_now_ns();
 		int stop = is_stopping();
 		if (!refused && !stop) {
 			if (now >= next_flush) {
-				cx_g.cupti.flush_all(0);
+				periodic_flush();
 				next_flush = now + (uint64_t)cx_g.cfg.flush_ms * 1000000u;
 			}
 			duty_step(now, t0, &on);
+		}
+		if (stop && !stopped) { /* the last span ends where the exit flush began */
+			stopped = 1;
+			uint64_t end = atomic_load(&cx_g.trace_end);
+			if (end)
+				cx_coverage_close(end, 0);
+			/* half the exit timeout to drain, the rest (less this thread's waits of at most
+			 * 100 ms) for the fallback goodbye */
+			stop_deadline = stop_time() + (uint64_t)cx_g.cfg.exit_timeout_ms * 500000u;
+		}
+		if (stop && conn.fd >= 0 && out_off < out_len && now >= stop_deadline &&
+		    cx_g.cfg.exit_timeout_ms > 0) {
+			goodbye_on_new_connection(now);
+			break;
 		}
 		if (conn.fd < 0) {
 			if (stop && !last_try) { /* one last attempt, whatever the backoff says */
@@ -188,11 +279,13 @@ static void *run(void *arg)
 		long w = cx_conn_write(&conn, out + out_off, out_len - out_off, now);
 		if (w < 0) { /* connection lost: the records of the unsent frame are lost */
 			cx_count_drop(CX_DROP_QUEUE_FULL, out_records);
+			cx_coverage_mark_lossy(); /* spans not yet written go again, lossy */
 			out_off = out_len = 0, out_records = 0, goodbye_queued = 0;
 			continue;
 		}
 		out_off += (size_t)w;
 		if (out_off == out_len) {
+			cx_coverage_sent();
 			sent_records += out_records;
 			atomic_store(&sent_total, sent_records);
 			out_records = 0;
@@ -247,6 +340,7 @@ void cx_sender_finish(int timeout_ms)
 	ts.tv_nsec %= 1000000000L;
 	pthread_mutex_lock(&mu);
 	stopping = 1;
+	stop_ns = cx_now_ns();
 	pthread_cond_broadcast(&cv);
 	pthread_mutex_unlock(&mu);
 	cx_queue_wake();

@@ -100,3 +100,19 @@ void cx_wire_strings_finish(uint8_t *dst, size_t len, uint32_t count)
 	cx_wire_header(dst, CX_FRAME_STRINGS, (uint32_t)(len - CX_HEADER_SIZE));
 	put32(dst + CX_HEADER_SIZE, count);
 }
+
+size_t cx_wire_coverage(uint8_t *dst, const uint64_t (*spans)[2], const int *lossy, uint32_t n)
+{
+	uint8_t *p = dst + CX_HEADER_SIZE;
+	p = put32(p, n);
+	p = put32(p, 0);
+	for (uint32_t i = 0; i < n; i++) {
+		p = put64(p, spans[i][0]);
+		p = put64(p, spans[i][1]);
+		p = put32(p, lossy[i] ? 1u : 0u);
+		p = put32(p, 0);
+	}
+	uint32_t len = 8 + n * CX_SPAN_SIZE;
+	cx_wire_header(dst, CX_FRAME_COVERAGE, len);
+	return CX_HEADER_SIZE + len;
+}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"unsafe"
 
 	"github.com/cupti-exporter/cupti-exporter/activity"
 )
@@ -22,15 +23,44 @@ type Decoder struct {
 	defined    []bool
 	namesBytes int
 
+	reserve func(n int) error // see SetReserve; nil: no accounting
+
 	frames    uint64 // frames read, for error messages
 	sawHello  bool
 	sawGoodby bool
+	version   uint8  // the connection's wire version, from its first frame
+	spanEnd   uint64 // end of the last coverage span: spans come in time order
 }
+
+// Version returns the wire version of the connection (0 before its first frame).
+// A version-1 sender never reports coverage: count its process as untraced.
+func (d *Decoder) Version() int { return int(d.version) }
 
 // NewDecoder returns a Decoder reading frames from r.
 func NewDecoder(r io.Reader) *Decoder {
 	return &Decoder{r: bufio.NewReaderSize(r, 64<<10)}
 }
+
+// SetReserve makes the decoder call reserve before it keeps n more bytes: string-table
+// entries (the bytes plus their slot), and growth of its payload and record buffers. When
+// reserve returns an error the decoder keeps nothing more and returns the error, wrapped;
+// the stream is then unusable. The caller releases what it reserved when the decoder is
+// dropped. Used by the receiver to hold all connections to one memory budget.
+func (d *Decoder) SetReserve(reserve func(n int) error) { d.reserve = reserve }
+
+// charge asks reserve, if set, for n bytes.
+func (d *Decoder) charge(n int) error {
+	if d.reserve == nil || n <= 0 {
+		return nil
+	}
+	return d.reserve(n)
+}
+
+// recordBytes is the memory of one decoded record, for SetReserve.
+const recordBytes = int(unsafe.Sizeof(activity.Record{}))
+
+// nameSlotBytes is the memory of one string-table slot beyond its bytes, for SetReserve.
+const nameSlotBytes = int(unsafe.Sizeof("")) + 1
 
 // Next reads frames until one that carries a message and returns it in a new
 // Message. It returns io.EOF when the stream ends cleanly between frames.
@@ -54,7 +84,7 @@ func (d *Decoder) ReadInto(m *Message) error {
 		if err := d.order(t); err != nil {
 			return err
 		}
-		recs := m.Records[:0]
+		recs, spans := m.Records[:0], m.Coverage[:0]
 		*m = Message{Type: t}
 		switch t {
 		case FrameHello:
@@ -74,9 +104,14 @@ func (d *Decoder) ReadInto(m *Message) error {
 			m.SentRecords = le.Uint64(p)
 			err = decodeDrops(p[8:], &m.Drops)
 			m.DropTotal = m.Drops.Total()
+		case FrameCoverage:
+			m.Coverage, err = d.decodeCoverage(p, spans)
 		}
 		if t != FrameRecords {
 			m.Records = recs // keep the capacity for the next call
+		}
+		if t != FrameCoverage {
+			m.Coverage = spans
 		}
 		if err != nil {
 			return fmt.Errorf("decoding %s frame %d: %w", t, d.frames, err)
@@ -100,12 +135,21 @@ func (d *Decoder) readFrame() (FrameType, []byte, error) {
 	if le.Uint32(h[0:]) != Magic {
 		return 0, nil, fmt.Errorf("reading frame %d header: magic %#08x: %w", d.frames, le.Uint32(h[0:]), ErrBadMagic)
 	}
-	if h[4] != Version {
-		return 0, nil, fmt.Errorf("reading frame %d header: version %d, want %d: %w", d.frames, h[4], Version, ErrUnsupportedVersion)
+	if h[4] < MinVersion || h[4] > Version {
+		return 0, nil, fmt.Errorf("reading frame %d header: version %d, want %d..%d: %w", d.frames, h[4], MinVersion, Version, ErrUnsupportedVersion)
+	}
+	if d.version == 0 {
+		d.version = h[4]
+	} else if h[4] != d.version {
+		return 0, nil, fmt.Errorf("reading frame %d header: version %d on a version-%d connection: %w", d.frames, h[4], d.version, ErrMalformed)
 	}
 	t := FrameType(h[5])
-	if t < FrameHello || t > FrameGoodbye {
-		return 0, nil, fmt.Errorf("reading frame %d header: unknown type %d: %w", d.frames, h[5], ErrMalformed)
+	last := FrameGoodbye
+	if d.version >= 2 {
+		last = FrameCoverage
+	}
+	if t < FrameHello || t > last {
+		return 0, nil, fmt.Errorf("reading frame %d header: unknown type %d in version %d: %w", d.frames, h[5], d.version, ErrMalformed)
 	}
 	if f := le.Uint16(h[6:]); f != 0 {
 		return 0, nil, fmt.Errorf("reading frame %d header: flags %#x, want 0: %w", d.frames, f, ErrMalformed)
@@ -115,6 +159,9 @@ func (d *Decoder) readFrame() (FrameType, []byte, error) {
 		return 0, nil, fmt.Errorf("reading %s frame %d: payload %d bytes > %d: %w", t, d.frames, n, MaxPayload, ErrTooLarge)
 	}
 	if cap(d.payload) < int(n) {
+		if err := d.charge(int(n) - cap(d.payload)); err != nil {
+			return 0, nil, fmt.Errorf("reading %s frame %d: payload buffer of %d bytes: %w", t, d.frames, n, err)
+		}
 		d.payload = make([]byte, n)
 	}
 	p := d.payload[:n]
@@ -250,6 +297,11 @@ func (d *Decoder) define(id uint32, s string) error {
 	if d.namesBytes+len(s) > MaxStringBytes {
 		return fmt.Errorf("string table: %d bytes > %d: %w", d.namesBytes+len(s), MaxStringBytes, ErrTooLarge)
 	}
+	if grow := int(id) + 1 - len(d.defined); d.reserve != nil {
+		if err := d.charge(len(s) + max(grow, 0)*nameSlotBytes); err != nil {
+			return fmt.Errorf("string table: id %d (%d bytes): %w", id, len(s), err)
+		}
+	}
 	for int(id) >= len(d.defined) {
 		d.names = append(d.names, "")
 		d.defined = append(d.defined, false)
@@ -286,6 +338,9 @@ func (d *Decoder) decodeRecords(p []byte, dst []activity.Record) ([]activity.Rec
 		return dst, drops, fmt.Errorf("%d records of %d bytes do not fill %d bytes: %w", n, size, len(body), ErrMalformed)
 	}
 	if cap(dst) < n {
+		if err := d.charge((n - cap(dst)) * recordBytes); err != nil {
+			return dst[:0], drops, fmt.Errorf("record buffer of %d records: %w", n, err)
+		}
 		dst = make([]activity.Record, 0, n)
 	}
 	dst = dst[:n]
@@ -322,6 +377,45 @@ func (d *Decoder) decodeRecords(p []byte, dst []activity.Record) ([]activity.Rec
 		}
 	}
 	return dst, drops, nil
+}
+
+// decodeCoverage reads a coverage frame's spans into dst. Spans must be non-empty and in
+// time order, also across the frames of the connection (a span may start where the
+// previous one ended).
+func (d *Decoder) decodeCoverage(p []byte, dst []activity.Interval) ([]activity.Interval, error) {
+	if len(p) < coverageHeader {
+		return dst, fmt.Errorf("header: %d bytes, need %d: %w", len(p), coverageHeader, ErrMalformed)
+	}
+	n := int(le.Uint32(p))
+	if r := le.Uint32(p[4:]); r != 0 {
+		return dst, fmt.Errorf("reserved field %#x, want 0: %w", r, ErrMalformed)
+	}
+	if n > MaxSpansPerFrame {
+		return dst, fmt.Errorf("span count %d > %d: %w", n, MaxSpansPerFrame, ErrTooLarge)
+	}
+	body := p[coverageHeader:]
+	if n*SpanSize != len(body) {
+		return dst, fmt.Errorf("%d spans of %d bytes do not fill %d bytes: %w", n, SpanSize, len(body), ErrMalformed)
+	}
+	if cap(dst) < n {
+		dst = make([]activity.Interval, 0, n)
+	}
+	dst = dst[:n]
+	for i := range dst {
+		b := body[i*SpanSize : (i+1)*SpanSize]
+		start, end, flags := le.Uint64(b), le.Uint64(b[8:]), le.Uint32(b[16:])
+		switch {
+		case le.Uint32(b[20:]) != 0:
+			return dst[:0], fmt.Errorf("span %d: reserved field %#x, want 0: %w", i, le.Uint32(b[20:]), ErrMalformed)
+		case end <= start:
+			return dst[:0], fmt.Errorf("span %d: end %d <= start %d: %w", i, end, start, ErrMalformed)
+		case start < d.spanEnd:
+			return dst[:0], fmt.Errorf("span %d: start %d before the end %d of the previous span: %w", i, start, d.spanEnd, ErrMalformed)
+		}
+		d.spanEnd = end
+		dst[i] = activity.Interval{Start: start, End: end, Lossy: flags&SpanLossy != 0}
+	}
+	return dst, nil
 }
 
 func decodeDrops(p []byte, out *Drops) error {

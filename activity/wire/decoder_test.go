@@ -129,7 +129,7 @@ func TestDecoderRejects(t *testing.T) {
 	badMagic := frame(FrameHello, nil)
 	badMagic[0] = 'X'
 	badVersion := frame(FrameDrops, nil)
-	badVersion[4] = 2
+	badVersion[4] = 3
 	huge := frame(FrameRecords, nil)
 	le.PutUint32(huge[8:], MaxPayload+1)
 	flags := frame(FrameDrops, make([]byte, 4))
@@ -153,7 +153,7 @@ func TestDecoderRejects(t *testing.T) {
 		msg    string
 	}{
 		{"bad magic", badMagic, ErrBadMagic, "magic"},
-		{"version 2", cat(hello(), badVersion), ErrUnsupportedVersion, "version 2"},
+		{"version 3", cat(hello(), badVersion), ErrUnsupportedVersion, "version 3"},
 		{"payload over limit", cat(hello(), huge), ErrTooLarge, "payload 1048577 bytes"},
 		{"non-zero flags", cat(hello(), flags), ErrMalformed, "flags"},
 		{"unknown frame type", cat(hello(), unknownType), ErrMalformed, "unknown type 9"},

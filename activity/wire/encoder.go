@@ -10,21 +10,39 @@ import (
 // Encoder writes frames to one connection. It assigns string ids to kernel
 // names and sends each name once, before the first record that uses it.
 type Encoder struct {
-	w     io.Writer
-	buf   []byte
-	names map[string]uint32
-	bytes int // string-table bytes sent
+	w       io.Writer
+	version uint8
+	buf     []byte
+	names   map[string]uint32
+	bytes   int // string-table bytes sent
 }
 
 // NewEncoder returns an Encoder writing to w. The caller sends Hello first.
 func NewEncoder(w io.Writer) *Encoder {
-	return &Encoder{w: w, names: make(map[string]uint32)}
+	return &Encoder{w: w, version: Version, names: make(map[string]uint32)}
 }
 
-// AppendFrame appends a frame header for payload, then payload, to dst.
+// NewEncoderVersion returns an Encoder writing frames of wire version v (1 or 2),
+// as an older sender would; Coverage fails on a version-1 encoder.
+func NewEncoderVersion(w io.Writer, v int) (*Encoder, error) {
+	if v < MinVersion || v > Version {
+		return nil, fmt.Errorf("encoder: version %d, want %d..%d: %w", v, MinVersion, Version, ErrUnsupportedVersion)
+	}
+	e := NewEncoder(w)
+	e.version = uint8(v)
+	return e, nil
+}
+
+// AppendFrame appends a frame header of the current Version for payload, then
+// payload, to dst.
 func AppendFrame(dst []byte, t FrameType, payload []byte) []byte {
+	return AppendFrameVersion(dst, Version, t, payload)
+}
+
+// AppendFrameVersion is AppendFrame with the header's wire version v.
+func AppendFrameVersion(dst []byte, v uint8, t FrameType, payload []byte) []byte {
 	dst = le.AppendUint32(dst, Magic)
-	dst = append(dst, Version, byte(t), 0, 0)
+	dst = append(dst, v, byte(t), 0, 0)
 	dst = le.AppendUint32(dst, uint32(len(payload)))
 	return append(dst, payload...)
 }
@@ -33,7 +51,7 @@ func (e *Encoder) flush(t FrameType, payload []byte) error {
 	if len(payload) > MaxPayload {
 		return fmt.Errorf("encoding %s frame: payload %d bytes > %d: %w", t, len(payload), MaxPayload, ErrTooLarge)
 	}
-	e.buf = AppendFrame(e.buf[:0], t, payload)
+	e.buf = AppendFrameVersion(e.buf[:0], e.version, t, payload)
 	if _, err := e.w.Write(e.buf); err != nil {
 		return fmt.Errorf("writing %s frame: %w", t, err)
 	}
@@ -168,4 +186,31 @@ func (e *Encoder) Drops(d Drops) error {
 // Goodbye writes the final frame: records sent in total and the final drops.
 func (e *Encoder) Goodbye(sentRecords uint64, d Drops) error {
 	return e.flush(FrameGoodbye, appendDrops(le.AppendUint64(nil, sentRecords), &d))
+}
+
+// Coverage writes spans (in time order, each End > Start) as one or more coverage frames.
+func (e *Encoder) Coverage(spans []activity.Interval) error {
+	if e.version < 2 {
+		return fmt.Errorf("encoding coverage frame: needs wire version 2, encoder writes %d: %w", e.version, ErrUnsupportedVersion)
+	}
+	for len(spans) > 0 {
+		n := min(len(spans), MaxSpansPerFrame)
+		b := make([]byte, coverageHeader, coverageHeader+n*SpanSize)
+		le.PutUint32(b, uint32(n))
+		for _, s := range spans[:n] {
+			b = le.AppendUint64(b, s.Start)
+			b = le.AppendUint64(b, s.End)
+			var f uint32
+			if s.Lossy {
+				f = SpanLossy
+			}
+			b = le.AppendUint32(b, f)
+			b = le.AppendUint32(b, 0)
+		}
+		if err := e.flush(FrameCoverage, b); err != nil {
+			return err
+		}
+		spans = spans[n:]
+	}
+	return nil
 }

@@ -35,6 +35,13 @@ func FuzzDecoder(f *testing.F) {
 			if recs > len(data) {
 				t.Fatalf("%d records from %d bytes", recs, len(data))
 			}
+			var prev uint64
+			for _, s := range m.Coverage {
+				if s.End <= s.Start || s.Start < prev {
+					t.Fatalf("accepted invalid span %+v after %d", s, prev)
+				}
+				prev = s.End
+			}
 			for _, r := range m.Records {
 				if r.End < r.Start || r.Kind < activity.KindKernel || r.Kind > activity.KindMemset {
 					t.Fatalf("accepted invalid record %+v", r)
@@ -46,7 +53,8 @@ func FuzzDecoder(f *testing.F) {
 
 func seedStreams(t testing.TB) [][]byte {
 	full := encodeStream(t, func(e *Encoder) error {
-		return errors.Join(e.Hello(testProcess), e.Records(5, testRecords), e.Drops(Drops{1, 2, 3, 0, 4, 5}), e.Goodbye(5, Drops{1}))
+		return errors.Join(e.Hello(testProcess), e.Records(5, testRecords), e.Coverage(testSpans[:2]),
+			e.Drops(Drops{1, 2, 3, 0, 4, 5}), e.Coverage(testSpans[2:]), e.Goodbye(5, Drops{1}))
 	})
 	return [][]byte{
 		full,
@@ -54,5 +62,7 @@ func seedStreams(t testing.TB) [][]byte {
 		cat(hello(), frame(FrameRecords, recordsPayload(56, 2, nil))),
 		cat(hello(), frame(FrameStrings, []byte{1, 0, 0, 0, 9, 0, 0, 0, 1, 0, 'k'})),
 		full[:len(full)-7],
+		cat(hello(), frame(FrameCoverage, coveragePayload([3]uint64{1, 10, 1}, [3]uint64{10, 12, 0}))),
+		cat(hello1(), frame(FrameRecords, recordsPayload(48, 1, nil))),
 	}
 }

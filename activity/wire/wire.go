@@ -9,7 +9,8 @@ import (
 
 // Format constants; see docs/wire-format.md.
 const (
-	Version        = 1          // wire version in every frame header
+	Version        = 2          // wire version the Encoder writes
+	MinVersion     = 1          // oldest wire version the Decoder accepts
 	Magic          = 0x57415843 // "CXAW" as little-endian bytes
 	HeaderSize     = 12         // bytes of a frame header
 	MaxPayload     = 1 << 20    // bytes of one frame payload
@@ -22,6 +23,12 @@ const (
 	recordsHeader  = 16         // bytes before the records of a records frame
 	// MaxRecordsPerFrame is the most version-1 records one frame can hold.
 	MaxRecordsPerFrame = (MaxPayload - recordsHeader) / RecordSize
+	SpanSize           = 24 // bytes of one coverage span
+	coverageHeader     = 8  // bytes before the spans of a coverage frame
+	// MaxSpansPerFrame is the most coverage spans one frame can hold.
+	MaxSpansPerFrame = (MaxPayload - coverageHeader) / SpanSize
+	// SpanLossy is the flag bit of a span during which records were lost.
+	SpanLossy = 1
 )
 
 // FrameType is the type byte of a frame header.
@@ -34,6 +41,8 @@ const (
 	FrameRecords FrameType = 3
 	FrameDrops   FrameType = 4
 	FrameGoodbye FrameType = 5
+	// FrameCoverage (version 2) carries the spans of time the sender traced.
+	FrameCoverage FrameType = 6
 )
 
 func (t FrameType) String() string {
@@ -48,6 +57,8 @@ func (t FrameType) String() string {
 		return "drops"
 	case FrameGoodbye:
 		return "goodbye"
+	case FrameCoverage:
+		return "coverage"
 	}
 	return "type(" + strconv.Itoa(int(t)) + ")"
 }
@@ -107,6 +118,9 @@ type Message struct {
 	Drops Drops
 	// SentRecords is the total the process sent, from FrameGoodbye.
 	SentRecords uint64
+	// Coverage holds the spans of a FrameCoverage frame, in time order. With
+	// ReadInto the slice is reused by the next call.
+	Coverage []activity.Interval
 }
 
 // Errors. Decoding errors wrap one of these with the frame and field at fault.

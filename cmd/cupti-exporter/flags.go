@@ -66,7 +66,7 @@ func newApp(cfg *Config, stdout, stderr io.Writer) (*kingpin.Application, *cli) 
 	replay.Flag("replay.speed", "Replay speed: 1 is real time, 10 ten times faster.").Default("1").Float64Var(&c.replaySpeed)
 	replay.Flag("replay.loop", "Start over at the end of the recording.").BoolVar(&c.replayLoop)
 
-	record := app.Command(cmdRecord, "Record PM samples and activity records to a file, for replay.")
+	record := app.Command(cmdRecord, "Record PM samples, activity records and NVML health to a file, for replay.")
 	record.Flag("output", "File to write.").Required().PlaceHolder("FILE").StringVar(&c.recordOutput)
 	record.Flag("duration", "How long to record.").Default("60s").DurationVar(&c.recordDuration)
 
@@ -102,6 +102,10 @@ func addConfigFlags(app *kingpin.Application, v reflect.Value, prefix string) {
 			fl.Default(fmt.Sprint(*p)).BoolVar(p)
 		case *Duration:
 			fl.Default(p.String()).SetValue((*durationValue)(p))
+		case *ByteSize:
+			fl.Default(p.String()).SetValue((*byteSizeValue)(p))
+		case *int:
+			fl.Default(fmt.Sprint(*p)).IntVar(p)
 		case *[]string:
 			fl.Default(strings.Join(*p, ",")).SetValue((*listValue)(p))
 		case *map[string]string:
@@ -150,6 +154,18 @@ func (d *durationValue) Set(s string) error {
 	return nil
 }
 func (d *durationValue) String() string { return Duration(*d).String() }
+
+type byteSizeValue ByteSize
+
+func (b *byteSizeValue) Set(s string) error {
+	v, err := parseByteSize(s)
+	if err != nil {
+		return err
+	}
+	*b = byteSizeValue(v)
+	return nil
+}
+func (b *byteSizeValue) String() string { return ByteSize(*b).String() }
 
 type listValue []string
 

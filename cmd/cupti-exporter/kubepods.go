@@ -38,19 +38,21 @@ func podInformerSettings(cfg *Config, getenv func(string) string) (node string, 
 }
 
 // startPodInformer starts the pod informer when configured (nil when off) and waits a
-// bounded time for its first list.
+// bounded time for its first list. In auto mode a client that cannot be set up (no service
+// account token mounted) leaves the informer off with a warning; with "on" it is an error.
 func startPodInformer(ctx context.Context, logger *slog.Logger, cfg *Config) (*kubepods.Resolver, error) {
 	node, on, err := podInformerSettings(cfg, os.Getenv)
 	if err != nil || !on {
 		return nil, err
 	}
-	client, err := kubepods.NewClient(cfg.Kubernetes.Kubeconfig)
+	r, err := newPodInformer(cfg, node, logger)
 	if err != nil {
-		return nil, fmt.Errorf("setting up the pod informer: %w (or --kubernetes.pod-informer=off)", err)
-	}
-	r, err := kubepods.New(client, node, kubepods.WithLogger(logger))
-	if err != nil {
-		return nil, fmt.Errorf("setting up the pod informer: %w", err)
+		if cfg.Kubernetes.PodInformer == "on" {
+			return nil, err
+		}
+		// auto: a pod without a service account token, for example; the hello labels processes.
+		logger.Warn("pod informer off: traced processes are attributed from their hello only", "err", err)
+		return nil, nil
 	}
 	go r.Run(ctx)
 	wctx, cancel := context.WithTimeout(ctx, podInformerSyncWait)
@@ -60,6 +62,18 @@ func startPodInformer(ctx context.Context, logger *slog.Logger, cfg *Config) (*k
 	} else if ctx.Err() == nil {
 		logger.Warn("pod cache not synced yet; processes stay pending and are resolved when it is (see cupti_kubepods_watch_errors_total)",
 			"node", node, "waited", podInformerSyncWait)
+	}
+	return r, nil
+}
+
+func newPodInformer(cfg *Config, node string, logger *slog.Logger) (*kubepods.Resolver, error) {
+	client, err := kubepods.NewClient(cfg.Kubernetes.Kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("setting up the pod informer: %w (or --kubernetes.pod-informer=off)", err)
+	}
+	r, err := kubepods.New(client, node, kubepods.WithLogger(logger))
+	if err != nil {
+		return nil, fmt.Errorf("setting up the pod informer: %w", err)
 	}
 	return r, nil
 }

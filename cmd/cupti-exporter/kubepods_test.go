@@ -155,3 +155,21 @@ func TestPodInformerSelfMetrics(t *testing.T) {
 		}
 	}
 }
+
+// In auto mode a pod without a service account token keeps serving, without the informer;
+// with "on" the same is an error that names the remedy.
+func TestStartPodInformerWithoutToken(t *testing.T) {
+	t.Setenv("KUBERNETES_SERVICE_HOST", "10.0.0.1")
+	t.Setenv("KUBERNETES_SERVICE_PORT", "")
+	t.Setenv("NODE_NAME", "n1")
+	logger := slog.New(slog.DiscardHandler)
+	cfg := defaultConfig()
+	r, err := startPodInformer(context.Background(), logger, &cfg)
+	if err != nil || r != nil {
+		t.Errorf("auto without a token: %v, %v; want no informer and no error", r, err)
+	}
+	cfg.Kubernetes.PodInformer = "on"
+	if _, err := startPodInformer(context.Background(), logger, &cfg); err == nil || !strings.Contains(err.Error(), "pod-informer=off") {
+		t.Errorf("on without a token: %v, want an error naming --kubernetes.pod-informer=off", err)
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"github.com/cupti-exporter/cupti-exporter/activity"
 	"github.com/cupti-exporter/cupti-exporter/activity/receiver"
 	"github.com/cupti-exporter/cupti-exporter/internal/cupti"
+	"github.com/cupti-exporter/cupti-exporter/mapping"
 	"github.com/cupti-exporter/cupti-exporter/pmsample"
 	"github.com/cupti-exporter/cupti-exporter/recording"
 	"github.com/prometheus/common/version"
@@ -71,7 +72,7 @@ func runRecord(ctx context.Context, logger *slog.Logger, cfg *Config, cl *cli) e
 	}
 	if cfg.Activity.Enabled {
 		conns := map[*activity.Process]uint64{}
-		tap := func(p *activity.Process, recs []activity.Record) {
+		connID := func(p *activity.Process) uint64 { // the recording's id of p; hello on first use
 			mu.Lock()
 			id, ok := conns[p]
 			if !ok {
@@ -82,10 +83,17 @@ func runRecord(ctx context.Context, logger *slog.Logger, cfg *Config, cl *cli) e
 			if !ok {
 				keep(w.WriteHello(now(), recording.ProcessEvent{Conn: id, Process: p}))
 			}
-			keep(w.WriteActivity(now(), recording.ActivityBatch{Conn: id, Records: recs}))
+			return id
 		}
-		agg := activity.NewAggregator(append(activityOptions(s.Devices), activity.WithRecordTap(tap))...)
-		srv, err := receiver.NewServer(cfg.Activity.Socket, agg, logger, receiver.WithSocketMode(cfg.activitySocketMode()))
+		tap := func(p *activity.Process, recs []activity.Record) {
+			keep(w.WriteActivity(now(), recording.ActivityBatch{Conn: connID(p), Records: recs}))
+		}
+		cov := coverageTap(func(p *activity.Process, spans []activity.Interval) {
+			keep(w.WriteCoverage(now(), recording.CoverageBatch{Conn: connID(p), Spans: spans}))
+		})
+		budget := activity.NewBudget(int64(cfg.Activity.MemoryBudget))
+		agg := activity.NewAggregator(append(liveActivityOptions(s.Devices, budget), activity.WithRecordTap(tap), activity.WithListener(cov))...)
+		srv, err := receiver.NewServer(cfg.Activity.Socket, agg, logger, receiverOptions(cfg, budget)...)
 		if err != nil {
 			w.Close(now())
 			return fmt.Errorf("%w (or pass --no-activity.enabled)", err)
@@ -93,7 +101,16 @@ func runRecord(ctx context.Context, logger *slog.Logger, cfg *Config, cl *cli) e
 		go srv.Serve(ctx)
 		defer srv.Close()
 	}
-	logger.Info("recording", "output", cl.recordOutput, "duration", cl.recordDuration, "devices", len(s.Devices()))
+	var healthDone <-chan int
+	if cfg.Health.Enabled {
+		src := newHealthSource(logger, cfg, s.Devices)
+		srcDone := make(chan struct{})
+		go func() { src.Run(ctx); close(srcDone) }()
+		healthDone = recordHealth(ctx, src, time.Duration(cfg.Health.Interval), func(snap *mapping.Snapshot) {
+			keep(w.WriteHealth(now(), snap))
+		}, srcDone)
+	}
+	logger.Info("recording", "output", cl.recordOutput, "duration", cl.recordDuration, "devices", len(s.Devices()), "health", cfg.Health.Enabled)
 	var batches int
 	runErr := s.Run(ctx, func(b pmsample.Batch) {
 		keep(w.WriteBatch(now(), b))
@@ -105,7 +122,52 @@ func runRecord(ctx context.Context, logger *slog.Logger, cfg *Config, cl *cli) e
 	if errors.Is(runErr, context.DeadlineExceeded) || errors.Is(runErr, context.Canceled) {
 		runErr = nil
 	}
+	cancel() // PM sampling may end first (an error): stop the health recorder too
+	snaps := 0
+	if healthDone != nil {
+		snaps = <-healthDone
+	}
 	err = errors.Join(runErr, werr, w.Close(now()))
-	logger.Info("recording done", "output", cl.recordOutput, "batches", batches, "err", err)
+	logger.Info("recording done", "output", cl.recordOutput, "batches", batches, "health_snapshots", snaps, "err", err)
 	return err
 }
+
+// recordHealth writes every new snapshot of the health source (one per collection, so one
+// per health interval) until ctx ends and the source has stopped (srcDone), then sends the
+// number written on the channel it returns. It looks four times an interval, so no
+// collection is missed; a snapshot without families (NVML not read yet, or missing) is
+// not written.
+func recordHealth(ctx context.Context, src interface{ Snapshot() *mapping.Snapshot }, interval time.Duration,
+	write func(*mapping.Snapshot), srcDone <-chan struct{}) <-chan int {
+	done := make(chan int, 1)
+	go func() {
+		var last *mapping.Snapshot
+		n := 0
+		t := time.NewTicker(max(interval/4, time.Millisecond))
+		defer t.Stop()
+		for {
+			if s := src.Snapshot(); s != last && s != nil && len(s.Families) > 0 {
+				last = s
+				write(s)
+				n++
+			}
+			select {
+			case <-ctx.Done():
+				<-srcDone
+				done <- n
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return done
+}
+
+// coverageTap is an activity.Listener that passes coverage spans to a function (the
+// recorder writes them); records reach the recorder through the record tap.
+type coverageTap func(p *activity.Process, spans []activity.Interval)
+
+func (coverageTap) ProcessConnected(*activity.Process, activity.ProcessInfo)  {}
+func (coverageTap) Records(*activity.Process, []activity.Record)              {}
+func (f coverageTap) Coverage(p *activity.Process, spans []activity.Interval) { f(p, spans) }
+func (coverageTap) ProcessDisconnected(*activity.Process)                     {}

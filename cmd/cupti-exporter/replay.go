@@ -12,6 +12,8 @@ import (
 
 // runDemo serves the embedded demo recording, looping in real time.
 func runDemo(ctx context.Context, logger *slog.Logger, cfg *Config) error {
+	logger.Info("the demo replays a recording: its GPU is idle for about the first 15 s of every loop, so kernel and memcpy histograms appear once the recorded workload starts; " +
+		"the PM sampling pause/resume API (/api/v1/pm-sampling/) answers 404, since it controls a live sampler and there is none")
 	return serveRecording(ctx, logger, cfg, "serving the embedded demo recording (no GPU is used)",
 		func(opts ...recording.ReplayOption) (*recording.Replayer, error) {
 			r, err := recording.FromBytes(demo.Recording(), append(opts, recording.WithLoop(true), recording.WithSpeed(1))...)
@@ -31,7 +33,8 @@ func runReplay(ctx context.Context, logger *slog.Logger, cfg *Config, cl *cli) e
 }
 
 // serveRecording serves a recording through the same pipeline as live sources: its PM
-// samples into the PM aggregator, its activity records into the activity aggregator.
+// samples into the PM aggregator, its activity records into the activity aggregator, its
+// health snapshots (if any) as source "health".
 func serveRecording(ctx context.Context, logger *slog.Logger, cfg *Config, msg string,
 	open func(...recording.ReplayOption) (*recording.Replayer, error)) error {
 	m, err := newMapper(cfg)
@@ -39,19 +42,23 @@ func serveRecording(ctx context.Context, logger *slog.Logger, cfg *Config, msg s
 		return err
 	}
 	pm := pmSetup{mapper: m}
-	act := activity.NewAggregator(activityOptions(pm.devices)...)
-	r, err := open(recording.WithActivitySink(newActivitySink(act)), recording.WithLogger(logger))
+	act := activity.NewAggregator(append(activityOptions(pm.devices), activity.WithBudget(activity.NewBudget(int64(cfg.Activity.MemoryBudget))))...)
+	health := &replayHealth{}
+	r, err := open(recording.WithActivitySink(newActivitySink(act)), recording.WithHealthSink(health.set), recording.WithLogger(logger))
 	if err != nil {
 		return err
 	}
 	logRecording(logger, msg, r.Summary())
 	pm.src = r
+	if r.Summary().HealthSnapshots > 0 {
+		pm.health = health
+	}
 	return serveSources(ctx, logger, cfg, pm, act)
 }
 
 func logRecording(logger *slog.Logger, msg string, s recording.Summary) {
 	logger.Info(msg, "synthetic", s.Header.Synthetic, "created", s.Header.Created, "devices", len(s.Devices),
-		"metrics", len(s.Catalog), "samples", s.Samples, "activity_records", s.ActivityRecords,
+		"metrics", len(s.Catalog), "samples", s.Samples, "activity_records", s.ActivityRecords, "health_snapshots", s.HealthSnapshots,
 		"seconds", float64(s.Last-s.First)/1e9, "complete", s.Complete)
 	if s.Header.Synthetic {
 		logger.Warn("the recording is SYNTHETIC: its values were generated, not measured on a GPU", "description", s.Header.Description)
@@ -87,6 +94,12 @@ func (s *activitySink) Add(conn uint64, dropped uint64, recs []activity.Record) 
 		s.agg.SenderDrops(p, map[string]uint64{"recorded": s.dropped[conn]})
 	}
 	s.agg.Add(p, recs)
+}
+
+func (s *activitySink) Coverage(conn uint64, spans []activity.Interval) {
+	if p := s.procs[conn]; p != nil {
+		s.agg.Coverage(p, spans)
+	}
 }
 
 func (s *activitySink) Disconnect(conn uint64) {

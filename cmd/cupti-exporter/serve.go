@@ -2,10 +2,12 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -27,14 +29,14 @@ func runServe(ctx context.Context, logger *slog.Logger, cfg *Config) error {
 	if err != nil {
 		return err
 	}
-	pm := pmSetup{mapper: m}
+	pm := pmSetup{mapper: m, live: true}
 	switch {
 	case !cfg.PMSample.Enabled:
-		pm.off = "PM sampling disabled by configuration (pmsample.enabled=false)"
+		pm.off, pm.offCode = "PM sampling disabled by configuration (pmsample.enabled=false)", exporter.ReasonDisabled
 	default:
 		lib, err := cupti.Open(cupti.Options{LibraryPath: cfg.CUPTI.Library})
 		if err != nil {
-			pm.off = fmt.Sprintf("PM sampling is off: %v", err)
+			pm.off, pm.offCode = fmt.Sprintf("PM sampling is off: %v", err), exporter.ReasonNoCUPTI
 			break
 		}
 		defer lib.Close()
@@ -54,7 +56,8 @@ func runServe(ctx context.Context, logger *slog.Logger, cfg *Config) error {
 	if err != nil {
 		return err
 	}
-	actOpts := activityOptions(pm.devices)
+	budget := activity.NewBudget(int64(cfg.Activity.MemoryBudget))
+	actOpts := liveActivityOptions(pm.devices, budget)
 	var extra []namedProducer
 	if kube != nil {
 		actOpts = append(actOpts, activity.WithPodResolver(podResolver(kube)))
@@ -64,7 +67,7 @@ func runServe(ctx context.Context, logger *slog.Logger, cfg *Config) error {
 	if !cfg.Activity.Enabled {
 		return serveSources(ctx, logger, cfg, pm, act, extra...)
 	}
-	srv, err := receiver.NewServer(cfg.Activity.Socket, act, logger, receiver.WithSocketMode(cfg.activitySocketMode()))
+	srv, err := receiver.NewServer(cfg.Activity.Socket, act, logger, receiverOptions(cfg, budget)...)
 	if err != nil {
 		return fmt.Errorf("%w (set --activity.socket, or --no-activity.enabled)", err)
 	}
@@ -85,7 +88,10 @@ type pmSetup struct {
 	pause   http.Handler             // the pause/resume API of a live sampler
 	status  func() []exporter.Status // readiness of a live sampler; nil: ready after the first batch
 	aggOpts []pmsample.AggregatorOption
-	off     string
+	off     string        // why there is no source, in full
+	offCode string        // the same as a reason code of cupti_exporter_source_up
+	live    bool          // this host's GPUs, not a recording: read their health from NVML too
+	health  *replayHealth // a recording's health frames, served as source "health"; nil: none
 }
 
 // namedProducer is one more source of self-metrics to register (the pod informer).
@@ -126,6 +132,13 @@ func serveSources(ctx context.Context, logger *slog.Logger, cfg *Config, pm pmSe
 	}
 	exp := exporter.New(logger, expOpts...)
 	exp.Register("activity", act)
+	if pm.live && cfg.Health.Enabled {
+		startHealth(ctx, logger, cfg, exp, pm.devices)
+	}
+	if pm.health != nil && cfg.Health.Enabled {
+		exp.Register("health", pm.health)
+		exp.RegisterStatus("health", statusFunc(pm.health.status))
+	}
 	if pods != nil {
 		exp.Register("podresources", pods)
 	}
@@ -136,7 +149,7 @@ func serveSources(ctx context.Context, logger *slog.Logger, cfg *Config, pm pmSe
 	switch src := pm.src; {
 	case src == nil:
 		exp.RegisterStatus("pmsample", statusFunc(func() []exporter.Status {
-			return []exporter.Status{{Source: "pmsample", Ready: false, Reason: pm.off}}
+			return []exporter.Status{{Source: "pmsample", Ready: false, Reason: pm.off, Code: pm.offCode}}
 		}))
 	default:
 		opts := append([]pmsample.AggregatorOption{pmsample.WithWindow(time.Duration(cfg.PMSample.Window))}, pm.aggOpts...)
@@ -147,7 +160,7 @@ func serveSources(ctx context.Context, logger *slog.Logger, cfg *Config, pm pmSe
 		if status == nil { // a recording: ready once its first batch is in
 			status = func() []exporter.Status {
 				if !fed.Load() {
-					return []exporter.Status{{Source: "pmsample", Reason: "waiting for the first batch"}}
+					return []exporter.Status{{Source: "pmsample", Reason: "waiting for the first batch", Code: exporter.ReasonStarting}}
 				}
 				return []exporter.Status{{Source: "pmsample", Ready: true}}
 			}
@@ -162,19 +175,21 @@ func serveSources(ctx context.Context, logger *slog.Logger, cfg *Config, pm pmSe
 	}
 
 	srv := exporter.NewServer(logger, exporter.ServerConfig{
-		ListenAddresses: []string{cfg.Web.ListenAddress},
-		WebConfigFile:   cfg.Web.ConfigFile,
-		TelemetryPath:   cfg.Web.TelemetryPath,
-		Registry:        exp.Registry(),
-		Status:          exp,
+		ListenAddresses:     []string{cfg.Web.ListenAddress},
+		HealthListenAddress: cfg.Web.HealthListenAddress,
+		WebConfigFile:       cfg.Web.ConfigFile,
+		TelemetryPath:       cfg.Web.TelemetryPath,
+		MaxRequests:         cfg.Web.MaxRequests,
+		Registry:            exp.Registry(),
+		Status:              exp,
 	})
-	if pm.pause != nil {
-		srv.Handle("/api/v1/pm-sampling/", pm.pause)
-	}
-	if cfg.OTLP.Endpoint != "" {
+	srv.Handle("/api/v1/pm-sampling/", pmSamplingAPI(cfg, pm))
+	otlpFromEnv, otlpEnvVar := exporter.OTLPFromEnv()
+	if cfg.OTLP.Endpoint != "" || otlpFromEnv {
 		o, err := exporter.NewOTLP(ctx, exporter.OTLPConfig{
 			Protocol: cfg.OTLP.Protocol, Endpoint: cfg.OTLP.Endpoint, Insecure: cfg.OTLP.Insecure,
-			Headers: cfg.OTLP.Header, Interval: time.Duration(cfg.OTLP.Interval),
+			Headers: cfg.OTLP.Header, Interval: time.Duration(cfg.OTLP.Interval), Timeout: time.Duration(cfg.OTLP.Timeout),
+			ResourceAttributes: cfg.OTLP.Resource, SelfMetrics: exp.SelfMetrics(),
 			Registerer: exp.Registry(), Logger: logger,
 		}, exp.Producers()...)
 		if err != nil {
@@ -187,7 +202,19 @@ func serveSources(ctx context.Context, logger *slog.Logger, cfg *Config, pm pmSe
 				logger.Warn("final OTLP push failed", "err", err)
 			}
 		}()
-		logger.Info("pushing OTLP", "endpoint", cfg.OTLP.Endpoint, "protocol", cfg.OTLP.Protocol, "interval", cfg.OTLP.Interval)
+		protocol, _ := exporter.OTLPProtocol(cfg.OTLP.Protocol)
+		endpoint, from := cfg.OTLP.Endpoint, "configuration"
+		if endpoint == "" {
+			endpoint, from = os.Getenv(otlpEnvVar), otlpEnvVar
+		}
+		interval := exporter.DefaultOTLPInterval.String()
+		switch env := os.Getenv("OTEL_METRIC_EXPORT_INTERVAL"); {
+		case cfg.OTLP.Interval > 0:
+			interval = cfg.OTLP.Interval.String()
+		case env != "":
+			interval = env + "ms (OTEL_METRIC_EXPORT_INTERVAL)"
+		}
+		logger.Info("pushing OTLP", "endpoint", endpoint, "endpoint_from", from, "protocol", protocol, "interval", interval)
 	}
 
 	srvErr := make(chan error, 1)
@@ -210,6 +237,31 @@ func serveSources(ctx context.Context, logger *slog.Logger, cfg *Config, pm pmSe
 	}
 }
 
+// pmSamplingAPI is the handler of /api/v1/pm-sampling/: the sampler's pause/resume API when
+// --web.enable-pm-sampling-api is given and a live sampler runs, otherwise a 404 that says why
+// (anything that reaches the port could otherwise stop GPU monitoring).
+func pmSamplingAPI(cfg *Config, pm pmSetup) http.Handler {
+	var why string
+	switch {
+	case !cfg.Web.EnablePMSamplingAPI:
+		why = "the PM sampling API (pause/resume) is off: start the exporter with --web.enable-pm-sampling-api " +
+			"(YAML web.enable_pm_sampling_api: true) to serve it, and protect the port with --web.config.file"
+	case pm.pause != nil:
+		return pm.pause
+	case pm.off != "":
+		why = "no PM sampling session to pause: " + pm.off
+	default:
+		why = "no PM sampling session to pause: this exporter serves a recording (replay or --demo), not the GPUs"
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusNotFound)
+		_ = json.NewEncoder(w).Encode(struct {
+			Error string `json:"error"`
+		}{why})
+	})
+}
+
 type statusFunc func() []exporter.Status
 
 func (f statusFunc) Status() []exporter.Status { return f() }
@@ -218,7 +270,7 @@ func (f statusFunc) Status() []exporter.Status { return f() }
 func samplerStatus(ds []pmsample.DeviceStatus) []exporter.Status {
 	out := make([]exporter.Status, 0, len(ds))
 	for _, d := range ds {
-		out = append(out, exporter.Status{Source: "pmsample", Device: strconv.Itoa(d.Device), Ready: d.Ready, Reason: d.Reason})
+		out = append(out, exporter.Status{Source: "pmsample", Device: strconv.Itoa(d.Device), Ready: d.Ready, Reason: d.Reason, Code: string(d.State)})
 	}
 	return out
 }
@@ -241,6 +293,8 @@ func samplerOptions(cfg *Config) []pmsample.Option {
 		pmsample.WithInterval(time.Duration(cfg.PMSample.Interval)),
 		pmsample.WithDecodePeriod(time.Duration(cfg.PMSample.DecodePeriod)),
 		pmsample.WithMultiplex(time.Duration(cfg.PMSample.Multiplex)),
+		pmsample.WithRateBackoff(cfg.PMSample.Backoff),
+		pmsample.WithPipeline(cfg.PMSample.Pipeline),
 	}
 	if len(cfg.PMSample.Metrics) > 0 {
 		opts = append(opts, pmsample.WithMetrics(cfg.PMSample.Metrics...))
@@ -262,4 +316,32 @@ func activityOptions(devices func() []pmsample.Device) []activity.Option {
 		}
 		return "", false
 	})}
+}
+
+// liveActivityOptions are activityOptions for records from the socket: devices a process
+// declares must exist on this host (when the PM source knows the host's GPUs), and the
+// per-device state is charged to the receiver's budget.
+func liveActivityOptions(devices func() []pmsample.Device, budget *activity.Budget) []activity.Option {
+	return append(activityOptions(devices),
+		activity.WithBudget(budget),
+		activity.WithDeviceFilter(func(uuid string) (exists, known bool) {
+			ds := devices()
+			for _, d := range ds {
+				if strings.EqualFold(d.UUID, uuid) {
+					return true, true
+				}
+			}
+			return false, len(ds) > 0
+		}))
+}
+
+// receiverOptions are the activity socket server's options from the configuration.
+func receiverOptions(cfg *Config, budget *activity.Budget) []receiver.Option {
+	return []receiver.Option{
+		receiver.WithSocketMode(cfg.activitySocketMode()),
+		receiver.WithMaxConnections(cfg.Activity.MaxConnections),
+		receiver.WithHelloTimeout(time.Duration(cfg.Activity.HelloTimeout)),
+		receiver.WithIdleTimeout(time.Duration(cfg.Activity.IdleTimeout)),
+		receiver.WithBudget(budget),
+	}
 }

@@ -39,6 +39,34 @@ stage_inject() {
   stop_exporter 9477
 }
 
+# coverage: traced seconds reported by the library (wire v2 coverage frames) against the workload's
+# wall time, continuous and at a 30 % duty cycle; then a hung exporter (SIGSTOP) while a workload
+# floods and exits: the exporter's queue_full must catch up with the workload's own exit line.
+stage_coverage() {
+  sub() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", a - b }'; }
+  say "== coverage"
+  mkdir -p /run/cupti-exporter
+  start_exporter "$L/exp-cov.log" 9477 --no-pmsample.enabled --activity.socket=$SOCK || return
+  for v in full duty; do
+    scrape "$L/cov-$v-0.txt"; t0=$(date +%s.%N)
+    case $v in
+      full) CUDA_INJECTION64_PATH=$INJ CUPTI_EXPORTER_SOCKET=$SOCK $W tiny 8 ;;
+      duty) CUDA_INJECTION64_PATH=$INJ CUPTI_EXPORTER_SOCKET=$SOCK CUPTI_EXPORTER_DUTY_CYCLE=0.3 CUPTI_EXPORTER_DUTY_PERIOD_MS=1000 $W tiny 8 ;;
+    esac > "$L/cov-$v.log" 2>&1
+    t1=$(date +%s.%N); sleep 2; scrape "$L/cov-$v-1.txt"
+    c0=$(val "$L/cov-$v-0.txt" '^cupti_activity_traced_seconds_total.state="complete"'); c1=$(val "$L/cov-$v-1.txt" '^cupti_activity_traced_seconds_total.state="complete"')
+    l0=$(val "$L/cov-$v-0.txt" '^cupti_activity_traced_seconds_total.state="lossy"'); l1=$(val "$L/cov-$v-1.txt" '^cupti_activity_traced_seconds_total.state="lossy"')
+    say "coverage $v: process wall $(sub "$t1" "$t0") s, traced complete $(sub "$c1" "$c0") s, lossy $(sub "$l1" "$l0") s (want ~wall minus CUDA start-up for full, ~0.3 x that for duty)"
+  done
+  scrape "$L/cov-hung-0.txt"
+  CUDA_INJECTION64_PATH=$INJ CUPTI_EXPORTER_SOCKET=$SOCK CUPTI_EXPORTER_QUEUE_RECORDS=1024 $W tiny 6 > "$L/cov-hung.log" 2>&1 &
+  wp=$!; sleep 2; kill -STOP "$(cat "$L/exporter.9477.pid")"; wait $wp; kill -CONT "$(cat "$L/exporter.9477.pid")"
+  sleep 3; scrape "$L/cov-hung-1.txt"
+  say "hung exporter: workload exit line: $(grep -o 'exit: .*queue_full=[0-9]*' "$L/cov-hung.log")"
+  say "hung exporter: exporter queue_full +$(sub "$(val "$L/cov-hung-1.txt" '^cupti_activity_dropped_records_total.reason="queue_full"')" "$(val "$L/cov-hung-0.txt" '^cupti_activity_dropped_records_total.reason="queue_full"')"), records +$(sub "$(val "$L/cov-hung-1.txt" '^cupti_activity_records_total')" "$(val "$L/cov-hung-0.txt" '^cupti_activity_records_total')"), invalid reports $(val "$L/cov-hung-1.txt" '^cupti_activity_invalid_reports_total') (want queue_full as the exit line, records + queue_full = queued)"
+  stop_exporter 9477
+}
+
 stage_coexist() {
   say "== coexist"
   start_exporter "$L/exp-A.log" 9477 --no-activity.enabled $PMARGS || return
@@ -71,7 +99,7 @@ stage_pm() {
   wp=$!
   while kill -0 $wp 2>/dev/null; do echo "# t $(date +%s.%N)" >> "$L/scrapes.txt"; curl -s localhost:9477/metrics | grep -E '^cupti_' >> "$L/scrapes.txt"; sleep 0.5; done
   curl -s localhost:9477/metrics > "$L/pm-final.txt"; stop_exporter 9477
-  say "exporter samples=$(val "$L/pm-final.txt" '^cupti_pm_samples_total') dropped=$(grep '^cupti_pm_samples_dropped_total' "$L/pm-final.txt" | tr '\n' ' ')"
+  say "exporter samples=$(val "$L/pm-final.txt" '^cupti_pm_samples_total') dropped=$(grep -E '^cupti_pm_(samples_dropped|samples_lost)_total' "$L/pm-final.txt" | awk '$NF != 0' | tr '\n' ' ')"
   $W phases > "$L/phases-probe.log" 2>&1 &
   # each probe line is stamped when it arrives: the probe flushes one line per 250 ms decode
   wp=$!; "$G/pmprobe" sample 33 1000000 "$CMP" 2> "$L/pmprobe.err" |
@@ -82,10 +110,17 @@ stage_pm() {
 stage_record() {
   say "== record (60 s demo recording: idle, matmul, copies, tiny kernels)"
   mkdir -p /run/cupti-exporter
-  "$BIN" record --output "$OUT/demo.rec" --duration 62s --pmsample.interval=10ms --activity.socket=$SOCK > "$L/record.log" 2>&1 &
+  # NVML health is recorded too (one snapshot a second; format version 4), so --demo serves it.
+  "$BIN" record --output "$OUT/demo.rec" --duration 62s --pmsample.interval=10ms --activity.socket=$SOCK \
+    --health.enabled --health.interval=1s > "$L/record.log" 2>&1 &
   rp=$!; sleep 3
   for i in 1 2; do CUDA_INJECTION64_PATH=$INJ CUPTI_EXPORTER_SOCKET=$SOCK CUPTI_EXPORTER_DUTY_CYCLE=${DEMO_DUTY:-0.05} CUPTI_EXPORTER_DUTY_PERIOD_MS=1000 $W phases 6.4 >> "$L/record-work.log" 2>&1; done
   wait $rp; say "record rc=$? size=$(stat -c %s "$OUT/demo.rec" 2>/dev/null) $(tail -2 "$L/record.log" | tr '\n' ' ')"
+  # Replay it once, as fast as possible: the health families must be served (want about 60
+  # health_snapshots in the log line, power/memory/energy of every GPU; size under 3 MiB).
+  setsid "$BIN" replay "$OUT/demo.rec" --replay.speed=0 --web.listen-address=:9481 --web.health-listen-address= > "$L/record-replay.log" 2>&1 &
+  local rp2=$!; sleep 4; scrape "$L/record-replay.txt" 9481; kill $rp2 2>/dev/null; wait $rp2 2>/dev/null
+  say "record replay: $(grep -o 'health_snapshots=[0-9]*' "$L/record-replay.log" | head -1) power_W=$(val "$L/record-replay.txt" '^cupti_gpu_power_watts') mem_used_B=$(val "$L/record-replay.txt" '^cupti_gpu_memory_used_bytes') energy_J=$(val "$L/record-replay.txt" '^cupti_gpu_energy_joules_total') health_families=$(grep -c '^# TYPE cupti_\(gpu\|nvml\)_' "$L/record-replay.txt")"
 }
 
 proc_cpu_s() { awk '{ printf "%.3f", ($14 + $15) / 100 }' /proc/$1/stat; }
@@ -115,7 +150,7 @@ stage_perf() {
       n0=$(val "$L/perf0-$iv.txt" '^cupti_pm_samples_total'); n1=$(val "$L/perf1-$iv.txt" '^cupti_pm_samples_total')
       say "exporter interval=${iv}ns $(python3 -c "c=$c1-$c0; n=$n1-$n0; print(f'cpu={c:.2f}s samples={n:.0f} us/sample={c*1e6/max(n,1):.2f}')") rss=${rss0}->${rss1}MB"
       say "  cpu by thread (s): $(cat "$L/perf-threads-$iv.json")"
-      say "  losses: $(grep -E '^cupti_pm_(samples_dropped|overflows)' "$L/perf1-$iv.txt" | tr '\n' ' ')"
+      say "  losses: $(grep -E '^cupti_pm_(samples_dropped|samples_lost|decode_failures|overflows)' "$L/perf1-$iv.txt" | awk '$NF != 0' | tr '\n' ' ')"
       for call in decode sample_info evaluate reset; do
         a=$(val "$L/perf0-$iv.txt" "^cupti_pm_cupti_call_seconds_total.*call=\"$call\""); b=$(val "$L/perf1-$iv.txt" "^cupti_pm_cupti_call_seconds_total.*call=\"$call\"")
         say "  inside CUPTI $call: $(python3 -c "print(f'{($b-$a)*1e6/max($n1-$n0,1):.2f} us/sample')")"
@@ -163,6 +198,36 @@ stage_soak() {
   say "soak: $(head -1 "$L/soak-rss.txt") -> $(tail -1 "$L/soak-rss.txt") (epoch rss_MB kernels) $(grep -o '[0-9.]* us/launch' "$L/soak-work.log")"
   scrape "$L/soak-final.txt" 9479; say "soak dropped: $(grep '^cupti_activity_dropped' "$L/soak-final.txt" | tr '\n' ' ')"
   stop_exporter 9479
+}
+
+# Issue 11: the exporter under hostile activity clients and a scrape storm, with PM sampling at the
+# defaults under a matmul load. Look for: image_full/overflow deltas 0 during the storm, RSS peak
+# within PM (~110 MB + 80 MB/GPU) + 2 x the 128 MiB budget and back down after the flood, the real
+# workload's kernels counted despite 256 silent connections, unknown_device = 99900.
+stage_hostile() {
+  say "== hostile (name flood, silent connections, made-up devices, 200 scrapers)"
+  mkdir -p /run/cupti-exporter; local hs=/run/cupti-exporter/hostile.sock
+  start_exporter "$L/exp-hostile.log" 9480 --activity.socket=$hs --web.max-requests=0 $PMARGS || return
+  pid=$(cat "$L/exporter.9480.pid"); sleep 3
+  $W mm ${HOSTILE_S:-90} > "$L/hostile-load.log" 2>&1 & lp=$!
+  rss0=$(proc_rss_mb $pid)
+  python3 scripts/gpu/hostile.py $hs names 256 5 | tee -a "$S" &
+  hp=$!; peak=$rss0
+  while kill -0 $hp 2>/dev/null; do r=$(proc_rss_mb $pid); peak=$(echo "$r $peak" | awk '{ print ($1 > $2) ? $1 : $2 }'); sleep 0.2; done
+  sleep 3; say "hostile names: rss ${rss0} MB -> peak ${peak} MB -> $(proc_rss_mb $pid) MB 3 s after; $(curl -s localhost:9480/metrics | grep -E '^cupti_activity_memory' | tr '\n' ' ')"
+  python3 scripts/gpu/hostile.py $hs silent 256 20 > /dev/null & sp=$!; sleep 2
+  CUDA_INJECTION64_PATH=$INJ CUPTI_EXPORTER_SOCKET=$hs $W tiny 5 > "$L/hostile-work.log" 2>&1
+  wait $sp; python3 scripts/gpu/hostile.py $hs devices | tee -a "$S"
+  scrape "$L/hostile-mid.txt" 9480
+  say "hostile: kernels counted $(val "$L/hostile-mid.txt" '^cupti_activity_records_total') $(grep -E '^cupti_activity_dropped_(connections|records)_total' "$L/hostile-mid.txt" | grep -v ' 0$' | tr '\n' ' ')"
+  local d0 end=$((SECONDS + ${STORM_S:-30}))
+  d0=$(grep -E '^cupti_pm_samples_dropped_total.*reason="(image_full|overflow)"' "$L/hostile-mid.txt" | awk '{ s += $NF } END { print s + 0 }')
+  for i in $(seq 1 200); do (while [ $SECONDS -lt $end ]; do curl -s -o /dev/null localhost:9480/metrics; done) & done; wait $(jobs -p | grep -v "^$lp$") 2>/dev/null
+  sleep 1; scrape "$L/hostile-final.txt" 9480
+  say "hostile storm: 200 scrapers ${STORM_S:-30} s, scrapes $(val "$L/hostile-final.txt" '^promhttp_metric_handler_requests_total'), image_full+overflow $d0 -> $(grep -E '^cupti_pm_samples_dropped_total.*reason="(image_full|overflow)"' "$L/hostile-final.txt" | awk '{ s += $NF } END { print s + 0 }'), rss $(proc_rss_mb $pid) MB"
+  kill $lp 2>/dev/null; wait $lp 2>/dev/null
+  kill -HUP $pid; sleep 1; say "hostile: after SIGHUP alive=$(kill -0 $pid 2>/dev/null && echo yes || echo no) $(grep -c 'ignoring signal' "$L/exp-hostile.log") log line(s)"
+  stop_exporter 9480; say "hostile: socket left behind: $(test -e $hs && echo yes || echo no)"
 }
 
 stage_multigpu() {
@@ -242,4 +307,90 @@ stage_rss() {
   for cmd in "$BIN version" "$BIN metrics plan $DEFSET" "$G/pmprobe check $DEFSET"; do
     say "peak rss $(python3 -c 'import resource, subprocess, sys; subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL); print(f"{resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024:.1f}MB")' $cmd): ${cmd##*/}" | cut -c1-160
   done
+}
+
+# Injection library absent (a workload pod started before the node DaemonSet copied it into
+# the hostPath folder, which the chart mounts DirectoryOrCreate): does CUDA still run?
+# Look for: rc=0 and the us/launch line (then the chart's note "runs untraced" holds).
+stage_injmissing() {
+  say "== injmissing"
+  CUDA_INJECTION64_PATH=/run/cupti-exporter-absent/libcupti_exporter_inject.so $W tiny 1 > "$L/injmissing.log" 2>&1
+  say "missing injection library: rc=$? $(grep -o '[0-9.]* us/launch' "$L/injmissing.log") $(grep -im2 -E 'error|inject' "$L/injmissing.log" | tr '\n' ' ')"
+}
+
+# Issue 14: per run, delivered + lost samples against the configured rate x time, CPU per sample
+# against the time inside CUPTI calls, session churn, decode thread CPU and core share, side by
+# side under one bf16 matmul load on GPU 0 (pmrate.py). Runs (PMT_RUNS, SET:MICROSECONDS:PIPELINE[:backoff];
+# SET def = the default 9 metrics, cmp = 4 metrics; dpN: decode every N ms): the default set at
+# 1 ms, 200 us and 100 us, 4 metrics at 100 us, both again with the double pipeline, the default
+# set at 100 us decoded every 50 ms (its image, 1,266 slots x 79 KB = 100 MB at 100 ms, is past the
+# 80 MB where re-initialisation cost per slot doubled in TestRealCounterDataCosts; 50 ms keeps it
+# at 50 MB), serial and double, and the default set at 100 us with --pmsample.backoff. PMT_S seconds each (30), measured after 5 s (past admission). Then what
+# CUPTI allows at once on one session (TestRealConcurrentDecode, 4 metrics and the default set
+# at 100 us under the same load): two images decoded and evaluated on two threads, and
+# evaluation of disjoint ranges on 1/2/4 threads.
+stage_pmthroughput() {
+  local dur=${PMT_S:-30} lp run set us pipe extra M args pid c0 c1 t0 t1
+  say "== pmthroughput (bf16 matmul load, ${dur} s per run)"
+  $W mm 900 > "$L/pmt-load.log" 2>&1 & lp=$!
+  sleep 5
+  for run in ${PMT_RUNS:-def:1000:serial def:200:serial def:100:serial cmp:100:serial def:100:double cmp:100:double def:100:serial:dp50 def:100:double:dp50 def:100:serial:backoff}; do
+    IFS=: read -r set us pipe extra <<< "$run"
+    M=$DEFSET; [ "$set" = cmp ] && M=$CMP
+    args="--no-activity.enabled --pmsample.interval=${us}us --pmsample.metrics=$M --pmsample.pipeline=$pipe"
+    [ "$extra" = backoff ] && args="$args --pmsample.backoff"
+    [ "${extra#dp}" != "$extra" ] && args="$args --pmsample.decode-period=${extra#dp}ms"
+    CUDA_VISIBLE_DEVICES=0 start_exporter "$L/exp-pmt-$set-$us-$pipe$extra.log" 9477 $args || continue
+    pid=$(cat "$L/exporter.9477.pid"); sleep 5
+    scrape "$L/pmt0.txt"; c0=$(proc_cpu_s $pid); t0=$(date +%s.%N); python3 scripts/gpu/threads.py $pid > "$L/pmt-th0.json"
+    sleep "$dur"
+    scrape "$L/pmt-$set-$us-$pipe$extra.txt"; c1=$(proc_cpu_s $pid); t1=$(date +%s.%N)
+    python3 scripts/gpu/threads.py $pid "$L/pmt-th0.json" > "$L/pmt-th-$set-$us-$pipe$extra.json"
+    say "$(python3 scripts/gpu/pmrate.py "$set@${us}us/$pipe${extra:+/$extra}" "$(python3 -c "print($us/1e6)")" "$L/pmt0.txt" \
+      "$L/pmt-$set-$us-$pipe$extra.txt" "$(python3 -c "print($t1-$t0)")" "$(python3 -c "print($c1-$c0)")")"
+    say "  cpu by thread (s): $(cat "$L/pmt-th-$set-$us-$pipe$extra.json" | cut -c1-200)"
+    say "  readyz: $(curl -s localhost:9477/readyz | tr '\n' ' ' | cut -c1-400)"
+    say "  log: $(grep -m2 -E 'sustain|backed off' "$L/exp-pmt-$set-$us-$pipe$extra.log" | cut -c1-300 | tr '\n' ' ')"
+    stop_exporter 9477
+  done
+  for set in cmp def; do
+    M=$DEFSET; [ "$set" = cmp ] && M=$CMP
+    CUDA_VISIBLE_DEVICES=0 CUPTI_EXPORTER_REAL_TEST=1 CUPTI_COST_METRICS=$M CUPTI_CONC_INTERVAL=100us \
+      timeout 120 "$G/cupti.test" -test.run 'TestRealConcurrentDecode' -test.v > "$L/gotest-conc-$set.log" 2>&1
+    say "-- concurrent decode, $set set, 100 us: rc=$?"
+    grep -E '\((a|b|c)\)|^(---|ok|FAIL)' "$L/gotest-conc-$set.log" | sed 's/^ *real_concurrency_test.go:[0-9]*: //' | cut -c1-400 | tee -a "$S"
+  done
+  kill $lp 2>/dev/null
+}
+
+# Issue 11 item 8: multiplexing on the GPU. The default set with --pmsample.multiplex=1s plans the
+# FP16 pipe (and, where the GPUs have NVLink peers, the NVLink counters) as a second group beside
+# the nine of the first. Phases on GPU 0: bf16 matmul (tensor pipe, group 1), fp16 element-wise
+# (FP16 pipe, group 2), and with two GPUs an NCCL all-reduce (NVLink bytes). Each phase is 20 s,
+# twice the window, so each group's cupti_pm_observed_ratio should read about 0.5 (a little less:
+# the rotation's own gap, cupti_pm_samples_lost_total{reason="rotation"}), decode failures 0.
+stage_pmmultiplex() {
+  say "== pmmultiplex (default set + FP16 / NVLink groups, rotating every 1 s)"
+  "$BIN" metrics plan --multiplex "$DEFSET,sm__inst_executed_pipe_fma_type_fp16.avg.pct_of_peak_sustained_elapsed,nvlrx__bytes.sum,nvltx__bytes.sum" \
+    > "$L/mux-plan.log" 2>&1; say "plan rc=$?: $(tr '\n' ' ' < "$L/mux-plan.log" | cut -c1-500)"
+  export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+  start_exporter "$L/exp-mux.log" 9477 --no-activity.enabled --pmsample.multiplex=1s --pmsample.window=10s || return
+  sleep 3; scrape "$L/mux-0.txt"
+  say "groups: $(grep -iE 'left out|planned|group' "$L/exp-mux.log" | head -4 | cut -c1-300 | tr '\n' ' ')"
+  local ph
+  for ph in mm fp16; do
+    $W $ph 20 > "$L/mux-$ph.log" 2>&1; scrape "$L/mux-$ph.txt"
+    say "-- after $ph: observed $(grep '^cupti_pm_observed_ratio' "$L/mux-$ph.txt" | grep 'gpu="0"' | sed -E 's/.*metric="([^"]*)".* ([0-9.e+-]+)$/\1=\2/' | tr '\n' ' ')"
+    say "   tensor $(grep -E '^cupti_tensor_pipe_active_ratio\{' "$L/mux-$ph.txt" | grep 'gpu="0"' | awk '{print $NF}') fp16 $(grep -E '^cupti_fp16_pipe_active_ratio\{' "$L/mux-$ph.txt" | grep 'gpu="0"' | awk '{print $NF}') coverage $(grep '^cupti_pm_window_coverage_ratio' "$L/mux-$ph.txt" | grep 'gpu="0"' | awk '{print $NF}')"
+  done
+  if [ "$(nvidia-smi -L | wc -l)" -ge 2 ]; then
+    timeout 150 python3 scripts/gpu/allreduce.py 20 > "$L/mux-allreduce.log" 2>&1; say "allreduce rc=$? $(tail -1 "$L/mux-allreduce.log")"
+    scrape "$L/mux-nvl.txt"
+    say "-- after all-reduce: observed $(grep '^cupti_pm_observed_ratio' "$L/mux-nvl.txt" | sed -E 's/.*gpu="([0-9]+)".*metric="([^"]*)".* ([0-9.e+-]+)$/gpu\1 \2=\3/' | grep -i nvl | tr '\n' ' ')"
+    say "   nvlink: $(grep -E '^cupti_nvlink_bytes_total' "$L/mux-nvl.txt" | tr '\n' ' ' | cut -c1-400)"
+  fi
+  scrape "$L/mux-final.txt"
+  say "failures: $(grep '^cupti_pm_decode_failures_total' "$L/mux-final.txt" | awk '$NF != 0' | tr '\n' ' ') lost: $(grep '^cupti_pm_samples_lost_total' "$L/mux-final.txt" | awk '$NF != 0' | sed -E 's/.*gpu="([0-9]+)".*reason="([^"]*)".* ([0-9.e+-]+)$/gpu\1 \2=\3/' | tr '\n' ' ') samples: $(grep '^cupti_pm_samples_total' "$L/mux-final.txt" | awk '{print $NF}' | tr '\n' ' ')"
+  say "log warnings: $(grep -cE 'level=WARN' "$L/exp-mux.log") $(grep -m3 -E 'level=WARN' "$L/exp-mux.log" | cut -c1-200 | tr '\n' ' ')"
+  stop_exporter 9477
 }

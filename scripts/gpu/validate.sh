@@ -19,7 +19,8 @@ val() { # val FILE NAME_REGEX -> sum of matching series values
   awk -v re="$2" '$0 !~ /^#/ && $1 ~ re { s += $NF } END { printf "%.6g", s }' "$1"; }
 start_exporter() { # start_exporter LOG PORT ARGS...
   local log=$1 port=$2; shift 2
-  setsid "$BIN" serve --web.listen-address=":$port" "$@" > "$log" 2>&1 &
+  # No health listener (two exporters run side by side in some stages); the pause API is opt-in.
+  setsid "$BIN" serve --web.listen-address=":$port" --web.health-listen-address= --web.enable-pm-sampling-api "$@" > "$log" 2>&1 &
   echo $! > "$L/exporter.$port.pid"
   for _ in $(seq 1 50); do curl -sf "localhost:$port/healthz" >/dev/null && return 0; sleep 0.2; done
   say "exporter on :$port did not come up"; tail -20 "$log" | tee -a "$S"; return 1; }
@@ -52,6 +53,7 @@ stage_layout() {
 }
 
 source scripts/gpu/stages.sh
+for f in scripts/gpu/stages_*.sh; do source "$f"; done
 
 for st in "$@"; do "stage_${st//-/_}"; done
 cp "$S" "$L/" 2>/dev/null

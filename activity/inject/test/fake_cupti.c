@@ -6,7 +6,9 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <pthread.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "fake_cupti.h"
@@ -19,6 +21,10 @@ static complete_fn done;
 static atomic_int enabled[64], enables, disables, flushes, forced;
 static atomic_size_t dropped;
 static atomic_int owner;
+#define MAX_WINDOWS 4096
+static pthread_mutex_t win_mu = PTHREAD_MUTEX_INITIALIZER;
+static uint64_t win[MAX_WINDOWS][2];
+static int nwin;
 static const char *names[5] = {"kernel_0", "kernel_1", "kernel_2", "kernel_3", "kernel_4"};
 
 static void check_pid(const char *fn)
@@ -44,6 +50,33 @@ int cuptiGetVersion(uint32_t *v)
 {
 	check_pid(__func__);
 	*v = (uint32_t)env_int("FAKE_CUPTI_VERSION", 130001);
+	return 0;
+}
+
+static uint64_t realtime_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Kernel windows: CUPTI's clock on bare-metal Linux is the Unix epoch in ns. */
+static void note_window(int kind, int on)
+{
+	if (kind != 10)
+		return;
+	pthread_mutex_lock(&win_mu);
+	if (on && !atomic_load(&enabled[10]) && nwin < MAX_WINDOWS)
+		win[nwin][0] = realtime_ns(), win[nwin][1] = 0, nwin++;
+	else if (!on && atomic_load(&enabled[10]) && nwin > 0)
+		win[nwin - 1][1] = realtime_ns();
+	pthread_mutex_unlock(&win_mu);
+}
+
+int cuptiGetTimestamp(uint64_t *ts)
+{
+	check_pid(__func__);
+	*ts = realtime_ns();
 	return 0;
 }
 
@@ -73,6 +106,7 @@ int cuptiActivityEnable(int kind)
 	/* FAKE_CUPTI_ENABLE_FAIL_KIND: only that kind fails (tests the undo) */
 	if (res && (env_int("FAKE_CUPTI_ENABLE_FAIL_KIND", -1) < 0 || env_int("FAKE_CUPTI_ENABLE_FAIL_KIND", -1) == kind))
 		return res;
+	note_window(kind, 1);
 	if (kind >= 0 && kind < 64)
 		atomic_store(&enabled[kind], 1);
 	return 0;
@@ -82,6 +116,7 @@ int cuptiActivityDisable(int kind)
 {
 	check_pid(__func__);
 	atomic_fetch_add(&disables, 1);
+	note_window(kind, 0);
 	if (kind >= 0 && kind < 64)
 		atomic_store(&enabled[kind], 0);
 	return 0;
@@ -222,7 +257,16 @@ static int f_disable_calls(void) { return atomic_load(&disables); }
 static int f_flush_calls(int f) { return atomic_load(f ? &forced : &flushes); }
 static void f_set_dropped(size_t n) { atomic_store(&dropped, n); }
 
+static int f_windows(uint64_t (*w)[2], int max)
+{
+	pthread_mutex_lock(&win_mu);
+	int n = nwin < max ? nwin : max;
+	memcpy(w, win, (size_t)n * sizeof *w);
+	pthread_mutex_unlock(&win_mu);
+	return n;
+}
+
 struct fake_api fake_cupti_api = {
 	f_request, f_complete, f_fill, f_fill_other, f_registered, f_enabled,
-	f_enable_calls, f_disable_calls, f_flush_calls, f_set_dropped,
+	f_enable_calls, f_disable_calls, f_flush_calls, f_set_dropped, f_windows, realtime_ns,
 };

@@ -23,6 +23,10 @@ struct fake_api {
 	int (*disable_calls)(void);
 	int (*flush_calls)(int forced);
 	void (*set_dropped)(size_t n);
+	/* Windows during which kind 10 (kernels) was enabled, by cuptiGetTimestamp's clock;
+	 * end 0 = still enabled. Returns how many (at most max). */
+	int (*windows)(uint64_t (*w)[2], int max);
+	uint64_t (*now)(void); /* cuptiGetTimestamp's clock */
 };
 
 /* Expected fields of synthetic record g (the Go integration test mirrors this). */

@@ -47,12 +47,14 @@ static struct {
 	pthread_mutex_t mu;
 	int listen_fd, stop;
 	pthread_t thread;
-	int connections, hellos, goodbyes, bad_frames;
+	int connections, hellos, goodbyes, bad_frames, hold;
 	uint32_t pid;
 	int ndevices;
 	char uuid1[64];
 	uint64_t records, per_kind[4], ptop, mismatches, drops[NDROPS], last_frame_drop_total, goodbye_sent;
 	char *names[1024];
+	int nspans, lossy_spans, bad_spans;
+	uint64_t span[8192][2], span_records[8192]; /* span, records received before it */
 } rx = {.mu = PTHREAD_MUTEX_INITIALIZER, .listen_fd = -1};
 
 static uint16_t g16(const uint8_t *p) { uint16_t v; memcpy(&v, p, 2); return v; }
@@ -112,7 +114,7 @@ static void handle(int fd)
 	uint8_t h[12];
 	while (read_full(fd, h, 12) == 0) {
 		uint32_t len = g32(h + 8);
-		if (g32(h) != 0x57415843u || h[4] != 1 || len > (1u << 20) || read_full(fd, payload, len)) {
+		if (g32(h) != 0x57415843u || h[4] != 2 || len > (1u << 20) || read_full(fd, payload, len)) {
 			pthread_mutex_lock(&rx.mu);
 			rx.bad_frames++;
 			pthread_mutex_unlock(&rx.mu);
@@ -165,6 +167,27 @@ static void handle(int fd)
 		case 4:
 			read_drops(p, len);
 			break;
+		case 6: { /* coverage: spans in time order, across connections too */
+			uint32_t n = g32(p);
+			if (len != 8 + 24 * n || g32(p + 4)) {
+				rx.bad_frames++;
+				break;
+			}
+			for (uint32_t i = 0; i < n; i++) {
+				const uint8_t *q = p + 8 + 24 * i;
+				uint64_t a = g64(q), b = g64(q + 8);
+				uint64_t prev = rx.nspans ? rx.span[rx.nspans - 1][1] : 0;
+				if (b <= a || a < prev || (g32(q + 16) & ~1u) || g32(q + 20))
+					rx.bad_spans++;
+				if (g32(q + 16) & 1)
+					rx.lossy_spans++;
+				if (rx.nspans < 8192) {
+					rx.span[rx.nspans][0] = a, rx.span[rx.nspans][1] = b;
+					rx.span_records[rx.nspans++] = rx.records;
+				}
+			}
+			break;
+		}
 		case 5:
 			rx.goodbyes++;
 			rx.goodbye_sent = g64(p);
@@ -182,10 +205,14 @@ static void *rx_run(void *arg)
 	(void)arg;
 	for (;;) {
 		pthread_mutex_lock(&rx.mu);
-		int stop = rx.stop;
+		int stop = rx.stop, hold = rx.hold;
 		pthread_mutex_unlock(&rx.mu);
 		if (stop)
 			return NULL;
+		if (hold) { /* a hung exporter: connections wait in the backlog */
+			msleep(10);
+			continue;
+		}
 		struct pollfd pfd = {.fd = rx.listen_fd, .events = POLLIN};
 		if (poll(&pfd, 1, 20) <= 0)
 			continue;
@@ -234,6 +261,23 @@ static void rx_wait_goodbye(int ms)
 			return;
 		msleep(10);
 	}
+}
+
+/* Checks the spans: well formed, and (contiguous) each starts where the previous ended. */
+static void check_spans(int contiguous)
+{
+	CHECK(rx.bad_spans == 0, "%d spans empty, out of order or with reserved bits", rx.bad_spans);
+	for (int i = 1; contiguous && i < rx.nspans; i++)
+		CHECK(rx.span[i][0] == rx.span[i - 1][1], "span %d starts at %llu, previous ended at %llu", i,
+		      (unsigned long long)rx.span[i][0], (unsigned long long)rx.span[i - 1][1]);
+}
+
+static uint64_t span_total(void)
+{
+	uint64_t t = 0;
+	for (int i = 0; i < rx.nspans; i++)
+		t += rx.span[i][1] - rx.span[i][0];
+	return t;
 }
 
 /* ---- drivers ---- */
@@ -293,7 +337,9 @@ static const char *sock(void) { return getenv("CUPTI_EXPORTER_SOCKET"); }
 static void mode_basic(void)
 {
 	rx_start(sock());
+	uint64_t t_init = fake->now();
 	CHECK(initialize() == 1, "InitializeInjection");
+	uint64_t t_inited = fake->now();
 	CHECK(initialize() == 1, "second call is a no-op");
 	CHECK(fake->registered() && fake->enabled(10) && fake->enabled(1) && fake->enabled(2) && fake->enabled(22),
 	      "kinds enabled");
@@ -306,7 +352,9 @@ static void mode_basic(void)
 	for (int t = 0; t < 3000 && fake->flush_calls(0) < 2; t += 10)
 		msleep(10); /* flush interval is 20 ms; the deadline only matters on a loaded machine */
 	CHECK(fake->flush_calls(0) >= 2, "periodic FlushAll(0): %d calls", fake->flush_calls(0));
+	uint64_t t_finish = fake->now();
 	finish();
+	uint64_t t_finished = fake->now();
 	finish(); /* idempotent */
 	rx_wait_goodbye(2000);
 	rx_stop();
@@ -325,6 +373,20 @@ static void mode_basic(void)
 	CHECK(rx.drops[UNKNOWN] == 1 && rx.drops[CUPTI] == 5 && rx.drops[QUEUE] == 0 && rx.drops[POOL] == 0,
 	      "drops unknown %llu cupti %llu queue %llu pool %llu", (unsigned long long)rx.drops[UNKNOWN],
 	      (unsigned long long)rx.drops[CUPTI], (unsigned long long)rx.drops[QUEUE], (unsigned long long)rx.drops[POOL]);
+	/* Coverage: continuous tracing is one span cut at every flush, from init to finish. */
+	CHECK(rx.nspans >= 2, "%d coverage spans, want one per flush (>= 2)", rx.nspans);
+	check_spans(1);
+	if (rx.nspans) {
+		CHECK(rx.span[0][0] >= t_init && rx.span[0][0] <= t_inited, "first span starts at %llu, init ran %llu..%llu",
+		      (unsigned long long)rx.span[0][0], (unsigned long long)t_init, (unsigned long long)t_inited);
+		uint64_t end = rx.span[rx.nspans - 1][1];
+		CHECK(end >= t_finish && end <= t_finished, "last span ends at %llu, finish ran %llu..%llu",
+		      (unsigned long long)end, (unsigned long long)t_finish, (unsigned long long)t_finished);
+		CHECK(rx.span_records[rx.nspans - 1] == 8000, "the last span came after %llu records, want all 8000",
+		      (unsigned long long)rx.span_records[rx.nspans - 1]);
+	}
+	CHECK(rx.lossy_spans >= 1 && rx.lossy_spans < rx.nspans, "%d of %d spans lossy, want the one with CUPTI's 5 drops",
+	      rx.lossy_spans, rx.nspans);
 }
 
 static void mode_pool(int may_refuse)
@@ -351,9 +413,11 @@ static void mode_pool(int may_refuse)
 
 static void mode_absent(void)
 {
+	uint64_t t_init = fake->now();
 	CHECK(initialize() == 1, "InitializeInjection");
 	run_threads(3, 1, 1000); /* 3,000 records, queue bound 1,024, nobody listening */
 	msleep(300);
+	uint64_t t_rx = fake->now();
 	rx_start(sock()); /* the exporter appears: the library reconnects by itself */
 	for (int t = 0; t < 5000; t += 20) {
 		pthread_mutex_lock(&rx.mu);
@@ -372,6 +436,54 @@ static void mode_absent(void)
 	      (unsigned long long)rx.drops[QUEUE], (unsigned long long)rx.goodbye_sent);
 	CHECK(rx.last_frame_drop_total == 3000 - 1024, "records frames carry the drop total: %llu",
 	      (unsigned long long)rx.last_frame_drop_total);
+	/* The spans of the time without an exporter were kept and sent after hello; the one
+	 * whose records overflowed the queue is lossy, the later ones are not. */
+	check_spans(1);
+	CHECK(rx.nspans >= 2 && rx.span[0][0] >= t_init && rx.span[0][0] < t_rx, "%d spans, first at %llu (init %llu, exporter %llu)",
+	      rx.nspans, (unsigned long long)(rx.nspans ? rx.span[0][0] : 0), (unsigned long long)t_init, (unsigned long long)t_rx);
+	CHECK(rx.lossy_spans >= 1 && rx.lossy_spans < rx.nspans, "%d of %d spans lossy", rx.lossy_spans, rx.nspans);
+}
+
+/* hung: the exporter accepts nothing and reads nothing (stopped) while the workload floods
+ * and exits. The frame stuck in the socket and the queue are lost; the final counters and
+ * the unsent spans go on a fresh connection, so what the exporter reads adds up. */
+static void flood(void)
+{
+	for (int i = 0; i < 40; i++) { /* 20,000 records (960 KB) at a pace the sender keeps up with until */
+		run_threads(1, 5, 100); /* the socket buffer is full; then the queue (1,024) overflows */
+		msleep(5);
+	}
+	msleep(100);
+}
+
+static void mode_hung(void)
+{
+	rx.hold = 1;
+	rx_start(sock());
+	CHECK(initialize() == 1, "InitializeInjection");
+	flood();
+	finish(); /* gives up on the stuck connection after half of EXIT_TIMEOUT_MS */
+	pthread_mutex_lock(&rx.mu);
+	rx.hold = 0; /* the exporter resumes: it reads the first connection, then the second */
+	pthread_mutex_unlock(&rx.mu);
+	rx_wait_goodbye(3000);
+	msleep(50);
+	rx_stop();
+	/* Two connections: the stuck one and the final one. On a machine too loaded for the sender
+	 * to ever fill the socket buffer there is one, ended by a normal goodbye; the sums below
+	 * must hold either way. */
+	if (rx.connections != 2)
+		fprintf(stderr, "hung: the sender never got stuck (%d connection); the fallback was not exercised\n",
+			rx.connections);
+	CHECK(rx.connections >= 1 && rx.connections <= 2 && rx.hellos == rx.connections && rx.goodbyes == 1,
+	      "conn %d hello %d goodbye %d", rx.connections, rx.hellos, rx.goodbyes);
+	CHECK(rx.drops[QUEUE] > 0 && rx.records + rx.drops[QUEUE] == 20000 && rx.goodbye_sent == rx.records,
+	      "records %llu + queue_full %llu != 20000 (sent %llu)", (unsigned long long)rx.records,
+	      (unsigned long long)rx.drops[QUEUE], (unsigned long long)rx.goodbye_sent);
+	CHECK(rx.mismatches == 0 && rx.bad_frames <= 1, "mismatches %llu bad frames %d (one cut frame allowed)",
+	      (unsigned long long)rx.mismatches, rx.bad_frames);
+	check_spans(1);
+	CHECK(rx.nspans >= 1 && rx.lossy_spans >= 1, "%d spans, %d lossy", rx.nspans, rx.lossy_spans);
 }
 
 static void mode_fork(void)
@@ -438,6 +550,8 @@ static void mode_version(void)
 
 static void mode_duty(void)
 {
+	rx_start(sock());
+	uint64_t t_init = fake->now();
 	CHECK(initialize() == 1, "InitializeInjection");
 	/* period 100 ms, 30 % on: a switch every 30 or 70 ms; wait for 4 of each (4 kinds per switch) */
 	for (int t = 0; t < 5000 && (fake->enable_calls() < 16 || fake->disable_calls() < 16); t += 10)
@@ -449,6 +563,25 @@ static void mode_duty(void)
 		on += fake->enabled(10);
 	CHECK(on > n / 10 && on < n * 6 / 10, "traced %d of %d samples, want about 30%%", on, n);
 	finish();
+	uint64_t t_end = fake->now();
+	rx_wait_goodbye(2000);
+	rx_stop();
+	/* Every span lies inside a window in which the kinds were enabled, none is lossy,
+	 * and together they cover about 30 % of the run. */
+	static uint64_t w[4096][2];
+	int nw = fake->windows(w, 4096);
+	check_spans(0);
+	CHECK(rx.nspans >= 4, "%d coverage spans over >= 4 duty windows", rx.nspans);
+	for (int i = 0; i < rx.nspans; i++) {
+		int inside = 0;
+		for (int j = 0; j < nw && !inside; j++)
+			inside = w[j][0] <= rx.span[i][0] && rx.span[i][1] <= (w[j][1] ? w[j][1] : t_end);
+		CHECK(inside, "span %d [%llu, %llu] is not inside an enabled window", i, (unsigned long long)rx.span[i][0],
+		      (unsigned long long)rx.span[i][1]);
+	}
+	double share = (double)span_total() / (double)(t_end - t_init);
+	CHECK(share > 0.15 && share < 0.45, "spans cover %.2f of the run, want about 0.3", share);
+	CHECK(rx.lossy_spans == 0, "%d lossy spans without drops", rx.lossy_spans);
 }
 
 /* kinds: CUPTI_EXPORTER_KINDS=memcpy,ptop enables exactly MEMCPY and MEMCPY2. */
@@ -469,6 +602,14 @@ static void mode_absent_exit(void)
 	finish();
 }
 
+/* flood: as hung, but the Go integration test plays the exporter. */
+static void mode_flood(void)
+{
+	CHECK(initialize() == 1, "InitializeInjection");
+	flood();
+	finish();
+}
+
 /* drive: the Go integration test listens; we only send. */
 static void mode_drive(void)
 {
@@ -480,7 +621,7 @@ static void mode_drive(void)
 int main(int argc, char **argv)
 {
 	if (argc != 2) {
-		fprintf(stderr, "usage: harness basic|pool|pool-old|absent|absent-exit|fork|step-aside|version|duty|kinds|drive\n");
+		fprintf(stderr, "usage: harness basic|pool|pool-old|absent|hung|absent-exit|fork|step-aside|version|duty|kinds|drive|flood\n");
 		return 2;
 	}
 	load();
@@ -493,6 +634,8 @@ int main(int argc, char **argv)
 		mode_pool(0);
 	else if (!strcmp(m, "absent"))
 		mode_absent();
+	else if (!strcmp(m, "hung"))
+		mode_hung();
 	else if (!strcmp(m, "absent-exit"))
 		mode_absent_exit();
 	else if (!strcmp(m, "fork"))
@@ -505,6 +648,8 @@ int main(int argc, char **argv)
 		mode_duty();
 	else if (!strcmp(m, "kinds"))
 		mode_kinds();
+	else if (!strcmp(m, "flood"))
+		mode_flood();
 	else if (!strcmp(m, "drive"))
 		mode_drive();
 	else {

@@ -23,6 +23,7 @@ run basic            "$BUILD/harness" basic
 run pool             CUPTI_EXPORTER_BUFFER_COUNT=4 "$BUILD/harness" pool
 run pool-old         CUPTI_EXPORTER_BUFFER_COUNT=4 FAKE_CUPTI_VERSION=28 "$BUILD/harness" pool-old
 run absent           CUPTI_EXPORTER_QUEUE_RECORDS=1024 "$BUILD/harness" absent
+run hung             CUPTI_EXPORTER_QUEUE_RECORDS=1024 CUPTI_EXPORTER_EXIT_TIMEOUT_MS=400 "$BUILD/harness" hung
 run absent-exit      "$BUILD/harness" absent-exit
 if ! grep -q 'records sent of 100 queued; dropped: pool_exhausted=0 queue_full=100 ' "$tmp/absent-exit.err"; then
 	echo "FAIL absent-exit: records left at exit not counted"; cat "$tmp/absent-exit.err"; fail=1

@@ -106,8 +106,16 @@ a valid file (overwriting in place would corrupt their mapping).
 {{- with $root -}}
 - serve
 - --web.listen-address=:{{ .Values.web.port }}
+{{- if $sidecar }}
+- --web.health-listen-address=
+{{- else }}
+- --web.health-listen-address=:{{ .Values.web.healthPort }}
+{{- end }}
 {{- if and .Values.web.configSecret (not $sidecar) }}
 - --web.config.file=/etc/cupti-exporter/web/web-config.yml
+{{- end }}
+{{- if and .Values.web.enablePMSamplingAPI .Values.pmsample.enabled (not $sidecar) }}
+- --web.enable-pm-sampling-api
 {{- end }}
 {{- if and .Values.pmsample.enabled (not $sidecar) }}
 - --pmsample.enabled
@@ -142,25 +150,67 @@ a valid file (overwriting in place would corrupt their mapping).
 {{- end }}
 {{- end }}
 
-{{/* Probes on the exporter's /healthz (ready also while counters are busy). */}}
+{{/*
+Probes on the plain health listener (--web.health-listen-address): it serves /healthz and
+/readyz without TLS or auth, so the probes work whatever web.configSecret requires. The
+readiness probe asks /healthz, not /readyz: the exporter stays ready while the counters are
+busy (another profiler) and serves everything else.
+*/}}
 {{- define "cupti-exporter.probes" -}}
 livenessProbe:
   httpGet:
     path: /healthz
-    port: metrics
-    {{- if .Values.web.configSecret }}
-    scheme: HTTPS
-    {{- end }}
+    port: health
   periodSeconds: 20
   failureThreshold: 3
 readinessProbe:
   httpGet:
     path: /healthz
-    port: metrics
-    {{- if .Values.web.configSecret }}
-    scheme: HTTPS
-    {{- end }}
+    port: health
   periodSeconds: 10
+{{- end }}
+
+{{/* The scheme Prometheus scrapes with: https when web.configSecret turns TLS on. */}}
+{{- define "cupti-exporter.scheme" -}}
+{{- if and .Values.web.configSecret .Values.web.tls }}https{{ else }}http{{ end }}
+{{- end }}
+
+{{/*
+Scrape options of a ServiceMonitor endpoint or PodMonitor podMetricsEndpoint, passed through
+as prometheus-operator defines them: tlsConfig, basicAuth, authorization, relabelings (after
+the chart's node label) and metricRelabelings. Argument: (list root monitorValues).
+*/}}
+{{- define "cupti-exporter.scrapeOptions" -}}
+{{- $root := index . 0 }}
+{{- $m := index . 1 }}
+{{- with $m.tlsConfig }}
+tlsConfig:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with $m.basicAuth }}
+basicAuth:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with $m.authorization }}
+authorization:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+relabelings:
+  # The node is the useful identity of a DaemonSet exporter.
+  - sourceLabels: [__meta_kubernetes_pod_node_name]
+    targetLabel: node
+  {{- with $m.relabelings }}
+  {{- toYaml . | nindent 2 }}
+  {{- end }}
+{{- with $m.metricRelabelings }}
+metricRelabelings:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end }}
+
+{{/* Whether the pod informer's RBAC and token are rendered (node mode only). */}}
+{{- define "cupti-exporter.podInformer" -}}
+{{- if and (eq .Values.mode "node") .Values.kubernetes.podInformer.enabled }}true{{ end }}
 {{- end }}
 
 {{/* The selector of the exporter's up series in alerts. */}}
@@ -174,4 +224,9 @@ readinessProbe:
 {{- else }}
 {{- printf "job=\"%s/%s\"" .Release.Namespace (include "cupti-exporter.fullname" .) }}
 {{- end }}
+{{- end }}
+
+{{/* Name of cluster-scoped objects: unique per release and namespace. */}}
+{{- define "cupti-exporter.clusterName" -}}
+{{- printf "%s-%s" (include "cupti-exporter.fullname" .) .Release.Namespace | trunc 253 | trimSuffix "-" }}
 {{- end }}

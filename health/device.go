@@ -1,0 +1,372 @@
+package health
+
+import (
+	"encoding/binary"
+	"log/slog"
+	"math"
+	"strconv"
+	"strings"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+
+	"github.com/cupti-exporter/cupti-exporter/mapping"
+)
+
+// gpuState is what the Source knows of one GPU; only the collection goroutine touches it.
+type gpuState struct {
+	index       int
+	dev         nvml.Device
+	gpu, uuid   string
+	labels      []string // deviceLabels values
+	lost        bool
+	lostReason  string
+	links       []int           // NVLink links that answer
+	unsupported map[string]bool // fields this GPU does not support: never read again
+	errs        map[string]uint64
+	gpm         *gpmState // GPM samples, when WithGPM and supported
+	log         *slog.Logger
+}
+
+func (g *gpuState) identify(dev nvml.Device, resolve func(string) (string, bool)) {
+	g.dev, g.lost, g.lostReason = dev, false, ""
+	if g.gpm != nil {
+		g.gpm.have = false // a sample from before a reset does not pair with one after it
+	}
+	uuid, _ := dev.GetUUID()
+	name, _ := dev.GetName()
+	var bus string
+	if pci, ret := dev.GetPciInfo(); ret == nvml.SUCCESS {
+		bus = busID(cString(pci.BusId[:]))
+	}
+	g.uuid = uuid
+	g.gpu = gpuLabel(uuid, g.index, resolve)
+	g.labels = []string{g.gpu, uuid, name, bus}
+	g.links = g.links[:0]
+	for l := range nvml.NVLINK_MAX_LINKS {
+		if _, ret := dev.GetNvLinkState(l); ret != nvml.SUCCESS {
+			break
+		}
+		g.links = append(g.links, l)
+	}
+}
+
+func (g *gpuState) lose(ret nvml.Return) {
+	if !g.lost {
+		g.log.Error("GPU lost: its health metrics are withheld until it answers again", "gpu", g.gpu, "uuid", g.uuid, "err", nvml.ErrorString(ret))
+	}
+	g.lost = true
+	g.lostReason = "NVML: " + nvml.ErrorString(ret) + " (the GPU fell off the bus or is being reset: check dmesg for XID 79; retrying every collection)"
+	if g.gpu == "" {
+		g.gpu = strconv.Itoa(g.index)
+	}
+}
+
+// skip reports whether field is known unsupported on this GPU (or the GPU is lost).
+func (g *gpuState) skip(field string) bool { return g.lost || g.unsupported[field] }
+
+// ok classifies the result of reading field: true on success; a field the GPU does not
+// support is remembered and logged once; a lost GPU is marked; other errors are counted.
+func (g *gpuState) ok(field string, ret nvml.Return) bool {
+	switch ret {
+	case nvml.SUCCESS:
+		return true
+	case nvml.ERROR_NOT_SUPPORTED, nvml.ERROR_FUNCTION_NOT_FOUND:
+		g.unsupported[field] = true
+		g.log.Info("not supported on this GPU: metric left out", "gpu", g.gpu, "field", field)
+	case nvml.ERROR_GPU_IS_LOST:
+		g.lose(ret)
+	default:
+		if g.errs[field] == 0 {
+			g.log.Warn("NVML read failed", "gpu", g.gpu, "field", field, "err", nvml.ErrorString(ret))
+		}
+		g.errs[field]++
+	}
+	return false
+}
+
+// collect reads every supported field of the GPU into b.
+func (g *gpuState) collect(b *builder, podOf func(uint32) (string, string, string, bool)) {
+	l := g.labels
+	add := func(d *descT, v float64, extra ...string) { b.add(d, v, append(l[:len(l):len(l)], extra...)...) }
+	if !g.skip("memory") {
+		if m, ret := g.dev.GetMemoryInfo(); g.ok("memory", ret) {
+			add(memoryUsedDesc, float64(m.Used))
+			add(memoryFreeDesc, float64(m.Free))
+			add(memoryTotalDesc, float64(m.Total))
+		}
+	}
+	if !g.skip("memory_v2") {
+		if m, ret := g.dev.GetMemoryInfo_v2(); g.ok("memory_v2", ret) {
+			add(memoryReservedDesc, float64(m.Reserved))
+		}
+	}
+	if !g.skip("encoder") {
+		if u, _, ret := g.dev.GetEncoderUtilization(); g.ok("encoder", ret) {
+			add(encUtilDesc, float64(u)/100)
+		}
+	}
+	if !g.skip("decoder") {
+		if u, _, ret := g.dev.GetDecoderUtilization(); g.ok("decoder", ret) {
+			add(decUtilDesc, float64(u)/100)
+		}
+	}
+	if !g.skip("bar1") {
+		if m, ret := g.dev.GetBAR1MemoryInfo(); g.ok("bar1", ret) {
+			add(bar1UsedDesc, float64(m.Bar1Used))
+			add(bar1TotalDesc, float64(m.Bar1Total))
+		}
+	}
+	if !g.skip("utilization") {
+		if u, ret := g.dev.GetUtilizationRates(); g.ok("utilization", ret) {
+			add(nvmlUtilDesc, float64(u.Gpu)/100)
+			add(nvmlCopyUtilDesc, float64(u.Memory)/100)
+		}
+	}
+	if !g.skip("power") {
+		if mw, ret := g.dev.GetPowerUsage(); g.ok("power", ret) {
+			add(powerDesc, float64(mw)/1000)
+		}
+	}
+	if !g.skip("power_limit") {
+		if mw, ret := g.dev.GetEnforcedPowerLimit(); g.ok("power_limit", ret) {
+			add(powerLimitDesc, float64(mw)/1000)
+		}
+	}
+	if !g.skip("energy") {
+		if mj, ret := g.dev.GetTotalEnergyConsumption(); g.ok("energy", ret) {
+			add(energyDesc, float64(mj)/1000)
+		}
+	}
+	if !g.skip("temperature") {
+		if c, ret := g.dev.GetTemperature(nvml.TEMPERATURE_GPU); g.ok("temperature", ret) {
+			add(tempDesc, float64(c))
+		}
+	}
+	if !g.skip("memory_temperature") {
+		if v, ok := g.field(nvml.FI_DEV_MEMORY_TEMP, "memory_temperature"); ok {
+			add(memTempDesc, v)
+		}
+	}
+	for _, c := range clockDomains {
+		if !g.skip("clock_" + c.name) {
+			if mhz, ret := g.dev.GetClockInfo(c.t); g.ok("clock_"+c.name, ret) {
+				add(clockDesc, float64(mhz)*1e6, c.name)
+			}
+		}
+		if !g.skip("max_clock_" + c.name) {
+			if mhz, ret := g.dev.GetMaxClockInfo(c.t); g.ok("max_clock_"+c.name, ret) {
+				add(maxClockDesc, float64(mhz)*1e6, c.name)
+			}
+		}
+	}
+	if !g.skip("clock_events") {
+		if mask, ret := g.dev.GetCurrentClocksEventReasons(); g.ok("clock_events", ret) {
+			for _, r := range clockEventReasons {
+				add(clockEventDesc, b01(mask&r.bit != 0), r.name)
+			}
+		}
+	}
+	for _, p := range violationPolicies {
+		f := "violation_" + p.name
+		if !g.skip(f) {
+			if v, ret := g.dev.GetViolationStatus(p.t); g.ok(f, ret) {
+				add(violationDesc, float64(v.ViolationTime)/1e9, p.name)
+			}
+		}
+	}
+	g.collectErrors(add)
+	g.collectProcesses(b, podOf)
+	g.collectMIG(add)
+}
+
+// descT shortens the builder signatures.
+type descT = mapping.Desc
+
+func (g *gpuState) collectErrors(add func(*descT, float64, ...string)) {
+	for _, e := range eccCounters {
+		f := "ecc_" + e.typ + "_" + e.counter
+		if !g.skip(f) {
+			if n, ret := g.dev.GetTotalEccErrors(e.errType, e.counterType); g.ok(f, ret) {
+				add(eccDesc, float64(n), e.typ, e.counter)
+			}
+		}
+	}
+	for _, c := range []struct {
+		name  string
+		cause nvml.PageRetirementCause
+	}{{"single_bit", nvml.PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS}, {"double_bit", nvml.PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR}} {
+		if f := "retired_pages_" + c.name; !g.skip(f) {
+			if pages, ret := g.dev.GetRetiredPages(c.cause); g.ok(f, ret) {
+				add(retiredDesc, float64(len(pages)), c.name)
+			}
+		}
+	}
+	if !g.skip("retired_pages_pending") {
+		if st, ret := g.dev.GetRetiredPagesPendingStatus(); g.ok("retired_pages_pending", ret) {
+			add(retiredPendingDesc, b01(st == nvml.FEATURE_ENABLED))
+		}
+	}
+	if !g.skip("remapped_rows") {
+		if corr, unc, pending, failed, ret := g.dev.GetRemappedRows(); g.ok("remapped_rows", ret) {
+			add(remappedDesc, float64(corr), "correctable")
+			add(remappedDesc, float64(unc), "uncorrectable")
+			add(remapPendingDesc, b01(pending))
+			add(remapFailedDesc, b01(failed))
+		}
+	}
+	if !g.skip("pcie_replays") {
+		if n, ret := g.dev.GetPcieReplayCounter(); g.ok("pcie_replays", ret) {
+			add(pcieReplayDesc, float64(n))
+		}
+	}
+	for _, link := range g.links {
+		ls := strconv.Itoa(link)
+		if st, ret := g.dev.GetNvLinkState(link); g.ok("nvlink_state", ret) {
+			add(nvlinkUpDesc, b01(st == nvml.FEATURE_ENABLED), ls)
+		}
+		for _, c := range nvlinkCounters {
+			if f := "nvlink_" + c.name; !g.skip(f) {
+				if n, ret := g.dev.GetNvLinkErrorCounter(link, c.c); g.ok(f, ret) {
+					add(nvlinkErrDesc, float64(n), ls, c.name)
+				}
+			}
+		}
+	}
+}
+
+func (g *gpuState) collectProcesses(b *builder, podOf func(uint32) (string, string, string, bool)) {
+	if g.skip("processes") {
+		return
+	}
+	procs, ret := g.dev.GetComputeRunningProcesses()
+	if !g.ok("processes", ret) {
+		return
+	}
+	for _, p := range procs {
+		var pod, ns, ctr string
+		if podOf != nil {
+			pod, ns, ctr, _ = podOf(p.Pid)
+		}
+		b.add(procMemDesc, float64(p.UsedGpuMemory), append(append([]string{}, g.labels...), strconv.FormatUint(uint64(p.Pid), 10), ns, pod, ctr)...)
+	}
+}
+
+// collectMIG reports MIG mode and, when it is on, each MIG device's memory.
+func (g *gpuState) collectMIG(add func(*descT, float64, ...string)) {
+	if g.skip("mig") {
+		return
+	}
+	cur, _, ret := g.dev.GetMigMode()
+	if !g.ok("mig", ret) {
+		return
+	}
+	add(migModeDesc, b01(cur == nvml.DEVICE_MIG_ENABLE))
+	if cur != nvml.DEVICE_MIG_ENABLE {
+		return
+	}
+	n, ret := g.dev.GetMaxMigDeviceCount()
+	if !g.ok("mig_count", ret) {
+		return
+	}
+	for i := range n {
+		mig, ret := g.dev.GetMigDeviceHandleByIndex(i)
+		if ret != nvml.SUCCESS {
+			continue // an empty slot answers NOT_FOUND
+		}
+		gi, r1 := mig.GetGpuInstanceId()
+		ci, r2 := mig.GetComputeInstanceId()
+		m, r3 := mig.GetMemoryInfo()
+		if r1 != nvml.SUCCESS || r2 != nvml.SUCCESS || r3 != nvml.SUCCESS {
+			continue
+		}
+		name, _ := mig.GetName()
+		profile := name
+		if _, p, ok := strings.Cut(name, "MIG "); ok {
+			profile = p
+		}
+		gs, cs := strconv.Itoa(gi), strconv.Itoa(ci)
+		add(migMemDesc, float64(m.Used), gs, cs, profile)
+		add(migMemTotalDesc, float64(m.Total), gs, cs, profile)
+	}
+}
+
+// field reads one NVML field value as a float.
+func (g *gpuState) field(id uint32, name string) (float64, bool) {
+	vals := []nvml.FieldValue{{FieldId: id}}
+	if !g.ok(name, g.dev.GetFieldValues(vals)) {
+		return 0, false
+	}
+	v := vals[0]
+	if !g.ok(name, nvml.Return(v.NvmlReturn)) {
+		return 0, false
+	}
+	raw := v.Value[:]
+	switch nvml.ValueType(v.ValueType) {
+	case nvml.VALUE_TYPE_DOUBLE:
+		return math.Float64frombits(binary.LittleEndian.Uint64(raw)), true
+	case nvml.VALUE_TYPE_UNSIGNED_INT:
+		return float64(binary.LittleEndian.Uint32(raw)), true
+	case nvml.VALUE_TYPE_UNSIGNED_LONG, nvml.VALUE_TYPE_UNSIGNED_LONG_LONG:
+		return float64(binary.LittleEndian.Uint64(raw)), true
+	case nvml.VALUE_TYPE_SIGNED_LONG_LONG:
+		return float64(int64(binary.LittleEndian.Uint64(raw))), true
+	case nvml.VALUE_TYPE_SIGNED_INT:
+		return float64(int32(binary.LittleEndian.Uint32(raw))), true
+	case nvml.VALUE_TYPE_UNSIGNED_SHORT:
+		return float64(binary.LittleEndian.Uint16(raw)), true
+	}
+	g.ok(name, nvml.ERROR_NOT_SUPPORTED)
+	return 0, false
+}
+
+func b01(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+var clockDomains = []struct {
+	name string
+	t    nvml.ClockType
+}{{"sm", nvml.CLOCK_SM}, {"memory", nvml.CLOCK_MEM}, {"graphics", nvml.CLOCK_GRAPHICS}}
+
+// clockEventReasons are the bits of nvmlDeviceGetCurrentClocksEventReasons (nvml.h).
+var clockEventReasons = []struct {
+	name string
+	bit  uint64
+}{
+	{"gpu_idle", 0x1}, {"applications_clocks_setting", 0x2}, {"sw_power_cap", 0x4}, {"hw_slowdown", 0x8},
+	{"sync_boost", 0x10}, {"sw_thermal_slowdown", 0x20}, {"hw_thermal_slowdown", 0x40},
+	{"hw_power_brake_slowdown", 0x80}, {"display_clock_setting", 0x100},
+}
+
+var violationPolicies = []struct {
+	name string
+	t    nvml.PerfPolicyType
+}{
+	{"power", nvml.PERF_POLICY_POWER}, {"thermal", nvml.PERF_POLICY_THERMAL}, {"sync_boost", nvml.PERF_POLICY_SYNC_BOOST},
+	{"board_limit", nvml.PERF_POLICY_BOARD_LIMIT}, {"low_utilization", nvml.PERF_POLICY_LOW_UTILIZATION},
+	{"reliability", nvml.PERF_POLICY_RELIABILITY}, {"app_clocks", nvml.PERF_POLICY_TOTAL_APP_CLOCKS},
+	{"base_clocks", nvml.PERF_POLICY_TOTAL_BASE_CLOCKS},
+}
+
+var eccCounters = []struct {
+	typ, counter string
+	errType      nvml.MemoryErrorType
+	counterType  nvml.EccCounterType
+}{
+	{"corrected", "volatile", nvml.MEMORY_ERROR_TYPE_CORRECTED, nvml.VOLATILE_ECC},
+	{"uncorrected", "volatile", nvml.MEMORY_ERROR_TYPE_UNCORRECTED, nvml.VOLATILE_ECC},
+	{"corrected", "aggregate", nvml.MEMORY_ERROR_TYPE_CORRECTED, nvml.AGGREGATE_ECC},
+	{"uncorrected", "aggregate", nvml.MEMORY_ERROR_TYPE_UNCORRECTED, nvml.AGGREGATE_ECC},
+}
+
+var nvlinkCounters = []struct {
+	name string
+	c    nvml.NvLinkErrorCounter
+}{
+	{"replay", nvml.NVLINK_ERROR_DL_REPLAY}, {"recovery", nvml.NVLINK_ERROR_DL_RECOVERY},
+	{"crc_flit", nvml.NVLINK_ERROR_DL_CRC_FLIT}, {"crc_data", nvml.NVLINK_ERROR_DL_CRC_DATA},
+	{"ecc_data", nvml.NVLINK_ERROR_DL_ECC_DATA},
+}

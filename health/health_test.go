@@ -1,0 +1,425 @@
+package health
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/NVIDIA/go-nvml/pkg/nvml/mock"
+	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/dgxh100"
+	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/server"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/cupti-exporter/cupti-exporter/exporter"
+	"github.com/cupti-exporter/cupti-exporter/mapping"
+)
+
+// reading is what a fake GPU answers; a field set in unsupported answers NOT_SUPPORTED.
+type reading struct {
+	powerMW, limitMW uint32
+	energyMJ         uint64
+	tempC            uint32
+	smMHz, memMHz    uint32
+	events           uint64
+	procs            []nvml.ProcessInfo
+	unsupported      map[string]bool
+	lost             atomic.Bool
+	calls            map[string]*atomic.Int64
+}
+
+func (r *reading) ret(field string) nvml.Return {
+	if c := r.calls[field]; c != nil {
+		c.Add(1)
+	}
+	switch {
+	case r.lost.Load():
+		return nvml.ERROR_GPU_IS_LOST
+	case r.unsupported[field]:
+		return nvml.ERROR_NOT_SUPPORTED
+	}
+	return nvml.SUCCESS
+}
+
+// fakeGPU answers every NVML call the Source makes on d from r.
+func fakeGPU(d *server.Device, r *reading) {
+	d.MemoryInfo = nvml.Memory{Total: 80 << 30, Used: 3 << 30, Free: 77 << 30}
+	d.GetMemoryInfoFunc = func() (nvml.Memory, nvml.Return) { return d.MemoryInfo, r.ret("memory") }
+	d.GetPciInfoFunc = func() (nvml.PciInfo, nvml.Return) {
+		var p nvml.PciInfo
+		for i, c := range "00000000:1B:00.0" {
+			p.BusId[i] = int8(c)
+		}
+		return p, nvml.SUCCESS
+	}
+	d.GetMemoryInfo_v2Func = func() (nvml.Memory_v2, nvml.Return) { return nvml.Memory_v2{Reserved: 600 << 20}, r.ret("memory_v2") }
+	d.GetEncoderUtilizationFunc = func() (uint32, uint32, nvml.Return) { return 0, 167000, r.ret("encoder") }
+	d.GetDecoderUtilizationFunc = func() (uint32, uint32, nvml.Return) { return 3, 167000, r.ret("decoder") }
+	d.GetBAR1MemoryInfoFunc = func() (nvml.BAR1Memory, nvml.Return) {
+		return nvml.BAR1Memory{Bar1Total: 128 << 30, Bar1Used: 5 << 20}, r.ret("bar1")
+	}
+	d.GetUtilizationRatesFunc = func() (nvml.Utilization, nvml.Return) {
+		return nvml.Utilization{Gpu: 40, Memory: 7}, r.ret("utilization")
+	}
+	d.GetPowerUsageFunc = func() (uint32, nvml.Return) { return r.powerMW, r.ret("power") }
+	d.GetEnforcedPowerLimitFunc = func() (uint32, nvml.Return) { return r.limitMW, r.ret("power_limit") }
+	d.GetTotalEnergyConsumptionFunc = func() (uint64, nvml.Return) { return r.energyMJ, r.ret("energy") }
+	d.GetTemperatureFunc = func(nvml.TemperatureSensors) (uint32, nvml.Return) { return r.tempC, r.ret("temperature") }
+	d.GetFieldValuesFunc = func(v []nvml.FieldValue) nvml.Return {
+		if ret := r.ret("memory_temperature"); ret != nvml.SUCCESS {
+			return ret
+		}
+		v[0].ValueType = uint32(nvml.VALUE_TYPE_UNSIGNED_INT)
+		v[0].Value[0] = 51
+		return nvml.SUCCESS
+	}
+	d.GetClockInfoFunc = func(t nvml.ClockType) (uint32, nvml.Return) {
+		if t == nvml.CLOCK_MEM {
+			return r.memMHz, r.ret("clock")
+		}
+		return r.smMHz, r.ret("clock")
+	}
+	d.GetMaxClockInfoFunc = func(nvml.ClockType) (uint32, nvml.Return) { return 1980, r.ret("max_clock") }
+	d.GetCurrentClocksEventReasonsFunc = func() (uint64, nvml.Return) { return r.events, r.ret("clock_events") }
+	d.GetViolationStatusFunc = func(p nvml.PerfPolicyType) (nvml.ViolationTime, nvml.Return) {
+		return nvml.ViolationTime{ViolationTime: uint64(p+1) * 1e9}, r.ret("violation")
+	}
+	d.GetTotalEccErrorsFunc = func(t nvml.MemoryErrorType, _ nvml.EccCounterType) (uint64, nvml.Return) {
+		return uint64(t) * 2, r.ret("ecc")
+	}
+	d.GetRetiredPagesFunc = func(nvml.PageRetirementCause) ([]uint64, nvml.Return) { return nil, nvml.ERROR_NOT_SUPPORTED }
+	d.GetRetiredPagesPendingStatusFunc = func() (nvml.EnableState, nvml.Return) { return 0, nvml.ERROR_NOT_SUPPORTED }
+	d.GetRemappedRowsFunc = func() (int, int, bool, bool, nvml.Return) { return 2, 1, true, false, r.ret("remapped_rows") }
+	d.GetPcieReplayCounterFunc = func() (int, nvml.Return) { return 9, r.ret("pcie_replays") }
+	d.GetNvLinkStateFunc = func(link int) (nvml.EnableState, nvml.Return) {
+		if link >= 18 {
+			return 0, nvml.ERROR_INVALID_ARGUMENT
+		}
+		return nvml.FEATURE_ENABLED, r.ret("nvlink_state")
+	}
+	d.GetNvLinkErrorCounterFunc = func(int, nvml.NvLinkErrorCounter) (uint64, nvml.Return) { return 0, r.ret("nvlink") }
+	d.GetComputeRunningProcessesFunc = func() ([]nvml.ProcessInfo, nvml.Return) { return r.procs, r.ret("processes") }
+	d.GetSupportedEventTypesFunc = func() (uint64, nvml.Return) { return nvml.EventTypeXidCriticalError, nvml.SUCCESS }
+	d.RegisterEventsFunc = func(uint64, nvml.EventSet) nvml.Return { return nvml.SUCCESS }
+}
+
+func newFakeServer(t testing.TB) (*server.Server, []*reading) {
+	t.Helper()
+	s := dgxh100.New()
+	rs := make([]*reading, len(s.Devices))
+	for i, d := range s.Devices {
+		rs[i] = &reading{powerMW: 312500, limitMW: 700000, energyMJ: 123456789, tempC: 44, smMHz: 1980, memMHz: 2619,
+			events: 0x1 | 0x4, unsupported: map[string]bool{}, calls: map[string]*atomic.Int64{"memory_temperature": {}}}
+		fakeGPU(d.(*server.Device), rs[i])
+	}
+	return s, rs
+}
+
+// series finds the value of name with the given label values (a subset, by name).
+func series(t testing.TB, snap *mapping.Snapshot, name string, want map[string]string) (float64, bool) {
+	t.Helper()
+	for _, f := range snap.Families {
+		if f.Desc.Name != name {
+			continue
+		}
+	next:
+		for _, s := range f.Samples {
+			for i, l := range f.Desc.LabelNames {
+				if v, ok := want[l]; ok && s.LabelValues[i] != v {
+					continue next
+				}
+			}
+			return s.Value, true
+		}
+	}
+	return 0, false
+}
+
+func family(snap *mapping.Snapshot, name string) *mapping.Family {
+	for i := range snap.Families {
+		if snap.Families[i].Desc.Name == name {
+			return &snap.Families[i]
+		}
+	}
+	return nil
+}
+
+func started(t testing.TB, s *Source) {
+	t.Helper()
+	if err := s.init(); err != nil {
+		t.Fatalf("init: %+v", err)
+	}
+}
+
+func TestCollectEveryGPU(t *testing.T) {
+	srv, rs := newFakeServer(t)
+	var logs bytes.Buffer
+	src := New(srv, slog.New(slog.NewTextHandler(&logs, nil)), WithoutEvents(),
+		WithGPUResolver(func(uuid string) (string, bool) { return "", false }))
+	rs[0].unsupported["memory_temperature"] = true
+	started(t, src)
+	src.Collect()
+	src.Collect()
+	snap := src.Snapshot()
+	if f := family(snap, "cupti_gpu_power_watts"); f == nil || len(f.Samples) != 8 {
+		t.Fatalf("power of 8 GPUs expected, got %+v", f)
+	}
+	gpu1 := map[string]string{"gpu": "1"}
+	for name, want := range map[string]float64{
+		"cupti_gpu_power_watts":                312.5,
+		"cupti_gpu_power_limit_watts":          700,
+		"cupti_gpu_energy_joules_total":        123456.789,
+		"cupti_gpu_temperature_celsius":        44,
+		"cupti_gpu_memory_temperature_celsius": 51,
+		"cupti_gpu_memory_used_bytes":          3 << 30,
+		"cupti_nvml_gpu_utilization_ratio":     0.4,
+		"cupti_gpu_pcie_replays_total":         9,
+	} {
+		got, ok := series(t, snap, name, gpu1)
+		if !ok || got != want {
+			t.Errorf("%s{gpu=1} = %v (present %v), want %v", name, got, ok, want)
+		}
+	}
+	if v, _ := series(t, snap, "cupti_gpu_clock_hertz", map[string]string{"gpu": "1", "clock": "memory"}); v != 2619e6 {
+		t.Errorf("memory clock = %v Hz, want 2.619e9", v)
+	}
+	if v, _ := series(t, snap, "cupti_gpu_clock_event_reasons", map[string]string{"gpu": "1", "reason": "sw_power_cap"}); v != 1 {
+		t.Errorf("sw_power_cap state = %v, want 1", v)
+	}
+	if v, _ := series(t, snap, "cupti_gpu_clock_event_reasons", map[string]string{"gpu": "1", "reason": "hw_slowdown"}); v != 0 {
+		t.Errorf("hw_slowdown state = %v, want 0", v)
+	}
+	if v, _ := series(t, snap, "cupti_gpu_clock_event_seconds_total", map[string]string{"gpu": "1", "reason": "thermal"}); v != 2 {
+		t.Errorf("thermal violation = %v s, want 2", v)
+	}
+	if v, _ := series(t, snap, "cupti_gpu_pcie_replays_total", map[string]string{"pci_bus_id": "0000:1b:00.0"}); v != 9 {
+		t.Errorf("pci_bus_id not normalised to CUDA's form: %+v", family(snap, "cupti_gpu_pcie_replays_total").Samples[0])
+	}
+	// unsupported: absent (not zero) on GPU 0 only, read once, logged once
+	if _, ok := series(t, snap, "cupti_gpu_memory_temperature_celsius", map[string]string{"gpu": "0"}); ok {
+		t.Error("unsupported memory temperature reported on GPU 0")
+	}
+	if n := rs[0].calls["memory_temperature"].Load(); n != 1 {
+		t.Errorf("unsupported field read %d times, want once", n)
+	}
+	if n := strings.Count(logs.String(), "field=memory_temperature"); n != 1 {
+		t.Errorf("unsupported field logged %d times, want once:\n%s", n, logs.String())
+	}
+	if f := family(snap, "cupti_gpu_retired_pages"); f != nil {
+		t.Errorf("retired pages unsupported on H100 but reported: %+v", f.Samples)
+	}
+	if f := family(snap, "cupti_gpu_nvlink_up"); f == nil || len(f.Samples) != 8*18 {
+		t.Errorf("want 18 NVLink links per GPU, got %v", f)
+	}
+	for _, st := range src.Status() {
+		if !st.Ready {
+			t.Errorf("not ready: %+v", st)
+		}
+	}
+}
+
+func TestGPULostKeepsOthersAndRecovers(t *testing.T) {
+	srv, rs := newFakeServer(t)
+	src := New(srv, nil, WithoutEvents())
+	started(t, src)
+	rs[3].lost.Store(true)
+	src.Collect()
+	snap := src.Snapshot()
+	if _, ok := series(t, snap, "cupti_gpu_power_watts", map[string]string{"gpu": "3"}); ok {
+		t.Error("lost GPU 3 still reported")
+	}
+	if f := family(snap, "cupti_gpu_power_watts"); f == nil || len(f.Samples) != 7 {
+		t.Fatalf("the 7 other GPUs must keep reporting, got %v", f)
+	}
+	var lost *DeviceStatus
+	for _, st := range src.Status() {
+		if st.Device == "3" {
+			lost = &st
+		}
+	}
+	if lost == nil || lost.Ready || lost.Reason != "gpu_lost" || !strings.Contains(lost.Detail, "GPU_IS_LOST") && !strings.Contains(lost.Detail, "lost") {
+		t.Fatalf("status of GPU 3 = %+v, want not ready, reason gpu_lost", lost)
+	}
+	rs[3].lost.Store(false)
+	src.Collect()
+	if _, ok := series(t, src.Snapshot(), "cupti_gpu_power_watts", map[string]string{"gpu": "3"}); !ok {
+		t.Error("GPU 3 did not come back")
+	}
+	for _, st := range src.Status() {
+		if !st.Ready {
+			t.Errorf("still not ready after recovery: %+v", st)
+		}
+	}
+}
+
+func TestNoNVMLReportsWhy(t *testing.T) {
+	for _, c := range []struct {
+		ret    nvml.Return
+		count  int
+		reason string
+	}{{nvml.ERROR_LIBRARY_NOT_FOUND, 0, "no_nvml"}, {nvml.SUCCESS, 0, "no_gpu"}, {nvml.ERROR_NO_PERMISSION, 0, "nvml_error"}} {
+		lib := &mock.Interface{
+			InitFunc:           func() nvml.Return { return c.ret },
+			ShutdownFunc:       func() nvml.Return { return nvml.SUCCESS },
+			DeviceGetCountFunc: func() (int, nvml.Return) { return c.count, nvml.SUCCESS },
+		}
+		src := New(lib, nil)
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error)
+		go func() { done <- src.Run(ctx) }()
+		deadline := time.Now().Add(5 * time.Second)
+		for src.Status()[0].Reason == "starting" && time.Now().Before(deadline) {
+			time.Sleep(time.Millisecond)
+		}
+		st := src.Status()
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		if len(st) != 1 || st[0].Ready || st[0].Reason != c.reason || st[0].Detail == "" {
+			t.Errorf("Init %v, %d GPUs: status %+v, want reason %s with a remedy", c.ret, c.count, st, c.reason)
+		}
+		if len(src.Snapshot().Families) != 0 {
+			t.Errorf("families without NVML: %+v", src.Snapshot().Families)
+		}
+	}
+}
+
+func TestXIDCountedPerCode(t *testing.T) {
+	srv, _ := newFakeServer(t)
+	dev := srv.Devices[2]
+	var n atomic.Int64
+	set := &mock.EventSet{
+		FreeFunc: func() nvml.Return { return nvml.SUCCESS },
+		WaitFunc: func(uint32) (nvml.EventData, nvml.Return) {
+			switch n.Add(1) {
+			case 1, 2:
+				return nvml.EventData{Device: dev, EventType: nvml.EventTypeXidCriticalError, EventData: 79}, nvml.SUCCESS
+			case 3:
+				return nvml.EventData{Device: dev, EventType: nvml.EventTypeXidCriticalError, EventData: 48}, nvml.SUCCESS
+			}
+			time.Sleep(time.Millisecond)
+			return nvml.EventData{}, nvml.ERROR_TIMEOUT
+		},
+	}
+	srv.EventSetCreateFunc = func() (nvml.EventSet, nvml.Return) { return set, nvml.SUCCESS }
+	now := time.Unix(1795299125, 0)
+	src := New(srv, nil, withClock(func() time.Time { return now }))
+	started(t, src)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { src.watchXIDs(ctx); close(done) }()
+	for n.Load() < 4 {
+		time.Sleep(time.Millisecond)
+	}
+	cancel()
+	<-done
+	src.Collect()
+	snap := src.Snapshot()
+	if v, _ := series(t, snap, "cupti_gpu_xid_errors_total", map[string]string{"gpu": "2", "xid": "79"}); v != 2 {
+		t.Errorf("xid 79 count = %v, want 2", v)
+	}
+	if v, _ := series(t, snap, "cupti_gpu_xid_errors_total", map[string]string{"gpu": "2", "xid": "48"}); v != 1 {
+		t.Errorf("xid 48 count = %v, want 1", v)
+	}
+	if v, _ := series(t, snap, "cupti_gpu_xid_last_timestamp_seconds", map[string]string{"xid": "79"}); v != float64(now.Unix()) {
+		t.Errorf("last xid time = %v, want %v", v, now.Unix())
+	}
+}
+
+func TestProcessMemoryWithPods(t *testing.T) {
+	srv, rs := newFakeServer(t)
+	rs[0].procs = []nvml.ProcessInfo{{Pid: 100, UsedGpuMemory: 1 << 30}, {Pid: 200, UsedGpuMemory: 2 << 30}}
+	src := New(srv, nil, WithoutEvents(), WithPodResolver(func(pid uint32) (string, string, string, bool) {
+		if pid == 100 {
+			return "trainer-0", "ml", "main", true
+		}
+		return "", "", "", false
+	}))
+	started(t, src)
+	src.Collect()
+	snap := src.Snapshot()
+	if v, _ := series(t, snap, "cupti_gpu_process_memory_bytes", map[string]string{"gpu": "0", "pid": "100", "pod": "trainer-0", "namespace": "ml", "container": "main"}); v != 1<<30 {
+		t.Errorf("pid 100 memory = %v with its pod, want 1 GiB", v)
+	}
+	if v, _ := series(t, snap, "cupti_gpu_process_memory_bytes", map[string]string{"gpu": "0", "pid": "200", "pod": ""}); v != 2<<30 {
+		t.Errorf("pid 200 memory = %v without a pod, want 2 GiB", v)
+	}
+}
+
+func TestMIGInstances(t *testing.T) {
+	srv, _ := newFakeServer(t)
+	d := srv.Devices[0].(*server.Device)
+	d.GetMigModeFunc = func() (int, int, nvml.Return) { return nvml.DEVICE_MIG_ENABLE, nvml.DEVICE_MIG_ENABLE, nvml.SUCCESS }
+	d.GetMaxMigDeviceCountFunc = func() (int, nvml.Return) { return 7, nvml.SUCCESS }
+	mig := &mock.Device{
+		GetGpuInstanceIdFunc:     func() (int, nvml.Return) { return 5, nvml.SUCCESS },
+		GetComputeInstanceIdFunc: func() (int, nvml.Return) { return 0, nvml.SUCCESS },
+		GetMemoryInfoFunc:        func() (nvml.Memory, nvml.Return) { return nvml.Memory{Total: 10 << 30, Used: 1 << 30}, nvml.SUCCESS },
+		GetNameFunc:              func() (string, nvml.Return) { return "NVIDIA H100 80GB HBM3 MIG 1g.10gb", nvml.SUCCESS },
+	}
+	d.GetMigDeviceHandleByIndexFunc = func(i int) (nvml.Device, nvml.Return) {
+		if i == 0 {
+			return mig, nvml.SUCCESS
+		}
+		return nil, nvml.ERROR_NOT_FOUND
+	}
+	for _, dd := range srv.Devices[1:] {
+		dd.(*server.Device).GetMigModeFunc = func() (int, int, nvml.Return) { return 0, 0, nvml.SUCCESS }
+	}
+	src := New(srv, nil, WithoutEvents())
+	started(t, src)
+	src.Collect()
+	snap := src.Snapshot()
+	if v, _ := series(t, snap, "cupti_gpu_mig_enabled", map[string]string{"gpu": "0"}); v != 1 {
+		t.Error("MIG mode not reported on GPU 0")
+	}
+	if v, _ := series(t, snap, "cupti_gpu_mig_memory_used_bytes", map[string]string{"gpu": "0", "gpu_instance_id": "5", "compute_instance_id": "0", "profile": "1g.10gb"}); v != 1<<30 {
+		t.Errorf("MIG instance memory = %v, want 1 GiB", v)
+	}
+}
+
+// BenchmarkCollect8GPUs is one health collection of a DGX H100 (8 GPUs) against the mock:
+// the cost of the exporter's side of a collection (target: <= 5 ms of CPU).
+func BenchmarkCollect8GPUs(b *testing.B) {
+	srv, rs := newFakeServer(b)
+	for _, r := range rs {
+		r.procs = []nvml.ProcessInfo{{Pid: 100, UsedGpuMemory: 1 << 30}}
+	}
+	src := New(srv, nil, WithoutEvents())
+	started(b, src)
+	b.ReportAllocs()
+	for b.Loop() {
+		src.Collect()
+	}
+}
+
+// TestFamiliesLint serves a full collection through the exporter's registry and lints it
+// with promlint, as a scrape would see it.
+func TestFamiliesLint(t *testing.T) {
+	srv, rs := newFakeServer(t)
+	rs[0].procs = []nvml.ProcessInfo{{Pid: 100, UsedGpuMemory: 1 << 30}}
+	src := New(srv, nil, WithoutEvents())
+	started(t, src)
+	src.Collect()
+	exp := exporter.New(nil, exporter.WithoutRuntimeMetrics())
+	exp.Register("health", src)
+	problems, err := testutil.GatherAndLint(exp.Registry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		if strings.HasPrefix(p.Metric, "cupti_gpu") || strings.HasPrefix(p.Metric, "cupti_nvml") || strings.HasPrefix(p.Metric, "cupti_health") {
+			t.Errorf("promlint: %s: %s", p.Metric, p.Text)
+		}
+	}
+	n, err := testutil.GatherAndCount(exp.Registry(), "cupti_gpu_power_watts")
+	if err != nil || n != 8 {
+		t.Errorf("scrape has %d power series (err %v), want 8", n, err)
+	}
+}

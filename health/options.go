@@ -1,0 +1,63 @@
+package health
+
+import (
+	"log/slog"
+	"time"
+)
+
+// DefaultInterval is how often a Source reads every device.
+const DefaultInterval = time.Second
+
+// Option configures a Source.
+type Option func(*config)
+
+type config struct {
+	interval    time.Duration
+	gpuResolver func(uuid string) (gpu string, ok bool)
+	podResolver func(pid uint32) (pod, namespace, container string, ok bool)
+	events      bool
+	gpm         bool
+	now         func() time.Time
+	logger      *slog.Logger
+}
+
+func newConfig(opts []Option) config {
+	c := config{interval: DefaultInterval, events: true, now: time.Now}
+	for _, o := range opts {
+		o(&c)
+	}
+	return c
+}
+
+// WithInterval sets how often every device is read (default 1 s); a non-positive value
+// keeps the default.
+func WithInterval(d time.Duration) Option {
+	return func(c *config) {
+		if d > 0 {
+			c.interval = d
+		}
+	}
+}
+
+// WithGPUResolver maps a GPU UUID to the gpu label the PM-sampling series carry (CUDA's
+// device order may differ from NVML's). Without it, or when it answers !ok, the label is
+// NVML's index.
+func WithGPUResolver(f func(uuid string) (gpu string, ok bool)) Option {
+	return func(c *config) { c.gpuResolver = f }
+}
+
+// WithPodResolver attributes a process using GPU memory to its pod, the way activity
+// records are attributed. It must not block: it runs on the collection goroutine.
+func WithPodResolver(f func(pid uint32) (pod, namespace, container string, ok bool)) Option {
+	return func(c *config) { c.podResolver = f }
+}
+
+// WithGPM reads the GPM metrics (SM, tensor and DRAM bandwidth utilisation; Hopper and
+// newer) every collection, as the cupti_gpm_* families labelled source="gpm".
+func WithGPM(on bool) Option { return func(c *config) { c.gpm = on } }
+
+// WithoutEvents turns off the XID event goroutine.
+func WithoutEvents() Option { return func(c *config) { c.events = false } }
+
+// withClock replaces time.Now in tests.
+func withClock(now func() time.Time) Option { return func(c *config) { c.now = now } }

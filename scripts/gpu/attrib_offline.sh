@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Attributes a recording made by stage attrib/attrib2 offline (no GPU: runs on the build machine),
+# with one estimator, and prints /metrics of the finished replay.
+#   scripts/gpu/attrib_offline.sh REC[.gz] ESTIMATOR [PORT] > metrics.txt
+set -euo pipefail
+rec=$1 est=$2 port=${3:-19577}
+bin=${BIN:-./cupti-exporter}
+[ -x "$bin" ] || go build -o "$bin" ./cmd/cupti-exporter
+tmp=$(mktemp -d); trap 'kill $pid 2>/dev/null; rm -rf "$tmp"' EXIT
+case $rec in *.gz) gunzip -c "$rec" > "$tmp/r.rec"; rec=$tmp/r.rec ;; esac
+"$bin" replay "$rec" --replay.speed=0 --attribution.estimator="$est" --attribution.watermark=2s \
+  --web.listen-address="127.0.0.1:$port" > "$tmp/log" 2>&1 &
+pid=$!
+for _ in $(seq 1 600); do
+  grep -q 'PM sample source finished' "$tmp/log" && break
+  kill -0 $pid 2>/dev/null || { cat "$tmp/log" >&2; exit 1; }
+  sleep 0.5
+done
+sleep 4 # the watermark's wall-clock flush releases the last samples
+curl -sf "127.0.0.1:$port/metrics"
