@@ -5,6 +5,7 @@ import (
 	"io"
 	"reflect"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -100,12 +101,12 @@ func addConfigFlags(app *kingpin.Application, v reflect.Value, prefix string) {
 			fl.Default(*p).StringVar(p)
 		case *bool:
 			fl.Default(fmt.Sprint(*p)).BoolVar(p)
+		case *int:
+			fl.Default(strconv.Itoa(*p)).IntVar(p)
 		case *Duration:
 			fl.Default(p.String()).SetValue((*durationValue)(p))
 		case *ByteSize:
 			fl.Default(p.String()).SetValue((*byteSizeValue)(p))
-		case *int:
-			fl.Default(fmt.Sprint(*p)).IntVar(p)
 		case *[]string:
 			fl.Default(strings.Join(*p, ",")).SetValue((*listValue)(p))
 		case *map[string]string:

@@ -42,9 +42,11 @@ func serveRecording(ctx context.Context, logger *slog.Logger, cfg *Config, msg s
 		return err
 	}
 	pm := pmSetup{mapper: m}
-	act := activity.NewAggregator(append(activityOptions(pm.devices), activity.WithBudget(activity.NewBudget(int64(cfg.Activity.MemoryBudget))))...)
+	// The recording is opened first (it feeds nothing before Run) so that the attribution
+	// join, which needs its devices and catalog, can listen to the activity aggregator.
+	sink := newActivitySink(nil)
 	health := &replayHealth{}
-	r, err := open(recording.WithActivitySink(newActivitySink(act)), recording.WithHealthSink(health.set), recording.WithLogger(logger))
+	r, err := open(recording.WithActivitySink(sink), recording.WithHealthSink(health.set), recording.WithLogger(logger))
 	if err != nil {
 		return err
 	}
@@ -53,6 +55,14 @@ func serveRecording(ctx context.Context, logger *slog.Logger, cfg *Config, msg s
 	if r.Summary().HealthSnapshots > 0 {
 		pm.health = health
 	}
+	var act *activity.Aggregator
+	opts, err := pm.attribute(cfg, logger, append(activityOptions(pm.devices), activity.WithBudget(activity.NewBudget(int64(cfg.Activity.MemoryBudget)))),
+		func(m string) string { return act.KernelLabel(m) })
+	if err != nil {
+		return err
+	}
+	act = activity.NewAggregator(opts...)
+	sink.agg = act
 	return serveSources(ctx, logger, cfg, pm, act)
 }
 

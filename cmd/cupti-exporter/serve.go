@@ -15,6 +15,7 @@ import (
 
 	"github.com/cupti-exporter/cupti-exporter/activity"
 	"github.com/cupti-exporter/cupti-exporter/activity/receiver"
+	"github.com/cupti-exporter/cupti-exporter/attribution"
 	"github.com/cupti-exporter/cupti-exporter/exporter"
 	"github.com/cupti-exporter/cupti-exporter/internal/cupti"
 	"github.com/cupti-exporter/cupti-exporter/mapping"
@@ -57,13 +58,19 @@ func runServe(ctx context.Context, logger *slog.Logger, cfg *Config) error {
 		return err
 	}
 	budget := activity.NewBudget(int64(cfg.Activity.MemoryBudget))
+	var act *activity.Aggregator
 	actOpts := liveActivityOptions(pm.devices, budget)
+	if cfg.Activity.Enabled {
+		if actOpts, err = pm.attribute(cfg, logger, actOpts, func(m string) string { return act.KernelLabel(m) }); err != nil {
+			return err
+		}
+	}
 	var extra []namedProducer
 	if kube != nil {
 		actOpts = append(actOpts, activity.WithPodResolver(podResolver(kube)))
 		extra = append(extra, namedProducer{"kubepods", kube})
 	}
-	act := activity.NewAggregator(actOpts...)
+	act = activity.NewAggregator(actOpts...)
 	if !cfg.Activity.Enabled {
 		return serveSources(ctx, logger, cfg, pm, act, extra...)
 	}
@@ -88,10 +95,31 @@ type pmSetup struct {
 	pause   http.Handler             // the pause/resume API of a live sampler
 	status  func() []exporter.Status // readiness of a live sampler; nil: ready after the first batch
 	aggOpts []pmsample.AggregatorOption
-	off     string        // why there is no source, in full
-	offCode string        // the same as a reason code of cupti_exporter_source_up
-	live    bool          // this host's GPUs, not a recording: read their health from NVML too
-	health  *replayHealth // a recording's health frames, served as source "health"; nil: none
+	off     string                  // why there is no source, in full
+	offCode string                  // the same as a reason code of cupti_exporter_source_up
+	live    bool                    // this host's GPUs, not a recording: read their health from NVML too
+	health  *replayHealth           // a recording's health frames, served as source "health"; nil: none
+	attr    *attribution.Attributor // the attribution join; nil when off
+}
+
+// attribute sets up the attribution join when it is enabled and PM samples flow: it
+// returns the activity options plus the join as a listener. kernelLabel gives the activity
+// aggregator's bounded kernel label (the aggregator is made after the join, with it).
+func (pm *pmSetup) attribute(cfg *Config, logger *slog.Logger, opts []activity.Option, kernelLabel func(string) string) ([]activity.Option, error) {
+	if !cfg.Attribution.Enabled || pm.src == nil {
+		return opts, nil
+	}
+	a, err := attribution.New(pm.src.Devices(), pm.src.Catalog(), pm.mapper, logger,
+		attribution.WithWatermark(time.Duration(cfg.Attribution.Watermark)),
+		attribution.WithEstimator(cfg.Attribution.Estimator),
+		attribution.WithMaxPendingRecords(cfg.Attribution.MaxPendingRecords),
+		attribution.WithKernelLabel(kernelLabel))
+	if err != nil {
+		return nil, fmt.Errorf("setting up attribution: %w", err)
+	}
+	pm.attr = a
+	logger.Info("attributing PM samples to kernels and pods", "watermark", cfg.Attribution.Watermark, "estimator", cfg.Attribution.Estimator)
+	return append(opts, activity.WithListener(a)), nil
 }
 
 // namedProducer is one more source of self-metrics to register (the pod informer).
@@ -139,6 +167,9 @@ func serveSources(ctx context.Context, logger *slog.Logger, cfg *Config, pm pmSe
 		exp.Register("health", pm.health)
 		exp.RegisterStatus("health", statusFunc(pm.health.status))
 	}
+	if pm.attr != nil {
+		exp.Register("attribution", pm.attr)
+	}
 	if pods != nil {
 		exp.Register("podresources", pods)
 	}
@@ -169,6 +200,9 @@ func serveSources(ctx context.Context, logger *slog.Logger, cfg *Config, pm pmSe
 		go func() {
 			srcErr <- src.Run(ctx, func(b pmsample.Batch) {
 				agg.Add(b)
+				if pm.attr != nil {
+					pm.attr.AddBatch(b)
+				}
 				fed.Store(true)
 			})
 		}()

@@ -394,3 +394,24 @@ stage_pmmultiplex() {
   say "log warnings: $(grep -cE 'level=WARN' "$L/exp-mux.log") $(grep -m3 -E 'level=WARN' "$L/exp-mux.log" | cut -c1-200 | tr '\n' ' ')"
   stop_exporter 9477
 }
+
+# Attribution on a real run: the PyTorch phases injected (duty cycle off, so gaps are idle where
+# the library sends coverage), with both estimators one after the other; after the workload, a
+# wait past the watermark, then conservation, the traced/idle/untraced split and the per-kernel
+# utilisation from one scrape (attrib_check.py).
+stage_attribphases() {
+  say "== attribphases"
+  mkdir -p /run/cupti-exporter
+  "$BIN" metrics plan "$DEFSET,dram__bytes_read.sum,dram__bytes_write.sum" > "$L/attrib-plan.log" 2>&1
+  say "attrib plan (default set + dram bytes) rc=$?: $(head -20 "$L/attrib-plan.log" | tr '\n' ' ')"
+  for est in ${ATTRIB_EST:-rate overlap}; do
+    start_exporter "$L/exp-attrib-$est.log" 9477 --activity.socket=$SOCK --attribution.estimator=$est \
+      --pmsample.interval=${ATTRIB_INTERVAL:-1ms} $PMARGS || return
+    sleep 2
+    CUDA_INJECTION64_PATH=$INJ CUPTI_EXPORTER_SOCKET=$SOCK timeout 120 $W phases > "$L/attrib-work-$est.log" 2>&1; say "attrib $est workload rc=$?"
+    sleep 5; scrape "$L/attrib-$est.txt"
+    say "attrib $est: pm metrics $(grep -c '^cupti_pm_samples_total' "$L/attrib-$est.txt") devices, families $(grep -oE '^cupti_(kernel|pod)_[a-z_]+_total' "$L/attrib-$est.txt" | sort -u | tr '\n' ' ')"
+    python3 scripts/gpu/attrib_check.py "$L/attrib-$est.txt" | sed "s/^attrib /attrib $est /" | tee -a "$S"
+    stop_exporter 9477
+  done
+}
