@@ -26,11 +26,14 @@ type Aggregator struct {
 	podSeries map[podKey]*podSeries
 	memcpy    map[memcpyKey]*memSeries
 	memset    map[memsetKey]*memSeries
+	pods      map[podID]*podRef      // interned pod labels
 	records   [KindMemset + 1]uint64 // by Kind
 	dropped   map[string]uint64
 	connDrops map[string]uint64
 	conns     uint64
 	invalid   map[string]uint64 // sender reports refused, by reason (senderdrops.go)
+
+	podResolutions map[string]uint64 // connections by how their pod labels were decided
 
 	tracedSeconds, lossySeconds float64 // coverage reported by processes
 
@@ -65,9 +68,14 @@ func (a *Aggregator) deviceStateBytes() int64 {
 
 // procState is what the Aggregator knows of one connected process.
 type procState struct {
-	devs                      []*device // by CUDA ordinal
-	pod, namespace, container string
-	pods                      []*podSeries // by CUDA ordinal, filled lazily
+	devs []*device    // by CUDA ordinal
+	pods []*podSeries // by CUDA ordinal, filled lazily
+
+	pod         *podRef   // interned labels, set when connected
+	podAnswer   podAnswer // taken before connecting, without the lock
+	podPending  bool      // the resolver answered PodPending: ask again at podRetry
+	podRetry    time.Time
+	podDeadline time.Time // give up then (counted as timed_out)
 }
 
 // senderID names a process across reconnects: its sender-side drop counters are
@@ -87,15 +95,17 @@ type senderState struct {
 // NewAggregator returns an empty Aggregator.
 func NewAggregator(opts ...Option) *Aggregator {
 	a := &Aggregator{
-		cfg:       newConfig(opts),
-		procs:     make(map[*Process]*procState),
-		senders:   make(map[senderID]*senderState),
-		devices:   make(map[deviceKey]*device),
-		podSeries: make(map[podKey]*podSeries),
-		memcpy:    make(map[memcpyKey]*memSeries),
-		memset:    make(map[memsetKey]*memSeries),
-		dropped:   make(map[string]uint64),
-		connDrops: make(map[string]uint64),
+		cfg:            newConfig(opts),
+		procs:          make(map[*Process]*procState),
+		senders:        make(map[senderID]*senderState),
+		devices:        make(map[deviceKey]*device),
+		podSeries:      make(map[podKey]*podSeries),
+		memcpy:         make(map[memcpyKey]*memSeries),
+		memset:         make(map[memsetKey]*memSeries),
+		pods:           make(map[podID]*podRef),
+		podResolutions: make(map[string]uint64),
+		dropped:        make(map[string]uint64),
+		connDrops:      make(map[string]uint64),
 	}
 	a.start = a.cfg.now()
 	a.kernels.init(a.cfg.topKernels, a.start)
@@ -127,6 +137,7 @@ func (a *Aggregator) connectLocked(p *Process, ps *procState) *procState {
 		ps.devs[i] = a.internLocked(d)
 	}
 	a.procs[p] = ps
+	a.startPodLocked(ps, ps.podAnswer, a.cfg.now())
 	id := senderID{p.PID, p.StartTime}
 	s := a.senders[id]
 	if s == nil {
@@ -139,12 +150,7 @@ func (a *Aggregator) connectLocked(p *Process, ps *procState) *procState {
 }
 
 func (a *Aggregator) newProcState(p *Process) *procState {
-	ps := &procState{pod: p.Pod, namespace: p.Namespace, container: p.Container}
-	if ps.pod == "" && ps.namespace == "" && a.cfg.podResolver != nil {
-		if pod, ns, c, ok := a.cfg.podResolver(p.PID, p.Cgroup); ok {
-			ps.pod, ps.namespace, ps.container = pod, ns, c
-		}
-	}
+	ps := &procState{podAnswer: a.askPod(p)}
 	ps.devs = make([]*device, len(p.DeviceUUIDs))
 	for i, uuid := range p.DeviceUUIDs {
 		ps.devs[i] = &device{gpu: a.gpuLabel(uuid, i), uuid: uuid, unknown: !a.deviceExists(uuid)}
@@ -213,6 +219,7 @@ func (a *Aggregator) disconnectLocked(p *Process) bool {
 	}
 	now := a.cfg.now()
 	delete(a.procs, p)
+	ps.pod.procs--
 	for _, d := range ps.devs {
 		if !d.unknown {
 			d.refs--
@@ -257,6 +264,7 @@ func (a *Aggregator) Add(p *Process, recs []Record) {
 		}
 	}
 	now := a.cfg.now()
+	a.retryPodLocked(p, ps, now)
 	a.kernels.maybeRerank(now, a.cfg.rerankInterval)
 	for i := range recs {
 		r := &recs[i]
@@ -271,12 +279,12 @@ func (a *Aggregator) Add(p *Process, recs []Record) {
 		}
 		switch r.Kind {
 		case KindKernel:
-			a.kernels.observe(dev, r.Name, dur, a.cfg.maxBuckets, now)
+			a.kernels.observe(dev, ps.pod, r.Name, dur, a.cfg.maxBuckets, now)
 			a.podSeriesOf(ps, r.Device, dev, now).observe(dur)
 		case KindMemcpy:
 			a.observeMemcpy(ps, dev, r, dur, now)
 		case KindMemset:
-			a.observeMemset(dev, r, dur, now)
+			a.observeMemset(ps, dev, r, dur, now)
 		default:
 			a.dropped["unknown_kind"]++
 			continue
@@ -401,6 +409,7 @@ func (a *Aggregator) expireLocked(now time.Time) {
 		}
 	}
 	a.expireDevicesLocked(now)
+	a.expirePodsLocked(now)
 }
 
 // expireDevicesLocked forgets devices no process has used for the TTL, with their series, and

@@ -95,7 +95,7 @@ func TestAggregatorKernels(t *testing.T) {
 	})
 	s := a.Snapshot()
 
-	busy := mustSample(t, s, "cupti_kernel_duration_seconds", "3", "GPU-aaaa", "busy").Histogram
+	busy := mustSample(t, s, "cupti_kernel_duration_seconds", "3", "GPU-aaaa", "ml", "trainer-0", "main", "busy").Histogram
 	if busy.Count != 3 || !approx(busy.Sum, 2.004e-3) {
 		t.Errorf("busy count/sum = %d/%g, want 3/0.002004", busy.Count, busy.Sum)
 	}
@@ -108,7 +108,7 @@ func TestAggregatorKernels(t *testing.T) {
 	if !busy.Native || busy.Schema != 3 {
 		t.Errorf("native=%v schema=%d, want native schema 3", busy.Native, busy.Schema)
 	}
-	if h := mustSample(t, s, "cupti_kernel_duration_seconds", "1", "GPU-bbbb", "foo::bar").Histogram; h.Count != 1 || !approx(h.Sum, 1e-5) {
+	if h := mustSample(t, s, "cupti_kernel_duration_seconds", "1", "GPU-bbbb", "ml", "trainer-0", "main", "foo::bar").Histogram; h.Count != 1 || !approx(h.Sum, 1e-5) {
 		t.Errorf("foo::bar count/sum = %d/%g", h.Count, h.Sum)
 	}
 	for _, sm := range family(t, s, "cupti_kernel_duration_seconds").Samples {
@@ -148,7 +148,7 @@ func TestAggregatorKernels(t *testing.T) {
 func kernelNames(t *testing.T, s *mapping.Snapshot) []string {
 	var names []string
 	for _, sm := range family(t, s, "cupti_kernel_duration_seconds").Samples {
-		names = append(names, sm.LabelValues[2])
+		names = append(names, sm.LabelValues[5])
 	}
 	return names
 }
@@ -163,7 +163,7 @@ func TestAggregatorTopKernels(t *testing.T) {
 	if got, want := kernelNames(t, s), []string{"a", "b", "other"}; !slices.Equal(got, want) {
 		t.Fatalf("kernels = %v, want %v", got, want)
 	}
-	if h := mustSample(t, s, "cupti_kernel_duration_seconds", "0", "GPU-aaaa", "other").Histogram; h.Count != 1 || !approx(h.Sum, 1e-3) {
+	if h := mustSample(t, s, "cupti_kernel_duration_seconds", "0", "GPU-aaaa", "ml", "trainer-0", "main", "other").Histogram; h.Count != 1 || !approx(h.Sum, 1e-3) {
 		t.Errorf("other count/sum = %d/%g, want 1/0.001", h.Count, h.Sum)
 	}
 	// c now uses 10 s: more than twice b's 0.1 s, so it replaces b at the next re-rank.
@@ -174,12 +174,12 @@ func TestAggregatorTopKernels(t *testing.T) {
 	if got, want := kernelNames(t, s), []string{"a", "c", "other"}; !slices.Equal(got, want) {
 		t.Fatalf("kernels after re-rank = %v, want %v", got, want)
 	}
-	c := mustSample(t, s, "cupti_kernel_duration_seconds", "0", "GPU-aaaa", "c")
+	c := mustSample(t, s, "cupti_kernel_duration_seconds", "0", "GPU-aaaa", "ml", "trainer-0", "main", "c")
 	if c.Histogram.Count != 1 || !c.Start.Equal(clk.now()) {
 		t.Errorf("c: count %d start %v, want a new series (1 record, start %v)", c.Histogram.Count, c.Start, clk.now())
 	}
 	// other held c's first two records and now b's.
-	if h := mustSample(t, s, "cupti_kernel_duration_seconds", "0", "GPU-aaaa", "other").Histogram; h.Count != 3 {
+	if h := mustSample(t, s, "cupti_kernel_duration_seconds", "0", "GPU-aaaa", "ml", "trainer-0", "main", "other").Histogram; h.Count != 3 {
 		t.Errorf("other count %d, want 3", h.Count)
 	}
 	// Hysteresis: b now uses 1.5x what a does in one interval; a's doubled score keeps it.
@@ -226,8 +226,8 @@ func TestAggregatorMemcpyMemset(t *testing.T) {
 		{"0", "GPU-aaaa", "HtoD", "managed", "", 7, 1, 1e-7},
 		{"0", "GPU-aaaa", "other", "none", "", 9, 1, 1e-7},
 	} {
-		b := mustSample(t, s, "cupti_memcpy_bytes_total", tc.gpu, tc.uuid, tc.copyKind, tc.host, tc.src)
-		h := mustSample(t, s, "cupti_memcpy_duration_seconds", tc.gpu, tc.uuid, tc.copyKind, tc.host, tc.src).Histogram
+		b := mustSample(t, s, "cupti_memcpy_bytes_total", tc.gpu, tc.uuid, "ml", "trainer-0", "main", tc.copyKind, tc.host, tc.src)
+		h := mustSample(t, s, "cupti_memcpy_duration_seconds", tc.gpu, tc.uuid, "ml", "trainer-0", "main", tc.copyKind, tc.host, tc.src).Histogram
 		if b.Value != tc.bytes || h.Count != tc.count || !approx(h.Sum, tc.sum) {
 			t.Errorf("memcpy gpu %s %s/%s src %q: bytes %g count %d sum %g, want %g %d %g", tc.gpu, tc.copyKind, tc.host, tc.src, b.Value, h.Count, h.Sum, tc.bytes, tc.count, tc.sum)
 		}
@@ -235,10 +235,10 @@ func TestAggregatorMemcpyMemset(t *testing.T) {
 	if n := len(family(t, s, "cupti_memcpy_bytes_total").Samples); n != 8 {
 		t.Errorf("%d memcpy series, want 8", n)
 	}
-	if v := mustSample(t, s, "cupti_memset_bytes_total", "1", "GPU-bbbb", "device").Value; v != 4096 {
+	if v := mustSample(t, s, "cupti_memset_bytes_total", "1", "GPU-bbbb", "ml", "trainer-0", "main", "device").Value; v != 4096 {
 		t.Errorf("memset device bytes %g, want 4096", v)
 	}
-	h := mustSample(t, s, "cupti_memset_duration_seconds", "1", "GPU-bbbb", "managed").Histogram
+	h := mustSample(t, s, "cupti_memset_duration_seconds", "1", "GPU-bbbb", "ml", "trainer-0", "main", "managed").Histogram
 	if h.Count != 1 || h.Sum != 0 || h.ZeroCount != 1 {
 		t.Errorf("memset managed: count %d sum %g zero %d, want 1 0 1", h.Count, h.Sum, h.ZeroCount)
 	}
@@ -282,41 +282,6 @@ func TestAggregatorDrops(t *testing.T) {
 	if v := mustSample(t, s, "cupti_activity_dropped_connections_total", "limit").Value; v != 0 {
 		t.Errorf("limit connections = %g, want 0", v)
 	}
-}
-
-func TestAggregatorPodAttributionAndExpiry(t *testing.T) {
-	clk := newFakeClock()
-	var calls int
-	a := NewAggregator(withClock(clk.now), WithSeriesTTL(time.Minute),
-		WithPodResolver(func(pid uint32, cgroup string) (string, string, string, bool) {
-			calls++
-			return "resolved-pod", "resolved-ns", "c", pid == 2 && cgroup == "0::/kubepods/x"
-		}))
-	named := testProcess(1) // hello carries its pod: resolver not asked
-	bare := &Process{PID: 2, Cgroup: "0::/kubepods/x", DeviceUUIDs: []string{"GPU-aaaa"}}
-	host := &Process{PID: 3, DeviceUUIDs: []string{"GPU-aaaa"}} // resolver answers !ok
-	for _, p := range []*Process{named, bare, host} {
-		a.Connect(p)
-		a.Add(p, []Record{kernel(0, "k", 1e6)})
-	}
-	if calls != 2 {
-		t.Errorf("pod resolver called %d times, want 2 (only for processes without pod)", calls)
-	}
-	s := a.Snapshot()
-	mustSample(t, s, "cupti_kernel_gpu_seconds_total", "0", "GPU-aaaa", "ml", "trainer-0", "main")
-	mustSample(t, s, "cupti_kernel_gpu_seconds_total", "0", "GPU-aaaa", "resolved-ns", "resolved-pod", "c")
-	mustSample(t, s, "cupti_kernel_gpu_seconds_total", "0", "GPU-aaaa", "", "", "")
-
-	a.Disconnect(bare)
-	clk.advance(30 * time.Second)
-	mustSample(t, a.Snapshot(), "cupti_kernel_gpu_seconds_total", "0", "GPU-aaaa", "resolved-ns", "resolved-pod", "c")
-	clk.advance(31 * time.Second)
-	s = a.Snapshot() // older than 10 s: rebuilt, expiring the gone pod
-	if sample(t, s, "cupti_kernel_gpu_seconds_total", "0", "GPU-aaaa", "resolved-ns", "resolved-pod", "c") != nil {
-		t.Error("series of a pod gone for longer than the TTL still exported")
-	}
-	mustSample(t, s, "cupti_kernel_gpu_seconds_total", "0", "GPU-aaaa", "ml", "trainer-0", "main") // still connected
-	mustSample(t, s, "cupti_kernel_duration_seconds", "0", "GPU-aaaa", "k")                        // not per pod
 }
 
 func TestAggregatorRecordTap(t *testing.T) {

@@ -11,9 +11,9 @@ import (
 var (
 	kernelDurationDesc = &mapping.Desc{
 		Name: "cupti_kernel_duration_seconds", Kind: mapping.KindHistogram, Unit: "seconds",
-		Help:     "Duration of CUDA kernels by GPU and kernel name (top kernels by GPU time, the rest as kernel=\"other\").",
+		Help:     "Duration of CUDA kernels by GPU, pod and kernel name (top kernels by GPU time, the rest as kernel=\"other\").",
 		OTelName: "cupti.kernel.duration", OTelUnit: "s",
-		LabelNames: []string{"gpu", "uuid", "kernel"},
+		LabelNames: []string{"gpu", "uuid", "namespace", "pod", "container", "kernel"},
 	}
 	kernelGPUSecondsDesc = &mapping.Desc{
 		Name: "cupti_kernel_gpu_seconds_total", Kind: mapping.KindCounter, Unit: "seconds",
@@ -46,12 +46,13 @@ type kernelRank struct {
 
 type kernelKey struct {
 	dev  *device
+	pod  *podRef
 	rank *kernelRank
 }
 
 type kernelSeries struct {
-	h     *histogram
-	start time.Time
+	h           *histogram
+	start, last time.Time
 }
 
 // kernelTable keeps kernel-duration histograms for the top K kernel names by GPU time.
@@ -83,18 +84,19 @@ func (t *kernelTable) init(k int, now time.Time) {
 	t.lastRerank = now
 }
 
-func (t *kernelTable) observe(dev *device, mangled string, dur float64, maxBuckets int, now time.Time) {
+func (t *kernelTable) observe(dev *device, pod *podRef, mangled string, dur float64, maxBuckets int, now time.Time) {
 	r := t.rank(mangled)
 	r.window += dur
 	if !r.top {
 		r = t.other
 	}
-	key := kernelKey{dev, r}
+	key := kernelKey{dev, pod, r}
 	s := t.series[key]
 	if s == nil {
 		s = &kernelSeries{h: newHistogram(maxBuckets), start: now}
 		t.series[key] = s
 	}
+	s.last = now
 	s.h.observe(dur)
 }
 
@@ -186,7 +188,7 @@ func (t *kernelTable) families(fs []mapping.Family) []mapping.Family {
 	f := mapping.Family{Desc: kernelDurationDesc, Samples: make([]mapping.Sample, 0, len(t.series))}
 	for k, s := range t.series {
 		f.Samples = append(f.Samples, mapping.Sample{
-			LabelValues: []string{k.dev.gpu, k.dev.uuid, k.rank.name},
+			LabelValues: []string{k.dev.gpu, k.dev.uuid, k.pod.namespace, k.pod.pod, k.pod.container, k.rank.name},
 			Histogram:   s.h.value(),
 			Start:       s.start,
 		})
@@ -197,8 +199,8 @@ func (t *kernelTable) families(fs []mapping.Family) []mapping.Family {
 // podKey identifies the series of one pod (or of processes outside pods: empty labels)
 // on one device.
 type podKey struct {
-	dev                       *device
-	namespace, pod, container string
+	dev *device
+	pod *podRef
 }
 
 type podSeries struct {
@@ -219,7 +221,7 @@ func (a *Aggregator) podSeriesOf(ps *procState, ordinal uint32, dev *device, now
 	if cacheable && ps.pods[ordinal] != nil {
 		return ps.pods[ordinal]
 	}
-	key := podKey{dev, ps.namespace, ps.pod, ps.container}
+	key := podKey{dev, ps.pod}
 	s := a.podSeries[key]
 	if s == nil {
 		s = &podSeries{h: newHistogram(a.cfg.maxBuckets), start: now}
@@ -238,7 +240,7 @@ func (a *Aggregator) podFamilies(fs []mapping.Family) []mapping.Family {
 	gpu := mapping.Family{Desc: kernelGPUSecondsDesc}
 	hist := mapping.Family{Desc: podKernelDurationDesc}
 	for k, s := range a.podSeries {
-		labels := []string{k.dev.gpu, k.dev.uuid, k.namespace, k.pod, k.container}
+		labels := []string{k.dev.gpu, k.dev.uuid, k.pod.namespace, k.pod.pod, k.pod.container}
 		gpu.Samples = append(gpu.Samples, mapping.Sample{LabelValues: labels, Value: s.gpuSeconds, Start: s.start})
 		hist.Samples = append(hist.Samples, mapping.Sample{LabelValues: labels, Histogram: s.h.value(), Start: s.start})
 	}

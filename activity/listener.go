@@ -27,7 +27,9 @@ type ProcessInfo struct {
 // downstream consumer (the attribution join) reads the same stream without reaching into
 // the Aggregator. Methods are called on the connection's goroutine (one per process, so
 // calls for different processes are concurrent) and must not block for long; slices are
-// reused after a call returns: copy what you keep.
+// reused after a call returns: copy what you keep. ProcessConnected is called again for
+// the same process when its pod labels change after it connected (a pod resolver that
+// answered PodPending at first, see WithPodResolver): the later info replaces the earlier.
 type Listener interface {
 	ProcessConnected(p *Process, info ProcessInfo)
 	Records(p *Process, recs []Record)
@@ -80,7 +82,7 @@ func (a *Aggregator) KernelLabel(mangled string) string {
 
 // processInfo is the listener view of a process state.
 func (ps *procState) info(p *Process) ProcessInfo {
-	in := ProcessInfo{Pod: ps.pod, Namespace: ps.namespace, Container: ps.container,
+	in := ProcessInfo{Pod: ps.pod.pod, Namespace: ps.pod.namespace, Container: ps.pod.container,
 		GPUs: make([]string, len(ps.devs)), UUIDs: make([]string, len(ps.devs))}
 	for i, d := range ps.devs {
 		in.GPUs[i], in.UUIDs[i] = d.gpu, d.uuid

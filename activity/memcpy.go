@@ -7,27 +7,27 @@ import (
 )
 
 var (
-	memcpyLabels = []string{"gpu", "uuid", "copy_kind", "host_memory", "src_gpu"}
-	memsetLabels = []string{"gpu", "uuid", "memory"}
+	memcpyLabels = []string{"gpu", "uuid", "namespace", "pod", "container", "copy_kind", "host_memory", "src_gpu"}
+	memsetLabels = []string{"gpu", "uuid", "namespace", "pod", "container", "memory"}
 
 	memcpyBytesDesc = &mapping.Desc{
 		Name: "cupti_memcpy_bytes_total", Kind: mapping.KindCounter, Unit: "bytes",
-		Help:     "Bytes copied by CUDA memcpy operations by GPU (the destination of peer-to-peer copies), copy kind, host memory kind and source GPU of peer-to-peer copies.",
+		Help:     "Bytes copied by CUDA memcpy operations by GPU (the destination of peer-to-peer copies), pod, copy kind, host memory kind and source GPU of peer-to-peer copies.",
 		OTelName: "cupti.memcpy.io", OTelUnit: "By", LabelNames: memcpyLabels,
 	}
 	memcpyDurationDesc = &mapping.Desc{
 		Name: "cupti_memcpy_duration_seconds", Kind: mapping.KindHistogram, Unit: "seconds",
-		Help:     "Duration of CUDA memcpy operations by GPU (the destination of peer-to-peer copies), copy kind, host memory kind and source GPU of peer-to-peer copies.",
+		Help:     "Duration of CUDA memcpy operations by GPU (the destination of peer-to-peer copies), pod, copy kind, host memory kind and source GPU of peer-to-peer copies.",
 		OTelName: "cupti.memcpy.duration", OTelUnit: "s", LabelNames: memcpyLabels,
 	}
 	memsetBytesDesc = &mapping.Desc{
 		Name: "cupti_memset_bytes_total", Kind: mapping.KindCounter, Unit: "bytes",
-		Help:     "Bytes set by CUDA memset operations by GPU and memory kind.",
+		Help:     "Bytes set by CUDA memset operations by GPU, pod and memory kind.",
 		OTelName: "cupti.memset.io", OTelUnit: "By", LabelNames: memsetLabels,
 	}
 	memsetDurationDesc = &mapping.Desc{
 		Name: "cupti_memset_duration_seconds", Kind: mapping.KindHistogram, Unit: "seconds",
-		Help:     "Duration of CUDA memset operations by GPU and memory kind.",
+		Help:     "Duration of CUDA memset operations by GPU, pod and memory kind.",
 		OTelName: "cupti.memset.duration", OTelUnit: "s", LabelNames: memsetLabels,
 	}
 )
@@ -101,6 +101,7 @@ func hostMemoryLabel(r *Record) string {
 
 type memcpyKey struct {
 	dev  *device
+	pod  *podRef
 	copy CopyKind
 	host string // host_memory label (a constant string: cheap to hash)
 	src  string // src_gpu label: "" unless PtoP
@@ -121,13 +122,14 @@ func srcGPULabel(ps *procState, r *Record) string {
 
 type memsetKey struct {
 	dev *device
+	pod *podRef
 	mem string
 }
 
 type memSeries struct {
-	bytes float64
-	h     *histogram
-	start time.Time
+	bytes       float64
+	h           *histogram
+	start, last time.Time
 }
 
 func (a *Aggregator) observeMemcpy(ps *procState, dev *device, r *Record, dur float64, now time.Time) {
@@ -135,23 +137,25 @@ func (a *Aggregator) observeMemcpy(ps *procState, dev *device, r *Record, dur fl
 	if copyKindLabel(ck) == "other" {
 		ck = 0
 	}
-	key := memcpyKey{dev, ck, hostMemoryLabel(r), srcGPULabel(ps, r)}
+	key := memcpyKey{dev, ps.pod, ck, hostMemoryLabel(r), srcGPULabel(ps, r)}
 	s := a.memcpy[key]
 	if s == nil {
 		s = &memSeries{h: newHistogram(a.cfg.maxBuckets), start: now}
 		a.memcpy[key] = s
 	}
+	s.last = now
 	s.bytes += float64(r.Bytes)
 	s.h.observe(dur)
 }
 
-func (a *Aggregator) observeMemset(dev *device, r *Record, dur float64, now time.Time) {
-	key := memsetKey{dev, memoryLabel(r.MemoryKind)}
+func (a *Aggregator) observeMemset(ps *procState, dev *device, r *Record, dur float64, now time.Time) {
+	key := memsetKey{dev, ps.pod, memoryLabel(r.MemoryKind)}
 	s := a.memset[key]
 	if s == nil {
 		s = &memSeries{h: newHistogram(a.cfg.maxBuckets), start: now}
 		a.memset[key] = s
 	}
+	s.last = now
 	s.bytes += float64(r.Bytes)
 	s.h.observe(dur)
 }
@@ -160,13 +164,13 @@ func (a *Aggregator) observeMemset(dev *device, r *Record, dur float64, now time
 func (a *Aggregator) memFamilies(fs []mapping.Family) []mapping.Family {
 	cb, cd := mapping.Family{Desc: memcpyBytesDesc}, mapping.Family{Desc: memcpyDurationDesc}
 	for k, s := range a.memcpy {
-		labels := []string{k.dev.gpu, k.dev.uuid, copyKindLabel(k.copy), k.host, k.src}
+		labels := []string{k.dev.gpu, k.dev.uuid, k.pod.namespace, k.pod.pod, k.pod.container, copyKindLabel(k.copy), k.host, k.src}
 		cb.Samples = append(cb.Samples, mapping.Sample{LabelValues: labels, Value: s.bytes, Start: s.start})
 		cd.Samples = append(cd.Samples, mapping.Sample{LabelValues: labels, Histogram: s.h.value(), Start: s.start})
 	}
 	sb, sd := mapping.Family{Desc: memsetBytesDesc}, mapping.Family{Desc: memsetDurationDesc}
 	for k, s := range a.memset {
-		labels := []string{k.dev.gpu, k.dev.uuid, k.mem}
+		labels := []string{k.dev.gpu, k.dev.uuid, k.pod.namespace, k.pod.pod, k.pod.container, k.mem}
 		sb.Samples = append(sb.Samples, mapping.Sample{LabelValues: labels, Value: s.bytes, Start: s.start})
 		sd.Samples = append(sd.Samples, mapping.Sample{LabelValues: labels, Histogram: s.h.value(), Start: s.start})
 	}

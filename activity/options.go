@@ -13,26 +13,29 @@ const (
 type Option func(*config)
 
 type config struct {
-	topKernels     int
-	rerankInterval time.Duration
-	seriesTTL      time.Duration
-	maxBuckets     int
-	gpuResolver    func(uuid string) (gpu string, ok bool)
-	deviceFilter   func(uuid string) (exists, known bool)
-	budget         *Budget
-	podResolver    func(pid uint32, cgroup string) (pod, namespace, container string, ok bool)
-	tap            func(p *Process, recs []Record)
-	listeners      []Listener
-	now            func() time.Time
+	topKernels                       int
+	rerankInterval                   time.Duration
+	seriesTTL                        time.Duration
+	maxBuckets                       int
+	gpuResolver                      func(uuid string) (gpu string, ok bool)
+	deviceFilter                     func(uuid string) (exists, known bool)
+	budget                           *Budget
+	podResolver                      PodResolver
+	podRetryInterval, podRetryWindow time.Duration
+	tap                              func(p *Process, recs []Record)
+	listeners                        []Listener
+	now                              func() time.Time
 }
 
 func newConfig(opts []Option) config {
 	c := config{
-		topKernels:     DefaultTopKernels,
-		rerankInterval: DefaultRerankInterval,
-		seriesTTL:      DefaultSeriesTTL,
-		maxBuckets:     defaultMaxBuckets,
-		now:            time.Now,
+		topKernels:       DefaultTopKernels,
+		rerankInterval:   DefaultRerankInterval,
+		seriesTTL:        DefaultSeriesTTL,
+		maxBuckets:       defaultMaxBuckets,
+		podRetryInterval: DefaultPodRetryInterval,
+		podRetryWindow:   DefaultPodRetryWindow,
+		now:              time.Now,
 	}
 	for _, o := range opts {
 		o(&c)
@@ -105,10 +108,12 @@ func WithBudget(b *Budget) Option {
 	return func(c *config) { c.budget = b }
 }
 
-// WithPodResolver attributes a process whose hello lacks pod and namespace, for example
-// from the kubelet's pod-resources API and the process's cgroup. It is called once per
-// connection, outside the Aggregator's lock.
-func WithPodResolver(f func(pid uint32, cgroup string) (pod, namespace, container string, ok bool)) Option {
+// WithPodResolver attributes processes to pods (in node mode, from the cgroup of the hello:
+// package kubepods). Its answer comes first; the hello's POD_NAME/POD_NAMESPACE (and
+// CONTAINER_NAME) are the fallback when it finds no pod. It is called when a process
+// connects, and again on later records while it answers PodPending (WithPodRetry), always
+// outside the Aggregator's lock. Without a resolver the hello alone labels processes.
+func WithPodResolver(f PodResolver) Option {
 	return func(c *config) { c.podResolver = f }
 }
 

@@ -100,6 +100,7 @@ func (a *Aggregator) buildLocked() *mapping.Snapshot {
 		mapping.Family{Desc: tracedDesc, Samples: []mapping.Sample{
 			a.counter(a.tracedSeconds, "complete"), a.counter(a.lossySeconds, "lossy")}},
 		a.invalidReportsFamily(),
+		a.podResolutionFamily(),
 	)
 	if b := a.cfg.budget; b != nil {
 		fs = append(fs,
@@ -129,5 +130,6 @@ func Descs() []*mapping.Desc {
 		memcpyBytesDesc, memcpyDurationDesc, memsetBytesDesc, memsetDurationDesc,
 		recordsDesc, droppedDesc, processesDesc, connectionsDesc, connDroppedDesc, tracedDesc,
 		memoryDesc, memoryBudgetDesc,
+		podResolutionsDesc,
 	}
 }

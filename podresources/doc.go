@@ -16,6 +16,12 @@
 // kept for a bounded time (WithMaxStaleness) and then dropped, so stale owners are not
 // reported forever.
 //
+// This map labels device series (the whole GPU) by the container it was allocated to.
+// Traced processes are attributed separately, from their cgroup (package kubepods) or
+// their hello: on a shared GPU the device series stay unattributed while each pod's
+// kernel and copy series carry that pod (docs/kubernetes.md, "How processes are
+// attributed to pods").
+//
 // Device IDs of time-sliced GPUs ("GPU-...::2") are reduced to the GPU UUID. A GPU given
 // to more than one container is ambiguous: Lookup reports it as not owned (ok is false)
 // rather than guessing, and Owners lists every holder.

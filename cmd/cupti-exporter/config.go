@@ -74,6 +74,11 @@ type Config struct {
 	Kubelet struct {
 		PodResourcesSocket string `yaml:"pod_resources_socket" help:"Kubelet pod-resources socket for pod attribution of GPUs; empty: off."`
 	} `yaml:"kubelet"`
+	Kubernetes struct {
+		PodInformer string `yaml:"pod_informer" help:"Attribute traced processes to pods from their cgroup through an informer of this node's pods: auto (on when KUBERNETES_SERVICE_HOST is set and the node name is known), on or off."`
+		NodeName    string `yaml:"node_name" help:"This node's name, for the pod informer; empty: $NODE_NAME."`
+		Kubeconfig  string `yaml:"kubeconfig" help:"Kubeconfig file for the pod informer (out of cluster); empty: the pod's service account."`
+	} `yaml:"kubernetes"`
 	Mapping struct {
 		RulesFile string `yaml:"rules_file" help:"YAML file of extra metric mapping rules."`
 	} `yaml:"mapping"`
@@ -110,6 +115,7 @@ func defaultConfig() Config {
 	c.Attribution.Watermark = Duration(attribution.DefaultWatermark)
 	c.Attribution.Estimator = attribution.DefaultEstimator
 	c.Attribution.MaxPendingRecords = attribution.DefaultMaxPendingRecords
+	c.Kubernetes.PodInformer = "auto"
 	return c
 }
 
@@ -187,6 +193,11 @@ func (c *Config) validate() error {
 	}
 	if c.OTLP.Protocol != "" && c.OTLP.Protocol != "grpc" && c.OTLP.Protocol != "http" && c.OTLP.Protocol != "http/protobuf" {
 		errs = append(errs, fmt.Errorf("otlp.protocol must be grpc or http, got %q", c.OTLP.Protocol))
+	}
+	switch c.Kubernetes.PodInformer {
+	case "auto", "on", "off":
+	default:
+		errs = append(errs, fmt.Errorf("kubernetes.pod_informer must be auto, on or off, got %q", c.Kubernetes.PodInformer))
 	}
 	if _, err := c.socketMode(); err != nil {
 		errs = append(errs, err)

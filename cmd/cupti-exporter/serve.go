@@ -53,6 +53,10 @@ func runServe(ctx context.Context, logger *slog.Logger, cfg *Config) error {
 	if pm.off != "" {
 		logger.Warn(pm.off)
 	}
+	kube, err := startPodInformer(ctx, logger, cfg)
+	if err != nil {
+		return err
+	}
 	budget := activity.NewBudget(int64(cfg.Activity.MemoryBudget))
 	var act *activity.Aggregator
 	actOpts := liveActivityOptions(pm.devices, budget)
@@ -61,9 +65,14 @@ func runServe(ctx context.Context, logger *slog.Logger, cfg *Config) error {
 			return err
 		}
 	}
+	var extra []namedProducer
+	if kube != nil {
+		actOpts = append(actOpts, activity.WithPodResolver(podResolver(kube)))
+		extra = append(extra, namedProducer{"kubepods", kube})
+	}
 	act = activity.NewAggregator(actOpts...)
 	if !cfg.Activity.Enabled {
-		return serveSources(ctx, logger, cfg, pm, act)
+		return serveSources(ctx, logger, cfg, pm, act, extra...)
 	}
 	srv, err := receiver.NewServer(cfg.Activity.Socket, act, logger, receiverOptions(cfg, budget)...)
 	if err != nil {
@@ -73,7 +82,7 @@ func runServe(ctx context.Context, logger *slog.Logger, cfg *Config) error {
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ctx) }()
 	logger.Info("receiving activity records", "socket", srv.Path())
-	err = serveSources(ctx, logger, cfg, pm, act)
+	err = serveSources(ctx, logger, cfg, pm, act, extra...)
 	srv.Close()
 	return errors.Join(err, <-errc)
 }
@@ -86,10 +95,10 @@ type pmSetup struct {
 	pause   http.Handler             // the pause/resume API of a live sampler
 	status  func() []exporter.Status // readiness of a live sampler; nil: ready after the first batch
 	aggOpts []pmsample.AggregatorOption
-	off     string        // why there is no source, in full
-	offCode string        // the same as a reason code of cupti_exporter_source_up
-	live    bool          // this host's GPUs, not a recording: read their health from NVML too
-	health  *replayHealth // a recording's health frames, served as source "health"; nil: none
+	off     string                  // why there is no source, in full
+	offCode string                  // the same as a reason code of cupti_exporter_source_up
+	live    bool                    // this host's GPUs, not a recording: read their health from NVML too
+	health  *replayHealth           // a recording's health frames, served as source "health"; nil: none
 	attr    *attribution.Attributor // the attribution join; nil when off
 }
 
@@ -113,6 +122,12 @@ func (pm *pmSetup) attribute(cfg *Config, logger *slog.Logger, opts []activity.O
 	return append(opts, activity.WithListener(a)), nil
 }
 
+// namedProducer is one more source of self-metrics to register (the pod informer).
+type namedProducer struct {
+	name string
+	p    exporter.Producer
+}
+
 // devices lists the source's devices (none when PM sampling is off).
 func (pm *pmSetup) devices() []pmsample.Device {
 	if pm.src == nil {
@@ -122,8 +137,8 @@ func (pm *pmSetup) devices() []pmsample.Device {
 }
 
 // serveSources runs the PM source into its aggregator, registers both aggregators with the
-// exporter, serves HTTP and pushes OTLP until ctx ends.
-func serveSources(ctx context.Context, logger *slog.Logger, cfg *Config, pm pmSetup, act *activity.Aggregator) error {
+// exporter (with the extra producers), serves HTTP and pushes OTLP until ctx ends.
+func serveSources(ctx context.Context, logger *slog.Logger, cfg *Config, pm pmSetup, act *activity.Aggregator, extra ...namedProducer) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var (
@@ -157,6 +172,9 @@ func serveSources(ctx context.Context, logger *slog.Logger, cfg *Config, pm pmSe
 	}
 	if pods != nil {
 		exp.Register("podresources", pods)
+	}
+	for _, x := range extra {
+		exp.Register(x.name, x.p)
 	}
 	srcErr := make(chan error, 1)
 	switch src := pm.src; {
