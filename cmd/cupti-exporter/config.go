@@ -36,6 +36,9 @@ type Config struct {
 		MetricSet    string   `yaml:"metric_set" help:"Named single-pass metric set of CUPTI 13.2+ (listed by metrics plan) instead of pmsample.metrics."`
 		Window       Duration `yaml:"window" help:"Window over which gauge mean/max/min are computed."`
 		Multiplex    Duration `yaml:"multiplex" help:"Rotate between metric groups that do not fit one pass every this long; 0: drop what does not fit."`
+		// Idle release (package idle, docs/pm-sampling.md "Idle release").
+		IdleReleaseAfter Duration `yaml:"idle_release_after" help:"Release a GPU's PM session after it has been idle this long (NVML utilisation 0, no kernels, SM active < 0.1 %) and take it back on the first sign of work; 0: never release. Needs NVML (health.library)."`
+		IdlePoll         Duration `yaml:"idle_poll" help:"How often a released GPU is polled through NVML for activity (1ms to 1s)."`
 	} `yaml:"pmsample"`
 	CUPTI struct {
 		Library string `yaml:"library" help:"Path to libcupti.so (or its folder); empty: search the usual places."`
@@ -76,6 +79,8 @@ func defaultConfig() Config {
 	c.PMSample.Interval = Duration(time.Millisecond)
 	c.PMSample.DecodePeriod = Duration(100 * time.Millisecond)
 	c.PMSample.Window = Duration(15 * time.Second)
+	c.PMSample.IdleReleaseAfter = Duration(time.Minute)
+	c.PMSample.IdlePoll = Duration(20 * time.Millisecond)
 	c.Activity.Enabled = true
 	c.Activity.Socket = "/run/cupti-exporter/activity.sock"
 	c.Activity.SocketMode = "0660"
@@ -103,6 +108,12 @@ func (c *Config) validate() error {
 	}
 	if c.PMSample.MetricSet != "" && len(c.PMSample.Metrics) > 0 {
 		errs = append(errs, errors.New("pmsample.metric_set and pmsample.metrics exclude each other: give one"))
+	}
+	if c.PMSample.IdleReleaseAfter < 0 {
+		errs = append(errs, fmt.Errorf("pmsample.idle_release_after must not be negative (0 turns idle release off), got %s", c.PMSample.IdleReleaseAfter))
+	}
+	if c.PMSample.IdlePoll < Duration(time.Millisecond) || c.PMSample.IdlePoll > Duration(time.Second) {
+		errs = append(errs, fmt.Errorf("pmsample.idle_poll must be between 1ms and 1s, got %s", c.PMSample.IdlePoll))
 	}
 	if c.PMSample.Multiplex < 0 {
 		errs = append(errs, fmt.Errorf("pmsample.multiplex must not be negative, got %s", c.PMSample.Multiplex))

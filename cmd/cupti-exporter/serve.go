@@ -15,6 +15,7 @@ import (
 	"github.com/cupti-exporter/cupti-exporter/activity"
 	"github.com/cupti-exporter/cupti-exporter/activity/receiver"
 	"github.com/cupti-exporter/cupti-exporter/exporter"
+	"github.com/cupti-exporter/cupti-exporter/idle"
 	"github.com/cupti-exporter/cupti-exporter/internal/cupti"
 	"github.com/cupti-exporter/cupti-exporter/mapping"
 	"github.com/cupti-exporter/cupti-exporter/pmsample"
@@ -47,11 +48,16 @@ func runServe(ctx context.Context, logger *slog.Logger, cfg *Config) error {
 		pm.src, pm.pause = s, s.Handler()
 		pm.status = func() []exporter.Status { return samplerStatus(s.Status()) }
 		pm.aggOpts = []pmsample.AggregatorOption{pmsample.WithStatus(s.Status)}
+		pm.idle, pm.idleMetrics = idleSetup(logger, cfg, s) // nil when off (idle.go)
 	}
 	if pm.off != "" {
 		logger.Warn(pm.off)
 	}
-	act := activity.NewAggregator(activityOptions(pm.devices)...)
+	actOpts := activityOptions(pm.devices)
+	if pm.idle != nil { // kernel records wake an idle-released GPU
+		actOpts = append(actOpts, activity.WithListener(pm.idle))
+	}
+	act := activity.NewAggregator(actOpts...)
 	if !cfg.Activity.Enabled {
 		return serveSources(ctx, logger, cfg, pm, act)
 	}
@@ -78,6 +84,9 @@ type pmSetup struct {
 	aggOpts []pmsample.AggregatorOption
 	off     string
 	live    bool // this host's GPUs, not a recording: read their health from NVML too
+	// idle releases the session of idle GPUs (nil: off); idleMetrics are its counters.
+	idle        *idle.Controller
+	idleMetrics exporter.Producer
 }
 
 // devices lists the source's devices (none when PM sampling is off).
@@ -139,9 +148,16 @@ func serveSources(ctx context.Context, logger *slog.Logger, cfg *Config, pm pmSe
 			}
 		}
 		exp.RegisterStatus("pmsample", statusFunc(status))
+		if pm.idle != nil {
+			exp.Register("pmsample_idle", pm.idleMetrics)
+			go pm.idle.Run(ctx)
+		}
 		go func() {
 			srcErr <- src.Run(ctx, func(b pmsample.Batch) {
 				agg.Add(b)
+				if pm.idle != nil {
+					pm.idle.Add(b)
+				}
 				fed.Store(true)
 			})
 		}()
