@@ -216,7 +216,8 @@ func (r *runner) observe(sink func(Batch)) func(Batch) {
 					// cupti_pm_lost_seconds_total{reason="idle_release"} count it; the released
 					// time itself is not a loss (nothing ran) and must not open "paused".
 				}
-				r.log.Info("pm sampling retaken after an idle release", "first_sample_after_activity", time.Unix(0, int64(first)).Sub(r.rel.activity))
+				r.log.Info("pm sampling retaken after an idle release", "first_sample_after_activity", time.Unix(0, int64(first)).Sub(r.rel.activity),
+					"first_sample_unix_ns", first, "activity_unix_ns", r.rel.activity.UnixNano())
 				r.rel.activity = time.Time{}
 			}
 			r.mu.Unlock()
