@@ -21,6 +21,11 @@ idle_power_window() { # idle_power_window LABEL ROUND
   timeout "${IDLE_WIN:-10}" nvidia-smi -i 0 --query-gpu=power.draw,clocks.sm --format=csv,noheader,nounits -lms 200 \
     | sed "s/^/$1,$2,/" >> "$L/idle-power.csv"; }
 
+idle_cpu() { # idle_cpu PORT -> CPU ticks (utime + stime) of the exporter on PORT
+  awk '{ print $14 + $15 }' "/proc/$(cat "$L/exporter.$1.pid")/stat" 2>/dev/null || echo 0; }
+
+idle_pct() { awk -v a="$1" -v b="$2" -v hz="$(getconf CLK_TCK)" -v w="${IDLE_WIN:-10}" 'BEGIN { printf "%.1f", (b - a) * 100 / hz / w }'; }
+
 stage_idle() {
   say "== idle (release the PM session of an idle GPU: power, wake latency, busy/idle bytes)"
   mkdir -p /run/cupti-exporter; : > "$L/idle-power.csv"
@@ -29,10 +34,15 @@ stage_idle() {
   for r in $(seq 1 "${IDLE_ROUNDS:-3}"); do
     sleep 2; idle_power_window off "$r"
     start_exporter "$L/exp-idle-rel-$r.log" 9477 --no-activity.enabled --pmsample.idle-release-after=2s || return
-    idle_wait_state idle-released 9477 15 && idle_power_window release "$r"
+    local c0 c1
+    if idle_wait_state idle-released 9477 15; then
+      c0=$(idle_cpu 9477); idle_power_window release "$r"; c1=$(idle_cpu 9477)
+      say "round $r released: exporter CPU $(idle_pct "$c0" "$c1") % of a core; retakes while idle (want 0): $(grep -c 'pm session retaken' "$L/exp-idle-rel-$r.log") $(grep -o 'signal=[a-z_]*' "$L/exp-idle-rel-$r.log" | sort | uniq -c | tr '\n' ' ')"
+    fi
     stop_exporter 9477
     start_exporter "$L/exp-idle-norel-$r.log" 9477 --no-activity.enabled --pmsample.idle-release-after=0 || return
-    sleep 2; idle_power_window norelease "$r"
+    sleep 2; c0=$(idle_cpu 9477); idle_power_window norelease "$r"; c1=$(idle_cpu 9477)
+    say "round $r not released: exporter CPU $(idle_pct "$c0" "$c1") % of a core"
     stop_exporter 9477
   done
   python3 scripts/gpu/idle_compare.py power "$L/idle-power.csv" | tee -a "$S"
