@@ -63,7 +63,16 @@ type gpu struct {
 	idleBit    bool      // the gpu_idle clock-event bit was seen set since the release
 	pids       map[uint32]bool
 	nvmlErrs   int
+	polls      int // polls since the release
+	// lastProcQuiet is the last process listing that found no new process.
+	lastProcQuiet time.Time
 }
+
+// procPeriod is how often a released GPU's compute processes are listed: the dearest of the
+// three reads, and a context takes longer than this to create, so every poll would be waste.
+const procPeriod = 100 * time.Millisecond
+
+func (c *Controller) procEvery() int { return max(1, int(procPeriod/c.cfg.poll)) }
 
 // New returns a Controller of s that reads NVML through lib (nvml.New() for the real
 // library; a mock in tests). Nothing happens until Run.
@@ -163,7 +172,7 @@ func (c *Controller) checkIdle(g *gpu, sig signal, st pmsample.State, now time.T
 }
 
 func (c *Controller) release(g *gpu, now time.Time) {
-	g.released, g.releasedAt, g.lastQuiet, g.idleBit, g.nvmlErrs = true, now, now, false, 0
+	g.released, g.releasedAt, g.lastQuiet, g.lastProcQuiet, g.idleBit, g.nvmlErrs, g.polls = true, now, now, now, false, 0, 0
 	g.pids = c.processes(g)
 	reason := fmt.Sprintf("GPU idle for %s (NVML utilisation 0, no kernels, SM active < %g%%): PM session released until work starts", c.cfg.after, c.cfg.smThreshold)
 	c.s.Release(g.index, reason)
@@ -199,17 +208,21 @@ func (c *Controller) watch(g *gpu, sig signal, now time.Time) {
 			}
 		}
 	}
-	if what == "" {
+	g.polls++
+	if what == "" && g.polls%c.procEvery() == 0 {
 		if procs, ret := g.h.GetComputeRunningProcesses(); ret == nvml.SUCCESS {
 			ok++
 			seen := make(map[uint32]bool, len(procs))
 			for _, p := range procs {
 				seen[p.Pid] = true
 				if p.Pid != c.pid && !g.pids[p.Pid] {
-					what = "new_process"
+					what, since = "new_process", g.lastProcQuiet // it appeared after the last listing
 				}
 			}
 			g.pids = seen
+			if what == "" {
+				g.lastProcQuiet = now
+			}
 		}
 	}
 	if what == "" && ok == 0 {

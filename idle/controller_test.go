@@ -220,12 +220,13 @@ func smBatch(at time.Time, pct float64) pmsample.Batch {
 
 func TestIdleReacquireOnNVMLSignals(t *testing.T) {
 	for _, tc := range []struct {
-		name string
-		wake func(g *fakeGPU)
+		name  string
+		wake  func(g *fakeGPU)
+		polls int // within this many polls (processes are listed every 100 ms: 5 polls)
 	}{
-		{"gpu_idle bit clears", func(g *fakeGPU) { g.events.Store(0) }},
-		{"utilisation", func(g *fakeGPU) { g.util.Store(3) }},
-		{"new process", func(g *fakeGPU) { g.mu.Lock(); g.pids = append(g.pids, 4242); g.mu.Unlock() }},
+		{"gpu_idle bit clears", func(g *fakeGPU) { g.events.Store(0) }, 1},
+		{"utilisation", func(g *fakeGPU) { g.util.Store(3) }, 1},
+		{"new process", func(g *fakeGPU) { g.mu.Lock(); g.pids = append(g.pids, 4242); g.mu.Unlock() }, 5},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := newRig(t, 1)
@@ -239,11 +240,11 @@ func TestIdleReacquireOnNVMLSignals(t *testing.T) {
 			}
 			quiet := r.now
 			tc.wake(r.gpu[0])
-			r.run(3 * r.c.cfg.poll)
+			r.run(time.Duration(tc.polls) * r.c.cfg.poll)
 			if r.s.isReleased(0) {
-				t.Fatal("not reacquired within 3 polls")
+				t.Fatalf("not reacquired within %d polls", tc.polls)
 			}
-			if since := r.s.since[0]; since.After(quiet) || quiet.Sub(since) > r.c.cfg.poll {
+			if since := r.s.since[0]; since.After(quiet) || quiet.Sub(since) > time.Duration(tc.polls)*r.c.cfg.poll {
 				t.Fatalf("since = %v, want the last quiet poll %v", since, quiet)
 			}
 		})

@@ -11,12 +11,13 @@
 // SM active ratio of every PM batch (when the sampled metrics include
 // sm__cycles_active...pct_of_peak_sustained_elapsed) stayed below 0.1 %. While sampling, the
 // Controller checks every 250 ms. While released it polls every 20 ms (--pmsample.idle-poll)
-// with three cheap NVML calls per GPU: clock-event reasons (the gpu_idle bit clears when
-// work starts), utilisation (above 0) and compute processes (a new process appears at context
-// creation, before its first kernel); a kernel record or a process connecting to the
-// activity socket wakes it at once. The first sign reacquires; the time from the last quiet
-// poll (the earliest the work may have begun) to the first sample is counted by pmsample as
-// missed (cupti_pm_idle_missed_seconds_total).
+// with cheap NVML calls per GPU: clock-event reasons (the gpu_idle bit, once seen set, clears
+// when work starts) and utilisation (above 0) every poll, compute processes every 100 ms (a new
+// process appears at context creation, before its first kernel); a kernel record or a process
+// connecting to the
+// activity socket wakes it at once. The first sign reacquires; the time from the last read
+// that found nothing (the earliest the work may have begun, as far as that signal tells) to the
+// first sample is counted by pmsample as missed (cupti_pm_idle_missed_seconds_total).
 //
 // Without NVML, or for a GPU NVML does not know by its UUID, nothing is released: a GPU is
 // only let go while something cheap watches it. A user pause wins: pmsample keeps a paused
