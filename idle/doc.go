@@ -14,8 +14,7 @@
 // with cheap NVML calls per GPU: clock-event reasons (the gpu_idle bit, once seen set, clears
 // when work starts) and utilisation (above 0) every poll, compute processes every 100 ms (a new
 // process appears at context creation, before its first kernel); a kernel record or a process
-// connecting to the
-// activity socket wakes it at once. The first sign reacquires; the time from the last read
+// connecting to the activity socket wakes it at once. The first sign reacquires; the time from the last read
 // that found nothing (the earliest the work may have begun, as far as that signal tells) to the
 // first sample is counted by pmsample as missed (cupti_pm_idle_missed_seconds_total).
 //
