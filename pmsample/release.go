@@ -210,11 +210,14 @@ func (r *runner) observe(sink func(Batch)) func(Batch) {
 				}
 				if missed := time.Unix(0, int64(first)).Sub(r.rel.activity); missed > 0 {
 					r.rel.missedS += missed.Seconds()
-					// TODO(pmloss): after merging branch pmloss, also account this span as a
-					// Loss{Reason: "idle_release", Start: activity, End: first} in the batch
-					// (LostReasons gains "idle_release"), so that cupti_pm_samples_lost_total and
-					// cupti_pm_lost_seconds_total{reason="idle_release"} count it; the released
-					// time itself is not a loss (nothing ran) and must not open "paused".
+					// TODO(pmloss): after merging branch pmloss, also count this span as lost
+					// samples: LostReasons gains "idle_release", so cupti_pm_samples_lost_total and
+					// cupti_pm_lost_seconds_total{reason="idle_release"} count it. Released time
+					// itself is no loss (nothing ran): in run()'s idle-release branch, flush the
+					// lossAccount and clear its cause (r.loss.flush(now); r.loss.cause = "")
+					// instead of opening "paused", and when leaving it set r.loss.cursor to the
+					// activity time and r.loss.cause = "idle_release", so that lossAccount.sample
+					// accounts [activity, first sample) to it and nothing before it as a gap.
 				}
 				r.log.Info("pm sampling retaken after an idle release", "first_sample_after_activity", time.Unix(0, int64(first)).Sub(r.rel.activity),
 					"first_sample_unix_ns", first, "activity_unix_ns", r.rel.activity.UnixNano())
