@@ -2,18 +2,28 @@
 GO ?= go
 export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 
-.PHONY: all build test demo docs synthetic clean
+# Version stamped into the binary (--version, cupti_exporter_build_info, OTLP service.version):
+# git describe of the checkout; a plain `go build` falls back to the VCS stamp of the Go toolchain.
+VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null | sed 's/^v//')
+REVISION ?= $(shell git rev-parse HEAD 2>/dev/null)
+BRANCH   ?= $(shell git rev-parse --abbrev-ref HEAD 2>/dev/null)
+VERSION_PKG := github.com/prometheus/common/version
+LDFLAGS := -X $(VERSION_PKG).Version=$(VERSION) -X $(VERSION_PKG).Revision=$(REVISION) \
+	-X $(VERSION_PKG).Branch=$(BRANCH) -X $(VERSION_PKG).BuildUser=$(shell id -un 2>/dev/null)@$(shell hostname 2>/dev/null) \
+	-X $(VERSION_PKG).BuildDate=$(shell date -u +%Y%m%d-%H:%M:%S)
+
+.PHONY: all build test demo docs synthetic otelcol image clean
 
 all: build
 
 build:
-	$(GO) build -o cupti-exporter ./cmd/cupti-exporter
+	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o cupti-exporter ./cmd/cupti-exporter
 
 test:
 	bash .ci/run
 
 demo:
-	$(GO) run ./cmd/cupti-exporter --demo
+	$(GO) run -ldflags '$(LDFLAGS)' ./cmd/cupti-exporter --demo
 
 # Regenerate generated documentation (configuration and metrics references).
 docs:
@@ -24,6 +34,14 @@ docs:
 # `go run ./cmd/cupti-exporter replay synthetic.cuptirec --replay.loop`.
 synthetic:
 	$(GO) run ./recording/internal/gensynthetic -o synthetic.cuptirec
+
+# The OpenTelemetry Collector the e2e test pushes to (built once, cached; prints its path).
+otelcol:
+	bash scripts/ci/otelcol.sh
+
+# The chart's image, with the version of this checkout.
+image:
+	docker build --build-arg VERSION=$(VERSION) --build-arg REVISION=$(REVISION) --build-arg BRANCH=$(BRANCH) -t cupti-exporter:$(VERSION) .
 
 clean:
 	rm -f cupti-exporter

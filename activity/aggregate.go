@@ -21,7 +21,7 @@ type Aggregator struct {
 	start     time.Time
 	procs     map[*Process]*procState
 	senders   map[senderID]*senderState
-	devices   map[device]*device
+	devices   map[deviceKey]*device
 	kernels   kernelTable
 	podSeries map[podKey]*podSeries
 	memcpy    map[memcpyKey]*memSeries
@@ -40,8 +40,28 @@ type Aggregator struct {
 }
 
 // device is one gpu/uuid label pair; Aggregator.devices interns them so that series keys
-// hash a pointer rather than strings.
-type device struct{ gpu, uuid string }
+// hash a pointer rather than strings. A device the Aggregator refused (one the host does not
+// have, or past the device limit or the memory budget) is not interned and has unknown set:
+// its records are dropped (reason unknown_device) and create no series.
+type device struct {
+	gpu, uuid string
+	unknown   bool
+	refs      int       // connected processes using it
+	last      time.Time // when the last of them left
+}
+
+// deviceKey is what interns a device.
+type deviceKey struct{ gpu, uuid string }
+
+// maxDevices bounds the devices the Aggregator keeps series for (a host has a few GPUs; every
+// process's CUDA ordinals map onto them).
+const maxDevices = 256
+
+// deviceStateBytes estimates the memory of one device's series (kernel histograms of the top
+// kernels and "other", memcpy and memset series), charged to the budget.
+func (a *Aggregator) deviceStateBytes() int64 {
+	return int64(a.cfg.topKernels+1+16) * int64(a.cfg.maxBuckets*16+256)
+}
 
 // procState is what the Aggregator knows of one connected process.
 type procState struct {
@@ -70,7 +90,7 @@ func NewAggregator(opts ...Option) *Aggregator {
 		cfg:       newConfig(opts),
 		procs:     make(map[*Process]*procState),
 		senders:   make(map[senderID]*senderState),
-		devices:   make(map[device]*device),
+		devices:   make(map[deviceKey]*device),
 		podSeries: make(map[podKey]*podSeries),
 		memcpy:    make(map[memcpyKey]*memSeries),
 		memset:    make(map[memsetKey]*memSeries),
@@ -104,11 +124,7 @@ func (a *Aggregator) connectLocked(p *Process, ps *procState) *procState {
 		return old
 	}
 	for i, d := range ps.devs {
-		if in, ok := a.devices[*d]; ok {
-			ps.devs[i] = in
-		} else {
-			a.devices[*d] = d
-		}
+		ps.devs[i] = a.internLocked(d)
 	}
 	a.procs[p] = ps
 	id := senderID{p.PID, p.StartTime}
@@ -131,10 +147,39 @@ func (a *Aggregator) newProcState(p *Process) *procState {
 	}
 	ps.devs = make([]*device, len(p.DeviceUUIDs))
 	for i, uuid := range p.DeviceUUIDs {
-		ps.devs[i] = &device{gpu: a.gpuLabel(uuid, i), uuid: uuid}
+		ps.devs[i] = &device{gpu: a.gpuLabel(uuid, i), uuid: uuid, unknown: !a.deviceExists(uuid)}
 	}
 	ps.pods = make([]*podSeries, len(ps.devs))
 	return ps
+}
+
+// deviceExists asks the device filter whether the host has the GPU uuid; a GPU the filter
+// cannot judge (no filter, the host's GPUs unknown, or no UUID in the hello) is taken.
+func (a *Aggregator) deviceExists(uuid string) bool {
+	if uuid == "" || a.cfg.deviceFilter == nil {
+		return true
+	}
+	exists, known := a.cfg.deviceFilter(uuid)
+	return exists || !known
+}
+
+// internLocked returns the interned twin of d, interning d when new, or d marked unknown when
+// the host does not have it or it passes the device limit or the memory budget.
+func (a *Aggregator) internLocked(d *device) *device {
+	if d.unknown {
+		return d
+	}
+	k := deviceKey{d.gpu, d.uuid}
+	in := a.devices[k]
+	if in == nil {
+		if len(a.devices) >= maxDevices || !a.cfg.budget.Reserve(a.deviceStateBytes()) {
+			return &device{gpu: d.gpu, uuid: d.uuid, unknown: true}
+		}
+		in = d
+		a.devices[k] = in
+	}
+	in.refs++
+	return in
 }
 
 func (a *Aggregator) gpuLabel(uuid string, ordinal int) string {
@@ -168,6 +213,12 @@ func (a *Aggregator) disconnectLocked(p *Process) bool {
 	}
 	now := a.cfg.now()
 	delete(a.procs, p)
+	for _, d := range ps.devs {
+		if !d.unknown {
+			d.refs--
+			d.last = now
+		}
+	}
 	for _, s := range ps.pods {
 		if s != nil {
 			s.refs--
@@ -214,6 +265,10 @@ func (a *Aggregator) Add(p *Process, recs []Record) {
 			dur = float64(r.End-r.Start) / 1e9 // division keeps 1000 ns == 1e-6 exactly
 		}
 		dev := a.deviceOf(ps, r.Device)
+		if dev == nil {
+			a.dropped["unknown_device"]++
+			continue
+		}
 		switch r.Kind {
 		case KindKernel:
 			a.kernels.observe(dev, r.Name, dur, a.cfg.maxBuckets, now)
@@ -235,19 +290,14 @@ func (a *Aggregator) Add(p *Process, recs []Record) {
 	}
 }
 
-// deviceOf returns the interned labels of a CUDA ordinal of process ps. Ordinals beyond
-// the hello's device list get gpu=<ordinal>, uuid="".
+// deviceOf returns the interned labels of a CUDA ordinal of process ps, or nil when the
+// ordinal is not one the process declared in its hello or the device is unknown (not on
+// this host, or refused): such records must create no per-GPU state.
 func (a *Aggregator) deviceOf(ps *procState, ordinal uint32) *device {
-	if int64(ordinal) < int64(len(ps.devs)) {
-		return ps.devs[ordinal]
+	if int64(ordinal) >= int64(len(ps.devs)) || ps.devs[ordinal].unknown {
+		return nil
 	}
-	k := device{gpu: strconv.FormatUint(uint64(ordinal), 10)}
-	d := a.devices[k]
-	if d == nil {
-		d = &k
-		a.devices[k] = d
-	}
-	return d
+	return ps.devs[ordinal]
 }
 
 // SenderDrops takes the cumulative drop counters a process reported (by reason) and
@@ -288,7 +338,7 @@ func (a *Aggregator) ConnectionAccepted() {
 }
 
 // ConnectionDropped counts a connection the receiver refused or closed early, by reason
-// (malformed, limit, read_error).
+// (malformed, limit, read_error, hello_timeout, evicted_no_hello, evicted_idle, memory_budget).
 func (a *Aggregator) ConnectionDropped(reason string) {
 	a.mu.Lock()
 	a.connDrops[reason]++
@@ -350,4 +400,42 @@ func (a *Aggregator) expireLocked(now time.Time) {
 			delete(a.senders, id)
 		}
 	}
+	a.expireDevicesLocked(now)
+}
+
+// expireDevicesLocked forgets devices no process has used for the TTL, with their series, and
+// returns their memory to the budget: devices named by processes that are gone must not
+// hold memory (or series) forever.
+func (a *Aggregator) expireDevicesLocked(now time.Time) {
+	gone := map[*device]bool{}
+	for k, d := range a.devices {
+		if d.refs <= 0 && now.Sub(d.last) >= a.cfg.seriesTTL {
+			gone[d] = true
+			delete(a.devices, k)
+		}
+	}
+	if len(gone) == 0 {
+		return
+	}
+	for k := range a.kernels.series {
+		if gone[k.dev] {
+			delete(a.kernels.series, k)
+		}
+	}
+	for k := range a.podSeries {
+		if gone[k.dev] {
+			delete(a.podSeries, k)
+		}
+	}
+	for k := range a.memcpy {
+		if gone[k.dev] {
+			delete(a.memcpy, k)
+		}
+	}
+	for k := range a.memset {
+		if gone[k.dev] {
+			delete(a.memset, k)
+		}
+	}
+	a.cfg.budget.Release(int64(len(gone)) * a.deviceStateBytes())
 }

@@ -91,7 +91,7 @@ func TestAggregatorKernels(t *testing.T) {
 		kernel(0, "_Z4busyPfii", 3_000),     // 3 us
 		kernel(0, "_Z4busyPfii", 2_000_000), // 2 ms
 		kernel(1, "_ZN3foo3barEv", 10_000),  // 10 us, ordinal 1: gpu label falls back to "1"
-		kernel(7, "_Z4busyPfii", 5_000),     // ordinal beyond the hello: gpu "7", uuid ""
+		kernel(7, "_Z4busyPfii", 5_000),     // ordinal beyond the hello: refused, no series
 	})
 	s := a.Snapshot()
 
@@ -111,7 +111,14 @@ func TestAggregatorKernels(t *testing.T) {
 	if h := mustSample(t, s, "cupti_kernel_duration_seconds", "1", "GPU-bbbb", "foo::bar").Histogram; h.Count != 1 || !approx(h.Sum, 1e-5) {
 		t.Errorf("foo::bar count/sum = %d/%g", h.Count, h.Sum)
 	}
-	mustSample(t, s, "cupti_kernel_duration_seconds", "7", "", "busy")
+	for _, sm := range family(t, s, "cupti_kernel_duration_seconds").Samples {
+		if sm.LabelValues[0] == "7" {
+			t.Errorf("ordinal 7, not in the hello, made a series %q", sm.LabelValues)
+		}
+	}
+	if v := mustSample(t, s, "cupti_activity_dropped_records_total", "unknown_device").Value; v != 1 {
+		t.Errorf("unknown_device drops = %g, want 1", v)
+	}
 
 	gs := mustSample(t, s, "cupti_kernel_gpu_seconds_total", "3", "GPU-aaaa", "ml", "trainer-0", "main")
 	if !approx(gs.Value, 2.004e-3) {
@@ -120,8 +127,8 @@ func TestAggregatorKernels(t *testing.T) {
 	if h := mustSample(t, s, "cupti_pod_kernel_duration_seconds", "1", "GPU-bbbb", "ml", "trainer-0", "main").Histogram; h.Count != 1 {
 		t.Errorf("pod histogram count %d, want 1", h.Count)
 	}
-	if v := mustSample(t, s, "cupti_activity_records_total", "kernel").Value; v != 5 {
-		t.Errorf("kernel records = %g, want 5", v)
+	if v := mustSample(t, s, "cupti_activity_records_total", "kernel").Value; v != 4 {
+		t.Errorf("kernel records = %g, want 4", v)
 	}
 	if v := mustSample(t, s, "cupti_activity_records_total", "memcpy").Value; v != 0 {
 		t.Errorf("memcpy records = %g, want 0", v)

@@ -12,19 +12,19 @@ var (
 	kernelDurationDesc = &mapping.Desc{
 		Name: "cupti_kernel_duration_seconds", Kind: mapping.KindHistogram, Unit: "seconds",
 		Help:     "Duration of CUDA kernels by GPU and kernel name (top kernels by GPU time, the rest as kernel=\"other\").",
-		OTelName: "gpu.kernel.duration", OTelUnit: "s",
+		OTelName: "cupti.kernel.duration", OTelUnit: "s",
 		LabelNames: []string{"gpu", "uuid", "kernel"},
 	}
 	kernelGPUSecondsDesc = &mapping.Desc{
 		Name: "cupti_kernel_gpu_seconds_total", Kind: mapping.KindCounter, Unit: "seconds",
 		Help:     "GPU time spent in CUDA kernels by GPU and pod (sum of kernel durations; overlapping kernels add up).",
-		OTelName: "gpu.kernel.time", OTelUnit: "s",
+		OTelName: "cupti.kernel.time", OTelUnit: "s",
 		LabelNames: []string{"gpu", "uuid", "namespace", "pod", "container"},
 	}
 	podKernelDurationDesc = &mapping.Desc{
 		Name: "cupti_pod_kernel_duration_seconds", Kind: mapping.KindHistogram, Unit: "seconds",
 		Help:     "Duration of CUDA kernels by GPU and pod.",
-		OTelName: "gpu.pod.kernel.duration", OTelUnit: "s",
+		OTelName: "cupti.pod.kernel.duration", OTelUnit: "s",
 		LabelNames: []string{"gpu", "uuid", "namespace", "pod", "container"},
 	}
 )

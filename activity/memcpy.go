@@ -13,22 +13,22 @@ var (
 	memcpyBytesDesc = &mapping.Desc{
 		Name: "cupti_memcpy_bytes_total", Kind: mapping.KindCounter, Unit: "bytes",
 		Help:     "Bytes copied by CUDA memcpy operations by GPU (the destination of peer-to-peer copies), copy kind, host memory kind and source GPU of peer-to-peer copies.",
-		OTelName: "gpu.memcpy.io", OTelUnit: "By", LabelNames: memcpyLabels,
+		OTelName: "cupti.memcpy.io", OTelUnit: "By", LabelNames: memcpyLabels,
 	}
 	memcpyDurationDesc = &mapping.Desc{
 		Name: "cupti_memcpy_duration_seconds", Kind: mapping.KindHistogram, Unit: "seconds",
 		Help:     "Duration of CUDA memcpy operations by GPU (the destination of peer-to-peer copies), copy kind, host memory kind and source GPU of peer-to-peer copies.",
-		OTelName: "gpu.memcpy.duration", OTelUnit: "s", LabelNames: memcpyLabels,
+		OTelName: "cupti.memcpy.duration", OTelUnit: "s", LabelNames: memcpyLabels,
 	}
 	memsetBytesDesc = &mapping.Desc{
 		Name: "cupti_memset_bytes_total", Kind: mapping.KindCounter, Unit: "bytes",
 		Help:     "Bytes set by CUDA memset operations by GPU and memory kind.",
-		OTelName: "gpu.memset.io", OTelUnit: "By", LabelNames: memsetLabels,
+		OTelName: "cupti.memset.io", OTelUnit: "By", LabelNames: memsetLabels,
 	}
 	memsetDurationDesc = &mapping.Desc{
 		Name: "cupti_memset_duration_seconds", Kind: mapping.KindHistogram, Unit: "seconds",
 		Help:     "Duration of CUDA memset operations by GPU and memory kind.",
-		OTelName: "gpu.memset.duration", OTelUnit: "s", LabelNames: memsetLabels,
+		OTelName: "cupti.memset.duration", OTelUnit: "s", LabelNames: memsetLabels,
 	}
 )
 
@@ -113,7 +113,7 @@ func srcGPULabel(ps *procState, r *Record) string {
 	if r.CopyKind != copyPtoP {
 		return ""
 	}
-	if int64(r.SrcDevice) < int64(len(ps.devs)) {
+	if int64(r.SrcDevice) < int64(len(ps.devs)) && !ps.devs[r.SrcDevice].unknown {
 		return ps.devs[r.SrcDevice].gpu
 	}
 	return "unknown"

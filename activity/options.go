@@ -18,6 +18,8 @@ type config struct {
 	seriesTTL      time.Duration
 	maxBuckets     int
 	gpuResolver    func(uuid string) (gpu string, ok bool)
+	deviceFilter   func(uuid string) (exists, known bool)
+	budget         *Budget
 	podResolver    func(pid uint32, cgroup string) (pod, namespace, container string, ok bool)
 	tap            func(p *Process, recs []Record)
 	listeners      []Listener
@@ -85,6 +87,22 @@ func WithMaxNativeBuckets(n int) Option {
 // label is the CUDA ordinal inside the process.
 func WithGPUResolver(f func(uuid string) (gpu string, ok bool)) Option {
 	return func(c *config) { c.gpuResolver = f }
+}
+
+// WithDeviceFilter tells the Aggregator which GPUs the host has: f reports whether the
+// device uuid (from a hello) exists, and whether it knows the host's GPUs at all. Records
+// of a device that does not exist are dropped and counted
+// (cupti_activity_dropped_records_total{reason="unknown_device"}) and create no series;
+// when f does not know, every device declared in a hello is taken. Records of an ordinal
+// beyond the hello's device list are always dropped so.
+func WithDeviceFilter(f func(uuid string) (exists, known bool)) Option {
+	return func(c *config) { c.deviceFilter = f }
+}
+
+// WithBudget charges the per-device state (series of each GPU) to b, shared with the
+// activity receiver; a device past the budget is refused like an unknown one.
+func WithBudget(b *Budget) Option {
+	return func(c *config) { c.budget = b }
 }
 
 // WithPodResolver attributes a process whose hello lacks pod and namespace, for example

@@ -30,8 +30,18 @@ var (
 	}
 	connDroppedDesc = &mapping.Desc{
 		Name: "cupti_activity_dropped_connections_total", Kind: mapping.KindCounter,
-		Help:     "Activity connections refused or closed by the receiver, by reason (malformed, limit, read_error).",
+		Help:     "Activity connections refused or closed by the receiver, by reason (malformed, limit, read_error, hello_timeout, evicted_no_hello, evicted_idle, memory_budget).",
 		OTelName: "cupti.activity.connections.dropped", OTelUnit: "{connection}", LabelNames: []string{"reason"},
+	}
+	memoryDesc = &mapping.Desc{
+		Name: "cupti_activity_memory_bytes", Kind: mapping.KindGauge, Unit: "bytes",
+		Help:     "Memory the activity receiver holds (kernel-name tables, frame buffers, per-connection and per-GPU state), as charged to its budget.",
+		OTelName: "cupti.activity.memory", OTelUnit: "By",
+	}
+	memoryBudgetDesc = &mapping.Desc{
+		Name: "cupti_activity_memory_budget_bytes", Kind: mapping.KindGauge, Unit: "bytes",
+		Help:     "The activity receiver's memory budget (--activity.memory-budget); past it, connections and devices are refused and counted.",
+		OTelName: "cupti.activity.memory.limit", OTelUnit: "By",
 	}
 	tracedDesc = &mapping.Desc{
 		Name: "cupti_activity_traced_seconds_total", Kind: mapping.KindCounter, Unit: "seconds",
@@ -48,8 +58,8 @@ var (
 		"buffer_pool_exhausted", "queue_full", "cupti_dropped", "version_refused", "unknown_record", "name_table_full",
 	}
 	// Receiver-side reasons.
-	receiverDropReasons = []string{"unknown_kind"}
-	connDropReasons     = []string{"malformed", "limit", "read_error"}
+	receiverDropReasons = []string{"unknown_kind", "unknown_device"}
+	connDropReasons     = []string{"malformed", "limit", "read_error", "hello_timeout", "evicted_no_hello", "evicted_idle", "memory_budget"}
 )
 
 // buildLocked copies the state into a new snapshot; a.mu is held.
@@ -91,6 +101,11 @@ func (a *Aggregator) buildLocked() *mapping.Snapshot {
 			a.counter(a.tracedSeconds, "complete"), a.counter(a.lossySeconds, "lossy")}},
 		a.invalidReportsFamily(),
 	)
+	if b := a.cfg.budget; b != nil {
+		fs = append(fs,
+			mapping.Family{Desc: memoryDesc, Samples: []mapping.Sample{{Value: float64(b.Used())}}},
+			mapping.Family{Desc: memoryBudgetDesc, Samples: []mapping.Sample{{Value: float64(b.Limit())}}})
+	}
 	return &mapping.Snapshot{Time: now, Families: fs}
 }
 
@@ -113,5 +128,6 @@ func Descs() []*mapping.Desc {
 		kernelDurationDesc, kernelGPUSecondsDesc, podKernelDurationDesc,
 		memcpyBytesDesc, memcpyDurationDesc, memsetBytesDesc, memsetDurationDesc,
 		recordsDesc, droppedDesc, processesDesc, connectionsDesc, connDroppedDesc, tracedDesc,
+		memoryDesc, memoryBudgetDesc,
 	}
 }

@@ -26,6 +26,37 @@ const (
 	podSel  = nodeSel + `, namespace=~"$namespace", pod=~"$pod"`
 )
 
+// Histograms: the exporter serves kernel and copy durations as native histograms (to a
+// Prometheus that negotiates protobuf with native histograms on) and as classic buckets
+// (text formats, or a Prometheus without the feature). Prometheus 2.x keeps one kind or
+// the other, never both (scrape_classic_histograms arrives in 2.45), so each histogram
+// query joins the native form with the classic one: the native side wins where present.
+
+// histCount is the per-second count of a histogram, summed by the given labels.
+func histCount(name, sel, by string) string {
+	return `sum by (` + by + `) (histogram_count(rate(` + name + `{` + sel + `}[$__rate_interval])))` +
+		` or sum by (` + by + `) (rate(` + name + `_count{` + sel + `}[$__rate_interval]))`
+}
+
+// histSumIncrease is the increase of a histogram's sum over rng, summed by the given labels.
+func histSumIncrease(name, sel, by, rng string) string {
+	return `sum by (` + by + `) (histogram_sum(increase(` + name + `{` + sel + `}[` + rng + `])))` +
+		` or sum by (` + by + `) (increase(` + name + `_sum{` + sel + `}[` + rng + `]))`
+}
+
+// histQuantile is the q quantile of a histogram, by the given labels.
+func histQuantile(q, name, sel, by string) string {
+	return `histogram_quantile(` + q + `, sum by (` + by + `) (rate(` + name + `{` + sel + `}[$__rate_interval])))` +
+		` or histogram_quantile(` + q + `, sum by (le, ` + by + `) (rate(` + name + `_bucket{` + sel + `}[$__rate_interval])))`
+}
+
+// histHeatmap is a histogram's rate for a heatmap: the native histogram, or, when there is
+// none ("or on()": the classic side only if the native side is empty), the classic buckets.
+func histHeatmap(name, sel string) string {
+	return `sum(rate(` + name + `{` + sel + `}[$__rate_interval]))` +
+		` or on() sum by (le) (rate(` + name + `_bucket{` + sel + `}[$__rate_interval]))`
+}
+
 func query(expr, legend string) *prometheus.DataqueryBuilder {
 	return prometheus.NewDataqueryBuilder().Expr(expr).LegendFormat(legend).Range()
 }
@@ -66,7 +97,7 @@ func histogramHeatmap(title, desc, expr string) *heatmap.PanelBuilder {
 		YAxis(heatmap.NewYAxisConfigBuilder().Unit("s")).
 		CellGap(1).
 		Tooltip(heatmap.NewHeatmapTooltipBuilder().Mode(common.TooltipDisplayModeSingle).YHistogram(true)).
-		WithTarget(prometheus.NewDataqueryBuilder().Expr(expr).Format(prometheus.PromQueryFormatHeatmap).Range().RefId("A"))
+		WithTarget(prometheus.NewDataqueryBuilder().Expr(expr).Format(prometheus.PromQueryFormatHeatmap).LegendFormat("{{le}}").Range().RefId("A"))
 }
 
 // Variables.
@@ -104,16 +135,24 @@ func newDashboard(uid, title, desc string) *dashboard.DashboardBuilder {
 }
 
 // The curated device gauges (mapping's DCGM-comparable names), without the _ratio suffix.
-var deviceGauges = []struct{ name, title, desc string }{
-	{"cupti_graphics_engine_active", "Graphics engine active", "Fraction of time the graphics/compute engine was busy (DCGM_FI_PROF_GR_ENGINE_ACTIVE)."},
-	{"cupti_sm_active", "SM active", "Fraction of time at least one warp was resident on an SM, averaged over SMs (DCGM_FI_PROF_SM_ACTIVE)."},
-	{"cupti_sm_occupancy", "SM occupancy", "Resident warps as a fraction of the maximum, averaged over SMs (DCGM_FI_PROF_SM_OCCUPANCY)."},
-	{"cupti_tensor_pipe_active", "Tensor pipe active", "Fraction of cycles the tensor (HMMA) pipe was active (DCGM_FI_PROF_PIPE_TENSOR_ACTIVE)."},
-	{"cupti_fp64_pipe_active", "FP64 pipe active", "Fraction of cycles the FP64 pipe was active (DCGM_FI_PROF_PIPE_FP64_ACTIVE)."},
-	{"cupti_fp32_pipe_active", "FP32 pipe active", "Fraction of cycles the FP32 pipe was active (DCGM_FI_PROF_PIPE_FP32_ACTIVE)."},
-	{"cupti_fp16_pipe_active", "FP16 pipe active", "Fraction of cycles the FP16 pipe was active (DCGM_FI_PROF_PIPE_FP16_ACTIVE)."},
-	{"cupti_dram_active", "DRAM active", "Fraction of cycles the device memory interface was busy (DCGM_FI_PROF_DRAM_ACTIVE)."},
+var deviceGauges = []struct{ name, title, desc, noData string }{
+	{"cupti_graphics_engine_active", "Graphics engine active", "Fraction of time the graphics/compute engine was busy (DCGM_FI_PROF_GR_ENGINE_ACTIVE).", ""},
+	{"cupti_sm_active", "SM active", "Fraction of time at least one warp was resident on an SM, averaged over SMs (DCGM_FI_PROF_SM_ACTIVE).", ""},
+	{"cupti_sm_occupancy", "SM occupancy", "Resident warps as a fraction of the maximum, averaged over SMs (DCGM_FI_PROF_SM_OCCUPANCY).", ""},
+	{"cupti_tensor_pipe_active", "Tensor pipe active", "Fraction of cycles the tensor (HMMA) pipe was active (DCGM_FI_PROF_PIPE_TENSOR_ACTIVE).", ""},
+	{"cupti_fp64_pipe_active", "FP64 pipe active", "Fraction of cycles the FP64 pipe was active (DCGM_FI_PROF_PIPE_FP64_ACTIVE).", ""},
+	{"cupti_fp32_pipe_active", "FP32 pipe active", "Fraction of cycles the FP32 pipe was active (DCGM_FI_PROF_PIPE_FP32_ACTIVE).", ""},
+	{"cupti_fp16_pipe_active", "FP16 pipe active", "Fraction of cycles the FP16 pipe was active (DCGM_FI_PROF_PIPE_FP16_ACTIVE). Empty by default on H100/H200: with the other curated metrics it needs a second pass, so the exporter leaves it out unless --pmsample.multiplex lets metric groups take turns.", fp16NoData},
+	{"cupti_dram_active", "DRAM active", "Fraction of cycles the device memory interface was busy (DCGM_FI_PROF_DRAM_ACTIVE).", ""},
 }
+
+// Why some panels are empty on a default H100/H200, shown in place of "No data".
+const (
+	fp16NoData   = "Not sampled: FP16 needs a second pass on H100/H200 (--pmsample.multiplex)"
+	nvlinkNoData = "No NVLink counters: CUPTI offers them only on hosts with NVLink peers"
+	nvlinkDesc   = " Empty on a host without NVLink peers (one GPU, or PCIe-only): CUPTI refuses the NVLink counters there and the exporter logs that it left them out."
+	liveOnly     = " Reported by a live exporter only (a replayed recording, such as --demo, has no sampler state)."
+)
 
 func fleetOverview() *dashboard.DashboardBuilder {
 	byGPU := "{{instance}} GPU {{gpu}}"
@@ -121,10 +160,10 @@ func fleetOverview() *dashboard.DashboardBuilder {
 		"GPU activity across nodes from cupti-exporter PM sampling: engine, SM, tensor and DRAM activity, PCIe and NVLink traffic, and GPUs held by pods that do not use them.").
 		WithVariable(labelVar("gpu", "GPU", `label_values(cupti_sm_active_ratio{cluster=~"$cluster", instance=~"$instance"}, uuid)`, true))
 	d.WithRow(dashboard.NewRowBuilder("Summary"))
-	d.WithPanel(single("GPUs sampled", "GPUs whose PM counters are being sampled now.", "short",
-		`count(cupti_pm_sampling_state{`+gpuSel+`, state="sampling"} == 1) or vector(0)`))
-	d.WithPanel(single("GPUs not sampled", "GPUs whose counters are paused, busy (another profiler holds them) or in error.", "short",
-		`count(cupti_pm_sampling_state{`+gpuSel+`, state!="sampling"} == 1) or vector(0)`))
+	d.WithPanel(single("GPUs sampled", "GPUs whose PM sample count grows: counters are being sampled now (live or replayed).", "short",
+		`count(rate(cupti_pm_samples_total{`+gpuSel+`}[$__rate_interval]) > 0) or vector(0)`))
+	d.WithPanel(single("GPUs not sampled", "GPUs whose PM sample count stands still, or whose sampler reports paused, busy (another profiler holds the counters) or error (cupti_pm_sampling_state, live exporters only).", "short",
+		`count(count by (instance, uuid) ((rate(cupti_pm_samples_total{`+gpuSel+`}[$__rate_interval]) == 0) or (cupti_pm_sampling_state{`+gpuSel+`, state!="sampling"} == 1))) or vector(0)`))
 	d.WithPanel(single("Mean SM active", "SM activity averaged over the selected GPUs.", "percentunit",
 		`avg(cupti_sm_active_ratio{`+gpuSel+`})`))
 	d.WithPanel(single("Idle GPUs held by pods", "GPUs allocated to a pod whose SMs were active less than 1% of the last 30 minutes.", "short",
@@ -140,8 +179,9 @@ func fleetOverview() *dashboard.DashboardBuilder {
 	d.WithRow(dashboard.NewRowBuilder("Interconnect"))
 	d.WithPanel(series("PCIe throughput", "Bytes per second over PCIe, received (rx) and transmitted (tx) by each GPU.", "Bps", 12,
 		query(`sum by (instance, gpu, direction) (rate(cupti_pcie_bytes_total{`+gpuSel+`}[$__rate_interval]))`, byGPU+" {{direction}}")))
-	d.WithPanel(series("NVLink throughput", "Bytes per second over NVLink, received (rx) and transmitted (tx) by each GPU.", "Bps", 12,
-		query(`sum by (instance, gpu, direction) (rate(cupti_nvlink_bytes_total{`+gpuSel+`}[$__rate_interval]))`, byGPU+" {{direction}}")))
+	d.WithPanel(series("NVLink throughput", "Bytes per second over NVLink, received (rx) and transmitted (tx) by each GPU."+nvlinkDesc, "Bps", 12,
+		query(`sum by (instance, gpu, direction) (rate(cupti_nvlink_bytes_total{`+gpuSel+`}[$__rate_interval]))`, byGPU+" {{direction}}")).
+		NoValue(nvlinkNoData))
 
 	d.WithRow(dashboard.NewRowBuilder("GPUs held by pods"))
 	d.WithPanel(table.NewPanelBuilder().Title("SM activity of GPUs held by pods").
@@ -155,6 +195,10 @@ func fleetOverview() *dashboard.DashboardBuilder {
 	return d
 }
 
+// notDeviceCounters matches the counters that are not device counters of PM sampling (or
+// that have their own query): self-metrics, workload and attribution families.
+const notDeviceCounters = "cupti_(pcie|nvlink)_bytes_total|cupti_(pm|activity|exporter|podresources|kernel|memcpy|memset|pod|attribution)_.+"
+
 func gpuDetail() *dashboard.DashboardBuilder {
 	d := newDashboard("cupti-gpu", "CUPTI / GPU detail",
 		"Every PM sampling series of one GPU: the window mean beside the window maximum, the interconnect counters, and the sampler's own health.").
@@ -162,40 +206,53 @@ func gpuDetail() *dashboard.DashboardBuilder {
 	sel := gpuSel
 	d.WithRow(dashboard.NewRowBuilder("Curated metrics: window mean and max"))
 	for _, m := range deviceGauges {
-		d.WithPanel(series(m.title, m.desc+" Solid: mean over each window; max: the highest sample in the window (bursts the mean hides).", "percentunit", 8,
+		p := series(m.title, m.desc+" Solid: mean over each window; max: the highest sample in the window (bursts the mean hides).", "percentunit", 8,
 			query(m.name+`_ratio{`+sel+`}`, "mean"),
-			query(m.name+`_max_ratio{`+sel+`}`, "max")))
+			query(m.name+`_max_ratio{`+sel+`}`, "max"))
+		if m.noData != "" {
+			p.NoValue(m.noData)
+		}
+		d.WithPanel(p)
 	}
 	d.WithPanel(series("PCIe throughput", "Bytes per second over PCIe.", "Bps", 8,
 		query(`sum by (direction) (rate(cupti_pcie_bytes_total{`+sel+`}[$__rate_interval]))`, "{{direction}}")))
-	d.WithPanel(series("NVLink throughput", "Bytes per second over NVLink.", "Bps", 8,
-		query(`sum by (direction) (rate(cupti_nvlink_bytes_total{`+sel+`}[$__rate_interval]))`, "{{direction}}")))
+	d.WithPanel(series("NVLink throughput", "Bytes per second over NVLink."+nvlinkDesc, "Bps", 8,
+		query(`sum by (direction) (rate(cupti_nvlink_bytes_total{`+sel+`}[$__rate_interval]))`, "{{direction}}")).
+		NoValue(nvlinkNoData))
 
 	d.WithRow(dashboard.NewRowBuilder("Every sampled metric"))
 	d.WithPanel(series("All ratio gauges (mean)", "Every *_ratio series of this GPU, including metrics added with --pmsample.metrics.", "percentunit", 12,
 		query(`{__name__=~"cupti_.+_ratio", __name__!~"cupti_.+_(max|min)_ratio|cupti_pm_.+", `+sel+`}`, "{{__name__}}")))
 	d.WithPanel(series("All ratio gauges (max)", "The window maximum of every *_ratio series of this GPU.", "percentunit", 12,
 		query(`{__name__=~"cupti_.+_max_ratio", `+sel+`}`, "{{__name__}}")))
-	d.WithPanel(series("All counters (rate)", "Per-second rate of every cupti_*_total counter of this GPU that is not a self-metric.", "short", 24,
-		query(`rate({__name__=~"cupti_.+_total", __name__!~"cupti_(pm|activity|exporter|podresources)_.+", `+sel+`}[$__rate_interval])`, "{{__name__}} {{direction}}")))
+	// rate() drops __name__, so one rate over several families collides ("vector cannot
+	// contain metrics with the same labelset" as soon as PCIe and NVLink share labels) and
+	// leaves the legend blank: the curated counters get a query each, and other counters
+	// (added with --pmsample.metrics) keep their name in a label through a subquery.
+	d.WithPanel(series("All counters (rate)", "Per-second rate of every device counter of this GPU: PCIe and NVLink bytes by direction, and any cupti_*_total counter added with --pmsample.metrics (labelled by its name).", "short", 24,
+		query(`sum by (direction) (rate(cupti_pcie_bytes_total{`+sel+`}[$__rate_interval]))`, "cupti_pcie_bytes_total {{direction}}"),
+		query(`sum by (direction) (rate(cupti_nvlink_bytes_total{`+sel+`}[$__rate_interval]))`, "cupti_nvlink_bytes_total {{direction}}"),
+		query(`sum by (counter, direction) (rate(label_replace({__name__=~"cupti_.+_total", __name__!~"`+notDeviceCounters+`", `+sel+`}, "counter", "$1", "__name__", "(.+)")[$__rate_interval:$__interval]))`, "{{counter}} {{direction}}")))
 
 	d.WithRow(dashboard.NewRowBuilder("Sampler health"))
-	d.WithPanel(series("Sampling state", "1 for the current PM sampling state: sampling, paused (POST /pause), busy (another profiler holds the counters) or error.", "short", 8,
-		query(`cupti_pm_sampling_state{`+sel+`} == 1`, "{{state}}")))
+	d.WithPanel(series("Sampling state", "1 for the current PM sampling state: sampling, paused (POST /pause), busy (another profiler holds the counters) or error."+liveOnly, "short", 8,
+		query(`cupti_pm_sampling_state{`+sel+`} == 1`, "{{state}}")).
+		NoValue("Live exporters only: a replay has no sampler state"))
 	d.WithPanel(series("Samples per second", "PM samples decoded per second, and samples lost by reason.", "short", 8,
 		query(`rate(cupti_pm_samples_total{`+sel+`}[$__rate_interval])`, "decoded"),
 		query(`sum by (reason) (rate(cupti_pm_samples_dropped_total{`+sel+`}[$__rate_interval]))`, "dropped {{reason}}")))
-	d.WithPanel(series("Window coverage", "Fraction of each window covered by samples; below 1 the gauges describe only part of it.", "percentunit", 8,
-		query(`cupti_pm_observed_ratio{`+sel+`}`, "observed")))
+	d.WithPanel(series("Window coverage", "With --pmsample.multiplex, the fraction of each window during which each rotated metric was on the counters; below 1 its gauges describe only part of the window. Empty without multiplexing (every metric is sampled all the time) and on a replay.", "percentunit", 8,
+		query(`cupti_pm_observed_ratio{`+sel+`}`, "{{metric}}")).
+		NoValue("Only with --pmsample.multiplex: every metric is sampled all the time"))
 	return d
 }
 
 func workloads() *dashboard.DashboardBuilder {
 	d := newDashboard("cupti-workloads", "CUPTI / Workloads",
-		"Kernels and memory copies of the processes that load the cupti-exporter injection library: top kernels by GPU time, kernel duration distributions (native histograms), copy bandwidth by kind, pageable copies, and each pod's share of GPU time.").
+		"Kernels and memory copies of the processes that load the cupti-exporter injection library: top kernels by GPU time, kernel duration distributions (native histograms where the Prometheus keeps them, classic buckets otherwise), copy bandwidth by kind, pageable copies, and each pod's share of GPU time.").
 		WithVariable(labelVar("namespace", "Namespace", `label_values(cupti_kernel_gpu_seconds_total{cluster=~"$cluster", instance=~"$instance"}, namespace)`, true)).
 		WithVariable(labelVar("pod", "Pod", `label_values(cupti_kernel_gpu_seconds_total{cluster=~"$cluster", instance=~"$instance", namespace=~"$namespace"}, pod)`, true)).
-		WithVariable(labelVar("kernel", "Kernel", `label_values(cupti_kernel_duration_seconds{cluster=~"$cluster", instance=~"$instance", pod=~"$pod"}, kernel)`, true))
+		WithVariable(labelVar("kernel", "Kernel", `label_values({__name__=~"cupti_kernel_duration_seconds|cupti_kernel_duration_seconds_count", cluster=~"$cluster", instance=~"$instance", pod=~"$pod"}, kernel)`, true))
 	ksel := podSel + `, kernel=~"$kernel"`
 
 	d.WithRow(dashboard.NewRowBuilder("GPU time"))
@@ -207,27 +264,27 @@ func workloads() *dashboard.DashboardBuilder {
 		Datasource(ds).Span(12).Height(8).Unit("s").
 		Orientation(common.VizOrientationHorizontal).DisplayMode(common.BarGaugeDisplayModeGradient).
 		ReduceOptions(common.NewReduceDataOptionsBuilder().Calcs([]string{"lastNotNull"})).
-		WithTarget(prometheus.NewDataqueryBuilder().Expr(`topk(15, sum by (kernel) (histogram_sum(increase(cupti_kernel_duration_seconds{` + ksel + `}[$__range]))))`).
+		WithTarget(prometheus.NewDataqueryBuilder().Expr(`topk(15, ` + histSumIncrease("cupti_kernel_duration_seconds", ksel, "kernel", "$__range") + `)`).
 			LegendFormat("{{kernel}}").Instant().RefId("A")))
 	d.WithPanel(series("Kernel launches per second", "Kernels completed per second, top 10 kernels.", "short", 12,
-		query(`topk(10, sum by (kernel) (histogram_count(rate(cupti_kernel_duration_seconds{`+ksel+`}[$__rate_interval]))))`, "{{kernel}}")))
-	d.WithPanel(series("Kernel duration p50 / p99", "Duration quantiles from the native histograms, per kernel.", "s", 12,
-		query(`histogram_quantile(0.5, sum by (kernel) (rate(cupti_kernel_duration_seconds{`+ksel+`}[$__rate_interval])))`, "p50 {{kernel}}"),
-		query(`histogram_quantile(0.99, sum by (kernel) (rate(cupti_kernel_duration_seconds{`+ksel+`}[$__rate_interval])))`, "p99 {{kernel}}")))
+		query(`topk(10, `+histCount("cupti_kernel_duration_seconds", ksel, "kernel")+`)`, "{{kernel}}")))
+	d.WithPanel(series("Kernel duration p50 / p99", "Duration quantiles per kernel, from the native histograms (exact to a few percent) or, on a Prometheus without them, the classic buckets (coarser).", "s", 12,
+		query(histQuantile("0.5", "cupti_kernel_duration_seconds", ksel, "kernel"), "p50 {{kernel}}"),
+		query(histQuantile("0.99", "cupti_kernel_duration_seconds", ksel, "kernel"), "p99 {{kernel}}")))
 
 	d.WithRow(dashboard.NewRowBuilder("Kernel durations"))
-	d.WithPanel(histogramHeatmap("Kernel duration distribution", "Kernel durations of the selected kernels, from the native histogram cupti_kernel_duration_seconds.",
-		`sum(rate(cupti_kernel_duration_seconds{`+ksel+`}[$__rate_interval]))`))
-	d.WithPanel(histogramHeatmap("Kernel duration per pod", "Kernel durations of all the selected pods' kernels, from cupti_pod_kernel_duration_seconds.",
-		`sum(rate(cupti_pod_kernel_duration_seconds{`+podSel+`}[$__rate_interval]))`))
+	d.WithPanel(histogramHeatmap("Kernel duration distribution", "Kernel durations of the selected kernels, from cupti_kernel_duration_seconds (native histogram, or classic buckets).",
+		histHeatmap("cupti_kernel_duration_seconds", ksel)))
+	d.WithPanel(histogramHeatmap("Kernel duration per pod", "Kernel durations of all the selected pods' kernels, from cupti_pod_kernel_duration_seconds (native histogram, or classic buckets).",
+		histHeatmap("cupti_pod_kernel_duration_seconds", podSel)))
 
 	d.WithRow(dashboard.NewRowBuilder("Memory copies"))
 	d.WithPanel(series("Copy bandwidth by kind", "Bytes per second copied, by direction (HtoD, DtoH, DtoD, PtoP) and host memory kind.", "Bps", 12,
 		query(`sum by (copy_kind, host_memory) (rate(cupti_memcpy_bytes_total{`+podSel+`}[$__rate_interval]))`, "{{copy_kind}} {{host_memory}}")))
 	d.WithPanel(series("Pageable copies per pod", "Bytes per second copied from or to pageable host memory: staged through a bounce buffer, slower, and never overlapped with kernels. Pin these buffers.", "Bps", 12,
 		query(`sum by (namespace, pod, copy_kind) (rate(cupti_memcpy_bytes_total{`+podSel+`, host_memory="pageable"}[$__rate_interval]))`, "{{namespace}}/{{pod}} {{copy_kind}}")))
-	d.WithPanel(histogramHeatmap("Copy duration distribution", "Durations of memory copies, from the native histogram cupti_memcpy_duration_seconds.",
-		`sum(rate(cupti_memcpy_duration_seconds{`+podSel+`}[$__rate_interval]))`))
+	d.WithPanel(histogramHeatmap("Copy duration distribution", "Durations of memory copies, from cupti_memcpy_duration_seconds (native histogram, or classic buckets).",
+		histHeatmap("cupti_memcpy_duration_seconds", podSel)))
 	d.WithPanel(series("Memset bandwidth", "Bytes per second set by memset operations.", "Bps", 12,
 		query(`sum by (namespace, pod) (rate(cupti_memset_bytes_total{`+podSel+`}[$__rate_interval]))`, "{{namespace}}/{{pod}}")))
 
@@ -239,6 +296,80 @@ func workloads() *dashboard.DashboardBuilder {
 	return d
 }
 
+// whoUses is the "who uses this GPU" view (issue 9): PM-sampled device counters attributed
+// to the kernels that ran while each sample was taken, and to their pods, with the coverage
+// that says how much of the device's time the attribution could explain. Ratios are
+// attributed as active seconds, so rate(active) / rate(sampled) is the utilisation while a
+// kernel (or pod) ran.
+func whoUses() *dashboard.DashboardBuilder {
+	d := newDashboard("cupti-attribution", "CUPTI / Who uses this GPU",
+		"Device counters (DRAM, NVLink, PCIe, tensor and SM activity) attributed to kernels and pods by time: each PM sample is shared over the kernels that ran during it. Coverage shows which share of the GPU's time was traced, idle or untraced.").
+		WithVariable(labelVar("gpu", "GPU", `label_values(cupti_attribution_seconds_total{cluster=~"$cluster", instance=~"$instance"}, uuid)`, true)).
+		WithVariable(labelVar("namespace", "Namespace", `label_values(cupti_pod_sampled_seconds_total{cluster=~"$cluster", instance=~"$instance", uuid=~"$gpu"}, namespace)`, true)).
+		WithVariable(labelVar("pod", "Pod", `label_values(cupti_pod_sampled_seconds_total{cluster=~"$cluster", instance=~"$instance", uuid=~"$gpu", namespace=~"$namespace"}, pod)`, true))
+	psel := gpuSel + `, namespace=~"$namespace", pod=~"$pod"`
+	rate := func(name, sel string) string { return `rate(` + name + `{` + sel + `}[$__rate_interval])` }
+	// while is the utilisation of a ratio while each member of by ran: active / sampled seconds.
+	while := func(active, sampled, sel, by string) string {
+		return `sum by (` + by + `) (` + rate(active, sel) + `) / sum by (` + by + `) (` + rate(sampled, sel) + `)`
+	}
+	stacked := common.NewStackingConfigBuilder().Mode(common.StackingModeNormal)
+	const kernelNote = ` "(idle)" is time no traced kernel ran, "(untraced)" time of processes not traced (no injection library, or outside its duty cycle), "other" the kernels beyond the top-K label set.`
+
+	d.WithRow(dashboard.NewRowBuilder("Coverage"))
+	d.WithPanel(series("Traced, idle and untraced time", "Share of each GPU's sampled time that ran traced kernels, no kernel (idle), or work the exporter could not see (untraced). Only the traced share is attributed to kernels and pods.", "percentunit", 12,
+		query(`sum by (instance, gpu, kind) (`+rate("cupti_attribution_seconds_total", gpuSel)+`) / ignoring (kind) group_left sum by (instance, gpu) (`+rate("cupti_attribution_seconds_total", gpuSel)+`)`, "{{instance}} GPU {{gpu}} {{kind}}")).
+		Stacking(stacked))
+	d.WithPanel(series("Attribution lag", "How far behind real time attribution runs: PM samples wait for late kernel records up to the watermark before they are shared out.", "s", 6,
+		query(`max by (instance, gpu) (cupti_attribution_lag_seconds{`+gpuSel+`})`, "{{instance}} GPU {{gpu}}")))
+	d.WithPanel(series("Late and dropped records", "Kernel records that arrived after their samples were attributed (late), and records the join could not use, by reason: the attribution undercounts these kernels.", "short", 6,
+		query(`sum by (instance) (rate(cupti_attribution_late_records_total{`+nodeSel+`}[$__rate_interval]))`, "{{instance}} late"),
+		query(`sum by (instance, reason) (rate(cupti_attribution_dropped_records_total{`+nodeSel+`}[$__rate_interval]))`, "{{instance}} dropped {{reason}}")))
+
+	d.WithRow(dashboard.NewRowBuilder("By kernel"))
+	d.WithPanel(series("GPU time by kernel", "Seconds of sampled device time per second spent in each kernel (concurrent kernels share a sample)."+kernelNote, "percentunit", 12,
+		query(`topk(10, sum by (kernel) (`+rate("cupti_kernel_sampled_seconds_total", gpuSel)+`))`, "{{kernel}}")).
+		Stacking(stacked))
+	d.WithPanel(series("DRAM bandwidth by kernel", "Device memory bytes per second (read + write) attributed to each kernel."+kernelNote, "Bps", 12,
+		query(`topk(10, sum by (kernel) (`+rate("cupti_kernel_dram_bytes_total", gpuSel)+`))`, "{{kernel}}")).
+		Stacking(stacked))
+	d.WithPanel(series("NVLink transmit by kernel", "NVLink bytes per second sent while each kernel ran. Transmit is attributed on the sender, the kernel that pushed the bytes; received bytes may have been pushed by a peer GPU's kernel while this GPU ran something else."+nvlinkDesc+kernelNote, "Bps", 12,
+		query(`topk(10, sum by (kernel) (`+rate("cupti_kernel_nvlink_bytes_total", gpuSel+`, direction="tx"`)+`))`, "{{kernel}}")).
+		Stacking(stacked).NoValue(nvlinkNoData))
+	d.WithPanel(series("PCIe by kernel", "PCIe bytes per second received (rx) and transmitted (tx) while each kernel ran."+kernelNote, "Bps", 12,
+		query(`topk(10, sum by (kernel, direction) (`+rate("cupti_kernel_pcie_bytes_total", gpuSel)+`))`, "{{kernel}} {{direction}}")))
+	d.WithPanel(series("Tensor pipe while each kernel ran", "Tensor pipe active while the kernel ran: attributed active seconds over the kernel's sampled seconds (1 = the pipe busy all the time the kernel ran).", "percentunit", 8,
+		query(`topk(10, `+while("cupti_kernel_tensor_pipe_active_seconds_total", "cupti_kernel_sampled_seconds_total", gpuSel, "kernel")+`)`, "{{kernel}}")))
+	d.WithPanel(series("SM active while each kernel ran", "SM active while the kernel ran: attributed active seconds over the kernel's sampled seconds.", "percentunit", 8,
+		query(`topk(10, `+while("cupti_kernel_sm_active_seconds_total", "cupti_kernel_sampled_seconds_total", gpuSel, "kernel")+`)`, "{{kernel}}")))
+	d.WithPanel(series("DRAM active while each kernel ran", "Device memory interface busy while the kernel ran: attributed active seconds over the kernel's sampled seconds.", "percentunit", 8,
+		query(`topk(10, `+while("cupti_kernel_dram_active_seconds_total", "cupti_kernel_sampled_seconds_total", gpuSel, "kernel")+`)`, "{{kernel}}")))
+	d.WithPanel(table.NewPanelBuilder().Title("Kernels over the time range").
+		Description("Per kernel over the dashboard's range: DRAM bytes, NVLink bytes sent, and tensor pipe active while it ran.").
+		Datasource(ds).Span(24).Height(10).
+		WithTarget(instantTable(`sum by (kernel) (increase(cupti_kernel_dram_bytes_total{` + gpuSel + `}[$__range]))`).RefId("A")).
+		WithTarget(instantTable(`sum by (kernel) (increase(cupti_kernel_nvlink_bytes_total{` + gpuSel + `, direction="tx"}[$__range]))`).RefId("B")).
+		WithTarget(instantTable(`sum by (kernel) (increase(cupti_kernel_tensor_pipe_active_seconds_total{` + gpuSel + `}[$__range])) / sum by (kernel) (increase(cupti_kernel_sampled_seconds_total{` + gpuSel + `}[$__range]))`).RefId("C")).
+		WithTransformation(dashboard.DataTransformerConfig{Id: "merge", Options: map[string]any{}}).
+		WithTransformation(dashboard.DataTransformerConfig{Id: "organize", Options: map[string]any{
+			"excludeByName": map[string]any{"Time": true},
+			"renameByName":  map[string]any{"Value #A": "DRAM bytes", "Value #B": "NVLink bytes sent", "Value #C": "Tensor pipe active while running"},
+		}}))
+
+	d.WithRow(dashboard.NewRowBuilder("By pod"))
+	d.WithPanel(series("GPU time by pod", "Seconds of sampled device time per second spent in each pod's kernels: on a shared GPU (time-slicing, MPS) each pod's own share, not the device's.", "percentunit", 12,
+		query(`sum by (namespace, pod) (`+rate("cupti_pod_sampled_seconds_total", psel)+`)`, "{{namespace}}/{{pod}}")).
+		Stacking(stacked))
+	d.WithPanel(series("Tensor pipe while each pod ran", "Tensor pipe active while the pod's kernels ran: attributed active seconds over the pod's sampled seconds.", "percentunit", 12,
+		query(while("cupti_pod_tensor_pipe_active_seconds_total", "cupti_pod_sampled_seconds_total", psel, "namespace, pod"), "{{namespace}}/{{pod}}")))
+	d.WithPanel(series("DRAM bandwidth by pod", "Device memory bytes per second attributed to each pod's kernels, read and write.", "Bps", 12,
+		query(`sum by (namespace, pod, direction) (`+rate("cupti_pod_dram_bytes_total", psel)+`)`, "{{namespace}}/{{pod}} {{direction}}")))
+	d.WithPanel(series("NVLink by pod", "NVLink bytes per second while each pod's kernels ran; transmit (tx) is attributed on the sender."+nvlinkDesc, "Bps", 12,
+		query(`sum by (namespace, pod, direction) (`+rate("cupti_pod_nvlink_bytes_total", psel)+`)`, "{{namespace}}/{{pod}} {{direction}}")).
+		NoValue(nvlinkNoData))
+	return d
+}
+
 // all lists the dashboards by file name.
 var all = []struct {
 	file  string
@@ -247,6 +378,7 @@ var all = []struct {
 	{"fleet-overview.json", fleetOverview},
 	{"gpu-detail.json", gpuDetail},
 	{"workloads.json", workloads},
+	{"who-uses-this-gpu.json", whoUses},
 }
 
 func build(b *dashboard.DashboardBuilder) (dashboard.Dashboard, error) {

@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/cupti-exporter/cupti-exporter/activity"
+	"github.com/cupti-exporter/cupti-exporter/mapping"
 	"github.com/cupti-exporter/cupti-exporter/podresources"
 )
 
@@ -114,9 +115,37 @@ func variableExpr(q string) (string, error) {
 	return "", fmt.Errorf("query %q: want label_values(selector, label) or query_result(expr)", q)
 }
 
-// ruleQueries renders the chart's PrometheusRule (every optional alert on) with the
-// Helm SDK and returns the alert expressions.
+// ruleQueries returns the expressions of the chart's alert rules (every optional alert on).
 func ruleQueries(t *testing.T) []promQuery {
+	t.Helper()
+	var pr struct {
+		Spec struct {
+			Groups []struct {
+				Rules []struct {
+					Alert, Record, Expr string
+				}
+			}
+		}
+	}
+	if err := yaml.Unmarshal([]byte(renderedPrometheusRule(t)), &pr); err != nil {
+		t.Fatal(err)
+	}
+	var qs []promQuery
+	for _, g := range pr.Spec.Groups {
+		for _, r := range g.Rules {
+			qs = append(qs, promQuery{"alert " + r.Alert + r.Record, r.Expr})
+		}
+	}
+	if len(qs) == 0 {
+		t.Fatal("the chart rendered no alert rules")
+	}
+	return qs
+}
+
+// renderedPrometheusRule renders the chart (release "gpu" in namespace "monitoring", node
+// mode, ServiceMonitor and PrometheusRule on) with the Helm SDK and returns the
+// PrometheusRule manifest.
+func renderedPrometheusRule(t *testing.T) string {
 	t.Helper()
 	c, err := loader.Load(chartDir)
 	if err != nil {
@@ -131,28 +160,11 @@ func ruleQueries(t *testing.T) []promQuery {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var pr struct {
-		Spec struct {
-			Groups []struct {
-				Rules []struct {
-					Alert, Record, Expr string
-				}
-			}
-		}
+	pr := out["cupti-exporter/templates/prometheusrule.yaml"]
+	if strings.TrimSpace(pr) == "" {
+		t.Fatal("the chart rendered no PrometheusRule")
 	}
-	if err := yaml.Unmarshal([]byte(out["cupti-exporter/templates/prometheusrule.yaml"]), &pr); err != nil {
-		t.Fatal(err)
-	}
-	var qs []promQuery
-	for _, g := range pr.Spec.Groups {
-		for _, r := range g.Rules {
-			qs = append(qs, promQuery{"alert " + r.Alert + r.Record, r.Expr})
-		}
-	}
-	if len(qs) == 0 {
-		t.Fatal("the chart rendered no alert rules")
-	}
-	return qs
+	return pr
 }
 
 var (
@@ -273,6 +285,37 @@ var notFromTheDemo = map[string]string{
 	"cupti_nvlink_bytes_total":         "curated (mapping/curated.go); CUPTI offers NVLink counters only on multi-GPU hosts, the demo is a one-GPU H200",
 }
 
+// pendingAttributionFamilies are the families of package attribution (issue 9), which the
+// "who uses this GPU" dashboard (who-uses-this-gpu.json) queries before that package is
+// merged: names and label names exactly as announced by its author.
+//
+// TODO(attribution): once package attribution is merged, replace this list with
+// attribution.Descs() (as activity.Descs() above), delete it, and narrow the
+// "who-uses-this-gpu.json: *" entry of expected-empty.yaml to what the replays cannot show.
+var pendingAttributionFamilies = func() []*mapping.Desc {
+	kernel := []string{"gpu", "uuid", "kernel"} // kernel also "(idle)", "(untraced)", "other"
+	pod := []string{"gpu", "uuid", "namespace", "pod", "container"}
+	dev := []string{"gpu", "uuid"}
+	with := func(l []string, extra ...string) []string { return append(append([]string(nil), l...), extra...) }
+	return []*mapping.Desc{
+		{Name: "cupti_kernel_sampled_seconds_total", LabelNames: kernel},
+		{Name: "cupti_kernel_sm_active_seconds_total", LabelNames: kernel},
+		{Name: "cupti_kernel_tensor_pipe_active_seconds_total", LabelNames: kernel},
+		{Name: "cupti_kernel_dram_active_seconds_total", LabelNames: kernel},
+		{Name: "cupti_kernel_dram_bytes_total", LabelNames: with(kernel, "direction")},   // read, write
+		{Name: "cupti_kernel_pcie_bytes_total", LabelNames: with(kernel, "direction")},   // rx, tx
+		{Name: "cupti_kernel_nvlink_bytes_total", LabelNames: with(kernel, "direction")}, // rx, tx
+		{Name: "cupti_pod_sampled_seconds_total", LabelNames: pod},
+		{Name: "cupti_pod_tensor_pipe_active_seconds_total", LabelNames: pod},
+		{Name: "cupti_pod_dram_bytes_total", LabelNames: with(pod, "direction")},
+		{Name: "cupti_pod_nvlink_bytes_total", LabelNames: with(pod, "direction")},
+		{Name: "cupti_attribution_seconds_total", LabelNames: with(dev, "kind")}, // traced, idle, untraced
+		{Name: "cupti_attribution_lag_seconds", LabelNames: dev},
+		{Name: "cupti_attribution_late_records_total"},
+		{Name: "cupti_attribution_dropped_records_total", LabelNames: []string{"reason"}},
+	}
+}()
+
 // TestMetricNamesEmitted checks every used name against the names the exporter emits
 // in its --demo scrape (written by the e2e script), and the pod-resources names
 // against the podresources package, which --demo does not run.
@@ -293,7 +336,7 @@ func TestMetricNamesEmitted(t *testing.T) {
 	}
 	// Families the demo recording may not exercise (activity families depend on what the
 	// recorded workload did; pod-resources is off in --demo) are checked against the code.
-	for _, d := range append(podresources.Descs(), activity.Descs()...) {
+	for _, d := range append(append(podresources.Descs(), activity.Descs()...), pendingAttributionFamilies...) {
 		emitted[d.Name] = true
 	}
 	for _, n := range usedNames(t) {

@@ -33,6 +33,17 @@ func TestBadInputFails(t *testing.T) {
 		{"missing config", []string{"--demo", "--config.file", filepath.Join(dir, "none.yaml")}, []string{"reading config file", "no such file"}},
 		{"bad flag duration", []string{"--demo", "--pmsample.window=soon"}, []string{`invalid duration "soon"`}},
 		{"truncated recording", []string{"replay", truncated, "--web.listen-address=127.0.0.1:0"}, []string{"truncated at byte"}},
+		{"telemetry path /healthz", []string{"--demo", "--web.telemetry-path=/healthz"}, []string{"web.telemetry_path", "/healthz endpoint"}},
+		{"telemetry path /readyz", []string{"--demo", "--web.telemetry-path=/readyz"}, []string{"/readyz endpoint"}},
+		{"telemetry path /{$}", []string{"--demo", "--web.telemetry-path=/{$}"}, []string{"letters, digits and ._~-/"}},
+		{"telemetry path pattern", []string{"--demo", "--web.telemetry-path=/metrics/{x"}, []string{"letters, digits and ._~-/"}},
+		{"telemetry path space", []string{"--demo", "--web.telemetry-path=/a b"}, []string{"letters, digits and ._~-/"}},
+		{"telemetry path pause API", []string{"--demo", "--web.telemetry-path=/api/v1/pm-sampling/"}, []string{"inside the PM sampling pause API"}},
+		{"telemetry path pause", []string{"--demo", "--web.telemetry-path=/api/v1/pm-sampling/pause"}, []string{"inside the PM sampling pause API"}},
+		{"interval 1ns", []string{"--demo", "--pmsample.interval=1ns"}, []string{"pmsample.interval must be between 100µs and 1s, got 1ns"}},
+		{"decode period 1000h", []string{"--demo", "--pmsample.decode-period=1000h"}, []string{"pmsample.decode_period must be between 10ms and 10s"}},
+		{"empty listen address", []string{"--demo", "--web.listen-address="}, []string{"web.listen_address is empty"}},
+		{"memory budget", []string{"--demo", "--activity.memory-budget=1KiB"}, []string{"activity.memory_budget must be at least 16MiB"}},
 		{"not a recording", []string{"replay", write("x.txt", "hello"), "--web.listen-address=127.0.0.1:0"}, []string{"not a cupti-exporter recording"}},
 	}
 	for _, c := range cases {

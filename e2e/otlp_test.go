@@ -6,7 +6,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"strings"
 	"testing"
 	"time"
 
@@ -73,17 +72,18 @@ func attrs(kv []*commonpb.KeyValue) map[string]string {
 	return out
 }
 
-// pcieRx finds the PCIe rx byte counter of device uuid in an export.
+// pcieRx finds the PCIe receive byte counter of device uuid in an export: hw.gpu.io with
+// cupti.link="pcie", hw.id=uuid and network.io.direction="receive".
 func pcieRx(req *colmetrics.ExportMetricsServiceRequest, uuid string) (float64, bool) {
 	for _, rm := range req.GetResourceMetrics() {
 		for _, sm := range rm.GetScopeMetrics() {
 			for _, m := range sm.GetMetrics() {
-				if !strings.Contains(m.GetName(), "pcie") || m.GetSum() == nil {
+				if m.GetName() != "hw.gpu.io" || m.GetSum() == nil {
 					continue
 				}
 				for _, dp := range m.GetSum().GetDataPoints() {
 					a := attrs(dp.GetAttributes())
-					if a["uuid"] == uuid && a["direction"] == "rx" {
+					if a["hw.id"] == uuid && a["cupti.link"] == "pcie" && a["network.io.direction"] == "receive" {
 						return dpValue(dp), true
 					}
 				}
@@ -156,10 +156,21 @@ func TestOTLPgRPC(t *testing.T) {
 	checkOTLP(t, p, r)
 }
 
+// TestOTLPHTTP gives a base URL (the receiver answers only /v1/metrics).
 func TestOTLPHTTP(t *testing.T) {
 	r := newReceiver()
 	srv := httptest.NewServer(r)
 	t.Cleanup(srv.Close)
-	p := start(t, "--demo", "--otlp.endpoint="+srv.URL+"/v1/metrics", "--otlp.protocol=http", "--otlp.interval=500ms")
+	p := start(t, "--demo", "--otlp.endpoint="+srv.URL, "--otlp.protocol=http", "--otlp.interval=500ms")
+	checkOTLP(t, p, r)
+}
+
+// TestOTLPHTTPFromEnv configures the push with the standard environment variables alone.
+func TestOTLPHTTPFromEnv(t *testing.T) {
+	r := newReceiver()
+	srv := httptest.NewServer(r)
+	t.Cleanup(srv.Close)
+	p := startEnv(t, []string{"OTEL_EXPORTER_OTLP_ENDPOINT=" + srv.URL, "OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf",
+		"OTEL_METRIC_EXPORT_INTERVAL=500"}, "--demo")
 	checkOTLP(t, p, r)
 }

@@ -11,10 +11,6 @@ import (
 
 // Descriptors of the self-metrics the collector emits.
 var (
-	sourceUpDesc = prometheus.NewDesc(
-		"cupti_exporter_source_up",
-		"Whether a source is producing data on a device (1) or not (0, with the reason).",
-		[]string{"source", "device", "reason"}, nil)
 	collectDurationDesc = prometheus.NewDesc(
 		"cupti_exporter_collect_duration_seconds",
 		"Time the snapshot collector took to emit the latest snapshots of all sources.",
@@ -40,7 +36,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	start := time.Now()
 	families, problems := merge(c.e.snapshots())
 	for _, f := range families {
-		desc := prometheus.NewDesc(f.desc.Name, f.desc.Help, f.desc.LabelNames, nil)
+		desc := promDesc(f.desc)
 		for _, s := range f.series {
 			m, err := newMetric(desc, f.desc.Kind, s.sample)
 			if err != nil {
@@ -58,26 +54,6 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	c.collectStatus(ch)
 	c.e.drops.collect(ch, "prometheus")
 	ch <- prometheus.MustNewConstMetric(collectDurationDesc, prometheus.GaugeValue, time.Since(start).Seconds())
-}
-
-func (c *collector) collectStatus(ch chan<- prometheus.Metric) {
-	seen := map[[3]string]bool{}
-	for _, s := range c.e.Status() {
-		reason := s.Reason
-		if s.Ready {
-			reason = ""
-		}
-		key := [3]string{s.Source, s.Device, reason}
-		if seen[key] {
-			continue
-		}
-		seen[key] = true
-		up := 0.0
-		if s.Ready {
-			up = 1
-		}
-		ch <- prometheus.MustNewConstMetric(sourceUpDesc, prometheus.GaugeValue, up, key[:]...)
-	}
 }
 
 // newMetric converts one sample to a const metric of the given kind.

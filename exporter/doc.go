@@ -13,7 +13,11 @@
 //     metrics: gauges, counters (with created timestamps when the sample has a
 //     Start), and histograms carrying both classic and native buckets;
 //   - [NewMetricProducer], an OpenTelemetry sdk/metric Producer over the same
-//     snapshots, used by [NewOTLP] to push over OTLP gRPC or HTTP.
+//     snapshots, used by [NewOTLP] to push over OTLP gRPC or HTTP, together with
+//     the self-metrics of [Exporter.SelfMetrics]. Labels become attributes through
+//     one table ([OTelAttribute]: semantic-convention keys such as hw.id and
+//     k8s.pod.name, "cupti." + the label for the rest), so every family, present
+//     or future, is renamed the same way.
 //
 // Families with the same name from different producers are merged. A family
 // whose kind or label names disagree with the first one of that name, and a
@@ -35,8 +39,9 @@
 // # Self-metrics
 //
 // The registry also holds cupti_exporter_build_info (from
-// prometheus/common/version), cupti_exporter_source_up{source,device,reason}
-// from the registered [StatusReporter]s, cupti_exporter_collect_duration_seconds
+// prometheus/common/version), cupti_exporter_source_up{source,gpu,reason}
+// from the registered [StatusReporter]s (reason is a short code, see
+// [ReasonCode]; the full text is in /readyz), cupti_exporter_collect_duration_seconds
 // (the time the snapshot collector took), cupti_exporter_series_dropped_total,
 // and the Go and process collectors. When [OTLPConfig].Registerer is set (one
 // OTLP per registry), the OTLP outlet adds cupti_exporter_otlp_exports_total{result}

@@ -25,9 +25,12 @@ type Producer interface {
 // Status is the state of one source on one device.
 type Status struct {
 	Source string // source name, e.g. "pmsample"
-	Device string // device the status is about, e.g. "0"; "" when not per device
+	Device string // GPU index the status is about, e.g. "0" (the gpu label); "" when not per GPU
 	Ready  bool   // whether the source is producing data
-	Reason string // why it is not ready (e.g. "hardware busy: paused for ncu"); "" when ready
+	Reason string // why it is not ready, in full (e.g. "hardware busy: paused for ncu"), for /readyz and logs; "" when ready
+	// Code is the short reason code of cupti_exporter_source_up{reason} (ReasonBusy, ...);
+	// derived from Reason when empty (see ReasonCode).
+	Code string
 }
 
 // StatusReporter reports the state of a source. Status must not block.
@@ -83,6 +86,7 @@ type Exporter struct {
 	cfg      config
 	start    time.Time
 	registry *prometheus.Registry
+	self     *prometheus.Registry // self-metrics only, for the OTLP outlet
 	drops    *dropCounter
 
 	mu        sync.RWMutex
@@ -97,6 +101,7 @@ type named[T any] struct {
 
 // New returns an Exporter whose registry holds the snapshot collector, the
 // self-metrics and, unless WithoutRuntimeMetrics, the Go and process collectors.
+// A second registry (SelfMetrics) holds the same self-metrics without the snapshots.
 func New(logger *slog.Logger, opts ...Option) *Exporter {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
@@ -106,17 +111,26 @@ func New(logger *slog.Logger, opts ...Option) *Exporter {
 		cfg:      newConfig(opts),
 		start:    time.Now(),
 		registry: prometheus.NewRegistry(),
+		self:     prometheus.NewRegistry(),
 		drops:    &dropCounter{},
 	}
-	e.registry.MustRegister(&collector{e: e}, versioncollector.NewCollector("cupti_exporter"))
+	shared := []prometheus.Collector{versioncollector.NewCollector("cupti_exporter")}
 	if e.cfg.runtimeMetrics {
-		e.registry.MustRegister(
+		shared = append(shared,
 			collectors.NewGoCollector(),
 			collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		)
 	}
+	e.registry.MustRegister(append(shared, &collector{e: e})...)
+	// The snapshot collector emits source_up and the Prometheus outlet's drops itself.
+	e.self.MustRegister(append(shared, statusCollector{e}, dropsCollector{e.drops})...)
 	return e
 }
+
+// SelfMetrics returns a gatherer of the exporter's self-metrics (source_up, the Prometheus
+// outlet's drops, build info, Go and process metrics) without the snapshots, for the OTLP
+// outlet: OTLPConfig.SelfMetrics. Gathering it has no side effect on the served registry.
+func (e *Exporter) SelfMetrics() prometheus.Gatherer { return e.self }
 
 // Register adds a producer under name; a producer registered earlier under the
 // same name is replaced. Families are emitted in the order producers were

@@ -2,6 +2,7 @@ package exporter
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"math"
 	"slices"
@@ -12,7 +13,7 @@ import (
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
-	"github.com/prometheus/common/version"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/cupti-exporter/cupti-exporter/mapping"
 )
@@ -24,7 +25,8 @@ const scopeName = "github.com/cupti-exporter/cupti-exporter/exporter"
 // a set of producers.
 type metricProducer struct {
 	producers []Producer
-	start     time.Time // start time of counters and histograms whose samples have none
+	self      prometheus.Gatherer // self-metrics pushed besides the snapshots; nil: none
+	start     time.Time           // start time of counters and histograms whose samples have none
 	logger    *slog.Logger
 	drops     *dropCounter
 }
@@ -42,19 +44,23 @@ type metricProducer struct {
 //     Histograms. A family is exponential only when all its series are native.
 //
 // Names and units come from mapping.Desc's OTelName and OTelUnit (Name and
-// Unit when empty), label names become attribute keys. Families are merged
-// across producers as on the Prometheus side; conflicting families, repeated
-// label sets and invalid histograms are dropped (Produce still succeeds, since
-// an error would stop the whole export).
+// Unit when empty); labels become attributes as [OTelAttribute] renames them,
+// empty label values are left out, families with a uuid label carry
+// hw.type="gpu" and hw.vendor="NVIDIA", and Desc.OTelAttributes are added.
+// Families are merged across producers as on the Prometheus side, then
+// families that share an OTel name (hw.gpu.io for PCIe and NVLink) become one
+// metric; conflicting families, repeated label or attribute sets and invalid
+// histograms are dropped (Produce still succeeds, since an error would stop
+// the whole export). A family without series is not exported.
 func NewMetricProducer(producers ...Producer) sdkmetric.Producer {
-	return newMetricProducer(producers, nil, nil)
+	return newMetricProducer(producers, nil, nil, nil)
 }
 
-func newMetricProducer(producers []Producer, logger *slog.Logger, drops *dropCounter) *metricProducer {
+func newMetricProducer(producers []Producer, self prometheus.Gatherer, logger *slog.Logger, drops *dropCounter) *metricProducer {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	return &metricProducer{producers: slices.Clone(producers), start: time.Now(), logger: logger, drops: drops}
+	return &metricProducer{producers: slices.Clone(producers), self: self, start: time.Now(), logger: logger, drops: drops}
 }
 
 // Produce converts the latest snapshots. It is safe for concurrent use and
@@ -66,32 +72,48 @@ func (p *metricProducer) Produce(context.Context) ([]metricdata.ScopeMetrics, er
 			snaps = append(snaps, s)
 		}
 	}
+	if p.self != nil {
+		snaps = append(snaps, gatherSnapshot(p.self, p.logger))
+	}
 	families, problems := merge(snaps)
 	for _, pb := range problems {
 		p.drops.add(pb.reason, pb.series)
 		p.logger.Debug("series dropped from OTLP", "reason", pb.reason.String(), "err", pb.err)
 	}
 	metrics := make([]metricdata.Metrics, 0, len(families))
+	byName := map[string]int{} // OTel name -> index in metrics
 	for _, f := range families {
-		if m, ok := p.convert(f); ok {
+		if len(f.series) == 0 {
+			continue
+		}
+		m, ok := p.convert(f)
+		if !ok {
+			continue
+		}
+		i, seen := byName[m.Name]
+		if !seen {
+			byName[m.Name] = len(metrics)
 			metrics = append(metrics, m)
+			continue
+		}
+		if err := joinMetrics(&metrics[i], m); err != nil {
+			p.drops.add(dropConflict, len(f.series))
+			p.logger.Debug("series dropped from OTLP", "reason", dropConflict.String(), "err",
+				fmt.Errorf("family %s: %w", f.desc.Name, err))
 		}
 	}
 	if len(metrics) == 0 {
 		return nil, nil
 	}
 	return []metricdata.ScopeMetrics{{
-		Scope:   instrumentation.Scope{Name: scopeName, Version: version.Version},
+		Scope:   instrumentation.Scope{Name: scopeName, Version: ServiceVersion()},
 		Metrics: metrics,
 	}}, nil
 }
 
 func (p *metricProducer) convert(f *family) (metricdata.Metrics, bool) {
 	d := f.desc
-	m := metricdata.Metrics{Name: d.OTelName, Description: d.Help, Unit: d.OTelUnit}
-	if m.Name == "" {
-		m.Name = d.Name
-	}
+	m := metricdata.Metrics{Name: OTelName(d), Description: d.Help, Unit: d.OTelUnit}
 	if m.Unit == "" {
 		m.Unit = d.Unit
 	}
@@ -199,12 +221,123 @@ func explicitCounts(h *mapping.HistogramValue) []uint64 {
 	return counts
 }
 
+// OpenTelemetry attributes of the Prometheus labels: the semantic conventions' keys where
+// one exists, "cupti." + the label name for the rest. One table for every family, so that
+// families added later (attribution) get the same treatment.
+var (
+	// otelAttributeKeys renames labels to semantic-convention attribute keys.
+	otelAttributeKeys = map[string]string{
+		"uuid":      "hw.id", // the GPU UUID: unique within the host, as hw.id must be
+		"model":     "hw.model",
+		"direction": "network.io.direction",
+		"pod":       "k8s.pod.name",
+		"namespace": "k8s.namespace.name",
+		"container": "k8s.container.name",
+		"node":      "k8s.node.name",
+	}
+	// otelAttributeValues renames label values where the convention fixes them.
+	otelAttributeValues = map[string]map[string]string{
+		"direction": {"rx": "receive", "tx": "transmit"},
+	}
+	// hwGPUAttributes go with hw.id on every GPU series (hw.type is required by the
+	// hardware conventions; every GPU CUPTI sees is NVIDIA's).
+	hwGPUAttributes = []attribute.KeyValue{attribute.String("hw.type", "gpu"), attribute.String("hw.vendor", "NVIDIA")}
+)
+
+// vendorAttributePrefix starts the key of every label the conventions do not cover.
+const vendorAttributePrefix = "cupti."
+
+// OTelAttribute returns the OpenTelemetry attribute key and value of a Prometheus label:
+// uuid is hw.id, model hw.model, direction network.io.direction (rx receive, tx transmit),
+// pod, namespace, container and node k8s.pod.name, k8s.namespace.name,
+// k8s.container.name and k8s.node.name; any other label is "cupti." + its name.
+func OTelAttribute(label, value string) (key, val string) {
+	key, ok := otelAttributeKeys[label]
+	if !ok {
+		key = vendorAttributePrefix + label
+	}
+	if v, ok := otelAttributeValues[label][value]; ok {
+		value = v
+	}
+	return key, value
+}
+
+// OTelName returns the OpenTelemetry name of a family: its OTelName, or its Prometheus
+// name when it has none.
+func OTelName(d *mapping.Desc) string {
+	if d.OTelName != "" {
+		return d.OTelName
+	}
+	return d.Name
+}
+
+// attributes converts a series' labels: renamed by OTelAttribute, empty values left out,
+// hw.type and hw.vendor added next to hw.id, then the family's constant OTelAttributes.
 func attributes(d *mapping.Desc, s *mapping.Sample) attribute.Set {
-	kvs := make([]attribute.KeyValue, len(d.LabelNames))
+	kvs := make([]attribute.KeyValue, 0, len(d.LabelNames)+len(d.OTelAttributes)+len(hwGPUAttributes))
 	for i, n := range d.LabelNames {
-		kvs[i] = attribute.String(n, s.LabelValues[i])
+		if s.LabelValues[i] == "" {
+			continue
+		}
+		k, v := OTelAttribute(n, s.LabelValues[i])
+		kvs = append(kvs, attribute.String(k, v))
+		if k == "hw.id" {
+			kvs = append(kvs, hwGPUAttributes...)
+		}
+	}
+	for _, a := range d.OTelAttributes {
+		kvs = append(kvs, attribute.String(a.Name, a.Value))
 	}
 	return attribute.NewSet(kvs...)
+}
+
+// joinMetrics adds the data points of m to dst, two families that share one OTel name:
+// they must have the same unit and kind of data, and no attribute set twice.
+func joinMetrics(dst *metricdata.Metrics, m metricdata.Metrics) error {
+	if dst.Unit != m.Unit {
+		return fmt.Errorf("unit %q differs from %q of another family named %s", m.Unit, dst.Unit, m.Name)
+	}
+	switch a := dst.Data.(type) {
+	case metricdata.Gauge[float64]:
+		if b, ok := m.Data.(metricdata.Gauge[float64]); ok {
+			return joinPoints(&a.DataPoints, b.DataPoints, func(p metricdata.DataPoint[float64]) attribute.Set { return p.Attributes },
+				func() { dst.Data = a })
+		}
+	case metricdata.Sum[float64]:
+		if b, ok := m.Data.(metricdata.Sum[float64]); ok && a.IsMonotonic == b.IsMonotonic && a.Temporality == b.Temporality {
+			return joinPoints(&a.DataPoints, b.DataPoints, func(p metricdata.DataPoint[float64]) attribute.Set { return p.Attributes },
+				func() { dst.Data = a })
+		}
+	case metricdata.Histogram[float64]:
+		if b, ok := m.Data.(metricdata.Histogram[float64]); ok {
+			return joinPoints(&a.DataPoints, b.DataPoints, func(p metricdata.HistogramDataPoint[float64]) attribute.Set { return p.Attributes },
+				func() { dst.Data = a })
+		}
+	case metricdata.ExponentialHistogram[float64]:
+		if b, ok := m.Data.(metricdata.ExponentialHistogram[float64]); ok {
+			return joinPoints(&a.DataPoints, b.DataPoints, func(p metricdata.ExponentialHistogramDataPoint[float64]) attribute.Set { return p.Attributes },
+				func() { dst.Data = a })
+		}
+	}
+	return fmt.Errorf("kind %T differs from %T of another family named %s", m.Data, dst.Data, m.Name)
+}
+
+// joinPoints appends add to *dst unless an attribute set of add is already in *dst, then
+// calls store to write the grown aggregation back.
+func joinPoints[P any](dst *[]P, add []P, attrs func(P) attribute.Set, store func()) error {
+	seen := make(map[attribute.Distinct]bool, len(*dst))
+	for _, p := range *dst {
+		set := attrs(p)
+		seen[set.Equivalent()] = true
+	}
+	for _, p := range add {
+		if set := attrs(p); seen[set.Equivalent()] {
+			return fmt.Errorf("attribute set %s repeats in another family of the same OTel name", set.Encoded(attribute.DefaultEncoder()))
+		}
+	}
+	*dst = append(*dst, add...)
+	store()
+	return nil
 }
 
 func pointTime(s series) time.Time {

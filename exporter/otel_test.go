@@ -4,7 +4,6 @@ import (
 	"context"
 	"testing"
 
-	"github.com/prometheus/common/version"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/sdk/instrumentation"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
@@ -12,38 +11,41 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata/metricdatatest"
 )
 
+// devAttrs are the OTLP attributes of a device series: labels renamed, hw.type and hw.vendor added.
 func devAttrs(gpu, uuid string, extra ...attribute.KeyValue) attribute.Set {
 	return attribute.NewSet(append([]attribute.KeyValue{
-		attribute.String("gpu", gpu), attribute.String("uuid", uuid), attribute.String("model", "NVIDIA H200"),
-		attribute.String("chip", "GH100"), attribute.String("pci_bus_id", "00000000:19:00.0"),
+		attribute.String("cupti.gpu", gpu), attribute.String("hw.id", uuid), attribute.String("hw.model", "NVIDIA H200"),
+		attribute.String("cupti.chip", "GH100"), attribute.String("cupti.pci_bus_id", "00000000:19:00.0"),
+		attribute.String("hw.type", "gpu"), attribute.String("hw.vendor", "NVIDIA"),
 	}, extra...)...)
 }
 
 // wantScope is what NewMetricProducer must make of pmSnapshot and activitySnapshot.
 func wantScope() metricdata.ScopeMetrics {
 	return metricdata.ScopeMetrics{
-		Scope: instrumentation.Scope{Name: scopeName, Version: version.Version},
+		Scope: instrumentation.Scope{Name: scopeName, Version: ServiceVersion()},
 		Metrics: []metricdata.Metrics{
 			{Name: "gpu.kernel.duration", Description: "Duration of kernels.", Unit: "s",
 				Data: metricdata.ExponentialHistogram[float64]{Temporality: metricdata.CumulativeTemporality,
 					DataPoints: []metricdata.ExponentialHistogramDataPoint[float64]{{
-						Attributes: attribute.NewSet(attribute.String("uuid", "GPU-aaaa"), attribute.String("process", "python3")),
-						StartTime:  testStart, Time: testTime, Count: 4, Sum: 107.5, Scale: 0,
+						Attributes: attribute.NewSet(attribute.String("hw.id", "GPU-aaaa"), attribute.String("cupti.process", "python3"),
+							attribute.String("hw.type", "gpu"), attribute.String("hw.vendor", "NVIDIA")),
+						StartTime: testStart, Time: testTime, Count: 4, Sum: 107.5, Scale: 0,
 						// Prometheus indexes -1, 2, 7 are OTel indexes -2, 1, 6.
 						PositiveBucket: metricdata.ExponentialBucket{Offset: -2, Counts: []uint64{1, 0, 0, 2, 0, 0, 0, 0, 1}},
 					}}}},
 			{Name: "gpu.memcpy.size", Description: "Size of memory copies.", Unit: "By",
 				Data: metricdata.Histogram[float64]{Temporality: metricdata.CumulativeTemporality,
 					DataPoints: []metricdata.HistogramDataPoint[float64]{{
-						Attributes: attribute.NewSet(attribute.String("kind", "htod")),
+						Attributes: attribute.NewSet(attribute.String("cupti.kind", "htod")),
 						StartTime:  testStart, Time: testTime, Count: 3, Sum: 5000,
 						Bounds: []float64{1024, 4096}, BucketCounts: []uint64{1, 1, 1},
 					}}}},
 			{Name: "gpu.pcie.io", Description: "Bytes moved over PCIe.", Unit: "By",
 				Data: metricdata.Sum[float64]{Temporality: metricdata.CumulativeTemporality, IsMonotonic: true,
 					DataPoints: []metricdata.DataPoint[float64]{
-						{Attributes: devAttrs("0", "GPU-aaaa", attribute.String("direction", "rx")), StartTime: testStart, Time: testTime, Value: 1024},
-						{Attributes: devAttrs("0", "GPU-aaaa", attribute.String("direction", "tx")), StartTime: testStart, Time: testTime, Value: 2048},
+						{Attributes: devAttrs("0", "GPU-aaaa", attribute.String("network.io.direction", "receive")), StartTime: testStart, Time: testTime, Value: 1024},
+						{Attributes: devAttrs("0", "GPU-aaaa", attribute.String("network.io.direction", "transmit")), StartTime: testStart, Time: testTime, Value: 2048},
 					}}},
 			{Name: "gpu.sm.active", Description: "Fraction of time SMs were active.", Unit: "1",
 				Data: metricdata.Gauge[float64]{DataPoints: []metricdata.DataPoint[float64]{
@@ -74,7 +76,7 @@ func TestMetricProducerAttributionAndDrops(t *testing.T) {
 	e := New(nil, WithoutRuntimeMetrics(), WithDeviceLabeler(func(string) (string, string, string) { return "train-0", "ml", "trainer" }))
 	e.Register("pmsample", newFakeProducer(pmSnapshot()))
 	e.Register("again", newFakeProducer(pmSnapshot())) // every series a duplicate
-	mp := newMetricProducer(e.Producers(), nil, &dropCounter{})
+	mp := newMetricProducer(e.Producers(), nil, nil, &dropCounter{})
 	sm, err := mp.Produce(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -83,7 +85,7 @@ func TestMetricProducerAttributionAndDrops(t *testing.T) {
 		t.Errorf("%d duplicates dropped, want 4", got)
 	}
 	g := sm[0].Metrics[1].Data.(metricdata.Gauge[float64])
-	want := devAttrs("0", "GPU-aaaa", attribute.String("pod", "train-0"), attribute.String("namespace", "ml"), attribute.String("container", "trainer"))
+	want := devAttrs("0", "GPU-aaaa", attribute.String("k8s.pod.name", "train-0"), attribute.String("k8s.namespace.name", "ml"), attribute.String("k8s.container.name", "trainer"))
 	if len(g.DataPoints) != 2 || !g.DataPoints[0].Attributes.Equals(&want) {
 		t.Errorf("gauge points %v, want 2 with attributes %v first", g.DataPoints, want.ToSlice())
 	}

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -14,6 +16,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/common/version"
+	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/exporters/otlp/otlpmetric/otlpmetricgrpc"
 	"go.opentelemetry.io/otel/exporters/otlp/otlpmetric/otlpmetrichttp"
@@ -30,28 +33,46 @@ var otlpExportsDesc = prometheus.NewDesc(
 	"OTLP exports attempted, by result (success or failure).",
 	[]string{"result"}, nil)
 
-// OTLPConfig configures the OTLP push.
+// DefaultOTLPInterval is the push interval when neither OTLPConfig.Interval nor
+// OTEL_METRIC_EXPORT_INTERVAL sets one.
+const DefaultOTLPInterval = 15 * time.Second
+
+// OTLPConfig configures the OTLP push. Every field left at its zero value falls back to
+// the standard OpenTelemetry environment variables, then to the defaults: configuration
+// (flags, YAML) wins over the environment, the environment over defaults. The
+// otlpmetricgrpc/otlpmetrichttp exporters read OTEL_EXPORTER_OTLP_[METRICS_]ENDPOINT,
+// _HEADERS, _CERTIFICATE, _CLIENT_CERTIFICATE, _CLIENT_KEY, _INSECURE, _TIMEOUT and
+// _COMPRESSION themselves (the METRICS_ variant wins; OTEL_EXPORTER_OTLP_ENDPOINT is a base
+// URL to which /v1/metrics is appended for HTTP, the METRICS_ one is used as is); NewOTLP
+// adds the protocol (OTEL_EXPORTER_OTLP_[METRICS_]PROTOCOL), the interval
+// (OTEL_METRIC_EXPORT_INTERVAL, read by the SDK) and the resource (OTEL_RESOURCE_ATTRIBUTES,
+// OTEL_SERVICE_NAME).
 type OTLPConfig struct {
-	// Protocol is "grpc" (the default when empty) or "http" (protobuf over HTTP).
+	// Protocol is "grpc", "http" or "http/protobuf" (the same); empty:
+	// OTEL_EXPORTER_OTLP_METRICS_PROTOCOL, OTEL_EXPORTER_OTLP_PROTOCOL, else grpc.
 	Protocol string
-	// Endpoint is host:port (the exporters' defaults localhost:4317 / localhost:4318
-	// when empty), or a URL (http://host:port/path) whose scheme decides TLS
-	// and, for "http", whose path replaces /v1/metrics.
+	// Endpoint is host:port, or a URL whose scheme decides TLS. For HTTP a URL without a
+	// path (http://collector:4318) is a base URL and gets /v1/metrics; a URL with a path is
+	// used as is. Empty: the environment, else localhost:4317 (grpc) or localhost:4318.
 	Endpoint string
-	// Insecure disables TLS for a host:port endpoint.
+	// Insecure disables TLS for a host:port endpoint (false: the environment decides).
 	Insecure bool
-	// Headers are sent with every export (e.g. authorization).
+	// Headers are sent with every export (e.g. authorization); when set they replace
+	// OTEL_EXPORTER_OTLP_[METRICS_]HEADERS.
 	Headers map[string]string
-	// Interval between exports; the SDK default (60 s, or OTEL_METRIC_EXPORT_INTERVAL) when not positive.
+	// Interval between exports; not positive: OTEL_METRIC_EXPORT_INTERVAL, else DefaultOTLPInterval.
 	Interval time.Duration
-	// Timeout of one export; the SDK default (30 s, or OTEL_METRIC_EXPORT_TIMEOUT) when not positive.
+	// Timeout of one export; not positive: OTEL_EXPORTER_OTLP_[METRICS_]TIMEOUT, else 10 s.
 	Timeout time.Duration
 	// ResourceAttributes are added to the resource last, overriding the
 	// detected and environment attributes.
 	ResourceAttributes map[string]string
+	// SelfMetrics, when set, is gathered at every export and pushed with the snapshots
+	// (Exporter.SelfMetrics: source_up, drops, build info, Go and process metrics).
+	SelfMetrics prometheus.Gatherer
 
 	// Registerer, when set, receives cupti_exporter_otlp_exports_total{result}
-	// and cupti_exporter_series_dropped_total{outlet="otlp",reason}.
+	// and cupti_exporter_series_dropped_total{outlet="otlp",reason}; both are pushed too.
 	Registerer prometheus.Registerer
 	// Logger receives export failures and dropped series; discarded when nil.
 	Logger *slog.Logger
@@ -65,13 +86,63 @@ type OTLP struct {
 	err  error
 }
 
+// OTLPFromEnv reports whether the environment alone asks for an OTLP push, with the
+// variable that does: OTEL_EXPORTER_OTLP_METRICS_ENDPOINT or OTEL_EXPORTER_OTLP_ENDPOINT set,
+// or OTEL_METRICS_EXPORTER naming otlp. OTEL_METRICS_EXPORTER=none and OTEL_SDK_DISABLED=true
+// turn it off (configuration that names an endpoint still pushes).
+func OTLPFromEnv() (bool, string) {
+	if strings.EqualFold(strings.TrimSpace(os.Getenv("OTEL_SDK_DISABLED")), "true") {
+		return false, ""
+	}
+	exporters := strings.Split(strings.ToLower(os.Getenv("OTEL_METRICS_EXPORTER")), ",")
+	for i := range exporters {
+		exporters[i] = strings.TrimSpace(exporters[i])
+	}
+	if slices.Contains(exporters, "none") {
+		return false, ""
+	}
+	for _, v := range []string{"OTEL_EXPORTER_OTLP_METRICS_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT"} {
+		if strings.TrimSpace(os.Getenv(v)) != "" {
+			return true, v
+		}
+	}
+	if slices.Contains(exporters, "otlp") {
+		return true, "OTEL_METRICS_EXPORTER"
+	}
+	return false, ""
+}
+
+// OTLPProtocol is the protocol NewOTLP uses for protocol p: p itself ("http/protobuf" read
+// as "http"), else the environment, else "grpc". It fails on anything else, such as
+// http/json, which the Go exporters do not implement.
+func OTLPProtocol(p string) (string, error) {
+	from := "configuration"
+	if p == "" {
+		for _, v := range []string{"OTEL_EXPORTER_OTLP_METRICS_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL"} {
+			if p = strings.TrimSpace(os.Getenv(v)); p != "" {
+				from = v
+				break
+			}
+		}
+	}
+	switch p {
+	case "", "grpc":
+		return "grpc", nil
+	case "http", "http/protobuf":
+		return "http", nil
+	}
+	return "", fmt.Errorf("OTLP protocol %q (from %s): use grpc or http/protobuf", p, from)
+}
+
 // NewOTLP starts pushing the latest snapshots of producers over OTLP, through
 // an otlpmetricgrpc or otlpmetrichttp exporter and a PeriodicReader fed by
 // NewMetricProducer. The resource holds host.name, service.name
-// (cupti-exporter), service.version, k8s.pod.name and k8s.namespace.name (from
-// the environment variables POD_NAME and POD_NAMESPACE when set), then
-// OTEL_RESOURCE_ATTRIBUTES / OTEL_SERVICE_NAME, then cfg.ResourceAttributes.
-// Call Shutdown to push a last time and stop.
+// (cupti-exporter), service.version, k8s.node.name, k8s.pod.name and
+// k8s.namespace.name (from the environment variables NODE_NAME, POD_NAME and
+// POD_NAMESPACE when set: the node the GPUs are on and the exporter's own pod),
+// then OTEL_RESOURCE_ATTRIBUTES / OTEL_SERVICE_NAME, then cfg.ResourceAttributes.
+// It installs an OpenTelemetry error handler that logs through cfg.Logger, so that
+// each failure is logged once, structured. Call Shutdown to push a last time and stop.
 func NewOTLP(ctx context.Context, cfg OTLPConfig, producers ...Producer) (*OTLP, error) {
 	logger := cfg.Logger
 	if logger == nil {
@@ -85,31 +156,65 @@ func NewOTLP(ctx context.Context, cfg OTLPConfig, producers ...Producer) (*OTLP,
 	if err != nil {
 		return nil, err
 	}
+	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) {
+		var logged *loggedError
+		switch {
+		case errors.As(err, &logged): // export failures are logged by countingExporter
+		case errors.Is(err, context.Canceled): // an export cut short by Shutdown
+			logger.Debug("OpenTelemetry SDK error", "err", err)
+		default:
+			logger.Warn("OpenTelemetry SDK error", "err", err)
+		}
+	}))
 	counted := &countingExporter{Exporter: exp, logger: logger}
 	drops := &dropCounter{}
+	own := &otlpCollector{exp: counted, drops: drops}
 	if cfg.Registerer != nil {
-		if err := cfg.Registerer.Register(&otlpCollector{exp: counted, drops: drops}); err != nil {
+		if err := cfg.Registerer.Register(own); err != nil {
 			_ = exp.Shutdown(ctx)
 			return nil, fmt.Errorf("register OTLP self-metrics: %w", err)
 		}
 	}
+	ownReg := prometheus.NewRegistry()
+	ownReg.MustRegister(own)
+	self := prometheus.Gatherers{ownReg}
+	if cfg.SelfMetrics != nil {
+		self = append(self, cfg.SelfMetrics)
+	}
 	var readerOpts []sdkmetric.PeriodicReaderOption
-	if cfg.Interval > 0 {
+	switch {
+	case cfg.Interval > 0:
 		readerOpts = append(readerOpts, sdkmetric.WithInterval(cfg.Interval))
+	case os.Getenv("OTEL_METRIC_EXPORT_INTERVAL") == "": // else the SDK reads it
+		readerOpts = append(readerOpts, sdkmetric.WithInterval(DefaultOTLPInterval))
 	}
 	if cfg.Timeout > 0 {
 		readerOpts = append(readerOpts, sdkmetric.WithTimeout(cfg.Timeout))
 	}
-	readerOpts = append(readerOpts, sdkmetric.WithProducer(newMetricProducer(producers, logger, drops)))
+	readerOpts = append(readerOpts, sdkmetric.WithProducer(newMetricProducer(producers, self, logger, drops)))
 	reader := sdkmetric.NewPeriodicReader(counted, readerOpts...)
 	provider := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader), sdkmetric.WithResource(res))
 	return &OTLP{provider: provider}, nil
 }
 
+// otlpHTTPURL makes a base URL (no path, or /) point at /v1/metrics.
+func otlpHTTPURL(endpoint string) string {
+	u, err := url.Parse(endpoint)
+	if err != nil || (u.Path != "" && u.Path != "/") {
+		return endpoint // the exporter reports a bad URL
+	}
+	u.Path = "/v1/metrics"
+	return u.String()
+}
+
 func newOTLPExporter(ctx context.Context, cfg OTLPConfig) (sdkmetric.Exporter, error) {
+	protocol, err := OTLPProtocol(cfg.Protocol)
+	if err != nil {
+		return nil, fmt.Errorf("create OTLP exporter: %w", err)
+	}
 	isURL := strings.Contains(cfg.Endpoint, "://")
-	switch cfg.Protocol {
-	case "", "grpc":
+	switch protocol {
+	case "grpc":
 		var opts []otlpmetricgrpc.Option
 		switch {
 		case isURL:
@@ -131,11 +236,11 @@ func newOTLPExporter(ctx context.Context, cfg OTLPConfig) (sdkmetric.Exporter, e
 			return nil, fmt.Errorf("create OTLP gRPC exporter for %q: %w", cfg.Endpoint, err)
 		}
 		return exp, nil
-	case "http":
+	default:
 		var opts []otlpmetrichttp.Option
 		switch {
 		case isURL:
-			opts = append(opts, otlpmetrichttp.WithEndpointURL(cfg.Endpoint))
+			opts = append(opts, otlpmetrichttp.WithEndpointURL(otlpHTTPURL(cfg.Endpoint)))
 		case cfg.Endpoint != "":
 			opts = append(opts, otlpmetrichttp.WithEndpoint(cfg.Endpoint))
 		}
@@ -154,30 +259,41 @@ func newOTLPExporter(ctx context.Context, cfg OTLPConfig) (sdkmetric.Exporter, e
 		}
 		return exp, nil
 	}
-	return nil, fmt.Errorf("create OTLP exporter: unknown protocol %q: use grpc or http", cfg.Protocol)
+}
+
+// ServiceVersion is service.version and the scope version: the build's version, or
+// "unknown" for a build that did not set one.
+func ServiceVersion() string {
+	if version.Version != "" {
+		return version.Version
+	}
+	return "unknown"
 }
 
 // newResource builds the resource, each step overriding the previous one:
-// SDK and host attributes, service and pod attributes, environment, extra.
+// SDK and host attributes, service and Kubernetes attributes, environment, extra.
 func newResource(ctx context.Context, extra map[string]string) (*resource.Resource, error) {
 	own := []attribute.KeyValue{
 		attribute.String("service.name", ServiceName),
-		attribute.String("service.version", version.Version),
+		attribute.String("service.version", ServiceVersion()),
 	}
-	if v := os.Getenv("POD_NAME"); v != "" {
-		own = append(own, attribute.String("k8s.pod.name", v))
-	}
-	if v := os.Getenv("POD_NAMESPACE"); v != "" {
-		own = append(own, attribute.String("k8s.namespace.name", v))
+	for _, e := range []struct{ env, key string }{
+		{"NODE_NAME", "k8s.node.name"}, {"POD_NAME", "k8s.pod.name"}, {"POD_NAMESPACE", "k8s.namespace.name"},
+	} {
+		if v := os.Getenv(e.env); v != "" {
+			own = append(own, attribute.String(e.key, v))
+		}
 	}
 	keys := make([]string, 0, len(extra))
 	for k := range extra {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
-	configured := make([]attribute.KeyValue, len(keys))
-	for i, k := range keys {
-		configured[i] = attribute.String(k, extra[k])
+	configured := make([]attribute.KeyValue, 0, len(keys))
+	for _, k := range keys {
+		if extra[k] != "" {
+			configured = append(configured, attribute.String(k, extra[k]))
+		}
 	}
 	res, err := resource.New(ctx,
 		resource.WithTelemetrySDK(),
@@ -203,20 +319,48 @@ func (o *OTLP) Shutdown(ctx context.Context) error {
 	return o.err
 }
 
-// countingExporter counts the results of Export.
+// countingExporter counts the results of Export and logs failures: the first of a run of
+// failures (and a change of error text) at warning level, the repeats at debug level, and
+// the recovery. The SDK calls Export from one goroutine at a time; mu makes the run of
+// failures safe regardless.
 type countingExporter struct {
 	sdkmetric.Exporter
 	logger  *slog.Logger
 	success atomic.Uint64
 	failure atomic.Uint64
+
+	mu      sync.Mutex
+	failing int    // consecutive failures
+	lastErr string // text of the last failure
 }
+
+// loggedError is an export error countingExporter has logged; the OpenTelemetry error
+// handler that NewOTLP installs does not log it a second time.
+type loggedError struct{ err error }
+
+func (e *loggedError) Error() string { return e.err.Error() }
+func (e *loggedError) Unwrap() error { return e.err }
 
 func (c *countingExporter) Export(ctx context.Context, rm *metricdata.ResourceMetrics) error {
 	err := c.Exporter.Export(ctx, rm)
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	if err != nil {
 		c.failure.Add(1)
-		c.logger.Warn("OTLP export failed", "err", err)
-		return err
+		c.failing++
+		if text := err.Error(); errors.Is(err, context.Canceled) {
+			c.logger.Debug("OTLP export cut short", "err", err) // by Shutdown
+		} else if c.failing == 1 || text != c.lastErr {
+			c.logger.Warn("OTLP export failed", "err", err, "consecutive_failures", c.failing)
+			c.lastErr = text
+		} else {
+			c.logger.Debug("OTLP export failed", "err", err, "consecutive_failures", c.failing)
+		}
+		return &loggedError{err}
+	}
+	if c.failing > 0 {
+		c.logger.Info("OTLP export succeeded again", "failures", c.failing)
+		c.failing, c.lastErr = 0, ""
 	}
 	c.success.Add(1)
 	return nil

@@ -150,8 +150,13 @@ cupti_exporter_series_dropped_total{outlet="prometheus",reason="invalid"} 0
 
 func TestNewOTLPUnknownProtocol(t *testing.T) {
 	_, err := NewOTLP(context.Background(), OTLPConfig{Protocol: "udp"})
-	if err == nil || err.Error() != `create OTLP exporter: unknown protocol "udp": use grpc or http` {
+	if err == nil || err.Error() != `create OTLP exporter: OTLP protocol "udp" (from configuration): use grpc or http/protobuf` {
 		t.Errorf("NewOTLP = %v, want an unknown protocol error", err)
+	}
+	t.Setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "http/json")
+	_, err = NewOTLP(context.Background(), OTLPConfig{})
+	if err == nil || !strings.Contains(err.Error(), `"http/json" (from OTEL_EXPORTER_OTLP_PROTOCOL)`) {
+		t.Errorf("NewOTLP with OTEL_EXPORTER_OTLP_PROTOCOL=http/json = %v, want an error naming the variable", err)
 	}
 }
 
@@ -219,13 +224,13 @@ func checkRequest(t *testing.T, req *collectorpb.ExportMetricsServiceRequest) {
 	byDir := map[string]float64{}
 	for _, p := range sum.GetDataPoints() {
 		a := attrMap(p.Attributes)
-		byDir[a["direction"]] = p.GetAsDouble()
-		if a["uuid"] != "GPU-aaaa" || p.StartTimeUnixNano != startNs {
-			t.Errorf("gpu.pcie.io point %v, want uuid GPU-aaaa and start %d", p, startNs)
+		byDir[a["network.io.direction"]] = p.GetAsDouble()
+		if a["hw.id"] != "GPU-aaaa" || a["hw.type"] != "gpu" || a["hw.vendor"] != "NVIDIA" || p.StartTimeUnixNano != startNs {
+			t.Errorf("gpu.pcie.io point %v, want hw.id GPU-aaaa, hw.type gpu, hw.vendor NVIDIA and start %d", p, startNs)
 		}
 	}
-	if byDir["rx"] != 1024 || byDir["tx"] != 2048 {
-		t.Errorf("gpu.pcie.io by direction %v, want rx 1024 tx 2048", byDir)
+	if byDir["receive"] != 1024 || byDir["transmit"] != 2048 {
+		t.Errorf("gpu.pcie.io by network.io.direction %v, want receive 1024 transmit 2048", byDir)
 	}
 
 	eh := metrics["gpu.kernel.duration"].GetExponentialHistogram().GetDataPoints()

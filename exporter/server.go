@@ -92,14 +92,14 @@ func NewServer(logger *slog.Logger, cfg ServerConfig) *Server {
 }
 
 func (s *Server) routes() {
-	metrics := promhttp.HandlerFor(s.cfg.Registry, promhttp.HandlerOpts{
+	metrics := promhttp.HandlerFor(coalesce(s.cfg.Registry), promhttp.HandlerOpts{
 		ErrorLog:            slog.NewLogLogger(s.logger.Handler(), slog.LevelError),
 		ErrorHandling:       promhttp.ContinueOnError,
 		MaxRequestsInFlight: s.cfg.MaxRequests,
 		EnableOpenMetrics:   true,
 		Registry:            s.cfg.Registry,
 	})
-	s.mux.Handle(s.cfg.TelemetryPath, promhttp.InstrumentMetricHandler(s.cfg.Registry, metrics))
+	s.mux.Handle(s.cfg.TelemetryPath, promhttp.InstrumentMetricHandler(s.cfg.Registry, coalesceRequests(metrics, s.cfg.MaxRequests)))
 	for _, mux := range []*http.ServeMux{s.mux, s.health} {
 		mux.HandleFunc("/healthz", healthz)
 		mux.HandleFunc("/readyz", s.readyz)

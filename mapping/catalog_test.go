@@ -3,6 +3,7 @@ package mapping
 import (
 	"bufio"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 
@@ -96,7 +97,7 @@ func TestCatalogMapsUniquelyAndLints(t *testing.T) {
 					t.Fatalf("%s and %s both map to %s", o, full, key)
 				}
 				seen[key] = full
-				okey := seriesKey(d.OTelName, met.Labels)
+				okey := seriesKey(d.OTelName, append(slices.Clone(met.Labels), d.OTelAttributes...))
 				if o, dup := otel[okey]; dup {
 					t.Fatalf("%s and %s both map to OTel series %s", o, full, okey)
 				}

@@ -23,65 +23,74 @@ const (
 	nvlHelp  = "Bytes transferred over NVLink by direction: rx from nvlrx__bytes, tx from nvltx__bytes (DCGM NVLINK_RX_BYTES, NVLINK_TX_BYTES)."
 )
 
+// OpenTelemetry names: the hardware semantic conventions where they define the quantity
+// (hw.gpu.utilization for the engine's busy time, with hw.gpu.task="general"; hw.gpu.io for
+// bytes in and out, PCIe and NVLink told apart by cupti.link), the vendor namespace cupti.
+// for the rest.
+var (
+	pcieAttrs   = []Label{{"cupti.link", "pcie"}}
+	nvlinkAttrs = []Label{{"cupti.link", "nvlink"}}
+)
+
 var curatedRules = []Rule{
 	{
 		Match: "FE_B.TriageCompute.gr__cycles_active.sum.pct_of_peak_sustained_elapsed",
-		Name:  "cupti_graphics_engine_active_ratio", OTelName: "gpu.graphics_engine.active",
+		Name:  "cupti_graphics_engine_active_ratio", OTelName: "hw.gpu.utilization", otelAttributes: []Label{{"hw.gpu.task", "general"}},
 		Help: "Ratio of time the graphics/compute engine was active (DCGM GR_ENGINE_ACTIVE).",
 	},
 	{
 		Match: "TPC.TriageCompute.sm__cycles_active" + pct,
-		Name:  "cupti_sm_active_ratio", OTelName: "gpu.sm.active",
+		Name:  "cupti_sm_active_ratio", OTelName: "cupti.sm.active",
 		Help: "Ratio of cycles an SM had at least one warp resident, averaged over all SMs (DCGM SM_ACTIVE).",
 	},
 	{
 		Match: "TPC.TriageCompute.tpc__warps_active_realtime" + pct,
-		Name:  "cupti_sm_occupancy_ratio", OTelName: "gpu.sm.occupancy",
+		Name:  "cupti_sm_occupancy_ratio", OTelName: "cupti.sm.occupancy",
 		Help: "Ratio of resident warps to the maximum resident warps, averaged over all SMs and elapsed cycles (DCGM SM_OCCUPANCY).",
 	},
 	{
 		Match: "TPC.TriageCompute.sm__pipe_tensor_cycles_active_realtime" + pct,
-		Name:  "cupti_tensor_pipe_active_ratio", OTelName: "gpu.tensor_pipe.active",
+		Name:  "cupti_tensor_pipe_active_ratio", OTelName: "cupti.tensor_pipe.active",
 		Help: "Ratio of cycles the tensor pipes were active, averaged over all SMs (DCGM PIPE_TENSOR_ACTIVE).",
 	},
 	{
 		Match: "dram__cycles_active" + pct,
-		Name:  "cupti_dram_active_ratio", OTelName: "gpu.dram.active",
+		Name:  "cupti_dram_active_ratio", OTelName: "cupti.dram.active",
 		Help: "Ratio of cycles the device memory interface was active sending or receiving data (DCGM DRAM_ACTIVE).",
 	},
 	{
 		Match: "TPC.TriageCompute.sm__pipe_fp64_cycles_active_realtime" + pct,
-		Name:  "cupti_fp64_pipe_active_ratio", OTelName: "gpu.fp64_pipe.active",
+		Name:  "cupti_fp64_pipe_active_ratio", OTelName: "cupti.fp64_pipe.active",
 		Help: "Ratio of cycles the FP64 pipe was active, averaged over all SMs (DCGM PIPE_FP64_ACTIVE).",
 	},
 	{
 		Match: "sm__pipe_fma_cycles_active" + pct,
-		Name:  "cupti_fp32_pipe_active_ratio", OTelName: "gpu.fp32_pipe.active",
+		Name:  "cupti_fp32_pipe_active_ratio", OTelName: "cupti.fp32_pipe.active",
 		Help: "Ratio of cycles the FMA pipe (FP32 multiply-add) was active, averaged over all SMs (DCGM PIPE_FP32_ACTIVE).",
 	},
 	{
 		Match: "PCI.TriageCompute.pcie__read_bytes.sum",
-		Name:  "cupti_pcie_bytes_total", OTelName: "gpu.pcie.io", Labels: map[string]string{"direction": "rx"},
+		Name:  "cupti_pcie_bytes_total", OTelName: "hw.gpu.io", otelAttributes: pcieAttrs, Labels: map[string]string{"direction": "rx"},
 		Help: pcieHelp,
 	},
 	{
 		Match: "PCI.TriageCompute.pcie__write_bytes.sum",
-		Name:  "cupti_pcie_bytes_total", OTelName: "gpu.pcie.io", Labels: map[string]string{"direction": "tx"},
+		Name:  "cupti_pcie_bytes_total", OTelName: "hw.gpu.io", otelAttributes: pcieAttrs, Labels: map[string]string{"direction": "tx"},
 		Help: pcieHelp,
 	},
 	{
 		Match: "sm__inst_executed_pipe_fma_type_fp16" + pct,
-		Name:  "cupti_fp16_pipe_active_ratio", OTelName: "gpu.fp16_pipe.active",
+		Name:  "cupti_fp16_pipe_active_ratio", OTelName: "cupti.fp16_pipe.active",
 		Help: "Ratio of the peak rate of FP16 instructions on the FMA pipe reached, averaged over all SMs (compare DCGM PIPE_FP16_ACTIVE).",
 	},
 	{
 		Match: "nvlrx__bytes.sum",
-		Name:  "cupti_nvlink_bytes_total", OTelName: "gpu.nvlink.io", Labels: map[string]string{"direction": "rx"},
+		Name:  "cupti_nvlink_bytes_total", OTelName: "hw.gpu.io", otelAttributes: nvlinkAttrs, Labels: map[string]string{"direction": "rx"},
 		Help: nvlHelp,
 	},
 	{
 		Match: "nvltx__bytes.sum",
-		Name:  "cupti_nvlink_bytes_total", OTelName: "gpu.nvlink.io", Labels: map[string]string{"direction": "tx"},
+		Name:  "cupti_nvlink_bytes_total", OTelName: "hw.gpu.io", otelAttributes: nvlinkAttrs, Labels: map[string]string{"direction": "tx"},
 		Help: nvlHelp,
 	},
 }

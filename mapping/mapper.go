@@ -95,7 +95,7 @@ func (m *Mapper) Map(name string, p Properties) (Metric, error) {
 	}
 	d := derive(n, p)
 	stem, help, otel := d.stem, d.help, d.otelName
-	var labels []Label
+	var labels, otelAttrs []Label
 	if r, expand := m.lookup(name); r != nil {
 		suffix := strings.TrimPrefix(promName("", "", d.unit, d.kind), "_")
 		main := expand(r.Name)
@@ -121,6 +121,7 @@ func (m *Mapper) Map(name string, p Properties) (Metric, error) {
 			return Metric{}, fmt.Errorf("map %s: mapping %s: otel_name expands to %q, not a valid OTel name", name, r.where(), otel)
 		}
 		labels = r.labelList(expand)
+		otelAttrs = r.otelAttributes
 		for _, l := range labels {
 			if l.Value == "" {
 				return Metric{}, fmt.Errorf("map %s: mapping %s: label %q expands to an empty value", name, r.where(), l.Name)
@@ -132,10 +133,10 @@ func (m *Mapper) Map(name string, p Properties) (Metric, error) {
 	mk := func(stat, what string) *Desc {
 		desc := &Desc{
 			Name: promName(stem, stat, d.unit, d.kind), Help: help, Kind: d.kind, Unit: d.unit,
-			OTelName: otel, OTelUnit: d.ucum, LabelNames: labelNames,
+			OTelName: otel, OTelUnit: d.ucum, LabelNames: labelNames, OTelAttributes: otelAttrs,
 		}
 		if stat != "" {
-			desc.OTelName += "." + stat
+			desc.OTelName = statOTelName(otel, stat)
 		}
 		if what != "" {
 			desc.Help = strings.TrimSuffix(help, ".") + ". " + what
@@ -153,6 +154,17 @@ func (m *Mapper) Map(name string, p Properties) (Metric, error) {
 		return Metric{}, fmt.Errorf("map %s: %w", name, err)
 	}
 	return out, nil
+}
+
+// statOTelName names a window statistic (max, min) of a gauge: the main name + "." + stat,
+// except that a name of the semantic conventions' hw. namespace (hw.gpu.utilization) moves
+// to the vendor namespace (cupti.gpu.utilization.max), since the conventions define no such
+// statistic and names under hw. are theirs.
+func statOTelName(otel, stat string) string {
+	if rest, ok := strings.CutPrefix(otel, "hw."); ok {
+		otel = "cupti." + rest
+	}
+	return otel + "." + stat
 }
 
 // ruleNameFits reports whether a rule's name is <stem>_<suffix> with a stem of its own,
@@ -216,5 +228,6 @@ func (m *Mapper) ownerOf(name string) string {
 
 func sameFamily(a, b *Desc) bool {
 	return a.Name == b.Name && a.Help == b.Help && a.Kind == b.Kind && a.Unit == b.Unit &&
-		a.OTelName == b.OTelName && a.OTelUnit == b.OTelUnit && slices.Equal(a.LabelNames, b.LabelNames)
+		a.OTelName == b.OTelName && a.OTelUnit == b.OTelUnit && slices.Equal(a.LabelNames, b.LabelNames) &&
+		slices.Equal(a.OTelAttributes, b.OTelAttributes)
 }

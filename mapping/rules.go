@@ -38,6 +38,8 @@ type Rule struct {
 	OTelName string            `yaml:"otel_name,omitempty"` // OpenTelemetry name; derived when empty
 	Labels   map[string]string `yaml:"labels,omitempty"`    // constant labels, e.g. {direction: rx}
 
+	otelAttributes []Label // constant OTLP attributes (curated rules only), see Desc.OTelAttributes
+
 	source string         // "file:line" or "rule N", for errors
 	re     *regexp.Regexp // compiled Regex
 }

@@ -33,9 +33,13 @@ type Desc struct {
 	Help       string   // one line of help text
 	Kind       Kind     // gauge, counter or histogram
 	Unit       string   // Prometheus unit suffix without underscore (ratio, bytes, seconds, ...); "" for none
-	OTelName   string   // OpenTelemetry name, e.g. gpu.sm.active
+	OTelName   string   // OpenTelemetry name, e.g. cupti.sm.active or hw.gpu.io
 	OTelUnit   string   // UCUM unit for OTLP, e.g. "1", "By", "s", "By/s"
 	LabelNames []string // label names, in the order of Sample.LabelValues
+	// OTelAttributes are constant attributes every OTLP data point of the family carries
+	// and Prometheus series do not (e.g. hw.gpu.task="general" on hw.gpu.utilization): they
+	// tell apart families that share one OpenTelemetry name.
+	OTelAttributes []Label
 }
 
 // HistogramValue holds one histogram with classic buckets and, when Schema is set,

@@ -38,6 +38,12 @@ var (
 	}
 )
 
+// IdleDescs lists the idle-release families (served by IdleProducer, live sampling only), for
+// the metrics reference beside SelfDescs.
+func IdleDescs() []*mapping.Desc {
+	return []*mapping.Desc{idleReleasesDesc, idleReacquiresDesc, idleReleasedDesc, idleMissedDesc}
+}
+
 // releaseState is the idle-release side of a runner, guarded by runner.mu.
 type releaseState struct {
 	released   bool

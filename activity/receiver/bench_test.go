@@ -44,7 +44,7 @@ func BenchmarkReceive(b *testing.B) {
 	r := bytes.NewReader(data)
 	for b.Loop() {
 		r.Reset(data)
-		srv.decode(r)
+		srv.decode(r, nil)
 	}
 	b.ReportMetric(float64(b.N*frames*len(recs))/b.Elapsed().Seconds(), "records/s")
 	b.ReportMetric(0, "ns/op")

@@ -3,44 +3,90 @@ package receiver
 import (
 	"errors"
 	"io"
-	"net"
+	"os"
+	"time"
 
 	"github.com/cupti-exporter/cupti-exporter/activity"
 	"github.com/cupti-exporter/cupti-exporter/activity/wire"
 )
 
-// serveConn serves one connection and forgets it when done.
-func (s *Server) serveConn(c net.Conn) {
-	defer s.untrack(c)
-	s.decode(c)
+// connBaseBytes is what every connection is charged before its first byte: its goroutine's
+// stack, the decoder's 64 KiB read buffer and the small state around them.
+const connBaseBytes = 96 << 10
+
+// connShare: one connection may hold at most 1/connShare of the budget, so that a few
+// clients with huge name tables cannot take all of it.
+const connShare = 16
+
+// errBudget ends a connection whose next frame would pass the receiver's memory budget.
+var errBudget = errors.New("activity receiver memory budget reached")
+
+// serveConn serves one connection and forgets it when done. Until its hello the connection
+// has the hello timeout as read deadline.
+func (s *Server) serveConn(cs *connState) {
+	defer s.untrack(cs)
+	if err := cs.c.SetReadDeadline(time.Now().Add(s.cfg.helloTimeout)); err != nil {
+		s.connError(cs, nil, err)
+		return
+	}
+	s.decode(cs.c, cs)
 }
 
 // decode reads one connection's frames until goodbye, EOF or an error, feeding the
-// aggregator; the process it announced is disconnected on return.
-func (s *Server) decode(r io.Reader) {
+// aggregator; the process it announced is disconnected on return. cs is nil in benchmarks.
+// Everything the connection's decoder and hello hold is charged to the budget and released
+// on return.
+func (s *Server) decode(r io.Reader, cs *connState) {
 	var (
-		p     *activity.Process
-		m     wire.Message
-		drops = make(map[string]uint64, wire.NumDropReasons)
-		dec   = wire.NewDecoder(r)
+		p       *activity.Process
+		m       wire.Message
+		drops   = make(map[string]uint64, wire.NumDropReasons)
+		dec     = wire.NewDecoder(r)
+		charged int64
 		// warned: a refused drop report was logged on this connection
 		warned bool
 	)
+	share := max(s.cfg.budget.Limit()/connShare, 4<<20)
+	reserve := func(n int) error {
+		if charged+int64(n) > share || !s.cfg.budget.Reserve(int64(n)) {
+			return errBudget
+		}
+		charged += int64(n)
+		return nil
+	}
+	if s.cfg.budget != nil {
+		dec.SetReserve(reserve)
+	}
 	defer func() {
 		if p != nil {
 			s.agg.Disconnect(p)
 		}
+		s.cfg.budget.Release(charged)
 	}()
 	for {
 		err := dec.ReadInto(&m)
 		if err != nil {
-			s.connError(p, err)
+			s.connError(cs, p, err)
 			return
+		}
+		if cs != nil {
+			cs.last.Store(time.Now().UnixNano())
 		}
 		switch m.Type {
 		case wire.FrameHello:
 			proc := m.Process
+			if err := reserve(helloBytes(&proc)); err != nil {
+				s.connError(cs, &proc, err)
+				return
+			}
 			p = &proc
+			if cs != nil {
+				cs.hello.Store(true)
+				if err := cs.c.SetReadDeadline(time.Time{}); err != nil {
+					s.connError(cs, p, err)
+					return
+				}
+			}
 			s.agg.Connect(p)
 			s.log.Debug("activity process connected", "pid", p.PID, "executable", p.Executable, "pod", p.Pod)
 		case wire.FrameRecords:
@@ -63,22 +109,42 @@ func (s *Server) decode(r io.Reader) {
 	}
 }
 
+// helloBytes is the memory a process's hello holds for the life of its connection.
+func helloBytes(p *activity.Process) int {
+	n := 256 + len(p.Executable) + len(p.Cgroup) + len(p.Pod) + len(p.Namespace) + len(p.Container)
+	for _, u := range p.DeviceUUIDs {
+		n += 16 + len(u)
+	}
+	return n
+}
+
 // connError counts and logs the end of a connection that did not say goodbye.
-func (s *Server) connError(p *activity.Process, err error) {
+func (s *Server) connError(cs *connState, p *activity.Process, err error) {
 	var pid uint32
 	if p != nil {
 		pid = p.PID
 	}
 	switch {
+	case cs != nil && cs.evicted.Load() != nil:
+		reason := *cs.evicted.Load()
+		s.agg.ConnectionDropped(reason)
+		s.warn.Warn(reason, "activity connection closed to make room for a new one", "reason", reason, "pid", pid)
+	case errors.Is(err, errBudget):
+		s.agg.ConnectionDropped("memory_budget")
+		s.warn.Warn("memory_budget", "activity connection closed: receiver memory budget reached",
+			"pid", pid, "budget_bytes", s.cfg.budget.Limit(), "err", err)
 	case errors.Is(err, io.EOF):
 		s.log.Debug("activity connection closed without goodbye", "pid", pid)
 	case wire.IsMalformed(err):
 		s.agg.ConnectionDropped("malformed")
-		s.log.Warn("activity connection dropped: malformed frame", "pid", pid, "err", err)
+		s.warn.Warn("malformed", "activity connection dropped: malformed frame", "pid", pid, "err", err)
 	case s.isClosed():
 		// Close unblocked the read.
+	case p == nil && errors.Is(err, os.ErrDeadlineExceeded):
+		s.agg.ConnectionDropped("hello_timeout")
+		s.warn.Warn("hello_timeout", "activity connection closed: no hello in time", "timeout", s.cfg.helloTimeout)
 	default:
 		s.agg.ConnectionDropped("read_error")
-		s.log.Warn("activity connection dropped: read error", "pid", pid, "err", err)
+		s.warn.Warn("read_error", "activity connection dropped: read error", "pid", pid, "err", err)
 	}
 }

@@ -4,9 +4,21 @@
 // activity/wire Decoder serve each connection and feed an activity.Aggregator.
 //
 // A connection that sends a malformed frame is closed alone and counted
-// (cupti_activity_dropped_connections_total{reason="malformed"}); a connection over the
-// configured limit is refused and counted (reason="limit"). A process counts as connected
-// from its hello until its goodbye or the end of its connection.
+// (cupti_activity_dropped_connections_total{reason="malformed"}). The socket is open to every
+// workload on the node, so every client is held to limits, and every refusal is counted and
+// logged at most once a second per reason:
+//
+//   - a connection must say hello within the hello timeout (reason="hello_timeout");
+//   - when the connection limit is reached, a newcomer replaces the oldest connection without
+//     hello (evicted_no_hello), else one silent for the idle timeout (evicted_idle), else it
+//     is refused (limit);
+//   - with WithBudget, every connection's memory (a fixed share, its hello, frame buffers and
+//     kernel-name table) is charged to one activity.Budget, shared with the Aggregator's
+//     per-device state; a connection that would pass it, or its share of it, is refused or
+//     closed (memory_budget), and what it held is released when it ends.
+//
+// A process counts as connected from its hello until its goodbye or the end of its
+// connection.
 //
 // The package is separate from activity because activity/wire imports activity (for
 // Record and Process), so the socket server, which needs both, cannot live in activity.

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cupti-exporter/cupti-exporter/activity"
@@ -19,6 +20,8 @@ import (
 const (
 	DefaultSocketMode     fs.FileMode = 0o660
 	DefaultMaxConnections             = 256
+	DefaultHelloTimeout               = 10 * time.Second
+	DefaultIdleTimeout                = 5 * time.Minute
 	dirMode               fs.FileMode = 0o750
 )
 
@@ -26,9 +29,12 @@ const (
 type Option func(*config)
 
 type config struct {
-	mode     fs.FileMode
-	gid      int
-	maxConns int
+	mode         fs.FileMode
+	gid          int
+	maxConns     int
+	helloTimeout time.Duration
+	idleTimeout  time.Duration
+	budget       *activity.Budget
 }
 
 // WithSocketMode sets the permission bits of the socket file. Default 0660; zero keeps
@@ -57,6 +63,39 @@ func WithMaxConnections(n int) Option {
 	}
 }
 
+// WithHelloTimeout closes connections that have not sent their hello within d, counted as
+// cupti_activity_dropped_connections_total{reason="hello_timeout"}. Default 10 s; a
+// non-positive value keeps the default.
+func WithHelloTimeout(d time.Duration) Option {
+	return func(c *config) {
+		if d > 0 {
+			c.helloTimeout = d
+		}
+	}
+}
+
+// WithIdleTimeout sets how long a connection must have been silent before it may be closed
+// to make room for a new one when the server is full (reason="evicted_idle"). Idle
+// connections are not closed otherwise: the injection library sends nothing while its
+// process launches no kernels, and the frame it writes into a closed connection is lost.
+// Default five minutes; a non-positive value keeps the default.
+func WithIdleTimeout(d time.Duration) Option {
+	return func(c *config) {
+		if d > 0 {
+			c.idleTimeout = d
+		}
+	}
+}
+
+// WithBudget charges every connection's memory (a fixed share for its goroutine and read
+// buffer, its hello, its frame buffers and its kernel-name table) to b. A connection that
+// does not fit is refused, or closed when a frame would pass the budget or its share of it
+// (a 16th of the budget, at least 4 MiB), and counted (reason="memory_budget"); what it held
+// is released when it ends. Default: no budget.
+func WithBudget(b *activity.Budget) Option {
+	return func(c *config) { c.budget = b }
+}
+
 // Server accepts activity connections on a Unix socket. Serve and Close may be called
 // from different goroutines; Close is idempotent.
 type Server struct {
@@ -67,16 +106,28 @@ type Server struct {
 	ln   *net.UnixListener
 
 	mu     sync.Mutex
-	conns  map[net.Conn]struct{}
+	conns  map[net.Conn]*connState
 	closed bool
 	wg     sync.WaitGroup
+
+	warn limitedLog // refusals and drops, at most a line a second per reason
+}
+
+// connState is what the server knows of one connection, for its eviction policy.
+type connState struct {
+	c       net.Conn
+	opened  time.Time
+	hello   atomic.Bool
+	last    atomic.Int64           // Unix ns of the last frame (or the accept)
+	evicted atomic.Pointer[string] // the reason it was closed to make room, if it was
 }
 
 // NewServer creates the socket's directory (mode 0750) if missing, removes a stale socket
 // left by a previous run and listens on path. It fails when another server answers on
 // path or path is not a socket.
 func NewServer(path string, agg *activity.Aggregator, logger *slog.Logger, opts ...Option) (*Server, error) {
-	cfg := config{mode: DefaultSocketMode, gid: -1, maxConns: DefaultMaxConnections}
+	cfg := config{mode: DefaultSocketMode, gid: -1, maxConns: DefaultMaxConnections,
+		helloTimeout: DefaultHelloTimeout, idleTimeout: DefaultIdleTimeout}
 	for _, o := range opts {
 		o(&cfg)
 	}
@@ -114,10 +165,11 @@ func NewServer(path string, agg *activity.Aggregator, logger *slog.Logger, opts 
 			return nil, fmt.Errorf("setting activity socket group (is the exporter a member of group %d?): %w", cfg.gid, err)
 		}
 	}
+	log := logger.With("source", "activity")
 	return &Server{
-		path: path, agg: agg, cfg: cfg, ln: ln,
-		log:   logger.With("source", "activity"),
-		conns: make(map[net.Conn]struct{}),
+		path: path, agg: agg, cfg: cfg, ln: ln, log: log,
+		conns: make(map[net.Conn]*connState),
+		warn:  limitedLog{log: log, every: time.Second},
 	}, nil
 }
 
@@ -167,38 +219,84 @@ func (s *Server) Serve(ctx context.Context) error {
 			continue
 		}
 		backoff = 0
-		if !s.track(c) {
+		cs := s.track(c)
+		if cs == nil {
 			continue
 		}
 		s.agg.ConnectionAccepted()
-		go s.serveConn(c)
+		go s.serveConn(cs)
 	}
 }
 
-// track registers c, or refuses it (closing it) when the server is closed or full.
-func (s *Server) track(c net.Conn) bool {
+// track registers c, or refuses it (closing it) when the server is closed, or full with no
+// connection to evict, or out of memory budget. When full, it makes room by closing the
+// oldest connection that has not said hello (reason evicted_no_hello: a real sender says
+// hello as soon as it connects), else the one silent longest if silent for the idle
+// timeout (evicted_idle); so silent clients cannot lock real senders out.
+func (s *Server) track(c net.Conn) *connState {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
 		c.Close()
-		return false
+		return nil
 	}
-	if len(s.conns) >= s.cfg.maxConns {
+	if len(s.conns) >= s.cfg.maxConns && !s.evictLocked() {
 		c.Close()
 		s.agg.ConnectionDropped("limit")
-		s.log.Warn("activity connection refused: too many connections", "max", s.cfg.maxConns)
-		return false
+		s.warn.Warn("limit", "activity connection refused: too many connections, none idle to replace", "max", s.cfg.maxConns)
+		return nil
 	}
-	s.conns[c] = struct{}{}
+	if !s.cfg.budget.Reserve(connBaseBytes) {
+		s.evictLocked() // frees room for the sender's next try, if a connection is stale
+		c.Close()
+		s.agg.ConnectionDropped("memory_budget")
+		s.warn.Warn("memory_budget", "activity connection refused: receiver memory budget reached", "budget_bytes", s.cfg.budget.Limit())
+		return nil
+	}
+	now := time.Now()
+	cs := &connState{c: c, opened: now}
+	cs.last.Store(now.UnixNano())
+	s.conns[c] = cs
 	s.wg.Add(1)
+	return cs
+}
+
+// evictLocked closes one connection to make room, per track's policy; s.mu is held.
+func (s *Server) evictLocked() bool {
+	var noHello, idle *connState
+	for _, cs := range s.conns {
+		if cs.evicted.Load() != nil {
+			continue
+		}
+		if !cs.hello.Load() {
+			if noHello == nil || cs.opened.Before(noHello.opened) {
+				noHello = cs
+			}
+		} else if idle == nil || cs.last.Load() < idle.last.Load() {
+			idle = cs
+		}
+	}
+	victim, reason := noHello, "evicted_no_hello"
+	if victim == nil {
+		if idle == nil || time.Since(time.Unix(0, idle.last.Load())) < s.cfg.idleTimeout {
+			return false
+		}
+		victim, reason = idle, "evicted_idle"
+	}
+	victim.evicted.Store(&reason)
+	delete(s.conns, victim.c) // its goroutine counts it and releases its memory
+	victim.c.Close()
 	return true
 }
 
-func (s *Server) untrack(c net.Conn) {
+func (s *Server) untrack(cs *connState) {
 	s.mu.Lock()
-	delete(s.conns, c)
+	if s.conns[cs.c] == cs {
+		delete(s.conns, cs.c)
+	}
 	s.mu.Unlock()
-	c.Close()
+	cs.c.Close()
+	s.cfg.budget.Release(connBaseBytes)
 	s.wg.Done()
 }
 

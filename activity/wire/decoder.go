@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"unsafe"
 
 	"github.com/cupti-exporter/cupti-exporter/activity"
 )
@@ -22,6 +23,8 @@ type Decoder struct {
 	defined    []bool
 	namesBytes int
 
+	reserve func(n int) error // see SetReserve; nil: no accounting
+
 	frames    uint64 // frames read, for error messages
 	sawHello  bool
 	sawGoodby bool
@@ -37,6 +40,27 @@ func (d *Decoder) Version() int { return int(d.version) }
 func NewDecoder(r io.Reader) *Decoder {
 	return &Decoder{r: bufio.NewReaderSize(r, 64<<10)}
 }
+
+// SetReserve makes the decoder call reserve before it keeps n more bytes: string-table
+// entries (the bytes plus their slot), and growth of its payload and record buffers. When
+// reserve returns an error the decoder keeps nothing more and returns the error, wrapped;
+// the stream is then unusable. The caller releases what it reserved when the decoder is
+// dropped. Used by the receiver to hold all connections to one memory budget.
+func (d *Decoder) SetReserve(reserve func(n int) error) { d.reserve = reserve }
+
+// charge asks reserve, if set, for n bytes.
+func (d *Decoder) charge(n int) error {
+	if d.reserve == nil || n <= 0 {
+		return nil
+	}
+	return d.reserve(n)
+}
+
+// recordBytes is the memory of one decoded record, for SetReserve.
+const recordBytes = int(unsafe.Sizeof(activity.Record{}))
+
+// nameSlotBytes is the memory of one string-table slot beyond its bytes, for SetReserve.
+const nameSlotBytes = int(unsafe.Sizeof("")) + 1
 
 // Next reads frames until one that carries a message and returns it in a new
 // Message. It returns io.EOF when the stream ends cleanly between frames.
@@ -135,6 +159,9 @@ func (d *Decoder) readFrame() (FrameType, []byte, error) {
 		return 0, nil, fmt.Errorf("reading %s frame %d: payload %d bytes > %d: %w", t, d.frames, n, MaxPayload, ErrTooLarge)
 	}
 	if cap(d.payload) < int(n) {
+		if err := d.charge(int(n) - cap(d.payload)); err != nil {
+			return 0, nil, fmt.Errorf("reading %s frame %d: payload buffer of %d bytes: %w", t, d.frames, n, err)
+		}
 		d.payload = make([]byte, n)
 	}
 	p := d.payload[:n]
@@ -270,6 +297,11 @@ func (d *Decoder) define(id uint32, s string) error {
 	if d.namesBytes+len(s) > MaxStringBytes {
 		return fmt.Errorf("string table: %d bytes > %d: %w", d.namesBytes+len(s), MaxStringBytes, ErrTooLarge)
 	}
+	if grow := int(id) + 1 - len(d.defined); d.reserve != nil {
+		if err := d.charge(len(s) + max(grow, 0)*nameSlotBytes); err != nil {
+			return fmt.Errorf("string table: id %d (%d bytes): %w", id, len(s), err)
+		}
+	}
 	for int(id) >= len(d.defined) {
 		d.names = append(d.names, "")
 		d.defined = append(d.defined, false)
@@ -306,6 +338,9 @@ func (d *Decoder) decodeRecords(p []byte, dst []activity.Record) ([]activity.Rec
 		return dst, drops, fmt.Errorf("%d records of %d bytes do not fill %d bytes: %w", n, size, len(body), ErrMalformed)
 	}
 	if cap(dst) < n {
+		if err := d.charge((n - cap(dst)) * recordBytes); err != nil {
+			return dst[:0], drops, fmt.Errorf("record buffer of %d records: %w", n, err)
+		}
 		dst = make([]activity.Record, 0, n)
 	}
 	dst = dst[:n]

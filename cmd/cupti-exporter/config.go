@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"net"
 	"os"
 	"regexp"
 	"strconv"
@@ -24,14 +25,15 @@ type Config struct {
 	Web struct {
 		ListenAddress       string `yaml:"listen_address" help:"Address to serve /metrics, /healthz, /readyz and the pause/resume API on."`
 		ConfigFile          string `yaml:"config_file" flag:"web.config.file" help:"exporter-toolkit web configuration file (TLS, basic auth)."`
-		TelemetryPath       string `yaml:"telemetry_path" help:"Path under which to expose metrics."`
+		TelemetryPath       string `yaml:"telemetry_path" help:"Path under which to expose metrics (letters, digits and ._~-/; not /healthz, /readyz or under /api/v1/pm-sampling/)."`
 		HealthListenAddress string `yaml:"health_listen_address" help:"Address to serve only /healthz and /readyz on, in plain HTTP without the web config (for kubelet probes when TLS or auth is on); empty: off."`
 		EnablePMSamplingAPI bool   `yaml:"enable_pm_sampling_api" flag:"web.enable-pm-sampling-api" help:"Serve POST /api/v1/pm-sampling/pause and /resume on the listen address (under the web config); off: they answer 404."`
+		MaxRequests         int    `yaml:"max_requests" help:"Most concurrent scrapes served (more get 503); concurrent scrapes share one collection. 0: no limit."`
 	} `yaml:"web"`
 	PMSample struct {
 		Enabled      bool     `yaml:"enabled" help:"Sample device counters with CUPTI PM Sampling."`
-		Interval     Duration `yaml:"interval" help:"Hardware sampling interval (GPU time)."`
-		DecodePeriod Duration `yaml:"decode_period" help:"How often the hardware buffer is decoded."`
+		Interval     Duration `yaml:"interval" help:"Hardware sampling interval (GPU time), 100us to 1s."`
+		DecodePeriod Duration `yaml:"decode_period" help:"How often the hardware buffer is decoded, 10ms to 10s and at most 20000 sampling intervals."`
 		Metrics      []string `yaml:"metrics" help:"Perfworks metrics to sample (comma separated); empty: the curated set."`
 		MetricSet    string   `yaml:"metric_set" help:"Named single-pass metric set of CUPTI 13.2+ (listed by metrics plan) instead of pmsample.metrics."`
 		Window       Duration `yaml:"window" help:"Window over which gauge mean/max/min are computed."`
@@ -47,14 +49,20 @@ type Config struct {
 		Enabled bool   `yaml:"enabled" help:"Receive kernel and memcpy records from injected processes."`
 		Socket  string `yaml:"socket" help:"Unix socket the injection library connects to."`
 		// SocketMode is octal text so that YAML and flags read it the same way.
-		SocketMode string `yaml:"socket_mode" help:"Permissions of the activity socket, octal (0666 lets workloads of any user connect)."`
+		SocketMode     string   `yaml:"socket_mode" help:"Permissions of the activity socket, octal (0666 lets workloads of any user connect)."`
+		MaxConnections int      `yaml:"max_connections" help:"Most concurrent activity connections; when full, a new one replaces the oldest that has not said hello, or one idle past activity.idle_timeout."`
+		MemoryBudget   ByteSize `yaml:"memory_budget" help:"Memory the activity receiver may hold for its connections (kernel-name tables, frame buffers), e.g. 256MiB; past it frames are refused and counted."`
+		HelloTimeout   Duration `yaml:"hello_timeout" help:"Close activity connections that have not sent their hello after this long."`
+		IdleTimeout    Duration `yaml:"idle_timeout" help:"An activity connection silent this long may be closed to make room when the connection limit is reached."`
 	} `yaml:"activity"`
 	OTLP struct {
-		Endpoint string            `yaml:"endpoint" help:"OTLP endpoint (host:port for grpc, URL for http); empty: no OTLP push."`
-		Protocol string            `yaml:"protocol" help:"OTLP protocol: grpc or http."`
-		Interval Duration          `yaml:"interval" help:"OTLP push interval."`
-		Insecure bool              `yaml:"insecure" help:"Push OTLP without TLS."`
-		Header   map[string]string `yaml:"header" help:"OTLP request header NAME=VALUE (repeatable)."`
+		Endpoint string            `yaml:"endpoint" help:"OTLP endpoint: host:port, or a URL (for http, one without a path gets /v1/metrics); empty: OTEL_EXPORTER_OTLP_[METRICS_]ENDPOINT, and no push when neither is set."`
+		Protocol string            `yaml:"protocol" help:"OTLP protocol: grpc or http (http/protobuf); empty: OTEL_EXPORTER_OTLP_[METRICS_]PROTOCOL, else grpc."`
+		Interval Duration          `yaml:"interval" help:"OTLP push interval; 0: OTEL_METRIC_EXPORT_INTERVAL, else 15s."`
+		Timeout  Duration          `yaml:"timeout" help:"Timeout of one OTLP export; 0: OTEL_EXPORTER_OTLP_[METRICS_]TIMEOUT, else 10s."`
+		Insecure bool              `yaml:"insecure" help:"Push OTLP without TLS (false: OTEL_EXPORTER_OTLP_[METRICS_]INSECURE or the URL scheme decide)."`
+		Header   map[string]string `yaml:"header" help:"OTLP request header NAME=VALUE (repeatable); replaces OTEL_EXPORTER_OTLP_[METRICS_]HEADERS."`
+		Resource map[string]string `yaml:"resource_attribute" flag:"otlp.resource-attribute" help:"OTLP resource attribute NAME=VALUE (repeatable); overrides OTEL_RESOURCE_ATTRIBUTES."`
 	} `yaml:"otlp"`
 	Kubelet struct {
 		PodResourcesSocket string `yaml:"pod_resources_socket" help:"Kubelet pod-resources socket for pod attribution of GPUs; empty: off."`
@@ -84,12 +92,34 @@ func defaultConfig() Config {
 	c.Activity.Enabled = true
 	c.Activity.Socket = "/run/cupti-exporter/activity.sock"
 	c.Activity.SocketMode = "0660"
-	c.OTLP.Protocol = "grpc"
-	c.OTLP.Interval = Duration(15 * time.Second)
+	c.Activity.MaxConnections = 256
+	c.Activity.MemoryBudget = 128 << 20 // with the GPUs' ~80 MB each, fits the chart's 1 GiB limit on 8 GPUs
+	c.Activity.HelloTimeout = Duration(10 * time.Second)
+	c.Activity.IdleTimeout = Duration(5 * time.Minute)
+	c.Web.MaxRequests = 40
 	c.Health.Enabled = true
 	c.Health.Interval = Duration(time.Second)
 	return c
 }
+
+// Bounds of the values validate accepts.
+const (
+	minInterval         = 100 * time.Microsecond // DESIGN: decode + evaluation cost about 45 % of a core at 10 kHz
+	maxInterval         = time.Second
+	minDecodePeriod     = 10 * time.Millisecond
+	maxDecodePeriod     = 10 * time.Second
+	maxSamplesPerDecode = 20000 // the largest counter data image measured on an H200 (28-33 KB a slot)
+	minMemoryBudget     = 16 << 20
+)
+
+// reservedPaths are served by the exporter itself; the telemetry path must not take them.
+var reservedPaths = []string{"/healthz", "/readyz"}
+
+// pauseAPI is the prefix of the PM sampling pause/resume API.
+const pauseAPI = "/api/v1/pm-sampling"
+
+// telemetryPathRE is what a telemetry path may be: a literal http.ServeMux path.
+var telemetryPathRE = regexp.MustCompile(`^/[A-Za-z0-9._~/-]*$`)
 
 // validate checks values that flags and YAML both accept but the exporter cannot use.
 func (c *Config) validate() error {
@@ -99,12 +129,27 @@ func (c *Config) validate() error {
 			errs = append(errs, fmt.Errorf("%s must be positive, got %s", name, d))
 		}
 	}
-	pos("pmsample.interval", c.PMSample.Interval)
-	pos("pmsample.decode_period", c.PMSample.DecodePeriod)
+	between := func(name string, d Duration, lo, hi time.Duration) {
+		if time.Duration(d) < lo || time.Duration(d) > hi {
+			errs = append(errs, fmt.Errorf("%s must be between %s and %s, got %s", name, lo, hi, d))
+		}
+	}
+	between("pmsample.interval", c.PMSample.Interval, minInterval, maxInterval)
+	between("pmsample.decode_period", c.PMSample.DecodePeriod, minDecodePeriod, maxDecodePeriod)
+	if len(errs) == 0 { // both in range: do they fit together?
+		if n := int64(c.PMSample.DecodePeriod) / int64(c.PMSample.Interval); n > maxSamplesPerDecode {
+			errs = append(errs, fmt.Errorf("pmsample.decode_period %s holds %d samples of pmsample.interval %s; at most %d fit the hardware buffer: shorten the decode period to %s or less",
+				c.PMSample.DecodePeriod, n, c.PMSample.Interval, maxSamplesPerDecode, time.Duration(c.PMSample.Interval)*maxSamplesPerDecode))
+		}
+	}
 	pos("pmsample.window", c.PMSample.Window)
-	pos("otlp.interval", c.OTLP.Interval)
 	if c.Health.Interval < Duration(100*time.Millisecond) || c.Health.Interval > Duration(time.Hour) {
 		errs = append(errs, fmt.Errorf("health.interval must be between 100ms and 1h, got %s", c.Health.Interval))
+	}
+	pos("activity.hello_timeout", c.Activity.HelloTimeout)
+	pos("activity.idle_timeout", c.Activity.IdleTimeout)
+	if c.OTLP.Interval < 0 || c.OTLP.Timeout < 0 {
+		errs = append(errs, fmt.Errorf("otlp.interval and otlp.timeout must not be negative, got %s and %s", c.OTLP.Interval, c.OTLP.Timeout))
 	}
 	if c.PMSample.MetricSet != "" && len(c.PMSample.Metrics) > 0 {
 		errs = append(errs, errors.New("pmsample.metric_set and pmsample.metrics exclude each other: give one"))
@@ -118,16 +163,62 @@ func (c *Config) validate() error {
 	if c.PMSample.Multiplex < 0 {
 		errs = append(errs, fmt.Errorf("pmsample.multiplex must not be negative, got %s", c.PMSample.Multiplex))
 	}
-	if c.OTLP.Protocol != "grpc" && c.OTLP.Protocol != "http" {
+	if c.OTLP.Protocol != "" && c.OTLP.Protocol != "grpc" && c.OTLP.Protocol != "http" && c.OTLP.Protocol != "http/protobuf" {
 		errs = append(errs, fmt.Errorf("otlp.protocol must be grpc or http, got %q", c.OTLP.Protocol))
 	}
 	if _, err := c.socketMode(); err != nil {
 		errs = append(errs, err)
 	}
-	if !strings.HasPrefix(c.Web.TelemetryPath, "/") {
-		errs = append(errs, fmt.Errorf("web.telemetry_path must start with /, got %q", c.Web.TelemetryPath))
+	if c.Activity.MaxConnections < 1 {
+		errs = append(errs, fmt.Errorf("activity.max_connections must be at least 1, got %d", c.Activity.MaxConnections))
+	}
+	if c.Activity.MemoryBudget < minMemoryBudget {
+		errs = append(errs, fmt.Errorf("activity.memory_budget must be at least %s, got %s", ByteSize(minMemoryBudget), c.Activity.MemoryBudget))
+	}
+	if c.Web.MaxRequests < 0 {
+		errs = append(errs, fmt.Errorf("web.max_requests must not be negative (0: no limit), got %d", c.Web.MaxRequests))
+	}
+	if err := checkListenAddress(c.Web.ListenAddress); err != nil {
+		errs = append(errs, err)
+	}
+	if err := checkTelemetryPath(c.Web.TelemetryPath); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+// checkListenAddress accepts host:port with a port number; an empty host means every interface.
+func checkListenAddress(addr string) error {
+	if addr == "" {
+		return errors.New("web.listen_address is empty: give host:port, e.g. :9477 (every interface) or 127.0.0.1:9477")
+	}
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("web.listen_address %q: want host:port, e.g. :9477 or 127.0.0.1:9477", addr)
+	}
+	if n, err := strconv.ParseUint(port, 10, 16); err != nil || (n == 0 && port != "0") {
+		return fmt.Errorf("web.listen_address %q: port must be a number from 0 to 65535", addr)
+	}
+	return nil
+}
+
+// checkTelemetryPath accepts a literal path that takes no route of the exporter's own.
+func checkTelemetryPath(p string) error {
+	if !telemetryPathRE.MatchString(p) {
+		return fmt.Errorf("web.telemetry_path must be a path of letters, digits and ._~-/ starting with /, got %q", p)
+	}
+	if strings.Contains(p, "//") || strings.Contains(p+"/", "/./") || strings.Contains(p+"/", "/../") {
+		return fmt.Errorf("web.telemetry_path must be a clean path (no //, /./ or /../), got %q", p)
+	}
+	for _, r := range reservedPaths {
+		if strings.TrimSuffix(p, "/") == r {
+			return fmt.Errorf("web.telemetry_path %q is taken by the exporter's own %s endpoint: choose another, e.g. /metrics", p, r)
+		}
+	}
+	if strings.TrimSuffix(p, "/") == pauseAPI || strings.HasPrefix(p, pauseAPI+"/") {
+		return fmt.Errorf("web.telemetry_path %q is inside the PM sampling pause API (%s/): choose another, e.g. /metrics", p, pauseAPI)
+	}
+	return nil
 }
 
 // socketMode parses activity.socket_mode.
@@ -203,3 +294,53 @@ func parseConfig(data []byte, path string, c *Config) error {
 	}
 	return nil
 }
+
+// ByteSize is a size in bytes written as "256MiB", "1GiB", "65536" in YAML and flags.
+type ByteSize int64
+
+var byteUnits = []struct {
+	suffix string
+	n      int64
+}{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}, {"GB", 1e9}, {"MB", 1e6}, {"KB", 1e3}, {"B", 1}}
+
+// parseByteSize reads a whole number with an optional unit (B, KiB, MiB, GiB, KB, MB, GB).
+func parseByteSize(s string) (ByteSize, error) {
+	t := strings.TrimSpace(s)
+	mult := int64(1)
+	for _, u := range byteUnits {
+		if strings.HasSuffix(t, u.suffix) {
+			t, mult = strings.TrimSpace(strings.TrimSuffix(t, u.suffix)), u.n
+			break
+		}
+	}
+	n, err := strconv.ParseInt(t, 10, 64)
+	if err != nil || n < 0 || n > (1<<62)/mult {
+		return 0, fmt.Errorf("invalid size %q: want a whole number with a unit (B, KiB, MiB, GiB), e.g. 256MiB", s)
+	}
+	return ByteSize(n * mult), nil
+}
+
+func (b ByteSize) String() string {
+	for _, u := range byteUnits[:3] {
+		if b >= ByteSize(u.n) && int64(b)%u.n == 0 {
+			return strconv.FormatInt(int64(b)/u.n, 10) + u.suffix
+		}
+	}
+	return strconv.FormatInt(int64(b), 10) + "B"
+}
+
+// UnmarshalYAML parses a size and names the line of a bad one.
+func (b *ByteSize) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind != yaml.ScalarNode {
+		return fmt.Errorf("line %d: want a size such as 256MiB, got a %s", n.Line, kindName(n.Kind))
+	}
+	v, err := parseByteSize(n.Value)
+	if err != nil {
+		return fmt.Errorf("line %d: %w", n.Line, err)
+	}
+	*b = v
+	return nil
+}
+
+// MarshalYAML writes the size as text.
+func (b ByteSize) MarshalYAML() (any, error) { return b.String(), nil }

@@ -102,6 +102,10 @@ func addConfigFlags(app *kingpin.Application, v reflect.Value, prefix string) {
 			fl.Default(fmt.Sprint(*p)).BoolVar(p)
 		case *Duration:
 			fl.Default(p.String()).SetValue((*durationValue)(p))
+		case *ByteSize:
+			fl.Default(p.String()).SetValue((*byteSizeValue)(p))
+		case *int:
+			fl.Default(fmt.Sprint(*p)).IntVar(p)
 		case *[]string:
 			fl.Default(strings.Join(*p, ",")).SetValue((*listValue)(p))
 		case *map[string]string:
@@ -150,6 +154,18 @@ func (d *durationValue) Set(s string) error {
 	return nil
 }
 func (d *durationValue) String() string { return Duration(*d).String() }
+
+type byteSizeValue ByteSize
+
+func (b *byteSizeValue) Set(s string) error {
+	v, err := parseByteSize(s)
+	if err != nil {
+		return err
+	}
+	*b = byteSizeValue(v)
+	return nil
+}
+func (b *byteSizeValue) String() string { return ByteSize(*b).String() }
 
 type listValue []string
 

@@ -39,7 +39,7 @@ func startHealth(ctx context.Context, logger *slog.Logger, cfg *Config, exp *exp
 			if reason == "" {
 				reason = st.Reason
 			}
-			out = append(out, exporter.Status{Source: "health", Device: st.Device, Ready: st.Ready, Reason: reason})
+			out = append(out, exporter.Status{Source: "health", Device: st.Device, Ready: st.Ready, Reason: reason, Code: st.Reason})
 		}
 		return out
 	}))

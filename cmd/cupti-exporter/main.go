@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
@@ -18,10 +19,51 @@ import (
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := notifyShutdown(context.Background())
+	signal.Notify(hangups, syscall.SIGHUP)
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
+}
+
+// shutdownSignals end the exporter cleanly (the activity socket file is removed); a second
+// one ends it at once.
+var shutdownSignals = []os.Signal{os.Interrupt, syscall.SIGTERM, syscall.SIGQUIT}
+
+// hangups receives SIGHUP, which the exporter logs and otherwise ignores: its configuration
+// is read once at start (restart it to apply a change), as node_exporter's is.
+var hangups = make(chan os.Signal, 1)
+
+// notifyShutdown returns a context cancelled, with the signal as its cause, by the first
+// shutdown signal; the next one gets Go's default action (exit).
+func notifyShutdown(parent context.Context) (context.Context, func()) {
+	ctx, cancel := context.WithCancelCause(parent)
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, shutdownSignals...)
+	go func() {
+		select {
+		case s := <-ch:
+			signal.Reset(shutdownSignals...)
+			cancel(fmt.Errorf("received %s: %w", s, context.Canceled))
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, func() { signal.Stop(ch); cancel(nil) }
+}
+
+// logSignals logs the shutdown signal and every SIGHUP until ctx ends.
+func logSignals(ctx context.Context, logger *slog.Logger) {
+	for {
+		select {
+		case <-ctx.Done():
+			if cause := context.Cause(ctx); cause != nil && cause != context.Canceled {
+				logger.Info("shutting down", "reason", cause)
+			}
+			return
+		case s := <-hangups:
+			logger.Warn("ignoring signal: configuration reload is not supported; restart the exporter to apply a new configuration", "signal", s)
+		}
+	}
 }
 
 // run parses args and runs the chosen command; it returns the exit code. Every failure is
@@ -65,6 +107,7 @@ func parse(args []string, stdout, stderr io.Writer) (*Config, *cli, string, erro
 
 func dispatch(ctx context.Context, cmd string, cfg *Config, cl *cli, stdout io.Writer) error {
 	logger := promslog.New(&cl.log)
+	go logSignals(ctx, logger)
 	switch cmd {
 	case cmdVersion:
 		fmt.Fprintln(stdout, version.Print("cupti-exporter"))

@@ -90,8 +90,9 @@ func runRecord(ctx context.Context, logger *slog.Logger, cfg *Config, cl *cli) e
 		cov := coverageTap(func(p *activity.Process, spans []activity.Interval) {
 			keep(w.WriteCoverage(now(), recording.CoverageBatch{Conn: connID(p), Spans: spans}))
 		})
-		agg := activity.NewAggregator(append(activityOptions(s.Devices), activity.WithRecordTap(tap), activity.WithListener(cov))...)
-		srv, err := receiver.NewServer(cfg.Activity.Socket, agg, logger, receiver.WithSocketMode(cfg.activitySocketMode()))
+		budget := activity.NewBudget(int64(cfg.Activity.MemoryBudget))
+		agg := activity.NewAggregator(append(liveActivityOptions(s.Devices, budget), activity.WithRecordTap(tap), activity.WithListener(cov))...)
+		srv, err := receiver.NewServer(cfg.Activity.Socket, agg, logger, receiverOptions(cfg, budget)...)
 		if err != nil {
 			w.Close(now())
 			return fmt.Errorf("%w (or pass --no-activity.enabled)", err)

@@ -12,6 +12,8 @@ import (
 
 // runDemo serves the embedded demo recording, looping in real time.
 func runDemo(ctx context.Context, logger *slog.Logger, cfg *Config) error {
+	logger.Info("the demo replays a recording: its GPU is idle for about the first 15 s of every loop, so kernel and memcpy histograms appear once the recorded workload starts; " +
+		"the PM sampling pause/resume API (/api/v1/pm-sampling/) answers 404, since it controls a live sampler and there is none")
 	return serveRecording(ctx, logger, cfg, "serving the embedded demo recording (no GPU is used)",
 		func(opts ...recording.ReplayOption) (*recording.Replayer, error) {
 			r, err := recording.FromBytes(demo.Recording(), append(opts, recording.WithLoop(true), recording.WithSpeed(1))...)
@@ -39,7 +41,7 @@ func serveRecording(ctx context.Context, logger *slog.Logger, cfg *Config, msg s
 		return err
 	}
 	pm := pmSetup{mapper: m}
-	act := activity.NewAggregator(activityOptions(pm.devices)...)
+	act := activity.NewAggregator(append(activityOptions(pm.devices), activity.WithBudget(activity.NewBudget(int64(cfg.Activity.MemoryBudget))))...)
 	r, err := open(recording.WithActivitySink(newActivitySink(act)), recording.WithLogger(logger))
 	if err != nil {
 		return err

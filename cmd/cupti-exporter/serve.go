@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -32,11 +33,11 @@ func runServe(ctx context.Context, logger *slog.Logger, cfg *Config) error {
 	pm := pmSetup{mapper: m, live: true}
 	switch {
 	case !cfg.PMSample.Enabled:
-		pm.off = "PM sampling disabled by configuration (pmsample.enabled=false)"
+		pm.off, pm.offCode = "PM sampling disabled by configuration (pmsample.enabled=false)", exporter.ReasonDisabled
 	default:
 		lib, err := cupti.Open(cupti.Options{LibraryPath: cfg.CUPTI.Library})
 		if err != nil {
-			pm.off = fmt.Sprintf("PM sampling is off: %v", err)
+			pm.off, pm.offCode = fmt.Sprintf("PM sampling is off: %v", err), exporter.ReasonNoCUPTI
 			break
 		}
 		defer lib.Close()
@@ -53,7 +54,8 @@ func runServe(ctx context.Context, logger *slog.Logger, cfg *Config) error {
 	if pm.off != "" {
 		logger.Warn(pm.off)
 	}
-	actOpts := activityOptions(pm.devices)
+	budget := activity.NewBudget(int64(cfg.Activity.MemoryBudget))
+	actOpts := liveActivityOptions(pm.devices, budget)
 	if pm.idle != nil { // kernel records wake an idle-released GPU
 		actOpts = append(actOpts, activity.WithListener(pm.idle))
 	}
@@ -61,7 +63,7 @@ func runServe(ctx context.Context, logger *slog.Logger, cfg *Config) error {
 	if !cfg.Activity.Enabled {
 		return serveSources(ctx, logger, cfg, pm, act)
 	}
-	srv, err := receiver.NewServer(cfg.Activity.Socket, act, logger, receiver.WithSocketMode(cfg.activitySocketMode()))
+	srv, err := receiver.NewServer(cfg.Activity.Socket, act, logger, receiverOptions(cfg, budget)...)
 	if err != nil {
 		return fmt.Errorf("%w (set --activity.socket, or --no-activity.enabled)", err)
 	}
@@ -82,8 +84,9 @@ type pmSetup struct {
 	pause   http.Handler             // the pause/resume API of a live sampler
 	status  func() []exporter.Status // readiness of a live sampler; nil: ready after the first batch
 	aggOpts []pmsample.AggregatorOption
-	off     string
-	live    bool // this host's GPUs, not a recording: read their health from NVML too
+	off     string // why there is no source, in full
+	offCode string // the same as a reason code of cupti_exporter_source_up
+	live    bool   // this host's GPUs, not a recording: read their health from NVML too
 	// idle releases the session of idle GPUs (nil: off); idleMetrics are its counters.
 	idle        *idle.Controller
 	idleMetrics exporter.Producer
@@ -131,7 +134,7 @@ func serveSources(ctx context.Context, logger *slog.Logger, cfg *Config, pm pmSe
 	switch src := pm.src; {
 	case src == nil:
 		exp.RegisterStatus("pmsample", statusFunc(func() []exporter.Status {
-			return []exporter.Status{{Source: "pmsample", Ready: false, Reason: pm.off}}
+			return []exporter.Status{{Source: "pmsample", Ready: false, Reason: pm.off, Code: pm.offCode}}
 		}))
 	default:
 		opts := append([]pmsample.AggregatorOption{pmsample.WithWindow(time.Duration(cfg.PMSample.Window))}, pm.aggOpts...)
@@ -142,7 +145,7 @@ func serveSources(ctx context.Context, logger *slog.Logger, cfg *Config, pm pmSe
 		if status == nil { // a recording: ready once its first batch is in
 			status = func() []exporter.Status {
 				if !fed.Load() {
-					return []exporter.Status{{Source: "pmsample", Reason: "waiting for the first batch"}}
+					return []exporter.Status{{Source: "pmsample", Reason: "waiting for the first batch", Code: exporter.ReasonStarting}}
 				}
 				return []exporter.Status{{Source: "pmsample", Ready: true}}
 			}
@@ -168,14 +171,17 @@ func serveSources(ctx context.Context, logger *slog.Logger, cfg *Config, pm pmSe
 		HealthListenAddress: cfg.Web.HealthListenAddress,
 		WebConfigFile:       cfg.Web.ConfigFile,
 		TelemetryPath:       cfg.Web.TelemetryPath,
+		MaxRequests:         cfg.Web.MaxRequests,
 		Registry:            exp.Registry(),
 		Status:              exp,
 	})
 	srv.Handle("/api/v1/pm-sampling/", pmSamplingAPI(cfg, pm))
-	if cfg.OTLP.Endpoint != "" {
+	otlpFromEnv, otlpEnvVar := exporter.OTLPFromEnv()
+	if cfg.OTLP.Endpoint != "" || otlpFromEnv {
 		o, err := exporter.NewOTLP(ctx, exporter.OTLPConfig{
 			Protocol: cfg.OTLP.Protocol, Endpoint: cfg.OTLP.Endpoint, Insecure: cfg.OTLP.Insecure,
-			Headers: cfg.OTLP.Header, Interval: time.Duration(cfg.OTLP.Interval),
+			Headers: cfg.OTLP.Header, Interval: time.Duration(cfg.OTLP.Interval), Timeout: time.Duration(cfg.OTLP.Timeout),
+			ResourceAttributes: cfg.OTLP.Resource, SelfMetrics: exp.SelfMetrics(),
 			Registerer: exp.Registry(), Logger: logger,
 		}, exp.Producers()...)
 		if err != nil {
@@ -188,7 +194,19 @@ func serveSources(ctx context.Context, logger *slog.Logger, cfg *Config, pm pmSe
 				logger.Warn("final OTLP push failed", "err", err)
 			}
 		}()
-		logger.Info("pushing OTLP", "endpoint", cfg.OTLP.Endpoint, "protocol", cfg.OTLP.Protocol, "interval", cfg.OTLP.Interval)
+		protocol, _ := exporter.OTLPProtocol(cfg.OTLP.Protocol)
+		endpoint, from := cfg.OTLP.Endpoint, "configuration"
+		if endpoint == "" {
+			endpoint, from = os.Getenv(otlpEnvVar), otlpEnvVar
+		}
+		interval := exporter.DefaultOTLPInterval.String()
+		switch env := os.Getenv("OTEL_METRIC_EXPORT_INTERVAL"); {
+		case cfg.OTLP.Interval > 0:
+			interval = cfg.OTLP.Interval.String()
+		case env != "":
+			interval = env + "ms (OTEL_METRIC_EXPORT_INTERVAL)"
+		}
+		logger.Info("pushing OTLP", "endpoint", endpoint, "endpoint_from", from, "protocol", protocol, "interval", interval)
 	}
 
 	srvErr := make(chan error, 1)
@@ -244,7 +262,7 @@ func (f statusFunc) Status() []exporter.Status { return f() }
 func samplerStatus(ds []pmsample.DeviceStatus) []exporter.Status {
 	out := make([]exporter.Status, 0, len(ds))
 	for _, d := range ds {
-		out = append(out, exporter.Status{Source: "pmsample", Device: strconv.Itoa(d.Device), Ready: d.Ready, Reason: d.Reason})
+		out = append(out, exporter.Status{Source: "pmsample", Device: strconv.Itoa(d.Device), Ready: d.Ready, Reason: d.Reason, Code: string(d.State)})
 	}
 	return out
 }
@@ -288,4 +306,32 @@ func activityOptions(devices func() []pmsample.Device) []activity.Option {
 		}
 		return "", false
 	})}
+}
+
+// liveActivityOptions are activityOptions for records from the socket: devices a process
+// declares must exist on this host (when the PM source knows the host's GPUs), and the
+// per-device state is charged to the receiver's budget.
+func liveActivityOptions(devices func() []pmsample.Device, budget *activity.Budget) []activity.Option {
+	return append(activityOptions(devices),
+		activity.WithBudget(budget),
+		activity.WithDeviceFilter(func(uuid string) (exists, known bool) {
+			ds := devices()
+			for _, d := range ds {
+				if strings.EqualFold(d.UUID, uuid) {
+					return true, true
+				}
+			}
+			return false, len(ds) > 0
+		}))
+}
+
+// receiverOptions are the activity socket server's options from the configuration.
+func receiverOptions(cfg *Config, budget *activity.Budget) []receiver.Option {
+	return []receiver.Option{
+		receiver.WithSocketMode(cfg.activitySocketMode()),
+		receiver.WithMaxConnections(cfg.Activity.MaxConnections),
+		receiver.WithHelloTimeout(time.Duration(cfg.Activity.HelloTimeout)),
+		receiver.WithIdleTimeout(time.Duration(cfg.Activity.IdleTimeout)),
+		receiver.WithBudget(budget),
+	}
 }

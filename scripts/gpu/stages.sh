@@ -193,6 +193,36 @@ stage_soak() {
   stop_exporter 9479
 }
 
+# Issue 11: the exporter under hostile activity clients and a scrape storm, with PM sampling at the
+# defaults under a matmul load. Look for: image_full/overflow deltas 0 during the storm, RSS peak
+# within PM (~110 MB + 80 MB/GPU) + 2 x the 128 MiB budget and back down after the flood, the real
+# workload's kernels counted despite 256 silent connections, unknown_device = 99900.
+stage_hostile() {
+  say "== hostile (name flood, silent connections, made-up devices, 200 scrapers)"
+  mkdir -p /run/cupti-exporter; local hs=/run/cupti-exporter/hostile.sock
+  start_exporter "$L/exp-hostile.log" 9480 --activity.socket=$hs --web.max-requests=0 $PMARGS || return
+  pid=$(cat "$L/exporter.9480.pid"); sleep 3
+  $W mm ${HOSTILE_S:-90} > "$L/hostile-load.log" 2>&1 & lp=$!
+  rss0=$(proc_rss_mb $pid)
+  python3 scripts/gpu/hostile.py $hs names 256 5 | tee -a "$S" &
+  hp=$!; peak=$rss0
+  while kill -0 $hp 2>/dev/null; do r=$(proc_rss_mb $pid); peak=$(echo "$r $peak" | awk '{ print ($1 > $2) ? $1 : $2 }'); sleep 0.2; done
+  sleep 3; say "hostile names: rss ${rss0} MB -> peak ${peak} MB -> $(proc_rss_mb $pid) MB 3 s after; $(curl -s localhost:9480/metrics | grep -E '^cupti_activity_memory' | tr '\n' ' ')"
+  python3 scripts/gpu/hostile.py $hs silent 256 20 > /dev/null & sp=$!; sleep 2
+  CUDA_INJECTION64_PATH=$INJ CUPTI_EXPORTER_SOCKET=$hs $W tiny 5 > "$L/hostile-work.log" 2>&1
+  wait $sp; python3 scripts/gpu/hostile.py $hs devices | tee -a "$S"
+  scrape "$L/hostile-mid.txt" 9480
+  say "hostile: kernels counted $(val "$L/hostile-mid.txt" '^cupti_activity_records_total') $(grep -E '^cupti_activity_dropped_(connections|records)_total' "$L/hostile-mid.txt" | grep -v ' 0$' | tr '\n' ' ')"
+  local d0 end=$((SECONDS + ${STORM_S:-30}))
+  d0=$(grep -E '^cupti_pm_samples_dropped_total.*reason="(image_full|overflow)"' "$L/hostile-mid.txt" | awk '{ s += $NF } END { print s + 0 }')
+  for i in $(seq 1 200); do (while [ $SECONDS -lt $end ]; do curl -s -o /dev/null localhost:9480/metrics; done) & done; wait $(jobs -p | grep -v "^$lp$") 2>/dev/null
+  sleep 1; scrape "$L/hostile-final.txt" 9480
+  say "hostile storm: 200 scrapers ${STORM_S:-30} s, scrapes $(val "$L/hostile-final.txt" '^promhttp_metric_handler_requests_total'), image_full+overflow $d0 -> $(grep -E '^cupti_pm_samples_dropped_total.*reason="(image_full|overflow)"' "$L/hostile-final.txt" | awk '{ s += $NF } END { print s + 0 }'), rss $(proc_rss_mb $pid) MB"
+  kill $lp 2>/dev/null; wait $lp 2>/dev/null
+  kill -HUP $pid; sleep 1; say "hostile: after SIGHUP alive=$(kill -0 $pid 2>/dev/null && echo yes || echo no) $(grep -c 'ignoring signal' "$L/exp-hostile.log") log line(s)"
+  stop_exporter 9480; say "hostile: socket left behind: $(test -e $hs && echo yes || echo no)"
+}
+
 stage_multigpu() {
   say "== multigpu (every GPU sampled; NVLink traffic under an all-reduce)"
   export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1

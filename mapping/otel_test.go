@@ -1,0 +1,46 @@
+package mapping
+
+import (
+	"slices"
+	"testing"
+)
+
+// TestCuratedOTelNames: the curated metrics use the hardware semantic conventions where they
+// define the quantity, the cupti. namespace otherwise, and never the generic gpu.*.
+func TestCuratedOTelNames(t *testing.T) {
+	m, err := New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pct := Properties{Type: TypeThroughput, HWUnit: "gr", DimUnit: "percent"}
+	util, err := m.Map("FE_B.TriageCompute.gr__cycles_active.sum.pct_of_peak_sustained_elapsed", pct)
+	if err != nil {
+		t.Fatal(err)
+	}
+	general := []Label{{"hw.gpu.task", "general"}}
+	if util.Desc.OTelName != "hw.gpu.utilization" || util.Desc.OTelUnit != "1" || !slices.Equal(util.Desc.OTelAttributes, general) {
+		t.Errorf("graphics engine active: %s %q %v, want hw.gpu.utilization \"1\" %v", util.Desc.OTelName, util.Desc.OTelUnit, util.Desc.OTelAttributes, general)
+	}
+	if util.Max.OTelName != "cupti.gpu.utilization.max" || util.Min.OTelName != "cupti.gpu.utilization.min" {
+		t.Errorf("window statistics %s, %s: want cupti.gpu.utilization.max/.min (hw. names are the conventions')", util.Max.OTelName, util.Min.OTelName)
+	}
+	bytes := Properties{Type: TypeCounter, HWUnit: "pcie", DimUnit: "byte"}
+	rx, err := m.Map("PCI.TriageCompute.pcie__read_bytes.sum", bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nvl, err := m.Map("nvlrx__bytes.sum", Properties{Type: TypeCounter, HWUnit: "nvlrx", DimUnit: "byte"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rx.Desc.OTelName != "hw.gpu.io" || nvl.Desc.OTelName != "hw.gpu.io" || rx.Desc.OTelUnit != "By" ||
+		slices.Equal(rx.Desc.OTelAttributes, nvl.Desc.OTelAttributes) {
+		t.Errorf("PCIe %s %v and NVLink %s %v: want both hw.gpu.io in By, told apart by attributes",
+			rx.Desc.OTelName, rx.Desc.OTelAttributes, nvl.Desc.OTelName, nvl.Desc.OTelAttributes)
+	}
+	for _, r := range curatedRules {
+		if r.OTelName == "" || (r.OTelName[:3] != "hw." && r.OTelName[:6] != "cupti.") {
+			t.Errorf("curated %s: OTel name %q is neither hw. nor cupti.", r.Name, r.OTelName)
+		}
+	}
+}

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# prometheus-e2e.sh: a real Prometheus server (Debian's 2.42 here) scrapes the exporter's
+# --demo and the synthetic two-GPU replay, with and without native histograms, with the
+# labels prometheus-operator gives a ServiceMonitor target, and loads the chart's alert
+# rules; every dashboard expression (panels and variables) and every alert rule is then
+# evaluated through the HTTP API. Each must return data or be listed, with its reason, in
+# dashboards/expected-empty.yaml; no alert may be pending on the healthy replays; and every
+# input series of helm/cupti-exporter/tests/rules_test.yaml must have a label set that
+# Prometheus really stores. The test is dashboards/prometheus_e2e_test.go.
+#
+# Needs Go and the prometheus server (Debian: apt-get install -y prometheus; the service is
+# not started: the test runs its own servers on 127.0.0.1 with temporary storage).
+#   scripts/ci/prometheus-e2e.sh
+set -euo pipefail
+
+root="$(cd "$(dirname "$0")/../.." && pwd)"
+if ! command -v prometheus >/dev/null; then
+	echo "prometheus-e2e.sh: the prometheus server is not installed (apt-get install -y prometheus)" >&2
+	exit 1
+fi
+prometheus --version 2>&1 | head -n 1
+start=$(date +%s)
+cd "$root"
+set +e
+CUPTI_PROMETHEUS_E2E=1 go test -count=1 -v -run '^TestPrometheusEndToEnd$' ./dashboards/ 2>&1 |
+	grep -Ev '^=== (RUN|PAUSE|CONT)' | tail -n 150
+rc=${PIPESTATUS[0]}
+set -e
+echo "prometheus-e2e: $(( $(date +%s) - start )) s"
+exit "$rc"

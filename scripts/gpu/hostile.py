@@ -1,0 +1,64 @@
+#!/usr/bin/env python3
+"""Hostile activity clients, written from docs/wire-format.md, for the GPU stage `hostile`.
+
+usage: hostile.py SOCKET names N     N connections, each sending hello + 16 MiB of kernel names
+       hostile.py SOCKET silent N S  N connections that say nothing, held S seconds
+       hostile.py SOCKET devices     one sender with records for 1000 made-up device ordinals
+Prints one line: what was sent and how many connections the exporter closed.
+"""
+import socket, struct, sys, time
+
+MAGIC, VERSION = 0x57415843, 1
+
+def frame(t, payload):
+    return struct.pack('<IBBHI', MAGIC, VERSION, t, 0, len(payload)) + payload
+
+def s(b):
+    return struct.pack('<H', len(b)) + b
+
+def hello(pid, uuids):
+    p = struct.pack('<IQII', pid, 1, 13000, 130001) + s(b'/bin/hostile') + s(b'') + s(b'') + s(b'') + s(b'')
+    p += struct.pack('<H', len(uuids)) + b''.join(s(u.encode()) for u in uuids)
+    return frame(1, p)
+
+def name_frames():
+    name, per, total, out, i = b'k' * 4096, 255, 4096, [], 1
+    while i <= total:
+        n = min(per, total - i + 1)
+        p = struct.pack('<I', n) + b''.join(struct.pack('<IH', j, 4096) + name for j in range(i, i + n))
+        out.append(frame(2, p)); i += n
+    return out
+
+def connect(path):
+    c = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM); c.connect(path); return c
+
+def main():
+    path, mode = sys.argv[1], sys.argv[2]
+    if mode == 'names':
+        n, frames, conns, closed, sent = int(sys.argv[3]), name_frames(), [], 0, 0
+        for i in range(n):
+            c = connect(path)
+            try:
+                c.sendall(hello(100000 + i, ['']))
+                for f in frames:
+                    c.sendall(f); sent += len(f)
+                conns.append(c)
+            except OSError:
+                closed += 1
+        print(f'names: {n} connections, {sent / 2**20:.0f} MiB of names sent, {closed} closed by the exporter')
+        time.sleep(float(sys.argv[4]) if len(sys.argv) > 4 else 5)
+    elif mode == 'silent':
+        n, hold = int(sys.argv[3]), float(sys.argv[4])
+        conns = [connect(path) for _ in range(n)]
+        time.sleep(hold)
+        print(f'silent: {n} connections held {hold} s')
+    elif mode == 'devices':
+        c = connect(path)
+        c.sendall(hello(4242, ['GPU-00000000-dead-beef-0000-000000000000']))
+        recs = b''.join(struct.pack('<BBBBBxxxIIQQQII', 1, 0, 0, 0, 0, d, 0, 1, 1000, 0, 0, 0) for d in range(1000))
+        for _ in range(100):
+            c.sendall(frame(3, struct.pack('<QIHH', 0, 1000, 48, 0) + recs))
+        print('devices: 100000 records for 1000 device ordinals the host does not have')
+        time.sleep(2)
+
+main()
