@@ -142,7 +142,9 @@ func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
 	for _, st := range statuses {
 		ready = ready || st.Ready
 		fmt.Fprintf(&body, "source=%s device=%s ", st.Source, orDash(st.Device))
-		if st.Ready {
+		if st.Ready && st.Reason != "" { // ready but degraded (e.g. a PM rate the host cannot sustain)
+			fmt.Fprintf(&body, "ready: %s\n", st.Reason)
+		} else if st.Ready {
 			body.WriteString("ready\n")
 		} else {
 			fmt.Fprintf(&body, "not ready: %s\n", orDash(st.Reason))

@@ -319,3 +319,18 @@ func TestScrapeNativeHistogram(t *testing.T) {
 		t.Errorf("counter %v, want created timestamp %v", counter, testStart)
 	}
 }
+
+// A source that is ready but degraded (a PM rate the host cannot sustain) says why in /readyz
+// and stays ready.
+func TestServerReadyWithReason(t *testing.T) {
+	e := New(nil, WithoutRuntimeMetrics())
+	e.RegisterStatus("pmsample", fakeStatus{{Source: "pmsample", Device: "0", Ready: true,
+		Reason: "sampling every 100µs (10000 samples/s) is more than this host sustains"}})
+	s := NewServer(nil, ServerConfig{ListenAddresses: []string{"127.0.0.1:0"}, Registry: e.Registry(), Status: e})
+	url := startServer(t, s)
+	code, body, _ := get(t, mustRequest(t, url+"/readyz"))
+	want := "source=pmsample device=0 ready: sampling every 100µs (10000 samples/s) is more than this host sustains\n"
+	if code != 200 || body != want {
+		t.Errorf("/readyz = %d %q, want 200 %q", code, body, want)
+	}
+}

@@ -71,12 +71,19 @@ type devAgg struct {
 	order     []string // Perfworks names in first-seen order
 	samples   uint64
 	dropped   [len(dropReasons)]uint64
+	failures  [len(failureReasons)]uint64
+	lostNS    [len(LostReasons)]float64 // ns without a delivered sample, by cause
+	lostN     [len(LostReasons)]float64 // samples those imply
+	interval  time.Duration             // newest Batch.Interval
+	covered   window                    // delivered sample time, for the coverage ratio
+	uncovered window                    // lost time, for the coverage ratio
 	overflows uint64
 	decode    float64 // seconds, last batch
 	// seconds inside CUPTI calls, by cuptiCalls
 	cuptiCalls [len(cuptiCalls)]float64
-	firstNS    uint64 // start of the first aggregated sample
-	lastNS     uint64 // end of the newest sample
+	threadCPU  float64 // seconds, decode thread
+	firstNS    uint64  // start of the first aggregated sample
+	lastNS     uint64  // end of the newest sample
 	lastAdd    time.Time
 	multiplex  map[string]*window // observed time of multiplexed metrics
 }
@@ -119,15 +126,34 @@ func (a *Aggregator) Add(b Batch) {
 	d.lastAdd = a.cfg.now()
 	d.dropped[dropFirst] += uint64(b.DroppedFirst)
 	d.dropped[dropInvalid] += uint64(b.SkippedInvalid)
-	d.dropped[dropImageFull] += uint64(b.LostImageFull)
-	d.dropped[dropOverflow] += uint64(b.Overflows)
-	d.dropped[dropDecodeError] += uint64(b.DecodeErrors)
+	d.failures[failImageFull] += uint64(b.LostImageFull)
+	d.failures[failOverflow] += uint64(b.Overflows)
+	d.failures[failDecodeError] += uint64(b.DecodeErrors)
+	if b.Interval > 0 {
+		d.interval = b.Interval
+	}
+	lost := bucket{}
+	for _, l := range b.Lost {
+		if l.End <= l.Start {
+			continue
+		}
+		i := lostIndex(l.Reason)
+		d.lostNS[i] += float64(l.End - l.Start)
+		d.lostN[i] += l.Samples
+		lost.add(l.Start, l.End, 0)
+		d.lastNS = max(d.lastNS, l.End) // the window moves on while nothing is sampled
+		if d.firstNS == 0 {
+			d.firstNS = l.Start
+		}
+	}
+	d.uncovered.add(lost)
 	d.overflows += uint64(b.Overflows)
 	if b.DecodeDuration > 0 {
 		d.decode = b.DecodeDuration.Seconds()
 	}
 	ct := b.CUPTITime
-	for i, t := range [...]time.Duration{ct.Decode, ct.SampleInfo, ct.Evaluate, ct.Reset} {
+	d.threadCPU += b.ThreadCPU.Seconds()
+	for i, t := range [...]time.Duration{ct.Decode, ct.SampleInfo, ct.Evaluate, ct.Reset, ct.Session} {
 		d.cuptiCalls[i] += t.Seconds()
 	}
 
@@ -167,6 +193,7 @@ func (a *Aggregator) Add(b Batch) {
 			}
 		}
 	}
+	d.covered.add(observed)
 	for j := range b.Metrics {
 		if ss[j] != nil && ms[j].kind != mapping.KindCounter {
 			ss[j].win.add(buckets[j])
@@ -314,10 +341,30 @@ func (a *Aggregator) build() {
 		for r, n := range d.dropped {
 			put(droppedDesc, lbl(d.labels, dropReasons[r]), float64(n), time.Time{})
 		}
+		for r, n := range d.failures {
+			put(decodeFailuresDesc, lbl(d.labels, failureReasons[r]), float64(n), time.Time{})
+		}
+		for r := range LostReasons {
+			put(lostSamplesDesc, lbl(d.labels, LostReasons[r]), d.lostN[r], time.Time{})
+			put(lostSecondsDesc, lbl(d.labels, LostReasons[r]), d.lostNS[r]/1e9, time.Time{})
+		}
+		d.covered.expire(cutoff)
+		d.uncovered.expire(cutoff)
+		_, _, _, cov, okc := d.covered.stats()
+		_, _, _, unc, oku := d.uncovered.stats()
+		if (okc || oku) && !stale {
+			put(coverageDesc, d.labels, cov/(cov+unc), time.Time{})
+		}
+		if d.interval > 0 {
+			put(intervalDesc, d.labels, d.interval.Seconds(), time.Time{})
+		}
 		put(overflowsDesc, d.labels, float64(d.overflows), time.Time{})
 		put(decodeDesc, d.labels, d.decode, time.Time{})
 		for i, sec := range d.cuptiCalls {
 			put(cuptiCallDesc, lbl(d.labels, cuptiCalls[i]), sec, time.Time{})
+		}
+		if d.threadCPU > 0 {
+			put(threadCPUDesc, d.labels, d.threadCPU, time.Time{})
 		}
 		if d.lastNS > 0 {
 			put(lastSampleDesc, d.labels, float64(d.lastNS)/1e9, time.Time{})

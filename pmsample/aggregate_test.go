@@ -140,9 +140,14 @@ func TestAggregatorTotalsAndWindow(t *testing.T) {
 	// Batch 2, 12 s later: 2 s at 10%. Batch 1 ended at t0+4s <= t0+14s-10s: it leaves the
 	// window; the counter keeps its total.
 	clk.add(time.Second)
-	a.Add(Batch{Device: 0, Metrics: metrics, LostImageFull: 1, Overflows: 1, DecodeErrors: 2, Samples: []Sample{
-		{Start: t0 + 12*sec, End: t0 + 14*sec, Values: []float64{10, 5}},
-	}})
+	// 1 s lost to a full image, 2 s to an overflow, 4 s unexplained: at a 1 s interval, 7 samples.
+	a.Add(Batch{Device: 0, Metrics: metrics, LostImageFull: 1, Overflows: 1, DecodeErrors: 2, Interval: time.Second,
+		Lost: []Loss{{Reason: "image_full", Start: t0 + 5*sec, End: t0 + 6*sec, Samples: 1},
+			{Reason: "overflow", Start: t0 + 6*sec, End: t0 + 8*sec, Samples: 2},
+			{Reason: "gap", Start: t0 + 8*sec, End: t0 + 12*sec, Samples: 4}},
+		Samples: []Sample{
+			{Start: t0 + 12*sec, End: t0 + 14*sec, Values: []float64{10, 5}},
+		}})
 	s = a.Snapshot()
 	for name, want := range map[string]float64{sm.Desc.Name: 10 * sm.Scale, sm.Max.Name: 10 * sm.Scale, sm.Min.Name: 10 * sm.Scale} {
 		if v := mustValue(t, s, name, labelValues(sm)...); !near(v, want) {
@@ -153,9 +158,25 @@ func TestAggregatorTotalsAndWindow(t *testing.T) {
 		t.Errorf("total = %v, want %v", v, 405*rx.Scale)
 	}
 	for reason, want := range map[string]float64{"image_full": 1, "overflow": 1, "decode_error": 2} {
-		if v := mustValue(t, s, "cupti_pm_samples_dropped_total", reason); v != want {
-			t.Errorf("dropped{%s} = %v, want %v", reason, v, want)
+		if v := mustValue(t, s, "cupti_pm_decode_failures_total", reason); v != want {
+			t.Errorf("decode failures{%s} = %v, want %v", reason, v, want)
 		}
+	}
+	for reason, want := range map[string]float64{"image_full": 1, "overflow": 2, "gap": 4, "paused": 0} {
+		if v := mustValue(t, s, "cupti_pm_samples_lost_total", reason); v != want {
+			t.Errorf("lost samples{%s} = %v, want %v", reason, v, want)
+		}
+		if v := mustValue(t, s, "cupti_pm_lost_seconds_total", reason); v != want {
+			t.Errorf("lost seconds{%s} = %v, want %v", reason, v, want)
+		}
+	}
+	// Window [t0+4s, t0+14s]: the 2 s sample is covered; the 7 s lost were not (buckets are
+	// whole batches: batch 1 left the window, the losses of batch 2 are in it).
+	if v := mustValue(t, s, "cupti_pm_window_coverage_ratio"); !near(v, 2.0/9) {
+		t.Errorf("coverage = %v, want 2/9", v)
+	}
+	if v := mustValue(t, s, "cupti_pm_sampling_interval_seconds"); v != 1 {
+		t.Errorf("interval = %v, want 1", v)
 	}
 	if v := mustValue(t, s, "cupti_pm_overflows_total"); v != 1 {
 		t.Errorf("overflows = %v, want 1", v)

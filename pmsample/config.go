@@ -29,6 +29,8 @@ type config struct {
 	backoffMin     time.Duration
 	backoffMax     time.Duration
 	privilegeRetry time.Duration
+	rateBackoff    bool   // lengthen the interval when the host cannot sustain the rate
+	pipeline       string // PipelineSerial or PipelineDouble
 }
 
 // Option configures a Sampler.
@@ -98,6 +100,27 @@ func WithBackoff(first, maximum time.Duration) Option {
 	})
 }
 
+// WithRateBackoff makes a device whose decode loop cannot sustain the configured rate (as
+// measured during its first second or so of sampling) lengthen its interval to one it
+// sustains, instead of losing samples; the effective interval is reported in
+// cupti_pm_sampling_interval_seconds. Off by default: the device then keeps the configured
+// interval and says in its status (the /readyz reason) what it sustains.
+func WithRateBackoff(on bool) Option {
+	return optionFunc(func(c *config) { c.rateBackoff = on })
+}
+
+// WithPipeline sets how a device's decode loop runs: PipelineSerial (default: decode,
+// evaluate and reset on one thread) or PipelineDouble (two counter data images; the device
+// thread decodes into one while a second thread evaluates and resets the other). Empty keeps
+// the default.
+func WithPipeline(mode string) Option {
+	return optionFunc(func(c *config) {
+		if mode != "" {
+			c.pipeline = mode
+		}
+	})
+}
+
 // WithPrivilegeRetry sets how often a device retries after INSUFFICIENT_PRIVILEGES (default 5 min).
 func WithPrivilegeRetry(d time.Duration) Option {
 	return optionFunc(func(c *config) {
@@ -115,6 +138,7 @@ func newConfig(opts []Option) (config, error) {
 		backoffMin:     DefaultBackoffMin,
 		backoffMax:     DefaultBackoffMax,
 		privilegeRetry: PrivilegeRetry,
+		pipeline:       PipelineSerial,
 	}
 	for _, o := range opts {
 		o.apply(&c)
@@ -124,6 +148,9 @@ func newConfig(opts []Option) (config, error) {
 	}
 	if c.decodePeriod < c.interval {
 		return c, fmt.Errorf("pm sampling config: decode period %v is shorter than the sampling interval %v", c.decodePeriod, c.interval)
+	}
+	if c.pipeline != PipelineSerial && c.pipeline != PipelineDouble {
+		return c, fmt.Errorf("pm sampling config: pipeline %q: want %s or %s", c.pipeline, PipelineSerial, PipelineDouble)
 	}
 	if c.metricSet != "" && len(c.metrics) > 0 {
 		return c, fmt.Errorf("pm sampling config: give either metrics or a metric set, not both")
@@ -138,7 +165,9 @@ func newConfig(opts []Option) (config, error) {
 // quarter being slack for a late decode. It is computed once and never re-queried. Re-initialising
 // the image after each decode costs time per slot, not per sample (2.1 us a slot for 4 metrics,
 // about 12 for the default 9 on an H200, whatever the fill), so the slack is kept small.
-func (c config) maxSamples() int {
-	perDecode := float64(c.decodePeriod) / float64(c.interval)
+func (c config) maxSamples() int { return imageCapacity(c.decodePeriod, c.interval) }
+
+func imageCapacity(decodePeriod, interval time.Duration) int {
+	perDecode := float64(decodePeriod) / float64(interval)
 	return int(perDecode*1.25) + 16
 }

@@ -14,10 +14,17 @@
 //     64 MiB buffer (never less); the counter data image holds decode period x rate x 1.25 + 16
 //     samples and its size is queried once. Samples that began before Start are dropped (the
 //     first one spans from SetConfig); stop reasons 0 (OTHER) and 2 (END_OF_RECORDS) are success,
-//     1 (COUNTER_DATA_FULL) is counted as a loss; an overflow kills a keep-oldest session, and
-//     CUPTI will not re-initialise an image that stopped a decode full, so both are counted and
-//     the session recreated (Disable, Enable, SetConfig, Start). With
+//     1 (COUNTER_DATA_FULL) loses the records that did not fit; CUPTI will not re-initialise
+//     that image, so it is replaced by a fresh one in the same session. An overflow kills a
+//     keep-oldest session: it is recreated (Disable, Enable, SetConfig, Start). With
 //     WithMultiplex several groups take turns (Stop, SetConfig, Start) each period.
+//   - pipeline.go: WithPipeline(PipelineDouble) decodes into one of two images per group on the
+//     device thread while an evaluator thread evaluates and resets the other (awaits its GPU check).
+//   - loss.go: each device's time line; every stretch without a delivered sample is a Loss with
+//     a cause, counted in samples (stretch / interval) and seconds.
+//   - admission.go: the cost per sample measured in the first second against the interval; an
+//     unsustainable rate is logged and put in the device's status, or, with WithRateBackoff,
+//     the interval is lengthened to a sustainable one.
 //   - pause.go: Pause/Resume and the HTTP handler (POST /api/v1/pm-sampling/pause?duration=30s,
 //     POST /api/v1/pm-sampling/resume) that release and retake the counters for ncu, nsys or DCGM.
 //     HARDWARE_BUSY at SetConfig (another profiler holds the counters) puts the device in state
@@ -35,10 +42,14 @@
 // # Self-metrics
 //
 // Per device (labels gpu, uuid, model, chip, pci_bus_id): cupti_pm_samples_total,
-// cupti_pm_samples_dropped_total{reason="first_sample|invalid|image_full|overflow|decode_error"}
-// (image_full, overflow and decode_error count events: CUPTI does not say how many samples
-// were lost), cupti_pm_overflows_total, cupti_pm_decode_duration_seconds (last decode),
-// cupti_pm_sampling_state{state="sampling|paused|busy|error"} (with WithStatus),
+// cupti_pm_samples_lost_total{reason} and cupti_pm_lost_seconds_total{reason} (reasons in
+// LostReasons; samples_total + samples_lost_total grow at the configured rate),
+// cupti_pm_samples_dropped_total{reason="first_sample|invalid"} (decoded, not delivered),
+// cupti_pm_decode_failures_total{reason="image_full|overflow|decode_error"} (decodes),
+// cupti_pm_overflows_total, cupti_pm_window_coverage_ratio (share of the window the
+// statistics cover), cupti_pm_sampling_interval_seconds (in effect),
+// cupti_pm_decode_duration_seconds (last decode), cupti_pm_cupti_call_seconds_total{call},
+// cupti_pm_decode_thread_cpu_seconds_total, cupti_pm_sampling_state{state} (with WithStatus),
 // cupti_pm_observed_ratio{metric} for multiplexed metrics, and
 // cupti_pm_last_sample_timestamp_seconds.
 //
@@ -57,6 +68,7 @@
 //
 // # Concurrency
 //
-// Sampler.Run calls the sink from one goroutine per device. Aggregator.Add is safe from several
+// Sampler.Run calls the sink from one goroutine per device (with the double pipeline, from
+// that device's evaluator goroutine; still one at a time per device, in order). Aggregator.Add is safe from several
 // goroutines; Snapshot may be called at any time. Pause, Resume and Status are safe at any time.
 package pmsample

@@ -166,7 +166,11 @@ func TestSamplerFakeLibSamples(t *testing.T) {
 	if v, ok := valueOf(s, r.s.Devices()[0], "cupti_pm_sampling_state", "sampling"); !ok || v != 1 {
 		t.Errorf("state sampling = %v %v", v, ok)
 	}
-	for _, call := range []string{"decode", "evaluate"} {
+	eventually(t, "decode thread CPU", func() bool {
+		v, ok := valueOf(r.agg.Snapshot(), r.s.Devices()[0], "cupti_pm_decode_thread_cpu_seconds_total")
+		return ok && v > 0
+	})
+	for _, call := range []string{"decode", "evaluate", "session"} {
 		// the collector sees a batch just before the aggregator does
 		eventually(t, "time in CUPTI "+call+" calls", func() bool {
 			v, ok := valueOf(r.agg.Snapshot(), r.s.Devices()[0], "cupti_pm_cupti_call_seconds_total", call)
@@ -187,13 +191,18 @@ func TestSamplerFakeLibOverflowRecreates(t *testing.T) {
 
 func TestSamplerFakeLibImageFull(t *testing.T) {
 	r := runFake(t, "image_full")
-	// Each full decode recreates the session (the fake, like the real library, refuses to
-	// re-initialise the image): losses are counted, samples keep coming and nothing errors.
-	eventually(t, "image-full decodes counted", func() bool {
-		return r.c.sum(0, func(b Batch) int { return b.LostImageFull }) >= 2 && r.c.sum(0, samplesOf) > 0
-	})
+	// Each full image is replaced by a fresh one in the same session (the fake, like the real
+	// library, refuses to re-initialise it, and loses what did not fit): losses are counted,
+	// samples keep coming, nothing errors and the session is not recreated.
+	full := func() int { return r.c.sum(0, func(b Batch) int { return b.LostImageFull }) }
+	eventually(t, "image-full decodes counted", func() bool { return full() >= 2 && r.c.sum(0, samplesOf) > 0 })
+	e0, f0 := cuptitest.Query(t, "enables"), full()
+	eventually(t, "five more image-full decodes", func() bool { return full() >= f0+5 })
 	if n := r.c.sum(0, func(b Batch) int { return b.DecodeErrors }); n != 0 {
 		t.Fatalf("%d decode errors; a full image must not fail the reset", n)
+	}
+	if e1 := cuptitest.Query(t, "enables"); e1 != e0 {
+		t.Errorf("%d sessions enabled during %d full decodes; a full image must not recreate the session", e1-e0, full()-f0)
 	}
 }
 
@@ -369,4 +378,43 @@ func BenchmarkDecodeFakeLib(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*perDecode), "ns/sample")
+}
+
+// Issue 11 item 8: on the fake, every rotation gave reset errors (the fake checked a re-used
+// image's size against the last GetCounterDataSize of the session, which was the other group's)
+// and then image-full decodes. Each group's image is now its own layout.
+func TestSamplerFakeLibMultiplexRotates(t *testing.T) {
+	ms := fakeMetrics(10)
+	r := runFake(t, "", WithMetrics(ms...), WithMultiplex(40*time.Millisecond))
+	groupSamples := func(first string) func(Batch) int {
+		return func(b Batch) int {
+			if len(b.Metrics) > 0 && b.Metrics[0] == first {
+				return len(b.Samples)
+			}
+			return 0
+		}
+	}
+	eventually(t, "samples of both groups, three turns each", func() bool {
+		return r.c.sum(0, groupSamples(ms[0])) > 100 && r.c.sum(0, groupSamples(ms[8])) > 100
+	})
+	for _, f := range []struct {
+		what string
+		n    func(Batch) int
+	}{
+		// (a full image is possible when this busy machine delays a decode; with the bug every
+		// rotation gave reset errors)
+		{"decode errors", func(b Batch) int { return b.DecodeErrors }},
+		{"overflows", func(b Batch) int { return b.Overflows }},
+	} {
+		if n := r.c.sum(0, f.n); n != 0 {
+			t.Errorf("%d %s while rotating; want 0", n, f.what)
+		}
+	}
+	d := r.s.Devices()[0]
+	for _, name := range []string{ms[0], ms[8]} {
+		v, ok := valueOf(r.agg.Snapshot(), d, "cupti_pm_observed_ratio", name)
+		if !ok || v < 0.3 || v > 0.7 {
+			t.Errorf("observed ratio of %s = %v %v; want about 0.5 (two groups taking turns)", name, v, ok)
+		}
+	}
 }

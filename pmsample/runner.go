@@ -7,6 +7,7 @@ import (
 	"math"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cupti-exporter/cupti-exporter/internal/cupti"
@@ -29,15 +30,24 @@ type runner struct {
 	rel         releaseState  // idle release (release.go)
 
 	// session state, owned by the run goroutine
-	enabled bool
-	group   int
-	startNS uint64
-	decErrs int
+	enabled   bool
+	group     int
+	startNS   uint64
+	decErrs   int
+	interval  time.Duration // effective hardware interval (longer than configured after a backoff)
+	loss      lossAccount
+	adm       admission
+	admit     string        // what admission found, for Status ("" when the rate is sustainable)
+	backoffTo atomic.Int64  // ns: a backoff admission asked for, done at the next decode
+	verdict   verdict       // admission's verdict behind backoffTo
+	cpuMark   time.Duration // decode thread CPU at the previous batch
+	pipe      *pipeline     // the evaluator thread with the double pipeline; nil: serial
 }
 
 func newRunner(s *Sampler, dev Device, pm pmDevice, groups []Group) *runner {
 	r := &runner{s: s, dev: dev, pm: pm, groups: groups, wake: make(chan struct{}, 1),
-		log: s.logger.With("gpu", dev.Index)}
+		log: s.logger.With("gpu", dev.Index), interval: s.cfg.interval}
+	r.loss.iv = uint64(r.interval.Nanoseconds())
 	r.st = DeviceStatus{Device: dev.Index, UUID: dev.UUID, State: StateError, Reason: "sampler not running", Since: time.Now()}
 	return r
 }
@@ -76,12 +86,20 @@ func (r *runner) paused() (bool, time.Time) {
 func (r *runner) run(ctx context.Context, sink func(Batch)) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
+	if sd, ok := r.pm.(splitDecoder); ok && r.s.cfg.pipeline == PipelineDouble {
+		r.pipe = newPipeline(sd)
+		go r.pipe.run(r)
+		defer func() { r.pipe.stop(); r.pipe = nil }()
+	} else if r.s.cfg.pipeline == PipelineDouble {
+		r.log.Info("this source decodes serially; the double pipeline needs the CUPTI source")
+	}
 	defer r.release()
 	backoff := r.s.cfg.backoffMin
 	for ctx.Err() == nil {
 		if p, until := r.paused(); p {
 			r.setState(StatePaused, "paused on request")
-			r.wait(ctx, until)
+			r.loss.open("paused", r.now())
+			r.idle(ctx, until, sink)
 			continue
 		}
 		if rel, why := r.idleReleased(); rel { // idle release (release.go); a user pause wins
@@ -92,16 +110,18 @@ func (r *runner) run(ctx context.Context, sink func(Batch)) {
 		err := r.acquire()
 		if err == nil {
 			backoff = r.s.cfg.backoffMin
-			r.setState(StateSampling, "")
+			r.setState(StateSampling, r.admit)
 			err = r.sample(ctx, sink)
 		}
 		if err != nil {
 			r.release()
 			delay := backoff
+			cause := "error"
 			switch {
 			case errors.Is(err, errBusy):
 				r.setState(StateBusy, err.Error())
 				backoff = min(backoff*2, r.s.cfg.backoffMax)
+				cause = "busy"
 			case errors.Is(err, errPrivileges):
 				r.setState(StateError, err.Error())
 				delay = r.s.cfg.privilegeRetry
@@ -110,13 +130,15 @@ func (r *runner) run(ctx context.Context, sink func(Batch)) {
 				backoff = min(backoff*2, r.s.cfg.backoffMax)
 			}
 			r.log.Warn("pm sampling stopped; retrying", "in", delay, "err", err)
-			r.wait(ctx, time.Now().Add(delay))
+			r.loss.open(cause, r.now())
+			r.idle(ctx, time.Now().Add(delay), sink)
 		}
 	}
 }
 
-// wait sleeps until t (zero: forever), ctx ends or Pause/Resume pokes.
-func (r *runner) wait(ctx context.Context, t time.Time) {
+// wait sleeps until t (zero: forever), ctx ends or Pause/Resume pokes; it reports whether it
+// was poked or ctx ended.
+func (r *runner) wait(ctx context.Context, t time.Time) bool {
 	var timer <-chan time.Time
 	if !t.IsZero() {
 		tm := time.NewTimer(time.Until(t))
@@ -125,10 +147,51 @@ func (r *runner) wait(ctx context.Context, t time.Time) {
 	}
 	select {
 	case <-ctx.Done():
+		return true
 	case <-timer:
+		return false
 	case <-r.wake:
+		return true
 	}
 }
+
+// idle waits like wait while the device does not sample (paused, busy, error), and every
+// decode period delivers a batch that accounts the time lost so far, so the lost-samples
+// counters and the window coverage move while nothing is sampled.
+func (r *runner) idle(ctx context.Context, until time.Time, sink func(Batch)) {
+	for ctx.Err() == nil {
+		next := time.Now().Add(r.s.cfg.decodePeriod)
+		last := !until.IsZero() && !next.Before(until)
+		if last {
+			next = until
+		}
+		woke := r.wait(ctx, next)
+		if ctx.Err() != nil {
+			return
+		}
+		r.loss.flush(r.now())
+		if lost := r.loss.take(); len(lost) > 0 {
+			sink(Batch{Device: r.dev.Index, Lost: lost, Interval: r.interval})
+		}
+		if woke || last {
+			return
+		}
+	}
+}
+
+// clock is a device that reads the CUPTI clock (cuptiGetTimestamp), on which samples are stamped.
+type clock interface{ now() uint64 }
+
+// now is the current time on the samples' clock (ns, Unix epoch).
+func (r *runner) now() uint64 {
+	if c, ok := r.pm.(clock); ok {
+		return c.now()
+	}
+	return uint64(time.Now().UnixNano())
+}
+
+// intervalSetter is a device whose hardware interval can change between sessions (backoff).
+type intervalSetter interface{ setInterval(time.Duration) }
 
 // refresher is a device that may have to re-plan before its first session (cuptiDevice.refresh).
 type refresher interface{ refresh() ([]Group, error) }
@@ -146,6 +209,7 @@ func (r *runner) acquire() error {
 		if groups != nil {
 			r.groups = groups
 			r.log.Info("metrics planned again with the counter availability image", "metrics", groups[0].Metrics)
+			r.adm.reset() // a new metric set costs what it costs: measure again
 		}
 	}
 	if err := r.pm.Enable(); err != nil {
@@ -165,11 +229,13 @@ func (r *runner) configure() error {
 		return err
 	}
 	r.startNS = ts
+	r.loss.started(ts)
 	return nil
 }
 
 // release is Stop (best effort) and Disable.
 func (r *runner) release() {
+	r.pipe.wait() // the evaluator reads the images Disable frees
 	if !r.enabled {
 		return
 	}
@@ -213,6 +279,7 @@ func (r *runner) sample(ctx context.Context, sink func(Batch)) error {
 			}
 		case <-rotate:
 			dead := r.drain(sink)
+			r.loss.open("rotation", r.now())
 			r.group = (r.group + 1) % len(r.groups)
 			if dead {
 				r.release()
@@ -226,20 +293,27 @@ func (r *runner) sample(ctx context.Context, sink func(Batch)) error {
 	}
 }
 
-// drain stops sampling and decodes what is left; it reports whether the session died (an
-// overflow or a full image).
+// drain stops sampling and decodes what is left; it reports whether the session died (see
+// collect).
 func (r *runner) drain(sink func(Batch)) (dead bool) {
 	if err := r.pm.Stop(); err != nil {
 		r.log.Debug("stopping before drain", "err", err)
 	}
-	return r.collect(sink)
+	dead = r.collect(sink)
+	r.pipe.wait()
+	return dead
 }
 
 // decode decodes once and recreates the session (Disable, Enable, SetConfig, Start) after an
-// overflow, which kills a keep-oldest session, after a full counter data image, which CUPTI
-// will not re-initialise, or after three decode errors in a row.
+// overflow, which kills a keep-oldest session, after a full counter data image the device
+// could not replace (CUPTI will not re-initialise it), or after three decode errors in a row.
+// A pending backoff (admission) restarts the session at its longer interval.
 func (r *runner) decode(sink func(Batch)) error {
-	if !r.collect(sink) && r.decErrs < 3 {
+	dead := r.collect(sink)
+	if !dead && r.decErrs < 3 {
+		if r.backoffTo.Load() > 0 {
+			return r.backOff(sink)
+		}
 		return nil
 	}
 	r.log.Warn("recreating pm sampling session", "decode_errors", r.decErrs)
@@ -249,20 +323,55 @@ func (r *runner) decode(sink func(Batch)) error {
 }
 
 // collect decodes once and delivers a batch with its losses; it reports whether the session
-// is dead (an overflow or a full counter data image).
+// is dead: an overflow, or a full counter data image that was not replaced by a fresh one in
+// the same session. With the double pipeline it hands the decoded image to the evaluator
+// thread instead (pipeline.go).
 func (r *runner) collect(sink func(Batch)) (dead bool) {
+	if r.pipe != nil {
+		return r.pipe.collect(r, sink)
+	}
 	t0 := time.Now()
-	g := r.groups[r.group]
-	b := Batch{Device: r.dev.Index, Metrics: g.Metrics, Multiplexed: len(r.groups) > 1}
-	n := len(g.Metrics)
+	b, fn := r.newBatch(r.group, r.startNS)
+	res, err := r.pm.Decode(r.group, fn)
+	overflow, full := r.outcome(b, res, err)
+	switch {
+	case overflow || full:
+	case err != nil:
+		r.decErrs++
+	default:
+		r.decErrs = 0
+	}
+	b.DecodeDuration = time.Since(t0)
+	r.deliver(b, sink, &r.cpuMark, b.DecodeDuration)
+	return overflow || (full && (err != nil || !r.replacesImages()))
+}
+
+// imageReplacer is a device that replaces a full counter data image with a fresh one in the
+// same session (the CUPTI one); with others a full image ends the session.
+type imageReplacer interface{ replacesFullImages() bool }
+
+func (r *runner) replacesImages() bool {
+	ir, ok := r.pm.(imageReplacer)
+	return ok && ir.replacesFullImages()
+}
+
+// newBatch starts the batch of one decode of group g and returns the per-sample callback
+// that fills it and accounts the device's time line (samples before startNS are dropped).
+func (r *runner) newBatch(g int, startNS uint64) (*Batch, func(start, end uint64, vals []float64)) {
+	metrics := r.groups[g].Metrics
+	b := &Batch{Device: r.dev.Index, Metrics: metrics, Multiplexed: len(r.groups) > 1}
+	n := len(metrics)
 	var buf []float64 // values of many samples share one allocation
-	res, err := r.pm.Decode(r.group, func(start, end uint64, vals []float64) {
+	return b, func(start, end uint64, vals []float64) {
 		switch {
 		case vals == nil || end <= start || hasNaN(vals):
 			b.SkippedInvalid++
-		case start < r.startNS:
+			r.loss.discard(start, end, "invalid")
+		case start < startNS:
 			b.DroppedFirst++
+			r.loss.discard(start, end, "start")
 		default:
+			r.loss.sample(start, end)
 			if len(buf)+n > cap(buf) {
 				buf = make([]float64, 0, n*256)
 			}
@@ -270,30 +379,47 @@ func (r *runner) collect(sink func(Batch)) (dead bool) {
 			buf = append(buf, vals...)
 			b.Samples = append(b.Samples, Sample{Start: start, End: end, Values: buf[i:len(buf):len(buf)]})
 		}
-	})
-	overflow := res.Overflow || errors.Is(err, errOverflow)
+	}
+}
+
+// outcome counts and logs what a decode reported and opens the matching loss cause.
+func (r *runner) outcome(b *Batch, res cupti.DecodeResult, err error) (overflow, full bool) {
+	overflow = res.Overflow || errors.Is(err, errOverflow)
 	switch {
 	case overflow:
 		b.Overflows++
+		r.loss.open("overflow", r.now())
 		r.log.Warn("hardware buffer overflow: samples lost; decode more often or sample less often")
 	case err != nil:
 		b.DecodeErrors++
-		r.decErrs++
+		r.loss.open("decode_error", r.now())
 		r.log.Warn("decoding pm samples", "err", err)
-	default:
-		r.decErrs = 0
 	}
-	full := res.StopReason == cupti.StopCounterDataFull
+	full = res.StopReason == cupti.StopCounterDataFull
 	if full {
 		b.LostImageFull++
+		r.loss.open("image_full", r.now())
 		r.log.Warn("counter data image full: samples lost; decode more often or sample less often")
 	}
-	b.DecodeDuration = time.Since(t0)
+	return overflow, full
+}
+
+// deliver completes a batch (call times, losses, interval, the thread's CPU since *mark),
+// hands it to sink and feeds admission with cost, the time the slowest thread spent on it.
+func (r *runner) deliver(b *Batch, sink func(Batch), mark *time.Duration, cost time.Duration) {
 	if ct, ok := r.pm.(callTimer); ok {
 		b.CUPTITime = ct.takeCallTimes()
 	}
-	sink(b)
-	return overflow || full
+	b.Lost = r.loss.take()
+	b.Interval = r.interval
+	if cpu := threadCPU(); cpu > 0 {
+		if *mark > 0 {
+			b.ThreadCPU += cpu - *mark
+		}
+		*mark = cpu
+	}
+	sink(*b)
+	r.admitBatch(cost, len(b.Samples)+b.SkippedInvalid+b.DroppedFirst)
 }
 
 func (r *runner) acquireKeepGroup() error {

@@ -118,6 +118,13 @@ func (p *scriptPM) Decode(g int, fn func(start, end uint64, values []float64)) (
 
 func (p *scriptPM) Close() {}
 
+// now is the script's clock, on which its samples are stamped.
+func (p *scriptPM) now() uint64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.clock
+}
+
 func (p *scriptPM) log() []string {
 	p.mu.Lock()
 	defer p.mu.Unlock()

@@ -10,9 +10,34 @@ var (
 		LabelNames: mapping.DeviceLabelNames,
 	}
 	droppedDesc = &mapping.Desc{
-		Name: "cupti_pm_samples_dropped_total", Help: "PM samples (or decodes, for image_full and decode_error) lost, by reason.",
+		Name: "cupti_pm_samples_dropped_total", Help: "PM samples decoded but not delivered: first_sample (began before Start), invalid (no valid span or value).",
 		Kind: mapping.KindCounter, OTelName: "cupti.pm.samples.dropped", OTelUnit: "{sample}",
 		LabelNames: withLabels("reason"),
+	}
+	decodeFailuresDesc = &mapping.Desc{
+		Name: "cupti_pm_decode_failures_total", Help: "Decodes that lost data: image_full (COUNTER_DATA_FULL), overflow (hardware buffer), decode_error (the call failed). Counts decodes; cupti_pm_samples_lost_total counts the samples.",
+		Kind: mapping.KindCounter, OTelName: "cupti.pm.decode.failures", OTelUnit: "{decode}",
+		LabelNames: withLabels("reason"),
+	}
+	lostSamplesDesc = &mapping.Desc{
+		Name: "cupti_pm_samples_lost_total", Help: "PM samples the hardware interval implies for time without a delivered sample, by cause; samples_total + samples_lost_total grow at the configured rate.",
+		Kind: mapping.KindCounter, OTelName: "cupti.pm.samples.lost", OTelUnit: "{sample}",
+		LabelNames: withLabels("reason"),
+	}
+	lostSecondsDesc = &mapping.Desc{
+		Name: "cupti_pm_lost_seconds_total", Help: "Time without a delivered PM sample, by cause.",
+		Kind: mapping.KindCounter, Unit: "seconds", OTelName: "cupti.pm.lost.duration", OTelUnit: "s",
+		LabelNames: withLabels("reason"),
+	}
+	coverageDesc = &mapping.Desc{
+		Name: "cupti_pm_window_coverage_ratio", Help: "Share of the statistics window covered by delivered samples (the rest was lost); the window mean, max and min describe only the covered part.",
+		Kind: mapping.KindGauge, Unit: "ratio", OTelName: "cupti.pm.window.coverage", OTelUnit: "1",
+		LabelNames: mapping.DeviceLabelNames,
+	}
+	intervalDesc = &mapping.Desc{
+		Name: "cupti_pm_sampling_interval_seconds", Help: "Hardware sampling interval in effect (longer than configured after an automatic backoff).",
+		Kind: mapping.KindGauge, Unit: "seconds", OTelName: "cupti.pm.sampling.interval", OTelUnit: "s",
+		LabelNames: mapping.DeviceLabelNames,
 	}
 	overflowsDesc = &mapping.Desc{
 		Name: "cupti_pm_overflows_total", Help: "Hardware buffer overflows; each recreated the sampling session.",
@@ -28,6 +53,11 @@ var (
 		Name: "cupti_pm_cupti_call_seconds_total", Help: "Time spent inside CUPTI calls of the decode path (decode, sample_info, evaluate, reset).",
 		Kind: mapping.KindCounter, Unit: "seconds", OTelName: "cupti.pm.cupti_call.duration", OTelUnit: "s",
 		LabelNames: withLabels("call"),
+	}
+	threadCPUDesc = &mapping.Desc{
+		Name: "cupti_pm_decode_thread_cpu_seconds_total", Help: "CPU time of the device's decode thread (CUPTI calls plus the exporter's own work on it); compare with cupti_pm_cupti_call_seconds_total and process_cpu_seconds_total.",
+		Kind: mapping.KindCounter, Unit: "seconds", OTelName: "cupti.pm.decode_thread.cpu", OTelUnit: "s",
+		LabelNames: mapping.DeviceLabelNames,
 	}
 	stateDesc = &mapping.Desc{
 		Name: "cupti_pm_sampling_state", Help: "1 for the current PM sampling state of the device (sampling, paused, busy, error, idle-released).",
@@ -47,18 +77,24 @@ var (
 )
 
 // Drop reasons, in the order of devAgg.dropped.
-var dropReasons = [...]string{"first_sample", "invalid", "image_full", "overflow", "decode_error"}
+var dropReasons = [...]string{"first_sample", "invalid"}
 
 const (
 	dropFirst = iota
 	dropInvalid
-	dropImageFull
-	dropOverflow
-	dropDecodeError
+)
+
+// Decode failure reasons, in the order of devAgg.failures.
+var failureReasons = [...]string{"image_full", "overflow", "decode_error"}
+
+const (
+	failImageFull = iota
+	failOverflow
+	failDecodeError
 )
 
 // CUPTI calls timed on the decode path, in the order of devAgg.cuptiCalls.
-var cuptiCalls = [...]string{"decode", "sample_info", "evaluate", "reset"}
+var cuptiCalls = [...]string{"decode", "sample_info", "evaluate", "reset", "session"}
 
 // States a device can be in; every one is reported, 1 for the current.
 var states = [...]State{StateSampling, StatePaused, StateBusy, StateError, StateIdle}

@@ -3,6 +3,7 @@ package pmsample
 import (
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/cupti-exporter/cupti-exporter/internal/cupti"
@@ -36,6 +37,7 @@ type cuptiDevice struct {
 	set        cupti.SetConfig
 	triedTime  bool
 	maxSamples int
+	decode     time.Duration // decode period, to size the image again after a backoff
 
 	// planned without the counter availability image: refresh re-plans before the first session
 	needAvail bool
@@ -44,9 +46,12 @@ type cuptiDevice struct {
 	replan    func(metricHost) (PlanResult, error)
 	multiplex bool
 
-	sess *cupti.Session
-	data []*cupti.CounterData
-	vals []float64
+	sess   *cupti.Session
+	data   []*cupti.CounterData
+	data2  []*cupti.CounterData // the second image of each group (double pipeline)
+	double bool
+	vals   []float64
+	mu     sync.Mutex // guards calls, total: the double pipeline times calls on two threads
 
 	// cost, for the performance report: time in CUPTI calls since the last takeCallTimes and
 	// in all taken before, samples evaluated
@@ -56,19 +61,23 @@ type cuptiDevice struct {
 
 // takeCallTimes returns the time spent in CUPTI calls since the last call and starts over.
 func (d *cuptiDevice) takeCallTimes() CallTimes {
+	d.mu.Lock()
+	defer d.mu.Unlock()
 	c := d.calls
 	d.total.Decode += c.Decode
 	d.total.SampleInfo += c.SampleInfo
 	d.total.Evaluate += c.Evaluate
 	d.total.Reset += c.Reset
+	d.total.Session += c.Session
 	d.calls = CallTimes{}
 	return c
 }
 
 func newCuptiDevice(lib *cupti.Lib, dev int, host *cupti.Host, groups []Group, c config) (*cuptiDevice, error) {
 	d := &cuptiDevice{
-		lib: lib, dev: dev, host: host, groups: groups, maxSamples: c.maxSamples(), multiplex: c.multiplex > 0, metricSet: c.metricSet,
-		set: cupti.SetConfig{HardwareBufferSize: c.hardwareBuffer, Interval: uint64(c.interval.Nanoseconds()), Trigger: cupti.TriggerGPUTime},
+		lib: lib, dev: dev, host: host, groups: groups, maxSamples: c.maxSamples(), decode: c.decodePeriod, multiplex: c.multiplex > 0, metricSet: c.metricSet,
+		double: c.pipeline == PipelineDouble,
+		set:    cupti.SetConfig{HardwareBufferSize: c.hardwareBuffer, Interval: uint64(c.interval.Nanoseconds()), Trigger: cupti.TriggerGPUTime},
 	}
 	images, err := configImages(host, groups)
 	if err != nil {
@@ -132,13 +141,40 @@ func (d *cuptiDevice) refresh() ([]Group, error) {
 	return groups, nil
 }
 
+func (d *cuptiDevice) timeSession(t0 time.Time) { d.addTime(&d.calls.Session, t0) }
+
+// addTime adds the time since t0 to one of d.calls.
+func (d *cuptiDevice) addTime(c *time.Duration, t0 time.Time) {
+	dt := time.Since(t0)
+	d.mu.Lock()
+	*c += dt
+	d.mu.Unlock()
+}
+
+// setInterval changes the hardware interval of the next session (a backoff) and sizes its
+// counter data images for it; call it between Disable and Enable.
+func (d *cuptiDevice) setInterval(iv time.Duration) {
+	d.set.Interval = uint64(iv.Nanoseconds())
+	d.maxSamples = imageCapacity(d.decode, iv)
+}
+
+// now reads cuptiGetTimestamp, the clock of the samples (time.Now if it fails).
+func (d *cuptiDevice) now() uint64 {
+	if ts, err := d.lib.Timestamp(); err == nil {
+		return ts
+	}
+	return uint64(time.Now().UnixNano())
+}
+
 func (d *cuptiDevice) Enable() error {
+	defer d.timeSession(time.Now())
 	s, err := d.lib.Enable(d.dev)
 	if err != nil {
 		return classify(fmt.Errorf("enabling pm sampling on device %d: %w", d.dev, err))
 	}
 	d.sess = s
 	d.data = make([]*cupti.CounterData, len(d.groups))
+	d.data2 = make([]*cupti.CounterData, len(d.groups))
 	return nil
 }
 
@@ -146,6 +182,7 @@ func (d *cuptiDevice) Enable() error {
 // SYSCLK trigger when the device refuses it (Turing, GA100): the interval then counts cycles of
 // a clock between about 0.8 and 1.7 GHz, so the period is roughly the one asked for.
 func (d *cuptiDevice) SetConfig(g int) error {
+	defer d.timeSession(time.Now())
 	err := d.sess.SetConfig(d.images[g], d.set)
 	if err != nil && d.set.Trigger == cupti.TriggerGPUTime && !d.triedTime && !errors.Is(classify(err), errBusy) && !errors.Is(classify(err), errPrivileges) {
 		d.triedTime = true
@@ -166,6 +203,13 @@ func (d *cuptiDevice) SetConfig(g int) error {
 			return classify(fmt.Errorf("allocating counter data (%d samples) on device %d: %w", d.maxSamples, d.dev, err))
 		}
 		d.data[g] = cd
+	}
+	if d.double && d.data2[g] == nil {
+		cd, err := d.sess.NewCounterData(d.groups[g].Metrics, d.maxSamples)
+		if err != nil {
+			return classify(fmt.Errorf("allocating a second counter data image (%d samples) on device %d: %w", d.maxSamples, d.dev, err))
+		}
+		d.data2[g] = cd
 	}
 	return nil
 }
@@ -193,14 +237,15 @@ func (d *cuptiDevice) Disable() error {
 	if d.sess == nil {
 		return nil
 	}
+	defer d.timeSession(time.Now())
 	err := d.sess.Disable()
 	d.sess = nil
-	for _, cd := range d.data {
+	for _, cd := range append(d.data, d.data2...) {
 		if cd != nil {
 			cd.Free()
 		}
 	}
-	d.data = nil
+	d.data, d.data2 = nil, nil
 	if err != nil {
 		return fmt.Errorf("disabling pm sampling on device %d: %w", d.dev, err)
 	}
@@ -208,19 +253,50 @@ func (d *cuptiDevice) Disable() error {
 }
 
 func (d *cuptiDevice) Decode(g int, fn func(start, end uint64, values []float64)) (cupti.DecodeResult, error) {
-	cd := d.data[g]
+	res, err := d.DecodeInto(g, 0)
+	if err != nil {
+		return res, err
+	}
+	return res, d.Evaluate(g, 0, res.StopReason == cupti.StopCounterDataFull, fn)
+}
+
+func (d *cuptiDevice) image(g, slot int) *cupti.CounterData {
+	if slot == 1 {
+		return d.data2[g]
+	}
+	return d.data[g]
+}
+
+// DecodeInto decodes the hardware buffer into image slot (0, or 1 with the double pipeline)
+// of group g.
+func (d *cuptiDevice) DecodeInto(g, slot int) (cupti.DecodeResult, error) {
+	cd := d.image(g, slot)
 	t0 := time.Now()
 	res, err := d.sess.Decode(cd)
-	d.calls.Decode += time.Since(t0)
+	d.addTime(&d.calls.Decode, t0)
 	if err != nil || res.Overflow {
 		if err == nil {
 			err = errOverflow
 		}
 		return res, classify(fmt.Errorf("decoding pm samples on device %d: %w", d.dev, err))
 	}
+	return res, nil
+}
+
+// Evaluate evaluates every completed sample of image slot of group g and re-initialises the
+// image, except after a decode that stopped full (full).
+func (d *cuptiDevice) Evaluate(g, slot int, full bool, fn func(start, end uint64, values []float64)) error {
+	cd := d.image(g, slot)
+	var sampleInfo, evaluate time.Duration
+	defer func() {
+		d.mu.Lock()
+		d.calls.SampleInfo += sampleInfo
+		d.calls.Evaluate += evaluate
+		d.mu.Unlock()
+	}()
 	info, err := cd.Info()
 	if err != nil {
-		return res, fmt.Errorf("reading counter data info on device %d: %w", d.dev, err)
+		return fmt.Errorf("reading counter data info on device %d: %w", d.dev, err)
 	}
 	if n := len(d.groups[g].Metrics); cap(d.vals) < n {
 		d.vals = make([]float64, n)
@@ -230,13 +306,13 @@ func (d *cuptiDevice) Decode(g int, fn func(start, end uint64, values []float64)
 		ts := time.Now()
 		start, end, err := cd.SampleTimes(i)
 		te := time.Now()
-		d.calls.SampleInfo += te.Sub(ts)
+		sampleInfo += te.Sub(ts)
 		if err != nil {
 			fn(0, 0, nil)
 			continue
 		}
 		err = d.host.Evaluate(cd, i, vals)
-		d.calls.Evaluate += time.Since(te)
+		evaluate += time.Since(te)
 		if err != nil {
 			fn(start, end, nil)
 			continue
@@ -244,18 +320,40 @@ func (d *cuptiDevice) Decode(g int, fn func(start, end uint64, values []float64)
 		d.evaluated++
 		fn(start, end, vals)
 	}
-	if res.StopReason == cupti.StopCounterDataFull {
+	if full {
 		// The real library refuses to re-initialise an image after such a decode (999 on an
-		// H200): the caller recreates the session, which allocates fresh images.
-		return res, nil
+		// H200), but decodes into a fresh image of the same session (TestRealCounterDataCosts
+		// (b)): replace the image instead of recreating the session.
+		return d.replaceImage(g, slot)
 	}
 	tr := time.Now()
 	err = cd.Reset()
-	d.calls.Reset += time.Since(tr)
+	d.addTime(&d.calls.Reset, tr)
 	if err != nil {
-		return res, fmt.Errorf("resetting counter data on device %d: %w", d.dev, err)
+		return fmt.Errorf("resetting counter data on device %d: %w", d.dev, err)
 	}
-	return res, nil
+	return nil
+}
+
+// replacesFullImages tells the runner that a full image does not end the session.
+func (d *cuptiDevice) replacesFullImages() bool { return true }
+
+// replaceImage frees image slot of group g, which a full decode left unusable, and allocates
+// and initialises a fresh one in the same session.
+func (d *cuptiDevice) replaceImage(g, slot int) error {
+	defer d.timeSession(time.Now())
+	cd, err := d.sess.NewCounterData(d.groups[g].Metrics, d.maxSamples)
+	if err != nil {
+		return fmt.Errorf("replacing a full counter data image on device %d: %w", d.dev, err)
+	}
+	old := d.image(g, slot)
+	if slot == 1 {
+		d.data2[g] = cd
+	} else {
+		d.data[g] = cd
+	}
+	old.Free()
+	return nil
 }
 
 func (d *cuptiDevice) Close() {

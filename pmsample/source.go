@@ -41,15 +41,25 @@ type Batch struct {
 
 	DroppedFirst   int // samples dropped because they began before Start
 	SkippedInvalid int // samples with end <= start or NaN values
-	LostImageFull  int // decodes that stopped with COUNTER_DATA_FULL (samples lost)
+	LostImageFull  int // decodes that stopped with COUNTER_DATA_FULL (samples lost; Lost says how many)
 	Overflows      int // hardware buffer overflows (session recreated)
 	DecodeErrors   int // decode calls that failed
+
+	// Lost are the stretches of the device's time line without a delivered sample that were
+	// accounted since the previous batch (gaps before this batch's samples, idle time while
+	// paused, busy or in error). A batch may carry only losses.
+	Lost []Loss
+	// Interval is the hardware sampling interval in effect (0: unknown, e.g. an old recording).
+	Interval time.Duration
 
 	// DecodeDuration is the time the decode and evaluation of this batch took (0 if unknown).
 	DecodeDuration time.Duration
 	// CUPTITime is the time spent inside each CUPTI call while making this batch (zero for
 	// replayed batches): it tells CUPTI's cost from the exporter's own.
 	CUPTITime CallTimes
+	// ThreadCPU is the CPU time the device's decode thread used since its previous batch
+	// (CUPTI calls, session churn and the exporter's own work on that thread; 0 if unknown).
+	ThreadCPU time.Duration
 	// Multiplexed is set when this batch's metrics share the counters with other groups in
 	// turns; the aggregator then reports the fraction of time they were observed.
 	Multiplexed bool
@@ -73,4 +83,7 @@ type CallTimes struct {
 	SampleInfo time.Duration // cuptiPmSamplingCounterDataGetSampleInfo, once per sample
 	Evaluate   time.Duration // cuptiProfilerHostEvaluateToGpuValues, once per sample
 	Reset      time.Duration // cuptiPmSamplingCounterDataImageInitialize
+	// Session is Enable, SetConfig (with the counter data images it allocates and initialises)
+	// and Disable: the cost of (re)creating sessions, after image-full decodes for instance.
+	Session time.Duration
 }

@@ -285,6 +285,8 @@ func samplerOptions(cfg *Config) []pmsample.Option {
 		pmsample.WithInterval(time.Duration(cfg.PMSample.Interval)),
 		pmsample.WithDecodePeriod(time.Duration(cfg.PMSample.DecodePeriod)),
 		pmsample.WithMultiplex(time.Duration(cfg.PMSample.Multiplex)),
+		pmsample.WithRateBackoff(cfg.PMSample.Backoff),
+		pmsample.WithPipeline(cfg.PMSample.Pipeline),
 	}
 	if len(cfg.PMSample.Metrics) > 0 {
 		opts = append(opts, pmsample.WithMetrics(cfg.PMSample.Metrics...))

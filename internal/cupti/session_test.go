@@ -294,7 +294,7 @@ func TestFaultOverflow(t *testing.T) {
 }
 
 func TestFaultImageFull(t *testing.T) {
-	cuptitest.Inject(t, "image_full")
+	cuptitest.Inject(t, "image_full,samples_per_decode=10")
 	l := open(t)
 	s, _ := enableConfigured(t, l, 0, nil)
 	cd, err := s.NewCounterData(testMetrics, 4)

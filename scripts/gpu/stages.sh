@@ -99,7 +99,7 @@ stage_pm() {
   wp=$!
   while kill -0 $wp 2>/dev/null; do echo "# t $(date +%s.%N)" >> "$L/scrapes.txt"; curl -s localhost:9477/metrics | grep -E '^cupti_' >> "$L/scrapes.txt"; sleep 0.5; done
   curl -s localhost:9477/metrics > "$L/pm-final.txt"; stop_exporter 9477
-  say "exporter samples=$(val "$L/pm-final.txt" '^cupti_pm_samples_total') dropped=$(grep '^cupti_pm_samples_dropped_total' "$L/pm-final.txt" | tr '\n' ' ')"
+  say "exporter samples=$(val "$L/pm-final.txt" '^cupti_pm_samples_total') dropped=$(grep -E '^cupti_pm_(samples_dropped|samples_lost)_total' "$L/pm-final.txt" | awk '$NF != 0' | tr '\n' ' ')"
   $W phases > "$L/phases-probe.log" 2>&1 &
   # each probe line is stamped when it arrives: the probe flushes one line per 250 ms decode
   wp=$!; "$G/pmprobe" sample 33 1000000 "$CMP" 2> "$L/pmprobe.err" |
@@ -143,7 +143,7 @@ stage_perf() {
       n0=$(val "$L/perf0-$iv.txt" '^cupti_pm_samples_total'); n1=$(val "$L/perf1-$iv.txt" '^cupti_pm_samples_total')
       say "exporter interval=${iv}ns $(python3 -c "c=$c1-$c0; n=$n1-$n0; print(f'cpu={c:.2f}s samples={n:.0f} us/sample={c*1e6/max(n,1):.2f}')") rss=${rss0}->${rss1}MB"
       say "  cpu by thread (s): $(cat "$L/perf-threads-$iv.json")"
-      say "  losses: $(grep -E '^cupti_pm_(samples_dropped|overflows)' "$L/perf1-$iv.txt" | tr '\n' ' ')"
+      say "  losses: $(grep -E '^cupti_pm_(samples_dropped|samples_lost|decode_failures|overflows)' "$L/perf1-$iv.txt" | awk '$NF != 0' | tr '\n' ' ')"
       for call in decode sample_info evaluate reset; do
         a=$(val "$L/perf0-$iv.txt" "^cupti_pm_cupti_call_seconds_total.*call=\"$call\""); b=$(val "$L/perf1-$iv.txt" "^cupti_pm_cupti_call_seconds_total.*call=\"$call\"")
         say "  inside CUPTI $call: $(python3 -c "print(f'{($b-$a)*1e6/max($n1-$n0,1):.2f} us/sample')")"
@@ -309,4 +309,81 @@ stage_injmissing() {
   say "== injmissing"
   CUDA_INJECTION64_PATH=/run/cupti-exporter-absent/libcupti_exporter_inject.so $W tiny 1 > "$L/injmissing.log" 2>&1
   say "missing injection library: rc=$? $(grep -o '[0-9.]* us/launch' "$L/injmissing.log") $(grep -im2 -E 'error|inject' "$L/injmissing.log" | tr '\n' ' ')"
+}
+
+# Issue 14: per run, delivered + lost samples against the configured rate x time, CPU per sample
+# against the time inside CUPTI calls, session churn, decode thread CPU and core share, side by
+# side under one bf16 matmul load on GPU 0 (pmrate.py). Runs (PMT_RUNS, SET:MICROSECONDS:PIPELINE[:backoff];
+# SET def = the default 9 metrics, cmp = 4 metrics; dpN: decode every N ms): the default set at
+# 1 ms, 200 us and 100 us, 4 metrics at 100 us, both again with the double pipeline, the default
+# set at 100 us decoded every 50 ms (its image, 1,266 slots x 79 KB = 100 MB at 100 ms, is past the
+# 80 MB where re-initialisation cost per slot doubled in TestRealCounterDataCosts; 50 ms keeps it
+# at 50 MB), serial and double, and the default set at 100 us with --pmsample.backoff. PMT_S seconds each (30), measured after 5 s (past admission). Then what
+# CUPTI allows at once on one session (TestRealConcurrentDecode, 4 metrics and the default set
+# at 100 us under the same load): two images decoded and evaluated on two threads, and
+# evaluation of disjoint ranges on 1/2/4 threads.
+stage_pmthroughput() {
+  local dur=${PMT_S:-30} lp run set us pipe extra M args pid c0 c1 t0 t1
+  say "== pmthroughput (bf16 matmul load, ${dur} s per run)"
+  $W mm 900 > "$L/pmt-load.log" 2>&1 & lp=$!
+  sleep 5
+  for run in ${PMT_RUNS:-def:1000:serial def:200:serial def:100:serial cmp:100:serial def:100:double cmp:100:double def:100:serial:dp50 def:100:double:dp50 def:100:serial:backoff}; do
+    IFS=: read -r set us pipe extra <<< "$run"
+    M=$DEFSET; [ "$set" = cmp ] && M=$CMP
+    args="--no-activity.enabled --pmsample.interval=${us}us --pmsample.metrics=$M --pmsample.pipeline=$pipe"
+    [ "$extra" = backoff ] && args="$args --pmsample.backoff"
+    [ "${extra#dp}" != "$extra" ] && args="$args --pmsample.decode-period=${extra#dp}ms"
+    CUDA_VISIBLE_DEVICES=0 start_exporter "$L/exp-pmt-$set-$us-$pipe$extra.log" 9477 $args || continue
+    pid=$(cat "$L/exporter.9477.pid"); sleep 5
+    scrape "$L/pmt0.txt"; c0=$(proc_cpu_s $pid); t0=$(date +%s.%N); python3 scripts/gpu/threads.py $pid > "$L/pmt-th0.json"
+    sleep "$dur"
+    scrape "$L/pmt-$set-$us-$pipe$extra.txt"; c1=$(proc_cpu_s $pid); t1=$(date +%s.%N)
+    python3 scripts/gpu/threads.py $pid "$L/pmt-th0.json" > "$L/pmt-th-$set-$us-$pipe$extra.json"
+    say "$(python3 scripts/gpu/pmrate.py "$set@${us}us/$pipe${extra:+/$extra}" "$(python3 -c "print($us/1e6)")" "$L/pmt0.txt" \
+      "$L/pmt-$set-$us-$pipe$extra.txt" "$(python3 -c "print($t1-$t0)")" "$(python3 -c "print($c1-$c0)")")"
+    say "  cpu by thread (s): $(cat "$L/pmt-th-$set-$us-$pipe$extra.json" | cut -c1-200)"
+    say "  readyz: $(curl -s localhost:9477/readyz | tr '\n' ' ' | cut -c1-400)"
+    say "  log: $(grep -m2 -E 'sustain|backed off' "$L/exp-pmt-$set-$us-$pipe$extra.log" | cut -c1-300 | tr '\n' ' ')"
+    stop_exporter 9477
+  done
+  for set in cmp def; do
+    M=$DEFSET; [ "$set" = cmp ] && M=$CMP
+    CUDA_VISIBLE_DEVICES=0 CUPTI_EXPORTER_REAL_TEST=1 CUPTI_COST_METRICS=$M CUPTI_CONC_INTERVAL=100us \
+      timeout 120 "$G/cupti.test" -test.run 'TestRealConcurrentDecode' -test.v > "$L/gotest-conc-$set.log" 2>&1
+    say "-- concurrent decode, $set set, 100 us: rc=$?"
+    grep -E '\((a|b|c)\)|^(---|ok|FAIL)' "$L/gotest-conc-$set.log" | sed 's/^ *real_concurrency_test.go:[0-9]*: //' | cut -c1-400 | tee -a "$S"
+  done
+  kill $lp 2>/dev/null
+}
+
+# Issue 11 item 8: multiplexing on the GPU. The default set with --pmsample.multiplex=1s plans the
+# FP16 pipe (and, where the GPUs have NVLink peers, the NVLink counters) as a second group beside
+# the nine of the first. Phases on GPU 0: bf16 matmul (tensor pipe, group 1), fp16 element-wise
+# (FP16 pipe, group 2), and with two GPUs an NCCL all-reduce (NVLink bytes). Each phase is 20 s,
+# twice the window, so each group's cupti_pm_observed_ratio should read about 0.5 (a little less:
+# the rotation's own gap, cupti_pm_samples_lost_total{reason="rotation"}), decode failures 0.
+stage_pmmultiplex() {
+  say "== pmmultiplex (default set + FP16 / NVLink groups, rotating every 1 s)"
+  "$BIN" metrics plan --multiplex "$DEFSET,sm__inst_executed_pipe_fma_type_fp16.avg.pct_of_peak_sustained_elapsed,nvlrx__bytes.sum,nvltx__bytes.sum" \
+    > "$L/mux-plan.log" 2>&1; say "plan rc=$?: $(tr '\n' ' ' < "$L/mux-plan.log" | cut -c1-500)"
+  export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+  start_exporter "$L/exp-mux.log" 9477 --no-activity.enabled --pmsample.multiplex=1s --pmsample.window=10s || return
+  sleep 3; scrape "$L/mux-0.txt"
+  say "groups: $(grep -iE 'left out|planned|group' "$L/exp-mux.log" | head -4 | cut -c1-300 | tr '\n' ' ')"
+  local ph
+  for ph in mm fp16; do
+    $W $ph 20 > "$L/mux-$ph.log" 2>&1; scrape "$L/mux-$ph.txt"
+    say "-- after $ph: observed $(grep '^cupti_pm_observed_ratio' "$L/mux-$ph.txt" | grep 'gpu="0"' | sed -E 's/.*metric="([^"]*)".* ([0-9.e+-]+)$/\1=\2/' | tr '\n' ' ')"
+    say "   tensor $(grep -E '^cupti_tensor_pipe_active_ratio\{' "$L/mux-$ph.txt" | grep 'gpu="0"' | awk '{print $NF}') fp16 $(grep -E '^cupti_fp16_pipe_active_ratio\{' "$L/mux-$ph.txt" | grep 'gpu="0"' | awk '{print $NF}') coverage $(grep '^cupti_pm_window_coverage_ratio' "$L/mux-$ph.txt" | grep 'gpu="0"' | awk '{print $NF}')"
+  done
+  if [ "$(nvidia-smi -L | wc -l)" -ge 2 ]; then
+    timeout 150 python3 scripts/gpu/allreduce.py 20 > "$L/mux-allreduce.log" 2>&1; say "allreduce rc=$? $(tail -1 "$L/mux-allreduce.log")"
+    scrape "$L/mux-nvl.txt"
+    say "-- after all-reduce: observed $(grep '^cupti_pm_observed_ratio' "$L/mux-nvl.txt" | sed -E 's/.*gpu="([0-9]+)".*metric="([^"]*)".* ([0-9.e+-]+)$/gpu\1 \2=\3/' | grep -i nvl | tr '\n' ' ')"
+    say "   nvlink: $(grep -E '^cupti_nvlink_bytes_total' "$L/mux-nvl.txt" | tr '\n' ' ' | cut -c1-400)"
+  fi
+  scrape "$L/mux-final.txt"
+  say "failures: $(grep '^cupti_pm_decode_failures_total' "$L/mux-final.txt" | awk '$NF != 0' | tr '\n' ' ') lost: $(grep '^cupti_pm_samples_lost_total' "$L/mux-final.txt" | awk '$NF != 0' | sed -E 's/.*gpu="([0-9]+)".*reason="([^"]*)".* ([0-9.e+-]+)$/gpu\1 \2=\3/' | tr '\n' ' ') samples: $(grep '^cupti_pm_samples_total' "$L/mux-final.txt" | awk '{print $NF}' | tr '\n' ' ')"
+  say "log warnings: $(grep -cE 'level=WARN' "$L/exp-mux.log") $(grep -m3 -E 'level=WARN' "$L/exp-mux.log" | cut -c1-200 | tr '\n' ' ')"
+  stop_exporter 9477
 }

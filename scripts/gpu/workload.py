@@ -2,6 +2,7 @@
 
 usage: workload.py MODE [SECONDS]
   mm        bf16 8192^3 matmuls (tensor pipe busy)
+  fp16      element-wise fp16 multiply-adds on 4 Mi halves, L2-resident (FP16 FMA pipe, no tensor cores)
   tiny      a loop of tiny kernels; prints us per launch
   copy      pinned and pageable host<->device copies
   idle      sleep
@@ -65,10 +66,21 @@ def main():
     def idle(s):
         time.sleep(s); return 0
 
+    def fp16(s):
+        h = torch.randn(4 << 20, device=dev, dtype=torch.float16)
+        m = torch.full_like(h, 0.999)
+        t0, n = now(), 0
+        while now() - t0 < s:
+            for _ in range(50):
+                h.mul_(m).add_(m)  # hfma-class work on the FP16 pipe
+            torch.cuda.synchronize(); n += 1
+        return n
+
     if mode == "mm": phase("mm", secs, mm)
     elif mode == "tiny": phase("tiny", secs, tiny)
     elif mode == "copy": phase("copy", secs, copy)
     elif mode == "idle": phase("idle", secs, idle)
+    elif mode == "fp16": phase("fp16", secs, fp16)
     elif mode == "phases":
         for name, s, fn in [("idle", 4, idle), ("mm", 8, mm), ("idle", 4, idle), ("copy", 6, copy), ("tiny", 6, tiny), ("idle", 4, idle)]:
             phase(name, s * secs / 5.0 if secs != 5.0 else s, fn)

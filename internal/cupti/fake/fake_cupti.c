@@ -15,7 +15,8 @@
  *  - samples: sample k (0-based since Start) spans [t0 + k*iv, t0 + (k+1)*iv] where t0 is the
  *    cuptiGetTimestamp value at Start and iv the interval (ns; in SYSCLK mode cycles at a nominal
  *    1 GHz). A sample exists once its end has passed (or, with samples_per_decode=N, every decode
- *    during sampling yields exactly N). Evaluate gives metric j (position in the names passed)
+ *    during sampling yields exactly N). A decode writes at most the image's free slots; the
+ *    records beyond a full image are lost (as on the H200), the session goes on. Evaluate gives metric j (position in the names passed)
  *    of sample k the value 10*(j+1) + (k % 10).
  *  - more than hardwareBufferSize/4096 undecoded samples overflow the hardware buffer.
  *  - CUPTI 13.2 single-pass sets: cuptiProfilerHostGetSinglePassSets and
@@ -28,12 +29,16 @@
  *      busy_once                 the next SetConfig returns 26, then the knob clears
  *      overflow_at=N             decode N of a session returns 8 with overflow=1, and so does every
  *                                later decode until Disable
- *      image_full                every decode fills the image: stop reason 1 (COUNTER_DATA_FULL)
+ *      image_full                every decode with more than one sample waiting writes half of them
+ *                                and stops with reason 1 (COUNTER_DATA_FULL); the rest are lost
  *  - after a decode that stops with COUNTER_DATA_FULL, re-initialising that image returns 999
  *    (UNKNOWN) until the session is disabled, as the real library did on an H200.
  *      insufficient_privileges   Enable returns 35
  *      first_sample_before_start sample 0 starts 0.4 s before Start (as real hardware does)
  *      samples_per_decode=N      deterministic count per decode while started
+ *      skip_every=N              the hardware loses every Nth sample (k % N == N-1): a hole of one
+ *                                interval in the time line, no error
+ *      eval_cost_us=N            EvaluateToGpuValues sleeps N us per sample (a slow host)
  *      version=N                 cuptiGetVersion value
  *      unsupported=arch|vgpu|cc  DeviceSupported reports that aspect (arch: UNSUPPORTED,
  *                                vgpu: DISABLED, cc: UNSUPPORTED)
@@ -91,12 +96,12 @@ static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static struct {
 	int busy_setconfig, busy_once, image_full, insufficient_privileges, first_sample_before_start;
 	int nvperf_missing, needs_nvperf_target, unsupported_arch, unsupported_vgpu, unsupported_cc;
-	unsigned overflow_at, samples_per_decode;
+	unsigned overflow_at, samples_per_decode, skip_every, eval_cost_us;
 	uint32_t version;
 } F;
 
 static struct {
-	unsigned long long init, deinit, hosts, sessions, hosts_with_set, host_init_size;
+	unsigned long long init, deinit, hosts, sessions, enables, hosts_with_set, host_init_size;
 	unsigned long long sc_struct_size, sc_interval, sc_trigger, sc_append, sc_hwbuf;
 } Q;
 
@@ -121,6 +126,8 @@ static int set_faults_locked(const char *spec) {
 		else if (!strcmp(tok, "needs_nvperf_target")) F.needs_nvperf_target = 1;
 		else if (!strcmp(tok, "overflow_at")) F.overflow_at = (unsigned)strtoul(val, NULL, 10);
 		else if (!strcmp(tok, "samples_per_decode")) F.samples_per_decode = (unsigned)strtoul(val, NULL, 10);
+		else if (!strcmp(tok, "skip_every")) F.skip_every = (unsigned)strtoul(val, NULL, 10);
+		else if (!strcmp(tok, "eval_cost_us")) F.eval_cost_us = (unsigned)strtoul(val, NULL, 10);
 		else if (!strcmp(tok, "version")) F.version = (uint32_t)strtoul(val, NULL, 10);
 		else if (!strcmp(tok, "unsupported") && !strcmp(val, "arch")) F.unsupported_arch = 1;
 		else if (!strcmp(tok, "unsupported") && !strcmp(val, "vgpu")) F.unsupported_vgpu = 1;
@@ -150,6 +157,7 @@ static int nvperf_target_loaded(void) {
 }
 
 /* cuptiFakeQuery reads a counter: init, deinit, hosts (live host objects), sessions (enabled),
+ * enables (successful Enable calls in all),
  * setconfig.struct_size, setconfig.interval, setconfig.trigger, setconfig.append, setconfig.hwbuf,
  * hosts.with_set (HostInitialize calls naming a single-pass set), host_init.struct_size (the last
  * successful HostInitialize), nvperf_target_loaded (1 when a libnvperf_target.so is loaded). */
@@ -161,7 +169,7 @@ int cuptiFakeQuery(const char *key, unsigned long long *out) {
 	static const struct {
 		const char *k;
 		unsigned long long *v;
-	} keys[] = {{"init", &Q.init}, {"deinit", &Q.deinit}, {"hosts", &Q.hosts}, {"sessions", &Q.sessions},
+	} keys[] = {{"init", &Q.init}, {"deinit", &Q.deinit}, {"hosts", &Q.hosts}, {"sessions", &Q.sessions}, {"enables", &Q.enables},
 		    {"setconfig.struct_size", &Q.sc_struct_size}, {"setconfig.interval", &Q.sc_interval},
 		    {"setconfig.trigger", &Q.sc_trigger}, {"setconfig.append", &Q.sc_append},
 		    {"setconfig.hwbuf", &Q.sc_hwbuf}, {"hosts.with_set", &Q.hosts_with_set},
@@ -315,6 +323,7 @@ struct CUpti_PmSampling_Object {
 	unsigned magic;
 	int dev, configured, started, stopped, dead, keep_latest;
 	int full_images; /* some image of this session had a COUNTER_DATA_FULL decode */
+	uint32_t cfg_metrics; /* metrics in the config of the last SetConfig */
 	uint64_t iv, hwbuf_samples, t0, t_stop, next_k, decodes;
 	size_t cd_metrics, cd_capacity, cd_size;
 };
@@ -479,6 +488,7 @@ CUptiResult cuptiPmSamplingEnable(CUpti_PmSampling_Enable_Params *p) {
 		enabled[o->dev] = o;
 		p->pPmSamplingObject = o;
 		Q.sessions++;
+		Q.enables++;
 	}
 	UNLOCK();
 	return r;
@@ -524,6 +534,7 @@ CUptiResult cuptiPmSamplingSetConfig(CUpti_PmSampling_SetConfig_Params *p) {
 		r = E_NOT_SUPPORTED;
 	else {
 		o->configured = 1;
+		o->cfg_metrics = ((const cfg_header *)p->pConfig)->n;
 		o->iv = p->samplingInterval; /* ns in TIME mode; SYSCLK cycles at a nominal 1 GHz */
 		o->hwbuf_samples = p->hardwareBufferSize / SAMPLE_HWBYTES;
 		o->keep_latest = append == CUPTI_PM_SAMPLING_HARDWARE_BUFFER_APPEND_MODE_KEEP_LATEST;
@@ -567,16 +578,22 @@ CUptiResult cuptiPmSamplingCounterDataImageInitialize(CUpti_PmSampling_CounterDa
 	CUptiResult r = OK;
 	LOCK();
 	CUpti_PmSampling_Object *o = p->pPmSamplingObject;
-	if (!live_pm(o) || !p->pCounterData || !o->cd_size || p->counterDataSize != o->cd_size)
+	/* An image initialised before keeps its layout (metrics, capacity): with several groups
+	 * (multiplexing) each group's image is re-initialised after its own decode, whatever
+	 * GetCounterDataSize was asked last. A new image takes the layout of the last query. */
+	cd_header *old = live_pm(o) ? image(p->pCounterData, p->counterDataSize) : NULL;
+	size_t want = old ? cd_size(old->nmetrics, old->capacity) : (live_pm(o) ? o->cd_size : 0);
+	if (!live_pm(o) || !p->pCounterData || !want || p->counterDataSize != want)
 		r = E_PARAM;
-	else if (o->full_images && image(p->pCounterData, p->counterDataSize) && ((cd_header *)p->pCounterData)->full)
+	else if (old && o->full_images && old->full)
 		r = E_UNKNOWN;
 	else {
 		cd_header *h = (cd_header *)p->pCounterData;
+		uint32_t nm = old ? old->nmetrics : (uint32_t)o->cd_metrics, cap = old ? old->capacity : (uint32_t)o->cd_capacity;
 		memset(h, 0, sizeof *h);
 		memcpy(h->magic, CD_MAGIC, 8);
-		h->nmetrics = (uint32_t)o->cd_metrics;
-		h->capacity = (uint32_t)o->cd_capacity;
+		h->nmetrics = nm;
+		h->capacity = cap;
 	}
 	UNLOCK();
 	return r;
@@ -659,6 +676,10 @@ CUptiResult cuptiPmSamplingDecodeData(CUpti_PmSampling_DecodeData_Params *p) {
 		r = E_OPERATION;
 		goto out;
 	}
+	if (h->nmetrics != o->cfg_metrics) { /* an image of another group's config */
+		r = E_PARAM;
+		goto out;
+	}
 	o->decodes++;
 	if (F.overflow_at && o->decodes == F.overflow_at)
 		o->dead = 1;
@@ -685,11 +706,13 @@ CUptiResult cuptiPmSamplingDecodeData(CUpti_PmSampling_DecodeData_Params *p) {
 		goto out;
 	}
 	uint64_t space = h->capacity - h->populated, n = avail < space ? avail : space;
-	if (F.image_full)
-		n = space;
+	if (F.image_full && avail > 1 && n > avail / 2)
+		n = avail / 2; /* the image takes half of what waits; the rest is lost */
 	cd_slot *slots = (cd_slot *)(h + 1);
 	for (uint64_t j = 0; j < n; j++) {
 		uint64_t k = o->next_k++;
+		if (F.skip_every > 1 && k % F.skip_every == F.skip_every - 1)
+			continue; /* the hardware lost this one: a hole in the time line */
 		cd_slot *s = &slots[h->populated++];
 		s->k = k;
 		s->start = o->t0 + k * o->iv;
@@ -697,7 +720,9 @@ CUptiResult cuptiPmSamplingDecodeData(CUpti_PmSampling_DecodeData_Params *p) {
 		if (k == 0 && F.first_sample_before_start)
 			s->start = o->t0 - FIRST_SAMPLE_EARLY_NS;
 	}
-	if (F.image_full || avail > space) {
+	if (avail > n) /* as on the H200: the records beyond a full image are lost */
+		o->next_k += avail - n;
+	if (avail > n) {
 		p->decodeStopReason = CUPTI_PM_SAMPLING_DECODE_STOP_REASON_COUNTER_DATA_FULL;
 		h->full = 1;
 		o->full_images = 1;
@@ -968,6 +993,13 @@ CUptiResult cuptiProfilerHostEvaluateToGpuValues(CUpti_Profiler_Host_EvaluateToG
 	UNLOCK();
 	if (r != OK)
 		return r;
+	LOCK();
+	unsigned cost = F.eval_cost_us;
+	UNLOCK();
+	if (cost) { /* a slow host: this evaluation takes cost microseconds of wall time */
+		struct timespec d = {(time_t)(cost / 1000000), (long)(cost % 1000000) * 1000};
+		nanosleep(&d, NULL);
+	}
 	uint64_t k = ((cd_slot *)(h + 1))[p->rangeIndex].k;
 	for (size_t j = 0; j < p->numMetrics; j++)
 		p->pMetricValues[j] = 10.0 * (double)(j + 1) + (double)(k % 10);
