@@ -2,6 +2,7 @@ package pmsample
 
 import (
 	"cmp"
+	"context"
 	"slices"
 	"strconv"
 	"time"
@@ -203,6 +204,29 @@ func (r *runner) off() bool {
 	return rel
 }
 
+// idleWait waits while the device is idle-released. Released time is no loss (nothing ran):
+// a loss still open is accounted up to now and delivered, and on waking the account skips the
+// released time. After a Reacquire, the time from the activity to the first sample is lost with
+// reason idle_release (lossAccount.sample accounts it when that sample arrives).
+func (r *runner) idleWait(ctx context.Context, sink func(Batch)) {
+	r.loss.flush(r.now())
+	if lost := r.loss.take(); len(lost) > 0 {
+		sink(Batch{Device: r.dev.Index, Lost: lost, Interval: r.interval})
+	}
+	r.wait(ctx, time.Time{})
+	now, prev := r.now(), r.loss.cursor
+	r.loss.cursor, r.loss.cause = now, ""
+	r.mu.Lock()
+	released, act := r.rel.released, r.rel.activity
+	r.mu.Unlock()
+	if !released && !act.IsZero() {
+		if a := uint64(act.UnixNano()); a < now {
+			r.loss.cursor = max(prev, a)
+		}
+		r.loss.cause = "idle_release"
+	}
+}
+
 // observe wraps the sink of a device: the first sample after a reacquire closes the missed
 // time that began with the activity.
 func (r *runner) observe(sink func(Batch)) func(Batch) {
@@ -216,14 +240,6 @@ func (r *runner) observe(sink func(Batch)) func(Batch) {
 				}
 				if missed := time.Unix(0, int64(first)).Sub(r.rel.activity); missed > 0 {
 					r.rel.missedS += missed.Seconds()
-					// TODO(pmloss): after merging branch pmloss, also count this span as lost
-					// samples: LostReasons gains "idle_release", so cupti_pm_samples_lost_total and
-					// cupti_pm_lost_seconds_total{reason="idle_release"} count it. Released time
-					// itself is no loss (nothing ran): in run()'s idle-release branch, flush the
-					// lossAccount and clear its cause (r.loss.flush(now); r.loss.cause = "")
-					// instead of opening "paused", and when leaving it set r.loss.cursor to the
-					// activity time and r.loss.cause = "idle_release", so that lossAccount.sample
-					// accounts [activity, first sample) to it and nothing before it as a gap.
 				}
 				r.log.Info("pm sampling retaken after an idle release", "first_sample_after_activity", time.Unix(0, int64(first)).Sub(r.rel.activity),
 					"first_sample_unix_ns", first, "activity_unix_ns", r.rel.activity.UnixNano())

@@ -70,11 +70,31 @@ func TestReleaseMissedTimeCounted(t *testing.T) {
 	eventually(t, "sampling", func() bool { return c.sum(0, samplesOf) > 0 })
 	s.Release(0, "idle")
 	eventually(t, "idle-released", func() bool { return s.Status()[0].State == StateIdle })
+	time.Sleep(300 * time.Millisecond) // released time: must not show as a loss
 	pm.set(func(p *scriptPM) { p.clock = uint64(time.Now().Add(200 * time.Millisecond).UnixNano()) })
 	s.Reacquire(0, time.Now())
 	eventually(t, "missed counted", func() bool { return s.IdleStats()[0].MissedSeconds > 0 })
 	if m := s.IdleStats()[0].MissedSeconds; m < 0.15 || m > 0.5 {
 		t.Fatalf("missed = %.3f s, want about 0.2 s (activity to first sample)", m)
+	}
+	// The same span is a loss with reason idle_release; the released time is no loss at all.
+	eventually(t, "samples after reacquire", func() bool { return c.sum(0, samplesOf) > 10 })
+	lost := map[string]float64{}
+	c.mu.Lock()
+	for _, b := range c.batches {
+		for _, l := range b.Lost {
+			lost[l.Reason] += float64(l.End-l.Start) / 1e9
+		}
+	}
+	c.mu.Unlock()
+	if v := lost["idle_release"]; v < 0.15 || v > 0.5 {
+		t.Fatalf("idle_release loss = %.3f s, want about 0.2 s; losses %v", v, lost)
+	}
+	delete(lost, "idle_release")
+	for reason, v := range lost {
+		if v > 0.05 {
+			t.Errorf("loss %s = %.3f s: released time counted as lost", reason, v)
+		}
 	}
 }
 

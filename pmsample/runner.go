@@ -104,7 +104,7 @@ func (r *runner) run(ctx context.Context, sink func(Batch)) {
 		}
 		if rel, why := r.idleReleased(); rel { // idle release (release.go); a user pause wins
 			r.setState(StateIdle, why)
-			r.wait(ctx, time.Time{})
+			r.idleWait(ctx, sink)
 			continue
 		}
 		err := r.acquire()
