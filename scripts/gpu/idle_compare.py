@@ -78,6 +78,8 @@ def cycle(d):
     missed = series(after, "cupti_pm_idle_missed_seconds_total", gpu="0") - series(before, "cupti_pm_idle_missed_seconds_total", gpu="0")
     rel = series(after, "cupti_pm_idle_releases_total", gpu="0") - series(before, "cupti_pm_idle_releases_total", gpu="0")
     relsec = series(after, "cupti_pm_idle_released_seconds_total", gpu="0") - series(before, "cupti_pm_idle_released_seconds_total", gpu="0")
+    lost = series(after, "cupti_pm_lost_seconds_total", gpu="0", reason="idle_release") - series(before, "cupti_pm_lost_seconds_total", gpu="0", reason="idle_release")
+    print(f"idle cycle: lost seconds with reason idle_release {lost * 1e3:.1f} ms (should match missed)")
     if oracle:
         print(f"idle cycle: dram read exporter {got / 1e9:.3f} GB vs known {oracle / 1e9:.3f} GB: {100 * (got / oracle - 1):+.2f} % "
               f"(want within 2 % + the missed share); releases {rel:.0f}, released {relsec:.1f} s, missed {missed * 1e3:.1f} ms")
