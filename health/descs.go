@@ -66,6 +66,12 @@ var (
 		"Memory in use in a MIG instance, by GPU instance, compute instance and profile.", "gpu_instance_id", "compute_instance_id", "profile")
 	migMemTotalDesc = gauge("cupti_gpu_mig_memory_total_bytes", "bytes", "cupti.gpu.mig.memory.limit", "By",
 		"Memory size of a MIG instance.", "gpu_instance_id", "compute_instance_id", "profile")
+	gpmSMDesc = gauge("cupti_gpm_sm_active_ratio", "ratio", "cupti.gpm.sm.active", "1",
+		"Fraction of SM cycles with a warp resident over the last health interval, from NVML GPM (GPM_METRIC_SM_UTIL; DCGM PROF_SM_ACTIVE); Hopper and newer, --health.gpm. Coarser than PM Sampling's cupti_sm_active_ratio; GPM is a separate unit, so it may keep reporting while a profiler holds the PM counters.", "source")
+	gpmTensorDesc = gauge("cupti_gpm_tensor_active_ratio", "ratio", "cupti.gpm.tensor.active", "1",
+		"Fraction of cycles any tensor pipe was active over the last health interval, from NVML GPM (GPM_METRIC_ANY_TENSOR_UTIL; DCGM PROF_PIPE_TENSOR_ACTIVE); --health.gpm.", "source")
+	gpmDRAMDesc = gauge("cupti_gpm_dram_bandwidth_ratio", "ratio", "cupti.gpm.dram.bandwidth", "1",
+		"DRAM bandwidth used as a fraction of peak over the last health interval, from NVML GPM (GPM_METRIC_DRAM_BW_UTIL; DCGM PROF_DRAM_ACTIVE); --health.gpm.", "source")
 	collectDesc = &mapping.Desc{Name: "cupti_health_collection_seconds", Kind: mapping.KindGauge, Unit: "seconds",
 		OTelName: "cupti.health.collection.duration", OTelUnit: "s", Help: "Time the last NVML collection of every device took."}
 	errorsDesc = &mapping.Desc{Name: "cupti_health_read_errors_total", Kind: mapping.KindCounter,
@@ -79,5 +85,6 @@ func Descs() []*mapping.Desc {
 		nvmlUtilDesc, nvmlCopyUtilDesc, encUtilDesc, decUtilDesc, powerDesc, powerLimitDesc, energyDesc, tempDesc, memTempDesc,
 		clockDesc, maxClockDesc, clockEventDesc, violationDesc, xidDesc, xidLastDesc, eccDesc, retiredDesc,
 		retiredPendingDesc, remappedDesc, remapPendingDesc, remapFailedDesc, pcieReplayDesc, nvlinkUpDesc,
-		nvlinkErrDesc, procMemDesc, migModeDesc, migMemDesc, migMemTotalDesc, collectDesc, errorsDesc}
+		nvlinkErrDesc, procMemDesc, migModeDesc, migMemDesc, migMemTotalDesc, gpmSMDesc, gpmTensorDesc, gpmDRAMDesc,
+		collectDesc, errorsDesc}
 }

@@ -23,11 +23,15 @@ type gpuState struct {
 	links       []int           // NVLink links that answer
 	unsupported map[string]bool // fields this GPU does not support: never read again
 	errs        map[string]uint64
+	gpm         *gpmState // GPM samples, when WithGPM and supported
 	log         *slog.Logger
 }
 
 func (g *gpuState) identify(dev nvml.Device, resolve func(string) (string, bool)) {
 	g.dev, g.lost, g.lostReason = dev, false, ""
+	if g.gpm != nil {
+		g.gpm.have = false // a sample from before a reset does not pair with one after it
+	}
 	uuid, _ := dev.GetUUID()
 	name, _ := dev.GetName()
 	var bus string

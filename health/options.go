@@ -16,6 +16,7 @@ type config struct {
 	gpuResolver func(uuid string) (gpu string, ok bool)
 	podResolver func(pid uint32) (pod, namespace, container string, ok bool)
 	events      bool
+	gpm         bool
 	now         func() time.Time
 	logger      *slog.Logger
 }
@@ -50,6 +51,10 @@ func WithGPUResolver(f func(uuid string) (gpu string, ok bool)) Option {
 func WithPodResolver(f func(pid uint32) (pod, namespace, container string, ok bool)) Option {
 	return func(c *config) { c.podResolver = f }
 }
+
+// WithGPM reads the GPM metrics (SM, tensor and DRAM bandwidth utilisation; Hopper and
+// newer) every collection, as the cupti_gpm_* families labelled source="gpm".
+func WithGPM(on bool) Option { return func(c *config) { c.gpm = on } }
 
 // WithoutEvents turns off the XID event goroutine.
 func WithoutEvents() Option { return func(c *config) { c.events = false } }

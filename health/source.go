@@ -76,6 +76,7 @@ func (s *Source) Run(ctx context.Context) error {
 		}
 	}
 	defer s.lib.Shutdown()
+	defer s.freeGPM() // before Shutdown
 	if s.cfg.events {
 		go s.watchXIDs(ctx)
 	}
@@ -154,6 +155,9 @@ func (s *Source) Collect() {
 		if !g.lost {
 			g.collect(b, s.cfg.podResolver)
 		}
+		if !g.lost && s.cfg.gpm {
+			g.collectGPM(s.lib, b)
+		}
 		st := DeviceStatus{Device: g.gpu, UUID: g.uuid, Ready: !g.lost}
 		if g.lost {
 			st.Reason, st.Detail = "gpu_lost", g.lostReason
@@ -171,6 +175,16 @@ func (s *Source) Collect() {
 	s.mu.Unlock()
 	b.add(collectDesc, time.Since(t0).Seconds())
 	s.snap.Store(b.snapshot(s.cfg.now()))
+}
+
+// freeGPM releases the GPM samples of every GPU.
+func (s *Source) freeGPM() {
+	s.mu.Lock()
+	gpus := slices.Clone(s.gpus)
+	s.mu.Unlock()
+	for _, g := range gpus {
+		g.freeGPM()
+	}
 }
 
 // reacquire looks a lost GPU up again by UUID (or index): it comes back after a reset or

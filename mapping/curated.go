@@ -13,8 +13,10 @@ type CuratedMetric struct {
 // Choices, measured on an H200 (GH100, CUDA 13.0) with cuptiProfilerHostGetNumOfPasses:
 // the TriageCompute variants are used where the plain metric costs more (plain
 // sm__pipe_fp64_cycles_active needs 2 passes alone; the TriageCompute realtime one needs 1).
-// The first nine together need one pass; adding the FP16 metric makes two, so it comes
-// after them. NVLink byte counters are rejected on a GPU without NVLink, so they come last.
+// The first nine together need one pass, so the DRAM byte counters (which the attribution
+// join uses to tell who moved the bytes) and the FP16 metric come after them: the planner
+// adds them only while the pass count stays one. They keep their derived names (a direction
+// label on cupti_dram_bytes_total would collide with the derived name of dram__bytes.sum). NVLink byte counters are rejected on a GPU without NVLink, so they come last.
 // Occupancy uses tpc__warps_active_realtime: pct_of_peak_sustained_elapsed of active warps
 // is resident warps over the maximum, the same figure per TPC as per SM.
 const (
@@ -77,6 +79,16 @@ var curatedRules = []Rule{
 		Match: "PCI.TriageCompute.pcie__write_bytes.sum",
 		Name:  "cupti_pcie_bytes_total", OTelName: "hw.gpu.io", otelAttributes: pcieAttrs, Labels: map[string]string{"direction": "tx"},
 		Help: pcieHelp,
+	},
+	{
+		Match: "dram__bytes_read.sum",
+		Name:  "cupti_dram_read_bytes_total", OTelName: "cupti.dram.bytes_read",
+		Help: "Bytes read from device memory (dram__bytes_read).",
+	},
+	{
+		Match: "dram__bytes_write.sum",
+		Name:  "cupti_dram_write_bytes_total", OTelName: "cupti.dram.bytes_written",
+		Help: "Bytes written to device memory (dram__bytes_write).",
 	},
 	{
 		Match: "sm__inst_executed_pipe_fma_type_fp16" + pct,

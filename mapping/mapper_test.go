@@ -42,6 +42,7 @@ func TestCuratedNames(t *testing.T) {
 		"cupti_graphics_engine_active_ratio", "cupti_sm_active_ratio", "cupti_sm_occupancy_ratio",
 		"cupti_tensor_pipe_active_ratio", "cupti_dram_active_ratio", "cupti_fp64_pipe_active_ratio",
 		"cupti_fp32_pipe_active_ratio", `cupti_pcie_bytes_total{direction="rx"}`, `cupti_pcie_bytes_total{direction="tx"}`,
+		"cupti_dram_read_bytes_total", "cupti_dram_write_bytes_total",
 		"cupti_fp16_pipe_active_ratio", `cupti_nvlink_bytes_total{direction="rx"}`, `cupti_nvlink_bytes_total{direction="tx"}`,
 	}
 	m, err := New()
@@ -112,9 +113,10 @@ func TestCuratedLintAndRegister(t *testing.T) {
 	for _, p := range problems {
 		t.Errorf("promlint: %s: %s", p.Metric, p.Text)
 	}
-	// 8 gauges with mean, max and min, and 4 byte counters (pcie and nvlink, rx and tx).
-	if n, err := testutil.GatherAndCount(reg); err != nil || n != 8*3+4 {
-		t.Errorf("gathered %d series (err %v), want %d", n, err, 8*3+4)
+	// 8 gauges with mean, max and min, and 6 byte counters (pcie and nvlink, rx and tx; dram
+	// read and write).
+	if n, err := testutil.GatherAndCount(reg); err != nil || n != 8*3+6 {
+		t.Errorf("gathered %d series (err %v), want %d", n, err, 8*3+6)
 	}
 }
 
@@ -222,12 +224,22 @@ func TestMapCollision(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "already produced by dram__bytes_read.sum") {
 		t.Fatalf("second owner: err %v", err)
 	}
-	// A derived name that happens to equal a rule's is refused too.
-	m, _ = New(Rule{Match: "dram__bytes_write.sum", Name: "cupti_dram_read_bytes_total"})
-	if _, err := m.Map("dram__bytes_write.sum", p); err != nil {
+	// A derived name that happens to equal a rule's is refused too (the dram byte counters
+	// are curated under their derived names, so this uses the sector counters).
+	ps := Properties{Type: TypeCounter, DimUnit: "sector"}
+	plain, _ := New()
+	read, err := plain.Map("dram__sectors_read.sum", ps)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := m.Map("dram__bytes_read.sum", p); err == nil {
+	m, err = New(Rule{Match: "dram__sectors_write.sum", Name: read.Desc.Name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Map("dram__sectors_write.sum", ps); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Map("dram__sectors_read.sum", ps); err == nil {
 		t.Fatal("derived name equal to a rule's name: no error")
 	}
 }

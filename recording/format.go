@@ -16,8 +16,9 @@ import (
 // reserved bytes (zero). Writers write Version; readers read MinVersion..Version.
 const (
 	Magic = "CUPTIREC"
-	// 2: activity records carry src_device (peer-to-peer copies); 3: coverage frames.
-	Version = 3
+	// 2: activity records carry src_device (peer-to-peer copies); 3: coverage frames;
+	// 4: health family and health frames.
+	Version = 4
 	// MinVersion is the oldest version a reader accepts (version 1 lacks src_device).
 	MinVersion = 1
 
@@ -44,6 +45,8 @@ const (
 	FrameGoodbye   FrameType = 'G' // (J) ProcessEvent: an activity process went away
 	FrameActivity  FrameType = 'A' // (B) ActivityBatch
 	FrameCoverage  FrameType = 'V' // (B) CoverageBatch (version 3)
+	FrameFamily    FrameType = 'F' // (J) familyDef: a health family health frames refer to (version 4)
+	FrameHealth    FrameType = 'N' // (B) *mapping.Snapshot of the health source (version 4)
 	FrameEnd       FrameType = 'E' // (empty) the writer closed the file
 )
 
@@ -67,6 +70,10 @@ func (t FrameType) String() string {
 		return "activity"
 	case FrameCoverage:
 		return "coverage"
+	case FrameFamily:
+		return "family"
+	case FrameHealth:
+		return "health"
 	case FrameEnd:
 		return "end"
 	}

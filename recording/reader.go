@@ -9,6 +9,7 @@ import (
 	"hash/crc32"
 	"io"
 
+	"github.com/cupti-exporter/cupti-exporter/mapping"
 	"github.com/cupti-exporter/cupti-exporter/pmsample"
 )
 
@@ -22,7 +23,8 @@ type Event struct {
 	Batch    *pmsample.Batch
 	Process  *ProcessEvent // FrameHello and FrameGoodbye
 	Activity *ActivityBatch
-	Coverage *CoverageBatch // FrameCoverage
+	Coverage *CoverageBatch    // FrameCoverage
+	Health   *mapping.Snapshot // FrameHealth: the health source's families at Health.Time
 }
 
 // Reader decodes a recording frame by frame. Errors are *FormatError (matching
@@ -34,6 +36,7 @@ type Reader struct {
 	header  Header
 	version int // file-header version, MinVersion..Version
 	sets    map[uint64][]string
+	fams    map[uint64]*mapping.Desc // health families by id
 	ended   bool
 	err     error
 	buf     []byte
@@ -41,7 +44,7 @@ type Reader struct {
 
 // NewReader checks the file header and reads the header frame.
 func NewReader(r io.Reader) (*Reader, error) {
-	rd := &Reader{r: bufio.NewReaderSize(r, 256<<10), sets: map[uint64][]string{}}
+	rd := &Reader{r: bufio.NewReaderSize(r, 256<<10), sets: map[uint64][]string{}, fams: map[uint64]*mapping.Desc{}}
 	var fh [fileHeaderSize]byte
 	n, err := io.ReadFull(rd.r, fh[:])
 	if err != nil {
@@ -88,7 +91,7 @@ func (r *Reader) Offset() int64 { return r.off }
 // Ended reports whether the end frame was read (the writer closed the file).
 func (r *Reader) Ended() bool { return r.ended }
 
-// Next returns the next event. Metric-set frames are consumed internally.
+// Next returns the next event. Metric-set and family frames are consumed internally.
 func (r *Reader) Next() (Event, error) {
 	if r.err != nil {
 		return Event{}, r.err
@@ -99,7 +102,7 @@ func (r *Reader) Next() (Event, error) {
 			r.err = err
 			return ev, err
 		}
-		if ev.Type != FrameMetricSet { // internal to the format
+		if ev.Type != FrameMetricSet && ev.Type != FrameFamily { // internal to the format
 			return ev, nil
 		}
 	}
@@ -206,6 +209,28 @@ func (r *Reader) decode(ev *Event, p []byte) error {
 		}
 		c, err := decodeCoverage(p)
 		ev.Coverage = c
+		return err
+	case FrameFamily:
+		if r.version < 4 {
+			return fmt.Errorf("family frame in a version-%d recording", r.version)
+		}
+		id, d, err := decodeFamily(p)
+		if err != nil {
+			return err
+		}
+		if _, dup := r.fams[id]; dup {
+			return fmt.Errorf("family %d defined twice", id)
+		}
+		if len(r.fams) >= maxFamilies {
+			return fmt.Errorf("more than %d families", maxFamilies)
+		}
+		r.fams[id] = d
+	case FrameHealth:
+		if r.version < 4 {
+			return fmt.Errorf("health frame in a version-%d recording", r.version)
+		}
+		s, err := decodeHealth(p, r.fams)
+		ev.Health = s
 		return err
 	case FrameEnd:
 		if len(p) != 0 {

@@ -11,6 +11,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cupti-exporter/cupti-exporter/activity"
 	"github.com/cupti-exporter/cupti-exporter/mapping"
@@ -30,8 +31,24 @@ var (
 	}
 )
 
-// sampleRecording writes a small recording: header, devices, catalog, two batches, a
-// process with one activity batch, and (if closed) the end frame.
+var (
+	testPowerDesc  = &mapping.Desc{Name: "cupti_gpu_power_watts", Kind: mapping.KindGauge, Unit: "watts", OTelName: "hw.power", OTelUnit: "W", Help: "Power draw.", LabelNames: []string{"gpu", "uuid"}}
+	testEnergyDesc = &mapping.Desc{Name: "cupti_gpu_energy_joules_total", Kind: mapping.KindCounter, Unit: "joules", Help: "Energy.", LabelNames: []string{"gpu", "uuid"}}
+	testInfoDesc   = &mapping.Desc{Name: "cupti_health_collection_seconds", Kind: mapping.KindGauge}
+	testHealthT0   = time.Unix(0, int64(t0)-5e9)
+)
+
+// testHealth is a health snapshot at time t with energy e joules on GPU 0.
+func testHealth(t uint64, e float64) *mapping.Snapshot {
+	return &mapping.Snapshot{Time: time.Unix(0, int64(t)), Families: []mapping.Family{
+		{Desc: testInfoDesc, Samples: []mapping.Sample{{Value: 0.001}}},
+		{Desc: testPowerDesc, Samples: []mapping.Sample{{LabelValues: []string{"0", "GPU-0"}, Value: 123.5}}},
+		{Desc: testEnergyDesc, Samples: []mapping.Sample{{LabelValues: []string{"0", "GPU-0"}, Value: e, Start: testHealthT0}}},
+	}}
+}
+
+// sampleRecording writes a small recording: header, devices, catalog, two batches, two
+// health snapshots, a process with one activity batch, and (if closed) the end frame.
 func sampleRecording(t testing.TB, closed bool) []byte {
 	t.Helper()
 	var buf bytes.Buffer
@@ -51,6 +68,7 @@ func sampleRecording(t testing.TB, closed bool) []byte {
 		{Start: t0, End: t0 + 1e6, Values: []float64{50, 1000}},
 		{Start: t0 + 1e6, End: t0 + 2e6, Values: []float64{math.NaN(), 2000}},
 	}}))
+	must(w.WriteHealth(t0+2e6, testHealth(t0+2e6, 1000)))
 	must(w.WriteHello(t0+2e6, ProcessEvent{Conn: 7, Process: &activity.Process{PID: 42, Executable: "python3", DeviceUUIDs: []string{"GPU-0"}}}))
 	must(w.WriteActivity(t0+3e6, ActivityBatch{Conn: 7, Dropped: 3, Records: []activity.Record{
 		{Kind: activity.KindKernel, Start: t0 + 2e6, End: t0 + 25e5, Name: "_Z4gemmv"},
@@ -62,6 +80,7 @@ func sampleRecording(t testing.TB, closed bool) []byte {
 	must(w.WriteBatch(t0+4e6, pmsample.Batch{Device: 0, Metrics: testMetrics, Overflows: 1, Samples: []pmsample.Sample{
 		{Start: t0 + 3e6, End: t0 + 4e6, Values: []float64{75, 4000}},
 	}}))
+	must(w.WriteHealth(t0+4e6, testHealth(t0+4e6, 1010)))
 	must(w.WriteGoodbye(t0+4e6, 7))
 	if closed {
 		must(w.Close(t0 + 5e6))
@@ -101,7 +120,7 @@ func TestRoundTrip(t *testing.T) {
 	for _, e := range evs {
 		types = append(types, e.Type)
 	}
-	want := []FrameType{FrameDevices, FrameCatalog, FrameBatch, FrameHello, FrameActivity, FrameCoverage, FrameBatch, FrameGoodbye, FrameEnd}
+	want := []FrameType{FrameDevices, FrameCatalog, FrameBatch, FrameHealth, FrameHello, FrameActivity, FrameCoverage, FrameBatch, FrameHealth, FrameGoodbye, FrameEnd}
 	if !reflect.DeepEqual(types, want) {
 		t.Fatalf("types %v, want %v", types, want)
 	}
@@ -112,22 +131,30 @@ func TestRoundTrip(t *testing.T) {
 	if b.DroppedFirst != 1 || len(b.Samples) != 2 || b.Samples[0].Values[1] != 1000 || !math.IsNaN(b.Samples[1].Values[0]) {
 		t.Fatalf("batch %+v", b)
 	}
-	if &evs[2].Batch.Metrics[0] != &evs[6].Batch.Metrics[0] {
+	if &evs[2].Batch.Metrics[0] != &evs[7].Batch.Metrics[0] {
 		t.Error("batches of one metric set should share the Metrics slice")
 	}
-	if evs[6].Batch.Overflows != 1 {
-		t.Errorf("overflows %d", evs[6].Batch.Overflows)
+	if evs[7].Batch.Overflows != 1 {
+		t.Errorf("overflows %d", evs[7].Batch.Overflows)
 	}
-	if c := evs[5].Coverage; c.Conn != 7 || !reflect.DeepEqual(c.Spans, testSpans) {
+	if c := evs[6].Coverage; c.Conn != 7 || !reflect.DeepEqual(c.Spans, testSpans) {
 		t.Errorf("coverage %+v, want conn 7 %+v", c, testSpans)
 	}
-	a := evs[4].Activity
+	for i, e := range map[int]float64{3: 1000, 8: 1010} {
+		if got, want := evs[i].Health, testHealth(t0+uint64(i/8+1)*2e6, e); !sameSnapshot(got, want) {
+			t.Errorf("health frame %d:\n got %s\nwant %s", i, dumpSnapshot(got), dumpSnapshot(want))
+		}
+	}
+	if evs[3].Health.Families[1].Desc != evs[8].Health.Families[1].Desc {
+		t.Error("health frames should share the family descriptions")
+	}
+	a := evs[5].Activity
 	if a.Conn != 7 || a.Dropped != 3 || len(a.Records) != 4 || a.Records[2].Name != "_Z4gemmv" || a.Records[1].Bytes != 1<<20 || a.Records[1].Name != "" ||
 		a.Records[3].SrcDevice != 3 || a.Records[3].Device != 1 || a.Records[3].CopyKind != 10 {
 		t.Fatalf("activity %+v", a)
 	}
-	if evs[3].Process.Process.PID != 42 || evs[7].Process.Conn != 7 {
-		t.Fatalf("process events %+v %+v", evs[3].Process, evs[7].Process)
+	if evs[4].Process.Process.PID != 42 || evs[9].Process.Conn != 7 {
+		t.Fatalf("process events %+v %+v", evs[4].Process, evs[9].Process)
 	}
 }
 
@@ -314,7 +341,7 @@ func TestReplayTruncatedAtEveryByte(t *testing.T) {
 		for whole < len(ends) && ends[whole] <= n {
 			whole++
 		}
-		var wantBatches, wantRecords, wantSpans int
+		var wantBatches, wantRecords, wantSpans, wantHealth int
 		for _, ev := range evs[:whole] {
 			switch ev.Type {
 			case FrameBatch:
@@ -323,10 +350,13 @@ func TestReplayTruncatedAtEveryByte(t *testing.T) {
 				wantRecords += len(ev.Activity.Records)
 			case FrameCoverage:
 				wantSpans += len(ev.Coverage.Spans)
+			case FrameHealth:
+				wantHealth++
 			}
 		}
 		sink := &countSink{}
-		r, err := FromBytes(data[:n], WithSpeed(0), WithActivitySink(sink))
+		health := 0
+		r, err := FromBytes(data[:n], WithSpeed(0), WithActivitySink(sink), WithHealthSink(func(*mapping.Snapshot) { health++ }))
 		if whole == 0 { // no devices frame yet: nothing to serve
 			if err == nil {
 				t.Fatalf("prefix %d: accepted without a devices frame", n)
@@ -344,9 +374,9 @@ func TestReplayTruncatedAtEveryByte(t *testing.T) {
 		if err := r.Run(context.Background(), func(pmsample.Batch) { batches++ }); err != nil {
 			t.Fatalf("prefix %d: replay: %v", n, err)
 		}
-		if batches != wantBatches || sink.records != wantRecords || sink.spans != wantSpans {
-			t.Fatalf("prefix %d: replayed %d batches %d records %d spans, want %d %d %d", n, batches, sink.records, sink.spans,
-				wantBatches, wantRecords, wantSpans)
+		if batches != wantBatches || sink.records != wantRecords || sink.spans != wantSpans || health != wantHealth {
+			t.Fatalf("prefix %d: replayed %d batches %d records %d spans %d health, want %d %d %d %d", n, batches, sink.records, sink.spans,
+				health, wantBatches, wantRecords, wantSpans, wantHealth)
 		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/cupti-exporter/cupti-exporter/activity"
+	"github.com/cupti-exporter/cupti-exporter/mapping"
 	"github.com/cupti-exporter/cupti-exporter/pmsample"
 )
 
@@ -24,6 +25,11 @@ type ActivitySink interface {
 	Disconnect(conn uint64)
 }
 
+// HealthSink receives the health snapshots of a replay (recordings of version 4 and
+// later), in recording order, from the goroutine that runs Replayer.Run. The snapshot is
+// the sink's to keep.
+type HealthSink func(*mapping.Snapshot)
+
 // Summary describes a whole recording; NewReplayer computes it by reading the file once.
 type Summary struct {
 	Header          Header
@@ -34,6 +40,7 @@ type Summary struct {
 	Processes       int
 	ActivityRecords int
 	CoverageSpans   int
+	HealthSnapshots int    // health frames
 	First, Last     uint64 // smallest and largest timestamp (frames, samples, records, spans), ns
 	Complete        bool   // the end frame was seen
 	// Truncated is the offset of a frame cut short at the end of the file (its writer was
@@ -48,6 +55,7 @@ type Replayer struct {
 	speed   float64
 	loop    bool
 	sink    ActivitySink
+	health  HealthSink
 	logger  *slog.Logger
 	nowFunc func() time.Time
 }
@@ -65,6 +73,9 @@ func WithLoop(loop bool) ReplayOption { return func(r *Replayer) { r.loop = loop
 
 // WithActivitySink sends the recorded activity events to s.
 func WithActivitySink(s ActivitySink) ReplayOption { return func(r *Replayer) { r.sink = s } }
+
+// WithHealthSink sends the recorded health snapshots to s.
+func WithHealthSink(s HealthSink) ReplayOption { return func(r *Replayer) { r.health = s } }
 
 // WithLogger sets the logger (default: discard).
 func WithLogger(l *slog.Logger) ReplayOption { return func(r *Replayer) { r.logger = l } }
@@ -176,6 +187,9 @@ func Summarize(open func() (io.ReadCloser, error)) (Summary, error) {
 			for _, x := range ev.Coverage.Spans {
 				span(x.Start, x.End)
 			}
+		case FrameHealth:
+			s.HealthSnapshots++
+			span(unixNano(ev.Health.Time))
 		}
 	}
 	s.Complete = rd.Ended()
@@ -198,10 +212,12 @@ func (r *Replayer) Run(ctx context.Context, sink func(pmsample.Batch)) error {
 	wallStart := r.nowFunc()
 	offset := uint64(wallStart.UnixNano()) - r.sum.First
 	step := r.sum.Last - r.sum.First + uint64(time.Millisecond)
+	hc := newHealthCarry(offset)
 	for pass := 0; ; pass++ {
-		if err := r.pass(ctx, sink, offset, wallStart); err != nil {
+		if err := r.pass(ctx, sink, offset, wallStart, hc); err != nil {
 			return err
 		}
+		hc.endPass()
 		if !r.loop {
 			return nil
 		}
@@ -210,7 +226,7 @@ func (r *Replayer) Run(ctx context.Context, sink func(pmsample.Batch)) error {
 	}
 }
 
-func (r *Replayer) pass(ctx context.Context, sink func(pmsample.Batch), offset uint64, wallStart time.Time) error {
+func (r *Replayer) pass(ctx context.Context, sink func(pmsample.Batch), offset uint64, wallStart time.Time, hc *healthCarry) error {
 	f, err := r.open()
 	if err != nil {
 		return fmt.Errorf("opening recording: %w", err)
@@ -274,6 +290,10 @@ func (r *Replayer) pass(ctx context.Context, sink func(pmsample.Batch), offset u
 					c.Spans[i].End += offset
 				}
 				r.sink.Coverage(c.Conn, c.Spans)
+			}
+		case FrameHealth:
+			if r.health != nil {
+				r.health(hc.shift(ev.Health, offset))
 			}
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"io"
 	"sync"
 
+	"github.com/cupti-exporter/cupti-exporter/mapping"
 	"github.com/cupti-exporter/cupti-exporter/pmsample"
 )
 
@@ -20,6 +21,7 @@ type Writer struct {
 	w      *bufio.Writer
 	c      io.Closer
 	sets   map[string]uint64
+	fams   map[string]uint64 // family definition (JSON without id) -> id
 	buf    []byte
 	err    error
 	closed bool
@@ -28,7 +30,7 @@ type Writer struct {
 // NewWriter writes the file header and h (Version is set) to w. If w is an io.Closer,
 // Close closes it.
 func NewWriter(w io.Writer, h Header, time uint64) (*Writer, error) {
-	wr := &Writer{w: bufio.NewWriterSize(w, 256<<10), sets: map[string]uint64{}}
+	wr := &Writer{w: bufio.NewWriterSize(w, 256<<10), sets: map[string]uint64{}, fams: map[string]uint64{}}
 	if c, ok := w.(io.Closer); ok {
 		wr.c = c
 	}
@@ -101,6 +103,47 @@ func (w *Writer) WriteCoverage(time uint64, c CoverageBatch) error {
 	defer w.mu.Unlock()
 	w.buf = encodeCoverage(w.buf[:0], &c)
 	return w.frameLocked(FrameCoverage, time, w.buf)
+}
+
+// WriteHealth records a snapshot of the health source (version 4): a family frame precedes
+// the first snapshot of each distinct family description. Only gauges and counters can be
+// recorded, and every sample must have one value per label name.
+func (w *Writer) WriteHealth(time uint64, s *mapping.Snapshot) error {
+	if err := checkSnapshot(s); err != nil {
+		return fmt.Errorf("recording health: %w", err)
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	ids := make(map[*mapping.Desc]uint64, len(s.Families))
+	for _, f := range s.Families {
+		if _, ok := ids[f.Desc]; ok {
+			continue
+		}
+		def, err := defOf(f.Desc)
+		if err != nil {
+			return fmt.Errorf("recording health: %w", err)
+		}
+		key, err := json.Marshal(def)
+		if err != nil {
+			return fmt.Errorf("encoding family %s: %w", def.Name, err)
+		}
+		id, ok := w.fams[string(key)]
+		if !ok {
+			id = uint64(len(w.fams)) + 1
+			def.ID = id
+			p, err := json.Marshal(def)
+			if err != nil {
+				return fmt.Errorf("encoding family %s: %w", def.Name, err)
+			}
+			if err := w.frameLocked(FrameFamily, time, p); err != nil {
+				return err
+			}
+			w.fams[string(key)] = id
+		}
+		ids[f.Desc] = id
+	}
+	w.buf = encodeHealth(w.buf[:0], s, ids)
+	return w.frameLocked(FrameHealth, time, w.buf)
 }
 
 // Flush pushes buffered frames to the underlying writer.

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/cupti-exporter/cupti-exporter/attribution"
 )
 
 // Config is everything `serve` (and `replay`, `record`) can be told, from the YAML file
@@ -57,6 +59,12 @@ type Config struct {
 		HelloTimeout   Duration `yaml:"hello_timeout" help:"Close activity connections that have not sent their hello after this long."`
 		IdleTimeout    Duration `yaml:"idle_timeout" help:"An activity connection silent this long may be closed to make room when the connection limit is reached."`
 	} `yaml:"activity"`
+	Attribution struct {
+		Enabled           bool     `yaml:"enabled" help:"Attribute PM samples to the kernels and pods that ran during them (needs PM sampling and activity)."`
+		Watermark         Duration `yaml:"watermark" help:"How long PM samples wait for the kernel records that overlap them before they are attributed; must exceed pmsample.decode_period (the default 3s becomes 2 decode periods + 1s when those are longer)."`
+		Estimator         string   `yaml:"estimator" help:"How a sample is split over the kernels overlapping it: rate (overlap x each kernel's estimated rate) or overlap."`
+		MaxPendingRecords int      `yaml:"max_pending_records" help:"Kernel records held per GPU while their samples wait; more are dropped and counted."`
+	} `yaml:"attribution"`
 	OTLP struct {
 		Endpoint string            `yaml:"endpoint" help:"OTLP endpoint: host:port, or a URL (for http, one without a path gets /v1/metrics); empty: OTEL_EXPORTER_OTLP_[METRICS_]ENDPOINT, and no push when neither is set."`
 		Protocol string            `yaml:"protocol" help:"OTLP protocol: grpc or http (http/protobuf); empty: OTEL_EXPORTER_OTLP_[METRICS_]PROTOCOL, else grpc."`
@@ -76,6 +84,7 @@ type Config struct {
 		Enabled  bool     `yaml:"enabled" help:"Read GPU health from NVML: memory, utilisation, power, energy, temperatures, clocks, throttling, XID errors, ECC, row remapping, PCIe replays, NVLink state, per-process memory, MIG."`
 		Interval Duration `yaml:"interval" help:"How often NVML is read (100ms to 1h)."`
 		Library  string   `yaml:"library" help:"Path to libnvidia-ml.so.1; empty: the dynamic loader's search path."`
+		GPM      bool     `yaml:"gpm" help:"Also read NVML GPM (Hopper and newer): SM, tensor and DRAM bandwidth utilisation per health interval, as cupti_gpm_* labelled source=gpm; a separate unit from the PM counters."`
 	} `yaml:"health"`
 }
 
@@ -102,6 +111,10 @@ func defaultConfig() Config {
 	c.Web.MaxRequests = 40
 	c.Health.Enabled = true
 	c.Health.Interval = Duration(time.Second)
+	c.Attribution.Enabled = true
+	c.Attribution.Watermark = Duration(attribution.DefaultWatermark)
+	c.Attribution.Estimator = attribution.DefaultEstimator
+	c.Attribution.MaxPendingRecords = attribution.DefaultMaxPendingRecords
 	return c
 }
 
@@ -153,6 +166,20 @@ func (c *Config) validate() error {
 	pos("activity.idle_timeout", c.Activity.IdleTimeout)
 	if c.OTLP.Interval < 0 || c.OTLP.Timeout < 0 {
 		errs = append(errs, fmt.Errorf("otlp.interval and otlp.timeout must not be negative, got %s and %s", c.OTLP.Interval, c.OTLP.Timeout))
+	}
+	pos("attribution.watermark", c.Attribution.Watermark)
+	if c.Attribution.Watermark == Duration(attribution.DefaultWatermark) && c.Attribution.Watermark <= c.PMSample.DecodePeriod {
+		// the default follows a long decode period: samples arrive a decode period late
+		c.Attribution.Watermark = 2*c.PMSample.DecodePeriod + Duration(time.Second)
+	}
+	if err := attribution.ParseEstimator(c.Attribution.Estimator); err != nil {
+		errs = append(errs, fmt.Errorf("attribution.estimator: %w", err))
+	}
+	if c.Attribution.Enabled && c.Attribution.Watermark <= c.PMSample.DecodePeriod {
+		errs = append(errs, fmt.Errorf("attribution.watermark (%s) must be longer than pmsample.decode_period (%s): samples arrive a decode period late, and their records later still", c.Attribution.Watermark, c.PMSample.DecodePeriod))
+	}
+	if c.Attribution.MaxPendingRecords <= 0 {
+		errs = append(errs, fmt.Errorf("attribution.max_pending_records must be positive, got %d", c.Attribution.MaxPendingRecords))
 	}
 	if c.PMSample.MetricSet != "" && len(c.PMSample.Metrics) > 0 {
 		errs = append(errs, errors.New("pmsample.metric_set and pmsample.metrics exclude each other: give one"))

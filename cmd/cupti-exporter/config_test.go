@@ -57,6 +57,9 @@ func TestConfigErrors(t *testing.T) {
 		{"idle poll", "", []string{"--pmsample.idle-poll=2s"}, []string{"pmsample.idle_poll must be between 1ms and 1s"}},
 		{"flag duration", "", []string{"--pmsample.interval=fast"}, []string{`invalid duration "fast"`}},
 		{"unknown flag", "", []string{"--web.listen"}, []string{"unknown long flag '--web.listen'"}},
+		{"estimator", "attribution:\n  estimator: nnls\n", nil, []string{`unknown attribution estimator "nnls"`, "rate"}},
+		{"watermark under the decode period", "", []string{"--attribution.watermark=50ms"}, []string{"attribution.watermark (50ms) must be longer than pmsample.decode_period (100ms)"}},
+		{"pending records", "", []string{"--attribution.max-pending-records=0"}, []string{"attribution.max_pending_records must be positive"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -114,4 +117,17 @@ func FuzzParseConfig(f *testing.F) {
 		}
 		_ = c.validate()
 	})
+}
+
+// TestAttributionConfig checks the attribution keys from YAML and flags.
+func TestAttributionConfig(t *testing.T) {
+	cfg, _, _, err := parse([]string{"--config.file", writeFile(t, "attribution:\n  estimator: overlap\n  max_pending_records: 1000\n"),
+		"--attribution.watermark=5s", "--no-attribution.enabled"}, io.Discard, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := cfg.Attribution
+	if a.Enabled || a.Estimator != "overlap" || a.MaxPendingRecords != 1000 || a.Watermark != Duration(5*time.Second) {
+		t.Errorf("attribution config %+v", a)
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"io"
 	"reflect"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -66,7 +67,7 @@ func newApp(cfg *Config, stdout, stderr io.Writer) (*kingpin.Application, *cli) 
 	replay.Flag("replay.speed", "Replay speed: 1 is real time, 10 ten times faster.").Default("1").Float64Var(&c.replaySpeed)
 	replay.Flag("replay.loop", "Start over at the end of the recording.").BoolVar(&c.replayLoop)
 
-	record := app.Command(cmdRecord, "Record PM samples and activity records to a file, for replay.")
+	record := app.Command(cmdRecord, "Record PM samples, activity records and NVML health to a file, for replay.")
 	record.Flag("output", "File to write.").Required().PlaceHolder("FILE").StringVar(&c.recordOutput)
 	record.Flag("duration", "How long to record.").Default("60s").DurationVar(&c.recordDuration)
 
@@ -100,12 +101,12 @@ func addConfigFlags(app *kingpin.Application, v reflect.Value, prefix string) {
 			fl.Default(*p).StringVar(p)
 		case *bool:
 			fl.Default(fmt.Sprint(*p)).BoolVar(p)
+		case *int:
+			fl.Default(strconv.Itoa(*p)).IntVar(p)
 		case *Duration:
 			fl.Default(p.String()).SetValue((*durationValue)(p))
 		case *ByteSize:
 			fl.Default(p.String()).SetValue((*byteSizeValue)(p))
-		case *int:
-			fl.Default(fmt.Sprint(*p)).IntVar(p)
 		case *[]string:
 			fl.Default(strings.Join(*p, ",")).SetValue((*listValue)(p))
 		case *map[string]string:

@@ -17,20 +17,7 @@ import (
 // startHealth reads the host's GPU health from NVML on its own goroutine and registers it
 // as source "health". Its gpu label follows the PM series (CUDA order, by UUID).
 func startHealth(ctx context.Context, logger *slog.Logger, cfg *Config, exp *exporter.Exporter, devices func() []pmsample.Device) {
-	var libOpts []nvml.LibraryOption
-	if cfg.Health.Library != "" {
-		libOpts = append(libOpts, nvml.WithLibraryPath(cfg.Health.Library))
-	}
-	src := health.New(nvml.New(libOpts...), logger,
-		health.WithInterval(time.Duration(cfg.Health.Interval)),
-		health.WithGPUResolver(func(uuid string) (string, bool) {
-			for _, d := range devices() {
-				if strings.EqualFold(d.UUID, uuid) {
-					return strconv.Itoa(d.Index), true
-				}
-			}
-			return "", false
-		}))
+	src := newHealthSource(logger, cfg, devices)
 	exp.Register("health", src)
 	exp.RegisterStatus("health", statusFunc(func() []exporter.Status {
 		var out []exporter.Status
@@ -44,4 +31,24 @@ func startHealth(ctx context.Context, logger *slog.Logger, cfg *Config, exp *exp
 		return out
 	}))
 	go src.Run(ctx)
+}
+
+// newHealthSource is the NVML health source of cfg, whose gpu label follows the PM series
+// of devices (CUDA order, by UUID). Nothing is read until its Run.
+func newHealthSource(logger *slog.Logger, cfg *Config, devices func() []pmsample.Device) *health.Source {
+	var libOpts []nvml.LibraryOption
+	if cfg.Health.Library != "" {
+		libOpts = append(libOpts, nvml.WithLibraryPath(cfg.Health.Library))
+	}
+	return health.New(nvml.New(libOpts...), logger,
+		health.WithInterval(time.Duration(cfg.Health.Interval)),
+		health.WithGPM(cfg.Health.GPM),
+		health.WithGPUResolver(func(uuid string) (string, bool) {
+			for _, d := range devices() {
+				if strings.EqualFold(d.UUID, uuid) {
+					return strconv.Itoa(d.Index), true
+				}
+			}
+			return "", false
+		}))
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/cupti-exporter/cupti-exporter/activity"
 	"github.com/cupti-exporter/cupti-exporter/activity/receiver"
 	"github.com/cupti-exporter/cupti-exporter/internal/cupti"
+	"github.com/cupti-exporter/cupti-exporter/mapping"
 	"github.com/cupti-exporter/cupti-exporter/pmsample"
 	"github.com/cupti-exporter/cupti-exporter/recording"
 	"github.com/prometheus/common/version"
@@ -100,7 +101,16 @@ func runRecord(ctx context.Context, logger *slog.Logger, cfg *Config, cl *cli) e
 		go srv.Serve(ctx)
 		defer srv.Close()
 	}
-	logger.Info("recording", "output", cl.recordOutput, "duration", cl.recordDuration, "devices", len(s.Devices()))
+	var healthDone <-chan int
+	if cfg.Health.Enabled {
+		src := newHealthSource(logger, cfg, s.Devices)
+		srcDone := make(chan struct{})
+		go func() { src.Run(ctx); close(srcDone) }()
+		healthDone = recordHealth(ctx, src, time.Duration(cfg.Health.Interval), func(snap *mapping.Snapshot) {
+			keep(w.WriteHealth(now(), snap))
+		}, srcDone)
+	}
+	logger.Info("recording", "output", cl.recordOutput, "duration", cl.recordDuration, "devices", len(s.Devices()), "health", cfg.Health.Enabled)
 	var batches int
 	runErr := s.Run(ctx, func(b pmsample.Batch) {
 		keep(w.WriteBatch(now(), b))
@@ -112,9 +122,45 @@ func runRecord(ctx context.Context, logger *slog.Logger, cfg *Config, cl *cli) e
 	if errors.Is(runErr, context.DeadlineExceeded) || errors.Is(runErr, context.Canceled) {
 		runErr = nil
 	}
+	cancel() // PM sampling may end first (an error): stop the health recorder too
+	snaps := 0
+	if healthDone != nil {
+		snaps = <-healthDone
+	}
 	err = errors.Join(runErr, werr, w.Close(now()))
-	logger.Info("recording done", "output", cl.recordOutput, "batches", batches, "err", err)
+	logger.Info("recording done", "output", cl.recordOutput, "batches", batches, "health_snapshots", snaps, "err", err)
 	return err
+}
+
+// recordHealth writes every new snapshot of the health source (one per collection, so one
+// per health interval) until ctx ends and the source has stopped (srcDone), then sends the
+// number written on the channel it returns. It looks four times an interval, so no
+// collection is missed; a snapshot without families (NVML not read yet, or missing) is
+// not written.
+func recordHealth(ctx context.Context, src interface{ Snapshot() *mapping.Snapshot }, interval time.Duration,
+	write func(*mapping.Snapshot), srcDone <-chan struct{}) <-chan int {
+	done := make(chan int, 1)
+	go func() {
+		var last *mapping.Snapshot
+		n := 0
+		t := time.NewTicker(max(interval/4, time.Millisecond))
+		defer t.Stop()
+		for {
+			if s := src.Snapshot(); s != last && s != nil && len(s.Families) > 0 {
+				last = s
+				write(s)
+				n++
+			}
+			select {
+			case <-ctx.Done():
+				<-srcDone
+				done <- n
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return done
 }
 
 // coverageTap is an activity.Listener that passes coverage spans to a function (the

@@ -33,7 +33,8 @@ func runReplay(ctx context.Context, logger *slog.Logger, cfg *Config, cl *cli) e
 }
 
 // serveRecording serves a recording through the same pipeline as live sources: its PM
-// samples into the PM aggregator, its activity records into the activity aggregator.
+// samples into the PM aggregator, its activity records into the activity aggregator, its
+// health snapshots (if any) as source "health".
 func serveRecording(ctx context.Context, logger *slog.Logger, cfg *Config, msg string,
 	open func(...recording.ReplayOption) (*recording.Replayer, error)) error {
 	m, err := newMapper(cfg)
@@ -41,19 +42,33 @@ func serveRecording(ctx context.Context, logger *slog.Logger, cfg *Config, msg s
 		return err
 	}
 	pm := pmSetup{mapper: m}
-	act := activity.NewAggregator(append(activityOptions(pm.devices), activity.WithBudget(activity.NewBudget(int64(cfg.Activity.MemoryBudget))))...)
-	r, err := open(recording.WithActivitySink(newActivitySink(act)), recording.WithLogger(logger))
+	// The recording is opened first (it feeds nothing before Run) so that the attribution
+	// join, which needs its devices and catalog, can listen to the activity aggregator.
+	sink := newActivitySink(nil)
+	health := &replayHealth{}
+	r, err := open(recording.WithActivitySink(sink), recording.WithHealthSink(health.set), recording.WithLogger(logger))
 	if err != nil {
 		return err
 	}
 	logRecording(logger, msg, r.Summary())
 	pm.src = r
+	if r.Summary().HealthSnapshots > 0 {
+		pm.health = health
+	}
+	var act *activity.Aggregator
+	opts, err := pm.attribute(cfg, logger, append(activityOptions(pm.devices), activity.WithBudget(activity.NewBudget(int64(cfg.Activity.MemoryBudget)))),
+		func(m string) string { return act.KernelLabel(m) })
+	if err != nil {
+		return err
+	}
+	act = activity.NewAggregator(opts...)
+	sink.agg = act
 	return serveSources(ctx, logger, cfg, pm, act)
 }
 
 func logRecording(logger *slog.Logger, msg string, s recording.Summary) {
 	logger.Info(msg, "synthetic", s.Header.Synthetic, "created", s.Header.Created, "devices", len(s.Devices),
-		"metrics", len(s.Catalog), "samples", s.Samples, "activity_records", s.ActivityRecords,
+		"metrics", len(s.Catalog), "samples", s.Samples, "activity_records", s.ActivityRecords, "health_snapshots", s.HealthSnapshots,
 		"seconds", float64(s.Last-s.First)/1e9, "complete", s.Complete)
 	if s.Header.Synthetic {
 		logger.Warn("the recording is SYNTHETIC: its values were generated, not measured on a GPU", "description", s.Header.Description)

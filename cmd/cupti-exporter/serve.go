@@ -15,6 +15,7 @@ import (
 
 	"github.com/cupti-exporter/cupti-exporter/activity"
 	"github.com/cupti-exporter/cupti-exporter/activity/receiver"
+	"github.com/cupti-exporter/cupti-exporter/attribution"
 	"github.com/cupti-exporter/cupti-exporter/exporter"
 	"github.com/cupti-exporter/cupti-exporter/idle"
 	"github.com/cupti-exporter/cupti-exporter/internal/cupti"
@@ -55,11 +56,17 @@ func runServe(ctx context.Context, logger *slog.Logger, cfg *Config) error {
 		logger.Warn(pm.off)
 	}
 	budget := activity.NewBudget(int64(cfg.Activity.MemoryBudget))
+	var act *activity.Aggregator
 	actOpts := liveActivityOptions(pm.devices, budget)
+	if cfg.Activity.Enabled {
+		if actOpts, err = pm.attribute(cfg, logger, actOpts, func(m string) string { return act.KernelLabel(m) }); err != nil {
+			return err
+		}
+	}
 	if pm.idle != nil { // kernel records wake an idle-released GPU
 		actOpts = append(actOpts, activity.WithListener(pm.idle))
 	}
-	act := activity.NewAggregator(actOpts...)
+	act = activity.NewAggregator(actOpts...)
 	if !cfg.Activity.Enabled {
 		return serveSources(ctx, logger, cfg, pm, act)
 	}
@@ -84,12 +91,34 @@ type pmSetup struct {
 	pause   http.Handler             // the pause/resume API of a live sampler
 	status  func() []exporter.Status // readiness of a live sampler; nil: ready after the first batch
 	aggOpts []pmsample.AggregatorOption
-	off     string // why there is no source, in full
-	offCode string // the same as a reason code of cupti_exporter_source_up
-	live    bool   // this host's GPUs, not a recording: read their health from NVML too
+	off     string                  // why there is no source, in full
+	offCode string                  // the same as a reason code of cupti_exporter_source_up
+	live    bool                    // this host's GPUs, not a recording: read their health from NVML too
+	health  *replayHealth           // a recording's health frames, served as source "health"; nil: none
+	attr    *attribution.Attributor // the attribution join; nil when off
 	// idle releases the session of idle GPUs (nil: off); idleMetrics are its counters.
 	idle        *idle.Controller
 	idleMetrics exporter.Producer
+}
+
+// attribute sets up the attribution join when it is enabled and PM samples flow: it
+// returns the activity options plus the join as a listener. kernelLabel gives the activity
+// aggregator's bounded kernel label (the aggregator is made after the join, with it).
+func (pm *pmSetup) attribute(cfg *Config, logger *slog.Logger, opts []activity.Option, kernelLabel func(string) string) ([]activity.Option, error) {
+	if !cfg.Attribution.Enabled || pm.src == nil {
+		return opts, nil
+	}
+	a, err := attribution.New(pm.src.Devices(), pm.src.Catalog(), pm.mapper, logger,
+		attribution.WithWatermark(time.Duration(cfg.Attribution.Watermark)),
+		attribution.WithEstimator(cfg.Attribution.Estimator),
+		attribution.WithMaxPendingRecords(cfg.Attribution.MaxPendingRecords),
+		attribution.WithKernelLabel(kernelLabel))
+	if err != nil {
+		return nil, fmt.Errorf("setting up attribution: %w", err)
+	}
+	pm.attr = a
+	logger.Info("attributing PM samples to kernels and pods", "watermark", cfg.Attribution.Watermark, "estimator", cfg.Attribution.Estimator)
+	return append(opts, activity.WithListener(a)), nil
 }
 
 // devices lists the source's devices (none when PM sampling is off).
@@ -127,6 +156,13 @@ func serveSources(ctx context.Context, logger *slog.Logger, cfg *Config, pm pmSe
 	if pm.live && cfg.Health.Enabled {
 		startHealth(ctx, logger, cfg, exp, pm.devices)
 	}
+	if pm.health != nil && cfg.Health.Enabled {
+		exp.Register("health", pm.health)
+		exp.RegisterStatus("health", statusFunc(pm.health.status))
+	}
+	if pm.attr != nil {
+		exp.Register("attribution", pm.attr)
+	}
 	if pods != nil {
 		exp.Register("podresources", pods)
 	}
@@ -158,6 +194,9 @@ func serveSources(ctx context.Context, logger *slog.Logger, cfg *Config, pm pmSe
 		go func() {
 			srcErr <- src.Run(ctx, func(b pmsample.Batch) {
 				agg.Add(b)
+				if pm.attr != nil {
+					pm.attr.AddBatch(b)
+				}
 				if pm.idle != nil {
 					pm.idle.Add(b)
 				}

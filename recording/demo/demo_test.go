@@ -2,7 +2,14 @@ package demo
 
 import (
 	"bytes"
+	"context"
+	"fmt"
+	"math"
+	"slices"
 	"testing"
+
+	"github.com/cupti-exporter/cupti-exporter/mapping"
+	"github.com/cupti-exporter/cupti-exporter/pmsample"
 
 	"github.com/cupti-exporter/cupti-exporter/recording"
 )
@@ -21,9 +28,46 @@ func TestSyntheticGenerator(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := r.Summary()
-	if !s.Header.Synthetic || !s.Complete || len(s.Devices) != 2 || s.Samples == 0 || s.ActivityRecords == 0 {
+	if !s.Header.Synthetic || !s.Complete || len(s.Devices) != 2 || s.Samples == 0 || s.ActivityRecords == 0 || s.HealthSnapshots != 60 {
 		t.Fatalf("summary %+v", s)
 	}
+	// Health: both GPUs, with the PM series' labels, energy rising with the power drawn.
+	var snaps []*mapping.Snapshot
+	r, err = recording.FromBytes(buf.Bytes(), recording.WithSpeed(0), recording.WithHealthSink(func(s *mapping.Snapshot) { snaps = append(snaps, s) }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Run(context.Background(), func(pmsample.Batch) {}); err != nil {
+		t.Fatal(err)
+	}
+	value := func(s *mapping.Snapshot, name, gpu string) (float64, []string) {
+		for _, f := range s.Families {
+			for _, x := range f.Samples {
+				if f.Desc.Name == name && x.LabelValues[0] == gpu {
+					return x.Value, x.LabelValues
+				}
+			}
+		}
+		t.Fatalf("no %s for gpu %s", name, gpu)
+		return 0, nil
+	}
+	for _, d := range s.Devices {
+		gpu := fmt.Sprint(d.Index)
+		_, l := value(snaps[0], "cupti_gpu_power_watts", gpu)
+		if want := []string{gpu, d.UUID, d.Model, d.PCIBusID}; !slices.Equal(l, want) {
+			t.Errorf("labels %q, want the PM series' %q", l, want)
+		}
+		e0, _ := value(snaps[10], "cupti_gpu_energy_joules_total", gpu)
+		e1, _ := value(snaps[11], "cupti_gpu_energy_joules_total", gpu)
+		p, _ := value(snaps[11], "cupti_gpu_power_watts", gpu)
+		if idle, _ := value(snaps[0], "cupti_gpu_power_watts", gpu); p <= idle || math.Abs(e1-e0-p) > 1e-6 {
+			t.Errorf("gpu %s: %v J in a second at %v W (idle %v W)", gpu, e1-e0, p, idle)
+		}
+		if used, _ := value(snaps[10], "cupti_gpu_memory_used_bytes", gpu); used < 10<<30 {
+			t.Errorf("gpu %s: %v bytes used during the matmul phase", gpu, used)
+		}
+	}
+	t.Logf("%d bytes with %d health snapshots", buf.Len(), len(snaps))
 }
 
 func TestEmbeddedRecording(t *testing.T) {

@@ -134,7 +134,7 @@ func Generate(w io.Writer, tsv string) error {
 		Created:     "2026-11-21T22:52:00Z",
 		Producer:    "cupti-exporter synthetic generator (recording/demo)",
 		Synthetic:   true,
-		Description: "SYNTHETIC data, not measured: 60 s on 2 GH100 devices, phases idle, matmul, copies, tiny kernels, idle",
+		Description: "SYNTHETIC data, not measured: 60 s on 2 GH100 devices, phases idle, matmul, copies, tiny kernels, idle; NVML health every second",
 		IntervalNS:  synthInterval,
 	}
 	rw, err := recording.NewWriter(w, h, synthStart)
@@ -145,6 +145,10 @@ func Generate(w io.Writer, tsv string) error {
 		return err
 	}
 	if err := rw.WriteCatalog(synthStart, catalog); err != nil {
+		return err
+	}
+	sh, err := newSynthHealth()
+	if err != nil {
 		return err
 	}
 	rng := rand.New(rand.NewPCG(1, 2))
@@ -184,6 +188,11 @@ func Generate(w io.Writer, tsv string) error {
 		}
 		if recs := activityFor(rng, t); len(recs) > 0 {
 			if err := rw.WriteActivity(at, recording.ActivityBatch{Conn: 1, Records: recs}); err != nil {
+				return err
+			}
+		}
+		if (t+synthBatch)%synthHealthInterval == 0 { // one health collection a second
+			if err := rw.WriteHealth(at, sh.snapshot(t+synthBatch)); err != nil {
 				return err
 			}
 		}

@@ -35,9 +35,9 @@ def main():
             ratio[k] = v.get("ratio")
     got = {}
     for name, l, v in s:
-        if name == "cupti_kernel_dram_bytes_total" and l.get("direction") == "read" and l.get("gpu") == gpu:
+        if name == "cupti_kernel_dram_read_bytes_total" and l.get("gpu") == gpu:
             got[l["kernel"]] = got.get(l["kernel"], 0) + v
-    device = sum(v for n, l, v in s if n == "cupti_dram_bytes_total" and l.get("direction") == "read" and l.get("gpu") == gpu)
+    device = sum(v for n, l, v in s if n == "cupti_dram_read_bytes_total" and l.get("gpu") == gpu)
     print(f"interval {interval} us; kernel duration / interval, launches, known GB, attributed GB, error")
     for k in sorted(known, key=lambda k: (ratio.get(k) is None, ratio.get(k) or 0)):
         g = got.get(k, 0.0)

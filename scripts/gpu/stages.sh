@@ -110,10 +110,17 @@ stage_pm() {
 stage_record() {
   say "== record (60 s demo recording: idle, matmul, copies, tiny kernels)"
   mkdir -p /run/cupti-exporter
-  "$BIN" record --output "$OUT/demo.rec" --duration 62s --pmsample.interval=10ms --activity.socket=$SOCK > "$L/record.log" 2>&1 &
+  # NVML health is recorded too (one snapshot a second; format version 4), so --demo serves it.
+  "$BIN" record --output "$OUT/demo.rec" --duration 62s --pmsample.interval=10ms --activity.socket=$SOCK \
+    --health.enabled --health.interval=1s > "$L/record.log" 2>&1 &
   rp=$!; sleep 3
   for i in 1 2; do CUDA_INJECTION64_PATH=$INJ CUPTI_EXPORTER_SOCKET=$SOCK CUPTI_EXPORTER_DUTY_CYCLE=${DEMO_DUTY:-0.05} CUPTI_EXPORTER_DUTY_PERIOD_MS=1000 $W phases 6.4 >> "$L/record-work.log" 2>&1; done
   wait $rp; say "record rc=$? size=$(stat -c %s "$OUT/demo.rec" 2>/dev/null) $(tail -2 "$L/record.log" | tr '\n' ' ')"
+  # Replay it once, as fast as possible: the health families must be served (want about 60
+  # health_snapshots in the log line, power/memory/energy of every GPU; size under 3 MiB).
+  setsid "$BIN" replay "$OUT/demo.rec" --replay.speed=0 --web.listen-address=:9481 --web.health-listen-address= > "$L/record-replay.log" 2>&1 &
+  local rp2=$!; sleep 4; scrape "$L/record-replay.txt" 9481; kill $rp2 2>/dev/null; wait $rp2 2>/dev/null
+  say "record replay: $(grep -o 'health_snapshots=[0-9]*' "$L/record-replay.log" | head -1) power_W=$(val "$L/record-replay.txt" '^cupti_gpu_power_watts') mem_used_B=$(val "$L/record-replay.txt" '^cupti_gpu_memory_used_bytes') energy_J=$(val "$L/record-replay.txt" '^cupti_gpu_energy_joules_total') health_families=$(grep -c '^# TYPE cupti_\(gpu\|nvml\)_' "$L/record-replay.txt")"
 }
 
 proc_cpu_s() { awk '{ printf "%.3f", ($14 + $15) / 100 }' /proc/$1/stat; }
@@ -386,4 +393,25 @@ stage_pmmultiplex() {
   say "failures: $(grep '^cupti_pm_decode_failures_total' "$L/mux-final.txt" | awk '$NF != 0' | tr '\n' ' ') lost: $(grep '^cupti_pm_samples_lost_total' "$L/mux-final.txt" | awk '$NF != 0' | sed -E 's/.*gpu="([0-9]+)".*reason="([^"]*)".* ([0-9.e+-]+)$/gpu\1 \2=\3/' | tr '\n' ' ') samples: $(grep '^cupti_pm_samples_total' "$L/mux-final.txt" | awk '{print $NF}' | tr '\n' ' ')"
   say "log warnings: $(grep -cE 'level=WARN' "$L/exp-mux.log") $(grep -m3 -E 'level=WARN' "$L/exp-mux.log" | cut -c1-200 | tr '\n' ' ')"
   stop_exporter 9477
+}
+
+# Attribution on a real run: the PyTorch phases injected (duty cycle off, so gaps are idle where
+# the library sends coverage), with both estimators one after the other; after the workload, a
+# wait past the watermark, then conservation, the traced/idle/untraced split and the per-kernel
+# utilisation from one scrape (attrib_check.py).
+stage_attribphases() {
+  say "== attribphases"
+  mkdir -p /run/cupti-exporter
+  "$BIN" metrics plan "$DEFSET,dram__bytes_read.sum,dram__bytes_write.sum" > "$L/attrib-plan.log" 2>&1
+  say "attrib plan (default set + dram bytes) rc=$?: $(head -20 "$L/attrib-plan.log" | tr '\n' ' ')"
+  for est in ${ATTRIB_EST:-rate overlap}; do
+    start_exporter "$L/exp-attrib-$est.log" 9477 --activity.socket=$SOCK --attribution.estimator=$est \
+      --pmsample.interval=${ATTRIB_INTERVAL:-1ms} $PMARGS || return
+    sleep 2
+    CUDA_INJECTION64_PATH=$INJ CUPTI_EXPORTER_SOCKET=$SOCK timeout 120 $W phases > "$L/attrib-work-$est.log" 2>&1; say "attrib $est workload rc=$?"
+    sleep 5; scrape "$L/attrib-$est.txt"
+    say "attrib $est: pm metrics $(grep -c '^cupti_pm_samples_total' "$L/attrib-$est.txt") devices, families $(grep -oE '^cupti_(kernel|pod)_[a-z_]+_total' "$L/attrib-$est.txt" | sort -u | tr '\n' ' ')"
+    python3 scripts/gpu/attrib_check.py "$L/attrib-$est.txt" | sed "s/^attrib /attrib $est /" | tee -a "$S"
+    stop_exporter 9477
+  done
 }

@@ -48,7 +48,7 @@ stage_attrib_live() {
   done
   wait "${wp[@]}"; sleep 8
   scrape "$L/attrib-live.txt"; cp "$L/attrib-live.txt" "$OUT/"; stop_exporter 9477
-  say "live: $(grep -cE "^cupti_kernel_dram_bytes_total" "$L/attrib-live.txt") per-kernel DRAM series; coverage $(grep "^cupti_attribution_seconds_total" "$L/attrib-live.txt" | tr '\n' ' ')"
+  say "live: $(grep -cE "^cupti_kernel_dram_read_bytes_total" "$L/attrib-live.txt") per-kernel DRAM series; coverage $(grep "^cupti_attribution_seconds_total" "$L/attrib-live.txt" | tr '\n' ' ')"
 }
 
 # Two GPUs: each rank alternates bf16 matmuls and a 256 MiB NCCL all-reduce, both injected.

@@ -1,0 +1,173 @@
+package attribution
+
+import (
+	"fmt"
+	"runtime"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/cupti-exporter/cupti-exporter/activity"
+	"github.com/cupti-exporter/cupti-exporter/mapping"
+	"github.com/cupti-exporter/cupti-exporter/pmsample"
+)
+
+// loadGen produces one device's load: PM samples at a fixed interval and kernels of 20
+// names, 3 us long with 2 us gaps (200k kernels/s), delivered in 100 ms batches, the records
+// half a second late as the activity library's flushes make them.
+type loadGen struct {
+	a       *Attributor
+	clk     *fakeClock
+	p       *activity.Process
+	metrics []string
+	now     int64 // start of the next step
+	kt      int64 // start of the next kernel
+	names   []string
+	recs    []activity.Record
+	vals    []float64
+}
+
+func curatedLoad(tb testing.TB, est string) *loadGen {
+	m, err := mapping.New()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var catalog []pmsample.CatalogEntry
+	var metrics []string
+	for _, c := range m.Curated()[:9] { // the default single-pass set
+		p := mapping.Properties{Type: mapping.TypeCounter, DimUnit: "gpc_cycle"}
+		if strings.HasSuffix(c.Name, "_bytes_total") {
+			p.DimUnit = "byte"
+		}
+		catalog = append(catalog, pmsample.CatalogEntry{Name: c.Perfworks, Properties: p})
+		metrics = append(metrics, c.Perfworks)
+	}
+	clk := &fakeClock{}
+	clk.set(t0)
+	a, err := New(testDevices, catalog, m, nil, WithClock(clk.now), WithEstimator(est))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	g := &loadGen{a: a, clk: clk, metrics: metrics, now: t0, kt: t0, vals: make([]float64, len(metrics))}
+	for i := range 20 {
+		g.names = append(g.names, fmt.Sprintf("_Z6kernel%dPfS_i", i))
+	}
+	g.p = &activity.Process{PID: 1}
+	a.ProcessConnected(g.p, activity.ProcessInfo{Pod: "p", Namespace: "n", GPUs: []string{"0"}})
+	return g
+}
+
+// step feeds 100 ms: the records that started up to 500 ms (the flush delay) before the
+// step's end, and the samples of the step.
+func (g *loadGen) step(interval int64) (samples, records int) {
+	const stepNS = 100 * ms
+	g.clk.set(g.now + stepNS)
+	g.recs = g.recs[:0]
+	for g.kt < g.now+stepNS-500*ms {
+		g.recs = append(g.recs, kernel(0, g.names[(g.kt/5000)%20], g.kt, g.kt+3000))
+		g.kt += 5000
+	}
+	g.a.Records(g.p, g.recs)
+	n := int(stepNS / interval)
+	ss := make([]pmsample.Sample, n)
+	for i := range ss {
+		s := g.now + int64(i)*interval
+		v := make([]float64, len(g.metrics))
+		for j := range v {
+			v[j] = float64((s/interval+int64(j))%100) * 10
+		}
+		ss[i] = pmsample.Sample{Start: uint64(s), End: uint64(s + interval), Values: v}
+	}
+	g.a.AddBatch(pmsample.Batch{Device: 0, Metrics: g.metrics, Samples: ss})
+	g.now += stepNS
+	return n, len(g.recs)
+}
+
+// BenchmarkJoin measures the join at 1 kHz sampling and 200k kernels/s on one device, with
+// the nine default metrics: one op is one second of that load. ns/sample and ns/record
+// divide the op's time by its samples and records; core-share is the fraction of one core
+// the load needs (op time / 1 s), cpu-s/s the same from the process's CPU time (user +
+// system, all threads, GC included), which a busy machine does not inflate.
+func BenchmarkJoin(b *testing.B) {
+	for _, est := range Estimators {
+		for _, iv := range []int64{ms, ms / 10} {
+			b.Run(fmt.Sprintf("%s/interval=%s", est, time.Duration(iv)), func(b *testing.B) {
+				g := curatedLoad(b, est)
+				for range 40 { // warm up past the watermark
+					g.step(iv)
+				}
+				var samples, records int
+				cpu0 := cpuTime()
+				b.ResetTimer()
+				for range b.N {
+					for range 10 {
+						s, r := g.step(iv)
+						samples += s
+						records += r
+					}
+				}
+				ns := float64(b.Elapsed().Nanoseconds())
+				b.ReportMetric(ns/float64(samples), "ns/sample")
+				b.ReportMetric(ns/float64(records), "ns/record")
+				b.ReportMetric(ns/float64(b.N)/1e9, "core-share")
+				b.ReportMetric((cpuTime()-cpu0).Seconds()/float64(b.N), "cpu-s/s")
+			})
+		}
+	}
+}
+
+// TestMemoryBoundedByWatermark runs the 1 kHz, 200k kernels/s load for 60 simulated seconds
+// and checks that held samples and records stay within what the watermark implies, that
+// nothing is dropped, and that the heap does not grow with the run's length.
+func TestMemoryBoundedByWatermark(t *testing.T) {
+	if testing.Short() || raceEnabled {
+		t.Skip("long synthetic run")
+	}
+	g := curatedLoad(t, EstimatorRate)
+	var heap [2]uint64
+	for i := range 600 {
+		g.step(ms)
+		g.a.mu.Lock()
+		d := g.a.devs[0]
+		ns, nr := len(d.samples), d.pending.len()+len(d.carry)
+		g.a.mu.Unlock()
+		// 3 s watermark + 100 ms batch: at most 3,100 samples held; records: those of the
+		// held time (the flush delay keeps 0.5 s of them away): 200k/s x 3.1 s
+		if ns > 3100 || nr > 620_000 {
+			t.Fatalf("step %d: %d samples and %d records held, more than the watermark allows", i, ns, nr)
+		}
+		if i == 150 || i == 599 {
+			runtime.GC()
+			var ms runtime.MemStats
+			runtime.ReadMemStats(&ms)
+			heap[i/599] = ms.HeapAlloc
+		}
+	}
+	snap := g.a.Snapshot()
+	if d := sum(snap, "cupti_attribution_dropped_records_total"); d != 0 {
+		t.Errorf("%v records dropped", d)
+	}
+	if late := sum(snap, "cupti_attribution_late_records_total"); late != 0 {
+		t.Errorf("%v late records", late)
+	}
+	// kernels run 3 us of every 5 us: 60 % of the 57 s attributed (60 s minus the 3 s watermark)
+	traced, _ := value(snap, "cupti_attribution_seconds_total", "0", "GPU-aaaa", "traced")
+	all := sum(snap, "cupti_attribution_seconds_total", "0")
+	if !near(all, 57, 1e-6) || !near(traced/all, 0.6, 1e-3) {
+		t.Errorf("attributed %v s, traced %v s, want 57 s and 60 %% traced", all, traced)
+	}
+	t.Logf("heap after 15 s %d MB, after 60 s %d MB", heap[0]>>20, heap[1]>>20)
+	if heap[1] > heap[0]*3/2+16<<20 {
+		t.Errorf("heap grew from %d to %d bytes over the run", heap[0], heap[1])
+	}
+}
+
+// cpuTime is the process's user and system CPU time.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}

@@ -1,0 +1,263 @@
+package attribution
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/cupti-exporter/cupti-exporter/activity"
+	"github.com/cupti-exporter/cupti-exporter/mapping"
+	"github.com/cupti-exporter/cupti-exporter/pmsample"
+)
+
+// TestConservationProperty runs randomised timelines (overlapping and concurrent kernels,
+// gaps, sampling pauses, late records, processes that connect and disconnect mid-window,
+// coverage with gaps, lossy and out-of-order spans) through both estimators and checks,
+// after every step and at the end, that for every metric and device the attributed parts
+// (kernels, "(idle)", "(untraced)", "other") add up to the device total of the samples
+// attributed so far, that the sampled seconds add up to the sampled time, and that the pod
+// families add up to the traced kernels.
+func TestConservationProperty(t *testing.T) {
+	seeds := 24
+	if testing.Short() || raceEnabled {
+		seeds = 6
+	}
+	// The timelines must exercise what they claim to: each of these is non-zero in some run.
+	exercised := map[string]float64{}
+	for _, est := range Estimators {
+		for seed := range seeds {
+			t.Run(fmt.Sprintf("%s/seed%d", est, seed), func(t *testing.T) {
+				snap := runRandomTimeline(t, est, uint64(seed))
+				for k, v := range map[string]float64{
+					"late records":      sum(snap, "cupti_attribution_late_records_total"),
+					"idle":              sum(snap, "cupti_kernel_sampled_seconds_total", "*", "*", labelIdle),
+					"untraced":          sum(snap, "cupti_kernel_sampled_seconds_total", "*", "*", labelUntraced),
+					"other":             sum(snap, "cupti_kernel_sampled_seconds_total", "*", "*", labelOther),
+					"memcpy":            sum(snap, "cupti_kernel_sampled_seconds_total", "*", "*", labelMemcpy),
+					"bad spans":         sum(snap, "cupti_attribution_dropped_records_total", "bad_span"),
+					"out-of-order span": sum(snap, "cupti_attribution_bad_coverage_spans_total", "out_of_order"),
+					"pod \"\"":          sum(snap, "cupti_pod_sampled_seconds_total", "*", "*", "", ""),
+				} {
+					exercised[k] += v
+				}
+			})
+		}
+	}
+	for k, v := range exercised {
+		if v == 0 {
+			t.Errorf("no random timeline exercised %s", k)
+		}
+	}
+}
+
+type sentSample struct {
+	start, end int64
+	sm, bytes  float64
+}
+
+func runRandomTimeline(t *testing.T, est string, seed uint64) *mapping.Snapshot {
+	rng := rand.New(rand.NewPCG(seed, 99))
+	topK := 3 // kernels beyond the first three names are labelled "other"
+	a, clk := newTest(t, WithEstimator(est), WithWatermark(time.Duration(200+rng.IntN(800))*time.Millisecond),
+		WithKernelLabel(func(m string) string {
+			if m[len(m)-1]-'0' < byte(topK) {
+				return m
+			}
+			return "other"
+		}))
+	const step = 100 * ms
+	steps := 20 + rng.IntN(20)
+	var sent [2][]sentSample
+	type pending struct {
+		at  int64 // wall time it is delivered
+		p   *activity.Process
+		rec activity.Record
+	}
+	var queue []pending
+	type procSim struct {
+		p     *activity.Process
+		cov   bool  // sends coverage
+		until int64 // disconnects then
+		gone  bool
+	}
+	var procs []*procSim
+	next := [2]int64{t0, t0}
+	for i := range steps {
+		now := t0 + int64(i)*step
+		clk.set(now)
+		// processes come and go
+		if len(procs) < 4 && rng.IntN(3) == 0 {
+			gpus := [][]string{{"0"}, {"1"}, {"0", "1"}, {"1", "0"}}[rng.IntN(4)]
+			p, info := newProc(uint32(len(procs)+1), fmt.Sprintf("pod%d", rng.IntN(3)), gpus...)
+			if rng.IntN(4) == 0 {
+				info.Pod, info.Namespace, info.Container = "", "", ""
+			}
+			a.ProcessConnected(p, info)
+			procs = append(procs, &procSim{p: p, cov: rng.IntN(3) > 0, until: now + int64(rng.IntN(steps*2))*step})
+		}
+		for _, ps := range procs {
+			if ps.gone {
+				continue
+			}
+			if now >= ps.until {
+				a.ProcessDisconnected(ps.p)
+				ps.gone = true
+				continue
+			}
+			// kernels of this step, delivered 0-1.5 s later (some later than the watermark)
+			nk := rng.IntN(60)
+			for range nk {
+				s := now + rng.Int64N(step)
+				d := []int64{1000, 20_000, 300_000, 2 * ms, 7 * ms}[rng.IntN(5)]
+				d = d/2 + rng.Int64N(d)
+				r := kernel(uint32(rng.IntN(2)), fmt.Sprintf("k%d", rng.IntN(6)), s, s+d)
+				switch rng.IntN(10) {
+				case 0:
+					r.Kind = activity.KindMemcpy
+				case 1:
+					r.End = r.Start - 5 // bad span
+				}
+				queue = append(queue, pending{at: now + rng.Int64N(1500*ms), p: ps.p, rec: r})
+			}
+			if ps.cov {
+				var spans []activity.Interval
+				lo := now
+				for lo < now+step {
+					l := rng.Int64N(step / 2)
+					spans = append(spans, activity.Interval{Start: uint64(lo), End: uint64(lo + l), Lossy: rng.IntN(8) == 0})
+					lo += l + rng.Int64N(step/4) // gaps
+				}
+				if rng.IntN(6) == 0 && len(spans) > 1 {
+					spans[0], spans[1] = spans[1], spans[0]
+				}
+				a.Coverage(ps.p, spans)
+			}
+		}
+		// deliver due records
+		slices.SortFunc(queue, func(x, y pending) int { return int(x.at - y.at) })
+		k := 0
+		for _, q := range queue {
+			if q.at <= now {
+				a.Records(q.p, []activity.Record{q.rec})
+			} else {
+				queue[k] = q
+				k++
+			}
+		}
+		queue = queue[:k]
+		// PM samples of each device, up to now (pauses now and then)
+		for dev := range 2 {
+			if rng.IntN(8) == 0 {
+				next[dev] = now + step // sampling paused this step
+				continue
+			}
+			var ss []pmsample.Sample
+			for next[dev] < now+step {
+				l := ms/2 + rng.Int64N(ms)
+				s := sentSample{start: next[dev], end: next[dev] + l, sm: 100 * rng.Float64(), bytes: float64(rng.IntN(1_000_000))}
+				if rng.IntN(20) == 0 {
+					s.sm, s.bytes = 0, 0
+				}
+				sent[dev] = append(sent[dev], s)
+				ss = append(ss, pmsample.Sample{Start: uint64(s.start), End: uint64(s.end), Values: []float64{s.sm, s.bytes}})
+				next[dev] = s.end
+				if rng.IntN(200) == 0 {
+					next[dev] += rng.Int64N(5 * ms) // a gap between samples
+				}
+			}
+			clk.set(now + rng.Int64N(step))
+			a.AddBatch(pmsample.Batch{Device: dev, Metrics: testMetrics, Samples: ss})
+		}
+		checkConservation(t, a, sent, false)
+	}
+	clk.advance(5 * time.Second)
+	for _, q := range queue {
+		a.Records(q.p, []activity.Record{q.rec})
+	}
+	a.Flush()
+	checkConservation(t, a, sent, true)
+	snap := a.Snapshot()
+	for _, f := range snap.Families {
+		var keys []string
+		for _, s := range f.Samples {
+			keys = append(keys, fmt.Sprint(s.LabelValues))
+		}
+		slices.Sort(keys)
+		if len(slices.Compact(keys)) != len(f.Samples) {
+			t.Errorf("%s: repeated label sets", f.Desc.Name)
+		}
+	}
+	return snap
+}
+
+// checkConservation compares the snapshot with the samples sent up to each device's
+// frontier (all of them when final).
+func checkConservation(t *testing.T, a *Attributor, sent [2][]sentSample, final bool) {
+	t.Helper()
+	a.mu.Lock()
+	var frontier [2]int64
+	for dev := range 2 {
+		frontier[dev] = a.devs[dev].frontier
+	}
+	a.mu.Unlock()
+	a.dirty.Store(true)
+	snap := a.Snapshot()
+	for dev := range 2 {
+		var wantSec, wantSM, wantBytes float64
+		for _, s := range sent[dev] {
+			if s.end > frontier[dev] && !final {
+				continue
+			}
+			sec := float64(s.end-s.start) / 1e9
+			wantSec += sec
+			wantSM += s.sm * 0.01 * sec
+			wantBytes += s.bytes
+		}
+		gpu := fmt.Sprint(dev)
+		got := map[string]float64{
+			"sampled seconds": sum(snap, "cupti_kernel_sampled_seconds_total", gpu),
+			"kind seconds":    sum(snap, "cupti_attribution_seconds_total", gpu),
+			"sm active":       sum(snap, "cupti_kernel_sm_active_seconds_total", gpu),
+			"pcie bytes":      sum(snap, "cupti_kernel_pcie_bytes_total", gpu),
+		}
+		want := map[string]float64{"sampled seconds": wantSec, "kind seconds": wantSec, "sm active": wantSM, "pcie bytes": wantBytes}
+		for k, w := range want {
+			if !near(got[k], w, 1e-9) {
+				t.Fatalf("gpu %s %s: attributed %v, device total %v (final %v)", gpu, k, got[k], w, final)
+			}
+		}
+		// pods add up to the traced kernels
+		traced := func(name string) float64 {
+			var t float64
+			for _, f := range snap.Families {
+				for _, s := range f.Samples {
+					if f.Desc.Name == name && s.LabelValues[0] == gpu && s.LabelValues[2] != labelIdle && s.LabelValues[2] != labelUntraced {
+						t += s.Value
+					}
+				}
+			}
+			return t
+		}
+		for kname, pname := range map[string]string{
+			"cupti_kernel_sampled_seconds_total":   "cupti_pod_sampled_seconds_total",
+			"cupti_kernel_pcie_bytes_total":        "cupti_pod_pcie_bytes_total",
+			"cupti_kernel_sm_active_seconds_total": "cupti_pod_sm_active_seconds_total",
+		} {
+			if k, p := traced(kname), sum(snap, pname, gpu); !near(k, p, 1e-9) {
+				t.Fatalf("gpu %s: traced %s %v, pods %v", gpu, kname, k, p)
+			}
+		}
+		if tr, _ := value(snap, "cupti_attribution_seconds_total", gpu, "*", "traced"); !near(tr, traced("cupti_kernel_sampled_seconds_total"), 1e-9) {
+			t.Fatalf("gpu %s: traced seconds %v, kernels %v", gpu, tr, traced("cupti_kernel_sampled_seconds_total"))
+		}
+		for _, f := range snap.Families {
+			for _, s := range f.Samples {
+				if s.Value < 0 {
+					t.Fatalf("%s%v negative: %v", f.Desc.Name, s.LabelValues, s.Value)
+				}
+			}
+		}
+	}
+}

@@ -1,0 +1,282 @@
+package attribution
+
+import (
+	"math"
+	"time"
+)
+
+// rateFloor keeps every class's rate at least this fraction of the device's mean rate, so a
+// class the fit once found quiet can still take a share when it stops being quiet.
+const rateFloor = 1e-3
+
+// attribute splits the chunk's sample values over its items (d.sc, built by join) with the
+// configured estimator and adds them to the kernel and pod series. Each sample's value is
+// split by shares that sum to one, so the attributed parts add up to the sample's value
+// (conservation) whatever the estimator; a.mu is held.
+func (a *Attributor) attribute(d *devState, chunk []psample, now time.Time) {
+	sc := &d.sc
+	nl := len(sc.classes)
+	// Series of each local class and of each process slot.
+	sc.accK = sc.accK[:0]
+	for _, c := range sc.classes {
+		label := a.classes.names[c]
+		if c >= firstNamedClass {
+			if label = a.cfg.kernelLabel(label); label == "" {
+				label = labelOther
+			}
+		}
+		sc.accK = append(sc.accK, d.series(label, now))
+	}
+	if len(sc.accP) < len(a.slots) {
+		sc.accP = make([]*acc, len(a.slots))
+	}
+	podAcc := func(slot int32) *acc {
+		if slot < 0 {
+			return nil
+		}
+		if c := sc.accP[slot]; c != nil {
+			return c
+		}
+		c := d.pod(a.slots[slot].pod, now)
+		sc.accP[slot] = c
+		return c
+	}
+	defer clear(sc.accP)
+
+	// Exposure (seconds) by local class, and the sampled seconds.
+	sc.exp = grow(sc.exp, nl)
+	for i, lc := range sc.itemLC {
+		w := sc.itemW[i] / 1e9
+		sc.exp[lc] += w
+		sc.accK[lc].sampled += w
+		if p := podAcc(sc.itemProc[i]); p != nil {
+			p.sampled += w
+		}
+		switch sc.classes[lc] {
+		case classIdle:
+			d.kinds[1] += w
+		case classUntraced:
+			d.kinds[2] += w
+		default:
+			d.kinds[0] += w
+		}
+	}
+
+	// Values of the chunk: one row per attributable metric, one column per sample.
+	if len(sc.rows) < len(a.metrics) {
+		sc.rows = make([]int32, len(a.metrics))
+		for i := range sc.rows {
+			sc.rows[i] = -1
+		}
+	}
+	sc.metrics = sc.metrics[:0]
+	ns := len(chunk)
+	sc.v = sc.v[:0]
+	var lastIdx []int32
+	for si, s := range chunk {
+		if len(s.idx) > 0 && (lastIdx == nil || &s.idx[0] != &lastIdx[0]) {
+			lastIdx = s.idx
+			for _, m := range s.idx {
+				if a.metrics[m].ok && sc.rows[m] < 0 {
+					sc.rows[m] = int32(len(sc.metrics))
+					sc.metrics = append(sc.metrics, m)
+					sc.v = append(sc.v, make([]float64, ns)...)
+				}
+			}
+		}
+		secs := float64(s.end-s.start) / 1e9
+		for j, m := range s.idx {
+			met := a.metrics[m]
+			if !met.ok {
+				continue
+			}
+			v := s.vals[j] * met.scale
+			if met.q != quantityCount {
+				v *= secs
+			}
+			sc.v[int(sc.rows[m])*ns+si] = v
+		}
+	}
+	decay := 1.0
+	if span := chunk[len(chunk)-1].end - chunk[0].start; span > 0 {
+		decay = math.Exp2(-float64(span) / float64(a.cfg.rateHalfLife))
+	}
+	for row, m := range sc.metrics {
+		v := sc.v[row*ns : (row+1)*ns]
+		sc.r, sc.newA = grow(sc.r, nl), grow(sc.newA, nl)
+		rate := a.cfg.estimator == EstimatorRate
+		if rate {
+			rate = a.fit(d, m, v, decay)
+		}
+		clear(sc.newA)
+		if int(m) >= len(d.total) {
+			d.total = append(d.total, make([]float64, int(m)+1-len(d.total))...)
+		}
+		for s := range ns {
+			x := v[s]
+			d.total[m] += x
+			lo, hi := sc.off[s], sc.off[s+1]
+			if hi == lo {
+				continue
+			}
+			denom := sc.wsum[s]
+			useRate := false
+			if rate {
+				var dr float64
+				for i := lo; i < hi; i++ {
+					dr += sc.itemW[i] * sc.r[sc.itemLC[i]]
+				}
+				if dr > 0 {
+					denom, useRate = dr, true
+				}
+			}
+			for i := lo; i < hi; i++ {
+				lc := sc.itemLC[i]
+				w := sc.itemW[i]
+				if useRate {
+					w *= sc.r[lc]
+				}
+				part := x * w / denom
+				sc.newA[lc] += part
+				sc.accK[lc].add(m, part)
+				if p := podAcc(sc.itemProc[i]); p != nil {
+					p.add(m, part)
+				}
+			}
+		}
+		if a.cfg.estimator == EstimatorRate {
+			for lc, c := range sc.classes {
+				cr := d.rate(c)
+				cr.grow(int(m) + 1)
+				cr.a[m] = cr.a[m]*decay + sc.newA[lc]
+			}
+		}
+		sc.rows[m] = -1
+	}
+	if a.cfg.estimator == EstimatorRate {
+		for lc, c := range sc.classes {
+			cr := d.rate(c)
+			cr.e = cr.e*decay + sc.exp[lc]
+		}
+	}
+}
+
+// fit estimates the rate of each local class for metric m (into sc.r): EM passes that split
+// the chunk by overlap x rate and re-estimate each rate as (carried quantity + its split) /
+// (carried exposure + its exposure). It reports false when the chunk has nothing to fit.
+func (a *Attributor) fit(d *devState, m int32, v []float64, decay float64) bool {
+	sc := &d.sc
+	nl := len(sc.classes)
+	sc.priorA, sc.priorE = grow(sc.priorA, nl), grow(sc.priorE, nl)
+	var sumA, sumE, sumV, sumW float64
+	for lc, c := range sc.classes {
+		if cr := d.carried[c]; cr != nil {
+			sc.priorE[lc] = cr.e * decay
+			if int(m) < len(cr.a) {
+				sc.priorA[lc] = cr.a[m] * decay
+			}
+		}
+		sumA += sc.priorA[lc]
+		sumE += sc.priorE[lc]
+		sumW += sc.exp[lc]
+	}
+	nonzero := false
+	for _, x := range v {
+		sumV += x
+		nonzero = nonzero || x != 0
+	}
+	if !nonzero || sumE+sumW <= 0 {
+		return false
+	}
+	mean := (sumA + sumV) / (sumE + sumW)
+	floor := 0.0
+	if mean > 0 {
+		floor = rateFloor * mean
+	}
+	for lc := range sc.classes {
+		r := mean
+		if sc.priorE[lc] > 1e-9 {
+			r = sc.priorA[lc] / sc.priorE[lc]
+		}
+		sc.r[lc] = max(r, floor)
+	}
+	for range a.cfg.emPasses {
+		clear(sc.newA[:nl])
+		for s, x := range v {
+			lo, hi := sc.off[s], sc.off[s+1]
+			if x == 0 || hi == lo {
+				continue
+			}
+			if hi-lo == 1 {
+				sc.newA[sc.itemLC[lo]] += x
+				continue
+			}
+			var dr float64
+			for i := lo; i < hi; i++ {
+				dr += sc.itemW[i] * sc.r[sc.itemLC[i]]
+			}
+			if dr <= 0 {
+				for i := lo; i < hi; i++ {
+					sc.newA[sc.itemLC[i]] += x * sc.itemW[i] / sc.wsum[s]
+				}
+				continue
+			}
+			for i := lo; i < hi; i++ {
+				sc.newA[sc.itemLC[i]] += x * sc.itemW[i] * sc.r[sc.itemLC[i]] / dr
+			}
+		}
+		for lc := range sc.classes {
+			e := sc.priorE[lc] + sc.exp[lc]
+			if e <= 0 {
+				continue
+			}
+			sc.r[lc] = max((sc.priorA[lc]+sc.newA[lc])/e, floor)
+		}
+	}
+	return true
+}
+
+func (cr *classRate) grow(n int) {
+	if len(cr.a) < n {
+		cr.a = append(cr.a, make([]float64, n-len(cr.a))...)
+	}
+}
+
+func (d *devState) rate(c int32) *classRate {
+	cr := d.carried[c]
+	if cr == nil {
+		cr = &classRate{}
+		d.carried[c] = cr
+	}
+	return cr
+}
+
+func (d *devState) series(label string, now time.Time) *acc {
+	c := d.kernels[label]
+	if c == nil {
+		c = &acc{start: now}
+		d.kernels[label] = c
+	}
+	c.last = now
+	return c
+}
+
+func (d *devState) pod(k podKey, now time.Time) *acc {
+	c := d.pods[k]
+	if c == nil {
+		c = &acc{start: now}
+		d.pods[k] = c
+	}
+	c.last = now
+	return c
+}
+
+// grow returns s resized to n zeroed elements, reusing its array.
+func grow(s []float64, n int) []float64 {
+	if cap(s) < n {
+		return make([]float64, n)
+	}
+	s = s[:n]
+	clear(s)
+	return s
+}

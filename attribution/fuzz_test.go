@@ -1,0 +1,98 @@
+package attribution
+
+import (
+	"encoding/binary"
+	"math"
+	"testing"
+
+	"github.com/cupti-exporter/cupti-exporter/activity"
+	"github.com/cupti-exporter/cupti-exporter/pmsample"
+)
+
+// FuzzAttributor reads operations from the input (connect, disconnect, records, coverage,
+// batches, clock jumps) with arbitrary times, devices and values: no input may panic, and
+// after a final Flush the attributed PCIe bytes of each device equal its attributed total.
+func FuzzAttributor(f *testing.F) {
+	f.Add([]byte{0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 10, 2, 3, 0, 0, 0, 0, 0, 0, 0, 1, 4, 1})
+	f.Add([]byte{0, 1, 3, 2, 4, 0, 255, 255, 255, 255, 255, 255, 255, 255, 2, 2, 0, 0, 0, 0, 9, 0, 0, 0, 5})
+	f.Fuzz(func(t *testing.T, in []byte) { fuzzBody(t)(in) })
+}
+
+// fuzzBody is the body of FuzzAttributor.
+func fuzzBody(t *testing.T) func(in []byte) {
+	return func(in []byte) {
+		a, clk := newTest(t, WithSeriesTTL(1<<62)) // the clock jumps: keep every series
+		procs := make([]*activity.Process, 3)
+		next := func(n int) uint64 { // n bytes as a little-endian number
+			var b [8]byte
+			k := copy(b[:n], in)
+			in = in[k:]
+			return binary.LittleEndian.Uint64(b[:])
+		}
+		tm := func() uint64 { // a time near t0, or anything
+			v := next(3)
+			if v&1 == 1 {
+				return next(8)
+			}
+			return uint64(t0) + v*1000
+		}
+		for len(in) > 0 {
+			op, arg := next(1), int(next(1))
+			p := procs[arg%3]
+			switch op % 6 {
+			case 0:
+				if p == nil {
+					p = &activity.Process{PID: uint32(arg)}
+					procs[arg%3] = p
+				}
+				a.ProcessConnected(p, activity.ProcessInfo{Pod: "p", GPUs: []string{"0", "1", "9"}[:1+arg%3]})
+			case 1:
+				if p != nil {
+					a.ProcessDisconnected(p)
+				}
+			case 2:
+				if p == nil {
+					p = &activity.Process{PID: 99}
+				}
+				s := tm()
+				a.Records(p, []activity.Record{{Kind: activity.Kind(1 + arg%4), Device: uint32(arg % 4), Name: string(rune('a' + arg%5)), Start: s, End: s + next(2)*1000 - 5000}})
+			case 3:
+				if p == nil {
+					p = &activity.Process{PID: 98}
+				}
+				s := tm()
+				a.Coverage(p, []activity.Interval{{Start: s, End: s + next(2)*1000 - 100_000, Lossy: arg&1 == 1}})
+			case 4:
+				dev := arg % 2
+				s := tm()
+				n := 1 + arg%7
+				var ss []pmsample.Sample
+				for i := range n {
+					l := next(2) * 100
+					v := float64(next(2))
+					if i == 3 {
+						v = math.NaN()
+					}
+					ss = append(ss, pmsample.Sample{Start: s, End: s + l, Values: []float64{float64(arg), v}})
+					s += l
+				}
+				a.AddBatch(pmsample.Batch{Device: dev, Metrics: testMetrics, Samples: ss})
+			case 5:
+				clk.advance(1 << (arg % 40))
+			}
+		}
+		a.Flush()
+		snap := a.Snapshot()
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		for dev := range 2 {
+			got := 0.0
+			if d := a.devs[dev]; len(d.total) > 1 {
+				got = d.total[1]
+			}
+			if attributed := sum(snap, "cupti_kernel_pcie_bytes_total", []string{"0", "1"}[dev]); !near(attributed, got, 1e-9) {
+				t.Fatalf("gpu %d: attributed %v, device total %v", dev, attributed, got)
+			}
+		}
+	}
+}

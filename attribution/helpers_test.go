@@ -1,0 +1,124 @@
+package attribution
+
+import (
+	"math"
+	"testing"
+	"time"
+
+	"github.com/cupti-exporter/cupti-exporter/activity"
+	"github.com/cupti-exporter/cupti-exporter/mapping"
+	"github.com/cupti-exporter/cupti-exporter/pmsample"
+)
+
+// Metrics of the tests: a ratio (percent) and a byte counter, as the curated table maps them.
+const (
+	smActive = "TPC.TriageCompute.sm__cycles_active.avg.pct_of_peak_sustained_elapsed"
+	pcieRead = "PCI.TriageCompute.pcie__read_bytes.sum"
+)
+
+var (
+	testMetrics = []string{smActive, pcieRead}
+	testCatalog = []pmsample.CatalogEntry{
+		{Name: smActive, Properties: mapping.Properties{Type: mapping.TypeCounter, HWUnit: "sm", DimUnit: "gpc_cycle"}},
+		{Name: pcieRead, Properties: mapping.Properties{Type: mapping.TypeCounter, HWUnit: "pcie", DimUnit: "byte"}},
+	}
+	testDevices = []pmsample.Device{{Index: 0, UUID: "GPU-aaaa"}, {Index: 1, UUID: "GPU-bbbb"}}
+)
+
+// t0 is the start of every test timeline (ns, CUPTI time base).
+const t0 = int64(1_795_299_120_000_000_000)
+
+const ms = int64(time.Millisecond)
+
+// fakeClock is a settable wall clock.
+type fakeClock struct{ t time.Time }
+
+func (c *fakeClock) now() time.Time          { return c.t }
+func (c *fakeClock) set(ns int64)            { c.t = time.Unix(0, ns) }
+func (c *fakeClock) advance(d time.Duration) { c.t = c.t.Add(d) }
+
+func newTest(t testing.TB, opts ...Option) (*Attributor, *fakeClock) {
+	t.Helper()
+	m, err := mapping.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk := &fakeClock{}
+	clk.set(t0)
+	a, err := New(testDevices, testCatalog, m, nil, append([]Option{WithClock(clk.now)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a, clk
+}
+
+func newProc(pid uint32, pod string, gpus ...string) (*activity.Process, activity.ProcessInfo) {
+	p := &activity.Process{PID: pid}
+	info := activity.ProcessInfo{Pod: pod, Namespace: "ns", Container: "c", GPUs: gpus}
+	if pod == "" {
+		info.Namespace, info.Container = "", ""
+	}
+	return p, info
+}
+
+func kernel(dev uint32, name string, start, end int64) activity.Record {
+	return activity.Record{Kind: activity.KindKernel, Device: dev, Name: name, Start: uint64(start), End: uint64(end)}
+}
+
+// samples makes n contiguous samples of length step from start, values from f.
+func samples(start, step int64, n int, f func(s, e int64) []float64) []pmsample.Sample {
+	out := make([]pmsample.Sample, n)
+	for i := range out {
+		s := start + int64(i)*step
+		out[i] = pmsample.Sample{Start: uint64(s), End: uint64(s + step), Values: f(s, s+step)}
+	}
+	return out
+}
+
+// value returns the value of family name with the given label values (nil: any), and
+// whether it exists.
+func value(snap *mapping.Snapshot, name string, labels ...string) (float64, bool) {
+	for _, f := range snap.Families {
+		if f.Desc.Name != name {
+			continue
+		}
+		for _, s := range f.Samples {
+			if match(s.LabelValues, labels) {
+				return s.Value, true
+			}
+		}
+	}
+	return 0, false
+}
+
+func match(got, want []string) bool {
+	if len(want) > len(got) {
+		return false
+	}
+	for i, w := range want {
+		if w != "*" && got[i] != w {
+			return false
+		}
+	}
+	return true
+}
+
+// sum adds the values of family name whose labels match (prefix, "*" any).
+func sum(snap *mapping.Snapshot, name string, labels ...string) float64 {
+	var t float64
+	for _, f := range snap.Families {
+		if f.Desc.Name != name {
+			continue
+		}
+		for _, s := range f.Samples {
+			if match(s.LabelValues, labels) {
+				t += s.Value
+			}
+		}
+	}
+	return t
+}
+
+func near(a, b, rel float64) bool {
+	return math.Abs(a-b) <= rel*math.Max(1, math.Max(math.Abs(a), math.Abs(b)))
+}

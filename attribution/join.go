@@ -1,0 +1,419 @@
+package attribution
+
+import (
+	"cmp"
+	"math"
+	"slices"
+	"time"
+)
+
+// Class ids: a class is what the rate estimator fits one rate to (per device and metric):
+// a kernel name, or one of these.
+const (
+	classIdle int32 = iota
+	classUntraced
+	classMemcpy
+	classMemset
+	classOther // kernel names beyond maxClasses
+	firstNamedClass
+)
+
+// maxClasses bounds the kernel names the join tells apart; further names share classOther
+// (labelled "other").
+const maxClasses = 8192
+
+type classTable struct {
+	byName map[string]int32
+	names  []string
+	last   string
+	lastID int32
+}
+
+func (t *classTable) init() {
+	t.byName = map[string]int32{}
+	t.names = []string{labelIdle, labelUntraced, labelMemcpy, labelMemset, labelOther}
+	t.lastID = -1
+}
+
+// id interns a mangled kernel name.
+func (t *classTable) id(name string) int32 {
+	if t.lastID >= 0 && name == t.last {
+		return t.lastID
+	}
+	id, ok := t.byName[name]
+	if !ok {
+		if len(t.names) >= maxClasses {
+			return classOther
+		}
+		id = int32(len(t.names))
+		t.byName[name] = id
+		t.names = append(t.names, name)
+	}
+	t.last, t.lastID = name, id
+	return id
+}
+
+// rec is a pending record, compactly: its span on the CUPTI clock, class and process slot.
+type rec struct {
+	start, end  int64
+	class, proc int32
+}
+
+// psample is a held PM sample; idx maps its values to Attributor.metrics.
+type psample struct {
+	start, end int64
+	idx        []int32
+	vals       []float64
+}
+
+// acc is one attributed series set (a kernel label or a pod on one device).
+type acc struct {
+	sampled float64   // seconds
+	vals    []float64 // by metric index
+	has     []bool    // by metric index: got a value
+	start   time.Time
+	last    time.Time
+}
+
+func (c *acc) add(m int32, v float64) {
+	if int(m) >= len(c.vals) {
+		c.vals = append(c.vals, make([]float64, int(m)+1-len(c.vals))...)
+		c.has = append(c.has, make([]bool, int(m)+1-len(c.has))...)
+	}
+	c.vals[m] += v
+	c.has[m] = true
+}
+
+// classRate is the rate estimator's memory of one class on one device: decayed exposure
+// seconds and decayed attributed quantity by metric index.
+type classRate struct {
+	e float64
+	a []float64
+}
+
+// devState is the join of one device.
+type devState struct {
+	gpu, uuid string
+	labels    []string // gpu, uuid
+
+	samples   []psample  // held, by start
+	pending   pendingSet // records not yet in a chunk
+	carry     []rec      // records of past chunks that reach past the frontier (by start)
+	frontier  int64      // end of the newest attributed sample
+	newest    int64      // end of the newest sample received
+	lastBatch time.Time
+
+	carried map[int32]*classRate // rate estimator state by class id
+
+	kernels        map[string]*acc // by kernel label
+	pods           map[podKey]*acc
+	kinds          [3]float64 // seconds: traced, idle, untraced
+	late           uint64
+	lateSeconds    float64
+	joinSeconds    float64   // wall time spent in join
+	droppedSamples [2]uint64 // invalid, before_frontier
+	total          []float64 // attributed device totals by metric index (tests)
+
+	sc scratch
+}
+
+// scratch holds buffers reused from chunk to chunk.
+type scratch struct {
+	itemLC   []int32   // local class of each item
+	itemProc []int32   // process slot (-1: idle/untraced)
+	itemW    []float64 // weight: overlap ns, concurrent kernels sharing
+	off      []int32   // items of sample s: off[s]..off[s+1]
+	wsum     []float64 // sum of weights of sample s
+	active   []int32
+	ev       []event
+	gs       []float64
+	loc      []int32 // class id -> local class, -1
+	slotOf   []int32 // local class -> 1 + its item in the current sample, 0: none
+	classes  []int32 // local class -> class id
+	accK     []*acc
+	accP     []*acc // by proc slot
+	u        []span
+	uPre     []int64
+	rows     []int32 // metric index -> row of v, -1
+	metrics  []int32 // row -> metric index
+	v        []float64
+	exp      []float64 // exposure seconds by local class
+	r, newA  []float64
+	priorA   []float64
+	priorE   []float64
+}
+
+type event struct {
+	t     int64
+	delta int32
+	k     int32 // index in active
+}
+
+// release attributes the held samples of d that end by upTo; a.mu is held.
+func (a *Attributor) release(d *devState, upTo int64, now time.Time) bool {
+	if len(d.samples) == 0 {
+		return false
+	}
+	if !slices.IsSortedFunc(d.samples, func(x, y psample) int { return cmp.Compare(x.start, y.start) }) {
+		slices.SortStableFunc(d.samples, func(x, y psample) int { return cmp.Compare(x.start, y.start) })
+	}
+	n := 0
+	for n < len(d.samples) && d.samples[n].end <= upTo {
+		n++
+	}
+	if n == 0 {
+		return false
+	}
+	chunk := d.samples[:n]
+	fNew := d.frontier
+	for _, s := range chunk {
+		fNew = max(fNew, s.end)
+	}
+	ready := d.pending.take(d.carry, fNew)
+	slices.SortFunc(ready, func(x, y rec) int { return cmp.Compare(x.start, y.start) })
+
+	t := time.Now()
+	a.join(d, chunk, ready, fNew, now)
+	d.joinSeconds += time.Since(t).Seconds()
+
+	carry := ready[:0]
+	for _, r := range ready {
+		if r.end > fNew {
+			carry = append(carry, r)
+		} else {
+			a.unref(r.proc)
+		}
+	}
+	d.carry = carry
+	d.frontier = fNew
+	rest := copy(d.samples, d.samples[n:])
+	clear(d.samples[rest:])
+	d.samples = d.samples[:rest]
+	return true
+}
+
+// join splits the samples of one chunk over the records that overlap them; a.mu is held.
+func (a *Attributor) join(d *devState, chunk []psample, ready []rec, fNew int64, now time.Time) {
+	sc := &d.sc
+	a.untraced(d, chunk[0].start, fNew)
+	if cap(sc.loc) < len(a.classes.names) {
+		sc.loc = make([]int32, len(a.classes.names), cap(a.classes.names))
+		for i := range sc.loc {
+			sc.loc[i] = -1
+		}
+	}
+	sc.loc = sc.loc[:len(a.classes.names)]
+	sc.classes = sc.classes[:0]
+	local := func(class int32) int32 {
+		if l := sc.loc[class]; l >= 0 {
+			return l
+		}
+		l := int32(len(sc.classes))
+		sc.loc[class] = l
+		sc.classes = append(sc.classes, class)
+		return l
+	}
+	sc.itemLC, sc.itemProc, sc.itemW = sc.itemLC[:0], sc.itemProc[:0], sc.itemW[:0]
+	sc.off, sc.wsum = append(sc.off[:0], 0), sc.wsum[:0]
+	sc.active = sc.active[:0]
+	next := 0
+	for _, s := range chunk {
+		lo, hi := s.start, s.end
+		for next < len(ready) && ready[next].start < hi {
+			sc.active = append(sc.active, int32(next))
+			next++
+		}
+		k := 0
+		for _, ri := range sc.active {
+			if ready[ri].end > lo {
+				sc.active[k] = ri
+				k++
+			}
+		}
+		sc.active = sc.active[:k]
+		var idleW, untracedW, wsum float64
+		gap := func(x, y int64) {
+			u := sc.measure(x, y)
+			untracedW += float64(u)
+			idleW += float64(y - x - u)
+		}
+		first := len(sc.itemLC)
+		item := func(r rec, w float64) {
+			wsum += w
+			lc := local(r.class)
+			for int(lc) >= len(sc.slotOf) {
+				sc.slotOf = append(sc.slotOf, 0)
+			}
+			// one item per class and process in a sample: the split is linear in the weight
+			if i := sc.slotOf[lc] - 1; i >= 0 && sc.itemProc[i] == r.proc {
+				sc.itemW[i] += w
+				return
+			}
+			sc.slotOf[lc] = int32(len(sc.itemLC)) + 1
+			sc.itemLC = append(sc.itemLC, lc)
+			sc.itemProc = append(sc.itemProc, r.proc)
+			sc.itemW = append(sc.itemW, w)
+		}
+		switch len(sc.active) {
+		case 0:
+			gap(lo, hi)
+		case 1:
+			r := ready[sc.active[0]]
+			x, y := max(r.start, lo), min(r.end, hi)
+			if x >= y { // starts after this sample (it began before an earlier, longer one ended)
+				gap(lo, hi)
+				break
+			}
+			if x > lo {
+				gap(lo, x)
+			}
+			item(r, float64(y-x))
+			if y < hi {
+				gap(y, hi)
+			}
+		default:
+			sc.sweep(ready, lo, hi, gap, item)
+		}
+		if idleW > 0 {
+			sc.itemLC, sc.itemProc, sc.itemW = append(sc.itemLC, local(classIdle)), append(sc.itemProc, -1), append(sc.itemW, idleW)
+			wsum += idleW
+		}
+		if untracedW > 0 {
+			sc.itemLC, sc.itemProc, sc.itemW = append(sc.itemLC, local(classUntraced)), append(sc.itemProc, -1), append(sc.itemW, untracedW)
+			wsum += untracedW
+		}
+		for _, lc := range sc.itemLC[first:] {
+			if int(lc) < len(sc.slotOf) {
+				sc.slotOf[lc] = 0
+			}
+		}
+		sc.off = append(sc.off, int32(len(sc.itemLC)))
+		sc.wsum = append(sc.wsum, wsum)
+	}
+	a.attribute(d, chunk, now)
+	for _, c := range sc.classes {
+		sc.loc[c] = -1
+	}
+}
+
+// sweep splits [lo, hi) among the active records that overlap it: a record's weight is the
+// integral over its span of 1/(records running), so concurrent records share the time.
+func (sc *scratch) sweep(ready []rec, lo, hi int64, gap func(x, y int64), item func(r rec, w float64)) {
+	sc.ev = sc.ev[:0]
+	for k, ri := range sc.active {
+		r := ready[ri]
+		x, y := max(r.start, lo), min(r.end, hi)
+		if x >= y {
+			continue
+		}
+		sc.ev = append(sc.ev, event{x, 1, int32(k)}, event{y, -1, int32(k)})
+	}
+	slices.SortFunc(sc.ev, func(p, q event) int { return cmp.Compare(p.t, q.t) })
+	if cap(sc.gs) < len(sc.active) {
+		sc.gs = make([]float64, len(sc.active)*2)
+	}
+	gs := sc.gs[:len(sc.active)]
+	var g float64
+	n, prev := 0, lo
+	for _, e := range sc.ev {
+		if e.t > prev {
+			if n == 0 {
+				gap(prev, e.t)
+			} else {
+				g += float64(e.t-prev) / float64(n)
+			}
+			prev = e.t
+		}
+		if e.delta > 0 {
+			gs[e.k] = g
+			n++
+			continue
+		}
+		n--
+		if w := g - gs[e.k]; w > 0 {
+			item(ready[sc.active[e.k]], w)
+		}
+	}
+	if prev < hi {
+		gap(prev, hi)
+	}
+}
+
+// untraced computes, for the chunk [lo, hi), the union of the time some process on d did
+// not trace (present but outside its non-lossy coverage spans), into sc.u and its prefix
+// lengths sc.uPre; a.mu is held.
+func (a *Attributor) untraced(d *devState, lo, hi int64) {
+	sc := &d.sc
+	sc.u = sc.u[:0]
+	if a.cfg.deviceProcs != nil {
+		if pids := a.cfg.deviceProcs(d.gpu); len(pids) > 0 {
+			tracing := map[uint32]bool{}
+			for _, ps := range a.procs {
+				if ps.presEnd == math.MaxInt64 && ps.onDevice(d) {
+					tracing[ps.pid] = true
+				}
+			}
+			for _, pid := range pids {
+				if !tracing[pid] {
+					sc.u = append(sc.u, span{lo, hi})
+					break
+				}
+			}
+		}
+	}
+	if len(sc.u) == 0 {
+		for _, ps := range a.procs {
+			x, y := max(ps.presStart, lo), min(ps.presEnd, hi)
+			if x >= y || !ps.onDevice(d) {
+				continue
+			}
+			i, _ := slices.BinarySearchFunc(ps.spans, x, func(s span, t int64) int { return cmp.Compare(s.end, t+1) })
+			cur := x
+			for ; i < len(ps.spans) && ps.spans[i].start < y; i++ {
+				if sp := ps.spans[i]; sp.start > cur {
+					sc.u = append(sc.u, span{cur, sp.start})
+				}
+				cur = max(cur, ps.spans[i].end)
+			}
+			if cur < y {
+				sc.u = append(sc.u, span{cur, y})
+			}
+		}
+		slices.SortFunc(sc.u, func(p, q span) int { return cmp.Compare(p.start, q.start) })
+		k := 0
+		for _, s := range sc.u {
+			if k > 0 && s.start <= sc.u[k-1].end {
+				sc.u[k-1].end = max(sc.u[k-1].end, s.end)
+				continue
+			}
+			sc.u[k] = s
+			k++
+		}
+		sc.u = sc.u[:k]
+	}
+	sc.uPre = sc.uPre[:0]
+	var sum int64
+	for _, s := range sc.u {
+		sc.uPre = append(sc.uPre, sum)
+		sum += s.end - s.start
+	}
+}
+
+// measure is the untraced time inside [x, y).
+func (sc *scratch) measure(x, y int64) int64 {
+	if len(sc.u) == 0 {
+		return 0
+	}
+	return min(sc.before(y)-sc.before(x), y-x)
+}
+
+// before is the untraced time before t.
+func (sc *scratch) before(t int64) int64 {
+	i, _ := slices.BinarySearchFunc(sc.u, t, func(s span, t int64) int { return cmp.Compare(s.start, t) })
+	// spans 0..i-1 start before t
+	if i == 0 {
+		return 0
+	}
+	s := sc.u[i-1]
+	return sc.uPre[i-1] + min(t, s.end) - s.start
+}

@@ -1,0 +1,170 @@
+package attribution
+
+import (
+	"strings"
+
+	"github.com/cupti-exporter/cupti-exporter/mapping"
+)
+
+// Label names of the attributed families (before the source metric's own labels).
+var (
+	kernelLabelNames = []string{"gpu", "uuid", "kernel"}
+	podLabelNames    = []string{"gpu", "uuid", "namespace", "pod", "container"}
+	deviceLabelNames = []string{"gpu", "uuid"}
+)
+
+// Kernel labels of the time no kernel covers, and of the copies and fills that are joined
+// like kernels.
+const (
+	labelIdle     = "(idle)"
+	labelUntraced = "(untraced)"
+	labelMemcpy   = "(memcpy)"
+	labelMemset   = "(memset)"
+	labelOther    = "other"
+)
+
+var (
+	kernelSampledDesc = &mapping.Desc{
+		Name: "cupti_kernel_sampled_seconds_total", Kind: mapping.KindCounter, Unit: "seconds",
+		Help:     "PM sample time attributed to each kernel: its overlap with the samples, concurrent kernels sharing it; kernel=\"(idle)\" and \"(untraced)\" carry the time no traced kernel covers. The denominator of the attributed utilisations.",
+		OTelName: "cupti.attribution.kernel.sampled_time", OTelUnit: "s", LabelNames: kernelLabelNames,
+	}
+	podSampledDesc = &mapping.Desc{
+		Name: "cupti_pod_sampled_seconds_total", Kind: mapping.KindCounter, Unit: "seconds",
+		Help:     "PM sample time attributed to the kernels of each pod (processes without a pod under pod=\"\").",
+		OTelName: "cupti.attribution.pod.sampled_time", OTelUnit: "s", LabelNames: podLabelNames,
+	}
+	kindSecondsDesc = &mapping.Desc{
+		Name: "cupti_attribution_seconds_total", Kind: mapping.KindCounter, Unit: "seconds",
+		Help:     "Attributed PM sample time by kind: traced (a kernel of a traced process ran), idle (every process on the GPU traced that time and none ran a kernel), untraced (some process on the GPU did not trace it).",
+		OTelName: "cupti.attribution.time", OTelUnit: "s", LabelNames: []string{"gpu", "uuid", "kind"},
+	}
+	lagDesc = &mapping.Desc{
+		Name: "cupti_attribution_lag_seconds", Kind: mapping.KindGauge, Unit: "seconds",
+		Help:     "End of the newest PM sample minus the end of the newest attributed one (the watermark plus the batch cadence when all is well).",
+		OTelName: "cupti.attribution.lag", OTelUnit: "s", LabelNames: deviceLabelNames,
+	}
+	lateRecordsDesc = &mapping.Desc{
+		Name: "cupti_attribution_late_records_total", Kind: mapping.KindCounter,
+		Help:     "Kernel records that arrived after (part of) their time was attributed; only the part after the attributed frontier is joined.",
+		OTelName: "cupti.attribution.records.late", OTelUnit: "{record}", LabelNames: deviceLabelNames,
+	}
+	lateSecondsDesc = &mapping.Desc{
+		Name: "cupti_attribution_late_seconds_total", Kind: mapping.KindCounter, Unit: "seconds",
+		Help:     "Kernel time of late records that fell before the attributed frontier (that time went to the kernels known then, or to idle/untraced).",
+		OTelName: "cupti.attribution.late_time", OTelUnit: "s", LabelNames: deviceLabelNames,
+	}
+	pendingDesc = &mapping.Desc{
+		Name: "cupti_attribution_pending_records", Kind: mapping.KindGauge,
+		Help:     "Kernel records held for PM samples that are not attributed yet.",
+		OTelName: "cupti.attribution.records.pending", OTelUnit: "{record}", LabelNames: deviceLabelNames,
+	}
+	joinSecondsDesc = &mapping.Desc{
+		Name: "cupti_attribution_join_seconds_total", Kind: mapping.KindCounter, Unit: "seconds",
+		Help:     "Wall time the exporter spent joining samples with records (the cost of attribution).",
+		OTelName: "cupti.attribution.join_time", OTelUnit: "s", LabelNames: deviceLabelNames,
+	}
+	droppedRecordsDesc = &mapping.Desc{
+		Name: "cupti_attribution_dropped_records_total", Kind: mapping.KindCounter,
+		Help:     "Kernel records the join could not use, by reason (pending_full, bad_span, far_clock, unknown_device, unknown_process).",
+		OTelName: "cupti.attribution.records.dropped", OTelUnit: "{record}", LabelNames: []string{"reason"},
+	}
+	droppedSamplesDesc = &mapping.Desc{
+		Name: "cupti_attribution_dropped_samples_total", Kind: mapping.KindCounter,
+		Help:     "PM samples the join could not use, by reason (invalid: end <= start, NaN or wrong value count; before_frontier: the sample starts before samples already attributed).",
+		OTelName: "cupti.attribution.samples.dropped", OTelUnit: "{sample}", LabelNames: []string{"gpu", "uuid", "reason"},
+	}
+	badCoverageDesc = &mapping.Desc{
+		Name: "cupti_attribution_bad_coverage_spans_total", Kind: mapping.KindCounter,
+		Help:     "Traced-time spans from processes that were malformed (bad_span: end <= start), out of order or overlapping an earlier span (out_of_order: merged anyway), far from the sample clock (far_clock: ignored) or from an unknown process.",
+		OTelName: "cupti.attribution.coverage.bad_spans", OTelUnit: "{span}", LabelNames: []string{"reason"},
+	}
+)
+
+// Reasons that always have a series.
+var (
+	recordDropReasons = []string{"pending_full", "bad_span", "far_clock", "unknown_device", "unknown_process"}
+	sampleDropReasons = []string{"invalid", "before_frontier"}
+	coverageReasons   = []string{"bad_span", "out_of_order", "far_clock", "unknown_process"}
+	kindLabels        = [...]string{"traced", "idle", "untraced"}
+)
+
+// Descs lists the fixed families the Attributor emits (the per-metric families depend on the
+// metrics sampled), for checks of the names dashboards and rules query.
+func Descs() []*mapping.Desc {
+	return []*mapping.Desc{
+		kernelSampledDesc, podSampledDesc, kindSecondsDesc, lagDesc, lateRecordsDesc, lateSecondsDesc,
+		pendingDesc, joinSecondsDesc, droppedRecordsDesc, droppedSamplesDesc, badCoverageDesc,
+	}
+}
+
+// quantity is what a PM metric attributes: bytes (a counter's value) or active seconds (a
+// ratio times the sample's duration).
+type quantity uint8
+
+const (
+	quantityCount   quantity = iota // counter: value x scale
+	quantitySeconds                 // ratio: value x scale x sample seconds
+	quantityRate                    // per-second gauge: value x scale x sample seconds
+)
+
+// metric is one PM metric as the join attributes it.
+type metric struct {
+	perfworks string
+	ok        bool // false: not attributable (left out)
+	q         quantity
+	scale     float64
+	labels    []string // the source metric's constant label values (direction)
+	kernel    *mapping.Desc
+	pod       *mapping.Desc
+}
+
+// derived names the kernel and pod families of a mapped PM metric:
+//
+//	cupti_<stem>_ratio              -> cupti_kernel_<stem>_seconds_total, cupti_pod_<stem>_seconds_total
+//	cupti_<stem>_total              -> cupti_kernel_<stem>_total,         cupti_pod_<stem>_total
+//	cupti_<stem>_<unit>_per_second  -> cupti_kernel_<stem>_<unit>_total,  cupti_pod_<stem>_<unit>_total
+//
+// Other gauges (per-cycle averages and the like) have no meaningful sum over time: ok=false.
+func derived(m mapping.Metric) (kernel, pod *mapping.Desc, q quantity, ok bool) {
+	d := m.Desc
+	rest := strings.TrimPrefix(d.Name, mapping.NamePrefix)
+	var stem, unit, ucum, what string
+	switch {
+	case d.Kind == mapping.KindCounter:
+		stem, unit, ucum, q = strings.TrimSuffix(rest, "_total"), d.Unit, d.OTelUnit, quantityCount
+		what = "split over the kernels that overlap each PM sample"
+	case d.Kind == mapping.KindGauge && d.Unit == "ratio":
+		stem, unit, ucum, q = strings.TrimSuffix(rest, "_ratio")+"_seconds", "seconds", "s", quantitySeconds
+		what = "as active seconds (ratio x sample time) split over the kernels that overlap each PM sample"
+	case d.Kind == mapping.KindGauge && strings.HasSuffix(d.Unit, "_per_second"):
+		base := strings.TrimSuffix(d.Unit, "_per_second")
+		stem = strings.TrimSuffix(strings.TrimSuffix(rest, "_per_second"), "_"+base) + "_" + base
+		unit, ucum, q = base, strings.TrimSuffix(d.OTelUnit, "/s"), quantityRate
+		what = "as a quantity (rate x sample time) split over the kernels that overlap each PM sample"
+	default:
+		return nil, nil, 0, false
+	}
+	if stem == "" || strings.HasPrefix(stem, "_") {
+		return nil, nil, 0, false
+	}
+	extra := make([]string, len(m.Labels))
+	for i, l := range m.Labels {
+		extra[i] = l.Name
+	}
+	help := strings.TrimSuffix(d.Help, ".")
+	if i := strings.Index(help, ". "); i >= 0 { // the first sentence of a curated help
+		help = help[:i]
+	}
+	otelStem := strings.TrimSuffix(strings.TrimPrefix(d.OTelName, "gpu."), ".")
+	otelStem = strings.TrimPrefix(otelStem, "cupti.")
+	mk := func(scope string, labels []string) *mapping.Desc {
+		return &mapping.Desc{
+			Name: mapping.NamePrefix + scope + "_" + stem + "_total", Kind: mapping.KindCounter, Unit: unit,
+			Help:     help + ", " + what + " (per " + scope + "; from " + d.Name + ").",
+			OTelName: "cupti.attribution." + scope + "." + otelStem, OTelUnit: ucum,
+			LabelNames: append(append([]string{}, labels...), extra...),
+		}
+	}
+	return mk("kernel", kernelLabelNames), mk("pod", podLabelNames), q, true
+}

@@ -1,0 +1,145 @@
+package attribution
+
+import "time"
+
+// Defaults of the Attributor's options.
+const (
+	DefaultWatermark         = 3 * time.Second
+	DefaultEstimator         = EstimatorRate
+	DefaultMaxPendingRecords = 2_000_000
+	DefaultSeriesTTL         = 10 * time.Minute
+	// DefaultFarClock is how far a record may lie from its device's newest sample (or from
+	// the wall clock before the first sample) before it is taken for another clock.
+	DefaultFarClock = time.Hour
+)
+
+// Estimator names.
+const (
+	// EstimatorOverlap splits each sample by overlap time alone.
+	EstimatorOverlap = "overlap"
+	// EstimatorRate splits each sample by overlap time times the estimated rate of each
+	// kernel class (an EM fit, see docs/attribution.md).
+	EstimatorRate = "rate"
+)
+
+// Estimators lists the estimator names WithEstimator accepts.
+var Estimators = []string{EstimatorOverlap, EstimatorRate}
+
+// Option configures an Attributor.
+type Option func(*config)
+
+type config struct {
+	watermark    time.Duration
+	estimator    string
+	maxPending   int
+	farClock     time.Duration
+	seriesTTL    time.Duration
+	emPasses     int
+	rateHalfLife time.Duration
+	kernelLabel  func(mangled string) string
+	deviceProcs  func(gpu string) []uint32
+	now          func() time.Time
+}
+
+func newConfig(opts []Option) config {
+	c := config{
+		watermark:    DefaultWatermark,
+		estimator:    DefaultEstimator,
+		maxPending:   DefaultMaxPendingRecords,
+		farClock:     DefaultFarClock,
+		seriesTTL:    DefaultSeriesTTL,
+		emPasses:     5,
+		rateHalfLife: 30 * time.Second,
+		kernelLabel:  func(s string) string { return s },
+		now:          time.Now,
+	}
+	for _, o := range opts {
+		o(&c)
+	}
+	return c
+}
+
+// WithWatermark sets how long PM samples are held for the kernel records that overlap them
+// (the activity library flushes about once a second): a device's samples are attributed once
+// they end more than the watermark before its newest sample, or when no batch came for a
+// watermark of wall time. Default 3 s; a non-positive value keeps the default.
+func WithWatermark(d time.Duration) Option {
+	return func(c *config) {
+		if d > 0 {
+			c.watermark = d
+		}
+	}
+}
+
+// WithEstimator picks how a sample is split over the kernels that overlap it: "overlap"
+// (by overlap time) or "rate" (by overlap time times each kernel class's estimated rate;
+// the default). An unknown name keeps the default; New checks names given through flags.
+func WithEstimator(name string) Option {
+	return func(c *config) {
+		if name == EstimatorOverlap || name == EstimatorRate {
+			c.estimator = name
+		}
+	}
+}
+
+// WithMaxPendingRecords caps the kernel records held per device while their samples wait
+// for the watermark; records beyond it are dropped and counted (reason pending_full).
+// Default 2,000,000 (about 10 s at 200k kernels/s, 64 MB); a non-positive value keeps it.
+func WithMaxPendingRecords(n int) Option {
+	return func(c *config) {
+		if n > 0 {
+			c.maxPending = n
+		}
+	}
+}
+
+// WithSeriesTTL sets how long a kernel or pod series that gets nothing more stays in the
+// snapshot. Default ten minutes; a non-positive value keeps the default.
+func WithSeriesTTL(d time.Duration) Option {
+	return func(c *config) {
+		if d > 0 {
+			c.seriesTTL = d
+		}
+	}
+}
+
+// WithKernelLabel sets the function that turns a mangled kernel name into its kernel label,
+// typically (*activity.Aggregator).KernelLabel, so that the attributed families share the
+// bounded top-K label set of the kernel histograms. It is called with the Attributor's lock
+// held and must not call back into it. Without it the label is the mangled name (the class
+// table still caps distinct names, the rest going to "other").
+func WithKernelLabel(f func(mangled string) string) Option {
+	return func(c *config) {
+		if f != nil {
+			c.kernelLabel = f
+		}
+	}
+}
+
+// WithDeviceProcesses sets a hook that lists the PIDs using a GPU (gpu label "0", "1", ...),
+// for example from NVML's running-process list. When set, time no kernel covers is
+// "(untraced)" whenever a listed PID is not one of the tracing processes on that GPU. It is
+// called once per device per attributed chunk with the Attributor's lock held: it must
+// answer from memory. PIDs must be in the same PID namespace as the ones the injected
+// processes report in their hello.
+func WithDeviceProcesses(f func(gpu string) []uint32) Option {
+	return func(c *config) { c.deviceProcs = f }
+}
+
+// WithClock replaces time.Now (tests).
+func WithClock(now func() time.Time) Option {
+	return func(c *config) {
+		if now != nil {
+			c.now = now
+		}
+	}
+}
+
+// withEMPasses sets the EM passes per chunk (tests, benchmarks).
+func withEMPasses(n int) Option {
+	return func(c *config) {
+		if n > 0 {
+			c.emPasses = n
+		}
+	}
+}

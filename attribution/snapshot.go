@@ -1,0 +1,122 @@
+package attribution
+
+import (
+	"cmp"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/cupti-exporter/cupti-exporter/mapping"
+)
+
+// snapshotMaxAge is how old a snapshot may get before Snapshot tries to rebuild it (so the
+// lag and the timed release of paused devices show without new batches).
+const snapshotMaxAge = time.Second
+
+// Snapshot returns the newest snapshot without blocking: a snapshot older than a second, or
+// one that batches, records, coverage or connections changed since, is rebuilt first when no
+// join holds the lock (so it is built once per scrape, not once per batch).
+func (a *Attributor) Snapshot() *mapping.Snapshot {
+	s := a.snap.Load()
+	if now := a.cfg.now(); (a.dirty.Load() || now.Sub(s.Time) >= snapshotMaxAge) && a.mu.TryLock() {
+		a.maintain(now)
+		a.build(now)
+		a.mu.Unlock()
+		s = a.snap.Load()
+	}
+	return s
+}
+
+// build publishes a snapshot of the attributed totals; a.mu is held.
+func (a *Attributor) build(now time.Time) {
+	fams := map[*mapping.Desc]*mapping.Family{}
+	var order []*mapping.Desc
+	put := func(desc *mapping.Desc, v float64, start time.Time, labels ...string) {
+		f := fams[desc]
+		if f == nil {
+			f = &mapping.Family{Desc: desc}
+			fams[desc] = f
+			order = append(order, desc)
+		}
+		f.Samples = append(f.Samples, mapping.Sample{LabelValues: labels, Value: v, Start: start})
+	}
+	counter := func(desc *mapping.Desc, v float64, labels ...string) { put(desc, v, a.start, labels...) }
+	gauge := func(desc *mapping.Desc, v float64, labels ...string) { put(desc, v, time.Time{}, labels...) }
+	ttl := a.cfg.seriesTTL
+	for _, d := range a.devOrder {
+		for label, c := range d.kernels {
+			if now.Sub(c.last) > ttl {
+				delete(d.kernels, label)
+				continue
+			}
+			put(kernelSampledDesc, c.sampled, c.start, d.gpu, d.uuid, label)
+			a.putMetrics(put, c, func(m *metric) *mapping.Desc { return m.kernel }, d.gpu, d.uuid, label)
+		}
+		for k, c := range d.pods {
+			if now.Sub(c.last) > ttl {
+				delete(d.pods, k)
+				continue
+			}
+			put(podSampledDesc, c.sampled, c.start, d.gpu, d.uuid, k.namespace, k.pod, k.container)
+			a.putMetrics(put, c, func(m *metric) *mapping.Desc { return m.pod }, d.gpu, d.uuid, k.namespace, k.pod, k.container)
+		}
+		for i, kind := range kindLabels {
+			counter(kindSecondsDesc, d.kinds[i], d.gpu, d.uuid, kind)
+		}
+		lag := 0.0
+		if d.newest > d.frontier && d.frontier > 0 {
+			lag = float64(d.newest-d.frontier) / 1e9
+		} else if d.frontier == 0 && len(d.samples) > 0 {
+			lag = float64(d.newest-d.samples[0].start) / 1e9
+		}
+		gauge(lagDesc, lag, d.gpu, d.uuid)
+		counter(lateRecordsDesc, float64(d.late), d.gpu, d.uuid)
+		counter(lateSecondsDesc, d.lateSeconds, d.gpu, d.uuid)
+		counter(joinSecondsDesc, d.joinSeconds, d.gpu, d.uuid)
+		gauge(pendingDesc, float64(d.pending.len()+len(d.carry)), d.gpu, d.uuid)
+		for i, r := range sampleDropReasons {
+			counter(droppedSamplesDesc, float64(d.droppedSamples[i]), d.gpu, d.uuid, r)
+		}
+	}
+	for _, r := range reasons(recordDropReasons, a.dropped) {
+		counter(droppedRecordsDesc, float64(a.dropped[r]), r)
+	}
+	for _, r := range reasons(coverageReasons, a.badCov) {
+		counter(badCoverageDesc, float64(a.badCov[r]), r)
+	}
+	snap := &mapping.Snapshot{Time: now, Families: make([]mapping.Family, 0, len(order))}
+	for _, desc := range order {
+		f := fams[desc]
+		slices.SortFunc(f.Samples, func(x, y mapping.Sample) int {
+			return slices.CompareFunc(x.LabelValues, y.LabelValues, strings.Compare)
+		})
+		snap.Families = append(snap.Families, *f)
+	}
+	slices.SortFunc(snap.Families, func(x, y mapping.Family) int { return cmp.Compare(x.Desc.Name, y.Desc.Name) })
+	a.dirty.Store(false)
+	a.snap.Store(snap)
+}
+
+// putMetrics emits the attributed metrics of one series set.
+func (a *Attributor) putMetrics(put func(*mapping.Desc, float64, time.Time, ...string), c *acc,
+	desc func(*metric) *mapping.Desc, labels ...string) {
+	for m, ok := range c.has {
+		if !ok {
+			continue
+		}
+		met := a.metrics[m]
+		put(desc(met), c.vals[m], c.start, append(slices.Clone(labels), met.labels...)...)
+	}
+}
+
+// reasons lists the fixed reasons and any other key of counts, sorted.
+func reasons(fixed []string, counts map[string]uint64) []string {
+	out := slices.Clone(fixed)
+	for r := range counts {
+		if !slices.Contains(out, r) {
+			out = append(out, r)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
