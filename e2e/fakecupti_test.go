@@ -105,6 +105,11 @@ func TestServeFakeCUPTI(t *testing.T) {
 	if v, ok := series(fams, "cupti_pm_sampling_state", map[string]string{"gpu": "1", "state": "sampling"}); !ok || v != 1 {
 		t.Errorf("gpu 1 sampling state = %v (found %v)", v, ok)
 	}
+	// Idle release is on by default (1m); without NVML here nothing is released, and its
+	// counters are served (linted above) at 0.
+	if v, ok := series(fams, "cupti_pm_idle_releases_total", map[string]string{"gpu": "0"}); !ok || v != 0 {
+		t.Errorf("cupti_pm_idle_releases_total = %v (found %v), want 0", v, ok)
+	}
 
 	// Pause and resume through the same web server as /metrics.
 	paused := post(t, "http://"+p.addr+"/api/v1/pm-sampling/pause?duration=1m")

@@ -60,13 +60,17 @@ type docFamily struct {
 
 // liveOnly says when a family the demo does not serve is served.
 var liveOnly = map[string]string{
-	"cupti_pm_sampling_state":           "live sampling",
-	"cupti_pm_observed_ratio":           "live sampling with `--pmsample.multiplex`",
-	"cupti_exporter_otlp_exports_total": "OTLP on",
-	"cupti_nvlink_bytes_total":          "GPUs with NVLink",
-	"cupti_fp16_pipe_active_ratio":      "when it fits the single pass (not with the default set on H100/H200)",
-	"cupti_fp16_pipe_active_max_ratio":  "when it fits the single pass (not with the default set on H100/H200)",
-	"cupti_fp16_pipe_active_min_ratio":  "when it fits the single pass (not with the default set on H100/H200)",
+	"cupti_pm_sampling_state":              "live sampling",
+	"cupti_pm_observed_ratio":              "live sampling with `--pmsample.multiplex`",
+	"cupti_pm_idle_releases_total":         "live sampling with NVML (`--pmsample.idle-release-after`)",
+	"cupti_pm_idle_reacquires_total":       "live sampling with NVML (`--pmsample.idle-release-after`)",
+	"cupti_pm_idle_released_seconds_total": "live sampling with NVML (`--pmsample.idle-release-after`)",
+	"cupti_pm_idle_missed_seconds_total":   "live sampling with NVML (`--pmsample.idle-release-after`)",
+	"cupti_exporter_otlp_exports_total":    "OTLP on",
+	"cupti_nvlink_bytes_total":             "GPUs with NVLink",
+	"cupti_fp16_pipe_active_ratio":         "when it fits the single pass (not with the default set on H100/H200)",
+	"cupti_fp16_pipe_active_max_ratio":     "when it fits the single pass (not with the default set on H100/H200)",
+	"cupti_fp16_pipe_active_min_ratio":     "when it fits the single pass (not with the default set on H100/H200)",
 }
 
 // knownDescs lists every family the sources describe: activity, pod resources, PM self-metrics
@@ -74,7 +78,7 @@ var liveOnly = map[string]string{
 func knownDescs(t *testing.T) map[string]*mapping.Desc {
 	t.Helper()
 	out := map[string]*mapping.Desc{}
-	for _, d := range slices.Concat(activity.Descs(), podresources.Descs(), pmsample.SelfDescs()) {
+	for _, d := range slices.Concat(activity.Descs(), podresources.Descs(), pmsample.SelfDescs(), pmsample.IdleDescs()) {
 		out[d.Name] = d
 	}
 	props := catalogProperties(t)

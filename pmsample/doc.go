@@ -43,7 +43,8 @@
 //
 // Per device (labels gpu, uuid, model, chip, pci_bus_id): cupti_pm_samples_total,
 // cupti_pm_samples_lost_total{reason} and cupti_pm_lost_seconds_total{reason} (reasons in
-// LostReasons; samples_total + samples_lost_total grow at the configured rate),
+// LostReasons; samples_total + samples_lost_total grow at the configured rate, except while
+// idle-released),
 // cupti_pm_samples_dropped_total{reason="first_sample|invalid"} (decoded, not delivered),
 // cupti_pm_decode_failures_total{reason="image_full|overflow|decode_error"} (decodes),
 // cupti_pm_overflows_total, cupti_pm_window_coverage_ratio (share of the window the
@@ -52,6 +53,14 @@
 // cupti_pm_decode_thread_cpu_seconds_total, cupti_pm_sampling_state{state} (with WithStatus),
 // cupti_pm_observed_ratio{metric} for multiplexed metrics, and
 // cupti_pm_last_sample_timestamp_seconds.
+//
+// # Idle release
+//
+// release.go: Release(device, reason) lets go of an idle GPU's session (state idle-released,
+// ready; a user pause wins) and Reacquire(device, since) takes it back at once; package idle
+// decides when. IdleProducer serves cupti_pm_idle_releases_total, _reacquires_total,
+// _released_seconds_total and _missed_seconds_total; the missed span is also lost with reason
+// idle_release, and released time is no loss.
 //
 // # Default metrics
 //

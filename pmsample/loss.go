@@ -22,8 +22,10 @@ type Loss struct {
 //   - backoff: the session was restarted at a longer interval (WithAutoBackoff).
 //   - paused, busy, error: the counters were released on request, held by another profiler,
 //     or could not be acquired.
+//   - idle_release: from the first sign of work on an idle-released GPU to its first sample
+//     after the session was taken back (release.go); the released time itself is no loss.
 //   - gap: samples missing between two delivered ones with no event to explain them.
-var LostReasons = [...]string{"image_full", "overflow", "decode_error", "invalid", "start", "rotation", "backoff", "paused", "busy", "error", "gap"}
+var LostReasons = [...]string{"image_full", "overflow", "decode_error", "invalid", "start", "rotation", "backoff", "paused", "busy", "error", "idle_release", "gap"}
 
 func lostIndex(reason string) int {
 	for i, r := range LostReasons {

@@ -26,7 +26,8 @@ type runner struct {
 	st          DeviceStatus
 	pause       bool
 	pausedUntil time.Time
-	wake        chan struct{} // poked by Pause/Resume
+	wake        chan struct{} // poked by Pause/Resume, Release/Reacquire
+	rel         releaseState  // idle release (release.go)
 
 	// session state, owned by the run goroutine
 	enabled   bool
@@ -63,7 +64,7 @@ func (r *runner) status() DeviceStatus {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	st := r.st
-	st.Ready = st.State == StateSampling || st.State == StatePaused
+	st.Ready = st.State == StateSampling || st.State == StatePaused || st.State == StateIdle
 	if r.pause {
 		st.PausedUntil = r.pausedUntil
 	}
@@ -99,6 +100,11 @@ func (r *runner) run(ctx context.Context, sink func(Batch)) {
 			r.setState(StatePaused, "paused on request")
 			r.loss.open("paused", r.now())
 			r.idle(ctx, until, sink)
+			continue
+		}
+		if rel, why := r.idleReleased(); rel { // idle release (release.go); a user pause wins
+			r.setState(StateIdle, why)
+			r.idleWait(ctx, sink)
 			continue
 		}
 		err := r.acquire()
@@ -257,13 +263,13 @@ func (r *runner) sample(ctx context.Context, sink func(Batch)) error {
 			r.drain(sink)
 			return nil
 		case <-r.wake:
-			if p, _ := r.paused(); p {
+			if r.off() { // paused or idle-released (release.go)
 				r.drain(sink)
 				r.release()
 				return nil
 			}
 		case <-tick.C:
-			if p, _ := r.paused(); p { // a timed pause that ended is cleared here too
+			if r.off() { // a timed pause that ended is cleared here too
 				r.drain(sink)
 				r.release()
 				return nil

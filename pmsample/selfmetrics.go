@@ -60,7 +60,7 @@ var (
 		LabelNames: mapping.DeviceLabelNames,
 	}
 	stateDesc = &mapping.Desc{
-		Name: "cupti_pm_sampling_state", Help: "1 for the current PM sampling state of the device (sampling, paused, busy, error).",
+		Name: "cupti_pm_sampling_state", Help: "1 for the current PM sampling state of the device (sampling, paused, busy, error, idle-released).",
 		Kind: mapping.KindGauge, OTelName: "cupti.pm.sampling.state", OTelUnit: "1",
 		LabelNames: withLabels("state"),
 	}
@@ -97,7 +97,7 @@ const (
 var cuptiCalls = [...]string{"decode", "sample_info", "evaluate", "reset", "session"}
 
 // States a device can be in; every one is reported, 1 for the current.
-var states = [...]State{StateSampling, StatePaused, StateBusy, StateError}
+var states = [...]State{StateSampling, StatePaused, StateBusy, StateError, StateIdle}
 
 func withLabels(extra ...string) []string {
 	return append(append([]string(nil), mapping.DeviceLabelNames...), extra...)

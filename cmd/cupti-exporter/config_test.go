@@ -53,6 +53,8 @@ func TestConfigErrors(t *testing.T) {
 		{"invalid yaml", "web: [\n", nil, []string{"config file", "line"}},
 		{"negative", "pmsample:\n  window: -1s\n", nil, []string{"pmsample.window must be positive"}},
 		{"protocol", "otlp:\n  protocol: udp\n", nil, []string{"otlp.protocol must be grpc or http"}},
+		{"idle release negative", "pmsample:\n  idle_release_after: -1s\n", nil, []string{"pmsample.idle_release_after must not be negative"}},
+		{"idle poll", "", []string{"--pmsample.idle-poll=2s"}, []string{"pmsample.idle_poll must be between 1ms and 1s"}},
 		{"flag duration", "", []string{"--pmsample.interval=fast"}, []string{`invalid duration "fast"`}},
 		{"unknown flag", "", []string{"--web.listen"}, []string{"unknown long flag '--web.listen'"}},
 		{"estimator", "attribution:\n  estimator: nnls\n", nil, []string{`unknown attribution estimator "nnls"`, "rate"}},

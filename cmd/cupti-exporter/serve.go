@@ -17,6 +17,7 @@ import (
 	"github.com/cupti-exporter/cupti-exporter/activity/receiver"
 	"github.com/cupti-exporter/cupti-exporter/attribution"
 	"github.com/cupti-exporter/cupti-exporter/exporter"
+	"github.com/cupti-exporter/cupti-exporter/idle"
 	"github.com/cupti-exporter/cupti-exporter/internal/cupti"
 	"github.com/cupti-exporter/cupti-exporter/mapping"
 	"github.com/cupti-exporter/cupti-exporter/pmsample"
@@ -49,6 +50,7 @@ func runServe(ctx context.Context, logger *slog.Logger, cfg *Config) error {
 		pm.src, pm.pause = s, s.Handler()
 		pm.status = func() []exporter.Status { return samplerStatus(s.Status()) }
 		pm.aggOpts = []pmsample.AggregatorOption{pmsample.WithStatus(s.Status)}
+		pm.idle, pm.idleMetrics = idleSetup(logger, cfg, s) // nil when off (idle.go)
 	}
 	if pm.off != "" {
 		logger.Warn(pm.off)
@@ -69,6 +71,9 @@ func runServe(ctx context.Context, logger *slog.Logger, cfg *Config) error {
 	if kube != nil {
 		actOpts = append(actOpts, activity.WithPodResolver(podResolver(kube)))
 		extra = append(extra, namedProducer{"kubepods", kube})
+	}
+	if pm.idle != nil { // kernel records wake an idle-released GPU
+		actOpts = append(actOpts, activity.WithListener(pm.idle))
 	}
 	act = activity.NewAggregator(actOpts...)
 	if !cfg.Activity.Enabled {
@@ -100,6 +105,9 @@ type pmSetup struct {
 	live    bool                    // this host's GPUs, not a recording: read their health from NVML too
 	health  *replayHealth           // a recording's health frames, served as source "health"; nil: none
 	attr    *attribution.Attributor // the attribution join; nil when off
+	// idle releases the session of idle GPUs (nil: off); idleMetrics are its counters.
+	idle        *idle.Controller
+	idleMetrics exporter.Producer
 }
 
 // attribute sets up the attribution join when it is enabled and PM samples flow: it
@@ -197,11 +205,18 @@ func serveSources(ctx context.Context, logger *slog.Logger, cfg *Config, pm pmSe
 			}
 		}
 		exp.RegisterStatus("pmsample", statusFunc(status))
+		if pm.idle != nil {
+			exp.Register("pmsample_idle", pm.idleMetrics)
+			go pm.idle.Run(ctx)
+		}
 		go func() {
 			srcErr <- src.Run(ctx, func(b pmsample.Batch) {
 				agg.Add(b)
 				if pm.attr != nil {
 					pm.attr.AddBatch(b)
+				}
+				if pm.idle != nil {
+					pm.idle.Add(b)
 				}
 				fed.Store(true)
 			})

@@ -1,0 +1,28 @@
+package main
+
+import (
+	"log/slog"
+	"time"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+
+	"github.com/cupti-exporter/cupti-exporter/exporter"
+	"github.com/cupti-exporter/cupti-exporter/idle"
+	"github.com/cupti-exporter/cupti-exporter/pmsample"
+)
+
+// idleSetup builds the idle-release controller of a live sampler and the producer of its
+// counters; both nil when pmsample.idle_release_after is 0.
+func idleSetup(logger *slog.Logger, cfg *Config, s *pmsample.Sampler) (*idle.Controller, exporter.Producer) {
+	if cfg.PMSample.IdleReleaseAfter <= 0 {
+		return nil, nil
+	}
+	var libOpts []nvml.LibraryOption
+	if cfg.Health.Library != "" {
+		libOpts = append(libOpts, nvml.WithLibraryPath(cfg.Health.Library))
+	}
+	c := idle.New(s, nvml.New(libOpts...), logger,
+		idle.WithAfter(time.Duration(cfg.PMSample.IdleReleaseAfter)),
+		idle.WithPoll(time.Duration(cfg.PMSample.IdlePoll)))
+	return c, pmsample.NewIdleProducer(s)
+}

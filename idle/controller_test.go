@@ -1,0 +1,317 @@
+package idle
+
+import (
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/NVIDIA/go-nvml/pkg/nvml/mock"
+
+	"github.com/cupti-exporter/cupti-exporter/activity"
+	"github.com/cupti-exporter/cupti-exporter/pmsample"
+)
+
+// fakeGPU is what one mocked NVML device answers; tests change it between steps.
+type fakeGPU struct {
+	util   atomic.Uint32
+	events atomic.Uint64
+	mu     sync.Mutex
+	pids   []uint32
+	broken atomic.Bool
+	calls  atomic.Int64
+}
+
+func (f *fakeGPU) device() *mock.Device {
+	ret := func() nvml.Return {
+		f.calls.Add(1)
+		if f.broken.Load() {
+			return nvml.ERROR_GPU_IS_LOST
+		}
+		return nvml.SUCCESS
+	}
+	return &mock.Device{
+		GetUtilizationRatesFunc: func() (nvml.Utilization, nvml.Return) {
+			return nvml.Utilization{Gpu: f.util.Load()}, ret()
+		},
+		GetCurrentClocksEventReasonsFunc: func() (uint64, nvml.Return) { return f.events.Load(), ret() },
+		GetComputeRunningProcessesFunc: func() ([]nvml.ProcessInfo, nvml.Return) {
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			var out []nvml.ProcessInfo
+			for _, p := range f.pids {
+				out = append(out, nvml.ProcessInfo{Pid: p})
+			}
+			return out, ret()
+		},
+	}
+}
+
+// fakeNVML is a mocked NVML with one fakeGPU per UUID.
+func fakeNVML(gpus map[string]*fakeGPU) *mock.Interface {
+	devs := map[string]*mock.Device{}
+	for uuid, g := range gpus {
+		devs[uuid] = g.device()
+	}
+	return &mock.Interface{
+		InitFunc:     func() nvml.Return { return nvml.SUCCESS },
+		ShutdownFunc: func() nvml.Return { return nvml.SUCCESS },
+		DeviceGetHandleByUUIDFunc: func(uuid string) (nvml.Device, nvml.Return) {
+			if d, ok := devs[uuid]; ok {
+				return d, nvml.SUCCESS
+			}
+			return nil, nvml.ERROR_NOT_FOUND
+		},
+	}
+}
+
+// fakeSampler records Release and Reacquire and answers states as pmsample does (a user
+// pause wins).
+type fakeSampler struct {
+	mu       sync.Mutex
+	devs     []pmsample.Device
+	released map[int]bool
+	paused   map[int]bool
+	since    map[int]time.Time
+	calls    []string
+}
+
+func newFakeSampler(n int) *fakeSampler {
+	s := &fakeSampler{released: map[int]bool{}, paused: map[int]bool{}, since: map[int]time.Time{}}
+	for i := range n {
+		s.devs = append(s.devs, pmsample.Device{Index: i, UUID: uuidOf(i)})
+	}
+	return s
+}
+
+func uuidOf(i int) string { return "GPU-0000000" + string(rune('0'+i)) }
+
+func (s *fakeSampler) Devices() []pmsample.Device { return s.devs }
+func (s *fakeSampler) Status() []pmsample.DeviceStatus {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []pmsample.DeviceStatus
+	for _, d := range s.devs {
+		st := pmsample.StateSampling
+		switch {
+		case s.paused[d.Index]:
+			st = pmsample.StatePaused
+		case s.released[d.Index]:
+			st = pmsample.StateIdle
+		}
+		out = append(out, pmsample.DeviceStatus{Device: d.Index, State: st})
+	}
+	return out
+}
+func (s *fakeSampler) Release(d int, _ string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.released[d] = true
+	s.calls = append(s.calls, "release")
+}
+func (s *fakeSampler) Reacquire(d int, since time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.released[d] = false
+	s.since[d] = since
+	s.calls = append(s.calls, "reacquire")
+}
+func (s *fakeSampler) isReleased(d int) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.released[d]
+}
+
+// rig drives a Controller step by step on a fake clock.
+type rig struct {
+	t   *testing.T
+	c   *Controller
+	s   *fakeSampler
+	gpu []*fakeGPU
+	now time.Time
+}
+
+func newRig(t *testing.T, n int, opts ...Option) *rig {
+	r := &rig{t: t, s: newFakeSampler(n), now: time.Unix(1_800_000_000, 0)}
+	gpus := map[string]*fakeGPU{}
+	for i := range n {
+		g := &fakeGPU{}
+		g.events.Store(clockEventGPUIdle)
+		r.gpu = append(r.gpu, g)
+		gpus[uuidOf(i)] = g
+	}
+	opts = append([]Option{WithAfter(time.Second), WithPoll(20 * time.Millisecond), func(c *config) { c.now = func() time.Time { return r.now } }}, opts...)
+	r.c = New(r.s, fakeNVML(gpus), nil, opts...)
+	if ret := r.c.lib.Init(); ret != nvml.SUCCESS {
+		t.Fatal(ret)
+	}
+	for _, d := range r.s.devs {
+		h, _ := r.c.lib.DeviceGetHandleByUUID(d.UUID)
+		r.c.gpus = append(r.c.gpus, &gpu{index: d.Index, h: h})
+	}
+	return r
+}
+
+// run advances the clock by d in poll steps.
+func (r *rig) run(d time.Duration) {
+	for end := r.now.Add(d); r.now.Before(end); {
+		r.now = r.now.Add(r.c.cfg.poll)
+		r.c.step(r.now)
+	}
+}
+
+// releaseAll runs until every GPU is released (or fails).
+func (r *rig) releaseAll() {
+	r.t.Helper()
+	r.run(1300 * time.Millisecond)
+	for i := range r.gpu {
+		if !r.s.isReleased(i) {
+			r.t.Fatalf("gpu %d not released after 1.3 s idle (after = 1 s)", i)
+		}
+	}
+}
+
+func TestIdleReleasesAfterDelay(t *testing.T) {
+	r := newRig(t, 2)
+	r.gpu[1].util.Store(30) // busy GPU
+	r.run(900 * time.Millisecond)
+	if r.s.isReleased(0) {
+		t.Fatal("released before the delay")
+	}
+	r.run(400 * time.Millisecond)
+	if !r.s.isReleased(0) {
+		t.Fatal("idle GPU not released after the delay")
+	}
+	if r.s.isReleased(1) {
+		t.Fatal("busy GPU released")
+	}
+}
+
+func TestIdleActivityResetsDelay(t *testing.T) {
+	r := newRig(t, 1)
+	r.run(800 * time.Millisecond)
+	r.c.Records(nil, nil) // no process: nothing
+	p := &activity.Process{PID: 42}
+	r.c.ProcessConnected(p, activity.ProcessInfo{GPUs: []string{"0"}})
+	r.run(800 * time.Millisecond)
+	if r.s.isReleased(0) {
+		t.Fatal("released 0.8 s after a process connected (delay 1 s)")
+	}
+	// A PM batch with SM active above 0.1 % also resets it; one below does not.
+	r.run(900 * time.Millisecond)
+	r.c.Add(smBatch(r.now, 5))
+	r.run(200 * time.Millisecond)
+	if r.s.isReleased(0) {
+		t.Fatal("released despite SM active 5 %")
+	}
+	r.c.Add(smBatch(r.now, 0.01))
+	r.run(1100 * time.Millisecond)
+	if !r.s.isReleased(0) {
+		t.Fatal("not released with SM active 0.01 %")
+	}
+}
+
+func smBatch(at time.Time, pct float64) pmsample.Batch {
+	t0 := uint64(at.UnixNano())
+	return pmsample.Batch{Device: 0, Metrics: []string{"dram__bytes_read.sum", "TPC.TriageCompute.sm__cycles_active.avg.pct_of_peak_sustained_elapsed"},
+		Samples: []pmsample.Sample{{Start: t0, End: t0 + 1e6, Values: []float64{1e6, pct}}}}
+}
+
+func TestIdleReacquireOnNVMLSignals(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		wake  func(g *fakeGPU)
+		polls int // within this many polls (processes are listed every 100 ms: 5 polls)
+	}{
+		{"gpu_idle bit clears", func(g *fakeGPU) { g.events.Store(0) }, 1},
+		{"utilisation", func(g *fakeGPU) { g.util.Store(3) }, 1},
+		{"new process", func(g *fakeGPU) { g.mu.Lock(); g.pids = append(g.pids, 4242); g.mu.Unlock() }, 5},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newRig(t, 1)
+			r.gpu[0].mu.Lock()
+			r.gpu[0].pids = []uint32{100} // a process holding the GPU idle does not prevent release
+			r.gpu[0].mu.Unlock()
+			r.releaseAll()
+			r.run(500 * time.Millisecond)
+			if !r.s.isReleased(0) {
+				t.Fatal("reacquired without activity")
+			}
+			quiet := r.now
+			tc.wake(r.gpu[0])
+			r.run(time.Duration(tc.polls) * r.c.cfg.poll)
+			if r.s.isReleased(0) {
+				t.Fatalf("not reacquired within %d polls", tc.polls)
+			}
+			if since := r.s.since[0]; since.After(quiet) || quiet.Sub(since) > time.Duration(tc.polls)*r.c.cfg.poll {
+				t.Fatalf("since = %v, want the last quiet poll %v", since, quiet)
+			}
+		})
+	}
+}
+
+func TestIdleReacquireOnKernelRecord(t *testing.T) {
+	r := newRig(t, 2)
+	p := &activity.Process{PID: 7}
+	// The process sees host GPU 1 as its CUDA device 0.
+	r.c.ProcessConnected(p, activity.ProcessInfo{GPUs: []string{"1"}})
+	r.releaseAll()
+	// A record that ended before the release (flushed late) is not a sign.
+	old := r.now.Add(-5 * time.Second)
+	r.c.Records(p, []activity.Record{{Kind: activity.KindKernel, Device: 0, Start: uint64(old.UnixNano()), End: uint64(old.Add(time.Millisecond).UnixNano())}})
+	r.run(100 * time.Millisecond)
+	if !r.s.isReleased(1) {
+		t.Fatal("a stale record reacquired")
+	}
+	start := r.now.Add(-5 * time.Millisecond)
+	r.c.Records(p, []activity.Record{{Kind: activity.KindKernel, Device: 0, Start: uint64(start.UnixNano()), End: uint64(start.Add(time.Millisecond).UnixNano())}})
+	r.c.step(r.now) // the listener pokes Run: one step, no poll wait
+	if r.s.isReleased(1) {
+		t.Fatal("kernel record did not reacquire gpu 1")
+	}
+	if !r.s.isReleased(0) {
+		t.Fatal("a record of gpu 1 reacquired gpu 0")
+	}
+	if got := r.s.since[1]; !got.Equal(start) {
+		t.Fatalf("since = %v, want the kernel start %v", got, start)
+	}
+	r.c.ProcessDisconnected(p)
+}
+
+func TestIdleUserPauseNotOverridden(t *testing.T) {
+	r := newRig(t, 1)
+	r.s.mu.Lock()
+	r.s.paused[0] = true
+	r.s.mu.Unlock()
+	r.run(3 * time.Second)
+	if r.s.calls != nil {
+		t.Fatalf("calls on a paused device: %v", r.s.calls)
+	}
+}
+
+func TestIdleNVMLLostReacquires(t *testing.T) {
+	r := newRig(t, 1)
+	r.releaseAll()
+	r.gpu[0].broken.Store(true)
+	r.run(4 * r.c.cfg.poll)
+	if r.s.isReleased(0) {
+		t.Fatal("a GPU NVML cannot read stayed released (blind)")
+	}
+	r.run(3 * time.Second)
+	if r.s.isReleased(0) {
+		t.Fatal("released while NVML cannot read utilisation")
+	}
+}
+
+func TestIdleWithoutNVMLReleasesNothing(t *testing.T) {
+	s := newFakeSampler(1)
+	lib := &mock.Interface{InitFunc: func() nvml.Return { return nvml.ERROR_LIBRARY_NOT_FOUND }}
+	c := New(s, lib, nil, WithAfter(time.Millisecond))
+	if err := c.Run(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if len(s.calls) != 0 {
+		t.Fatalf("calls without NVML: %v", s.calls)
+	}
+}

@@ -1,0 +1,71 @@
+package idle
+
+import "time"
+
+// Defaults of a Controller.
+const (
+	DefaultAfter       = 60 * time.Second
+	DefaultPoll        = 20 * time.Millisecond
+	DefaultCheck       = 250 * time.Millisecond
+	DefaultSMThreshold = 0.1 // percent of peak
+)
+
+// Option configures a Controller.
+type Option func(*config)
+
+type config struct {
+	after       time.Duration
+	poll        time.Duration
+	check       time.Duration
+	smThreshold float64
+	now         func() time.Time
+}
+
+func newConfig(opts []Option) config {
+	c := config{after: DefaultAfter, poll: DefaultPoll, check: DefaultCheck, smThreshold: DefaultSMThreshold, now: time.Now}
+	for _, o := range opts {
+		o(&c)
+	}
+	c.check = max(c.check, c.poll)
+	return c
+}
+
+// WithAfter sets how long a GPU must stay idle before its session is released (default
+// 60 s); a non-positive value keeps the default (to turn release off, build no Controller).
+func WithAfter(d time.Duration) Option {
+	return func(c *config) {
+		if d > 0 {
+			c.after = d
+		}
+	}
+}
+
+// WithPoll sets how often a released GPU is polled for activity (default 20 ms); a
+// non-positive value keeps the default.
+func WithPoll(d time.Duration) Option {
+	return func(c *config) {
+		if d > 0 {
+			c.poll = d
+		}
+	}
+}
+
+// WithCheck sets how often a sampled GPU is checked for idleness (default 250 ms, never
+// below the poll interval); a non-positive value keeps the default.
+func WithCheck(d time.Duration) Option {
+	return func(c *config) {
+		if d > 0 {
+			c.check = d
+		}
+	}
+}
+
+// WithSMThreshold sets the SM active ratio, in percent of peak, below which a PM batch
+// counts as idle (default 0.1); a negative value keeps the default.
+func WithSMThreshold(pct float64) Option {
+	return func(c *config) {
+		if pct >= 0 {
+			c.smThreshold = pct
+		}
+	}
+}

@@ -1,0 +1,28 @@
+"""Idle-release latency workload (scripts/gpu/stages_idle.sh): creates its CUDA context, stays
+idle for HOLD seconds (long enough for the exporter to release the GPU again after the new
+process woke it), then prints the Unix time (ns, the CUPTI clock on Linux) of its first kernel
+launch and keeps the GPU busy with matmuls for BUSY seconds.
+
+usage: idle_kernels.py HOLD BUSY
+"""
+import sys, time
+
+import torch
+
+hold, busy = float(sys.argv[1]), float(sys.argv[2])
+a = torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16)  # context, allocation, fill
+torch.cuda.synchronize()
+print(f"context_ready_unix_ns {time.time_ns()}", flush=True)
+time.sleep(hold)
+t0 = time.time_ns()
+b = a @ a
+print(f"first_kernel_unix_ns {t0}", flush=True)
+end = time.time() + busy
+n = 0
+while time.time() < end:
+    b = a @ a
+    n += 1
+    if n % 50 == 0:
+        torch.cuda.synchronize()
+torch.cuda.synchronize()
+print(f"done_unix_ns {time.time_ns()} matmuls {n}", flush=True)
