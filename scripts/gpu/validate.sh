@@ -6,6 +6,7 @@
 set -uo pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 G=$(pwd)/.gpu; L=$OUT/logs; mkdir -p "$L"
+for z in "$G"/*.gz; do [ -e "$z" ] && gunzip -f "$z"; done # prepare.sh gzips the binaries
 BIN=$G/cupti-exporter; INJ=$G/libcupti_exporter_inject.so
 I=/usr/local/cuda/targets/x86_64-linux/include; LIB=/usr/local/cuda/targets/x86_64-linux/lib
 export LD_LIBRARY_PATH=$LIB:${LD_LIBRARY_PATH:-}
