@@ -226,12 +226,13 @@ func healthRow(d *dashboard.DashboardBuilder, sel string, fleet bool) {
 	}
 	d.WithRow(dashboard.NewRowBuilder("Device health (NVML)"))
 	if fleet {
+		gpuLeg := strings.TrimSpace(leg)
 		add(series("Memory used", "Frame-buffer memory in use as a share of the GPU's memory."+nvmlNote, "percentunit", 8,
-			query(`cupti_gpu_memory_used_bytes{`+sel+`} / cupti_gpu_memory_total_bytes{`+sel+`}`, leg)), "Memory used")
+			query(`cupti_gpu_memory_used_bytes{`+sel+`} / cupti_gpu_memory_total_bytes{`+sel+`}`, gpuLeg)), "Memory used")
 		add(series("Power draw", "Power draw of each GPU."+nvmlNote, "watt", 8,
-			query(sum(`cupti_gpu_power_watts{`+sel+`}`, ""), leg)), "Power draw")
+			query(sum(`cupti_gpu_power_watts{`+sel+`}`, ""), gpuLeg)), "Power draw")
 		add(series("Temperature", "GPU die temperature."+nvmlNote, "celsius", 8,
-			query(sum(`cupti_gpu_temperature_celsius{`+sel+`}`, ""), leg)), "Temperature")
+			query(sum(`cupti_gpu_temperature_celsius{`+sel+`}`, ""), gpuLeg)), "Temperature")
 	} else {
 		add(series("Memory used and total", "Frame-buffer memory in use and the GPU's memory size."+nvmlNote, "bytes", 8,
 			query(`cupti_gpu_memory_used_bytes{`+sel+`}`, "used"),
@@ -250,8 +251,8 @@ func healthRow(d *dashboard.DashboardBuilder, sel string, fleet bool) {
 	}
 	add(series("Time throttled by reason", "Share of time the clocks were held below the requested level, by policy (power, thermal, ...): 1 is all the time."+nvmlNote, "percentunit", 8,
 		query(sum(`rate(cupti_gpu_clock_event_seconds_total{`+sel+`}[$__rate_interval])`, "reason"), leg+"{{reason}}")), "Time throttled by reason")
-	add(series("XID errors", "XID errors per code over the last 5 minutes, from NVML events (every one counted, not only the last). 13, 31, 43 and 45 are usually the application's own faults; 48, 63, 64, 74, 79, 92, 94, 95 point at the hardware."+nvmlNote, "short", 8,
-		query(sum(`increase(cupti_gpu_xid_errors_total{`+sel+`}[5m])`, "xid"), leg+"XID {{xid}}")).
+	add(series("XID errors", "XID errors per code counted since the exporter started, from NVML events (every one counted, not only the last): a step is a new error. 13, 31, 43 and 45 are usually the application's own faults; 48, 63, 64, 74, 79, 92, 94, 95 point at the hardware (CuptiGPUXidError)."+nvmlNote, "short", 8,
+		query(sum(`cupti_gpu_xid_errors_total{`+sel+`}`, "xid"), leg+"XID {{xid}}")).
 		NoValue("No XID error"), "XID errors")
 	add(series("ECC errors", "ECC errors since the driver loaded (volatile), corrected and uncorrected; an uncorrected one killed the work that read it."+nvmlNote, "short", 8,
 		query(sum(`cupti_gpu_ecc_errors_total{`+sel+`, counter="volatile"}`, "type"), leg+"{{type}}")), "ECC errors")
