@@ -2,6 +2,7 @@ package dashboards
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/grafana/grafana-foundation-sdk/go/bargauge"
 	"github.com/grafana/grafana-foundation-sdk/go/cog"
@@ -183,6 +184,8 @@ func fleetOverview() *dashboard.DashboardBuilder {
 		query(`sum by (instance, gpu, direction) (rate(cupti_nvlink_bytes_total{`+gpuSel+`}[$__rate_interval]))`, byGPU+" {{direction}}")).
 		NoValue(nvlinkNoData))
 
+	healthRow(d, gpuSel, true)
+
 	d.WithRow(dashboard.NewRowBuilder("GPUs held by pods"))
 	d.WithPanel(table.NewPanelBuilder().Title("SM activity of GPUs held by pods").
 		Description("Mean SM activity over the dashboard's time range of every GPU allocated to a pod (kubelet pod-resources), least used first.").
@@ -195,9 +198,76 @@ func fleetOverview() *dashboard.DashboardBuilder {
 	return d
 }
 
+// healthPanels are the titles of the panels healthRow adds: the Prometheus end-to-end check
+// evaluates them on a stand-in exporter whose health source reads a mock NVML.
+var healthPanels = map[string]bool{}
+
+// healthRow adds the device health row (package health, NVML): memory, power,
+// temperature, clocks and their throttle reasons, XID errors, ECC, row remapping and NVML's
+// utilisation beside SM active. fleet: one series per GPU across nodes, else one GPU.
+func healthRow(d *dashboard.DashboardBuilder, sel string, fleet bool) {
+	const nvmlNote = " From NVML (the health source, --health.enabled), live exporters only until recordings carry health frames."
+	by, leg := "", ""
+	if fleet {
+		by, leg = "instance, gpu", "{{instance}} GPU {{gpu}} "
+	}
+	// sum sums expr by the fleet's per-GPU labels and extra (comma-separated); on one GPU
+	// only by extra, and not at all without extra.
+	sum := func(expr, extra string) string {
+		l := strings.Trim(by+", "+extra, ", ")
+		if l == "" {
+			return expr
+		}
+		return `sum by (` + l + `) (` + expr + `)`
+	}
+	add := func(p *timeseries.PanelBuilder, title string) {
+		healthPanels[title] = true
+		d.WithPanel(p)
+	}
+	d.WithRow(dashboard.NewRowBuilder("Device health (NVML)"))
+	if fleet {
+		gpuLeg := strings.TrimSpace(leg)
+		add(series("Memory used", "Frame-buffer memory in use as a share of the GPU's memory."+nvmlNote, "percentunit", 8,
+			query(`cupti_gpu_memory_used_bytes{`+sel+`} / cupti_gpu_memory_total_bytes{`+sel+`}`, gpuLeg)), "Memory used")
+		add(series("Power draw", "Power draw of each GPU."+nvmlNote, "watt", 8,
+			query(sum(`cupti_gpu_power_watts{`+sel+`}`, ""), gpuLeg)), "Power draw")
+		add(series("Temperature", "GPU die temperature."+nvmlNote, "celsius", 8,
+			query(sum(`cupti_gpu_temperature_celsius{`+sel+`}`, ""), gpuLeg)), "Temperature")
+	} else {
+		add(series("Memory used and total", "Frame-buffer memory in use and the GPU's memory size."+nvmlNote, "bytes", 8,
+			query(`cupti_gpu_memory_used_bytes{`+sel+`}`, "used"),
+			query(`cupti_gpu_memory_total_bytes{`+sel+`}`, "total")), "Memory used and total")
+		add(series("Power and limit", "Power draw and the enforced power limit."+nvmlNote, "watt", 8,
+			query(`cupti_gpu_power_watts{`+sel+`}`, "draw"),
+			query(`cupti_gpu_power_limit_watts{`+sel+`}`, "limit")), "Power and limit")
+		add(series("Temperature", "GPU die and memory (HBM) temperature."+nvmlNote, "celsius", 8,
+			query(`cupti_gpu_temperature_celsius{`+sel+`}`, "GPU"),
+			query(`cupti_gpu_memory_temperature_celsius{`+sel+`}`, "memory")), "Temperature")
+		add(series("Clocks", "SM and memory clocks, and the SM clock's maximum."+nvmlNote, "hertz", 8,
+			query(`cupti_gpu_clock_hertz{`+sel+`, clock=~"sm|memory"}`, "{{clock}}"),
+			query(`cupti_gpu_max_clock_hertz{`+sel+`, clock="sm"}`, "sm max")), "Clocks")
+		add(series("Clock-event reasons active", "The clock-event (throttle) reasons that hold the clocks down now, 1 while active (gpu_idle is the normal state of an idle GPU)."+nvmlNote, "short", 8,
+			query(`cupti_gpu_clock_event_reasons{`+sel+`} == 1`, "{{reason}}")), "Clock-event reasons active")
+	}
+	add(series("Time throttled by reason", "Share of time the clocks were held below the requested level, by policy (power, thermal, ...): 1 is all the time."+nvmlNote, "percentunit", 8,
+		query(sum(`rate(cupti_gpu_clock_event_seconds_total{`+sel+`}[$__rate_interval])`, "reason"), leg+"{{reason}}")), "Time throttled by reason")
+	add(series("XID errors", "XID errors per code counted since the exporter started, from NVML events (every one counted, not only the last): a step is a new error. 13, 31, 43 and 45 are usually the application's own faults; 48, 63, 64, 74, 79, 92, 94, 95 point at the hardware (CuptiGPUXidError)."+nvmlNote, "short", 8,
+		query(sum(`cupti_gpu_xid_errors_total{`+sel+`}`, "xid"), leg+"XID {{xid}}")).
+		NoValue("No XID error"), "XID errors")
+	add(series("ECC errors", "ECC errors since the driver loaded (volatile), corrected and uncorrected; an uncorrected one killed the work that read it."+nvmlNote, "short", 8,
+		query(sum(`cupti_gpu_ecc_errors_total{`+sel+`, counter="volatile"}`, "type"), leg+"{{type}}")), "ECC errors")
+	add(series("Row remapping", "Memory rows remapped by cause, and 1 while a remapping waits for a GPU reset (pending) or failed (failed: replace the GPU)."+nvmlNote, "short", 8,
+		query(sum(`cupti_gpu_remapped_rows{`+sel+`}`, "cause"), leg+"{{cause}} rows"),
+		query(sum(`cupti_gpu_remapped_rows_pending{`+sel+`}`, ""), leg+"pending"),
+		query(sum(`cupti_gpu_remapped_rows_failed{`+sel+`}`, ""), leg+"failed")), "Row remapping")
+	add(series("NVML utilisation and SM active", "NVML's GPU utilisation (share of time one or more kernels ran: a single tiny kernel counts as busy) beside PM sampling's SM active (how much of the GPU worked)."+nvmlNote, "percentunit", 8,
+		query(sum(`cupti_nvml_gpu_utilization_ratio{`+sel+`}`, ""), leg+"NVML utilisation"),
+		query(sum(`cupti_sm_active_ratio{`+sel+`}`, ""), leg+"SM active")), "NVML utilisation and SM active")
+}
+
 // notDeviceCounters matches the counters that are not device counters of PM sampling (or
 // that have their own query): self-metrics, workload and attribution families.
-const notDeviceCounters = "cupti_(pcie|nvlink)_bytes_total|cupti_(pm|activity|exporter|podresources|kernel|memcpy|memset|pod|attribution)_.+"
+const notDeviceCounters = "cupti_(pcie|nvlink)_bytes_total|cupti_(pm|activity|exporter|podresources|kernel|memcpy|memset|pod|attribution|gpu|nvml|health)_.+"
 
 func gpuDetail() *dashboard.DashboardBuilder {
 	d := newDashboard("cupti-gpu", "CUPTI / GPU detail",
@@ -222,7 +292,7 @@ func gpuDetail() *dashboard.DashboardBuilder {
 
 	d.WithRow(dashboard.NewRowBuilder("Every sampled metric"))
 	d.WithPanel(series("All ratio gauges (mean)", "Every *_ratio series of this GPU, including metrics added with --pmsample.metrics.", "percentunit", 12,
-		query(`{__name__=~"cupti_.+_ratio", __name__!~"cupti_.+_(max|min)_ratio|cupti_pm_.+", `+sel+`}`, "{{__name__}}")))
+		query(`{__name__=~"cupti_.+_ratio", __name__!~"cupti_.+_(max|min)_ratio|cupti_(pm|nvml)_.+", `+sel+`}`, "{{__name__}}")))
 	d.WithPanel(series("All ratio gauges (max)", "The window maximum of every *_ratio series of this GPU.", "percentunit", 12,
 		query(`{__name__=~"cupti_.+_max_ratio", `+sel+`}`, "{{__name__}}")))
 	// rate() drops __name__, so one rate over several families collides ("vector cannot
@@ -238,12 +308,19 @@ func gpuDetail() *dashboard.DashboardBuilder {
 	d.WithPanel(series("Sampling state", "1 for the current PM sampling state: sampling, paused (POST /pause), busy (another profiler holds the counters) or error."+liveOnly, "short", 8,
 		query(`cupti_pm_sampling_state{`+sel+`} == 1`, "{{state}}")).
 		NoValue("Live exporters only: a replay has no sampler state"))
-	d.WithPanel(series("Samples per second", "PM samples decoded per second, and samples lost by reason.", "short", 8,
-		query(`rate(cupti_pm_samples_total{`+sel+`}[$__rate_interval])`, "decoded"),
-		query(`sum by (reason) (rate(cupti_pm_samples_dropped_total{`+sel+`}[$__rate_interval]))`, "dropped {{reason}}")))
-	d.WithPanel(series("Window coverage", "With --pmsample.multiplex, the fraction of each window during which each rotated metric was on the counters; below 1 its gauges describe only part of the window. Empty without multiplexing (every metric is sampled all the time) and on a replay.", "percentunit", 8,
+	d.WithPanel(series("Samples delivered and lost", "PM samples per second: delivered, and lost by reason, counted in samples (the samples the hardware interval implies for each stretch without a delivered one). Stacked, they add up to the configured rate. Expected losses: start (each session's first interval), rotation (--pmsample.multiplex switching groups), paused (POST /pause), busy (another profiler holds the counters); image_full, overflow, decode_error and gap mean the host did not keep up (see docs/pm-sampling.md).", "short", 8,
+		query(`sum(rate(cupti_pm_samples_total{`+sel+`}[$__rate_interval]))`, "delivered"),
+		query(`sum by (reason) (rate(cupti_pm_samples_lost_total{`+sel+`}[$__rate_interval]))`, "lost {{reason}}")).
+		Stacking(common.NewStackingConfigBuilder().Mode(common.StackingModeNormal)))
+	d.WithPanel(series("Window coverage", "Share of each statistics window covered by delivered samples; the window mean, max and min describe only the covered part (below 1: samples were lost).", "percentunit", 8,
+		query(`cupti_pm_window_coverage_ratio{`+sel+`}`, "covered")))
+	d.WithPanel(series("Sampling interval in effect", "The hardware sampling interval the device runs at: the configured --pmsample.interval, or longer after an automatic backoff (--pmsample.backoff)."+liveOnly, "s", 8,
+		query(`cupti_pm_sampling_interval_seconds{`+sel+`}`, "interval")).
+		NoValue("Live exporters only: a replay has no sampler"))
+	d.WithPanel(series("Multiplexed metric coverage", "With --pmsample.multiplex, the fraction of each window during which each rotated metric was on the counters; below 1 its gauges describe only part of the window. Empty without multiplexing (every metric is sampled all the time) and on a replay.", "percentunit", 8,
 		query(`cupti_pm_observed_ratio{`+sel+`}`, "{{metric}}")).
 		NoValue("Only with --pmsample.multiplex: every metric is sampled all the time"))
+	healthRow(d, sel, false)
 	return d
 }
 

@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -57,12 +58,13 @@ func operatorLabels(pod string) map[string]string {
 	}
 }
 
-// replay is one exporter process that Prometheus scrapes.
+// replay is one exporter process (or stand-in) that Prometheus scrapes.
 type replay struct {
-	name string // "demo", "synthetic" or "pending"
-	addr string
-	gpus int
-	only string // if set, only this dashboard is evaluated against it
+	name   string // "demo", "synthetic", "pending" or "health"
+	addr   string
+	gpus   int
+	only   []string        // if set, only these dashboards are evaluated against it
+	panels map[string]bool // if set, only the panels of these titles (and no variable) are judged
 }
 
 // server is one Prometheus.
@@ -87,12 +89,19 @@ func TestPrometheusEndToEnd(t *testing.T) {
 	synth := filepath.Join(dir, "synthetic.cuptirec")
 	run(t, "..", "go", "build", "-o", bin, "./cmd/cupti-exporter")
 	run(t, "..", "go", "run", "./recording/internal/gensynthetic", "-o", synth)
+	for _, db := range all {
+		db.build() // fills healthPanels
+	}
 	replays := []replay{{name: "demo", addr: freePort(t), gpus: 1}, {name: "synthetic", addr: freePort(t), gpus: 2},
-		{name: "pending", addr: servePending(t), only: "who-uses-this-gpu.json"}}
+		{name: "pending", addr: servePending(t), only: []string{"who-uses-this-gpu.json"}},
+		{name: "health", addr: serveHealth(t), only: []string{"fleet-overview.json", "gpu-detail.json"}, panels: healthPanels}}
 	// The synthetic recording lasts 60 s (idle, matmul, copies, tiny kernels, idle): at 4x
 	// every phase, copies included, is seen within 15 s.
-	startProc(t, dir, "demo", bin, "--demo", "--web.listen-address="+replays[0].addr)
-	startProc(t, dir, "synthetic", bin, "replay", synth, "--replay.loop", "--replay.speed=4", "--web.listen-address="+replays[1].addr)
+	// Each exporter's plain health listener gets a free port too (the default, :9478, would
+	// be shared by both and by anything else on the machine).
+	startProc(t, dir, "demo", bin, "--demo", "--web.listen-address="+replays[0].addr, "--web.health-listen-address="+freePort(t))
+	startProc(t, dir, "synthetic", bin, "replay", synth, "--replay.loop", "--replay.speed=4", "--web.listen-address="+replays[1].addr,
+		"--web.health-listen-address="+freePort(t))
 
 	// The chart's rules as a plain rules file.
 	rulesFile := filepath.Join(dir, "rules.yaml")
@@ -234,6 +243,9 @@ func servePending(t *testing.T) string {
 				v := el * float64(i+1) / float64(len(sets)+1) // < 1 per second for the seconds families
 				if typ == "gauge" {
 					v = 2
+				}
+				if slices.Contains(d.LabelNames, "gpu") && !slices.Contains(d.LabelNames, "pod") {
+					s += `,pod="",namespace="",container=""` // as the exporter adds them (exporter/labels.go)
 				}
 				if s != "" {
 					s = "{" + s + "}"
@@ -433,7 +445,7 @@ type dashVar struct {
 	all         bool // includeAll: Grafana's All (".*") is what the check uses
 }
 
-type dashTarget struct{ where, expr string }
+type dashTarget struct{ where, title, expr string }
 
 type dashQueries struct {
 	file    string
@@ -475,7 +487,7 @@ func loadDashboardQueries(t *testing.T) []dashQueries {
 		walk = func(ps []panelJSON) {
 			for _, p := range ps {
 				for _, tg := range p.Targets {
-					dq.targets = append(dq.targets, dashTarget{fmt.Sprintf("%s: panel %q target %s", f, p.Title, tg.RefID), tg.Expr})
+					dq.targets = append(dq.targets, dashTarget{fmt.Sprintf("%s: panel %q target %s", f, p.Title, tg.RefID), p.Title, tg.Expr})
 				}
 				walk(p.Panels)
 			}
@@ -530,7 +542,7 @@ type evaluation struct {
 func evalDashboards(t *testing.T, s server, r replay, dqs []dashQueries) []evaluation {
 	var out []evaluation
 	for _, dq := range dqs {
-		if r.only != "" && dq.file != r.only {
+		if r.only != nil && !slices.Contains(r.only, dq.file) {
 			continue
 		}
 		vals := map[string]string{"cluster": ".*"}
@@ -555,7 +567,9 @@ func evalDashboards(t *testing.T, s server, r replay, dqs []dashQueries) []evalu
 				}
 				sort.Strings(values)
 			}
-			out = append(out, evaluation{where: where, expr: sel, n: len(values), err: err})
+			if r.panels == nil {
+				out = append(out, evaluation{where: where, expr: sel, n: len(values), err: err})
+			}
 			switch {
 			case v.name == "instance":
 				vals[v.name] = regexValue(r.addr)
@@ -566,6 +580,9 @@ func evalDashboards(t *testing.T, s server, r replay, dqs []dashQueries) []evalu
 			}
 		}
 		for _, tg := range dq.targets {
+			if r.panels != nil && !r.panels[tg.title] {
+				continue
+			}
 			expr, err := substitute(tg.expr, vals)
 			var n int
 			if err == nil {
@@ -717,9 +734,14 @@ func checkRulesAndAlerts(t *testing.T, s server) []string {
 	return problems
 }
 
-// checkValues checks figures the front page shows.
+// checkValues checks figures the front page shows, and that no device series is credited
+// to the exporter's own pod (the target label that honor_labels would fill in where the
+// exporter set no pod label; exporter/labels.go sets them, empty when unknown).
 func checkValues(s server, replays []replay) []string {
 	var problems []string
+	if res, err := instantQuery(s.url, `count by (__name__, pod) ({uuid!="", pod=~"gpu-cupti-exporter-.*"})`); err != nil || len(res) > 0 {
+		problems = append(problems, fmt.Sprintf("%s: device series carry the exporter pod's own pod label: %v %v", s.name, res, err))
+	}
 	for _, r := range replays {
 		if r.gpus == 0 {
 			continue
@@ -744,7 +766,7 @@ var podLabels = map[string]bool{"namespace": true, "pod": true, "container": tru
 var freeLabels = map[string]bool{
 	"job": true, "instance": true, "namespace": true, "pod": true, "container": true, "service": true,
 	"endpoint": true, "node": true, "gpu": true, "uuid": true, "model": true, "chip": true,
-	"pci_bus_id": true, "kernel": true, "src_gpu": true,
+	"pci_bus_id": true, "kernel": true, "src_gpu": true, "xid": true,
 }
 
 // liveOnlyFamilies are families no replay emits, with the labels and label values their
@@ -797,6 +819,9 @@ func checkRuleTestLabels(t *testing.T, servers []server) []string {
 					got[l.Name] = l.Value
 				}
 			})
+			if got["uuid"] != "" && got["job"] != "" && strings.HasPrefix(got["pod"], got["job"]+"-") {
+				problems = append(problems, fmt.Sprintf("%s: test %q: %s credits a device series to the exporter's own pod: the exporter sets pod labels on every family with a uuid (empty when no pod holds the GPU, and then Prometheus stores none)", rulesTest, tc.Name, in.Series))
+			}
 			// The label-name sets (pod labels aside) and label values Prometheus stores.
 			realSets := map[string]bool{}
 			realValues := map[string]map[string]bool{}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -20,6 +21,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/cupti-exporter/cupti-exporter/activity"
+	"github.com/cupti-exporter/cupti-exporter/health"
 	"github.com/cupti-exporter/cupti-exporter/mapping"
 	"github.com/cupti-exporter/cupti-exporter/podresources"
 )
@@ -277,12 +279,13 @@ func TestMetricNamesList(t *testing.T) {
 
 // notFromTheDemo are names the demo scrape cannot show, with where they come from.
 var notFromTheDemo = map[string]string{
-	"up":                               "Prometheus adds it to every target",
-	"cupti_pm_sampling_state":          "only the live CUPTI sampler reports its state; a replay has none (pmsample/selfmetrics.go)",
-	"cupti_pm_observed_ratio":          "only emitted when --pmsample.multiplex makes metric groups take turns (pmsample/selfmetrics.go)",
-	"cupti_fp16_pipe_active_ratio":     "curated (mapping/curated.go) but needs a second pass on GH100: sampled with --pmsample.multiplex",
-	"cupti_fp16_pipe_active_max_ratio": "curated (mapping/curated.go) but needs a second pass on GH100: sampled with --pmsample.multiplex",
-	"cupti_nvlink_bytes_total":         "curated (mapping/curated.go); CUPTI offers NVLink counters only on multi-GPU hosts, the demo is a one-GPU H200",
+	"up":                                 "Prometheus adds it to every target",
+	"cupti_pm_sampling_state":            "only the live CUPTI sampler reports its state; a replay has none (pmsample/selfmetrics.go)",
+	"cupti_pm_observed_ratio":            "only emitted when --pmsample.multiplex makes metric groups take turns (pmsample/selfmetrics.go)",
+	"cupti_fp16_pipe_active_ratio":       "curated (mapping/curated.go) but needs a second pass on GH100: sampled with --pmsample.multiplex",
+	"cupti_fp16_pipe_active_max_ratio":   "curated (mapping/curated.go) but needs a second pass on GH100: sampled with --pmsample.multiplex",
+	"cupti_pm_sampling_interval_seconds": "only the live CUPTI sampler reports the interval in effect; a replay has none (pmsample/aggregate.go)",
+	"cupti_nvlink_bytes_total":           "curated (mapping/curated.go); CUPTI offers NVLink counters only on multi-GPU hosts, the demo is a one-GPU H200",
 }
 
 // pendingAttributionFamilies are the families of package attribution (issue 9), which the
@@ -336,7 +339,8 @@ func TestMetricNamesEmitted(t *testing.T) {
 	}
 	// Families the demo recording may not exercise (activity families depend on what the
 	// recorded workload did; pod-resources is off in --demo) are checked against the code.
-	for _, d := range append(append(podresources.Descs(), activity.Descs()...), pendingAttributionFamilies...) {
+	// Health families come from a live NVML only until recordings carry health frames.
+	for _, d := range slices.Concat(podresources.Descs(), activity.Descs(), health.Descs(), pendingAttributionFamilies) {
 		emitted[d.Name] = true
 	}
 	for _, n := range usedNames(t) {

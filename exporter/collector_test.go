@@ -143,6 +143,38 @@ cupti_test_pod_info{pod="p",uuid="GPU-aaaa"} 1
 	}
 }
 
+// TestPodLabelsWithoutLabeler: without a device labeler (no pod-resources), device series
+// still carry pod, namespace and container, empty. A Prometheus scraping with
+// honor_labels keeps an exposed empty label empty; an absent one would get the exporter
+// pod's target label, crediting every GPU to the exporter.
+func TestPodLabelsWithoutLabeler(t *testing.T) {
+	mfs, err := partial(newTestExporter().Registry()).Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	checked := 0
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			labels := map[string]*string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.Value
+			}
+			if labels["uuid"] == nil {
+				continue
+			}
+			checked++
+			for _, k := range []string{"pod", "namespace", "container"} {
+				if v, ok := labels[k]; !ok || *v != "" {
+					t.Errorf("%s %v: label %s missing or not empty", mf.GetName(), m.GetLabel(), k)
+				}
+			}
+		}
+	}
+	if checked == 0 {
+		t.Fatal("no series with a uuid label gathered")
+	}
+}
+
 func TestCollectReportsDuplicatesAndConflicts(t *testing.T) {
 	e := newTestExporter()
 	// The same device series again, and a family of the same name with other labels.

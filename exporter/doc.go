@@ -34,7 +34,11 @@
 // [WithDeviceLabeler] adds the labels pod, namespace and container to every
 // family whose label names contain "uuid" (and do not already contain "pod").
 // The labeler is called once per distinct uuid per scrape and must answer
-// from memory; it returns empty strings for a device that no pod holds.
+// from memory; it returns empty strings for a device that no pod holds. Without
+// a labeler the three labels are there all the same, empty: a Prometheus that
+// scrapes with honor_labels (the chart's ServiceMonitor) keeps an exposed empty
+// label empty, where an absent one would take the exporter pod's target label
+// and credit every GPU to the exporter itself.
 //
 // # Self-metrics
 //

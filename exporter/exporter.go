@@ -68,7 +68,8 @@ func newConfig(opts []Option) config {
 // WithDeviceLabeler adds the labels pod, namespace and container to every
 // family whose label names contain "uuid", with the values l returns for the
 // series' uuid (empty strings when unknown). Families that already have a
-// "pod" label are left as they are. A nil l disables attribution (the default).
+// "pod" label are left as they are. Without a labeler (a nil l, the default) those
+// families carry the three labels too, empty: see labeledProducer.
 func WithDeviceLabeler(l DeviceLabeler) Option {
 	return optionFunc(func(c *config) { c.labeler = l })
 }
@@ -175,9 +176,6 @@ func (e *Exporter) Producers() []Producer {
 }
 
 func (e *Exporter) view(p Producer) Producer {
-	if e.cfg.labeler == nil {
-		return p
-	}
 	return labeledProducer{p: p, labeler: e.cfg.labeler}
 }
 

@@ -9,7 +9,11 @@ import (
 // attributionLabels are appended, in this order, to families with a uuid label.
 var attributionLabels = []string{"pod", "namespace", "container"}
 
-// labeledProducer shows the snapshots of p with pod attribution added.
+// labeledProducer shows the snapshots of p with pod attribution added. It wraps every
+// producer, with or without a labeler: the pod labels are always present on device
+// families, empty when unknown, so that a Prometheus scraping with honor_labels keeps them
+// empty instead of filling them with the exporter pod's own target labels (which would
+// credit every GPU to the exporter).
 type labeledProducer struct {
 	p       Producer
 	labeler DeviceLabeler
@@ -20,7 +24,8 @@ func (l labeledProducer) Snapshot() *mapping.Snapshot {
 }
 
 // attributePods returns a copy of s in which every family with a "uuid" label and
-// no "pod" label carries pod, namespace and container after its own labels.
+// no "pod" label carries pod, namespace and container after its own labels, with the
+// values labeler gives for the series' uuid, or empty strings when labeler is nil.
 // s itself is not modified; families that need no change are shared.
 func attributePods(s *mapping.Snapshot, labeler DeviceLabeler) *mapping.Snapshot {
 	if s == nil {
@@ -30,7 +35,7 @@ func attributePods(s *mapping.Snapshot, labeler DeviceLabeler) *mapping.Snapshot
 	memo := map[string]owner{}
 	lookup := func(uuid string) owner {
 		o, ok := memo[uuid]
-		if !ok {
+		if !ok && labeler != nil {
 			o.pod, o.namespace, o.container = labeler(uuid)
 			memo[uuid] = o
 		}

@@ -33,7 +33,8 @@ func fmtAny(v any) string { return "" }
 func TestRulesParse(t *testing.T) {
 	groups := renderedRules(t)
 	want := []string{"CuptiExporterDown", "CuptiExporterSourceDown", "CuptiCountersUnavailable", "CuptiActivityRecordsDropped",
-		"CuptiPMSamplesDropped", "CuptiGPUIdleHeldByPod", "CuptiPageableCopies", "CuptiPodResourcesDown"}
+		"CuptiPMSamplesLost", "CuptiGPUIdleHeldByPod", "CuptiPageableCopies", "CuptiGPUXidError", "CuptiGPUUncorrectableECC",
+		"CuptiGPURowRemapPending", "CuptiGPURowRemapFailed", "CuptiGPUThermalThrottling", "CuptiGPUPowerThrottling", "CuptiPodResourcesDown"}
 	var got []string
 	for _, g := range groups {
 		for _, r := range g.Rules {

@@ -2,11 +2,12 @@
 # prometheus-e2e.sh: a real Prometheus server (Debian's 2.42 here) scrapes the exporter's
 # --demo and the synthetic two-GPU replay, with and without native histograms, with the
 # labels prometheus-operator gives a ServiceMonitor target, and loads the chart's alert
-# rules; every dashboard expression (panels and variables) and every alert rule is then
+# rules (two stand-in targets serve what the replays cannot: the attribution families, and
+# the health families from the health source on go-nvml's mock DGX H100); every dashboard expression (panels and variables) and every alert rule is then
 # evaluated through the HTTP API. Each must return data or be listed, with its reason, in
 # dashboards/expected-empty.yaml; no alert may be pending on the healthy replays; and every
 # input series of helm/cupti-exporter/tests/rules_test.yaml must have a label set that
-# Prometheus really stores. The test is dashboards/prometheus_e2e_test.go.
+# Prometheus really stores; no device series may carry the exporter pod's own pod label. The test is dashboards/prometheus_e2e_test.go.
 #
 # Needs Go and the prometheus server (Debian: apt-get install -y prometheus; the service is
 # not started: the test runs its own servers on 127.0.0.1 with temporary storage).

@@ -1,0 +1,144 @@
+package dashboards
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/NVIDIA/go-nvml/pkg/nvml/mock"
+	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/dgxh100"
+	nvmlserver "github.com/NVIDIA/go-nvml/pkg/nvml/mock/server"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/cupti-exporter/cupti-exporter/exporter"
+	"github.com/cupti-exporter/cupti-exporter/health"
+)
+
+// serveHealth runs the health source (package health) on go-nvml's mock of a DGX H100
+// (8 GPUs) behind a real exporter (package exporter: the same registry, the same pod
+// labels), so the health panels and rules are evaluated on what the exporter really
+// serves while recordings carry no health frames yet. The GPUs are healthy: power well
+// under its limit, no thermal or power throttling, no ECC error, no row remap pending; one
+// XID 13 (an application's own fault, which CuptiGPUXidError ignores) on GPU 1 gives the
+// XID panel data without an alert.
+func serveHealth(t *testing.T) string {
+	t.Helper()
+	start := time.Now()
+	srv := dgxh100.New()
+	for i, d := range srv.Devices {
+		healthyGPU(d.(*nvmlserver.Device), i, start)
+	}
+	var sent atomic.Bool
+	xidDev := srv.Devices[1]
+	srv.EventSetCreateFunc = func() (nvml.EventSet, nvml.Return) {
+		return &mock.EventSet{
+			FreeFunc: func() nvml.Return { return nvml.SUCCESS },
+			WaitFunc: func(ms uint32) (nvml.EventData, nvml.Return) {
+				if !sent.Swap(true) {
+					return nvml.EventData{Device: xidDev, EventType: nvml.EventTypeXidCriticalError, EventData: 13}, nvml.SUCCESS
+				}
+				time.Sleep(time.Duration(ms) * time.Millisecond)
+				return nvml.EventData{}, nvml.ERROR_TIMEOUT
+			},
+		}, nvml.SUCCESS
+	}
+	src := health.New(srv, nil, health.WithInterval(time.Second))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { src.Run(ctx); close(done) }()
+
+	exp := exporter.New(slog.New(slog.DiscardHandler), exporter.WithoutRuntimeMetrics())
+	exp.Register("health", src)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := &http.Server{Handler: promhttp.HandlerFor(exp.Registry(), promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})}
+	go hs.Serve(l)
+	t.Cleanup(func() {
+		hs.Close()
+		cancel()
+		<-done
+	})
+	return l.Addr().String()
+}
+
+// healthyGPU makes device i of the mock answer every NVML call the health source makes,
+// with the readings of a healthy, moderately loaded H100.
+func healthyGPU(d *nvmlserver.Device, i int, start time.Time) {
+	ok := nvml.SUCCESS
+	elapsed := func() float64 { return time.Since(start).Seconds() }
+	d.GetPciInfoFunc = func() (nvml.PciInfo, nvml.Return) {
+		var p nvml.PciInfo
+		for j, c := range fmt.Sprintf("00000000:%02X:00.0", 0x1b+i*0x10) {
+			p.BusId[j] = int8(c)
+		}
+		return p, ok
+	}
+	d.GetMemoryInfoFunc = func() (nvml.Memory, nvml.Return) {
+		return nvml.Memory{Total: 80 << 30, Used: uint64(3+i) << 30, Free: uint64(77-i) << 30}, ok
+	}
+	d.GetMemoryInfo_v2Func = func() (nvml.Memory_v2, nvml.Return) { return nvml.Memory_v2{Reserved: 600 << 20}, ok }
+	d.GetEncoderUtilizationFunc = func() (uint32, uint32, nvml.Return) { return 0, 167000, ok }
+	d.GetDecoderUtilizationFunc = func() (uint32, uint32, nvml.Return) { return 0, 167000, ok }
+	d.GetBAR1MemoryInfoFunc = func() (nvml.BAR1Memory, nvml.Return) {
+		return nvml.BAR1Memory{Bar1Total: 128 << 30, Bar1Used: 5 << 20}, ok
+	}
+	d.GetUtilizationRatesFunc = func() (nvml.Utilization, nvml.Return) {
+		return nvml.Utilization{Gpu: uint32(40 + i), Memory: 7}, ok
+	}
+	d.GetPowerUsageFunc = func() (uint32, nvml.Return) { return 312500, ok }
+	d.GetEnforcedPowerLimitFunc = func() (uint32, nvml.Return) { return 700000, ok }
+	d.GetTotalEnergyConsumptionFunc = func() (uint64, nvml.Return) { return uint64(1e9 + 312500*elapsed()), ok }
+	d.GetTemperatureFunc = func(nvml.TemperatureSensors) (uint32, nvml.Return) { return uint32(44 + i), ok }
+	d.GetFieldValuesFunc = func(v []nvml.FieldValue) nvml.Return {
+		v[0].ValueType = uint32(nvml.VALUE_TYPE_UNSIGNED_INT)
+		v[0].Value[0] = 51
+		return ok
+	}
+	d.GetClockInfoFunc = func(t nvml.ClockType) (uint32, nvml.Return) {
+		if t == nvml.CLOCK_MEM {
+			return 2619, ok
+		}
+		return 1755, ok
+	}
+	d.GetMaxClockInfoFunc = func(t nvml.ClockType) (uint32, nvml.Return) {
+		if t == nvml.CLOCK_MEM {
+			return 2619, ok
+		}
+		return 1980, ok
+	}
+	d.GetCurrentClocksEventReasonsFunc = func() (uint64, nvml.Return) { return 0x1, ok } // gpu_idle
+	d.GetViolationStatusFunc = func(p nvml.PerfPolicyType) (nvml.ViolationTime, nvml.Return) {
+		if p == nvml.PERF_POLICY_SYNC_BOOST {
+			return nvml.ViolationTime{ViolationTime: uint64(elapsed() * 1e8)}, ok // 10 % of the time
+		}
+		return nvml.ViolationTime{ViolationTime: 5e9}, ok // throttled long ago, not now
+	}
+	d.GetTotalEccErrorsFunc = func(t nvml.MemoryErrorType, _ nvml.EccCounterType) (uint64, nvml.Return) {
+		if t == nvml.MEMORY_ERROR_TYPE_CORRECTED {
+			return 3, ok
+		}
+		return 0, ok
+	}
+	d.GetRetiredPagesFunc = func(nvml.PageRetirementCause) ([]uint64, nvml.Return) { return nil, nvml.ERROR_NOT_SUPPORTED }
+	d.GetRetiredPagesPendingStatusFunc = func() (nvml.EnableState, nvml.Return) { return 0, nvml.ERROR_NOT_SUPPORTED }
+	d.GetRemappedRowsFunc = func() (int, int, bool, bool, nvml.Return) { return 1, 0, false, false, ok }
+	d.GetPcieReplayCounterFunc = func() (int, nvml.Return) { return 0, ok }
+	d.GetNvLinkStateFunc = func(link int) (nvml.EnableState, nvml.Return) {
+		if link >= 18 {
+			return 0, nvml.ERROR_INVALID_ARGUMENT
+		}
+		return nvml.FEATURE_ENABLED, ok
+	}
+	d.GetNvLinkErrorCounterFunc = func(int, nvml.NvLinkErrorCounter) (uint64, nvml.Return) { return 0, ok }
+	d.GetComputeRunningProcessesFunc = func() ([]nvml.ProcessInfo, nvml.Return) { return nil, ok }
+	d.GetSupportedEventTypesFunc = func() (uint64, nvml.Return) { return nvml.EventTypeXidCriticalError, ok }
+	d.RegisterEventsFunc = func(uint64, nvml.EventSet) nvml.Return { return ok }
+}
