@@ -88,16 +88,24 @@ func (g *gpuState) ok(field string, ret nvml.Return) bool {
 func (g *gpuState) collect(b *builder, podOf func(uint32) (string, string, string, bool)) {
 	l := g.labels
 	add := func(d *descT, v float64, extra ...string) { b.add(d, v, append(l[:len(l):len(l)], extra...)...) }
-	if !g.skip("memory") {
+	// Memory as nvidia-smi shows it: the v2 query leaves the driver's reserved memory out
+	// of "used" (v1 counted it in: 615 MiB more than nvidia-smi on an H200); v1 where v2
+	// is not supported.
+	v2 := false
+	if !g.skip("memory_v2") {
+		if m, ret := g.dev.GetMemoryInfo_v2(); g.ok("memory_v2", ret) {
+			v2 = true
+			add(memoryUsedDesc, float64(m.Used))
+			add(memoryFreeDesc, float64(m.Free))
+			add(memoryTotalDesc, float64(m.Total))
+			add(memoryReservedDesc, float64(m.Reserved))
+		}
+	}
+	if !v2 && !g.skip("memory") {
 		if m, ret := g.dev.GetMemoryInfo(); g.ok("memory", ret) {
 			add(memoryUsedDesc, float64(m.Used))
 			add(memoryFreeDesc, float64(m.Free))
 			add(memoryTotalDesc, float64(m.Total))
-		}
-	}
-	if !g.skip("memory_v2") {
-		if m, ret := g.dev.GetMemoryInfo_v2(); g.ok("memory_v2", ret) {
-			add(memoryReservedDesc, float64(m.Reserved))
 		}
 	}
 	if !g.skip("encoder") {

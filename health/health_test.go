@@ -57,7 +57,9 @@ func fakeGPU(d *server.Device, r *reading) {
 		}
 		return p, nvml.SUCCESS
 	}
-	d.GetMemoryInfo_v2Func = func() (nvml.Memory_v2, nvml.Return) { return nvml.Memory_v2{Reserved: 600 << 20}, r.ret("memory_v2") }
+	d.GetMemoryInfo_v2Func = func() (nvml.Memory_v2, nvml.Return) {
+		return nvml.Memory_v2{Total: 80 << 30, Reserved: 600 << 20, Used: 3 << 30, Free: 77<<30 - 600<<20}, r.ret("memory_v2")
+	}
 	d.GetEncoderUtilizationFunc = func() (uint32, uint32, nvml.Return) { return 0, 167000, r.ret("encoder") }
 	d.GetDecoderUtilizationFunc = func() (uint32, uint32, nvml.Return) { return 3, 167000, r.ret("decoder") }
 	d.GetBAR1MemoryInfoFunc = func() (nvml.BAR1Memory, nvml.Return) {
@@ -421,5 +423,25 @@ func TestFamiliesLint(t *testing.T) {
 	n, err := testutil.GatherAndCount(exp.Registry(), "cupti_gpu_power_watts")
 	if err != nil || n != 8 {
 		t.Errorf("scrape has %d power series (err %v), want 8", n, err)
+	}
+}
+
+// TestMemoryFallsBackToV1 checks that a GPU without the v2 memory query still reports its
+// memory (from v1) and no reserved memory.
+func TestMemoryFallsBackToV1(t *testing.T) {
+	srv, rs := newFakeServer(t)
+	rs[2].unsupported["memory_v2"] = true
+	src := New(srv, nil, WithoutEvents())
+	started(t, src)
+	src.Collect()
+	snap := src.Snapshot()
+	if v, ok := series(t, snap, "cupti_gpu_memory_used_bytes", map[string]string{"gpu": "2"}); !ok || v != 3<<30 {
+		t.Errorf("memory used on a v1-only GPU = %v (present %v), want 3 GiB", v, ok)
+	}
+	if _, ok := series(t, snap, "cupti_gpu_memory_reserved_bytes", map[string]string{"gpu": "2"}); ok {
+		t.Error("reserved memory reported on a GPU without the v2 query")
+	}
+	if v, _ := series(t, snap, "cupti_gpu_memory_reserved_bytes", map[string]string{"gpu": "1"}); v != 600<<20 {
+		t.Errorf("reserved memory on a v2 GPU = %v, want 600 MiB", v)
 	}
 }

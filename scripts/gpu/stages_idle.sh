@@ -11,7 +11,7 @@ IDLE_METRICS=${IDLE_METRICS:-dram__bytes_read.sum,dram__bytes_write.sum,TPC.Tria
 idle_wait_state() {
   local i
   for i in $(seq 1 $((${3} * 5))); do
-    curl -s "localhost:$2/metrics" | grep -qE "^cupti_pm_sampling_state\{gpu=\"0\".*state=\"$1\".*\} 1" && return 0
+    curl -s "localhost:$2/metrics" | grep -E "^cupti_pm_sampling_state\{" | grep "gpu=\"0\"" | grep -q "state=\"$1\".*} 1" && return 0
     sleep 0.2
   done
   say "gpu 0 never reached state $1 in $3 s"; return 1; }
@@ -56,7 +56,7 @@ stage_idle() {
   done
   scrape "$L/idle-lat-metrics.txt"; stop_exporter 9477
   python3 scripts/gpu/idle_compare.py latency "$L/exp-idle-lat.log" "$L"/idle-lat-work-*.log | tee -a "$S"
-  say "idle counters: $(grep -E '^cupti_pm_idle_[a-z_]+\{gpu="0"' "$L/idle-lat-metrics.txt" | sed 's/{[^}]*}//' | tr '\n' ' ')"
+  say "idle counters: $(grep -E '^cupti_pm_idle_[a-z_]+\{.*gpu="0"' "$L/idle-lat-metrics.txt" | sed 's/{[^}]*}//' | tr '\n' ' ')"
 
   # (c) 5 s busy / 20 s idle x 3, known DRAM bytes read (attrib_truth), 5 s release delay.
   attrib_build || return
@@ -66,7 +66,7 @@ stage_idle() {
   scrape "$L/idle-cyc-before.txt"
   : > "$L/idle-cyc-scrapes.txt"
   ( while :; do echo "# t $(date +%s.%N)"; curl -s localhost:9477/metrics \
-      | grep -E '^cupti_(sm_active_ratio|dram_bytes_total|pm_sampling_state|pm_idle_)[^ ]*gpu="0"'; sleep 1; done \
+      | grep -E '^cupti_(sm_active_ratio|dram_read_bytes_total|pm_sampling_state|pm_idle_)[^ ]*gpu="0"'; sleep 1; done \
       >> "$L/idle-cyc-scrapes.txt" ) & local sp=$!
   : > "$L/idle-cyc-phases.txt"
   for r in $(seq 1 "${IDLE_CYCLES:-3}"); do

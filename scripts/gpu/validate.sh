@@ -5,7 +5,9 @@
 # usage: scripts/gpu/validate.sh STAGE...   stages: see scripts/gpu/README.md
 set -uo pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-G=$(pwd)/.gpu; L=$OUT/logs; mkdir -p "$L"
+# Logs live outside $OUT (a device call brings back at most 8 files) and are packed into
+# $OUT/logs.tar.gz after every stage, so a run cut off at its time limit still returns them.
+LB=$(mktemp -d); G=$(pwd)/.gpu; L=$LB/logs; mkdir -p "$L"
 for z in "$G"/*.gz; do [ -e "$z" ] && gunzip -f "$z"; done # prepare.sh gzips the binaries
 BIN=$G/cupti-exporter; INJ=$G/libcupti_exporter_inject.so
 I=/usr/local/cuda/targets/x86_64-linux/include; LIB=/usr/local/cuda/targets/x86_64-linux/lib
@@ -56,6 +58,6 @@ stage_layout() {
 source scripts/gpu/stages.sh
 for f in scripts/gpu/stages_*.sh; do source "$f"; done
 
-for st in "$@"; do "stage_${st//-/_}"; done
+for st in "$@"; do "stage_${st//-/_}"; cp "$S" "$L/" 2>/dev/null; tar -C "$LB" -czf "$OUT/logs.tar.gz" logs; done
 cp "$S" "$L/" 2>/dev/null
-tar -C "$OUT" -czf "$OUT/logs.tar.gz" logs && rm -rf "$L"
+tar -C "$LB" -czf "$OUT/logs.tar.gz" logs && rm -rf "$LB"
