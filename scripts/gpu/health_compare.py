@@ -33,6 +33,8 @@ def get(d, name, gpu, **kw):
 
 def main():
     L = sys.argv[1]
+    if len(sys.argv) > 2 and sys.argv[2] == "procs":
+        return procs_only(L)
     S = blocks(os.path.join(L, "health-scrapes.txt"), prom)
     Q = blocks(os.path.join(L, "health-smi.csv"), smi)
     worst = {}
@@ -64,6 +66,8 @@ def main():
             (t0, e0, _), (t1, e1, _) = v[0], v[-1]
             pmean = sum(p for _, _, p in v) / len(v)
             print(f"gpu {idx}: energy +{e1-e0:.1f} J over {t1-t0:.1f} s vs mean power x time {pmean*(t1-t0):.1f} J ({((e1-e0)/(pmean*(t1-t0))-1)*100:+.1f} %)")
+
+def procs_only(L):
     apps = [l.split(",") for l in open(os.path.join(L, "health-apps.csv")) if l.strip()]
     procs = prom(open(os.path.join(L, "health-procs.txt")).read().splitlines())
     for pid, used in apps:

@@ -384,7 +384,7 @@ stage_pmmultiplex() {
     say "   tensor $(grep -E '^cupti_tensor_pipe_active_ratio\{' "$L/mux-$ph.txt" | grep 'gpu="0"' | awk '{print $NF}') fp16 $(grep -E '^cupti_fp16_pipe_active_ratio\{' "$L/mux-$ph.txt" | grep 'gpu="0"' | awk '{print $NF}') coverage $(grep '^cupti_pm_window_coverage_ratio' "$L/mux-$ph.txt" | grep 'gpu="0"' | awk '{print $NF}')"
   done
   if [ "$(nvidia-smi -L | wc -l)" -ge 2 ]; then
-    timeout 150 python3 scripts/gpu/allreduce.py 20 > "$L/mux-allreduce.log" 2>&1; say "allreduce rc=$? $(tail -1 "$L/mux-allreduce.log")"
+    timeout 90 python3 scripts/gpu/mm_allreduce.py 15 > "$L/mux-allreduce.log" 2>&1; say "mm + all-reduce rc=$? $(tail -2 "$L/mux-allreduce.log" | tr "\n" " ")"
     scrape "$L/mux-nvl.txt"
     say "-- after all-reduce: observed $(grep '^cupti_pm_observed_ratio' "$L/mux-nvl.txt" | sed -E 's/.*gpu="([0-9]+)".*metric="([^"]*)".* ([0-9.e+-]+)$/gpu\1 \2=\3/' | grep -i nvl | tr '\n' ' ')"
     say "   nvlink: $(grep -E '^cupti_nvlink_bytes_total' "$L/mux-nvl.txt" | tr '\n' ' ' | cut -c1-400)"

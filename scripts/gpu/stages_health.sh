@@ -5,20 +5,35 @@
 stage_health() {
   say "== health (NVML source vs nvidia-smi; GPM while PM sampling / ncu)"
   mkdir -p /run/cupti-exporter
-  $W mm 120 > "$L/health-load.log" 2>&1 & local lp=$!
-  start_exporter "$L/exp-health.log" 9477 --no-activity.enabled --health.gpm || { kill $lp; return; }
-  sleep 4
+  # (1) at rest, values are steady: memory exact to the MiB, temperature and clocks exact,
+  # power within 5 % (both read the same sensors; the exporter's value is up to 1 s old).
+  start_exporter "$L/exp-health.log" 9477 --no-activity.enabled --health.gpm || return
+  sleep 3
   local q=index,uuid,pci.bus_id,memory.used,memory.total,temperature.gpu,temperature.memory,clocks.sm,clocks.mem,clocks.gr,clocks.max.sm,power.draw,power.draw.instant,power.limit,utilization.gpu,pcie.link.gen.current
-  for i in 1 2 3 4 5; do
-    echo "# t $(date +%s.%N)" >> "$L/health-smi.csv"
-    nvidia-smi --query-gpu=$q --format=csv,noheader,nounits >> "$L/health-smi.csv"
-    echo "# t $(date +%s.%N)" >> "$L/health-scrapes.txt"
-    curl -s localhost:9477/metrics | grep -E '^cupti_(gpu|nvml|health)_' >> "$L/health-scrapes.txt"
-    sleep 2
-  done
+  health_pairs() { # health_pairs N: N scrape + nvidia-smi pairs, 1.1 s apart
+    for i in $(seq 1 "$1"); do
+      echo "# t $(date +%s.%N)" >> "$L/health-smi.csv"
+      nvidia-smi --query-gpu=$q --format=csv,noheader,nounits >> "$L/health-smi.csv"
+      echo "# t $(date +%s.%N)" >> "$L/health-scrapes.txt"
+      curl -s localhost:9477/metrics | grep -E '^cupti_(gpu|nvml|health)_' >> "$L/health-scrapes.txt"
+      sleep 1.1
+    done; }
+  : > "$L/health-smi.csv"; : > "$L/health-scrapes.txt"
+  health_pairs 5
+  say "-- at rest"; python3 scripts/gpu/health_compare.py "$L" | tee -a "$S"
+  # (2) under a bf16 matmul load: the energy counter against power integrated from nvidia-smi
+  # sampled every 100 ms over the same 15 s; per-process memory against --query-compute-apps.
+  $W mm 100 > "$L/health-load.log" 2>&1 & local lp=$!
+  sleep 6
+  local e0 e1 t0 t1
+  e0=$(curl -s localhost:9477/metrics | awk '/^cupti_gpu_energy_joules_total/ { print $NF; exit }'); t0=$(date +%s.%N)
+  timeout 15 nvidia-smi -i 0 --query-gpu=power.draw --format=csv,noheader,nounits -lms 100 > "$L/health-power.csv"
+  e1=$(curl -s localhost:9477/metrics | awk '/^cupti_gpu_energy_joules_total/ { print $NF; exit }'); t1=$(date +%s.%N)
+  say "energy under load: counter +$(python3 -c "print(f'{$e1-$e0:.1f}')") J over $(python3 -c "print(f'{$t1-$t0:.2f}')") s; nvidia-smi mean power x time $(python3 -c "
+import sys; p=[float(l) for l in open('$L/health-power.csv') if l.strip()]; m=sum(p)/len(p); print(f'{m*($t1-$t0):.1f} J ({len(p)} readings, mean {m:.1f} W); ratio {($e1-$e0)/(m*($t1-$t0)):.4f}')")"
   nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader,nounits > "$L/health-apps.csv"
   curl -s localhost:9477/metrics | grep -E '^cupti_gpu_process_memory_bytes' > "$L/health-procs.txt"
-  python3 scripts/gpu/health_compare.py "$L" | tee -a "$S"
+  python3 scripts/gpu/health_compare.py "$L" procs | tee -a "$S"
   # GPM (nvidia-smi dmon --gpm-metrics: 2 = SM activity, 5 = any tensor activity) while the
   # exporter's PM session is on, then while it is paused and ncu profiles.
   timeout 20 nvidia-smi dmon --gpm-metrics 2,5 -c 4 > "$L/gpm-while-pm.txt" 2>&1; say "gpm while PM sampling rc=$?: $(tail -2 "$L/gpm-while-pm.txt" | tr '\n' ' ')"
