@@ -5,7 +5,7 @@
 set -euo pipefail
 rec=$1 est=$2 port=${3:-19577}
 bin=${BIN:-./cupti-exporter}
-[ -x "$bin" ] || go build -o "$bin" ./cmd/cupti-exporter
+[ -n "${BIN:-}" ] || go build -o "$bin" ./cmd/cupti-exporter # always the checkout's code
 tmp=$(mktemp -d); trap 'kill $pid 2>/dev/null; rm -rf "$tmp"' EXIT
 case $rec in *.gz) gunzip -c "$rec" > "$tmp/r.rec"; rec=$tmp/r.rec ;; esac
 "$bin" replay "$rec" --replay.speed=0 --attribution.estimator="$est" --attribution.watermark=2s \
