@@ -93,10 +93,11 @@ func TestRealCounterDataCosts(t *testing.T) {
 		if info.Completed > 0 {
 			prevEnd = last
 		}
-		// On an H200 (CUPTI 13.0) re-initialising an image after a full decode returned 999,
-		// which is why the sampler recreates the session instead (pmsample/runner.go).
-		if res.StopReason == cupti.StopCounterDataFull && small.Reset() == nil {
-			t.Errorf("decode %d: CUPTI re-initialised an image after a full decode; the sampler's session recreation may be unnecessary", i)
+		// On an H200 (CUPTI 13.0, 2026-11-22) re-initialising an image after a full decode
+		// returned 999; on 2026-11-23 the same call succeeded. The sampler no longer depends on
+		// either: it replaces a full image with a fresh one in the same session (pmsample).
+		if res.StopReason == cupti.StopCounterDataFull {
+			t.Logf("decode %d: re-initialising the full image: %v", i, small.Reset())
 		}
 		small.Free()
 		if res.StopReason != cupti.StopCounterDataFull {
