@@ -221,10 +221,10 @@ stage_hostile() {
   scrape "$L/hostile-mid.txt" 9480
   say "hostile: kernels counted $(val "$L/hostile-mid.txt" '^cupti_activity_records_total') $(grep -E '^cupti_activity_dropped_(connections|records)_total' "$L/hostile-mid.txt" | grep -v ' 0$' | tr '\n' ' ')"
   local d0 end=$((SECONDS + ${STORM_S:-30}))
-  d0=$(grep -E '^cupti_pm_samples_dropped_total.*reason="(image_full|overflow)"' "$L/hostile-mid.txt" | awk '{ s += $NF } END { print s + 0 }')
+  d0=$(grep -E '^cupti_pm_samples_lost_total.*reason="(image_full|overflow|decode_error)"' "$L/hostile-mid.txt" | awk '{ s += $NF } END { print s + 0 }')
   for i in $(seq 1 200); do (while [ $SECONDS -lt $end ]; do curl -s -o /dev/null localhost:9480/metrics; done) & done; wait $(jobs -p | grep -v "^$lp$") 2>/dev/null
   sleep 1; scrape "$L/hostile-final.txt" 9480
-  say "hostile storm: 200 scrapers ${STORM_S:-30} s, scrapes $(val "$L/hostile-final.txt" '^promhttp_metric_handler_requests_total'), image_full+overflow $d0 -> $(grep -E '^cupti_pm_samples_dropped_total.*reason="(image_full|overflow)"' "$L/hostile-final.txt" | awk '{ s += $NF } END { print s + 0 }'), rss $(proc_rss_mb $pid) MB"
+  say "hostile storm: 200 scrapers ${STORM_S:-30} s, scrapes $(val "$L/hostile-final.txt" '^promhttp_metric_handler_requests_total'), samples lost to image_full/overflow/decode errors $d0 -> $(grep -E '^cupti_pm_samples_lost_total.*reason="(image_full|overflow|decode_error)"' "$L/hostile-final.txt" | awk '{ s += $NF } END { print s + 0 }'), rss $(proc_rss_mb $pid) MB"
   kill $lp 2>/dev/null; wait $lp 2>/dev/null
   kill -HUP $pid; sleep 1; say "hostile: after SIGHUP alive=$(kill -0 $pid 2>/dev/null && echo yes || echo no) $(grep -c 'ignoring signal' "$L/exp-hostile.log") log line(s)"
   stop_exporter 9480; say "hostile: socket left behind: $(test -e $hs && echo yes || echo no)"
