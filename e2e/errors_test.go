@@ -21,7 +21,12 @@ func TestBadInputFails(t *testing.T) {
 		}
 		return p
 	}
-	truncated := write("cut.cuptirec", string(demo.Recording()[:100000]))
+	// A recording cut inside a frame replays its whole frames (recording-format.md); one cut
+	// inside its header, or with a damaged frame, is refused with the byte offset.
+	truncated := write("cut.cuptirec", string(demo.Recording()[:20]))
+	flipped := []byte(string(demo.Recording()))
+	flipped[200000] ^= 0xff
+	corrupt := write("corrupt.cuptirec", string(flipped))
 	cases := []struct {
 		name string
 		args []string
@@ -33,6 +38,7 @@ func TestBadInputFails(t *testing.T) {
 		{"missing config", []string{"--demo", "--config.file", filepath.Join(dir, "none.yaml")}, []string{"reading config file", "no such file"}},
 		{"bad flag duration", []string{"--demo", "--pmsample.window=soon"}, []string{`invalid duration "soon"`}},
 		{"truncated recording", []string{"replay", truncated, "--web.listen-address=127.0.0.1:0"}, []string{"truncated at byte"}},
+		{"corrupt recording", []string{"replay", corrupt, "--web.listen-address=127.0.0.1:0"}, []string{"corrupt at byte", "checksum"}},
 		{"telemetry path /healthz", []string{"--demo", "--web.telemetry-path=/healthz"}, []string{"web.telemetry_path", "/healthz endpoint"}},
 		{"telemetry path /readyz", []string{"--demo", "--web.telemetry-path=/readyz"}, []string{"/readyz endpoint"}},
 		{"telemetry path /{$}", []string{"--demo", "--web.telemetry-path=/{$}"}, []string{"letters, digits and ._~-/"}},
