@@ -43,7 +43,7 @@ type Config struct {
 		// Idle release (package idle, docs/pm-sampling.md "Idle release").
 		IdleReleaseAfter Duration `yaml:"idle_release_after" help:"Release a GPU's PM session after it has been idle this long (NVML utilisation 0, no kernels, SM active < 0.1 %) and take it back on the first sign of work; 0: never release. Needs NVML (health.library)."`
 		IdlePoll         Duration `yaml:"idle_poll" help:"How often a released GPU is polled through NVML for activity (1ms to 1s)."`
-		Pipeline         string   `yaml:"pipeline" help:"How each device's decode loop runs: serial (decode, evaluate and reset on one thread) or double (two counter data images; a second thread evaluates and resets one while the other is decoded into). double awaits its GPU check (scripts/gpu stage pmthroughput)."`
+		Pipeline         string   `yaml:"pipeline" help:"How each device's decode loop runs: serial (decode, evaluate and reset on one thread) or double (two counter data images; a second thread evaluates and resets one while the other is decoded into). double sustained 10 kHz with the default set on an H200 (docs/performance.md); use it below 200us."`
 		Backoff          bool     `yaml:"backoff" help:"When the host cannot decode and evaluate samples as fast as the interval asks (measured in the first second), lengthen the interval to one it sustains instead of losing samples; the effective interval is cupti_pm_sampling_interval_seconds."`
 	} `yaml:"pmsample"`
 	CUPTI struct {
