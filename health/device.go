@@ -25,10 +25,26 @@ type gpuState struct {
 	errs        map[string]uint64
 	gpm         *gpmState // GPM samples, when WithGPM and supported
 	log         *slog.Logger
+	errTick     int           // collections since the error counters were last read
+	errCache    []cachedValue // their values, repeated between reads
+}
+
+// errorEvery: error and link counters (ECC, retired pages, remapped rows, PCIe replays,
+// NVLink state and errors) change rarely and cost most of a collection (on an H200, 18
+// NVLink links × 6 NVML calls: a collection took 15-18 ms), so they are read every
+// errorEvery collections (10 s at the default interval) and repeated in between. XID errors
+// are events and arrive at once.
+const errorEvery = 10
+
+type cachedValue struct {
+	d     *descT
+	v     float64
+	extra []string
 }
 
 func (g *gpuState) identify(dev nvml.Device, resolve func(string) (string, bool)) {
 	g.dev, g.lost, g.lostReason = dev, false, ""
+	g.errTick, g.errCache = 0, nil // read the error counters at the next collection
 	if g.gpm != nil {
 		g.gpm.have = false // a sample from before a reset does not pair with one after it
 	}
@@ -182,7 +198,16 @@ func (g *gpuState) collect(b *builder, podOf func(uint32) (string, string, strin
 			}
 		}
 	}
-	g.collectErrors(add)
+	if g.errTick%errorEvery == 0 {
+		g.errCache = g.errCache[:0]
+		g.collectErrors(func(d *descT, v float64, extra ...string) {
+			g.errCache = append(g.errCache, cachedValue{d, v, append([]string(nil), extra...)})
+		})
+	}
+	g.errTick++
+	for _, c := range g.errCache {
+		add(c.d, c.v, c.extra...)
+	}
 	g.collectProcesses(b, podOf)
 	g.collectMIG(add)
 }

@@ -27,6 +27,7 @@ type reading struct {
 	tempC            uint32
 	smMHz, memMHz    uint32
 	events           uint64
+	nvlinkErrs       uint64
 	procs            []nvml.ProcessInfo
 	unsupported      map[string]bool
 	lost             atomic.Bool
@@ -104,7 +105,7 @@ func fakeGPU(d *server.Device, r *reading) {
 		}
 		return nvml.FEATURE_ENABLED, r.ret("nvlink_state")
 	}
-	d.GetNvLinkErrorCounterFunc = func(int, nvml.NvLinkErrorCounter) (uint64, nvml.Return) { return 0, r.ret("nvlink") }
+	d.GetNvLinkErrorCounterFunc = func(int, nvml.NvLinkErrorCounter) (uint64, nvml.Return) { return r.nvlinkErrs, r.ret("nvlink") }
 	d.GetComputeRunningProcessesFunc = func() ([]nvml.ProcessInfo, nvml.Return) { return r.procs, r.ret("processes") }
 	d.GetSupportedEventTypesFunc = func() (uint64, nvml.Return) { return nvml.EventTypeXidCriticalError, nvml.SUCCESS }
 	d.RegisterEventsFunc = func(uint64, nvml.EventSet) nvml.Return { return nvml.SUCCESS }
@@ -443,5 +444,32 @@ func TestMemoryFallsBackToV1(t *testing.T) {
 	}
 	if v, _ := series(t, snap, "cupti_gpu_memory_reserved_bytes", map[string]string{"gpu": "1"}); v != 600<<20 {
 		t.Errorf("reserved memory on a v2 GPU = %v, want 600 MiB", v)
+	}
+}
+
+// TestErrorCountersReadEveryTenth checks that the slow error and link counters are read on
+// the first collection and every tenth after it, and repeated in between.
+func TestErrorCountersReadEveryTenth(t *testing.T) {
+	srv, rs := newFakeServer(t)
+	rs[0].calls["nvlink"] = &atomic.Int64{}
+	rs[0].nvlinkErrs = 3
+	src := New(srv, nil, WithoutEvents())
+	started(t, src)
+	for i := range 12 {
+		src.Collect()
+		if i == 4 {
+			rs[0].nvlinkErrs = 5 // not read before the eleventh collection
+		}
+		want := 3.0
+		if i >= 10 {
+			want = 5
+		}
+		if v, ok := series(t, src.Snapshot(), "cupti_gpu_nvlink_errors_total", map[string]string{"gpu": "0", "link": "0", "type": "replay"}); !ok || v != want {
+			t.Fatalf("collection %d: nvlink errors %v (present %v), want %v", i, v, ok, want)
+		}
+	}
+	// 18 links x 5 counters per read, two reads
+	if n := rs[0].calls["nvlink"].Load(); n != 2*18*5 {
+		t.Errorf("NVLink error counters read %d times in 12 collections, want %d (two reads)", n, 2*18*5)
 	}
 }
