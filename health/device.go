@@ -30,10 +30,9 @@ type gpuState struct {
 }
 
 // errorEvery: error and link counters (ECC, retired pages, remapped rows, PCIe replays,
-// NVLink state and errors) change rarely and cost most of a collection (on an H200, 18
-// NVLink links × 6 NVML calls: a collection took 15-18 ms), so they are read every
-// errorEvery collections (10 s at the default interval) and repeated in between. XID errors
-// are events and arrive at once.
+// NVLink state and errors) change rarely and are more than half of a collection's NVML calls
+// (18 NVLink links × 6 calls on an H200), so they are read every errorEvery collections (10 s
+// at the default interval) and repeated in between. XID errors are events and arrive at once.
 const errorEvery = 10
 
 type cachedValue struct {
