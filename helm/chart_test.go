@@ -417,6 +417,7 @@ func TestSidecarHelpers(t *testing.T) {
 			if v, _ := envValue(app, "CUPTI_EXPORTER_SOCKET"); v != hostDir+"/activity.sock" {
 				t.Errorf("CUPTI_EXPORTER_SOCKET = %q", v)
 			}
+			checkWorkloadNamesPod(t, app)
 			if v := volume(spec, "cupti-exporter-run"); v == nil || v.EmptyDir == nil {
 				t.Errorf("shared volume = %+v; want an emptyDir", v)
 			}
@@ -476,8 +477,15 @@ func TestSidecarExampleMatchesHelpers(t *testing.T) {
 	}
 	app := container(t, rendered, "app", false)
 	trainer := container(t, example, "trainer", false)
-	if !reflect.DeepEqual(trainer.Env, app.Env) || !reflect.DeepEqual(trainer.VolumeMounts, app.VolumeMounts) {
-		t.Errorf("workload env/mounts differ: example %+v %+v, template %+v %+v", trainer.Env, trainer.VolumeMounts, app.Env, app.VolumeMounts)
+	// The example adds CONTAINER_NAME by hand, last (the template cannot know the name).
+	env := trainer.Env
+	if n := len(env); n == 0 || env[n-1].Name != "CONTAINER_NAME" || env[n-1].Value != trainer.Name {
+		t.Errorf("the example's workload env does not end with CONTAINER_NAME=%s: %+v", trainer.Name, env)
+	} else {
+		env = env[:n-1]
+	}
+	if !reflect.DeepEqual(env, app.Env) || !reflect.DeepEqual(trainer.VolumeMounts, app.VolumeMounts) {
+		t.Errorf("workload env/mounts differ: example %+v %+v, template %+v %+v", env, trainer.VolumeMounts, app.Env, app.VolumeMounts)
 	}
 	if job.Spec.Template.Labels["cupti-exporter.io/sidecar"] != "true" {
 		t.Error("the example pod lacks the label the default PodMonitor selects")

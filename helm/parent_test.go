@@ -156,6 +156,8 @@ func TestParentChartSidecar(t *testing.T) {
 			if v, _ := envValue(app, "CUDA_INJECTION64_PATH"); v != tc.hostDir+"/libcupti_exporter_inject.so" {
 				t.Errorf("CUDA_INJECTION64_PATH = %q", v)
 			}
+			checkWorkloadNamesPod(t, app)
+			wantArgs(t, exp, "--kubernetes.pod-informer=off", "--activity.memory-budget=64MiB")
 			if tc.name == "parent defaults (mode sidecar)" {
 				if want := exampleInitContainers(t); !reflect.DeepEqual(spec.InitContainers, want) {
 					a, _ := yaml.Marshal(spec.InitContainers)

@@ -135,8 +135,17 @@ a valid file (overwriting in place would corrupt their mapping).
 - --activity.enabled
 - --activity.socket={{ include "cupti-exporter.socket" . }}
 - --activity.socket-mode={{ .Values.activity.socketMode }}
+{{- with (include "cupti-exporter.memoryBudget" (list . $sidecar)) }}
+- --activity.memory-budget={{ . }}
+{{- end }}
 {{- else }}
 - --no-activity.enabled
+{{- end }}
+{{- /* Explicit, so that auto never starts an informer the RBAC does not allow. */}}
+{{- if and (not $sidecar) (eq (include "cupti-exporter.podInformer" .) "true") }}
+- --kubernetes.pod-informer=on
+{{- else }}
+- --kubernetes.pod-informer=off
 {{- end }}
 {{- if and .Values.kubelet.podResources.enabled (not $sidecar) }}
 - --kubelet.pod-resources-socket=/var/lib/kubelet/pod-resources/kubelet.sock
@@ -229,4 +238,72 @@ metricRelabelings:
 {{/* Name of cluster-scoped objects: unique per release and namespace. */}}
 {{- define "cupti-exporter.clusterName" -}}
 {{- printf "%s-%s" (include "cupti-exporter.fullname" .) .Release.Namespace | trunc 253 | trimSuffix "-" }}
+{{- end }}
+
+{{/*
+The activity receiver's memory budget (--activity.memory-budget), or nothing for the
+binary's default (128MiB, node mode). The sidecar defaults to 64MiB: its limit is
+256Mi, and the heap may reach about twice the budget (docs/activity.md).
+Argument: (list root sidecar).
+*/}}
+{{- define "cupti-exporter.memoryBudget" -}}
+{{- $root := index . 0 }}
+{{- $budget := $root.Values.activity.memoryBudget | default "" | toString }}
+{{- if and (not $budget) (index . 1) }}{{ $budget = "64MiB" }}{{ end }}
+{{- with $budget }}
+{{- $bytes := "" }}
+{{- if regexMatch "^[0-9]+ *(B|KiB|MiB|GiB|KB|MB|GB)?$" . }}{{ $bytes = include "cupti-exporter.bytes" . }}{{ end }}
+{{- if not $bytes }}
+{{- fail (printf "activity.memoryBudget %q: want a whole number with a unit (B, KiB, MiB, GiB, KB, MB, GB), e.g. 128MiB" .) }}
+{{- end }}
+{{- if lt (float64 $bytes) 16777216.0 }}
+{{- fail (printf "activity.memoryBudget %q: the exporter refuses less than 16MiB" .) }}
+{{- end }}
+{{- . }}
+{{- end }}
+{{- end }}
+
+{{/*
+Bytes (an integer, as text) of a size: a Kubernetes quantity (1Gi, 512Mi, 1G, 1073741824)
+or a size as the exporter's flags write it (128MiB, 1GB). Empty when it cannot be read.
+*/}}
+{{- define "cupti-exporter.bytes" -}}
+{{- if or (kindIs "float64" .) (kindIs "int" .) (kindIs "int64" .) }}
+{{- printf "%.0f" (float64 .) }}
+{{- else }}
+{{- $s := toString . | trim }}
+{{- if regexMatch "^([0-9]+(\\.[0-9]+)?) *(B|Ki|Mi|Gi|Ti|Pi|Ei|KiB|MiB|GiB|TiB|k|K|M|G|T|P|E|KB|MB|GB|TB)?$" $s }}
+{{- $num := regexFind "^[0-9]+(\\.[0-9]+)?" $s }}
+{{- $unit := trimPrefix $num $s | trim }}
+{{- $units := dict "" 1.0 "B" 1.0 "k" 1e3 "K" 1e3 "KB" 1e3 "M" 1e6 "MB" 1e6 "G" 1e9 "GB" 1e9 "T" 1e12 "TB" 1e12 "P" 1e15 "E" 1e18 "Ki" 1024.0 "KiB" 1024.0 "Mi" 1048576.0 "MiB" 1048576.0 "Gi" 1073741824.0 "GiB" 1073741824.0 "Ti" 1099511627776.0 "TiB" 1099511627776.0 "Pi" 1125899906842624.0 "Ei" 1152921504606846976.0 }}
+{{- printf "%.0f" (mulf (float64 $num) (get $units $unit)) }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/*
+GOMEMLIMIT at 90 % of the container's memory limit, when it has one and extraEnv does not
+set GOMEMLIMIT itself: the Go garbage collector then works harder near the limit instead of
+letting the heap grow into an OOM kill. It bounds only the Go runtime's memory, not CUPTI's
+C allocations (PM sampling). Argument: (list root resources).
+*/}}
+{{- define "cupti-exporter.goMemLimitEnv" -}}
+{{- $root := index . 0 }}
+{{- $limit := "" }}
+{{- with index . 1 }}{{ with .limits }}{{ with .memory }}{{ $limit = . }}{{ end }}{{ end }}{{ end }}
+{{- $given := false }}
+{{- range $root.Values.extraEnv }}{{ if eq .name "GOMEMLIMIT" }}{{ $given = true }}{{ end }}{{ end }}
+{{- if and $limit (not $given) }}
+{{- $bytes := include "cupti-exporter.bytes" $limit }}
+{{- if not $bytes }}
+{{- fail (printf "memory limit %v: cannot compute GOMEMLIMIT from it; write it as a Kubernetes quantity such as 1Gi, or set GOMEMLIMIT in extraEnv" $limit) }}
+{{- end }}
+{{- $mem := mulf (float64 $bytes) 0.9 }}
+- name: GOMEMLIMIT
+  {{- if ge $mem 1048576.0 }}
+  value: {{ printf "%.0fMiB" (floor (divf $mem 1048576.0)) | quote }}
+  {{- else }}
+  value: {{ printf "%.0f" (floor $mem) | quote }}
+  {{- end }}
+{{- end }}
 {{- end }}

@@ -32,7 +32,11 @@ under "cupti-exporter" over built-in defaults equal to values.yaml (a test keeps
 {{- include "cupti-exporter.sidecar.render" $r.ctx }}
 {{- end }}
 
-{{/* Environment of the workload container: load the injection library. */}}
+{{/*
+Environment of the workload container: load the injection library; POD_NAME and
+POD_NAMESPACE from the downward API. Add CONTAINER_NAME (the container's name) beside it
+to label the container too.
+*/}}
 {{- define "cupti-exporter.sidecar.workloadEnv" -}}
 {{- $r := dict }}
 {{- $_ := include "cupti-exporter.sidecarContext" (list . $r) }}
@@ -114,6 +118,7 @@ pmsample:
 activity:
   enabled: true
   socketMode: "0666"
+  memoryBudget: ""
 kubelet:
   podResources:
     enabled: true
@@ -150,6 +155,7 @@ initResources:
       valueFrom:
         fieldRef:
           fieldPath: metadata.namespace
+    {{- include "cupti-exporter.goMemLimitEnv" (list . .Values.sidecarResources) | nindent 4 }}
     {{- with .Values.extraEnv }}
     {{- toYaml . | nindent 4 }}
     {{- end }}
@@ -183,7 +189,11 @@ initResources:
       mountPath: {{ .Values.injection.hostDir }}
 {{- end }}
 
-{{/* Environment of the workload container: load the injection library. */}}
+{{/*
+Environment of the workload container: load the injection library, and name the pod
+(downward API) in the library's hello, so the sidecar labels the workload's series
+without a pod informer. CONTAINER_NAME has no downward-API field: the caller may add it.
+*/}}
 {{- define "cupti-exporter.sidecar.workloadEnv.render" -}}
 - name: CUDA_INJECTION64_PATH
   value: {{ include "cupti-exporter.injectionLibrary" . }}
@@ -191,6 +201,14 @@ initResources:
   value: {{ include "cupti-exporter.socket" . }}
 - name: CUPTI_EXPORTER_KINDS
   value: {{ .Values.injection.kinds | quote }}
+- name: POD_NAME
+  valueFrom:
+    fieldRef:
+      fieldPath: metadata.name
+- name: POD_NAMESPACE
+  valueFrom:
+    fieldRef:
+      fieldPath: metadata.namespace
 {{- end }}
 
 {{/* Mount of the shared folder in the workload container. */}}
