@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
 	colmetrics "go.opentelemetry.io/proto/otlp/collector/metrics/v1"
 	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
 	metricspb "go.opentelemetry.io/proto/otlp/metrics/v1"
@@ -112,10 +113,19 @@ func checkOTLP(t *testing.T, p *exporterProc, r *receiver) {
 			drained = true
 		}
 	}
-	_, before := p.scrape(t)
-	m, ok := find(before, "cupti_pcie_bytes_total", map[string]string{"uuid": uuid, "direction": "rx"})
+	// /readyz turns ready with the first frame of any source (the demo's health frames can come
+	// before its first PM batch): wait for the counter.
+	var before map[string]*dto.MetricFamily
+	var m *dto.Metric
+	ok := false
+	for deadline := time.Now().Add(15 * time.Second); !ok && time.Now().Before(deadline); {
+		_, before = p.scrape(t)
+		if m, ok = find(before, "cupti_pcie_bytes_total", map[string]string{"uuid": uuid, "direction": "rx"}); !ok {
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
 	if !ok {
-		t.Fatal("scrape lacks cupti_pcie_bytes_total{direction=rx}")
+		t.Fatal("scrape lacks cupti_pcie_bytes_total{direction=rx} after 15 s")
 	}
 	v1 := value(m)
 	r.next(t) // may have been collected before the scrape
