@@ -198,15 +198,11 @@ func fleetOverview() *dashboard.DashboardBuilder {
 	return d
 }
 
-// healthPanels are the titles of the panels healthRow adds: the Prometheus end-to-end check
-// evaluates them on a stand-in exporter whose health source reads a mock NVML.
-var healthPanels = map[string]bool{}
-
 // healthRow adds the device health row (package health, NVML): memory, power,
 // temperature, clocks and their throttle reasons, XID errors, ECC, row remapping and NVML's
 // utilisation beside SM active. fleet: one series per GPU across nodes, else one GPU.
 func healthRow(d *dashboard.DashboardBuilder, sel string, fleet bool) {
-	const nvmlNote = " From NVML (the health source, --health.enabled), live exporters only until recordings carry health frames."
+	const nvmlNote = " From NVML (the health source, --health.enabled; recordings carry it as health frames)."
 	by, leg := "", ""
 	if fleet {
 		by, leg = "instance, gpu", "{{instance}} GPU {{gpu}} "
@@ -221,7 +217,6 @@ func healthRow(d *dashboard.DashboardBuilder, sel string, fleet bool) {
 		return `sum by (` + l + `) (` + expr + `)`
 	}
 	add := func(p *timeseries.PanelBuilder, title string) {
-		healthPanels[title] = true
 		d.WithPanel(p)
 	}
 	d.WithRow(dashboard.NewRowBuilder("Device health (NVML)"))
@@ -246,8 +241,8 @@ func healthRow(d *dashboard.DashboardBuilder, sel string, fleet bool) {
 		add(series("Clocks", "SM and memory clocks, and the SM clock's maximum."+nvmlNote, "hertz", 8,
 			query(`cupti_gpu_clock_hertz{`+sel+`, clock=~"sm|memory"}`, "{{clock}}"),
 			query(`cupti_gpu_max_clock_hertz{`+sel+`, clock="sm"}`, "sm max")), "Clocks")
-		add(series("Clock-event reasons active", "The clock-event (throttle) reasons that hold the clocks down now, 1 while active (gpu_idle is the normal state of an idle GPU)."+nvmlNote, "short", 8,
-			query(`cupti_gpu_clock_event_reasons{`+sel+`} == 1`, "{{reason}}")), "Clock-event reasons active")
+		add(series("Clock-event reasons active", "The clock-event (throttle) reasons that held the clocks down at some time in the range, 1 while active (gpu_idle is the normal state of an idle GPU; a busy GPU at full clocks has none active)."+nvmlNote, "short", 8,
+			query(`cupti_gpu_clock_event_reasons{`+sel+`} and on (uuid, reason) (max_over_time(cupti_gpu_clock_event_reasons{`+sel+`}[$__range]) == 1)`, "{{reason}}")), "Clock-event reasons active")
 	}
 	add(series("Time throttled by reason", "Share of time the clocks were held below the requested level, by policy (power, thermal, ...): 1 is all the time."+nvmlNote, "percentunit", 8,
 		query(sum(`rate(cupti_gpu_clock_event_seconds_total{`+sel+`}[$__rate_interval])`, "reason"), leg+"{{reason}}")), "Time throttled by reason")
@@ -390,6 +385,19 @@ func whoUses() *dashboard.DashboardBuilder {
 	while := func(active, sampled, sel, by string) string {
 		return `sum by (` + by + `) (` + rate(active, sel) + `) / sum by (` + by + `) (` + rate(sampled, sel) + `)`
 	}
+	// dramSum is read plus write DRAM bytes of a scope (cupti_kernel, cupti_pod) by the
+	// labels by: the attribution counts them in two families, as the device does
+	// (cupti_dram_read_bytes_total, cupti_dram_write_bytes_total), not with a direction label.
+	dramSum := func(scope, fn, sel, by string) string {
+		rng := "$__rate_interval"
+		if fn == "increase" {
+			rng = "$__range"
+		}
+		one := func(dir string) string {
+			return `sum by (` + by + `) (` + fn + `(` + scope + `_dram_` + dir + `_bytes_total{` + sel + `}[` + rng + `]))`
+		}
+		return one("read") + ` + ` + one("write")
+	}
 	stacked := common.NewStackingConfigBuilder().Mode(common.StackingModeNormal)
 	const kernelNote = ` "(idle)" is time no traced kernel ran, "(untraced)" time of processes not traced (no injection library, or outside its duty cycle), "other" the kernels beyond the top-K label set.`
 
@@ -408,7 +416,7 @@ func whoUses() *dashboard.DashboardBuilder {
 		query(`topk(10, sum by (kernel) (`+rate("cupti_kernel_sampled_seconds_total", gpuSel)+`))`, "{{kernel}}")).
 		Stacking(stacked))
 	d.WithPanel(series("DRAM bandwidth by kernel", "Device memory bytes per second (read + write) attributed to each kernel."+kernelNote, "Bps", 12,
-		query(`topk(10, sum by (kernel) (`+rate("cupti_kernel_dram_bytes_total", gpuSel)+`))`, "{{kernel}}")).
+		query(`topk(10, `+dramSum("cupti_kernel", "rate", gpuSel, "kernel")+`)`, "{{kernel}}")).
 		Stacking(stacked))
 	d.WithPanel(series("NVLink transmit by kernel", "NVLink bytes per second sent while each kernel ran. Transmit is attributed on the sender, the kernel that pushed the bytes; received bytes may have been pushed by a peer GPU's kernel while this GPU ran something else."+nvlinkDesc+kernelNote, "Bps", 12,
 		query(`topk(10, sum by (kernel) (`+rate("cupti_kernel_nvlink_bytes_total", gpuSel+`, direction="tx"`)+`))`, "{{kernel}}")).
@@ -424,7 +432,7 @@ func whoUses() *dashboard.DashboardBuilder {
 	d.WithPanel(table.NewPanelBuilder().Title("Kernels over the time range").
 		Description("Per kernel over the dashboard's range: DRAM bytes, NVLink bytes sent, and tensor pipe active while it ran.").
 		Datasource(ds).Span(24).Height(10).
-		WithTarget(instantTable(`sum by (kernel) (increase(cupti_kernel_dram_bytes_total{` + gpuSel + `}[$__range]))`).RefId("A")).
+		WithTarget(instantTable(dramSum("cupti_kernel", "increase", gpuSel, "kernel")).RefId("A")).
 		WithTarget(instantTable(`sum by (kernel) (increase(cupti_kernel_nvlink_bytes_total{` + gpuSel + `, direction="tx"}[$__range]))`).RefId("B")).
 		WithTarget(instantTable(`sum by (kernel) (increase(cupti_kernel_tensor_pipe_active_seconds_total{` + gpuSel + `}[$__range])) / sum by (kernel) (increase(cupti_kernel_sampled_seconds_total{` + gpuSel + `}[$__range]))`).RefId("C")).
 		WithTransformation(dashboard.DataTransformerConfig{Id: "merge", Options: map[string]any{}}).
@@ -440,7 +448,8 @@ func whoUses() *dashboard.DashboardBuilder {
 	d.WithPanel(series("Tensor pipe while each pod ran", "Tensor pipe active while the pod's kernels ran: attributed active seconds over the pod's sampled seconds.", "percentunit", 12,
 		query(while("cupti_pod_tensor_pipe_active_seconds_total", "cupti_pod_sampled_seconds_total", psel, "namespace, pod"), "{{namespace}}/{{pod}}")))
 	d.WithPanel(series("DRAM bandwidth by pod", "Device memory bytes per second attributed to each pod's kernels, read and write.", "Bps", 12,
-		query(`sum by (namespace, pod, direction) (`+rate("cupti_pod_dram_bytes_total", psel)+`)`, "{{namespace}}/{{pod}} {{direction}}")))
+		query(`sum by (namespace, pod) (`+rate("cupti_pod_dram_read_bytes_total", psel)+`)`, "{{namespace}}/{{pod}} read"),
+		query(`sum by (namespace, pod) (`+rate("cupti_pod_dram_write_bytes_total", psel)+`)`, "{{namespace}}/{{pod}} write")))
 	d.WithPanel(series("NVLink by pod", "NVLink bytes per second while each pod's kernels ran; transmit (tx) is attributed on the sender."+nvlinkDesc, "Bps", 12,
 		query(`sum by (namespace, pod, direction) (`+rate("cupti_pod_nvlink_bytes_total", psel)+`)`, "{{namespace}}/{{pod}} {{direction}}")).
 		NoValue(nvlinkNoData))

@@ -22,8 +22,8 @@ import (
 
 // serveHealth runs the health source (package health) on go-nvml's mock of a DGX H100
 // (8 GPUs) behind a real exporter (package exporter: the same registry, the same pod
-// labels), so the health panels and rules are evaluated on what the exporter really
-// serves while recordings carry no health frames yet. The GPUs are healthy: power well
+// labels). The recordings carry health frames, but their GPUs raised no XID: the stand-in
+// is what gives the XID panels data (prometheus_e2e_test.go, xidPanels). The GPUs are healthy: power well
 // under its limit, no thermal or power throttling, no ECC error, no row remap pending; one
 // XID 13 (an application's own fault, which CuptiGPUXidError ignores) on GPU 1 gives the
 // XID panel data without an alert.

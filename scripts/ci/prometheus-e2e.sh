@@ -2,8 +2,9 @@
 # prometheus-e2e.sh: a real Prometheus server (Debian's 2.42 here) scrapes the exporter's
 # --demo and the synthetic two-GPU replay, with and without native histograms, with the
 # labels prometheus-operator gives a ServiceMonitor target, and loads the chart's alert
-# rules (two stand-in targets serve what the replays cannot: the attribution families, and
-# the health families from the health source on go-nvml's mock DGX H100); every dashboard expression (panels and variables) and every alert rule is then
+# rules (the replays serve the health and attribution families; one stand-in target, the
+# health source on go-nvml's mock DGX H100, serves an XID, which no recorded GPU raised);
+# every dashboard expression (panels and variables) and every alert rule is then
 # evaluated through the HTTP API. Each must return data or be listed, with its reason, in
 # dashboards/expected-empty.yaml; no alert may be pending on the healthy replays; and every
 # input series of helm/cupti-exporter/tests/rules_test.yaml must have a label set that
