@@ -115,10 +115,14 @@ func startEnv(t *testing.T, env []string, args ...string) *exporterProc {
 			t.Fatalf("exporter exited early (%v):\n%s", err, p.out.String())
 		default:
 		}
+		// Ready, and no replayed source still waiting for its first batch (/readyz turns
+		// ready with the first source that produces: a recording's health frames can come
+		// before its first PM batch).
 		resp, err := http.Get("http://" + p.addr + "/readyz")
 		if err == nil {
+			body, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
+			if resp.StatusCode == http.StatusOK && !strings.Contains(string(body), "waiting for the first batch") {
 				return p
 			}
 		}
