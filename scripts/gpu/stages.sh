@@ -222,7 +222,12 @@ stage_hostile() {
   say "hostile: kernels counted $(val "$L/hostile-mid.txt" '^cupti_activity_records_total') $(grep -E '^cupti_activity_dropped_(connections|records)_total' "$L/hostile-mid.txt" | grep -v ' 0$' | tr '\n' ' ')"
   local d0 end=$((SECONDS + ${STORM_S:-30}))
   d0=$(grep -E '^cupti_pm_samples_lost_total.*reason="(image_full|overflow|decode_error)"' "$L/hostile-mid.txt" | awk '{ s += $NF } END { print s + 0 }')
-  for i in $(seq 1 200); do (while [ $SECONDS -lt $end ]; do curl -s -o /dev/null localhost:9480/metrics; done) & done; wait $(jobs -p | grep -v "^$lp$") 2>/dev/null
+  # Each scraper gives up on a scrape after 5 s (a stalled request must not hang the stage); the
+  # storm's own pids are waited for, not the load's.
+  local sc=()
+  for i in $(seq 1 200); do (while [ $SECONDS -lt $end ]; do curl -s -m 5 -o /dev/null localhost:9480/metrics || echo fail; done) >> "$L/storm-fails.txt" & sc+=($!); done
+  wait "${sc[@]}" 2>/dev/null
+  say "hostile storm: scrapes that failed or took over 5 s: $(grep -c fail "$L/storm-fails.txt")"
   sleep 1; scrape "$L/hostile-final.txt" 9480
   say "hostile storm: 200 scrapers ${STORM_S:-30} s, scrapes $(val "$L/hostile-final.txt" '^promhttp_metric_handler_requests_total'), samples lost to image_full/overflow/decode errors $d0 -> $(grep -E '^cupti_pm_samples_lost_total.*reason="(image_full|overflow|decode_error)"' "$L/hostile-final.txt" | awk '{ s += $NF } END { print s + 0 }'), rss $(proc_rss_mb $pid) MB"
   kill $lp 2>/dev/null; wait $lp 2>/dev/null
