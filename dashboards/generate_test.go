@@ -258,6 +258,13 @@ func healthRow(d *dashboard.DashboardBuilder, sel string, fleet bool) {
 	add(series("NVML utilisation and SM active", "NVML's GPU utilisation (share of time one or more kernels ran: a single tiny kernel counts as busy) beside PM sampling's SM active (how much of the GPU worked)."+nvmlNote, "percentunit", 8,
 		query(sum(`cupti_nvml_gpu_utilization_ratio{`+sel+`}`, ""), leg+"NVML utilisation"),
 		query(sum(`cupti_sm_active_ratio{`+sel+`}`, ""), leg+"SM active")), "NVML utilisation and SM active")
+	if !fleet {
+		add(series("GPM activity (while PM Sampling is paused)", "SM, tensor and DRAM bandwidth activity from NVML GPM (Hopper and newer; --health.gpm, on in the chart): a unit apart from the PM counters that kept reporting on an H200 while ncu held them, so this panel shows activity when the PM Sampling panels are blank (paused, busy, idle-released). One value per health interval."+nvmlNote, "percentunit", 8,
+			query(`cupti_gpm_sm_active_ratio{`+sel+`}`, "SM active (GPM)"),
+			query(`cupti_gpm_tensor_active_ratio{`+sel+`}`, "tensor active (GPM)"),
+			query(`cupti_gpm_dram_bandwidth_ratio{`+sel+`}`, "DRAM bandwidth (GPM)")).
+			NoValue("No GPM: --health.gpm is off, or the GPU is older than Hopper"), "GPM activity")
+	}
 }
 
 // notDeviceCounters matches the counters that are not device counters of PM sampling (or

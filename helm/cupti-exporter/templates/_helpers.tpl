@@ -141,6 +141,16 @@ a valid file (overwriting in place would corrupt their mapping).
 {{- else }}
 - --no-activity.enabled
 {{- end }}
+{{- $health := .Values.health | default dict }}
+{{- if and (not $sidecar) (ne (toString $health.enabled) "false") }}
+- --health.enabled
+- --health.interval={{ $health.interval | default "1s" }}
+{{- if ne (toString $health.gpm) "false" }}
+- --health.gpm
+{{- end }}
+{{- else }}
+- --no-health.enabled
+{{- end }}
 {{- /* Explicit, so that auto never starts an informer the RBAC does not allow. */}}
 {{- if and (not $sidecar) (eq (include "cupti-exporter.podInformer" .) "true") }}
 - --kubernetes.pod-informer=on
