@@ -65,7 +65,9 @@ func newPipeline(sd splitDecoder) *pipeline {
 // run is the evaluator thread; it ends when the jobs channel closes.
 func (p *pipeline) run(r *runner) {
 	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
+	if raisePriority() != nil { // as the runner's thread (runner.run): a raised thread ends with us
+		defer runtime.UnlockOSThread()
+	}
 	defer close(p.done)
 	var mark time.Duration
 	for j := range p.jobs {

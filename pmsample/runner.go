@@ -85,7 +85,12 @@ func (r *runner) paused() (bool, time.Time) {
 // counters are busy or refused; wait while paused.
 func (r *runner) run(ctx context.Context, sink func(Batch)) {
 	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
+	// With its priority raised the thread ends with this goroutine (never unlocked) rather than
+	// go back to the runtime's pool ahead of everything else.
+	if err := raisePriority(); err != nil {
+		r.log.Info("decode thread keeps the default priority: scrapes and other work can delay decoding", "nice", decodeNice, "err", err)
+		defer runtime.UnlockOSThread()
+	}
 	if sd, ok := r.pm.(splitDecoder); ok && r.s.cfg.pipeline == PipelineDouble {
 		r.pipe = newPipeline(sd)
 		go r.pipe.run(r)
