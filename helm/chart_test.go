@@ -127,8 +127,8 @@ func TestNodeModeDefaults(t *testing.T) {
 	if sc == nil || sc.Privileged == nil || *sc.Privileged {
 		t.Fatal("exporter is privileged or has no securityContext")
 	}
-	if sc.Capabilities == nil || !slices.Equal(sc.Capabilities.Add, []corev1.Capability{"SYS_ADMIN"}) || !slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) {
-		t.Errorf("capabilities = %+v; want drop ALL, add SYS_ADMIN (profiling.requireCapSysAdmin defaults to true)", sc.Capabilities)
+	if sc.Capabilities == nil || !slices.Equal(sc.Capabilities.Add, []corev1.Capability{"SYS_ADMIN", "SYS_NICE"}) || !slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) {
+		t.Errorf("capabilities = %+v; want drop ALL, add SYS_ADMIN and SYS_NICE (profiling.requireCapSysAdmin defaults to true; SYS_NICE for the decode threads' priority)", sc.Capabilities)
 	}
 	if sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem {
 		t.Error("root filesystem is writable")
@@ -241,8 +241,8 @@ func TestNodeModeCustomValues(t *testing.T) {
 		t.Error("extraEnv not passed")
 	}
 	sc := exp.SecurityContext
-	if len(sc.Capabilities.Add) != 0 || sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation {
-		t.Errorf("capabilities %+v / allowPrivilegeEscalation %v with requireCapSysAdmin false; want none added and no escalation", sc.Capabilities, sc.AllowPrivilegeEscalation)
+	if !slices.Equal(sc.Capabilities.Add, []corev1.Capability{"SYS_NICE"}) || sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation {
+		t.Errorf("capabilities %+v / allowPrivilegeEscalation %v with requireCapSysAdmin false; want only SYS_NICE added (decode threads' priority) and no escalation", sc.Capabilities, sc.AllowPrivilegeEscalation)
 	}
 	// The probes stay on the plain health port while web.configSecret turns TLS/auth on.
 	checkHealthProbes(t, exp, 9478)
