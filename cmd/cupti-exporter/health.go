@@ -3,8 +3,6 @@ package main
 import (
 	"context"
 	"log/slog"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
@@ -43,12 +41,5 @@ func newHealthSource(logger *slog.Logger, cfg *Config, devices func() []pmsample
 	return health.New(nvml.New(libOpts...), logger,
 		health.WithInterval(time.Duration(cfg.Health.Interval)),
 		health.WithGPM(cfg.Health.GPM),
-		health.WithGPUResolver(func(uuid string) (string, bool) {
-			for _, d := range devices() {
-				if strings.EqualFold(d.UUID, uuid) {
-					return strconv.Itoa(d.Index), true
-				}
-			}
-			return "", false
-		}))
+		health.WithGPUResolver(gpuLabelOf(devices)))
 }

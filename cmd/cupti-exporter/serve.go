@@ -357,14 +357,27 @@ func samplerOptions(cfg *Config) []pmsample.Option {
 // activityOptions labels activity series with the host's GPU index of the UUID a process
 // reports (its own CUDA ordinals are remapped by CUDA_VISIBLE_DEVICES), as PM series do.
 func activityOptions(devices func() []pmsample.Device) []activity.Option {
-	return []activity.Option{activity.WithGPUResolver(func(uuid string) (string, bool) {
-		for _, d := range devices() {
-			if strings.EqualFold(d.UUID, uuid) {
-				return strconv.Itoa(d.Index), true
-			}
+	return []activity.Option{activity.WithGPUResolver(gpuLabelOf(devices))}
+}
+
+// gpuLabelOf maps a device UUID (as a process or NVML reports it) to the gpu label of the PM
+// series: the index of the source's device with that UUID.
+func gpuLabelOf(devices func() []pmsample.Device) func(uuid string) (string, bool) {
+	return func(uuid string) (string, bool) {
+		if d, ok := deviceByUUID(devices(), uuid); ok {
+			return strconv.Itoa(d.Index), true
 		}
 		return "", false
-	})}
+	}
+}
+
+func deviceByUUID(ds []pmsample.Device, uuid string) (pmsample.Device, bool) {
+	for _, d := range ds {
+		if strings.EqualFold(d.UUID, uuid) {
+			return d, true
+		}
+	}
+	return pmsample.Device{}, false
 }
 
 // liveActivityOptions are activityOptions for records from the socket: devices a process
@@ -375,12 +388,8 @@ func liveActivityOptions(devices func() []pmsample.Device, budget *activity.Budg
 		activity.WithBudget(budget),
 		activity.WithDeviceFilter(func(uuid string) (exists, known bool) {
 			ds := devices()
-			for _, d := range ds {
-				if strings.EqualFold(d.UUID, uuid) {
-					return true, true
-				}
-			}
-			return false, len(ds) > 0
+			_, exists = deviceByUUID(ds, uuid)
+			return exists, exists || len(ds) > 0
 		}))
 }
 
