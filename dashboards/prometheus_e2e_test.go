@@ -383,24 +383,7 @@ func loadDashboardQueries(t *testing.T) []dashQueries {
 	t.Helper()
 	var out []dashQueries
 	for _, f := range dashboardFiles(t) {
-		raw, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var d struct {
-			Panels     []panelJSON `json:"panels"`
-			Templating struct {
-				List []struct {
-					Name       string `json:"name"`
-					Type       string `json:"type"`
-					Query      any    `json:"query"`
-					IncludeAll bool   `json:"includeAll"`
-				} `json:"list"`
-			} `json:"templating"`
-		}
-		if err := json.Unmarshal(raw, &d); err != nil {
-			t.Fatalf("%s: %v", f, err)
-		}
+		d := readDashboard(t, f)
 		dq := dashQueries{file: f}
 		for _, v := range d.Templating.List {
 			if v.Type != "query" {
@@ -409,16 +392,9 @@ func loadDashboardQueries(t *testing.T) []dashQueries {
 			q, _ := v.Query.(string)
 			dq.vars = append(dq.vars, dashVar{name: v.Name, query: q, all: v.IncludeAll})
 		}
-		var walk func([]panelJSON)
-		walk = func(ps []panelJSON) {
-			for _, p := range ps {
-				for _, tg := range p.Targets {
-					dq.targets = append(dq.targets, dashTarget{fmt.Sprintf("%s: panel %q target %s", f, p.Title, tg.RefID), p.Title, tg.Expr})
-				}
-				walk(p.Panels)
-			}
-		}
-		walk(d.Panels)
+		d.eachTarget(func(p panelJSON, refID, expr string) {
+			dq.targets = append(dq.targets, dashTarget{fmt.Sprintf("%s: panel %q target %s", f, p.Title, refID), p.Title, expr})
+		})
 		out = append(out, dq)
 	}
 	return out

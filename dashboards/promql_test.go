@@ -44,33 +44,10 @@ func dashboardQueries(t *testing.T) []promQuery {
 	t.Helper()
 	var out []promQuery
 	for _, f := range dashboardFiles(t) {
-		raw, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var d struct {
-			Panels     []panelJSON `json:"panels"`
-			Templating struct {
-				List []struct {
-					Name  string `json:"name"`
-					Type  string `json:"type"`
-					Query any    `json:"query"`
-				} `json:"list"`
-			} `json:"templating"`
-		}
-		if err := json.Unmarshal(raw, &d); err != nil {
-			t.Fatalf("%s: %v", f, err)
-		}
-		var walk func([]panelJSON)
-		walk = func(ps []panelJSON) {
-			for _, p := range ps {
-				for _, tg := range p.Targets {
-					out = append(out, promQuery{fmt.Sprintf("%s: panel %q target %s", f, p.Title, tg.RefID), tg.Expr})
-				}
-				walk(p.Panels)
-			}
-		}
-		walk(d.Panels)
+		d := readDashboard(t, f)
+		d.eachTarget(func(p panelJSON, refID, expr string) {
+			out = append(out, promQuery{fmt.Sprintf("%s: panel %q target %s", f, p.Title, refID), expr})
+		})
 		for _, v := range d.Templating.List {
 			if v.Type != "query" {
 				continue
@@ -89,6 +66,47 @@ func dashboardQueries(t *testing.T) []promQuery {
 		}
 	}
 	return out
+}
+
+// dashboardJSON is what the checks read of a dashboard: its (nested) panels and variables.
+type dashboardJSON struct {
+	Panels     []panelJSON `json:"panels"`
+	Templating struct {
+		List []struct {
+			Name       string `json:"name"`
+			Type       string `json:"type"`
+			Query      any    `json:"query"`
+			IncludeAll bool   `json:"includeAll"`
+		} `json:"list"`
+	} `json:"templating"`
+}
+
+// readDashboard decodes dashboard file f.
+func readDashboard(t *testing.T, f string) dashboardJSON {
+	t.Helper()
+	raw, err := os.ReadFile(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d dashboardJSON
+	if err := json.Unmarshal(raw, &d); err != nil {
+		t.Fatalf("%s: %v", f, err)
+	}
+	return d
+}
+
+// eachTarget calls fn for every target of every panel, rows' nested panels included.
+func (d dashboardJSON) eachTarget(fn func(p panelJSON, refID, expr string)) {
+	var walk func([]panelJSON)
+	walk = func(ps []panelJSON) {
+		for _, p := range ps {
+			for _, tg := range p.Targets {
+				fn(p, tg.RefID, tg.Expr)
+			}
+			walk(p.Panels)
+		}
+	}
+	walk(d.Panels)
 }
 
 type panelJSON struct {
