@@ -51,7 +51,8 @@ func notifyShutdown(parent context.Context) (context.Context, func()) {
 	return ctx, func() { signal.Stop(ch); cancel(nil) }
 }
 
-// logSignals logs the shutdown signal and every SIGHUP until ctx ends.
+// logSignals logs the shutdown signal and every SIGHUP until ctx ends. A ctx derived from
+// the shutdown context carries the signal as its cause when the signal ended it.
 func logSignals(ctx context.Context, logger *slog.Logger) {
 	for {
 		select {
@@ -107,7 +108,12 @@ func parse(args []string, stdout, stderr io.Writer) (*Config, *cli, string, erro
 
 func dispatch(ctx context.Context, cmd string, cfg *Config, cl *cli, stdout io.Writer) error {
 	logger := promslog.New(&cl.log)
-	go logSignals(ctx, logger)
+	// The signal log runs until the command returns, and the command waits for it: the
+	// shutdown line must be written before main exits.
+	logCtx, stopLog := context.WithCancel(ctx)
+	logged := make(chan struct{})
+	go func() { logSignals(logCtx, logger); close(logged) }()
+	defer func() { stopLog(); <-logged }()
 	switch cmd {
 	case cmdVersion:
 		fmt.Fprintln(stdout, version.Print("cupti-exporter"))
