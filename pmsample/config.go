@@ -29,8 +29,9 @@ type config struct {
 	backoffMin     time.Duration
 	backoffMax     time.Duration
 	privilegeRetry time.Duration
-	rateBackoff    bool   // lengthen the interval when the host cannot sustain the rate
-	pipeline       string // PipelineSerial or PipelineDouble
+	rateBackoff    bool          // lengthen the interval when the host cannot sustain the rate
+	pipeline       string        // PipelineSerial or PipelineDouble
+	stallFloor     time.Duration // least silence taken for a stalled session (tests lower it)
 }
 
 // Option configures a Sampler.
@@ -139,6 +140,7 @@ func newConfig(opts []Option) (config, error) {
 		backoffMax:     DefaultBackoffMax,
 		privilegeRetry: PrivilegeRetry,
 		pipeline:       PipelineSerial,
+		stallFloor:     time.Second,
 	}
 	for _, o := range opts {
 		o.apply(&c)

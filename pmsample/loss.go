@@ -18,14 +18,16 @@ type Loss struct {
 //   - invalid: decoded samples that could not be evaluated or had no valid time span.
 //   - start: from Start to the first delivered sample of a session nothing else explains
 //     (the first sample, which began before Start, is dropped).
-//   - rotation: multiplexing switched groups (Stop, SetConfig, Start).
+//   - rotation: multiplexing switched groups (a new session for the next group).
+//   - stall: a started session delivered no sample for longer than 5 decode periods (at
+//     least 1 s); the session was recreated.
 //   - backoff: the session was restarted at a longer interval (WithAutoBackoff).
 //   - paused, busy, error: the counters were released on request, held by another profiler,
 //     or could not be acquired.
 //   - idle_release: from the first sign of work on an idle-released GPU to its first sample
 //     after the session was taken back (release.go); the released time itself is no loss.
 //   - gap: samples missing between two delivered ones with no event to explain them.
-var LostReasons = [...]string{"image_full", "overflow", "decode_error", "invalid", "start", "rotation", "backoff", "paused", "busy", "error", "idle_release", "gap"}
+var LostReasons = [...]string{"image_full", "overflow", "decode_error", "invalid", "start", "rotation", "stall", "backoff", "paused", "busy", "error", "idle_release", "gap"}
 
 func lostIndex(reason string) int {
 	for i, r := range LostReasons {
@@ -76,6 +78,14 @@ func (a *lossAccount) started(now uint64) {
 	if a.cause == "" {
 		a.cause = "start"
 	}
+}
+
+// stall accounts the time from the cursor to now to "stall", whatever cause was open (a
+// session that took its start or its rotation and then delivered nothing), and leaves
+// "stall" open until the next sample.
+func (a *lossAccount) stall(now uint64) {
+	a.cause = "stall"
+	a.flush(now)
 }
 
 // flush accounts the open cause up to now (the device is idle: paused, busy, error).

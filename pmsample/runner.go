@@ -42,6 +42,9 @@ type runner struct {
 	verdict   verdict       // admission's verdict behind backoffTo
 	cpuMark   time.Duration // decode thread CPU at the previous batch
 	pipe      *pipeline     // the evaluator thread with the double pipeline; nil: serial
+	// lastSampleNS is the end of the newest delivered sample, or the session's start (ns on
+	// the samples' clock); the evaluator thread of the double pipeline writes it too.
+	lastSampleNS atomic.Uint64
 }
 
 func newRunner(s *Sampler, dev Device, pm pmDevice, groups []Group) *runner {
@@ -234,6 +237,7 @@ func (r *runner) configure() error {
 		return err
 	}
 	r.startNS = ts
+	r.lastSampleNS.Store(ts)
 	r.loss.started(ts)
 	return nil
 }
@@ -283,15 +287,14 @@ func (r *runner) sample(ctx context.Context, sink func(Batch)) error {
 				return err
 			}
 		case <-rotate:
-			dead := r.drain(sink)
+			// A new session for each turn: on an H200 (CUPTI 13.0) Stop, SetConfig and Start
+			// in the same session returned no error and then no sample ever again (run M);
+			// Disable and Enable is the path idle release and backoff proved there.
+			r.drain(sink)
 			r.loss.open("rotation", r.now())
 			r.group = (r.group + 1) % len(r.groups)
-			if dead {
-				r.release()
-				if err := r.acquireKeepGroup(); err != nil {
-					return err
-				}
-			} else if err := r.configure(); err != nil {
+			r.release()
+			if err := r.acquireKeepGroup(); err != nil {
 				return err
 			}
 		}
@@ -315,6 +318,16 @@ func (r *runner) drain(sink func(Batch)) (dead bool) {
 // A pending backoff (admission) restarts the session at its longer interval.
 func (r *runner) decode(sink func(Batch)) error {
 	dead := r.collect(sink)
+	if !dead && r.stalled() {
+		r.pipe.wait() // the evaluator may still deliver the last samples, and it owns the loss account
+		if r.stalled() {
+			now := r.now()
+			r.log.Warn("pm sampling session delivered no sample for too long; recreating it", "for", time.Duration(now-r.lastSampleNS.Load()))
+			r.loss.stall(now)
+			r.release()
+			return r.acquireKeepGroup()
+		}
+	}
 	if !dead && r.decErrs < 3 {
 		if r.backoffTo.Load() > 0 {
 			return r.backOff(sink)
@@ -423,8 +436,27 @@ func (r *runner) deliver(b *Batch, sink func(Batch), mark *time.Duration, cost t
 		}
 		*mark = cpu
 	}
+	if n := len(b.Samples); n > 0 {
+		r.lastSampleNS.Store(b.Samples[n-1].End)
+	}
 	sink(*b)
 	r.admitBatch(cost, len(b.Samples)+b.SkippedInvalid+b.DroppedFirst)
+}
+
+// stalled reports whether the session has delivered no sample for longer than stallAfter
+// since its newest sample or its start. A started session yields samples whether or not
+// the GPU works (the trigger is GPU time), so silence means a session that took its
+// configuration and then produced nothing: seen on an H200 after Stop, SetConfig, Start.
+func (r *runner) stalled() bool {
+	last := r.lastSampleNS.Load()
+	now := r.now()
+	return last != 0 && now > last && time.Duration(now-last) > r.stallAfter()
+}
+
+// stallAfter is max(5 decode periods, 20 intervals, the configured floor (1 s)): a late
+// decode or a long interval is not a stall.
+func (r *runner) stallAfter() time.Duration {
+	return max(5*r.s.cfg.decodePeriod, 20*r.interval, r.s.cfg.stallFloor)
 }
 
 func (r *runner) acquireKeepGroup() error {

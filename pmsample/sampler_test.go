@@ -30,6 +30,12 @@ type scriptPM struct {
 	first      bool // the next decode yields a sample that began before Start
 	clock      uint64
 	startTS    uint64
+	// The H200's behaviour in run M: a Start after a Stop in the same session succeeds and
+	// yields no sample ever after (restartDead); deadFrom kills the session at that decode.
+	restartDead bool
+	deadFrom    int
+	stopped     bool // Stop was called since Enable
+	dead        bool // this session yields no samples until Disable
 }
 
 func newScriptPM() *scriptPM {
@@ -45,7 +51,7 @@ func (p *scriptPM) Enable() error {
 	if p.enabled {
 		return fmt.Errorf("enable: %w", cupti.ErrInvalidOperation)
 	}
-	p.enabled = true
+	p.enabled, p.stopped, p.dead = true, false, false
 	return nil
 }
 
@@ -70,6 +76,7 @@ func (p *scriptPM) Start() (uint64, error) {
 	p.record("Start")
 	p.clock += 1e6
 	p.startTS, p.started, p.first = p.clock, true, true
+	p.dead = p.dead || (p.restartDead && p.stopped)
 	return p.startTS, nil
 }
 
@@ -77,7 +84,7 @@ func (p *scriptPM) Stop() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.record("Stop")
-	p.started = false
+	p.started, p.stopped = false, true
 	return nil
 }
 
@@ -98,6 +105,13 @@ func (p *scriptPM) Decode(g int, fn func(start, end uint64, values []float64)) (
 	}
 	if !p.started {
 		return cupti.DecodeResult{StopReason: cupti.StopEndOfRecords}, nil
+	}
+	if p.deadFrom > 0 && p.decodes >= p.deadFrom { // once: the next session works
+		p.dead, p.deadFrom = true, 0
+	}
+	if p.dead {
+		p.clock += 3e6 // time passes, and nothing comes
+		return cupti.DecodeResult{StopReason: cupti.StopOther}, nil
 	}
 	vals := []float64{float64(g + 1)}
 	if p.first {
@@ -352,15 +366,28 @@ func (p *scriptPM) released() bool {
 	return !p.enabled && !p.started
 }
 
+// Each turn is a new session: the device behaves as the H200 did, where a Start after a Stop
+// in the same session yields nothing.
 func TestSamplerMultiplexTakesTurns(t *testing.T) {
 	pm := newScriptPM()
+	pm.restartDead = true
 	groups := []Group{{Metrics: []string{mSM}}, {Metrics: []string{mPCIeRx}}}
 	s := newTestSampler(t, []*scriptPM{pm}, groups, WithMultiplex(15*time.Millisecond))
 	c := start(t, s)
-	eventually(t, "batches of both groups", func() bool {
-		return c.sum(0, func(b Batch) int { return b2i(b.Metrics[0] == mPCIeRx && len(b.Samples) > 0) }) > 0 &&
-			c.sum(0, func(b Batch) int { return b2i(b.Metrics[0] == mSM && len(b.Samples) > 0) }) > 0
-	})
+	// Both groups keep delivering, turn after turn (before, the second turn was silent).
+	turns := func(m string) int {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		n, prev := 0, ""
+		for _, b := range c.batches {
+			if len(b.Samples) > 0 && b.Metrics[0] != prev {
+				prev = b.Metrics[0]
+				n += b2i(prev == m)
+			}
+		}
+		return n
+	}
+	eventually(t, "three turns of each group", func() bool { return turns(mSM) >= 3 && turns(mPCIeRx) >= 3 })
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, b := range c.batches {
@@ -376,9 +403,43 @@ func TestSamplerMultiplexTakesTurns(t *testing.T) {
 				t.Fatalf("group %v got a value of the other group", b.Metrics)
 			}
 		}
+		for _, l := range b.Lost {
+			if l.Reason == "stall" {
+				t.Fatalf("a turn stalled: %+v", l)
+			}
+		}
 	}
-	if log := strings.Join(pm.log(), " "); !strings.Contains(log, "Stop SetConfig(1) Start") {
-		t.Fatalf("calls %q lack a group switch", log)
+	if log := strings.Join(pm.log(), " "); !strings.Contains(log, "Stop Disable Enable SetConfig(1) Start") {
+		t.Fatalf("calls %q lack a group switch in a new session", log)
+	}
+}
+
+// A session that goes silent is recreated, and the silent time is lost time with reason
+// "stall" (before, it was not counted at all: 58 s a minute in run M).
+func TestSamplerStallRecreatesSession(t *testing.T) {
+	pm := newScriptPM()
+	pm.deadFrom = 5
+	s := newTestSampler(t, []*scriptPM{pm}, []Group{{Metrics: []string{mSM}}})
+	s.cfg.stallFloor = 30 * time.Millisecond
+	c := start(t, s)
+	stallNS := func() (ns float64) {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		for _, b := range c.batches {
+			for _, l := range b.Lost {
+				if l.Reason == "stall" {
+					ns += float64(l.End - l.Start)
+				}
+			}
+		}
+		return ns
+	}
+	eventually(t, "a recreated session", func() bool { return strings.Count(strings.Join(pm.log(), " "), "Enable") >= 2 })
+	before := c.sum(0, samplesOf)
+	eventually(t, "samples after the stall", func() bool { return c.sum(0, samplesOf) > before+10 })
+	// The fake's clock moves 3 ms a silent decode; the stall is declared past 30 ms of silence.
+	if ns := stallNS(); ns < 30e6 || ns > 60e6 {
+		t.Fatalf("stall lost %.1f ms, want 30-60 ms", ns/1e6)
 	}
 }
 

@@ -375,12 +375,12 @@ stage_pmthroughput() {
 # twice the window, so each group's cupti_pm_observed_ratio should read about 0.5 (a little less:
 # the rotation's own gap, cupti_pm_samples_lost_total{reason="rotation"}), decode failures 0.
 stage_pmmultiplex() {
-  say "== pmmultiplex (default set + FP16 / NVLink groups, rotating every 1 s)"
+  say "== pmmultiplex (default set + FP16 / NVLink groups, a new session each turn, every ${MUX_PERIOD:-2s})"
   "$BIN" metrics plan --multiplex "$DEFSET,sm__inst_executed_pipe_fma_type_fp16.avg.pct_of_peak_sustained_elapsed,nvlrx__bytes.sum,nvltx__bytes.sum" \
     > "$L/mux-plan.log" 2>&1; say "plan rc=$?: $(tr '\n' ' ' < "$L/mux-plan.log" | cut -c1-500)"
   export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-  start_exporter "$L/exp-mux.log" 9477 --no-activity.enabled --pmsample.multiplex=1s --pmsample.window=10s || return
-  sleep 3; scrape "$L/mux-0.txt"
+  start_exporter "$L/exp-mux.log" 9477 --no-activity.enabled --pmsample.multiplex="${MUX_PERIOD:-2s}" --pmsample.window=10s || return
+  sleep 3; scrape "$L/mux-0.txt"; local t0; t0=$(date +%s.%N)
   say "groups: $(grep -iE 'left out|planned|group' "$L/exp-mux.log" | head -4 | cut -c1-300 | tr '\n' ' ')"
   local ph
   for ph in mm fp16; do
@@ -395,6 +395,11 @@ stage_pmmultiplex() {
     say "   nvlink: $(grep -E '^cupti_nvlink_bytes_total' "$L/mux-nvl.txt" | tr '\n' ' ' | cut -c1-400)"
   fi
   scrape "$L/mux-final.txt"
+  # Delivered samples a second since mux-0, per GPU: with 2 s turns and about 150 ms per new
+  # session, about 0.9 x the rate is expected; run M delivered none after the first turn.
+  say "delivered since the first scrape: $(paste <(grep '^cupti_pm_samples_total' "$L/mux-0.txt" | awk '{print $NF}') \
+    <(grep '^cupti_pm_samples_total' "$L/mux-final.txt" | awk '{print $NF}') \
+    | awk -v dt="$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { print b - a }')" '{ printf "%.0f/s ", ($2 - $1) / dt }') (rate 1000/s)"
   say "failures: $(grep '^cupti_pm_decode_failures_total' "$L/mux-final.txt" | awk '$NF != 0' | tr '\n' ' ') lost: $(grep '^cupti_pm_samples_lost_total' "$L/mux-final.txt" | awk '$NF != 0' | sed -E 's/.*gpu="([0-9]+)".*reason="([^"]*)".* ([0-9.e+-]+)$/gpu\1 \2=\3/' | tr '\n' ' ') samples: $(grep '^cupti_pm_samples_total' "$L/mux-final.txt" | awk '{print $NF}' | tr '\n' ' ')"
   say "log warnings: $(grep -cE 'level=WARN' "$L/exp-mux.log") $(grep -m3 -E 'level=WARN' "$L/exp-mux.log" | cut -c1-200 | tr '\n' ' ')"
   stop_exporter 9477
