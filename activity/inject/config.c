@@ -135,6 +135,8 @@ void cx_config_load(struct cx_config *c)
 	get_size("CUPTI_EXPORTER_QUEUE_RECORDS", 1024, 16ull << 20, &q);
 	c->queue_records = (size_t)q;
 	c->flush_ms = get_int("CUPTI_EXPORTER_FLUSH_INTERVAL_MS", 10, 60000, 1000);
+	c->quiet_after_ms = get_int("CUPTI_EXPORTER_QUIET_AFTER_MS", 100, 3600000, 1000);
+	c->quiet_flush_ms = get_int("CUPTI_EXPORTER_QUIET_FLUSH_INTERVAL_MS", 0, 60000, 20);
 	c->duty_cycle = 1.0;
 	get_duty(c);
 	c->duty_period_ms = get_int("CUPTI_EXPORTER_DUTY_PERIOD_MS", 100, 3600000, 10000);

@@ -105,6 +105,9 @@ struct cx_config {
 	int buffer_count;           /* pool bound */
 	size_t queue_records;       /* send-queue bound */
 	int flush_ms;               /* cuptiActivityFlushAll(0) period */
+	int quiet_after_ms;         /* no record for this long: the process is quiet */
+	int quiet_flush_ms;         /* FlushAll(0) period while quiet (0: off), so that the first
+				     * kernel after a quiet spell reaches the exporter at once */
 	double duty_cycle;          /* fraction of each duty period traced, 1 = always */
 	int duty_period_ms;
 	int exit_timeout_ms;        /* how long the atexit handler waits for the sender */
@@ -199,6 +202,8 @@ struct cx_state {
 	_Atomic uint64_t trace_end; /* cuptiGetTimestamp at exit, before the forced flush; 0 before */
 	_Atomic uint64_t drops[CX_NUM_DROPS];
 	_Atomic uint64_t records_queued;
+	_Atomic uint64_t records_seen; /* every record converted, queued or not: activity */
+	_Atomic uint64_t quiet_flushes; /* FlushAll(0) calls of the quiet flush (sender.c) */
 };
 extern struct cx_state cx_g;
 uint64_t cx_now_ns(void); /* CLOCK_MONOTONIC */

@@ -91,6 +91,7 @@ static int convert(const uint8_t *p, struct cx_record *r)
 
 static void push(struct cx_record *batch, size_t n)
 {
+	atomic_fetch_add(&cx_g.records_seen, n);
 	size_t ok = cx_queue_push(batch, n);
 	atomic_fetch_add(&cx_g.records_queued, ok);
 	if (ok < n)

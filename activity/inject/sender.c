@@ -206,6 +206,33 @@ static void goodbye_on_new_connection(uint64_t now)
 	       out_off == out_len ? "sent" : "could not be sent");
 }
 
+/* Quiet flush: once no record has come for quiet_after_ms, FlushAll(0) every
+ * quiet_flush_ms instead of every flush_ms, so that the first kernel after a quiet
+ * spell reaches the exporter within about quiet_flush_ms of its end (an exporter that
+ * released an idle GPU's PM session takes it back on that record). It does not cut
+ * the coverage span (records may go before their span, never after). It returns when
+ * the next quiet flush is due, or UINT64_MAX while records flow or when it is off. */
+static uint64_t quiet_step(uint64_t now)
+{
+	static uint64_t seen, last_activity, next_quick;
+	const struct cx_config *c = &cx_g.cfg;
+	if (!c->quiet_flush_ms || c->quiet_flush_ms >= c->flush_ms || !atomic_load(&cx_g.tracing))
+		return UINT64_MAX;
+	uint64_t s = atomic_load(&cx_g.records_seen);
+	if (s != seen || !last_activity) {
+		seen = s;
+		last_activity = now;
+	}
+	if (now - last_activity < (uint64_t)c->quiet_after_ms * 1000000u)
+		return UINT64_MAX;
+	if (now >= next_quick) {
+		cx_g.cupti.flush_all(0);
+		atomic_fetch_add(&cx_g.quiet_flushes, 1);
+		next_quick = now + (uint64_t)c->quiet_flush_ms * 1000000u;
+	}
+	return next_quick;
+}
+
 /* How long the idle sender may wait for records: until the next flush or duty switch. */
 static int wait_ms(uint64_t now, uint64_t next_flush)
 {
@@ -220,7 +247,7 @@ static void *run(void *arg)
 	(void)arg;
 	uint64_t t0 = cx_now_ns(), next_flush = t0 + (uint64_t)cx_g.cfg.flush_ms * 1000000u;
 	int on = 1, last_try = 0, stopped = 0;
-	uint64_t stop_deadline = 0;
+	uint64_t stop_deadline = 0, quiet_next = UINT64_MAX;
 	if (!refused && atomic_load(&cx_g.tracing) && cx_g.trace_start)
 		cx_coverage_open(cx_g.trace_start);
 	for (;;) {
@@ -231,6 +258,7 @@ static void *run(void *arg)
 				periodic_flush();
 				next_flush = now + (uint64_t)cx_g.cfg.flush_ms * 1000000u;
 			}
+			quiet_next = quiet_step(now);
 			duty_step(now, t0, &on);
 		}
 		if (stop && !stopped) { /* the last span ends where the exit flush began */
@@ -258,6 +286,7 @@ static void *run(void *arg)
 				on_connect(now);
 			else {
 				uint64_t wake = conn.next_try_ns < next_flush ? conn.next_try_ns : next_flush;
+				wake = quiet_next < wake ? quiet_next : wake;
 				sleep_ms(wait_ms(now, wake));
 				continue;
 			}
@@ -265,7 +294,7 @@ static void *run(void *arg)
 		if (out_off == out_len) {
 			if (goodbye_queued)
 				break; /* goodbye written */
-			int idle = stop || refused ? 0 : wait_ms(now, next_flush);
+			int idle = stop || refused ? 0 : wait_ms(now, quiet_next < next_flush ? quiet_next : next_flush);
 			fill(now, idle);
 			if (out_len == 0 && (stop || refused)) {
 				uint64_t d[CX_NUM_DROPS];

@@ -79,3 +79,23 @@ stage_idle() {
   scrape "$L/idle-cyc-after.txt"; stop_exporter 9477
   python3 scripts/gpu/idle_compare.py cycle "$L" | tee -a "$S"
 }
+
+# Wake latency of a traced workload: the injected library flushes every 20 ms once its
+# process has been quiet for 1 s (CUPTI_EXPORTER_QUIET_FLUSH_INTERVAL_MS), so the first
+# kernel after the idle hold reaches the exporter as a record, ahead of NVML's signals.
+# Same workload and analysis as (b) of stage_idle; about 40 s.
+stage_idletraced() {
+  say "== idletraced (wake on the first kernel record of an injected workload)"
+  mkdir -p /run/cupti-exporter
+  start_exporter "$L/exp-idle-traced.log" 9477 --activity.socket=$SOCK --pmsample.idle-release-after=3s || return
+  idle_wait_state idle-released 9477 15
+  local r
+  for r in $(seq 1 "${IDLE_LAT_RUNS:-2}"); do
+    CUDA_INJECTION64_PATH=$INJ CUPTI_EXPORTER_SOCKET=$SOCK CUPTI_EXPORTER_LOG=2 \
+      python3 scripts/gpu/idle_kernels.py 8 2 > "$L/idle-traced-work-$r.log" 2>&1
+    idle_wait_state idle-released 9477 10
+  done
+  scrape "$L/idle-traced-metrics.txt"; stop_exporter 9477
+  python3 scripts/gpu/idle_compare.py latency "$L/exp-idle-traced.log" "$L"/idle-traced-work-*.log | tee -a "$S"
+  say "quiet flushes: $(grep -ho 'quiet flushes=[0-9]*' "$L"/idle-traced-work-*.log | tr '\n' ' ')"
+}

@@ -584,6 +584,42 @@ static void mode_duty(void)
 	CHECK(rx.lossy_spans == 0, "%d lossy spans without drops", rx.lossy_spans);
 }
 
+/* flushes_during: FlushAll(0) calls while records come every 20 ms (records) or none
+ * come (quiet), for ms. */
+static int flushes_during(int ms, int records)
+{
+	int f0 = fake->flush_calls(0);
+	for (int t = 0; t < ms; t += 20) {
+		if (records)
+			run_threads(1, 1, 10);
+		msleep(20);
+	}
+	return fake->flush_calls(0) - f0;
+}
+
+/* quiet: with FLUSH_INTERVAL_MS=1000, QUIET_AFTER_MS=200 and QUIET_FLUSH_INTERVAL_MS=10,
+ * FlushAll(0) runs about every 10 ms once no record came for 200 ms, and only at the
+ * 1 s period while records flow; the quiet flushes do not cut the coverage span. */
+static void mode_quiet(void)
+{
+	rx_start(sock());
+	CHECK(initialize() == 1, "InitializeInjection");
+	int busy = flushes_during(600, 1);
+	CHECK(busy <= 1, "%d flushes in 600 ms of records, want the 1 s period only", busy);
+	int quiet = flushes_during(800, 0); /* 200 ms to turn quiet, then 600 ms at 10 ms */
+	CHECK(quiet >= 20, "%d flushes in 800 ms without records, want about 60", quiet);
+	run_threads(1, 1, 10); /* work again: the first record ends the quiet flush */
+	msleep(60);
+	int again = flushes_during(600, 1);
+	CHECK(again <= 1, "%d flushes in 600 ms of records after the quiet spell", again);
+	finish();
+	rx_wait_goodbye(2000);
+	rx_stop();
+	CHECK(rx.records == 10u * (1 + 2 * 30), "records %llu, want %u", (unsigned long long)rx.records, 10u * (1 + 2 * 30));
+	CHECK(rx.nspans <= 4, "%d coverage spans in 2 s at a 1 s flush period: the quiet flush cut spans", rx.nspans);
+	check_spans(1);
+}
+
 /* kinds: CUPTI_EXPORTER_KINDS=memcpy,ptop enables exactly MEMCPY and MEMCPY2. */
 static void mode_kinds(void)
 {
@@ -621,7 +657,7 @@ static void mode_drive(void)
 int main(int argc, char **argv)
 {
 	if (argc != 2) {
-		fprintf(stderr, "usage: harness basic|pool|pool-old|absent|hung|absent-exit|fork|step-aside|version|duty|kinds|drive|flood\n");
+		fprintf(stderr, "usage: harness basic|pool|pool-old|absent|hung|absent-exit|fork|step-aside|version|duty|kinds|quiet|drive|flood\n");
 		return 2;
 	}
 	load();
@@ -648,6 +684,8 @@ int main(int argc, char **argv)
 		mode_duty();
 	else if (!strcmp(m, "kinds"))
 		mode_kinds();
+	else if (!strcmp(m, "quiet"))
+		mode_quiet();
 	else if (!strcmp(m, "flood"))
 		mode_flood();
 	else if (!strcmp(m, "drive"))

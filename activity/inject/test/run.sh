@@ -35,6 +35,8 @@ run step-aside-env   CUPTI_EXPORTER_STEP_ASIDE_ENV=OTHER_TOOL,PROFILER_ON PROFIL
 run version          FAKE_CUPTI_VERSION=140000 "$BUILD/harness" version
 run duty             CUPTI_EXPORTER_DUTY_CYCLE=0.3 CUPTI_EXPORTER_DUTY_PERIOD_MS=100 "$BUILD/harness" duty
 run kinds            CUPTI_EXPORTER_KINDS=memcpy,ptop "$BUILD/harness" kinds
+run quiet            CUPTI_EXPORTER_FLUSH_INTERVAL_MS=1000 CUPTI_EXPORTER_QUIET_AFTER_MS=200 \
+	CUPTI_EXPORTER_QUIET_FLUSH_INTERVAL_MS=10 "$BUILD/harness" quiet
 # Bad settings are warned about and replaced by defaults; tracing still works.
 run bad-config       CUPTI_EXPORTER_BUFFER_COUNT=lots CUPTI_EXPORTER_KINDS=kernel,bogus "$BUILD/harness" basic
 if ! grep -q 'ignoring CUPTI_EXPORTER_BUFFER_COUNT=lots' "$tmp/bad-config.err"; then
