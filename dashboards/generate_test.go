@@ -163,8 +163,11 @@ func fleetOverview() *dashboard.DashboardBuilder {
 	d.WithRow(dashboard.NewRowBuilder("Summary"))
 	d.WithPanel(single("GPUs sampled", "GPUs whose PM sample count grows: counters are being sampled now (live or replayed).", "short",
 		`count(rate(cupti_pm_samples_total{`+gpuSel+`}[$__rate_interval]) > 0) or vector(0)`))
-	d.WithPanel(single("GPUs not sampled", "GPUs whose PM sample count stands still, or whose sampler reports paused, busy (another profiler holds the counters) or error (cupti_pm_sampling_state, live exporters only).", "short",
-		`count(count by (instance, uuid) ((rate(cupti_pm_samples_total{`+gpuSel+`}[$__rate_interval]) == 0) or (cupti_pm_sampling_state{`+gpuSel+`, state!="sampling"} == 1))) or vector(0)`))
+	// An idle-released GPU delivers no samples by design: it is not "not sampled".
+	d.WithPanel(single("GPUs not sampled", "GPUs whose PM sample count stands still, or whose sampler reports paused, busy (another profiler holds the counters) or error (cupti_pm_sampling_state, live exporters only). GPUs released because they are idle are not counted here (see GPUs idle-released).", "short",
+		`count(count by (instance, uuid) (((rate(cupti_pm_samples_total{`+gpuSel+`}[$__rate_interval]) == 0) or (cupti_pm_sampling_state{`+gpuSel+`, state!~"sampling|idle-released"} == 1)) unless on (instance, uuid) (cupti_pm_sampling_state{`+gpuSel+`, state="idle-released"} == 1))) or vector(0)`))
+	d.WithPanel(single("GPUs idle-released", "GPUs whose PM session the exporter released because they were idle (--pmsample.idle-release-after): no samples and no PM power cost until work starts. Not a fault (live exporters only).", "short",
+		`count(cupti_pm_sampling_state{`+gpuSel+`, state="idle-released"} == 1) or vector(0)`))
 	d.WithPanel(single("Mean SM active", "SM activity averaged over the selected GPUs.", "percentunit",
 		`avg(cupti_sm_active_ratio{`+gpuSel+`})`))
 	d.WithPanel(single("Idle GPUs held by pods", "GPUs allocated to a pod whose SMs were active less than 1% of the last 30 minutes.", "short",
@@ -307,10 +310,10 @@ func gpuDetail() *dashboard.DashboardBuilder {
 		query(`sum by (counter, direction) (rate(label_replace({__name__=~"cupti_.+_total", __name__!~"`+notDeviceCounters+`", `+sel+`}, "counter", "$1", "__name__", "(.+)")[$__rate_interval:$__interval]))`, "{{counter}} {{direction}}")))
 
 	d.WithRow(dashboard.NewRowBuilder("Sampler health"))
-	d.WithPanel(series("Sampling state", "1 for the current PM sampling state: sampling, paused (POST /pause), busy (another profiler holds the counters) or error."+liveOnly, "short", 8,
+	d.WithPanel(series("Sampling state", "1 for the current PM sampling state: sampling, paused (POST /pause), busy (another profiler holds the counters), error, or idle-released (the GPU was idle: the session is let go until work starts)."+liveOnly, "short", 8,
 		query(`cupti_pm_sampling_state{`+sel+`} == 1`, "{{state}}")).
 		NoValue("Live exporters only: a replay has no sampler state"))
-	d.WithPanel(series("Samples delivered and lost", "PM samples per second: delivered, and lost by reason, counted in samples (the samples the hardware interval implies for each stretch without a delivered one). Stacked, they add up to the configured rate. Expected losses: start (each session's first interval), rotation (--pmsample.multiplex switching groups), paused (POST /pause), busy (another profiler holds the counters); image_full, overflow, decode_error and gap mean the host did not keep up (see docs/pm-sampling.md).", "short", 8,
+	d.WithPanel(series("Samples delivered and lost", "PM samples per second: delivered, and lost by reason, counted in samples (the samples the hardware interval implies for each stretch without a delivered one). Stacked, they add up to the configured rate. Expected losses: start (each session's first interval), rotation (--pmsample.multiplex switching groups), paused (POST /pause), busy (another profiler holds the counters), idle_release (from the first sign of work on an idle-released GPU to its first sample); image_full, overflow, decode_error and gap mean the host did not keep up, and stall that a session went silent and was recreated (see docs/pm-sampling.md). Time released while idle is no loss (see Idle release).", "short", 8,
 		query(`sum(rate(cupti_pm_samples_total{`+sel+`}[$__rate_interval]))`, "delivered"),
 		query(`sum by (reason) (rate(cupti_pm_samples_lost_total{`+sel+`}[$__rate_interval]))`, "lost {{reason}}")).
 		Stacking(common.NewStackingConfigBuilder().Mode(common.StackingModeNormal)))
@@ -319,6 +322,10 @@ func gpuDetail() *dashboard.DashboardBuilder {
 	d.WithPanel(series("Sampling interval in effect", "The hardware sampling interval the device runs at: the configured --pmsample.interval, or longer after an automatic backoff (--pmsample.backoff)."+liveOnly, "s", 8,
 		query(`cupti_pm_sampling_interval_seconds{`+sel+`}`, "interval")).
 		NoValue("Live exporters only: a replay has no sampler"))
+	d.WithPanel(series("Idle release", "Share of time the PM session was released because the GPU was idle (no samples and no PM power cost, by design), and share of time missed: from the first sign of work on a released GPU to its first sample after the retake (work that ran unsampled)."+liveOnly, "percentunit", 8,
+		query(`sum(rate(cupti_pm_idle_released_seconds_total{`+sel+`}[$__rate_interval]))`, "released while idle"),
+		query(`sum(rate(cupti_pm_idle_missed_seconds_total{`+sel+`}[$__rate_interval]))`, "missed after wake")).
+		NoValue("Live exporters only, with --pmsample.idle-release-after"))
 	d.WithPanel(series("Multiplexed metric coverage", "With --pmsample.multiplex, the fraction of each window during which each rotated metric was on the counters; below 1 its gauges describe only part of the window. Empty without multiplexing (every metric is sampled all the time) and on a replay.", "percentunit", 8,
 		query(`cupti_pm_observed_ratio{`+sel+`}`, "{{metric}}")).
 		NoValue("Only with --pmsample.multiplex: every metric is sampled all the time"))

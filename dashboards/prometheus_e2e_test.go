@@ -53,6 +53,12 @@ var grafanaBuiltins = map[string]string{"__rate_interval": "10s", "__interval": 
 // series in any replay. Everything else about the dashboards is judged on the replays.
 var xidPanels = map[string]bool{"XID errors": true}
 
+// livePanels are the panels judged on the live stand-in (serveLive): those of the live
+// sampler's state, interval and idle release, which no replay has. checkLive checks the
+// fleet's counts on it: GPU 0 idle-released, GPU 1 sampling.
+var livePanels = map[string]bool{"Sampling state": true, "Sampling interval in effect": true, "Idle release": true,
+	"GPUs not sampled": true, "GPUs idle-released": true}
+
 // operatorLabels are the target labels prometheus-operator sets for the chart's
 // ServiceMonitor (release "gpu", namespace "monitoring"), plus the chart's node relabeling.
 func operatorLabels(pod string) map[string]string {
@@ -64,7 +70,7 @@ func operatorLabels(pod string) map[string]string {
 
 // replay is one exporter process (or stand-in) that Prometheus scrapes.
 type replay struct {
-	name   string // "demo", "synthetic" or "health"
+	name   string // "demo", "synthetic", "health" or "live"
 	addr   string
 	gpus   int
 	only   []string        // if set, only these dashboards are evaluated against it
@@ -94,7 +100,8 @@ func TestPrometheusEndToEnd(t *testing.T) {
 	run(t, "..", "go", "build", "-o", bin, "./cmd/cupti-exporter")
 	run(t, "..", "go", "run", "./recording/internal/gensynthetic", "-o", synth)
 	replays := []replay{{name: "demo", addr: freePort(t), gpus: 1}, {name: "synthetic", addr: freePort(t), gpus: 2},
-		{name: "health", addr: serveHealth(t), only: []string{"fleet-overview.json", "gpu-detail.json"}, panels: xidPanels}}
+		{name: "health", addr: serveHealth(t), only: []string{"fleet-overview.json", "gpu-detail.json"}, panels: xidPanels},
+		{name: "live", addr: serveLive(t), only: []string{"fleet-overview.json", "gpu-detail.json"}, panels: livePanels}}
 	// The synthetic recording lasts 60 s (idle, matmul, copies, tiny kernels, idle): at 4x
 	// every phase, copies included, is seen within 15 s.
 	// Each exporter's plain health listener gets a free port too (the default, :9478, would
@@ -160,6 +167,7 @@ func TestPrometheusEndToEnd(t *testing.T) {
 			}
 			problems = append(problems, checkRulesAndAlerts(t, s)...)
 			problems = append(problems, checkValues(s, replays)...)
+			problems = append(problems, checkLive(t, s, replays)...)
 		}
 		for i := range expected {
 			if !used[&expected[i]] {
@@ -658,6 +666,39 @@ func checkValues(s server, replays []replay) []string {
 	return problems
 }
 
+// checkLive checks the fleet's counts on the live stand-in, where GPU 0 is idle-released and
+// GPU 1 samples: an idle-released GPU is counted as such and not as "not sampled" (it
+// delivers no samples by design).
+func checkLive(t *testing.T, s server, replays []replay) []string {
+	t.Helper()
+	var problems []string
+	for _, r := range replays {
+		if r.name != "live" {
+			continue
+		}
+		want := map[string]string{"GPUs not sampled": "0", "GPUs idle-released": "1"}
+		readDashboard(t, "fleet-overview.json").eachTarget(func(p panelJSON, _, expr string) {
+			w, ok := want[p.Title]
+			if !ok {
+				return
+			}
+			delete(want, p.Title)
+			expr, err := substitute(expr, map[string]string{"cluster": ".*", "instance": regexValue(r.addr), "gpu": ".*"})
+			var res []vectorSample
+			if err == nil {
+				res, err = instantQuery(s.url, expr)
+			}
+			if err != nil || len(res) != 1 || len(res[0].Value) != 2 || res[0].Value[1] != w {
+				problems = append(problems, fmt.Sprintf("fleet-overview.json: %s (%s, live: GPU 0 idle-released, GPU 1 sampling): %v %v, want %s", p.Title, s.name, res, err, w))
+			}
+		})
+		for title := range want {
+			problems = append(problems, fmt.Sprintf("fleet-overview.json has no panel %q to check on the live stand-in", title))
+		}
+	}
+	return problems
+}
+
 // ---- rules_test.yaml label sets ----
 
 // podLabels may be set by the exporter (pod-resources, the workload's hello) or, when it
@@ -679,7 +720,7 @@ var liveOnlyFamilies = map[string]struct {
 }{
 	"cupti_pm_sampling_state": {
 		labels: []string{"gpu", "uuid", "model", "chip", "pci_bus_id", "state"},
-		values: map[string][]string{"state": {"sampling", "paused", "busy", "error"}},
+		values: map[string][]string{"state": {"sampling", "paused", "busy", "error", "idle-released"}},
 	},
 	"cupti_podresources_up": {},
 }

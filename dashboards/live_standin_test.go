@@ -1,0 +1,99 @@
+package dashboards
+
+import (
+	"context"
+	"log/slog"
+	"net"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/NVIDIA/go-nvml/pkg/nvml/mock"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/cupti-exporter/cupti-exporter/exporter"
+	"github.com/cupti-exporter/cupti-exporter/idle"
+	"github.com/cupti-exporter/cupti-exporter/internal/cupti"
+	"github.com/cupti-exporter/cupti-exporter/internal/cupti/cuptitest"
+	"github.com/cupti-exporter/cupti-exporter/mapping"
+	"github.com/cupti-exporter/cupti-exporter/pmsample"
+)
+
+// serveLive runs what a replay cannot: the live PM sampler (package pmsample over the fake
+// libcupti of internal/cupti/fake, two GPUs) with the idle-release controller (package idle
+// on a mocked NVML) behind a real exporter, wired as the serve command wires them. GPU 0
+// is idle, so the controller releases its session after a second and it stays released;
+// GPU 1 is busy and keeps sampling. The sampler-state panels and the idle-release panels
+// are judged on it (livePanels), and checkLive checks the fleet's counts.
+func serveLive(t *testing.T) string {
+	t.Helper()
+	lib, err := cupti.Open(cuptitest.Build(t))
+	if err != nil {
+		t.Fatalf("opening the fake libcupti: %v", err)
+	}
+	m, err := mapping.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// No SM active ratio among the metrics: the fake's values would keep GPU 0 awake.
+	s, err := pmsample.New(lib, m, nil, pmsample.WithMetrics("sm__cycles_active.sum", "dram__bytes_read.sum"),
+		pmsample.WithDecodePeriod(50*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := idle.New(s, idleNVML(s.Devices()), nil, idle.WithAfter(time.Second), idle.WithPoll(20*time.Millisecond))
+	agg := pmsample.NewAggregator(m, s.Devices(), s.Catalog(), nil, pmsample.WithStatus(s.Status))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{}, 2)
+	go func() { _ = s.Run(ctx, func(b pmsample.Batch) { agg.Add(b); c.Add(b) }); done <- struct{}{} }()
+	go func() { _ = c.Run(ctx); done <- struct{}{} }()
+
+	exp := exporter.New(slog.New(slog.DiscardHandler), exporter.WithoutRuntimeMetrics())
+	exp.Register("pmsample", agg)
+	exp.Register("pmsample_idle", pmsample.NewIdleProducer(s))
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := &http.Server{Handler: promhttp.HandlerFor(exp.Registry(), promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})}
+	go hs.Serve(l)
+	t.Cleanup(func() {
+		hs.Close()
+		cancel()
+		<-done
+		<-done
+		s.Close()
+		_ = lib.Close()
+	})
+	return l.Addr().String()
+}
+
+// idleNVML answers the idle controller's NVML calls: the first device is idle (utilisation
+// 0, the gpu_idle clock-event bit set, no process), every other one busy.
+func idleNVML(devs []pmsample.Device) nvml.Interface {
+	handles := map[string]*mock.Device{}
+	for i, d := range devs {
+		util, events := uint32(60), uint64(0)
+		if i == 0 {
+			util, events = 0, 0x1 // nvmlClocksEventReasonGpuIdle
+		}
+		handles[d.UUID] = &mock.Device{
+			GetUtilizationRatesFunc: func() (nvml.Utilization, nvml.Return) {
+				return nvml.Utilization{Gpu: util}, nvml.SUCCESS
+			},
+			GetCurrentClocksEventReasonsFunc: func() (uint64, nvml.Return) { return events, nvml.SUCCESS },
+			GetComputeRunningProcessesFunc:   func() ([]nvml.ProcessInfo, nvml.Return) { return nil, nvml.SUCCESS },
+		}
+	}
+	return &mock.Interface{
+		InitFunc:     func() nvml.Return { return nvml.SUCCESS },
+		ShutdownFunc: func() nvml.Return { return nvml.SUCCESS },
+		DeviceGetHandleByUUIDFunc: func(uuid string) (nvml.Device, nvml.Return) {
+			if d, ok := handles[uuid]; ok {
+				return d, nvml.SUCCESS
+			}
+			return nil, nvml.ERROR_NOT_FOUND
+		},
+	}
+}
