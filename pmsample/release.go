@@ -242,7 +242,8 @@ func (r *runner) observe(sink func(Batch)) func(Batch) {
 					r.rel.missedS += missed.Seconds()
 				}
 				r.log.Info("pm sampling retaken after an idle release", "first_sample_after_activity", time.Unix(0, int64(first)).Sub(r.rel.activity),
-					"first_sample_unix_ns", first, "activity_unix_ns", r.rel.activity.UnixNano())
+					"first_sample_unix_ns", first, "activity_unix_ns", r.rel.activity.UnixNano(),
+					"enable", r.acq.enable, "set_config", r.acq.setConfig, "start", r.acq.start)
 				r.rel.activity = time.Time{}
 			}
 			r.mu.Unlock()

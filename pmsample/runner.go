@@ -28,6 +28,7 @@ type runner struct {
 	pausedUntil time.Time
 	wake        chan struct{} // poked by Pause/Resume, Release/Reacquire
 	rel         releaseState  // idle release (release.go)
+	acq         acquireTimes  // durations of the last Enable, SetConfig and Start
 
 	// session state, owned by the run goroutine
 	enabled   bool
@@ -220,19 +221,36 @@ func (r *runner) acquire() error {
 			r.adm.reset() // a new metric set costs what it costs: measure again
 		}
 	}
+	r.group = 0
+	return r.acquireKeepGroup()
+}
+
+// acquireKeepGroup is Enable, SetConfig(r.group), Start.
+func (r *runner) acquireKeepGroup() error {
+	t0 := time.Now()
 	if err := r.pm.Enable(); err != nil {
 		return err
 	}
 	r.enabled = true
-	r.group = 0
+	r.mu.Lock()
+	r.acq = acquireTimes{enable: time.Since(t0)}
+	r.mu.Unlock()
 	return r.configure()
 }
 
+// acquireTimes are the durations of the last session's calls (the retake log reports them).
+type acquireTimes struct{ enable, setConfig, start time.Duration }
+
 func (r *runner) configure() error {
+	t0 := time.Now()
 	if err := r.pm.SetConfig(r.group); err != nil {
 		return err
 	}
+	t1 := time.Now()
 	ts, err := r.pm.Start()
+	r.mu.Lock()
+	r.acq.setConfig, r.acq.start = t1.Sub(t0), time.Since(t1)
+	r.mu.Unlock()
 	if err != nil {
 		return err
 	}
@@ -457,16 +475,6 @@ func (r *runner) stalled() bool {
 // decode or a long interval is not a stall.
 func (r *runner) stallAfter() time.Duration {
 	return max(5*r.s.cfg.decodePeriod, 20*r.interval, r.s.cfg.stallFloor)
-}
-
-func (r *runner) acquireKeepGroup() error {
-	g := r.group
-	if err := r.pm.Enable(); err != nil {
-		return err
-	}
-	r.enabled = true
-	r.group = g
-	return r.configure()
 }
 
 func hasNaN(vs []float64) bool {

@@ -58,6 +58,9 @@ def latency(log, works):
         ms = (first - k) / 1e6
         act = [int(r["activity_unix_ns"]) for r in retakes if r.get("first_sample_unix_ns") == str(first) and "activity_unix_ns" in r]
         split = f" = detection {(act[0] - k) / 1e6:.1f} ms + retake to first sample {(first - act[0]) / 1e6:.1f} ms" if act else ""
+        calls = [r for r in retakes if r.get("first_sample_unix_ns") == str(first) and "enable" in r]
+        if calls:  # the session calls of that retake (exporters since 2026-11-23, session 2)
+            split += f" (Enable {calls[0]['enable']}, SetConfig {calls[0]['set_config']}, Start {calls[0]['start']})"
         print(f"idle latency {w}: first kernel -> first PM sample {ms:.1f} ms{split} (want <= 250 ms)")
 
 
