@@ -336,7 +336,7 @@ func (r *runner) drain(sink func(Batch)) (dead bool) {
 // A pending backoff (admission) restarts the session at its longer interval.
 func (r *runner) decode(sink func(Batch)) error {
 	dead := r.collect(sink)
-	if !dead && r.stalled() {
+	if !dead && r.decErrs == 0 && r.stalled() { // failing decodes have their own cause and recovery
 		r.pipe.wait() // the evaluator may still deliver the last samples, and it owns the loss account
 		if r.stalled() {
 			now := r.now()
