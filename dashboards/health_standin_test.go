@@ -55,6 +55,13 @@ func serveHealth(t *testing.T) string {
 
 	exp := exporter.New(slog.New(slog.DiscardHandler), exporter.WithoutRuntimeMetrics())
 	exp.Register("health", src)
+	return serveExporter(t, exp, func() { cancel(); <-done })
+}
+
+// serveExporter serves exp's registry on a free local port until the test ends, then calls
+// stop; it returns the address.
+func serveExporter(t *testing.T, exp *exporter.Exporter, stop func()) string {
+	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -63,8 +70,7 @@ func serveHealth(t *testing.T) string {
 	go hs.Serve(l)
 	t.Cleanup(func() {
 		hs.Close()
-		cancel()
-		<-done
+		stop()
 	})
 	return l.Addr().String()
 }

@@ -3,14 +3,11 @@ package dashboards
 import (
 	"context"
 	"log/slog"
-	"net"
-	"net/http"
 	"testing"
 	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/cupti-exporter/cupti-exporter/exporter"
 	"github.com/cupti-exporter/cupti-exporter/idle"
@@ -52,21 +49,13 @@ func serveLive(t *testing.T) string {
 	exp := exporter.New(slog.New(slog.DiscardHandler), exporter.WithoutRuntimeMetrics())
 	exp.Register("pmsample", agg)
 	exp.Register("pmsample_idle", pmsample.NewIdleProducer(s))
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := &http.Server{Handler: promhttp.HandlerFor(exp.Registry(), promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})}
-	go hs.Serve(l)
-	t.Cleanup(func() {
-		hs.Close()
+	return serveExporter(t, exp, func() {
 		cancel()
 		<-done
 		<-done
 		s.Close()
 		_ = lib.Close()
 	})
-	return l.Addr().String()
 }
 
 // idleNVML answers the idle controller's NVML calls: the first device is idle (utilisation
