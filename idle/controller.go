@@ -66,6 +66,8 @@ type gpu struct {
 	polls      int // polls since the release
 	// lastProcQuiet is the last process listing that found no new process.
 	lastProcQuiet time.Time
+	gpm           *gpmWatch // GPM samples while released (gpm.go); nil without
+	gpmOff        bool      // GPM cannot be had on this GPU
 }
 
 // procPeriod is how often a released GPU's compute processes are listed: the dearest of the
@@ -107,6 +109,11 @@ func (c *Controller) Run(ctx context.Context) error {
 	if len(c.gpus) == 0 {
 		return nil
 	}
+	defer func() {
+		for _, g := range c.gpus {
+			g.gpmFree()
+		}
+	}()
 	c.log.Info("releasing the PM session of idle GPUs", "after", c.cfg.after, "poll", c.cfg.poll)
 	t := time.NewTicker(c.cfg.poll)
 	defer t.Stop()
@@ -174,6 +181,7 @@ func (c *Controller) checkIdle(g *gpu, sig signal, st pmsample.State, now time.T
 func (c *Controller) release(g *gpu, now time.Time) {
 	g.released, g.releasedAt, g.lastQuiet, g.lastProcQuiet, g.idleBit, g.nvmlErrs, g.polls = true, now, now, now, false, 0, 0
 	g.pids = c.processes(g)
+	c.gpmStart(g)
 	reason := fmt.Sprintf("GPU idle for %s (NVML utilisation 0, no kernels, SM active < %g%%): PM session released until work starts", c.cfg.after, c.cfg.smThreshold)
 	c.s.Release(g.index, reason)
 	c.log.Info("gpu idle: pm session released", "gpu", g.index, "idle_for", now.Sub(g.quietSince))
@@ -189,6 +197,14 @@ func (c *Controller) watch(g *gpu, sig signal, now time.Time) {
 		}
 	}
 	ok := 0
+	if what == "" {
+		if busy, read := c.gpmBusy(g); read {
+			ok++
+			if busy {
+				what = "gpm_sm_util"
+			}
+		}
+	}
 	if what == "" {
 		if mask, ret := g.h.GetCurrentClocksEventReasons(); ret == nvml.SUCCESS {
 			ok++

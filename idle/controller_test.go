@@ -1,6 +1,7 @@
 package idle
 
 import (
+	"context"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -21,6 +22,55 @@ type fakeGPU struct {
 	pids   []uint32
 	broken atomic.Bool
 	calls  atomic.Int64
+	// GPM: hasGPM makes it supported; smWork counts the SM time worked, as the hardware
+	// counters do, and a sample holds its value when taken (fakeGPMSamples).
+	hasGPM  atomic.Bool
+	smWork  atomic.Uint64
+	samples *fakeGPMSamples
+}
+
+// fakeGPMSamples is the mocked NVML's GPM: what each sample read when taken, and the
+// allocations and frees.
+type fakeGPMSamples struct {
+	mu            sync.Mutex
+	taken         map[nvml.GpmSample]uint64
+	allocs, frees int
+}
+
+func (s *fakeGPMSamples) alloc() (nvml.GpmSample, nvml.Return) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.allocs++
+	smp := &mock.GpmSample{}
+	smp.FreeFunc = func() nvml.Return {
+		s.mu.Lock()
+		s.frees++
+		s.mu.Unlock()
+		return nvml.SUCCESS
+	}
+	return smp, nvml.SUCCESS
+}
+
+// metrics answers SM utilisation 50 % when the GPU worked between the two samples, else 0.
+func (s *fakeGPMSamples) metrics(m *nvml.GpmMetricsGetType) nvml.Return {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	a, okA := s.taken[m.Sample1]
+	b, okB := s.taken[m.Sample2]
+	if !okA || !okB || m.NumMetrics != 1 || nvml.GpmMetricId(m.Metrics[0].MetricId) != nvml.GPM_METRIC_SM_UTIL {
+		return nvml.ERROR_INVALID_ARGUMENT
+	}
+	m.Metrics[0].NvmlReturn, m.Metrics[0].Value = uint32(nvml.SUCCESS), 0
+	if b > a {
+		m.Metrics[0].Value = 50
+	}
+	return nvml.SUCCESS
+}
+
+func (s *fakeGPMSamples) counts() (allocs, frees int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.allocs, s.frees
 }
 
 func (f *fakeGPU) device() *mock.Device {
@@ -36,6 +86,18 @@ func (f *fakeGPU) device() *mock.Device {
 			return nvml.Utilization{Gpu: f.util.Load()}, ret()
 		},
 		GetCurrentClocksEventReasonsFunc: func() (uint64, nvml.Return) { return f.events.Load(), ret() },
+		GpmQueryDeviceSupportFunc: func() (nvml.GpmSupport, nvml.Return) {
+			return nvml.GpmSupport{IsSupportedDevice: uint32(b2u(f.hasGPM.Load()))}, nvml.SUCCESS
+		},
+		GpmSampleGetFunc: func(smp nvml.GpmSample) nvml.Return {
+			if r := ret(); r != nvml.SUCCESS {
+				return r
+			}
+			f.samples.mu.Lock()
+			f.samples.taken[smp] = f.smWork.Load()
+			f.samples.mu.Unlock()
+			return nvml.SUCCESS
+		},
 		GetComputeRunningProcessesFunc: func() ([]nvml.ProcessInfo, nvml.Return) {
 			f.mu.Lock()
 			defer f.mu.Unlock()
@@ -50,13 +112,17 @@ func (f *fakeGPU) device() *mock.Device {
 
 // fakeNVML is a mocked NVML with one fakeGPU per UUID.
 func fakeNVML(gpus map[string]*fakeGPU) *mock.Interface {
+	samples := &fakeGPMSamples{taken: map[nvml.GpmSample]uint64{}}
 	devs := map[string]*mock.Device{}
 	for uuid, g := range gpus {
+		g.samples = samples
 		devs[uuid] = g.device()
 	}
 	return &mock.Interface{
-		InitFunc:     func() nvml.Return { return nvml.SUCCESS },
-		ShutdownFunc: func() nvml.Return { return nvml.SUCCESS },
+		InitFunc:           func() nvml.Return { return nvml.SUCCESS },
+		ShutdownFunc:       func() nvml.Return { return nvml.SUCCESS },
+		GpmSampleAllocFunc: samples.alloc,
+		GpmMetricsGetFunc:  samples.metrics,
 		DeviceGetHandleByUUIDFunc: func(uuid string) (nvml.Device, nvml.Return) {
 			if d, ok := devs[uuid]; ok {
 				return d, nvml.SUCCESS
@@ -222,14 +288,18 @@ func TestIdleReacquireOnNVMLSignals(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		wake  func(g *fakeGPU)
-		polls int // within this many polls (processes are listed every 100 ms: 5 polls)
+		polls int  // within this many polls (processes are listed every 100 ms: 5 polls)
+		gpm   bool // the GPU has GPM
 	}{
-		{"gpu_idle bit clears", func(g *fakeGPU) { g.events.Store(0) }, 1},
-		{"utilisation", func(g *fakeGPU) { g.util.Store(3) }, 1},
-		{"new process", func(g *fakeGPU) { g.mu.Lock(); g.pids = append(g.pids, 4242); g.mu.Unlock() }, 5},
+		{"gpu_idle bit clears", func(g *fakeGPU) { g.events.Store(0) }, 1, false},
+		{"utilisation", func(g *fakeGPU) { g.util.Store(3) }, 1, false},
+		{"new process", func(g *fakeGPU) { g.mu.Lock(); g.pids = append(g.pids, 4242); g.mu.Unlock() }, 5, false},
+		// GPM sees the work between two polls while NVML's own signals still say idle.
+		{"GPM SM utilisation", func(g *fakeGPU) { g.smWork.Add(1) }, 1, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := newRig(t, 1)
+			r.gpu[0].hasGPM.Store(tc.gpm)
 			r.gpu[0].mu.Lock()
 			r.gpu[0].pids = []uint32{100} // a process holding the GPU idle does not prevent release
 			r.gpu[0].mu.Unlock()
@@ -313,5 +383,67 @@ func TestIdleWithoutNVMLReleasesNothing(t *testing.T) {
 	}
 	if len(s.calls) != 0 {
 		t.Fatalf("calls without NVML: %v", s.calls)
+	}
+}
+
+func b2u(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// Without GPM (or with it turned off) SM work alone wakes nothing: the NVML signals decide.
+// With it, the samples are allocated once per GPU and freed when Run ends.
+func TestIdleGPMOffAndFreed(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		has  bool
+		opts []Option
+	}{{"no GPM on the GPU", false, nil}, {"GPM turned off", true, []Option{WithGPM(false)}}} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newRig(t, 1, tc.opts...)
+			r.gpu[0].hasGPM.Store(tc.has)
+			r.releaseAll()
+			r.gpu[0].smWork.Add(1)
+			r.run(200 * time.Millisecond)
+			if !r.s.isReleased(0) {
+				t.Fatal("woken by SM work that only GPM could see")
+			}
+		})
+	}
+
+	s := newFakeSampler(2)
+	gpus := map[string]*fakeGPU{}
+	for i := range 2 {
+		g := &fakeGPU{}
+		g.events.Store(clockEventGPUIdle)
+		g.hasGPM.Store(true)
+		gpus[uuidOf(i)] = g
+	}
+	lib := fakeNVML(gpus)
+	c := New(s, lib, nil, WithAfter(30*time.Millisecond), WithPoll(5*time.Millisecond))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = c.Run(ctx); close(done) }()
+	deadline := time.Now().Add(5 * time.Second)
+	for !(s.isReleased(0) && s.isReleased(1)) {
+		if time.Now().After(deadline) {
+			t.Fatal("not released")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	gpus[uuidOf(1)].smWork.Add(1)
+	for s.isReleased(1) {
+		if time.Now().After(deadline) {
+			t.Fatal("GPU 1 not woken by GPM")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	cancel()
+	<-done
+	allocs, frees := gpus[uuidOf(0)].samples.counts()
+	if allocs != 4 || frees != 4 {
+		t.Fatalf("GPM samples: %d allocated, %d freed; want 2 per GPU, all freed", allocs, frees)
 	}
 }

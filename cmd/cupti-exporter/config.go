@@ -43,6 +43,7 @@ type Config struct {
 		// Idle release (package idle, docs/pm-sampling.md "Idle release").
 		IdleReleaseAfter Duration `yaml:"idle_release_after" help:"Release a GPU's PM session after it has been idle this long (NVML utilisation 0, no kernels, SM active < 0.1 %) and take it back on the first sign of work; 0: never release. Needs NVML (health.library)."`
 		IdlePoll         Duration `yaml:"idle_poll" help:"How often a released GPU is polled through NVML for activity (1ms to 1s)."`
+		IdleGPM          bool     `yaml:"idle_gpm" help:"While a GPU is released, also read its GPM SM utilisation (Hopper and newer) at every poll: work shows within one poll, where NVML's utilisation and clock-event reasons lag by about 300 ms."`
 		Pipeline         string   `yaml:"pipeline" help:"How each device's decode loop runs: serial (decode, evaluate and reset on one thread) or double (two counter data images; a second thread evaluates and resets one while the other is decoded into). double sustained 10 kHz with the default set on an H200 (docs/performance.md); use it below 200us."`
 		Backoff          bool     `yaml:"backoff" help:"When the host cannot decode and evaluate samples as fast as the interval asks (measured in the first second), lengthen the interval to one it sustains instead of losing samples; the effective interval is cupti_pm_sampling_interval_seconds."`
 	} `yaml:"pmsample"`
@@ -106,6 +107,7 @@ func defaultConfig() Config {
 	c.PMSample.Window = Duration(15 * time.Second)
 	c.PMSample.IdleReleaseAfter = Duration(time.Minute)
 	c.PMSample.IdlePoll = Duration(20 * time.Millisecond)
+	c.PMSample.IdleGPM = true
 	c.Activity.Enabled = true
 	c.Activity.Socket = "/run/cupti-exporter/activity.sock"
 	c.Activity.SocketMode = "0660"

@@ -23,6 +23,7 @@ func idleSetup(logger *slog.Logger, cfg *Config, s *pmsample.Sampler) (*idle.Con
 	}
 	c := idle.New(s, nvml.New(libOpts...), logger,
 		idle.WithAfter(time.Duration(cfg.PMSample.IdleReleaseAfter)),
-		idle.WithPoll(time.Duration(cfg.PMSample.IdlePoll)))
+		idle.WithPoll(time.Duration(cfg.PMSample.IdlePoll)),
+		idle.WithGPM(cfg.PMSample.IdleGPM))
 	return c, pmsample.NewIdleProducer(s)
 }
