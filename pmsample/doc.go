@@ -17,7 +17,7 @@
 //     1 (COUNTER_DATA_FULL) loses the records that did not fit; CUPTI will not re-initialise
 //     that image, so it is replaced by a fresh one in the same session. An overflow kills a
 //     keep-oldest session: it is recreated (Disable, Enable, SetConfig, Start). With
-//     WithMultiplex several groups take turns (Stop, SetConfig, Start) each period.
+//     WithMultiplex several groups take turns, each turn in a new session, each period.
 //   - pipeline.go: WithPipeline(PipelineDouble) decodes into one of two images per group on the
 //     device thread while an evaluator thread evaluates and resets the other (awaits its GPU check).
 //   - loss.go: each device's time line; every stretch without a delivered sample is a Loss with
