@@ -382,7 +382,9 @@ func BenchmarkDecodeFakeLib(b *testing.B) {
 
 // Issue 11 item 8: on the fake, every rotation gave reset errors (the fake checked a re-used
 // image's size against the last GetCounterDataSize of the session, which was the other group's)
-// and then image-full decodes. Each group's image is now its own layout.
+// and then image-full decodes. Each group's image is now its own layout. Then on the H200
+// (run M) switching groups inside one session gave silence after the first turn; the fake
+// does the same now, and each turn is a new session.
 func TestSamplerFakeLibMultiplexRotates(t *testing.T) {
 	ms := fakeMetrics(10)
 	r := runFake(t, "", WithMetrics(ms...), WithMultiplex(40*time.Millisecond))

@@ -322,6 +322,7 @@ struct CUpti_Profiler_Host_Object {
 struct CUpti_PmSampling_Object {
 	unsigned magic;
 	int dev, configured, started, stopped, dead, keep_latest;
+	int ever_started, silent; /* silent: configured again after a Start (see cuptiPmSamplingSetConfig) */
 	int full_images; /* some image of this session had a COUNTER_DATA_FULL decode */
 	uint32_t cfg_metrics; /* metrics in the config of the last SetConfig */
 	uint64_t iv, hwbuf_samples, t0, t_stop, next_k, decodes;
@@ -533,6 +534,9 @@ CUptiResult cuptiPmSamplingSetConfig(CUpti_PmSampling_SetConfig_Params *p) {
 	} else if (passes != 1)
 		r = E_NOT_SUPPORTED;
 	else {
+		/* As an H200 with CUPTI 13.0 did (run M, 2026-11-23): SetConfig after a Start in the
+		 * same session succeeds, and the session then yields no sample until Disable. */
+		o->silent = o->silent || o->ever_started;
 		o->configured = 1;
 		o->cfg_metrics = ((const cfg_header *)p->pConfig)->n;
 		o->iv = p->samplingInterval; /* ns in TIME mode; SYSCLK cycles at a nominal 1 GHz */
@@ -610,6 +614,7 @@ CUptiResult cuptiPmSamplingStart(CUpti_PmSampling_Start_Params *p) {
 		r = E_OPERATION;
 	else {
 		o->started = 1;
+		o->ever_started = 1;
 		o->stopped = 0;
 		o->t0 = now_ns();
 		o->next_k = 0;
@@ -684,7 +689,7 @@ CUptiResult cuptiPmSamplingDecodeData(CUpti_PmSampling_DecodeData_Params *p) {
 	if (F.overflow_at && o->decodes == F.overflow_at)
 		o->dead = 1;
 	uint64_t avail = 0;
-	if (o->started || o->stopped) {
+	if ((o->started || o->stopped) && !o->silent) {
 		if (F.samples_per_decode)
 			avail = o->started ? F.samples_per_decode : 0;
 		else {
