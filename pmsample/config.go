@@ -163,13 +163,21 @@ func newConfig(opts []Option) (config, error) {
 	return c, nil
 }
 
-// maxSamples is the capacity of the counter data image: decode period x rate x 1.25 + 16, the
-// quarter being slack for a late decode. It is computed once and never re-queried. Re-initialising
-// the image after each decode costs time per slot, not per sample (2.1 us a slot for 4 metrics,
-// about 12 for the default 9 on an H200, whatever the fill), so the slack is kept small.
-func (c config) maxSamples() int { return imageCapacity(c.decodePeriod, c.interval) }
+// maxSamples is the capacity of the counter data image: decode period x rate x (1 + slack) + 16,
+// the slack (a quarter at first) being room for a late decode. Re-initialising the image after
+// each decode costs time per slot, not per sample (2.1 us a slot for 4 metrics, about 12 for the
+// default 9 on an H200, whatever the fill), so the slack starts small and grows only on a host
+// that showed it needs more: after a decode found more samples than an image holds, the images
+// allocated from then on get growSlack more, up to maxImageSlack (cuptiDevice.growAfterFull).
+func (c config) maxSamples() int { return imageCapacity(c.decodePeriod, c.interval, imageSlack) }
 
-func imageCapacity(decodePeriod, interval time.Duration) int {
+const (
+	imageSlack    = 0.25
+	growSlack     = 0.625
+	maxImageSlack = 1.5
+)
+
+func imageCapacity(decodePeriod, interval time.Duration, slack float64) int {
 	perDecode := float64(decodePeriod) / float64(interval)
-	return int(perDecode*1.25) + 16
+	return int(perDecode*(1+slack)) + 16
 }

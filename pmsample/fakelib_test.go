@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -101,6 +102,13 @@ type fakeRun struct {
 
 func runFake(t *testing.T, faults string, opts ...Option) fakeRun {
 	t.Helper()
+	return runFakeHook(t, faults, nil, opts...)
+}
+
+// runFakeHook is runFake with hook called on every batch before it is collected, on the
+// device's thread (serial pipeline): a hook that sleeps makes the next decode late.
+func runFakeHook(t *testing.T, faults string, hook func(Batch), opts ...Option) fakeRun {
+	t.Helper()
 	lib := openFake(t)
 	cuptitest.Inject(t, faults)
 	m, err := mapping.New()
@@ -119,7 +127,13 @@ func runFake(t *testing.T, faults string, opts ...Option) fakeRun {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
-		_ = s.Run(ctx, func(b Batch) { c.add(b); agg.Add(b) })
+		_ = s.Run(ctx, func(b Batch) {
+			if hook != nil {
+				hook(b)
+			}
+			c.add(b)
+			agg.Add(b)
+		})
 		close(done)
 	}()
 	t.Cleanup(func() {
@@ -418,5 +432,31 @@ func TestSamplerFakeLibMultiplexRotates(t *testing.T) {
 		if !ok || v < 0.3 || v > 0.7 {
 			t.Errorf("observed ratio of %s = %v %v; want about 0.5 (two groups taking turns)", name, v, ok)
 		}
+	}
+}
+
+// A host that delays a decode once delays it again: after the first late decode overflowed an
+// image (image_full), the replacement images hold more, and the same lateness loses nothing.
+// Decode period 50 ms at 1 kHz: 78 slots at first (28 ms of slack), 109 after one overflow; every
+// fifth batch of GPU 0 holds the decode thread 90 ms (about 90 samples wait at the next decode).
+// Before, every one of those late decodes lost samples.
+func TestSamplerFakeLibImageGrowsAfterFull(t *testing.T) {
+	var n atomic.Int64
+	late := func(b Batch) {
+		if b.Device == 0 && len(b.Samples) > 0 && n.Add(1)%5 == 0 {
+			time.Sleep(90 * time.Millisecond)
+		}
+	}
+	r := runFakeHook(t, "", late, WithDecodePeriod(50*time.Millisecond))
+	eventually(t, "eight late decodes", func() bool { return n.Load() >= 45 })
+	full := r.c.sum(0, func(b Batch) int { return b.LostImageFull })
+	if full == 0 {
+		t.Fatal("no decode came late enough to fill an image: the test proves nothing")
+	}
+	if full > 3 {
+		t.Errorf("%d image-full decodes in 8 late ones; want 1 (up to 3 on a loaded machine): the images did not grow", full)
+	}
+	if d := r.s.runners[0].pm.(*cuptiDevice); d.imageCapacity() <= imageCapacity(50*time.Millisecond, time.Millisecond, imageSlack) {
+		t.Errorf("image capacity %d after image-full decodes; want more than at start", d.imageCapacity())
 	}
 }

@@ -435,7 +435,11 @@ func (r *runner) outcome(b *Batch, res cupti.DecodeResult, err error) (overflow,
 	if full {
 		b.LostImageFull++
 		r.loss.open("image_full", r.now())
-		r.log.Warn("counter data image full: samples lost; decode more often or sample less often")
+		args := []any{}
+		if c, ok := r.pm.(interface{ imageCapacity() int }); ok {
+			args = append(args, "next_image_capacity", c.imageCapacity())
+		}
+		r.log.Warn("counter data image full: samples lost (a late decode); later images hold more, up to 2.5 decode periods of samples", args...)
 	}
 	return overflow, full
 }
