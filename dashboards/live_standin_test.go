@@ -59,7 +59,8 @@ func serveLive(t *testing.T) string {
 }
 
 // idleNVML answers the idle controller's NVML calls: the first device is idle (utilisation
-// 0, the gpu_idle clock-event bit set, no process), every other one busy.
+// 0, the gpu_idle clock-event bit set, no process, GPM SM utilisation 0), every other one busy
+// (and never released, so never asked for GPM).
 func idleNVML(devs []pmsample.Device) nvml.Interface {
 	handles := map[string]*mock.Device{}
 	for i, d := range devs {
@@ -73,11 +74,24 @@ func idleNVML(devs []pmsample.Device) nvml.Interface {
 			},
 			GetCurrentClocksEventReasonsFunc: func() (uint64, nvml.Return) { return events, nvml.SUCCESS },
 			GetComputeRunningProcessesFunc:   func() ([]nvml.ProcessInfo, nvml.Return) { return nil, nvml.SUCCESS },
+			GpmQueryDeviceSupportFunc: func() (nvml.GpmSupport, nvml.Return) {
+				return nvml.GpmSupport{IsSupportedDevice: 1}, nvml.SUCCESS
+			},
+			GpmSampleGetFunc: func(nvml.GpmSample) nvml.Return { return nvml.SUCCESS },
 		}
 	}
 	return &mock.Interface{
 		InitFunc:     func() nvml.Return { return nvml.SUCCESS },
 		ShutdownFunc: func() nvml.Return { return nvml.SUCCESS },
+		GpmSampleAllocFunc: func() (nvml.GpmSample, nvml.Return) {
+			return &mock.GpmSample{FreeFunc: func() nvml.Return { return nvml.SUCCESS }}, nvml.SUCCESS
+		},
+		GpmMetricsGetFunc: func(m *nvml.GpmMetricsGetType) nvml.Return {
+			for i := range m.NumMetrics {
+				m.Metrics[i].NvmlReturn, m.Metrics[i].Value = uint32(nvml.SUCCESS), 0
+			}
+			return nvml.SUCCESS
+		},
 		DeviceGetHandleByUUIDFunc: func(uuid string) (nvml.Device, nvml.Return) {
 			if d, ok := handles[uuid]; ok {
 				return d, nvml.SUCCESS
