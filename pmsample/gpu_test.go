@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -173,3 +174,122 @@ func TestGPUWithoutAvailability(t *testing.T) {
 
 // evaluation is the time after DecodeData: sample times, evaluation and the image reset.
 func (c CallTimes) evaluation() time.Duration { return c.SampleInfo + c.Evaluate + c.Reset }
+
+// TestGPUMultiplexTurns samples the default set and the FP16 pipe, which needs a second pass on
+// GH100, with multiplexing every second for 6 s: each group must deliver samples turn after
+// turn (run M: the in-session switch went silent after the first turn), and no time may be
+// lost to a stall. Each turn is a new session; the rotation loss per turn is logged.
+func TestGPUMultiplexTurns(t *testing.T) {
+	lib := requireGPU(t)
+	m, err := mapping.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics := append(DefaultMetrics(m), "sm__inst_executed_pipe_fma_type_fp16.avg.pct_of_peak_sustained_elapsed")
+	s, err := New(lib, m, nil, WithDevices(0), WithMetrics(metrics...), WithMultiplex(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if n := len(s.Plan().Groups); n < 2 {
+		t.Skipf("the metrics fit %d group on this GPU: nothing to multiplex", n)
+	}
+	turns := map[string]int{}
+	samples := map[string]int{}
+	lost := map[string]float64{}
+	prev := ""
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Second)
+	defer cancel()
+	_ = s.Run(ctx, func(b Batch) {
+		for _, l := range b.Lost {
+			lost[l.Reason] += float64(l.End-l.Start) / 1e6
+		}
+		if len(b.Samples) == 0 {
+			return
+		}
+		if g := b.Metrics[0]; g != prev {
+			turns[g]++
+			prev = g
+		}
+		samples[b.Metrics[0]] += len(b.Samples)
+	})
+	t.Logf("groups %d; turns %v; samples %v; lost ms by reason %v", len(s.Plan().Groups), turns, samples, lost)
+	for _, g := range s.Plan().Groups {
+		if turns[g.Metrics[0]] < 2 {
+			t.Errorf("group led by %s delivered samples in %d turns of about 3, want at least 2", g.Metrics[0], turns[g.Metrics[0]])
+		}
+	}
+	if lost["stall"] > 0 {
+		t.Errorf("%.1f ms lost to stalled sessions", lost["stall"])
+	}
+	total := 0
+	for _, n := range samples {
+		total += n
+	}
+	if total < 4000 {
+		t.Errorf("%d samples in 6 s at 1 kHz with a new session each second, want at least 4,000", total)
+	}
+	gpuOut(t, "pmsample_multiplex.json", map[string]any{"turns": turns, "samples": samples, "lost_ms": lost})
+}
+
+// TestGPUStopStartInSession finds out whether a session stopped and started again, with the
+// same configuration, delivers samples, and how long that takes against a new session: the
+// idle release could then keep its session configured while released (a faster retake) if it
+// costs no power. It fails only if the first start delivers nothing.
+func TestGPUStopStartInSession(t *testing.T) {
+	lib := requireGPU(t)
+	m, err := mapping.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(lib, m, nil, WithDevices(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	d := s.runners[0].pm.(*cuptiDevice)
+	count := func() int { // 80 ms: within one image (141 slots at the defaults)
+		time.Sleep(80 * time.Millisecond)
+		n := 0
+		if _, err := d.Decode(0, func(_, _ uint64, v []float64) {
+			if v != nil {
+				n++
+			}
+		}); err != nil {
+			t.Logf("decode: %v", err)
+		}
+		return n
+	}
+	t0 := time.Now()
+	if err := d.Enable(); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.SetConfig(0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Start(); err != nil {
+		t.Fatal(err)
+	}
+	fresh := time.Since(t0)
+	first := count()
+	if first == 0 {
+		t.Fatal("no sample 80 ms after the first Start")
+	}
+	if err := d.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	count() // what the stop left
+	t1 := time.Now()
+	_, errStart := d.Start()
+	again := time.Since(t1)
+	second := 0
+	if errStart == nil {
+		second = count()
+		_ = d.Stop()
+	}
+	_ = d.Disable()
+	t.Logf("new session (Enable, SetConfig, Start) %v: %d samples in 80 ms; Start after Stop in the same session %v (err %v): %d samples in 80 ms",
+		fresh, first, again, errStart, second)
+	gpuOut(t, "pmsample_stopstart.json", map[string]any{"fresh_ms": fresh.Seconds() * 1e3, "first": first,
+		"restart_ms": again.Seconds() * 1e3, "restart_err": fmt.Sprint(errStart), "second": second})
+}
