@@ -272,7 +272,7 @@ stage_gotest() {
     say "-- ${f##*/}"; grep -E 'reset cost|small image|big image|^(---|ok|FAIL)' "$f" | sed 's/^ *//' | cut -c1-230 | tee -a "$S"
   done
   PMSAMPLE_GPU=1 "$G/pmsample.test" -test.run 'TestGPU' -test.v > "$L/gotest-pmsample.log" 2>&1; say "pmsample gpu tests rc=$?"
-  grep -E '^(---|ok|FAIL)' "$L/gotest-pmsample.log" | tee -a "$S"
+  grep -E '^(---|ok|FAIL)|new session \(Enable|groups [0-9]+; turns' "$L/gotest-pmsample.log" | sed 's/^ *//' | cut -c1-400 | tee -a "$S"
 }
 
 # The soak runs beside other stages (it has its own exporter, port and socket).
