@@ -198,3 +198,56 @@ func TestReleaseWindowReportsNoZeros(t *testing.T) {
 		t.Fatalf("mean after reacquire = %v %v, want %v", v, ok, 40*sm.Scale)
 	}
 }
+
+// With WithIdleKeepSession an idle release stops the session and keeps it configured, and the
+// retake is a Start alone; a pause still lets the counters go. Where the restarted session
+// stays silent (restartDead, as the H200 was after a reconfiguration in run M), the stall
+// watchdog recreates it and the silence is counted as "stall".
+func TestReleaseKeepSession(t *testing.T) {
+	for _, dead := range []bool{false, true} {
+		t.Run(map[bool]string{false: "restart delivers", true: "restart silent"}[dead], func(t *testing.T) {
+			pm := newScriptPM()
+			pm.restartDead = dead
+			s := newTestSampler(t, []*scriptPM{pm}, oneGroup, WithIdleKeepSession(true))
+			s.cfg.stallFloor = 30 * time.Millisecond
+			c := start(t, s)
+			eventually(t, "sampling", func() bool { return c.sum(0, samplesOf) > 0 })
+
+			mark := len(pm.log())
+			s.Release(0, "idle")
+			eventually(t, "idle-released", func() bool { return s.Status()[0].State == StateIdle })
+			pm.mu.Lock()
+			enabled, started := pm.enabled, pm.started
+			pm.mu.Unlock()
+			if released := strings.Join(pm.log()[mark:], " "); !enabled || started || strings.Contains(released, "Disable") {
+				t.Fatalf("kept release: enabled %v started %v, calls %q; want stopped, still enabled", enabled, started, released)
+			}
+
+			mark = len(pm.log())
+			n := c.sum(0, samplesOf)
+			s.Reacquire(0, time.Now())
+			eventually(t, "samples after the retake", func() bool { return c.sum(0, samplesOf) > n+10 })
+			retake := strings.Join(pm.log()[mark:], " ")
+			if !strings.HasPrefix(retake, "Start") {
+				t.Fatalf("retake calls %q; want a Start alone first", retake)
+			}
+			stalled := c.sum(0, func(b Batch) int {
+				k := 0
+				for _, l := range b.Lost {
+					k += b2i(l.Reason == "stall")
+				}
+				return k
+			})
+			if dead != strings.Contains(retake, "Disable Enable SetConfig(0) Start") || dead != (stalled > 0) {
+				t.Fatalf("retake calls %q, %d stall losses; want a recreated session and a stall loss only when the restart is silent", retake, stalled)
+			}
+
+			s.Release(0, "idle again")
+			eventually(t, "idle-released again", func() bool { return s.Status()[0].State == StateIdle })
+			if err := s.Pause(context.Background(), 0); err != nil {
+				t.Fatal(err)
+			}
+			eventually(t, "the kept session let go by the pause", pm.released)
+		})
+	}
+}

@@ -32,6 +32,7 @@ type runner struct {
 
 	// session state, owned by the run goroutine
 	enabled   bool
+	kept      bool // enabled, configured and stopped while idle-released (WithIdleKeepSession)
 	group     int
 	startNS   uint64
 	decErrs   int
@@ -106,6 +107,7 @@ func (r *runner) run(ctx context.Context, sink func(Batch)) {
 	backoff := r.s.cfg.backoffMin
 	for ctx.Err() == nil {
 		if p, until := r.paused(); p {
+			r.release() // a session kept through an idle release goes too: a pause frees the counters
 			r.setState(StatePaused, "paused on request")
 			r.loss.open("paused", r.now())
 			r.idle(ctx, until, sink)
@@ -221,6 +223,13 @@ func (r *runner) acquire() error {
 			r.adm.reset() // a new metric set costs what it costs: measure again
 		}
 	}
+	if r.kept { // stopped, still configured, while idle-released (letGo): Start alone
+		r.kept = false
+		r.mu.Lock()
+		r.acq = acquireTimes{}
+		r.mu.Unlock()
+		return r.start()
+	}
 	r.group = 0
 	return r.acquireKeepGroup()
 }
@@ -246,10 +255,18 @@ func (r *runner) configure() error {
 	if err := r.pm.SetConfig(r.group); err != nil {
 		return err
 	}
-	t1 := time.Now()
+	r.mu.Lock()
+	r.acq.setConfig = time.Since(t0)
+	r.mu.Unlock()
+	return r.start()
+}
+
+// start is Start; it begins the session's time line.
+func (r *runner) start() error {
+	t0 := time.Now()
 	ts, err := r.pm.Start()
 	r.mu.Lock()
-	r.acq.setConfig, r.acq.start = t1.Sub(t0), time.Since(t1)
+	r.acq.start = time.Since(t0)
 	r.mu.Unlock()
 	if err != nil {
 		return err
@@ -266,11 +283,13 @@ func (r *runner) release() {
 	if !r.enabled {
 		return
 	}
-	_ = r.pm.Stop()
+	if !r.kept { // a kept session is stopped already
+		_ = r.pm.Stop()
+	}
 	if err := r.pm.Disable(); err != nil {
 		r.log.Warn("releasing pm sampling", "err", err)
 	}
-	r.enabled = false
+	r.enabled, r.kept = false, false
 }
 
 // sample runs one session: decode on the cadence, rotate groups when multiplexing, stop on
@@ -291,14 +310,12 @@ func (r *runner) sample(ctx context.Context, sink func(Batch)) error {
 			return nil
 		case <-r.wake:
 			if r.off() { // paused or idle-released (release.go)
-				r.drain(sink)
-				r.release()
+				r.letGo(sink)
 				return nil
 			}
 		case <-tick.C:
 			if r.off() { // a timed pause that ended is cleared here too
-				r.drain(sink)
-				r.release()
+				r.letGo(sink)
 				return nil
 			}
 			if err := r.decode(sink); err != nil {
@@ -317,6 +334,20 @@ func (r *runner) sample(ctx context.Context, sink func(Batch)) error {
 			}
 		}
 	}
+}
+
+// letGo ends sampling for a pause or an idle release: Stop, a last decode, Disable. With
+// WithIdleKeepSession an idle release keeps the session enabled and configured (kept), so
+// that the retake is a Start alone; a pause always lets the counters go.
+func (r *runner) letGo(sink func(Batch)) {
+	dead := r.drain(sink)
+	if rel, _ := r.idleReleased(); rel && r.s.cfg.idleKeepSession && !dead {
+		if p, _ := r.paused(); !p {
+			r.kept = true
+			return
+		}
+	}
+	r.release()
 }
 
 // drain stops sampling and decodes what is left; it reports whether the session died (see

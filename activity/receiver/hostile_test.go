@@ -101,8 +101,11 @@ func TestNameTableFloodStaysInBudget(t *testing.T) {
 	if budget.Peak() > limit {
 		t.Errorf("accounted memory peaked at %d bytes, over the budget of %d", budget.Peak(), limit)
 	}
-	if held := int64(budget.Used()); held < limit/2 {
-		t.Errorf("only %d MiB held at the end of the flood: the test no longer fills the budget", held>>20)
+	// The peak, not what is held at the end: which connections keep their tables depends on
+	// how the scheduler interleaved them (on a loaded CI runner one connection was left with
+	// 12 MiB after 255 were closed).
+	if peak := int64(budget.Peak()); peak < limit*3/4 {
+		t.Errorf("accounted memory peaked at only %d MiB: the test no longer fills the budget", peak>>20)
 	}
 	if live > base+limit+64<<20 {
 		t.Errorf("live heap %d MiB over the baseline, budget %d MiB", (live-base)>>20, limit>>20)

@@ -25,9 +25,9 @@ def power(path):
         print(f"idle power round {r} {label:9s}: {w:6.2f} W  sm {mhz:5.0f} MHz  ({len(v)} readings, max {max(x[1] for x in v):.0f} MHz)")
     if "off" in by:
         off = statistics.mean(by["off"])
-        for label in ("release", "norelease"):
+        for label in ("release", "kept", "norelease"):
             if label in by:
-                want = "want within 0.5 W" if label == "release" else "the cost release avoids"
+                want = "the cost release avoids" if label == "norelease" else "want within 0.5 W"
                 print(f"idle power {label} - off: {statistics.mean(by[label]) - off:+.2f} W (mean of {len(by[label])} rounds; {want})")
 
 

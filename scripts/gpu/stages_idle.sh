@@ -16,10 +16,11 @@ idle_wait_state() {
   done
   say "gpu 0 never reached state $1 in $3 s"; return 1; }
 
-idle_power_window() { # idle_power_window LABEL ROUND
-  echo "# $1 $2 $(date +%s.%N)" >> "$L/idle-power.csv"
+idle_power_window() { # idle_power_window LABEL ROUND [CSV]
+  local csv=${3:-$L/idle-power.csv}
+  echo "# $1 $2 $(date +%s.%N)" >> "$csv"
   timeout "${IDLE_WIN:-10}" nvidia-smi -i 0 --query-gpu=power.draw,clocks.sm --format=csv,noheader,nounits -lms 200 \
-    | sed "s/^/$1,$2,/" >> "$L/idle-power.csv"; }
+    | sed "s/^/$1,$2,/" >> "$csv"; }
 
 idle_cpu() { # idle_cpu PORT -> CPU ticks (utime + stime) of the exporter on PORT
   awk '{ print $14 + $15 }' "/proc/$(cat "$L/exporter.$1.pid")/stat" 2>/dev/null || echo 0; }
@@ -98,4 +99,33 @@ stage_idletraced() {
   scrape "$L/idle-traced-metrics.txt"; stop_exporter 9477
   python3 scripts/gpu/idle_compare.py latency "$L/exp-idle-traced.log" "$L"/idle-traced-work-*.log | tee -a "$S"
   say "quiet flushes: $(grep -ho 'quiet flushes=[0-9]*' "$L"/idle-traced-work-*.log | tr '\n' ' ')"
+}
+
+# The experimental kept session (--pmsample.idle-keep-session): an idle release stops the
+# session but keeps it configured, and the retake is a Start alone. Does it cost idle power
+# (interleaved with off and the plain release), and how fast is the retake (the Start
+# duration in the retake log)? About 2.5 minutes with the defaults.
+stage_idlekeep() {
+  say "== idlekeep (idle release keeping the session configured: power and retake)"
+  mkdir -p /run/cupti-exporter; : > "$L/idlekeep-power.csv"
+  local r mode
+  for r in $(seq 1 "${IDLE_ROUNDS:-2}"); do
+    sleep 2; idle_power_window off "$r" "$L/idlekeep-power.csv"
+    for mode in kept release; do
+      start_exporter "$L/exp-idlekeep-$mode-$r.log" 9477 --no-activity.enabled --pmsample.idle-release-after=2s \
+        $([ $mode = kept ] && echo --pmsample.idle-keep-session) || return
+      idle_wait_state idle-released 9477 15 && idle_power_window "$mode" "$r" "$L/idlekeep-power.csv"
+      stop_exporter 9477 > /dev/null
+    done
+  done
+  python3 scripts/gpu/idle_compare.py power "$L/idlekeep-power.csv" | tee -a "$S"
+  start_exporter "$L/exp-idlekeep-lat.log" 9477 --no-activity.enabled --pmsample.idle-release-after=3s --pmsample.idle-keep-session || return
+  idle_wait_state idle-released 9477 15
+  for r in $(seq 1 "${IDLE_LAT_RUNS:-2}"); do
+    python3 scripts/gpu/idle_kernels.py 8 2 > "$L/idlekeep-work-$r.log" 2>&1
+    idle_wait_state idle-released 9477 10
+  done
+  scrape "$L/idlekeep-metrics.txt"; stop_exporter 9477
+  python3 scripts/gpu/idle_compare.py latency "$L/exp-idlekeep-lat.log" "$L"/idlekeep-work-*.log | tee -a "$S"
+  say "idlekeep: stall losses $(grep -E '^cupti_pm_samples_lost_total.*reason="stall"' "$L/idlekeep-metrics.txt" | awk '{ s += $NF } END { print s + 0 }') (a silent restart shows here)"
 }
