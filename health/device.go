@@ -9,6 +9,8 @@ import (
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
+	"github.com/cupti-exporter/cupti-exporter/internal/gpm"
+
 	"github.com/cupti-exporter/cupti-exporter/mapping"
 )
 
@@ -23,7 +25,7 @@ type gpuState struct {
 	links       []int           // NVLink links that answer
 	unsupported map[string]bool // fields this GPU does not support: never read again
 	errs        map[string]uint64
-	gpm         *gpmState // GPM samples, when WithGPM and supported
+	gpm         *gpm.Pair // GPM samples, when WithGPM and supported
 	log         *slog.Logger
 	errTick     int           // collections since the error counters were last read
 	errCache    []cachedValue // their values, repeated between reads
@@ -45,7 +47,7 @@ func (g *gpuState) identify(dev nvml.Device, resolve func(string) (string, bool)
 	g.dev, g.lost, g.lostReason = dev, false, ""
 	g.errTick, g.errCache = 0, nil // read the error counters at the next collection
 	if g.gpm != nil {
-		g.gpm.have = false // a sample from before a reset does not pair with one after it
+		g.gpm.Restart() // a sample from before a reset does not pair with one after it
 	}
 	uuid, _ := dev.GetUUID()
 	name, _ := dev.GetName()

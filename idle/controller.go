@@ -11,6 +11,7 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
 	"github.com/cupti-exporter/cupti-exporter/activity"
+	"github.com/cupti-exporter/cupti-exporter/internal/gpm"
 	"github.com/cupti-exporter/cupti-exporter/pmsample"
 )
 
@@ -66,7 +67,7 @@ type gpu struct {
 	polls      int // polls since the release
 	// lastProcQuiet is the last process listing that found no new process.
 	lastProcQuiet time.Time
-	gpm           *gpmWatch // GPM samples while released (gpm.go); nil without
+	gpm           *gpm.Pair // GPM samples while released (gpm.go); nil without
 	gpmOff        bool      // GPM cannot be had on this GPU
 }
 

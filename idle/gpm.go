@@ -4,16 +4,14 @@ import (
 	"math"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
+
+	"github.com/cupti-exporter/cupti-exporter/internal/gpm"
 )
 
-// gpmWatch is a released GPU's GPM (GPU Performance Monitoring, Hopper and newer) samples:
-// the SM utilisation between two polls is the work done in between, measured by hardware
-// counters that need no PM session. NVML's utilisation and clock-event reasons changed about
-// 300 ms after a kernel on an H200 (run N); GPM sees it at the next poll.
-type gpmWatch struct {
-	prev, cur nvml.GpmSample
-	have      bool // prev holds a sample of this GPU
-}
+// The GPM (GPU Performance Monitoring, Hopper and newer) SM utilisation between two polls of a
+// released GPU is the work done in between, measured by hardware counters that need no PM
+// session. NVML's utilisation and clock-event reasons changed about 300 ms after a kernel on
+// an H200 (run N); GPM sees it at the next poll.
 
 // gpmStart prepares g's GPM samples (once) and takes the first one after a release. A GPU
 // without GPM, or whose samples cannot be had, is watched without it from then on.
@@ -27,39 +25,30 @@ func (c *Controller) gpmStart(g *gpu) {
 			c.gpmGiveUp(g, "GPM not supported on this GPU", ret)
 			return
 		}
-		w := &gpmWatch{}
-		if w.prev, ret = c.lib.GpmSampleAlloc(); ret != nvml.SUCCESS {
+		p, ret := gpm.Alloc(c.lib)
+		if ret != nvml.SUCCESS {
 			c.gpmGiveUp(g, "allocating a GPM sample", ret)
 			return
 		}
-		if w.cur, ret = c.lib.GpmSampleAlloc(); ret != nvml.SUCCESS {
-			w.prev.Free()
-			c.gpmGiveUp(g, "allocating a GPM sample", ret)
-			return
-		}
-		g.gpm = w
+		g.gpm = p
 	}
-	g.gpm.have = g.h.GpmSampleGet(g.gpm.prev) == nvml.SUCCESS
+	g.gpm.Restart() // a sample from before the release does not pair with one after it
+	g.gpm.Take(c.lib, g.h)
 }
 
 // gpmBusy takes a GPM sample of released GPU g and reports whether its SMs were active
 // since the previous one (above the SM threshold), and whether GPM could be read.
 func (c *Controller) gpmBusy(g *gpu) (busy, ok bool) {
-	w := g.gpm
-	if w == nil {
+	if g.gpm == nil {
 		return false, false
 	}
-	if g.h.GpmSampleGet(w.cur) != nvml.SUCCESS {
-		w.have = false
+	mg, sampled, asked := g.gpm.Take(c.lib, g.h, nvml.GPM_METRIC_SM_UTIL)
+	switch {
+	case sampled != nvml.SUCCESS:
 		return false, false
-	}
-	defer func() { w.prev, w.cur, w.have = w.cur, w.prev, true }()
-	if !w.have {
+	case mg == nil: // the first sample since the release
 		return false, true
-	}
-	mg := &nvml.GpmMetricsGetType{NumMetrics: 1, Sample1: w.prev, Sample2: w.cur}
-	mg.Metrics[0].MetricId = uint32(nvml.GPM_METRIC_SM_UTIL)
-	if c.lib.GpmMetricsGet(mg) != nvml.SUCCESS || nvml.Return(mg.Metrics[0].NvmlReturn) != nvml.SUCCESS {
+	case asked != nvml.SUCCESS || nvml.Return(mg.Metrics[0].NvmlReturn) != nvml.SUCCESS:
 		return false, false
 	}
 	v := mg.Metrics[0].Value // percent
@@ -74,8 +63,7 @@ func (c *Controller) gpmGiveUp(g *gpu, what string, ret nvml.Return) {
 // gpmFree releases g's GPM samples.
 func (g *gpu) gpmFree() {
 	if g.gpm != nil {
-		g.gpm.prev.Free()
-		g.gpm.cur.Free()
+		g.gpm.Free()
 		g.gpm = nil
 	}
 }

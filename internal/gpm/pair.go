@@ -1,0 +1,58 @@
+// Package gpm holds the two NVML GPM (GPU Performance Monitoring, Hopper and newer) samples of
+// one GPU that its metrics are computed between: NVML gives a metric only for a pair of
+// samples, the older first. The health source (cupti_gpm_* families) and the idle controller
+// (the wake signal of a released GPU) both take samples this way.
+package gpm
+
+import "github.com/NVIDIA/go-nvml/pkg/nvml"
+
+// Pair is a GPU's two GPM samples: each Take samples into one and, when the other holds the
+// GPU's previous sample, asks for metrics between the two. Not safe for concurrent use.
+type Pair struct {
+	prev, cur nvml.GpmSample
+	have      bool // prev holds the GPU's previous sample
+}
+
+// Alloc allocates the two samples of a Pair.
+func Alloc(lib nvml.Interface) (*Pair, nvml.Return) {
+	prev, ret := lib.GpmSampleAlloc()
+	if ret != nvml.SUCCESS {
+		return nil, ret
+	}
+	cur, ret := lib.GpmSampleAlloc()
+	if ret != nvml.SUCCESS {
+		prev.Free()
+		return nil, ret
+	}
+	return &Pair{prev: prev, cur: cur}, nvml.SUCCESS
+}
+
+// Take samples dev. With a previous sample it asks lib for the metrics ids between the two and
+// returns the request, whose Metrics[i] answers ids[i]; nil on a first sample. sampled is the
+// sampling's return (on failure the next Take starts a new pair), asked the metrics call's.
+func (p *Pair) Take(lib nvml.Interface, dev nvml.Device, ids ...nvml.GpmMetricId) (mg *nvml.GpmMetricsGetType, sampled, asked nvml.Return) {
+	if sampled = dev.GpmSampleGet(p.cur); sampled != nvml.SUCCESS {
+		p.have = false
+		return nil, sampled, nvml.SUCCESS
+	}
+	asked = nvml.SUCCESS
+	if p.have {
+		mg = &nvml.GpmMetricsGetType{NumMetrics: uint32(len(ids)), Sample1: p.prev, Sample2: p.cur}
+		for i, id := range ids {
+			mg.Metrics[i].MetricId = uint32(id)
+		}
+		asked = lib.GpmMetricsGet(mg)
+	}
+	p.prev, p.cur, p.have = p.cur, p.prev, true
+	return mg, sampled, asked
+}
+
+// Restart forgets the previous sample: the next Take begins a new pair (a sample from before a
+// device reset or an idle release does not pair with one after it).
+func (p *Pair) Restart() { p.have = false }
+
+// Free releases both samples.
+func (p *Pair) Free() {
+	p.prev.Free()
+	p.cur.Free()
+}
