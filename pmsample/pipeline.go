@@ -1,7 +1,6 @@
 package pmsample
 
 import (
-	"errors"
 	"runtime"
 	"sync"
 	"time"
@@ -115,15 +114,8 @@ func (p *pipeline) collect(r *runner, sink func(Batch)) (dead bool) {
 		}
 		r.cpuMark = cpu
 	}
-	overflow := res.Overflow || errors.Is(err, errOverflow)
-	full := res.StopReason == cupti.StopCounterDataFull
-	switch {
-	case overflow || full:
-	case err != nil:
-		r.decErrs++
-	default:
-		r.decErrs = 0
-	}
+	overflow, full := decodeOutcome(res, err)
+	r.countDecodeError(overflow, full, err)
 	p.busy.Add(1)
 	p.jobs <- j
 	select {

@@ -401,13 +401,7 @@ func (r *runner) collect(sink func(Batch)) (dead bool) {
 	b, fn := r.newBatch(r.group, r.startNS)
 	res, err := r.pm.Decode(r.group, fn)
 	overflow, full := r.outcome(b, res, err)
-	switch {
-	case overflow || full:
-	case err != nil:
-		r.decErrs++
-	default:
-		r.decErrs = 0
-	}
+	r.countDecodeError(overflow, full, err)
 	b.DecodeDuration = time.Since(t0)
 	r.deliver(b, sink, &r.cpuMark, b.DecodeDuration)
 	return overflow || (full && (err != nil || !r.replacesImages()))
@@ -449,9 +443,27 @@ func (r *runner) newBatch(g int, startNS uint64) (*Batch, func(start, end uint64
 	}
 }
 
+// decodeOutcome reads a decode's result: the hardware buffer overflowed, or the counter data
+// image filled.
+func decodeOutcome(res cupti.DecodeResult, err error) (overflow, full bool) {
+	return res.Overflow || errors.Is(err, errOverflow), res.StopReason == cupti.StopCounterDataFull
+}
+
+// countDecodeError follows the decode errors in a row (decode recreates the session after
+// three); an overflow or a full image is neither an error nor a success.
+func (r *runner) countDecodeError(overflow, full bool, err error) {
+	switch {
+	case overflow || full:
+	case err != nil:
+		r.decErrs++
+	default:
+		r.decErrs = 0
+	}
+}
+
 // outcome counts and logs what a decode reported and opens the matching loss cause.
 func (r *runner) outcome(b *Batch, res cupti.DecodeResult, err error) (overflow, full bool) {
-	overflow = res.Overflow || errors.Is(err, errOverflow)
+	overflow, full = decodeOutcome(res, err)
 	switch {
 	case overflow:
 		b.Overflows++
@@ -462,7 +474,6 @@ func (r *runner) outcome(b *Batch, res cupti.DecodeResult, err error) (overflow,
 		r.loss.open("decode_error", r.now())
 		r.log.Warn("decoding pm samples", "err", err)
 	}
-	full = res.StopReason == cupti.StopCounterDataFull
 	if full {
 		b.LostImageFull++
 		r.loss.open("image_full", r.now())
