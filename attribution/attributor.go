@@ -259,19 +259,11 @@ func (a *Attributor) maintain(now time.Time) bool {
 
 // prune drops pending and carried records that end before cut; a.mu is held.
 func (a *Attributor) prune(d *devState, cut int64) int {
-	n := d.pending.prune(cut, func(r rec) { a.unref(r.proc) })
-	k := 0
-	for _, r := range d.carry {
-		if r.end > cut {
-			d.carry[k] = r
-			k++
-			continue
-		}
-		a.unref(r.proc)
-		n++
-	}
-	d.carry = d.carry[:k]
-	return n
+	gone := func(r rec) { a.unref(r.proc) }
+	n := d.pending.prune(cut, gone)
+	before := len(d.carry)
+	d.carry = keepAfter(d.carry, cut, gone)
+	return n + before - len(d.carry)
 }
 
 func (a *Attributor) unref(slot int32) {

@@ -25,7 +25,7 @@ func (a *Attributor) attribute(d *devState, chunk []psample, now time.Time) {
 				label = labelOther
 			}
 		}
-		sc.accK = append(sc.accK, d.series(label, now))
+		sc.accK = append(sc.accK, touch(d.kernels, label, now))
 	}
 	if len(sc.accP) < len(a.slots) {
 		sc.accP = make([]*acc, len(a.slots))
@@ -37,7 +37,7 @@ func (a *Attributor) attribute(d *devState, chunk []psample, now time.Time) {
 		if c := sc.accP[slot]; c != nil {
 			return c
 		}
-		c := d.pod(a.slots[slot].pod, now)
+		c := touch(d.pods, a.slots[slot].pod, now)
 		sc.accP[slot] = c
 		return c
 	}
@@ -251,21 +251,13 @@ func (d *devState) rate(c int32) *classRate {
 	return cr
 }
 
-func (d *devState) series(label string, now time.Time) *acc {
-	c := d.kernels[label]
+// touch returns the accumulator of k in m (a kernel's or a pod's series), created at now if
+// new, and marks it used at now.
+func touch[K comparable](m map[K]*acc, k K, now time.Time) *acc {
+	c := m[k]
 	if c == nil {
 		c = &acc{start: now}
-		d.kernels[label] = c
-	}
-	c.last = now
-	return c
-}
-
-func (d *devState) pod(k podKey, now time.Time) *acc {
-	c := d.pods[k]
-	if c == nil {
-		c = &acc{start: now}
-		d.pods[k] = c
+		m[k] = c
 	}
 	c.last = now
 	return c

@@ -88,21 +88,28 @@ func (p *pendingSet) prune(cut int64, gone func(rec)) int {
 		if k<<bucketShift >= cut {
 			continue
 		}
-		n := 0
-		for _, r := range b.recs {
-			if r.end > cut {
-				b.recs[n] = r
-				n++
-				continue
-			}
-			gone(r)
-		}
-		removed += len(b.recs) - n
-		p.n -= len(b.recs) - n
-		b.recs = b.recs[:n]
-		if n == 0 {
+		before := len(b.recs)
+		b.recs = keepAfter(b.recs, cut, gone)
+		removed += before - len(b.recs)
+		p.n -= before - len(b.recs)
+		if len(b.recs) == 0 {
 			p.drop(k, b)
 		}
 	}
 	return removed
+}
+
+// keepAfter keeps, in place and in order, the records of recs that end after cut, and calls
+// gone for each of the others.
+func keepAfter(recs []rec, cut int64, gone func(rec)) []rec {
+	n := 0
+	for _, r := range recs {
+		if r.end > cut {
+			recs[n] = r
+			n++
+			continue
+		}
+		gone(r)
+	}
+	return recs[:n]
 }
