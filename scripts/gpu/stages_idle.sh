@@ -25,6 +25,22 @@ idle_power_window() { # idle_power_window LABEL ROUND [CSV]
 idle_cpu() { # idle_cpu PORT -> CPU ticks (utime + stime) of the exporter on PORT
   awk '{ print $14 + $15 }' "/proc/$(cat "$L/exporter.$1.pid")/stat" 2>/dev/null || echo 0; }
 
+# idle_latency TAG WORKENV EXPORTER_ARGS...: wake latency of IDLE_LAT_RUNS workloads that hold
+# their context idle past a 3 s release delay, then launch (idle_kernels.py). WORKENV is
+# variable assignments for the workload ("" for none). Logs exp-TAG.log, TAG-work-N.log and
+# TAG-metrics.txt; the analysis goes to the summary.
+idle_latency() {
+  local tag=$1 workenv=$2 r; shift 2
+  start_exporter "$L/exp-$tag.log" 9477 --pmsample.idle-release-after=3s "$@" || return
+  idle_wait_state idle-released 9477 15
+  for r in $(seq 1 "${IDLE_LAT_RUNS:-2}"); do
+    env $workenv python3 scripts/gpu/idle_kernels.py 8 2 > "$L/$tag-work-$r.log" 2>&1
+    idle_wait_state idle-released 9477 10
+  done
+  scrape "$L/$tag-metrics.txt"; stop_exporter 9477
+  python3 scripts/gpu/idle_compare.py latency "$L/exp-$tag.log" "$L"/$tag-work-*.log | tee -a "$S"
+}
+
 idle_pct() { awk -v a="$1" -v b="$2" -v hz="$(getconf CLK_TCK)" -v w="${IDLE_WIN:-10}" 'BEGIN { printf "%.1f", (b - a) * 100 / hz / w }'; }
 
 stage_idle() {
@@ -49,14 +65,7 @@ stage_idle() {
   python3 scripts/gpu/idle_compare.py power "$L/idle-power.csv" | tee -a "$S"
 
   # (b) latency: a process that holds its context idle past the release delay, then launches.
-  start_exporter "$L/exp-idle-lat.log" 9477 --no-activity.enabled --pmsample.idle-release-after=3s || return
-  idle_wait_state idle-released 9477 15
-  for r in $(seq 1 "${IDLE_LAT_RUNS:-2}"); do
-    python3 scripts/gpu/idle_kernels.py 8 2 > "$L/idle-lat-work-$r.log" 2>&1
-    idle_wait_state idle-released 9477 10
-  done
-  scrape "$L/idle-lat-metrics.txt"; stop_exporter 9477
-  python3 scripts/gpu/idle_compare.py latency "$L/exp-idle-lat.log" "$L"/idle-lat-work-*.log | tee -a "$S"
+  idle_latency idle-lat "" --no-activity.enabled || return
   say "idle counters: $(grep -E '^cupti_pm_idle_[a-z_]+\{.*gpu="0"' "$L/idle-lat-metrics.txt" | sed 's/{[^}]*}//' | tr '\n' ' ')"
 
   # (c) 5 s busy / 20 s idle x 3, known DRAM bytes read (attrib_truth), 5 s release delay.
@@ -88,16 +97,8 @@ stage_idle() {
 stage_idletraced() {
   say "== idletraced (wake on the first kernel record of an injected workload)"
   mkdir -p /run/cupti-exporter
-  start_exporter "$L/exp-idle-traced.log" 9477 --activity.socket=$SOCK --pmsample.idle-release-after=3s || return
-  idle_wait_state idle-released 9477 15
-  local r
-  for r in $(seq 1 "${IDLE_LAT_RUNS:-2}"); do
-    CUDA_INJECTION64_PATH=$INJ CUPTI_EXPORTER_SOCKET=$SOCK CUPTI_EXPORTER_LOG=2 \
-      python3 scripts/gpu/idle_kernels.py 8 2 > "$L/idle-traced-work-$r.log" 2>&1
-    idle_wait_state idle-released 9477 10
-  done
-  scrape "$L/idle-traced-metrics.txt"; stop_exporter 9477
-  python3 scripts/gpu/idle_compare.py latency "$L/exp-idle-traced.log" "$L"/idle-traced-work-*.log | tee -a "$S"
+  idle_latency idle-traced "CUDA_INJECTION64_PATH=$INJ CUPTI_EXPORTER_SOCKET=$SOCK CUPTI_EXPORTER_LOG=2" \
+    --activity.socket=$SOCK || return
   say "quiet flushes: $(grep -ho 'quiet flushes=[0-9]*' "$L"/idle-traced-work-*.log | tr '\n' ' ')"
 }
 
@@ -119,13 +120,6 @@ stage_idlekeep() {
     done
   done
   python3 scripts/gpu/idle_compare.py power "$L/idlekeep-power.csv" | tee -a "$S"
-  start_exporter "$L/exp-idlekeep-lat.log" 9477 --no-activity.enabled --pmsample.idle-release-after=3s --pmsample.idle-keep-session || return
-  idle_wait_state idle-released 9477 15
-  for r in $(seq 1 "${IDLE_LAT_RUNS:-2}"); do
-    python3 scripts/gpu/idle_kernels.py 8 2 > "$L/idlekeep-work-$r.log" 2>&1
-    idle_wait_state idle-released 9477 10
-  done
-  scrape "$L/idlekeep-metrics.txt"; stop_exporter 9477
-  python3 scripts/gpu/idle_compare.py latency "$L/exp-idlekeep-lat.log" "$L"/idlekeep-work-*.log | tee -a "$S"
-  say "idlekeep: stall losses $(grep -E '^cupti_pm_samples_lost_total.*reason="stall"' "$L/idlekeep-metrics.txt" | awk '{ s += $NF } END { print s + 0 }') (a silent restart shows here)"
+  idle_latency idlekeep-lat "" --no-activity.enabled --pmsample.idle-keep-session || return
+  say "idlekeep: stall losses $(grep -E '^cupti_pm_samples_lost_total.*reason="stall"' "$L/idlekeep-lat-metrics.txt" | awk '{ s += $NF } END { print s + 0 }') (a silent restart shows here)"
 }
