@@ -17,13 +17,7 @@ import (
 // the DaemonSet's in node mode, the sidecar of a workload pod in sidecar mode.
 func renderExporter(t *testing.T, values string) corev1.Container {
 	t.Helper()
-	c := loadChart(t)
-	c.Templates = append(c.Templates, &chart.File{Name: "templates/zz-test-pod.yaml", Data: []byte(sidecarPod)})
-	vals := map[string]any{}
-	if err := yaml.Unmarshal([]byte(values), &vals); err != nil {
-		t.Fatal(err)
-	}
-	out, err := renderValues(t, c, vals)
+	out, err := renderWithPod(t, values)
 	if err != nil {
 		t.Fatalf("values %q: %v", values, err)
 	}
@@ -38,14 +32,21 @@ func renderExporter(t *testing.T, values string) corev1.Container {
 // renderErr renders with the sidecar pod template too and returns the error.
 func renderErr(t *testing.T, values string) error {
 	t.Helper()
+	_, err := renderWithPod(t, values)
+	return err
+}
+
+// renderWithPod renders the chart with these values (YAML) and a workload pod that asks for the
+// sidecar (templates/zz-test-pod.yaml).
+func renderWithPod(t *testing.T, values string) (map[string]string, error) {
+	t.Helper()
 	c := loadChart(t)
 	c.Templates = append(c.Templates, &chart.File{Name: "templates/zz-test-pod.yaml", Data: []byte(sidecarPod)})
 	vals := map[string]any{}
 	if err := yaml.Unmarshal([]byte(values), &vals); err != nil {
 		t.Fatal(err)
 	}
-	_, err := renderValues(t, c, vals)
-	return err
+	return renderValues(t, c, vals)
 }
 
 func budgetArgs(c corev1.Container) []string {
