@@ -374,15 +374,7 @@ func BenchmarkDecodeFakeLib(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer d.Close()
-	if err := d.Enable(); err != nil {
-		b.Fatal(err)
-	}
-	if err := d.SetConfig(0); err != nil {
-		b.Fatal(err)
-	}
-	if _, err := d.Start(); err != nil {
-		b.Fatal(err)
-	}
+	startSession(b, d)
 	var sum float64
 	b.ResetTimer()
 	for range b.N {
@@ -458,5 +450,19 @@ func TestSamplerFakeLibImageGrowsAfterFull(t *testing.T) {
 	}
 	if d := r.s.runners[0].pm.(*cuptiDevice); d.imageCapacity() <= imageCapacity(50*time.Millisecond, time.Millisecond, imageSlack) {
 		t.Errorf("image capacity %d after image-full decodes; want more than at start", d.imageCapacity())
+	}
+}
+
+// startSession is Enable, SetConfig(0) and Start of device d, as the runner's acquire does.
+func startSession(tb testing.TB, d *cuptiDevice) {
+	tb.Helper()
+	if err := d.Enable(); err != nil {
+		tb.Fatal(err)
+	}
+	if err := d.SetConfig(0); err != nil {
+		tb.Fatal(err)
+	}
+	if _, err := d.Start(); err != nil {
+		tb.Fatal(err)
 	}
 }

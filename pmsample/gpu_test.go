@@ -261,15 +261,7 @@ func TestGPUStopStartInSession(t *testing.T) {
 		return n
 	}
 	t0 := time.Now()
-	if err := d.Enable(); err != nil {
-		t.Fatal(err)
-	}
-	if err := d.SetConfig(0); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := d.Start(); err != nil {
-		t.Fatal(err)
-	}
+	startSession(t, d)
 	fresh := time.Since(t0)
 	first := count()
 	if first == 0 {
