@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -20,6 +19,8 @@ import (
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/promql/parser"
 	"sigs.k8s.io/yaml"
+
+	"github.com/cupti-exporter/cupti-exporter/internal/testutil"
 )
 
 // This file is the Prometheus end-to-end check (scripts/ci/prometheus-e2e.sh runs it): a
@@ -99,16 +100,16 @@ func TestPrometheusEndToEnd(t *testing.T) {
 	synth := filepath.Join(dir, "synthetic.cuptirec")
 	run(t, "..", "go", "build", "-o", bin, "./cmd/cupti-exporter")
 	run(t, "..", "go", "run", "./recording/internal/gensynthetic", "-o", synth)
-	replays := []replay{{name: "demo", addr: freePort(t), gpus: 1}, {name: "synthetic", addr: freePort(t), gpus: 2},
+	replays := []replay{{name: "demo", addr: testutil.FreeAddr(t), gpus: 1}, {name: "synthetic", addr: testutil.FreeAddr(t), gpus: 2},
 		{name: "health", addr: serveHealth(t), only: []string{"fleet-overview.json", "gpu-detail.json"}, panels: xidPanels},
 		{name: "live", addr: serveLive(t), only: []string{"fleet-overview.json", "gpu-detail.json"}, panels: livePanels}}
 	// The synthetic recording lasts 60 s (idle, matmul, copies, tiny kernels, idle): at 4x
 	// every phase, copies included, is seen within 15 s.
 	// Each exporter's plain health listener gets a free port too (the default, :9478, would
 	// be shared by both and by anything else on the machine).
-	startProc(t, dir, "demo", bin, "--demo", "--web.listen-address="+replays[0].addr, "--web.health-listen-address="+freePort(t))
+	startProc(t, dir, "demo", bin, "--demo", "--web.listen-address="+replays[0].addr, "--web.health-listen-address="+testutil.FreeAddr(t))
 	startProc(t, dir, "synthetic", bin, "replay", synth, "--replay.loop", "--replay.speed=4", "--web.listen-address="+replays[1].addr,
-		"--web.health-listen-address="+freePort(t))
+		"--web.health-listen-address="+testutil.FreeAddr(t))
 
 	// The chart's rules as a plain rules file.
 	rulesFile := filepath.Join(dir, "rules.yaml")
@@ -120,7 +121,7 @@ func TestPrometheusEndToEnd(t *testing.T) {
 	servers := []server{{name: "native"}, {name: "classic"}}
 	for i := range servers {
 		s := &servers[i]
-		addr := freePort(t)
+		addr := testutil.FreeAddr(t)
 		s.url = "http://" + addr
 		sdir := filepath.Join(dir, "prom-"+s.name)
 		cfg := filepath.Join(sdir, "prometheus.yml")
@@ -204,16 +205,6 @@ func run(t *testing.T, dir, name string, args ...string) {
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
 	}
-}
-
-func freePort(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }
 
 // startProc runs a process for the test's lifetime, its output in dir/name.log (shown on failure).

@@ -18,6 +18,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/cupti-exporter/cupti-exporter/internal/cupti/cuptitest"
+	"github.com/cupti-exporter/cupti-exporter/internal/testutil"
 )
 
 // fakeCUPTI builds the fake libraries and returns the --cupti.library flag and the environment
@@ -59,13 +60,7 @@ next:
 
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	testutil.WaitFor(t, what, 15*time.Second, 100*time.Millisecond, cond)
 }
 
 func post(t *testing.T, url string) map[string]any {

@@ -5,19 +5,19 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+
+	"github.com/cupti-exporter/cupti-exporter/internal/testutil"
 )
 
 var binary string
@@ -41,40 +41,11 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// freeAddr returns a loopback address with a port nobody listens on (now).
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
-// syncBuffer collects a process's output.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // exporterProc is a running binary.
 type exporterProc struct {
 	addr string
 	cmd  *exec.Cmd
-	out  *syncBuffer
+	out  *testutil.SyncBuffer
 	done chan error
 }
 
@@ -87,7 +58,7 @@ func start(t *testing.T, args ...string) *exporterProc {
 // startEnv is start with extra environment variables.
 func startEnv(t *testing.T, env []string, args ...string) *exporterProc {
 	t.Helper()
-	p := &exporterProc{addr: freeAddr(t), out: &syncBuffer{}, done: make(chan error, 1)}
+	p := &exporterProc{addr: testutil.FreeAddr(t), out: &testutil.SyncBuffer{}, done: make(chan error, 1)}
 	// The health listener (default :9478) gets a port of its own: tests run side by side.
 	p.cmd = exec.Command(binary, append(args, "--web.listen-address="+p.addr, "--web.health-listen-address=127.0.0.1:0", "--log.level=debug")...)
 	p.cmd.Env = append(os.Environ(), env...)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/cupti-exporter/cupti-exporter/activity"
 	"github.com/cupti-exporter/cupti-exporter/exporter"
+	"github.com/cupti-exporter/cupti-exporter/internal/testutil"
 	"github.com/cupti-exporter/cupti-exporter/mapping"
 	"github.com/cupti-exporter/cupti-exporter/pmsample"
 	"github.com/cupti-exporter/cupti-exporter/podresources"
@@ -282,7 +283,7 @@ func TestMetricsDoc(t *testing.T) {
 	}
 	_, fams := p.scrape(t)
 	// The same with OTLP on (to a port nobody listens on, never pushing before the end).
-	po := start(t, "--demo", "--otlp.endpoint="+freeAddr(t), "--otlp.insecure", "--otlp.interval=1h")
+	po := start(t, "--demo", "--otlp.endpoint="+testutil.FreeAddr(t), "--otlp.insecure", "--otlp.interval=1h")
 	_, withOTLP := po.scrape(t)
 	md := metricsMarkdown(docFamilies(t, fams, withOTLP))
 	for file, got := range map[string]string{metricsDoc: md, demoNames: metricNames(fams)} {

@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cupti-exporter/cupti-exporter/internal/testutil"
 	"github.com/cupti-exporter/cupti-exporter/recording/demo"
 )
 
@@ -94,9 +95,9 @@ func parseDebug(out string) []*otelResource {
 }
 
 // startCollector runs the collector with OTLP receivers on two free loopback ports.
-func startCollector(t *testing.T, bin string) (grpcAddr, httpAddr string, out *syncBuffer) {
+func startCollector(t *testing.T, bin string) (grpcAddr, httpAddr string, out *testutil.SyncBuffer) {
 	t.Helper()
-	grpcAddr, httpAddr = freeAddr(t), freeAddr(t)
+	grpcAddr, httpAddr = testutil.FreeAddr(t), testutil.FreeAddr(t)
 	cfg := fmt.Sprintf(`receivers:
   otlp:
     protocols:
@@ -114,7 +115,7 @@ service:
 	if err := os.WriteFile(file, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	out = &syncBuffer{}
+	out = &testutil.SyncBuffer{}
 	cmd := exec.Command(bin, "--config", file)
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {

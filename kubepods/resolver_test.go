@@ -11,6 +11,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
+	"github.com/cupti-exporter/cupti-exporter/internal/testutil"
 	"github.com/cupti-exporter/cupti-exporter/mapping"
 )
 
@@ -71,12 +72,7 @@ func startResolver(t *testing.T, client *fake.Clientset) *Resolver {
 // eventually polls f until it is true or 5 s pass.
 func eventually(t *testing.T, what string, f func() bool) {
 	t.Helper()
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
-		if f() {
-			return
-		}
-	}
-	t.Fatalf("timed out waiting for %s", what)
+	testutil.WaitFor(t, what, 5*time.Second, 5*time.Millisecond, f)
 }
 
 func TestResolver(t *testing.T) {

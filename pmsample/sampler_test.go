@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/cupti-exporter/cupti-exporter/internal/cupti"
+	"github.com/cupti-exporter/cupti-exporter/internal/testutil"
 )
 
 // scriptPM is a pmDevice that produces 3 samples per decode and fails on cue.
@@ -206,13 +207,7 @@ func start(t *testing.T, s *Sampler) *collector {
 
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
+	testutil.WaitFor(t, what, 5*time.Second, 2*time.Millisecond, cond)
 }
 
 var oneGroup = []Group{{Metrics: []string{mSM}}}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/cupti-exporter/cupti-exporter/activity"
 	"github.com/cupti-exporter/cupti-exporter/activity/wire"
+	"github.com/cupti-exporter/cupti-exporter/internal/testutil"
 	"github.com/cupti-exporter/cupti-exporter/mapping"
 )
 
@@ -257,7 +258,7 @@ func TestIdleEviction(t *testing.T) {
 
 // A flood of refusals writes a line a second per reason, with the count it suppressed.
 func TestRefusalLogRateLimited(t *testing.T) {
-	var buf syncBuffer
+	var buf testutil.SyncBuffer
 	l := limitedLog{log: slog.New(slog.NewTextHandler(&buf, nil)), every: 200 * time.Millisecond}
 	for range 10000 {
 		l.Warn("limit", "refused")
@@ -271,21 +272,4 @@ func TestRefusalLogRateLimited(t *testing.T) {
 	if !strings.Contains(buf.String(), "suppressed=9999") {
 		t.Errorf("no suppressed count:\n%s", buf.String())
 	}
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
