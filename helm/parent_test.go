@@ -5,7 +5,6 @@ import (
 	"path/filepath"
 	"reflect"
 	"slices"
-	"sort"
 	"strings"
 	"testing"
 
@@ -72,32 +71,7 @@ func installDryRun(t *testing.T, c *chart.Chart, valuesYAML string) ([]manifest,
 	if err != nil {
 		return nil, err
 	}
-	var files []string
-	for f := range out {
-		if filepath.Base(f) != "NOTES.txt" {
-			files = append(files, f)
-		}
-	}
-	sort.Strings(files)
-	var ms []manifest
-	for _, f := range files {
-		for _, doc := range strings.Split(out[f], "\n---") {
-			if strings.TrimSpace(stripComments(doc)) == "" {
-				continue
-			}
-			var head struct {
-				Kind     string `json:"kind"`
-				Metadata struct {
-					Name string `json:"name"`
-				} `json:"metadata"`
-			}
-			if err := yaml.Unmarshal([]byte(doc), &head); err != nil {
-				t.Fatalf("%s: invalid YAML: %v\n%s", f, err, numbered(doc))
-			}
-			ms = append(ms, manifest{Source: f, Kind: head.Kind, Name: head.Metadata.Name, Body: []byte(doc)})
-		}
-	}
-	return ms, nil
+	return manifestsOf(t, out), nil
 }
 
 // exampleInitContainers returns the init containers of examples/sidecar.yaml: what the

@@ -65,18 +65,28 @@ func render(t *testing.T, valuesYAML string) ([]manifest, string) {
 	if err != nil {
 		t.Fatalf("rendering with values %s: %v", valuesYAML, err)
 	}
+	var notes string
+	for f, body := range out {
+		if filepath.Base(f) == "NOTES.txt" {
+			notes = body
+		}
+	}
+	return manifestsOf(t, out), notes
+}
+
+// manifestsOf splits rendered templates (file -> text) into their documents, files in name
+// order, leaving out NOTES.txt and documents that hold only comments.
+func manifestsOf(t *testing.T, out map[string]string) []manifest {
+	t.Helper()
 	var files []string
 	for f := range out {
-		files = append(files, f)
+		if filepath.Base(f) != "NOTES.txt" {
+			files = append(files, f)
+		}
 	}
 	sort.Strings(files)
 	var ms []manifest
-	var notes string
 	for _, f := range files {
-		if filepath.Base(f) == "NOTES.txt" {
-			notes = out[f]
-			continue
-		}
 		for _, doc := range strings.Split(out[f], "\n---") {
 			if strings.TrimSpace(stripComments(doc)) == "" {
 				continue
@@ -93,7 +103,7 @@ func render(t *testing.T, valuesYAML string) ([]manifest, string) {
 			ms = append(ms, manifest{Source: f, Kind: head.Kind, Name: head.Metadata.Name, Body: []byte(doc)})
 		}
 	}
-	return ms, notes
+	return ms
 }
 
 func stripComments(doc string) string {
