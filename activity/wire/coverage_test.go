@@ -56,19 +56,7 @@ func TestCoverageSplitsLargeBatches(t *testing.T) {
 		spans[i] = activity.Interval{Start: uint64(2*i + 1), End: uint64(2*i + 2)}
 	}
 	stream := encodeStream(t, func(e *Encoder) error { return errors.Join(e.Hello(testProcess), e.Coverage(spans)) })
-	d := NewDecoder(bytes.NewReader(stream))
-	var m Message
-	var n []int
-	for {
-		if err := d.ReadInto(&m); err == io.EOF {
-			break
-		} else if err != nil {
-			t.Fatal(err)
-		}
-		if m.Type == FrameCoverage {
-			n = append(n, len(m.Coverage))
-		}
-	}
+	n := frameSizes(t, stream, FrameCoverage, func(m *Message) int { return len(m.Coverage) })
 	if !reflect.DeepEqual(n, []int{MaxSpansPerFrame, 3}) {
 		t.Errorf("frame sizes %v, want [%d 3]", n, MaxSpansPerFrame)
 	}

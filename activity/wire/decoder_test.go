@@ -74,25 +74,31 @@ func TestRoundTrip(t *testing.T) {
 	}
 }
 
+// frameSizes decodes stream and returns size(m) of each frame of type typ, in order.
+func frameSizes(t *testing.T, stream []byte, typ FrameType, size func(*Message) int) []int {
+	t.Helper()
+	d := NewDecoder(bytes.NewReader(stream))
+	var m Message
+	var n []int
+	for {
+		if err := d.ReadInto(&m); err == io.EOF {
+			return n
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		if m.Type == typ {
+			n = append(n, size(&m))
+		}
+	}
+}
+
 func TestEncoderSplitsLargeBatches(t *testing.T) {
 	recs := make([]activity.Record, MaxRecordsPerFrame+10)
 	for i := range recs {
 		recs[i] = activity.Record{Kind: activity.KindMemset, Start: uint64(i), End: uint64(i) + 1}
 	}
 	stream := encodeStream(t, func(e *Encoder) error { return errors.Join(e.Hello(testProcess), e.Records(0, recs)) })
-	d := NewDecoder(bytes.NewReader(stream))
-	var m Message
-	var n []int
-	for {
-		if err := d.ReadInto(&m); err == io.EOF {
-			break
-		} else if err != nil {
-			t.Fatal(err)
-		}
-		if m.Type == FrameRecords {
-			n = append(n, len(m.Records))
-		}
-	}
+	n := frameSizes(t, stream, FrameRecords, func(m *Message) int { return len(m.Records) })
 	if !reflect.DeepEqual(n, []int{MaxRecordsPerFrame, 10}) {
 		t.Errorf("batch sizes %v, want [%d 10]", n, MaxRecordsPerFrame)
 	}
