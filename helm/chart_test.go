@@ -361,13 +361,7 @@ func TestSidecarHelpers(t *testing.T) {
 		{"custom", "mode: sidecar\nweb: {port: 9500, configSecret: ignored}\ninjection: {hostDir: /cupti, kinds: kernel}\nconfig: {a: 1}\nextraEnv: [{name: X, value: y}]\n"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := loadChart(t)
-			c.Templates = append(c.Templates, &chart.File{Name: "templates/zz-test-pod.yaml", Data: []byte(sidecarPod)})
-			vals := map[string]any{}
-			if err := yaml.Unmarshal([]byte(tc.values), &vals); err != nil {
-				t.Fatal(err)
-			}
-			out, err := renderValues(t, c, vals)
+			out, err := renderWithPod(t, tc.values)
 			if err != nil {
 				t.Fatalf("render: %v", err)
 			}

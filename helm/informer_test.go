@@ -4,10 +4,8 @@ import (
 	"strings"
 	"testing"
 
-	"helm.sh/helm/v3/pkg/chart"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	"sigs.k8s.io/yaml"
 )
 
 // informerArg returns the container's --kubernetes.pod-informer flags.
@@ -56,13 +54,7 @@ func TestPodInformerFlag(t *testing.T) {
 
 	t.Run("sidecar", func(t *testing.T) {
 		// Even with the informer value left true: a sidecar only serves its own pod.
-		c := loadChart(t)
-		c.Templates = append(c.Templates, &chart.File{Name: "templates/zz-test-pod.yaml", Data: []byte(sidecarPod)})
-		vals := map[string]any{}
-		if err := yaml.Unmarshal([]byte("mode: sidecar\nkubernetes: {podInformer: {enabled: true}}"), &vals); err != nil {
-			t.Fatal(err)
-		}
-		out, err := renderValues(t, c, vals)
+		out, err := renderWithPod(t, "mode: sidecar\nkubernetes: {podInformer: {enabled: true}}")
 		if err != nil {
 			t.Fatal(err)
 		}

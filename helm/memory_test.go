@@ -10,7 +10,6 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
-	"sigs.k8s.io/yaml"
 )
 
 // renderExporter renders the chart with these values and returns the exporter container:
@@ -42,11 +41,7 @@ func renderWithPod(t *testing.T, values string) (map[string]string, error) {
 	t.Helper()
 	c := loadChart(t)
 	c.Templates = append(c.Templates, &chart.File{Name: "templates/zz-test-pod.yaml", Data: []byte(sidecarPod)})
-	vals := map[string]any{}
-	if err := yaml.Unmarshal([]byte(values), &vals); err != nil {
-		t.Fatal(err)
-	}
-	return renderValues(t, c, vals)
+	return renderYAML(t, c, values)
 }
 
 func budgetArgs(c corev1.Container) []string {

@@ -106,11 +106,7 @@ func TestSchemaScrapeOptions(t *testing.T) {
 		{"web: {enablePMSamplingAPI: \"on\"}", []string{"/web/enablePMSamplingAPI"}},
 		{"kubernetes: {podInformer: {enable: false}}", []string{"/kubernetes/podInformer", "enable"}},
 	} {
-		vals := map[string]any{}
-		if err := yaml.Unmarshal([]byte(tc.values), &vals); err != nil {
-			t.Fatal(err)
-		}
-		_, err := renderValues(t, c, vals)
+		_, err := renderYAML(t, c, tc.values)
 		if err == nil {
 			t.Errorf("values %q: accepted; want a schema error", tc.values)
 			continue

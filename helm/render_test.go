@@ -43,6 +43,16 @@ func loadChart(t *testing.T) *chart.Chart {
 
 // renderValues renders the chart with these values (merged over values.yaml) after
 // checking them against values.schema.json, as helm install does.
+// renderYAML renders chart c with values given as YAML.
+func renderYAML(t *testing.T, c *chart.Chart, values string) (map[string]string, error) {
+	t.Helper()
+	vals := map[string]any{}
+	if err := yaml.Unmarshal([]byte(values), &vals); err != nil {
+		t.Fatalf("test values %q: %v", values, err)
+	}
+	return renderValues(t, c, vals)
+}
+
 func renderValues(t *testing.T, c *chart.Chart, vals map[string]any) (map[string]string, error) {
 	t.Helper()
 	rv, err := chartutil.ToRenderValues(c, vals,
@@ -57,11 +67,7 @@ func renderValues(t *testing.T, c *chart.Chart, vals map[string]any) (map[string
 // render renders and splits the output into manifests, failing on any error.
 func render(t *testing.T, valuesYAML string) ([]manifest, string) {
 	t.Helper()
-	vals := map[string]any{}
-	if err := yaml.Unmarshal([]byte(valuesYAML), &vals); err != nil {
-		t.Fatalf("test values: %v", err)
-	}
-	out, err := renderValues(t, loadChart(t), vals)
+	out, err := renderYAML(t, loadChart(t), valuesYAML)
 	if err != nil {
 		t.Fatalf("rendering with values %s: %v", valuesYAML, err)
 	}

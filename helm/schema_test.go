@@ -3,8 +3,6 @@ package helm
 import (
 	"strings"
 	"testing"
-
-	"sigs.k8s.io/yaml"
 )
 
 // TestSchemaRejectsInvalidValues checks that values.schema.json refuses mistakes with a
@@ -34,11 +32,7 @@ func TestSchemaRejectsInvalidValues(t *testing.T) {
 		{"runtimeClassName: NVIDIA", []string{"/runtimeClassName"}},
 		{"extraArgs: [log.level=debug]", []string{"/extraArgs/0"}},
 	} {
-		vals := map[string]any{}
-		if err := yaml.Unmarshal([]byte(tc.values), &vals); err != nil {
-			t.Fatal(err)
-		}
-		_, err := renderValues(t, c, vals)
+		_, err := renderYAML(t, c, tc.values)
 		if err == nil {
 			t.Errorf("values %q: accepted; want a schema error", tc.values)
 			continue
@@ -65,11 +59,7 @@ func TestSchemaAcceptsDocumentedValues(t *testing.T) {
 		"runtimeClassName: nvidia",
 		"image: {digest: sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef}",
 	} {
-		vals := map[string]any{}
-		if err := yaml.Unmarshal([]byte(values), &vals); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := renderValues(t, c, vals); err != nil {
+		if _, err := renderYAML(t, c, values); err != nil {
 			t.Errorf("values %q: %v", values, err)
 		}
 	}
