@@ -143,7 +143,10 @@ func TestServerAddressInUse(t *testing.T) {
 	}
 }
 
-func TestServerBasicAuth(t *testing.T) {
+// basicAuthWebConfig writes a web config file (exporter-toolkit) that requires basic auth for
+// user prom with password secret, and returns its path.
+func basicAuthWebConfig(t *testing.T) string {
+	t.Helper()
 	hash, err := bcrypt.GenerateFromPassword([]byte("secret"), bcrypt.MinCost)
 	if err != nil {
 		t.Fatal(err)
@@ -152,6 +155,11 @@ func TestServerBasicAuth(t *testing.T) {
 	if err := os.WriteFile(cfgFile, []byte("basic_auth_users:\n  prom: "+string(hash)+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	return cfgFile
+}
+
+func TestServerBasicAuth(t *testing.T) {
+	cfgFile := basicAuthWebConfig(t)
 	s, url := newTestServer(t, ServerConfig{WebConfigFile: cfgFile})
 	s.Handle("/extra", http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
 	for _, path := range []string{"/metrics", "/healthz", "/readyz", "/extra"} {
@@ -175,14 +183,7 @@ func TestServerBasicAuth(t *testing.T) {
 // main listener refuses /healthz and /readyz without credentials while the plain
 // health listener answers them (what kubelet probes need), and serves nothing else.
 func TestServerHealthListener(t *testing.T) {
-	hash, err := bcrypt.GenerateFromPassword([]byte("secret"), bcrypt.MinCost)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfgFile := filepath.Join(t.TempDir(), "web.yml")
-	if err := os.WriteFile(cfgFile, []byte("basic_auth_users:\n  prom: "+string(hash)+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	cfgFile := basicAuthWebConfig(t)
 	s, url := newTestServer(t, ServerConfig{WebConfigFile: cfgFile, HealthListenAddress: "127.0.0.1:0"})
 	health := "http://" + s.HealthAddr().String()
 	if health == url {
