@@ -37,9 +37,8 @@ func startFake(t *testing.T, args ...string) (*exporterProc, string) {
 func (p *exporterProc) wait(t *testing.T) error {
 	t.Helper()
 	select {
-	case err := <-p.done:
-		p.done <- err // for the cleanup
-		return err
+	case <-p.proc.Done():
+		return p.proc.Err()
 	case <-time.After(15 * time.Second):
 		t.Fatalf("exporter still running 15 s after the signal:\n%s", p.out.String())
 		return nil

@@ -46,7 +46,7 @@ type exporterProc struct {
 	addr string
 	cmd  *exec.Cmd
 	out  *testutil.SyncBuffer
-	done chan error
+	proc *testutil.Process
 }
 
 // start runs the binary with args plus a loopback listen address and waits for /readyz.
@@ -58,23 +58,12 @@ func start(t *testing.T, args ...string) *exporterProc {
 // startEnv is start with extra environment variables.
 func startEnv(t *testing.T, env []string, args ...string) *exporterProc {
 	t.Helper()
-	p := &exporterProc{addr: testutil.FreeAddr(t), out: &testutil.SyncBuffer{}, done: make(chan error, 1)}
+	p := &exporterProc{addr: testutil.FreeAddr(t), out: &testutil.SyncBuffer{}}
 	// The health listener (default :9478) gets a port of its own: tests run side by side.
 	p.cmd = exec.Command(binary, append(args, "--web.listen-address="+p.addr, "--web.health-listen-address=127.0.0.1:0", "--log.level=debug")...)
 	p.cmd.Env = append(os.Environ(), env...)
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { p.done <- p.cmd.Wait() }()
-	t.Cleanup(func() {
-		p.cmd.Process.Signal(os.Interrupt)
-		select {
-		case <-p.done:
-		case <-time.After(10 * time.Second):
-			p.cmd.Process.Kill()
-			<-p.done
-		}
+	p.proc = testutil.Start(t, p.cmd, func() {
 		if t.Failed() {
 			t.Logf("exporter output:\n%s", p.out.String())
 		}
@@ -82,8 +71,8 @@ func startEnv(t *testing.T, env []string, args ...string) *exporterProc {
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
 		select {
-		case err := <-p.done:
-			t.Fatalf("exporter exited early (%v):\n%s", err, p.out.String())
+		case <-p.proc.Done():
+			t.Fatalf("exporter exited early (%v):\n%s", p.proc.Err(), p.out.String())
 		default:
 		}
 		// Ready, and no replayed source still waiting for its first batch (/readyz turns

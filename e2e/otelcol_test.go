@@ -118,24 +118,11 @@ service:
 	out = &testutil.SyncBuffer{}
 	cmd := exec.Command(bin, "--config", file)
 	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	t.Cleanup(func() {
-		cmd.Process.Signal(os.Interrupt)
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			cmd.Process.Kill()
-			<-done
-		}
-	})
+	proc := testutil.Start(t, cmd, nil)
 	waitFor(t, "the collector to start", func() bool {
 		select {
-		case err := <-done:
-			t.Fatalf("collector exited (%v):\n%s", err, out.String())
+		case <-proc.Done():
+			t.Fatalf("collector exited (%v):\n%s", proc.Err(), out.String())
 		default:
 		}
 		return strings.Contains(out.String(), "Everything is ready")

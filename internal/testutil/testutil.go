@@ -5,6 +5,8 @@ package testutil
 import (
 	"bytes"
 	"net"
+	"os"
+	"os/exec"
 	"sync"
 	"testing"
 	"time"
@@ -51,4 +53,43 @@ func (s *SyncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// Process is a command a test started; Start ends it when the test ends.
+type Process struct {
+	done chan struct{}
+	err  error
+}
+
+// Start starts cmd and, when the test ends, interrupts it, kills it if it is still running 10 s
+// later, and then calls after (nil: nothing), for instance to show its output on failure.
+func Start(t testing.TB, cmd *exec.Cmd, after func()) *Process {
+	t.Helper()
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("starting %s: %v", cmd.Path, err)
+	}
+	p := &Process{done: make(chan struct{})}
+	go func() { p.err = cmd.Wait(); close(p.done) }()
+	t.Cleanup(func() {
+		cmd.Process.Signal(os.Interrupt)
+		select {
+		case <-p.done:
+		case <-time.After(10 * time.Second):
+			cmd.Process.Kill()
+			<-p.done
+		}
+		if after != nil {
+			after()
+		}
+	})
+	return p
+}
+
+// Done is closed once the process has exited.
+func (p *Process) Done() <-chan struct{} { return p.done }
+
+// Err is the process's exit error (cmd.Wait's) once Done is closed.
+func (p *Process) Err() error {
+	<-p.done
+	return p.err
 }
