@@ -448,8 +448,8 @@ func TestSamplerFakeLibImageGrowsAfterFull(t *testing.T) {
 	if full > 3 {
 		t.Errorf("%d image-full decodes in 8 late ones; want 1 (up to 3 on a loaded machine): the images did not grow", full)
 	}
-	if d := r.s.runners[0].pm.(*cuptiDevice); d.imageCapacity() <= imageCapacity(50*time.Millisecond, time.Millisecond, imageSlack) {
-		t.Errorf("image capacity %d after image-full decodes; want more than at start", d.imageCapacity())
+	if d := r.s.runners[0].pm.(*cuptiDevice); d.nextImageCapacity() <= imageCapacity(50*time.Millisecond, time.Millisecond, imageSlack) {
+		t.Errorf("image capacity %d after image-full decodes; want more than at start", d.nextImageCapacity())
 	}
 }
 

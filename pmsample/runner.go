@@ -478,8 +478,8 @@ func (r *runner) outcome(b *Batch, res cupti.DecodeResult, err error) (overflow,
 		b.LostImageFull++
 		r.loss.open("image_full", r.now())
 		args := []any{}
-		if c, ok := r.pm.(interface{ imageCapacity() int }); ok {
-			args = append(args, "next_image_capacity", c.imageCapacity())
+		if c, ok := r.pm.(interface{ nextImageCapacity() int }); ok {
+			args = append(args, "next_image_capacity", c.nextImageCapacity())
 		}
 		r.log.Warn("counter data image full: samples lost (a late decode); later images hold more, up to 2.5 decode periods of samples", args...)
 	}

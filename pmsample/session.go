@@ -347,8 +347,8 @@ func (d *cuptiDevice) growAfterFull() {
 	}
 }
 
-// imageCapacity is the capacity, in samples, of the images allocated from now on.
-func (d *cuptiDevice) imageCapacity() int { return d.maxSamples }
+// nextImageCapacity is the capacity, in samples, of the images allocated from now on.
+func (d *cuptiDevice) nextImageCapacity() int { return d.maxSamples }
 
 // replacesFullImages tells the runner that a full image does not end the session.
 func (d *cuptiDevice) replacesFullImages() bool { return true }
