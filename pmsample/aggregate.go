@@ -79,6 +79,7 @@ type devAgg struct {
 	uncovered window                    // lost time, for the coverage ratio
 	overflows uint64
 	decode    float64 // seconds, last batch
+	gaps      gapHistogram
 	// seconds inside CUPTI calls, by cuptiCalls
 	cuptiCalls [len(cuptiCalls)]float64
 	threadCPU  float64 // seconds, decode thread
@@ -150,6 +151,9 @@ func (a *Aggregator) Add(b Batch) {
 	d.overflows += uint64(b.Overflows)
 	if b.DecodeDuration > 0 {
 		d.decode = b.DecodeDuration.Seconds()
+	}
+	if b.DecodeGap > 0 {
+		d.gaps.observe(b.DecodeGap.Seconds())
 	}
 	ct := b.CUPTITime
 	d.threadCPU += b.ThreadCPU.Seconds()
@@ -294,13 +298,16 @@ func (a *Aggregator) publish() {
 func (a *Aggregator) build() {
 	now := a.cfg.now()
 	fams := map[*mapping.Desc]*mapping.Family{}
-	put := func(desc *mapping.Desc, labels []string, v float64, start time.Time) {
+	putSample := func(desc *mapping.Desc, s mapping.Sample) {
 		f := fams[desc]
 		if f == nil {
 			f = &mapping.Family{Desc: desc}
 			fams[desc] = f
 		}
-		f.Samples = append(f.Samples, mapping.Sample{LabelValues: labels, Value: v, Start: start})
+		f.Samples = append(f.Samples, s)
+	}
+	put := func(desc *mapping.Desc, labels []string, v float64, start time.Time) {
+		putSample(desc, mapping.Sample{LabelValues: labels, Value: v, Start: start})
 	}
 	lbl := func(dev []string, extra ...string) []string {
 		return append(slices.Clone(dev), extra...)
@@ -360,6 +367,9 @@ func (a *Aggregator) build() {
 		}
 		put(overflowsDesc, d.labels, float64(d.overflows), time.Time{})
 		put(decodeDesc, d.labels, d.decode, time.Time{})
+		if d.gaps.count > 0 {
+			putSample(decodeGapDesc, mapping.Sample{LabelValues: d.labels, Histogram: d.gaps.value()})
+		}
 		for i, sec := range d.cuptiCalls {
 			put(cuptiCallDesc, lbl(d.labels, cuptiCalls[i]), sec, time.Time{})
 		}

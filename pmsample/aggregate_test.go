@@ -65,6 +65,20 @@ func value(t testing.TB, s *mapping.Snapshot, name string, extra ...string) (flo
 
 // valueOf finds the series of family name for device d and the extra label values.
 func valueOf(s *mapping.Snapshot, d Device, name string, extra ...string) (float64, bool) {
+	smp, ok := sampleOf(s, d, name, extra...)
+	return smp.Value, ok
+}
+
+// histogramOf is valueOf for a histogram family.
+func histogramOf(s *mapping.Snapshot, d Device, name string, extra ...string) (mapping.HistogramValue, bool) {
+	smp, ok := sampleOf(s, d, name, extra...)
+	if !ok || smp.Histogram == nil {
+		return mapping.HistogramValue{}, false
+	}
+	return *smp.Histogram, true
+}
+
+func sampleOf(s *mapping.Snapshot, d Device, name string, extra ...string) (mapping.Sample, bool) {
 	want := append([]string{strconv.Itoa(d.Index), d.UUID, d.Model, d.Chip, d.PCIBusID}, extra...)
 	for _, f := range s.Families {
 		if f.Desc.Name != name {
@@ -72,11 +86,11 @@ func valueOf(s *mapping.Snapshot, d Device, name string, extra ...string) (float
 		}
 		for _, smp := range f.Samples {
 			if slices.Equal(smp.LabelValues, want) {
-				return smp.Value, true
+				return smp, true
 			}
 		}
 	}
-	return 0, false
+	return mapping.Sample{}, false
 }
 
 func mustValue(t testing.TB, s *mapping.Snapshot, name string, extra ...string) float64 {

@@ -174,21 +174,29 @@ func newConfig(opts []Option) (config, error) {
 	return c, nil
 }
 
-// maxSamples is the capacity of the counter data image: decode period x rate x (1 + slack) + 16,
-// the slack (a quarter at first) being room for a late decode. Re-initialising the image after
-// each decode costs time per slot, not per sample (2.1 us a slot for 4 metrics, about 12 for the
-// default 9 on an H200, whatever the fill), so the slack starts small and grows only on a host
-// that showed it needs more: after a decode found more samples than an image holds, the images
-// allocated from then on get growSlack more, up to maxImageSlack (cuptiDevice.growAfterFull).
-func (c config) maxSamples() int { return imageCapacity(c.decodePeriod, c.interval, imageSlack) }
+// maxSamples is the capacity of the counter data image: a decode period's samples, room for a
+// late decode and 16 more. The room is lateRoom (100 ms) of samples, at most lateRoomSlots,
+// and at least imageSlack of a period. Re-initialising the image after each decode costs time
+// per slot, not per sample (2.1 us a slot for 4 metrics, about 12 for the default set on an
+// H200, whatever the fill), so the room is capped in slots: at 1 kHz it holds 100 ms, at 10 kHz
+// a quarter of the period. Under 200 scrapers on an H200 a few decodes came 110-150 ms apart
+// (run Y), past the quarter period the image held before. A host that showed it needs more
+// gets more: after a decode found more samples than an image holds, the images allocated from
+// then on get growSlack of a period more, up to maxGrowth (cuptiDevice.growAfterFull).
+func (c config) maxSamples() int { return imageCapacity(c.decodePeriod, c.interval, 0) }
 
 const (
 	imageSlack    = 0.25
+	lateRoom      = 100 * time.Millisecond
+	lateRoomSlots = 250
 	growSlack     = 0.625
-	maxImageSlack = 1.5
+	maxGrowth     = 1.25
 )
 
-func imageCapacity(decodePeriod, interval time.Duration, slack float64) int {
+// imageCapacity is the image size for a decode period and interval, after growth (periods of
+// samples added by full images).
+func imageCapacity(decodePeriod, interval time.Duration, growth float64) int {
 	perDecode := float64(decodePeriod) / float64(interval)
-	return int(perDecode*(1+slack)) + 16
+	room := max(perDecode*imageSlack, min(float64(lateRoom)/float64(interval), lateRoomSlots))
+	return int(perDecode+room+perDecode*growth) + 16
 }

@@ -429,18 +429,13 @@ func TestSamplerFakeLibMultiplexRotates(t *testing.T) {
 
 // A host that delays a decode once delays it again: after the first late decode overflowed an
 // image (image_full), the replacement images hold more, and the same lateness loses nothing.
-// Decode period 50 ms at 1 kHz: 78 slots at first (28 ms of slack), 109 after one overflow; every
-// fifth batch of GPU 0 holds the decode thread 90 ms (about 90 samples wait at the next decode).
-// Before, every one of those late decodes lost samples.
+// Decode period 50 ms at 1 kHz: 166 slots at first (100 ms of room), 197 after one overflow;
+// every fifth decode comes 135 ms late (about 185 samples wait). Before, every one of those late
+// decodes lost samples.
 func TestSamplerFakeLibImageGrowsAfterFull(t *testing.T) {
-	var n atomic.Int64
-	late := func(b Batch) {
-		if b.Device == 0 && len(b.Samples) > 0 && n.Add(1)%5 == 0 {
-			time.Sleep(90 * time.Millisecond)
-		}
-	}
-	r := runFakeHook(t, "", late, WithDecodePeriod(50*time.Millisecond))
-	eventually(t, "eight late decodes", func() bool { return n.Load() >= 45 })
+	r := runFakeHook(t, "late_every=5,late_ms=135", nil, WithDecodePeriod(50*time.Millisecond))
+	decodes := func(b Batch) int { return b2i(b.DecodeGap > 0) }
+	eventually(t, "eight late decodes", func() bool { return r.c.sum(0, decodes) >= 45 })
 	full := r.c.sum(0, func(b Batch) int { return b.LostImageFull })
 	if full == 0 {
 		t.Fatal("no decode came late enough to fill an image: the test proves nothing")
@@ -448,7 +443,7 @@ func TestSamplerFakeLibImageGrowsAfterFull(t *testing.T) {
 	if full > 3 {
 		t.Errorf("%d image-full decodes in 8 late ones; want 1 (up to 3 on a loaded machine): the images did not grow", full)
 	}
-	if d := r.s.runners[0].pm.(*cuptiDevice); d.nextImageCapacity() <= imageCapacity(50*time.Millisecond, time.Millisecond, imageSlack) {
+	if d := r.s.runners[0].pm.(*cuptiDevice); d.nextImageCapacity() <= imageCapacity(50*time.Millisecond, time.Millisecond, 0) {
 		t.Errorf("image capacity %d after image-full decodes; want more than at start", d.nextImageCapacity())
 	}
 }
@@ -464,5 +459,41 @@ func startSession(tb testing.TB, d *cuptiDevice) {
 	}
 	if _, err := d.Start(); err != nil {
 		tb.Fatal(err)
+	}
+}
+
+// A sink that holds its caller (a scrape holding the aggregator's lock, activity records
+// holding the attributor's) no longer delays the decodes: batches go through a queue. Every
+// fifth batch of GPU 0 holds the sink 200 ms, longer than the 100 ms of room of the image;
+// before the queue each of those lost samples to a full image. Batches keep their order.
+func TestSamplerFakeLibSlowSinkDoesNotDelayDecodes(t *testing.T) {
+	var n atomic.Int64
+	var lastEnd [2]uint64
+	var outOfOrder atomic.Int64
+	slow := func(b Batch) {
+		if len(b.Samples) > 0 {
+			if b.Samples[0].Start < lastEnd[b.Device] {
+				outOfOrder.Add(1)
+			}
+			lastEnd[b.Device] = b.Samples[len(b.Samples)-1].End
+		}
+		if b.Device == 0 && len(b.Samples) > 0 && n.Add(1)%5 == 0 {
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+	r := runFakeHook(t, "", slow, WithDecodePeriod(50*time.Millisecond))
+	eventually(t, "eight slow batches", func() bool { return n.Load() >= 45 })
+	if full := r.c.sum(0, func(b Batch) int { return b.LostImageFull }); full != 0 {
+		t.Errorf("%d image-full decodes behind a slow sink; want 0 (the sink delayed the decodes)", full)
+	}
+	if k := outOfOrder.Load(); k != 0 {
+		t.Errorf("%d batches reached the sink out of order", k)
+	}
+	v, ok := histogramOf(r.agg.Snapshot(), r.s.Devices()[0], "cupti_pm_decode_gap_seconds")
+	if !ok || v.Count < 40 {
+		t.Fatalf("cupti_pm_decode_gap_seconds of GPU 0: %+v %v; want one observation a decode", v, ok)
+	}
+	if mean := v.Sum / float64(v.Count); mean < 0.045 || mean > 0.08 {
+		t.Errorf("mean decode gap %.3f s; want about the 50 ms decode period", mean)
 	}
 }

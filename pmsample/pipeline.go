@@ -49,6 +49,7 @@ type pipeJob struct {
 	res         cupti.DecodeResult
 	err         error
 	decode      time.Duration // wall time of the decode call
+	gap         time.Duration // since the session's previous decode (Batch.DecodeGap)
 	cpu         time.Duration // device thread CPU since its previous job
 	sink        func(Batch)
 }
@@ -79,6 +80,7 @@ func (p *pipeline) run(r *runner) {
 func (p *pipeline) finish(r *runner, j pipeJob, mark *time.Duration) {
 	t0 := time.Now()
 	b, fn := r.newBatch(j.group, j.startNS)
+	b.DecodeGap = j.gap
 	full := j.res.StopReason == cupti.StopCounterDataFull
 	if j.err == nil && !j.res.Overflow {
 		if err := p.sd.Evaluate(j.group, j.slot, full, fn); err != nil {
@@ -105,9 +107,10 @@ func (p *pipeline) finish(r *runner, j pipeJob, mark *time.Duration) {
 // image, or a reset that failed on the evaluator; then it waits for the evaluator first.
 func (p *pipeline) collect(r *runner, sink func(Batch)) (dead bool) {
 	slot := <-p.free
+	gap := r.decodeGap()
 	t0 := time.Now()
 	res, err := p.sd.DecodeInto(r.group, slot)
-	j := pipeJob{group: r.group, slot: slot, startNS: r.startNS, res: res, err: err, decode: time.Since(t0), sink: sink}
+	j := pipeJob{group: r.group, slot: slot, startNS: r.startNS, res: res, err: err, decode: time.Since(t0), gap: gap, sink: sink}
 	if cpu := threadCPU(); cpu > 0 {
 		if r.cpuMark > 0 {
 			j.cpu = cpu - r.cpuMark

@@ -43,6 +43,10 @@ type runner struct {
 	backoffTo atomic.Int64  // ns: a backoff admission asked for, done at the next decode
 	verdict   verdict       // admission's verdict behind backoffTo
 	cpuMark   time.Duration // decode thread CPU at the previous batch
+	// lastDecode is when the session's previous decode began (zero before its first); device
+	// thread only.
+	lastDecode time.Time
+	queue      *sinkQueue // the batches' way to the sink (Sampler.Run); nil in some tests
 	pipe      *pipeline     // the evaluator thread with the double pipeline; nil: serial
 	// lastSampleNS is the end of the newest delivered sample, or the session's start (ns on
 	// the samples' clock); the evaluator thread of the double pipeline writes it too.
@@ -272,6 +276,7 @@ func (r *runner) start() error {
 		return err
 	}
 	r.startNS = ts
+	r.lastDecode = time.Time{}
 	r.lastSampleNS.Store(ts)
 	r.loss.started(ts)
 	return nil
@@ -397,14 +402,27 @@ func (r *runner) collect(sink func(Batch)) (dead bool) {
 	if r.pipe != nil {
 		return r.pipe.collect(r, sink)
 	}
+	gap := r.decodeGap()
 	t0 := time.Now()
 	b, fn := r.newBatch(r.group, r.startNS)
+	b.DecodeGap = gap
 	res, err := r.pm.Decode(r.group, fn)
 	overflow, full := r.outcome(b, res, err)
 	r.countDecodeError(overflow, full, err)
 	b.DecodeDuration = time.Since(t0)
 	r.deliver(b, sink, &r.cpuMark, b.DecodeDuration)
 	return overflow || (full && (err != nil || !r.replacesImages()))
+}
+
+// decodeGap marks the start of a decode and returns the time since the session's previous one.
+func (r *runner) decodeGap() time.Duration {
+	now := time.Now()
+	var gap time.Duration
+	if !r.lastDecode.IsZero() {
+		gap = now.Sub(r.lastDecode)
+	}
+	r.lastDecode = now
+	return gap
 }
 
 // imageReplacer is a device that replaces a full counter data image with a fresh one in the
@@ -477,11 +495,11 @@ func (r *runner) outcome(b *Batch, res cupti.DecodeResult, err error) (overflow,
 	if full {
 		b.LostImageFull++
 		r.loss.open("image_full", r.now())
-		args := []any{}
+		args := []any{"decode_gap", b.DecodeGap, "sink_blocked", r.queue.takeBlocked()}
 		if c, ok := r.pm.(interface{ nextImageCapacity() int }); ok {
 			args = append(args, "next_image_capacity", c.nextImageCapacity())
 		}
-		r.log.Warn("counter data image full: samples lost (a late decode); later images hold more, up to 2.5 decode periods of samples", args...)
+		r.log.Warn("counter data image full: samples lost (a late decode); the images allocated from now on hold more", args...)
 	}
 	return overflow, full
 }

@@ -222,7 +222,11 @@ func (s *Sampler) Run(ctx context.Context, sink func(Batch)) error {
 		if r.fixed {
 			continue
 		}
-		wg.Go(func() { r.run(ctx, r.observe(sink)) }) // observe: missed time after an idle release (release.go)
+		r.queue = newSinkQueue(sink)
+		wg.Go(func() {
+			r.run(ctx, r.observe(r.queue.put)) // observe: missed time after an idle release (release.go)
+			r.queue.close()
+		})
 	}
 	wg.Wait()
 	<-ctx.Done() // devices that cannot sample keep reporting their state until the end

@@ -453,8 +453,22 @@ func TestConfigDefaultsAndValidation(t *testing.T) {
 	if c.hardwareBuffer != 64<<20 || c.interval != time.Millisecond || c.decodePeriod != 100*time.Millisecond {
 		t.Fatalf("config = %+v", c)
 	}
-	if n := c.maxSamples(); n != 125+16 {
-		t.Fatalf("maxSamples = %d, want 141 (100 x 1.25 + 16)", n)
+	if n := c.maxSamples(); n != 216 {
+		t.Fatalf("maxSamples = %d, want 216 (100 + 100 ms of room + 16)", n)
+	}
+	for _, c := range []struct {
+		period, interval time.Duration
+		growth           float64
+		want             int
+	}{
+		{100 * time.Millisecond, 100 * time.Microsecond, 0, 1000 + 250 + 16},        // room capped in slots: a quarter period
+		{100 * time.Millisecond, 10 * time.Millisecond, 0, 10 + 10 + 16},            // 100 ms of room
+		{time.Second, 100 * time.Microsecond, 0, 10000 + 2500 + 16},                 // a quarter period beats the cap
+		{100 * time.Millisecond, time.Millisecond, maxGrowth, 100 + 100 + 125 + 16}, // fully grown
+	} {
+		if got := imageCapacity(c.period, c.interval, c.growth); got != c.want {
+			t.Errorf("imageCapacity(%v, %v, %v) = %d, want %d", c.period, c.interval, c.growth, got, c.want)
+		}
 	}
 	if _, err := newConfig([]Option{WithDecodePeriod(time.Microsecond)}); err == nil {
 		t.Fatal("decode period below the interval accepted")

@@ -49,6 +49,11 @@ var (
 		Kind: mapping.KindGauge, Unit: "seconds", OTelName: "cupti.pm.decode.duration", OTelUnit: "s",
 		LabelNames: mapping.DeviceLabelNames,
 	}
+	decodeGapDesc = &mapping.Desc{
+		Name: "cupti_pm_decode_gap_seconds", Help: "Time between consecutive decodes of a session: past the decode period by more than the counter data image's slack (a quarter at first), samples are lost to a full image.",
+		Kind: mapping.KindHistogram, Unit: "seconds", OTelName: "cupti.pm.decode.gap", OTelUnit: "s",
+		LabelNames: mapping.DeviceLabelNames,
+	}
 	cuptiCallDesc = &mapping.Desc{
 		Name: "cupti_pm_cupti_call_seconds_total", Help: "Time spent inside CUPTI calls of the decode path (decode, sample_info, evaluate, reset).",
 		Kind: mapping.KindCounter, Unit: "seconds", OTelName: "cupti.pm.cupti_call.duration", OTelUnit: "s",

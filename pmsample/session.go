@@ -37,7 +37,7 @@ type cuptiDevice struct {
 	set        cupti.SetConfig
 	triedTime  bool
 	maxSamples int
-	slack      float64       // of the images allocated from now on (config.go, imageCapacity)
+	growth     float64       // periods added to the images allocated from now on (config.go, imageCapacity)
 	decode     time.Duration // decode period, to size the image again after a backoff
 
 	// planned without the counter availability image: refresh re-plans before the first session
@@ -76,7 +76,7 @@ func (d *cuptiDevice) takeCallTimes() CallTimes {
 
 func newCuptiDevice(lib *cupti.Lib, dev int, host *cupti.Host, groups []Group, c config) (*cuptiDevice, error) {
 	d := &cuptiDevice{
-		lib: lib, dev: dev, host: host, groups: groups, maxSamples: c.maxSamples(), slack: imageSlack, decode: c.decodePeriod, multiplex: c.multiplex > 0, metricSet: c.metricSet,
+		lib: lib, dev: dev, host: host, groups: groups, maxSamples: c.maxSamples(), decode: c.decodePeriod, multiplex: c.multiplex > 0, metricSet: c.metricSet,
 		double: c.pipeline == PipelineDouble,
 		set:    cupti.SetConfig{HardwareBufferSize: c.hardwareBuffer, Interval: uint64(c.interval.Nanoseconds()), Trigger: cupti.TriggerGPUTime},
 	}
@@ -156,7 +156,7 @@ func (d *cuptiDevice) addTime(c *time.Duration, t0 time.Time) {
 // counter data images for it; call it between Disable and Enable.
 func (d *cuptiDevice) setInterval(iv time.Duration) {
 	d.set.Interval = uint64(iv.Nanoseconds())
-	d.maxSamples = imageCapacity(d.decode, iv, d.slack)
+	d.maxSamples = imageCapacity(d.decode, iv, d.growth)
 }
 
 // now reads cuptiGetTimestamp, the clock of the samples (time.Now if it fails).
@@ -341,9 +341,9 @@ func (d *cuptiDevice) Evaluate(g, slot int, full bool, fn func(start, end uint64
 // maxImageSlack): a decode came so late that an image overflowed, and on a host that is late
 // once (scrapes, other work) it is late again. Images in use keep their size until replaced.
 func (d *cuptiDevice) growAfterFull() {
-	if d.slack < maxImageSlack {
-		d.slack = min(d.slack+growSlack, maxImageSlack)
-		d.maxSamples = imageCapacity(d.decode, time.Duration(d.set.Interval), d.slack)
+	if d.growth < maxGrowth {
+		d.growth = min(d.growth+growSlack, maxGrowth)
+		d.maxSamples = imageCapacity(d.decode, time.Duration(d.set.Interval), d.growth)
 	}
 }
 

@@ -54,6 +54,10 @@ type Batch struct {
 
 	// DecodeDuration is the time the decode and evaluation of this batch took (0 if unknown).
 	DecodeDuration time.Duration
+	// DecodeGap is the time from the previous decode of the same session to this one (0 for
+	// a session's first decode, or unknown): past the decode period by more than the image's
+	// slack, samples are lost to a full image.
+	DecodeGap time.Duration
 	// CUPTITime is the time spent inside each CUPTI call while making this batch (zero for
 	// replayed batches): it tells CUPTI's cost from the exporter's own.
 	CUPTITime CallTimes

@@ -16,7 +16,9 @@ print(f"context_ready_unix_ns {time.time_ns()}", flush=True)
 time.sleep(hold)
 t0 = time.time_ns()
 b = a @ a
+torch.cuda.synchronize()  # how long the first kernel took on a GPU woken from idle
 print(f"first_kernel_unix_ns {t0}", flush=True)
+print(f"first_kernel_done_unix_ns {time.time_ns()}", flush=True)
 end = time.time() + busy
 n = 0
 while time.time() < end:

@@ -7,6 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 mkdir -p .gpu
 go build -trimpath -ldflags="-s -w" -o .gpu/cupti-exporter ./cmd/cupti-exporter
+go build -trimpath -ldflags="-s -w" -o .gpu/wakeprobe ./scripts/gpu/wakeprobe
 # the Go tests that need the real CUPTI (stage gotest)
 go test -c -o .gpu/cupti.test ./internal/cupti
 go test -c -o .gpu/pmsample.test ./pmsample
@@ -15,5 +16,5 @@ cp activity/inject/build/libcupti_exporter_inject.so .gpu/
 probes=${PROBES:-../shared/probes}
 [ -d .gpu/probes ] || cp -r "$probes" .gpu/probes
 # A device call carries at most 64 MiB: the binaries travel gzipped; validate.sh unpacks them.
-gzip -f .gpu/cupti-exporter .gpu/cupti.test .gpu/pmsample.test
+gzip -f .gpu/wakeprobe .gpu/cupti-exporter .gpu/cupti.test .gpu/pmsample.test
 ls -l .gpu

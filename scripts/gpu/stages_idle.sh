@@ -123,3 +123,17 @@ stage_idlekeep() {
   idle_latency idlekeep-lat "" --no-activity.enabled --pmsample.idle-keep-session || return
   say "idlekeep: stall losses $(grep -E '^cupti_pm_samples_lost_total.*reason="stall"' "$L/idlekeep-lat-metrics.txt" | awk '{ s += $NF } END { print s + 0 }') (a silent restart shows here)"
 }
+
+# Which NVML signal shows the first kernel on an idle GPU soonest, with no exporter and no PM
+# session: wakeprobe polls every 5 ms while idle_kernels.py holds its context 6 s, then runs
+# matmuls (wake_compare.py lines them up). About 15 s a round.
+stage_wakeprobe() {
+  say "== wakeprobe (NVML signals after the first kernel on an idle GPU, polled every 5 ms)"
+  local r
+  for r in $(seq 1 "${WAKE_ROUNDS:-3}"); do
+    "$G/wakeprobe" -for 11s -poll 5ms > "$L/wake-probe-$r.log" 2> "$L/wake-probe-$r.err" &
+    local p=$!
+    sleep 1; python3 scripts/gpu/idle_kernels.py 6 2 > "$L/wake-work-$r.log" 2>&1
+    wait $p; say "round $r: $(python3 scripts/gpu/wake_compare.py "$L/wake-probe-$r.log" "$L/wake-work-$r.log" 2>&1)"
+  done
+}

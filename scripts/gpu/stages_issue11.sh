@@ -6,16 +6,34 @@
 # separate cores (is it CPU contention?), and at 100 us (double pipeline), interleaved, OVH_ROUNDS
 # rounds; the workload always on cores 0-7. Each run also records the exporter's CPU and the mean
 # SM and memory clocks (are they the cause?). About OVH_ROUNDS x 4 x (2 x OVH_S + 8) s.
+# The cases (OVH_CASES): off, 1ms (the defaults), 1ms-apart (the exporter on other cores),
+# 100us, and the ones that find where the cost comes from: nvml (health and GPM only, no PM
+# session), pm-only (PM sampling without NVML health), dram / tpc (PM sampling of two or three
+# metrics of one unit only, without health).
+overhead_args() {
+  local tpc=TPC.TriageCompute
+  case $1 in
+    1ms | 1ms-apart) echo ;;
+    100us) echo --pmsample.interval=100us --pmsample.pipeline=double ;;
+    nvml) echo --no-pmsample.enabled ;;
+    pm-only) echo --no-health.enabled ;;
+    dram) echo --no-health.enabled --pmsample.metrics=dram__bytes_read.sum,dram__bytes_write.sum ;;
+    tpc) echo --no-health.enabled --pmsample.metrics=$tpc.sm__cycles_active.avg.pct_of_peak_sustained_elapsed,$tpc.sm__pipe_tensor_cycles_active_realtime.avg.pct_of_peak_sustained_elapsed,$tpc.tpc__warps_active_realtime.avg.pct_of_peak_sustained_elapsed ;;
+    *) return 1 ;;
+  esac
+}
+
 stage_overhead() {
-  say "== overhead (bf16 matmul + D2D copy; exporter off / 1ms / 1ms-apart / 100us; ${OVH_ROUNDS:-3} interleaved rounds of ${OVH_S:-8} s a phase)"
+  local cases=${OVH_CASES:-off 1ms 1ms-apart 100us}
+  say "== overhead (bf16 matmul + D2D copy; exporter ${cases// / / }; ${OVH_ROUNDS:-3} interleaved rounds of ${OVH_S:-8} s a phase)"
   local r c pid f c0 t0 sp
   for r in $(seq 1 "${OVH_ROUNDS:-3}"); do
-    for c in off 1ms 1ms-apart 100us; do
+    for c in $cases; do
       f="$L/overhead-$c-r$r.txt"; pid=
-      case $c in
-        1ms | 1ms-apart) start_exporter "$L/exp-ovh-$c-$r.log" 9477 --no-activity.enabled || continue ;;
-        100us) start_exporter "$L/exp-ovh-$c-$r.log" 9477 --no-activity.enabled --pmsample.interval=100us --pmsample.pipeline=double || continue ;;
-      esac
+      if [ "$c" != off ]; then
+        # shellcheck disable=SC2046 # the arguments split on purpose
+        start_exporter "$L/exp-ovh-$c-$r.log" 9477 --no-activity.enabled $(overhead_args "$c") || continue
+      fi
       [ "$c" != off ] && pid=$(cat "$L/exporter.9477.pid")
       [ "$c" = 1ms-apart ] && taskset -a -p -c 8-15 "$pid" > /dev/null
       sleep 2

@@ -39,6 +39,8 @@
  *      skip_every=N              the hardware loses every Nth sample (k % N == N-1): a hole of one
  *                                interval in the time line, no error
  *      eval_cost_us=N            EvaluateToGpuValues sleeps N us per sample (a slow host)
+ *      late_every=N,late_ms=M    every Nth decode of a session first sleeps M ms (a decode that
+ *                                came late: samples wait meanwhile, and may overflow the image)
  *      version=N                 cuptiGetVersion value
  *      unsupported=arch|vgpu|cc  DeviceSupported reports that aspect (arch: UNSUPPORTED,
  *                                vgpu: DISABLED, cc: UNSUPPORTED)
@@ -96,7 +98,7 @@ static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static struct {
 	int busy_setconfig, busy_once, image_full, insufficient_privileges, first_sample_before_start;
 	int nvperf_missing, needs_nvperf_target, unsupported_arch, unsupported_vgpu, unsupported_cc;
-	unsigned overflow_at, samples_per_decode, skip_every, eval_cost_us;
+	unsigned overflow_at, samples_per_decode, skip_every, eval_cost_us, late_every, late_ms;
 	uint32_t version;
 } F;
 
@@ -128,6 +130,8 @@ static int set_faults_locked(const char *spec) {
 		else if (!strcmp(tok, "samples_per_decode")) F.samples_per_decode = (unsigned)strtoul(val, NULL, 10);
 		else if (!strcmp(tok, "skip_every")) F.skip_every = (unsigned)strtoul(val, NULL, 10);
 		else if (!strcmp(tok, "eval_cost_us")) F.eval_cost_us = (unsigned)strtoul(val, NULL, 10);
+		else if (!strcmp(tok, "late_every")) F.late_every = (unsigned)strtoul(val, NULL, 10);
+		else if (!strcmp(tok, "late_ms")) F.late_ms = (unsigned)strtoul(val, NULL, 10);
 		else if (!strcmp(tok, "version")) F.version = (uint32_t)strtoul(val, NULL, 10);
 		else if (!strcmp(tok, "unsupported") && !strcmp(val, "arch")) F.unsupported_arch = 1;
 		else if (!strcmp(tok, "unsupported") && !strcmp(val, "vgpu")) F.unsupported_vgpu = 1;
@@ -686,6 +690,10 @@ CUptiResult cuptiPmSamplingDecodeData(CUpti_PmSampling_DecodeData_Params *p) {
 		goto out;
 	}
 	o->decodes++;
+	if (F.late_every && o->decodes % F.late_every == 0) {
+		struct timespec late = {F.late_ms / 1000, (long)(F.late_ms % 1000) * 1000000L};
+		nanosleep(&late, NULL); /* under the lock: the other devices' calls wait too */
+	}
 	if (F.overflow_at && o->decodes == F.overflow_at)
 		o->dead = 1;
 	uint64_t avail = 0;
