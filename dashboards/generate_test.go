@@ -322,6 +322,10 @@ func gpuDetail() *dashboard.DashboardBuilder {
 	d.WithPanel(series("Sampling interval in effect", "The hardware sampling interval the device runs at: the configured --pmsample.interval, or longer after an automatic backoff (--pmsample.backoff)."+liveOnly, "s", 8,
 		query(`cupti_pm_sampling_interval_seconds{`+sel+`}`, "interval")).
 		NoValue("Live exporters only: a replay has no sampler"))
+	d.WithPanel(series("Time between decodes", "Median and 99th percentile of the time between consecutive decodes of the hardware buffer (the decode period, 100 ms by default). A decode that comes later than the period plus the counter data image's room (100 ms of samples at 1 kHz) loses samples to a full image (image_full above): a 99th percentile near that means the host keeps the decode thread waiting."+liveOnly, "s", 8,
+		query(histQuantile("0.5", "cupti_pm_decode_gap_seconds", sel, "gpu"), "median"),
+		query(histQuantile("0.99", "cupti_pm_decode_gap_seconds", sel, "gpu"), "p99")).
+		NoValue("Live exporters only: a replay has no sampler"))
 	d.WithPanel(series("Idle release", "Share of time the PM session was released because the GPU was idle (no samples and no PM power cost, by design), and share of time missed: from the first sign of work on a released GPU to its first sample after the retake (work that ran unsampled)."+liveOnly, "percentunit", 8,
 		query(`sum(rate(cupti_pm_idle_released_seconds_total{`+sel+`}[$__rate_interval]))`, "released while idle"),
 		query(`sum(rate(cupti_pm_idle_missed_seconds_total{`+sel+`}[$__rate_interval]))`, "missed after wake")).

@@ -303,6 +303,8 @@ var notFromTheDemo = map[string]string{
 	"cupti_fp16_pipe_active_ratio":         "curated (mapping/curated.go) but needs a second pass on GH100: sampled with --pmsample.multiplex",
 	"cupti_fp16_pipe_active_max_ratio":     "curated (mapping/curated.go) but needs a second pass on GH100: sampled with --pmsample.multiplex",
 	"cupti_pm_sampling_interval_seconds":   "only the live CUPTI sampler reports the interval in effect; a replay has none (pmsample/aggregate.go)",
+	"cupti_pm_decode_gap_seconds":          "only the live sampler times its decodes (pmsample/runner.go); the Prometheus check sees it from its live stand-in (live_standin_test.go)",
+	"cupti_pm_decode_gap_seconds_bucket":   "the classic buckets of cupti_pm_decode_gap_seconds (live sampler only)",
 	"cupti_pm_idle_released_seconds_total": "only the live sampler with idle release (pmsample/release.go); the Prometheus check sees it from its live stand-in (live_standin_test.go)",
 	"cupti_pm_idle_missed_seconds_total":   "only the live sampler with idle release (pmsample/release.go); the Prometheus check sees it from its live stand-in (live_standin_test.go)",
 	"cupti_nvlink_bytes_total":             "curated (mapping/curated.go); CUPTI offers NVLink counters only on multi-GPU hosts, the demo is a one-GPU H200",

@@ -19,20 +19,19 @@ const (
 
 // config is the validated configuration of a Sampler; only Options change it.
 type config struct {
-	interval        time.Duration
-	decodePeriod    time.Duration
-	hardwareBuffer  uint64
-	metrics         []string // requested full names; empty: the curated default set
-	metricSet       string   // named single-pass set (CUPTI 13.2+)
-	multiplex       time.Duration
-	devices         []int // CUDA ordinals; nil: every visible device
-	backoffMin      time.Duration
-	backoffMax      time.Duration
-	privilegeRetry  time.Duration
-	rateBackoff     bool          // lengthen the interval when the host cannot sustain the rate
-	pipeline        string        // PipelineSerial or PipelineDouble
-	stallFloor      time.Duration // least silence taken for a stalled session (tests lower it)
-	idleKeepSession bool          // an idle release stops the session but keeps it configured
+	interval       time.Duration
+	decodePeriod   time.Duration
+	hardwareBuffer uint64
+	metrics        []string // requested full names; empty: the curated default set
+	metricSet      string   // named single-pass set (CUPTI 13.2+)
+	multiplex      time.Duration
+	devices        []int // CUDA ordinals; nil: every visible device
+	backoffMin     time.Duration
+	backoffMax     time.Duration
+	privilegeRetry time.Duration
+	rateBackoff    bool          // lengthen the interval when the host cannot sustain the rate
+	pipeline       string        // PipelineSerial or PipelineDouble
+	stallFloor     time.Duration // least silence taken for a stalled session (tests lower it)
 }
 
 // Option configures a Sampler.
@@ -76,16 +75,6 @@ func WithMetrics(names ...string) Option {
 // WithMetricSet samples a named single-pass set; it needs CUPTI 13.2 or later.
 func WithMetricSet(name string) Option {
 	return optionFunc(func(c *config) { c.metricSet = name })
-}
-
-// WithIdleKeepSession makes an idle release (Sampler.Release) stop the session but keep it
-// enabled and configured, so that Reacquire is a Start alone instead of Enable, SetConfig and
-// Start (about 150 ms on an H200). Off by default: whether a kept session costs idle power,
-// and whether it delivers again after Start, are measured by the GPU stages (idle,
-// TestGPUStopStartInSession) before it can be the default. A session that stays silent after
-// the Start is recreated by the stall watchdog and counted.
-func WithIdleKeepSession(on bool) Option {
-	return optionFunc(func(c *config) { c.idleKeepSession = on })
 }
 
 // WithMultiplex lets several single-pass groups take turns on the counters, each for period.

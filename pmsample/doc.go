@@ -49,7 +49,8 @@
 // cupti_pm_decode_failures_total{reason="image_full|overflow|decode_error"} (decodes),
 // cupti_pm_overflows_total, cupti_pm_window_coverage_ratio (share of the window the
 // statistics cover), cupti_pm_sampling_interval_seconds (in effect),
-// cupti_pm_decode_duration_seconds (last decode), cupti_pm_cupti_call_seconds_total{call},
+// cupti_pm_decode_duration_seconds (last decode), cupti_pm_decode_gap_seconds (histogram of the
+// time between a session's decodes), cupti_pm_cupti_call_seconds_total{call},
 // cupti_pm_decode_thread_cpu_seconds_total, cupti_pm_sampling_state{state} (with WithStatus),
 // cupti_pm_observed_ratio{metric} for multiplexed metrics, and
 // cupti_pm_last_sample_timestamp_seconds.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -239,58 +238,4 @@ func TestGPUMultiplexTurns(t *testing.T) {
 		t.Errorf("%d samples in 6 s at 1 kHz with a new session each second, want at least 4,000", total)
 	}
 	gpuOut(t, "pmsample_multiplex.json", map[string]any{"turns": turns, "samples": samples, "lost_ms": lost})
-}
-
-// TestGPUStopStartInSession finds out whether a session stopped and started again, with the
-// same configuration, delivers samples, and how long that takes against a new session: the
-// idle release could then keep its session configured while released (a faster retake) if it
-// costs no power. It fails only if the first start delivers nothing.
-func TestGPUStopStartInSession(t *testing.T) {
-	lib := requireGPU(t)
-	m, err := mapping.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := New(lib, m, nil, WithDevices(0))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	d := s.runners[0].pm.(*cuptiDevice)
-	count := func() int { // 80 ms: within one image (216 slots at the defaults)
-		time.Sleep(80 * time.Millisecond)
-		n := 0
-		if _, err := d.Decode(0, func(_, _ uint64, v []float64) {
-			if v != nil {
-				n++
-			}
-		}); err != nil {
-			t.Logf("decode: %v", err)
-		}
-		return n
-	}
-	t0 := time.Now()
-	startSession(t, d)
-	fresh := time.Since(t0)
-	first := count()
-	if first == 0 {
-		t.Fatal("no sample 80 ms after the first Start")
-	}
-	if err := d.Stop(); err != nil {
-		t.Fatal(err)
-	}
-	count() // what the stop left
-	t1 := time.Now()
-	_, errStart := d.Start()
-	again := time.Since(t1)
-	second := 0
-	if errStart == nil {
-		second = count()
-		_ = d.Stop()
-	}
-	_ = d.Disable()
-	t.Logf("new session (Enable, SetConfig, Start) %v: %d samples in 80 ms; Start after Stop in the same session %v (err %v): %d samples in 80 ms",
-		fresh, first, again, errStart, second)
-	gpuOut(t, "pmsample_stopstart.json", map[string]any{"fresh_ms": fresh.Seconds() * 1e3, "first": first,
-		"restart_ms": again.Seconds() * 1e3, "restart_err": fmt.Sprint(errStart), "second": second})
 }

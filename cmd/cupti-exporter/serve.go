@@ -344,7 +344,6 @@ func samplerOptions(cfg *Config) []pmsample.Option {
 		pmsample.WithMultiplex(time.Duration(cfg.PMSample.Multiplex)),
 		pmsample.WithRateBackoff(cfg.PMSample.Backoff),
 		pmsample.WithPipeline(cfg.PMSample.Pipeline),
-		pmsample.WithIdleKeepSession(cfg.PMSample.IdleKeepSession),
 	}
 	if len(cfg.PMSample.Metrics) > 0 {
 		opts = append(opts, pmsample.WithMetrics(cfg.PMSample.Metrics...))

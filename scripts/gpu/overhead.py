@@ -1,6 +1,7 @@
 """Workload overhead probe (issue 11, stage overhead in stages_issue11.sh): a bf16 matmul loop
 and a device-to-device copy loop, each for SECS seconds, timed with CUDA events after a warm-up.
-Prints one line per phase: "mm_tflops X" and "copy_gbps Y".
+Prints one line per phase: "mm_tflops X" and "copy_gbps Y", and the matmul's timed window in Unix
+seconds ("mm_window START END", to read the power logged meanwhile).
 
 usage: overhead.py SECS
 """
@@ -34,7 +35,9 @@ def main():
     a = torch.randn(k, k, device="cuda", dtype=torch.bfloat16)
     b = torch.randn(k, k, device="cuda", dtype=torch.bfloat16)
     c = torch.empty(k, k, device="cuda", dtype=torch.bfloat16)
-    print(f"mm_tflops {timed(secs, lambda: torch.matmul(a, b, out=c), 2 * k**3) / 1e12:.3f}", flush=True)
+    t0 = time.time()
+    tflops = timed(secs, lambda: torch.matmul(a, b, out=c), 2 * k**3) / 1e12
+    print(f"mm_tflops {tflops:.3f}\nmm_window {t0:.3f} {time.time():.3f}", flush=True)
     del a, b, c
     n = 1 << 30  # 1 GiB each way
     src = torch.empty(n, device="cuda", dtype=torch.uint8)

@@ -16,7 +16,7 @@ def read(path):
     out = {}
     for line in open(path):
         f = line.split()
-        if len(f) == 2 and f[0] in ("mm_tflops", "copy_gbps", "cpu_pct", "sm_mhz", "mem_mhz"):
+        if len(f) == 2 and f[0] in ("mm_tflops", "copy_gbps", "cpu_pct", "sm_mhz", "mem_mhz", "mm_power_w", "mm_power_capped"):
             out[f[0]] = float(f[1])
     return out
 
@@ -43,10 +43,11 @@ def main():
                       f"(min {min(ratios) * 100:+.2f}, max {max(ratios) * 100:+.2f}, {len(ratios)} rounds)")
         extra = [runs[(c, r)] for r in rounds if (c, r) in runs]
         if extra:
-            def avg(k):
+            def avg(k, fmt=".0f"):
                 v = [e[k] for e in extra if k in e]
-                return f"{statistics.mean(v):.0f}" if v else "?"
-            print(f"overhead {c}: exporter cpu {avg('cpu_pct')} % of a core, SM clock {avg('sm_mhz')} MHz, memory clock {avg('mem_mhz')} MHz")
+                return f"{statistics.mean(v):{fmt}}" if v else "?"
+            print(f"overhead {c}: exporter cpu {avg('cpu_pct')} % of a core, SM clock {avg('sm_mhz')} MHz, memory clock {avg('mem_mhz')} MHz, "
+                  f"matmul power {avg('mm_power_w', '.1f')} W (power cap active {avg('mm_power_capped', '.2f')} of the time)")
 
 
 if __name__ == "__main__":

@@ -102,28 +102,6 @@ stage_idletraced() {
   say "quiet flushes: $(grep -ho 'quiet flushes=[0-9]*' "$L"/idle-traced-work-*.log | tr '\n' ' ')"
 }
 
-# The experimental kept session (--pmsample.idle-keep-session): an idle release stops the
-# session but keeps it configured, and the retake is a Start alone. Does it cost idle power
-# (interleaved with off and the plain release), and how fast is the retake (the Start
-# duration in the retake log)? About 2.5 minutes with the defaults.
-stage_idlekeep() {
-  say "== idlekeep (idle release keeping the session configured: power and retake)"
-  mkdir -p /run/cupti-exporter; : > "$L/idlekeep-power.csv"
-  local r mode
-  for r in $(seq 1 "${IDLE_ROUNDS:-2}"); do
-    sleep 2; idle_power_window off "$r" "$L/idlekeep-power.csv"
-    for mode in kept release; do
-      start_exporter "$L/exp-idlekeep-$mode-$r.log" 9477 --no-activity.enabled --pmsample.idle-release-after=2s \
-        $([ $mode = kept ] && echo --pmsample.idle-keep-session) || return
-      idle_wait_state idle-released 9477 15 && idle_power_window "$mode" "$r" "$L/idlekeep-power.csv"
-      stop_exporter 9477 > /dev/null
-    done
-  done
-  python3 scripts/gpu/idle_compare.py power "$L/idlekeep-power.csv" | tee -a "$S"
-  idle_latency idlekeep-lat "" --no-activity.enabled --pmsample.idle-keep-session || return
-  say "idlekeep: stall losses $(grep -E '^cupti_pm_samples_lost_total.*reason="stall"' "$L/idlekeep-lat-metrics.txt" | awk '{ s += $NF } END { print s + 0 }') (a silent restart shows here)"
-}
-
 # Which NVML signal shows the first kernel on an idle GPU soonest, with no exporter and no PM
 # session: wakeprobe polls every 5 ms while idle_kernels.py holds its context 6 s, then runs
 # matmuls (wake_compare.py lines them up). About 15 s a round.

@@ -38,10 +38,12 @@ stage_overhead() {
       [ "$c" = 1ms-apart ] && taskset -a -p -c 8-15 "$pid" > /dev/null
       sleep 2
       [ -n "$pid" ] && c0=$(proc_cpu_s "$pid"); t0=$(date +%s.%N)
-      nvidia-smi -i 0 --query-gpu=clocks.sm,clocks.mem --format=csv,noheader,nounits -lms 200 > "$L/ovh-clk.csv" & sp=$!
+      nvidia-smi -i 0 --query-gpu=clocks.sm,clocks.mem,power.draw,clocks_event_reasons.sw_power_cap --format=csv,noheader,nounits -lms 200 \
+        | while read -r l; do echo "$(date +%s.%N), $l"; done > "$L/ovh-clk.csv" & sp=$!
       taskset -c 0-7 python3 scripts/gpu/overhead.py "${OVH_S:-8}" > "$f" 2>&1
-      kill $sp 2>/dev/null; wait $sp 2>/dev/null
-      awk -F', *' '$1 ~ /^[0-9]/ { s += $1; m += $2; n++ } END { if (n) printf "sm_mhz %.0f\nmem_mhz %.0f\n", s / n, m / n }' "$L/ovh-clk.csv" >> "$f"
+      pkill -x nvidia-smi; kill $sp 2>/dev/null; wait $sp 2>/dev/null
+      awk -F', *' '$2 ~ /^[0-9]/ { s += $2; m += $3; n++ } END { if (n) printf "sm_mhz %.0f\nmem_mhz %.0f\n", s / n, m / n }' "$L/ovh-clk.csv" >> "$f"
+      python3 scripts/gpu/ovh_power.py "$f" "$L/ovh-clk.csv" >> "$f"
       if [ -n "$pid" ]; then
         echo "cpu_pct $(awk -v a="$c0" -v b="$(proc_cpu_s "$pid")" -v t0="$t0" -v t1="$(date +%s.%N)" 'BEGIN { printf "%.1f", (b - a) * 100 / (t1 - t0) }')" >> "$f"
         scrape "$L/ovh-$c-$r.prom"
