@@ -14,6 +14,7 @@ import (
 
 	"github.com/cupti-exporter/cupti-exporter/internal/cupti"
 	"github.com/cupti-exporter/cupti-exporter/internal/cupti/cuptitest"
+	"github.com/cupti-exporter/cupti-exporter/internal/testutil"
 	"github.com/cupti-exporter/cupti-exporter/mapping"
 )
 
@@ -429,13 +430,14 @@ func TestSamplerFakeLibMultiplexRotates(t *testing.T) {
 
 // A host that delays a decode once delays it again: after the first late decode overflowed an
 // image (image_full), the replacement images hold more, and the same lateness loses nothing.
-// Decode period 50 ms at 1 kHz: 166 slots at first (100 ms of room), 197 after one overflow;
-// every fifth decode comes 135 ms late (about 185 samples wait). Before, every one of those late
-// decodes lost samples.
+// The default decode period (100 ms) at 1 kHz: 216 slots at first (100 ms of room), 278 after
+// one overflow, 341 after two; every fifth decode comes 150 ms late (about 250 samples wait,
+// more on a slow or race-instrumented build). Before, every one of those late decodes lost
+// samples.
 func TestSamplerFakeLibImageGrowsAfterFull(t *testing.T) {
-	r := runFakeHook(t, "late_every=5,late_ms=135", nil, WithDecodePeriod(50*time.Millisecond))
+	r := runFakeHook(t, "late_every=5,late_ms=150", nil, WithDecodePeriod(100*time.Millisecond))
 	decodes := func(b Batch) int { return b2i(b.DecodeGap > 0) }
-	eventually(t, "eight late decodes", func() bool { return r.c.sum(0, decodes) >= 45 })
+	testutil.WaitFor(t, "eight late decodes", 20*time.Second, 5*time.Millisecond, func() bool { return r.c.sum(0, decodes) >= 45 })
 	full := r.c.sum(0, func(b Batch) int { return b.LostImageFull })
 	if full == 0 {
 		t.Fatal("no decode came late enough to fill an image: the test proves nothing")
@@ -443,7 +445,7 @@ func TestSamplerFakeLibImageGrowsAfterFull(t *testing.T) {
 	if full > 3 {
 		t.Errorf("%d image-full decodes in 8 late ones; want 1 (up to 3 on a loaded machine): the images did not grow", full)
 	}
-	if d := r.s.runners[0].pm.(*cuptiDevice); d.nextImageCapacity() <= imageCapacity(50*time.Millisecond, time.Millisecond, 0) {
+	if d := r.s.runners[0].pm.(*cuptiDevice); d.nextImageCapacity() <= imageCapacity(100*time.Millisecond, time.Millisecond, 0) {
 		t.Errorf("image capacity %d after image-full decodes; want more than at start", d.nextImageCapacity())
 	}
 }
@@ -483,8 +485,8 @@ func TestSamplerFakeLibSlowSinkDoesNotDelayDecodes(t *testing.T) {
 	}
 	r := runFakeHook(t, "", slow, WithDecodePeriod(50*time.Millisecond))
 	eventually(t, "eight slow batches", func() bool { return n.Load() >= 45 })
-	if full := r.c.sum(0, func(b Batch) int { return b.LostImageFull }); full != 0 {
-		t.Errorf("%d image-full decodes behind a slow sink; want 0 (the sink delayed the decodes)", full)
+	if full := r.c.sum(0, func(b Batch) int { return b.LostImageFull }); full > 1 {
+		t.Errorf("%d image-full decodes behind a slow sink; want none (one on a loaded machine)", full)
 	}
 	if k := outOfOrder.Load(); k != 0 {
 		t.Errorf("%d batches reached the sink out of order", k)
@@ -493,7 +495,12 @@ func TestSamplerFakeLibSlowSinkDoesNotDelayDecodes(t *testing.T) {
 	if !ok || v.Count < 40 {
 		t.Fatalf("cupti_pm_decode_gap_seconds of GPU 0: %+v %v; want one observation a decode", v, ok)
 	}
-	if mean := v.Sum / float64(v.Count); mean < 0.045 || mean > 0.08 {
+	if mean := v.Sum / float64(v.Count); mean < 0.045 || mean > 0.1 {
 		t.Errorf("mean decode gap %.3f s; want about the 50 ms decode period", mean)
+	}
+	// Each slow batch held the decode thread 200 ms when the sink ran on it.
+	over := v.Count - v.Cumulative[slices.Index(decodeGapBounds[:], 0.2)]
+	if over > 1 {
+		t.Errorf("%d decodes came more than 200 ms after the previous one; want none (one on a loaded machine): the slow sink held the decode thread", over)
 	}
 }
