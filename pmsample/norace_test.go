@@ -1,0 +1,5 @@
+//go:build !race
+
+package pmsample
+
+const raceEnabled = false
