@@ -692,7 +692,9 @@ CUptiResult cuptiPmSamplingDecodeData(CUpti_PmSampling_DecodeData_Params *p) {
 	o->decodes++;
 	if (F.late_every && o->decodes % F.late_every == 0) {
 		struct timespec late = {F.late_ms / 1000, (long)(F.late_ms % 1000) * 1000000L};
-		nanosleep(&late, NULL); /* under the lock: the other devices' calls wait too */
+		UNLOCK(); /* the other devices go on meanwhile; this device's thread is the one decoding */
+		nanosleep(&late, NULL);
+		LOCK();
 	}
 	if (F.overflow_at && o->decodes == F.overflow_at)
 		o->dead = 1;
