@@ -1,7 +1,6 @@
 package wire
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -11,11 +10,11 @@ import (
 	"path/filepath"
 	"reflect"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/cupti-exporter/cupti-exporter/activity"
+	"github.com/cupti-exporter/cupti-exporter/internal/testutil"
 )
 
 // fakeRecord mirrors the synthetic record g of activity/inject/test/fake_cupti.h.
@@ -43,7 +42,7 @@ func fakeRecord(g uint64) activity.Record {
 // records) against a socket of ours, and decodes what the library sends.
 // startHarness builds the C library, the fake libcupti and the harness, listens on a
 // socket and starts the harness in mode with extra environment.
-func startHarness(t *testing.T, mode string, env ...string) (ln net.Listener, cmd *exec.Cmd, stderr *lockedBuffer, done chan error) {
+func startHarness(t *testing.T, mode string, env ...string) (ln net.Listener, cmd *exec.Cmd, stderr *testutil.SyncBuffer, done chan error) {
 	t.Helper()
 	for _, tool := range []string{"gcc", "make"} {
 		if _, err := exec.LookPath(tool); err != nil {
@@ -68,7 +67,7 @@ func startHarness(t *testing.T, mode string, env ...string) (ln net.Listener, cm
 		"INJECT_LIB="+filepath.Join(build, "libcupti_exporter_inject.so"),
 		"CUPTI_EXPORTER_CUPTI_LIBRARY="+fake, "CUPTI_EXPORTER_CUDA_LIBRARY="+fake,
 		"CUPTI_EXPORTER_SOCKET="+sock, "CUPTI_EXPORTER_FLUSH_INTERVAL_MS=20"), env...)
-	stderr = new(lockedBuffer)
+	stderr = new(testutil.SyncBuffer) // the harness writes it while the test reads
 	cmd.Stderr = stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -172,24 +171,6 @@ func firstDiff(got, want []activity.Record) string {
 		}
 	}
 	return "length"
-}
-
-// lockedBuffer collects the harness's stderr while the test reads it.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // TestInjectionLibraryHungExporter: the exporter reads nothing while the workload floods
