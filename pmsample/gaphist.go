@@ -1,9 +1,14 @@
 package pmsample
 
-import "github.com/cupti-exporter/cupti-exporter/mapping"
+import (
+	"sort"
+
+	"github.com/cupti-exporter/cupti-exporter/mapping"
+)
 
 // decodeGapBounds are the upper bounds (seconds) of cupti_pm_decode_gap_seconds: fine around
-// the default decode period (100 ms), where the first image holds 125 ms of samples at 1 kHz.
+// the default decode period (100 ms) and up to 200 ms, past which a decode at 1 kHz fills the
+// first image (100 ms of room, config.go).
 var decodeGapBounds = [...]float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.11, 0.125, 0.15, 0.2, 0.25, 0.5, 1, 2.5, 5, 10}
 
 // gapHistogram counts the gaps between a device's decodes (Batch.DecodeGap).
@@ -14,11 +19,7 @@ type gapHistogram struct {
 }
 
 func (h *gapHistogram) observe(seconds float64) {
-	i := 0
-	for i < len(decodeGapBounds) && seconds > decodeGapBounds[i] {
-		i++
-	}
-	h.counts[i]++
+	h.counts[sort.SearchFloat64s(decodeGapBounds[:], seconds)]++ // first bound >= seconds
 	h.count++
 	h.sum += seconds
 }

@@ -50,7 +50,7 @@ var (
 		LabelNames: mapping.DeviceLabelNames,
 	}
 	decodeGapDesc = &mapping.Desc{
-		Name: "cupti_pm_decode_gap_seconds", Help: "Time between consecutive decodes of a session: past the decode period by more than the counter data image's slack (a quarter at first), samples are lost to a full image.",
+		Name: "cupti_pm_decode_gap_seconds", Help: "Time between consecutive decodes of a session: past the decode period by more than the counter data image's room for a late decode (100 ms of samples, at most 250 slots, at first), samples are lost to a full image.",
 		Kind: mapping.KindHistogram, Unit: "seconds", OTelName: "cupti.pm.decode.gap", OTelUnit: "s",
 		LabelNames: mapping.DeviceLabelNames,
 	}

@@ -337,8 +337,8 @@ func (d *cuptiDevice) Evaluate(g, slot int, full bool, fn func(start, end uint64
 	return nil
 }
 
-// growAfterFull gives the images allocated from now on growSlack more slack (up to
-// maxImageSlack): a decode came so late that an image overflowed, and on a host that is late
+// growAfterFull gives the images allocated from now on growSlack of a period more room (up to
+// maxGrowth periods): a decode came so late that an image overflowed, and on a host that is late
 // once (scrapes, other work) it is late again. Images in use keep their size until replaced.
 func (d *cuptiDevice) growAfterFull() {
 	if d.growth < maxGrowth {
