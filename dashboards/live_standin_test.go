@@ -2,6 +2,7 @@ package dashboards
 
 import (
 	"context"
+	"encoding/binary"
 	"log/slog"
 	"testing"
 	"time"
@@ -59,7 +60,8 @@ func serveLive(t *testing.T) string {
 }
 
 // idleNVML answers the idle controller's NVML calls: the first device is idle (utilisation
-// 0, the gpu_idle clock-event bit set, no process, GPM SM utilisation 0), every other one busy
+// 0, the gpu_idle clock-event bit set, no process, GPM SM utilisation 0, a steady 80 W of
+// instant power), every other one busy
 // (and never released, so never asked for GPM).
 func idleNVML(devs []pmsample.Device) nvml.Interface {
 	handles := map[string]*mock.Device{}
@@ -78,6 +80,13 @@ func idleNVML(devs []pmsample.Device) nvml.Interface {
 				return nvml.GpmSupport{IsSupportedDevice: 1}, nvml.SUCCESS
 			},
 			GpmSampleGetFunc: func(nvml.GpmSample) nvml.Return { return nvml.SUCCESS },
+			GetFieldValuesFunc: func(v []nvml.FieldValue) nvml.Return {
+				for i := range v {
+					v[i].NvmlReturn, v[i].ValueType = uint32(nvml.SUCCESS), uint32(nvml.VALUE_TYPE_UNSIGNED_INT)
+					binary.LittleEndian.PutUint32(v[i].Value[:], 80_000) // mW
+				}
+				return nvml.SUCCESS
+			},
 		}
 	}
 	return &mock.Interface{

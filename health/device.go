@@ -1,15 +1,14 @@
 package health
 
 import (
-	"encoding/binary"
 	"log/slog"
-	"math"
 	"strconv"
 	"strings"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
 	"github.com/cupti-exporter/cupti-exporter/internal/gpm"
+	"github.com/cupti-exporter/cupti-exporter/internal/nvmlfield"
 
 	"github.com/cupti-exporter/cupti-exporter/mapping"
 )
@@ -326,31 +325,8 @@ func (g *gpuState) collectMIG(add func(*descT, float64, ...string)) {
 
 // field reads one NVML field value as a float.
 func (g *gpuState) field(id uint32, name string) (float64, bool) {
-	vals := []nvml.FieldValue{{FieldId: id}}
-	if !g.ok(name, g.dev.GetFieldValues(vals)) {
-		return 0, false
-	}
-	v := vals[0]
-	if !g.ok(name, nvml.Return(v.NvmlReturn)) {
-		return 0, false
-	}
-	raw := v.Value[:]
-	switch nvml.ValueType(v.ValueType) {
-	case nvml.VALUE_TYPE_DOUBLE:
-		return math.Float64frombits(binary.LittleEndian.Uint64(raw)), true
-	case nvml.VALUE_TYPE_UNSIGNED_INT:
-		return float64(binary.LittleEndian.Uint32(raw)), true
-	case nvml.VALUE_TYPE_UNSIGNED_LONG, nvml.VALUE_TYPE_UNSIGNED_LONG_LONG:
-		return float64(binary.LittleEndian.Uint64(raw)), true
-	case nvml.VALUE_TYPE_SIGNED_LONG_LONG:
-		return float64(int64(binary.LittleEndian.Uint64(raw))), true
-	case nvml.VALUE_TYPE_SIGNED_INT:
-		return float64(int32(binary.LittleEndian.Uint32(raw))), true
-	case nvml.VALUE_TYPE_UNSIGNED_SHORT:
-		return float64(binary.LittleEndian.Uint16(raw)), true
-	}
-	g.ok(name, nvml.ERROR_NOT_SUPPORTED)
-	return 0, false
+	v, ret := nvmlfield.Read(g.dev, id)
+	return v, g.ok(name, ret)
 }
 
 func b01(b bool) float64 {

@@ -69,6 +69,8 @@ type gpu struct {
 	lastProcQuiet time.Time
 	gpm           *gpm.Pair // GPM samples while released (gpm.go); nil without
 	gpmOff        bool      // GPM cannot be had on this GPU
+	powerLow      float64   // lowest instant power (W) since the release; 0: none read yet
+	powerOff      bool      // the instant power cannot be read on this GPU
 }
 
 // procPeriod is how often a released GPU's compute processes are listed: the dearest of the
@@ -181,6 +183,7 @@ func (c *Controller) checkIdle(g *gpu, sig signal, st pmsample.State, now time.T
 
 func (c *Controller) release(g *gpu, now time.Time) {
 	g.released, g.releasedAt, g.lastQuiet, g.lastProcQuiet, g.idleBit, g.nvmlErrs, g.polls = true, now, now, now, false, 0, 0
+	g.powerLow = 0
 	g.pids = c.processes(g)
 	c.gpmStart(g)
 	reason := fmt.Sprintf("GPU idle for %s (NVML utilisation 0, no kernels, SM active < %g%%): PM session released until work starts", c.cfg.after, c.cfg.smThreshold)
@@ -203,6 +206,14 @@ func (c *Controller) watch(g *gpu, sig signal, now time.Time) {
 			ok++
 			if busy {
 				what = "gpm_sm_util"
+			}
+		}
+	}
+	if what == "" {
+		if rose, read := c.powerRose(g); read {
+			ok++
+			if rose {
+				what = "power"
 			}
 		}
 	}

@@ -2,6 +2,7 @@ package idle
 
 import (
 	"context"
+	"encoding/binary"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -27,6 +28,11 @@ type fakeGPU struct {
 	hasGPM  atomic.Bool
 	smWork  atomic.Uint64
 	samples *fakeGPMSamples
+	// Instant power draw in milliwatts (FI_DEV_POWER_INSTANT), the reads of it, and whether
+	// the GPU lacks the field.
+	powerMW    atomic.Uint32
+	powerReads atomic.Int64
+	noPower    atomic.Bool
 }
 
 // fakeGPMSamples is the mocked NVML's GPM: what each sample read when taken, and the
@@ -86,6 +92,19 @@ func (f *fakeGPU) device() *mock.Device {
 			return nvml.Utilization{Gpu: f.util.Load()}, ret()
 		},
 		GetCurrentClocksEventReasonsFunc: func() (uint64, nvml.Return) { return f.events.Load(), ret() },
+		GetFieldValuesFunc: func(v []nvml.FieldValue) nvml.Return {
+			if r := ret(); r != nvml.SUCCESS {
+				return r
+			}
+			f.powerReads.Add(1)
+			if f.noPower.Load() || len(v) != 1 || v[0].FieldId != nvml.FI_DEV_POWER_INSTANT {
+				v[0].NvmlReturn = uint32(nvml.ERROR_NOT_SUPPORTED)
+				return nvml.SUCCESS
+			}
+			v[0].ValueType = uint32(nvml.VALUE_TYPE_UNSIGNED_INT)
+			binary.LittleEndian.PutUint32(v[0].Value[:], f.powerMW.Load())
+			return nvml.SUCCESS
+		},
 		GpmQueryDeviceSupportFunc: func() (nvml.GpmSupport, nvml.Return) {
 			return nvml.GpmSupport{IsSupportedDevice: uint32(b2u(f.hasGPM.Load()))}, nvml.SUCCESS
 		},
@@ -204,6 +223,7 @@ func newRig(t *testing.T, n int, opts ...Option) *rig {
 	for i := range n {
 		g := &fakeGPU{}
 		g.events.Store(clockEventGPUIdle)
+		g.powerMW.Store(80_000)
 		r.gpu = append(r.gpu, g)
 		gpus[uuidOf(i)] = g
 	}
@@ -296,6 +316,7 @@ func TestIdleReacquireOnNVMLSignals(t *testing.T) {
 		{"new process", func(g *fakeGPU) { g.mu.Lock(); g.pids = append(g.pids, 4242); g.mu.Unlock() }, 5, false},
 		// GPM sees the work between two polls while NVML's own signals still say idle.
 		{"GPM SM utilisation", func(g *fakeGPU) { g.smWork.Add(1) }, 1, true},
+		{"instant power 20 W up", func(g *fakeGPU) { g.powerMW.Store(100_000) }, 1, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := newRig(t, 1)
@@ -445,5 +466,65 @@ func TestIdleGPMOffAndFreed(t *testing.T) {
 	allocs, frees := gpus[uuidOf(0)].samples.counts()
 	if allocs != 4 || frees != 4 {
 		t.Fatalf("GPM samples: %d allocated, %d freed; want 2 per GPU, all freed", allocs, frees)
+	}
+}
+
+// The power signal measures the rise from the lowest reading since the release: a GPU that
+// cools after the release wakes on a rise from where it settled, small swings wake nothing,
+// and each release starts its own lowest reading.
+func TestIdlePowerRiseFromLowest(t *testing.T) {
+	r := newRig(t, 1)
+	g := r.gpu[0]
+	stays := func(mw uint32, why string) {
+		t.Helper()
+		g.powerMW.Store(mw)
+		r.run(100 * time.Millisecond)
+		if !r.s.isReleased(0) {
+			t.Fatalf("woken at %d mW: %s", mw, why)
+		}
+	}
+	r.releaseAll()
+	stays(95_000, "15 W over the 80 W it was released at")
+	stays(70_000, "it cooled")
+	stays(89_000, "19 W over the 70 W it cooled to")
+	g.powerMW.Store(90_000)
+	r.run(r.c.cfg.poll)
+	if r.s.isReleased(0) {
+		t.Fatal("not woken 20 W over the lowest reading")
+	}
+	r.releaseAll() // released again at 90 W: the 70 W of the last release is forgotten
+	stays(105_000, "15 W over this release's lowest")
+	g.powerMW.Store(110_000)
+	r.run(r.c.cfg.poll)
+	if r.s.isReleased(0) {
+		t.Fatal("not woken 20 W over this release's lowest")
+	}
+}
+
+// With the power signal off nothing reads the field; on a GPU without it the other signals
+// still wake it, and the missing field is not counted as an NVML failure.
+func TestIdlePowerOffOrMissing(t *testing.T) {
+	r := newRig(t, 1, WithPowerRise(0))
+	r.releaseAll()
+	r.gpu[0].powerMW.Store(500_000)
+	r.run(200 * time.Millisecond)
+	if !r.s.isReleased(0) || r.gpu[0].powerReads.Load() != 0 {
+		t.Fatalf("power signal off: released %v, %d power reads", r.s.isReleased(0), r.gpu[0].powerReads.Load())
+	}
+
+	r = newRig(t, 1, WithCheck(time.Hour)) // no utilisation reads while sampling: only the watch's
+	r.gpu[0].noPower.Store(true)
+	r.releaseAll()
+	r.run(time.Second)
+	if !r.s.isReleased(0) {
+		t.Fatal("a GPU without the power field was woken")
+	}
+	if n := r.gpu[0].powerReads.Load(); n != 1 {
+		t.Fatalf("%d power reads on a GPU without the field, want 1 (then it is left alone)", n)
+	}
+	r.gpu[0].util.Store(5)
+	r.run(r.c.cfg.poll)
+	if r.s.isReleased(0) {
+		t.Fatal("utilisation did not wake a GPU without the power field")
 	}
 }

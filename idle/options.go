@@ -8,6 +8,7 @@ const (
 	DefaultPoll        = 20 * time.Millisecond
 	DefaultCheck       = 250 * time.Millisecond
 	DefaultSMThreshold = 0.1 // percent of peak
+	DefaultPowerRise   = 20  // watts over the lowest instant power since the release
 )
 
 // Option configures a Controller.
@@ -18,12 +19,13 @@ type config struct {
 	poll        time.Duration
 	check       time.Duration
 	smThreshold float64
-	gpm         bool // read GPM while released (gpm.go)
+	gpm         bool    // read GPM while released (gpm.go)
+	powerRise   float64 // watts; 0: the instant power is not read (power.go)
 	now         func() time.Time
 }
 
 func newConfig(opts []Option) config {
-	c := config{after: DefaultAfter, poll: DefaultPoll, check: DefaultCheck, smThreshold: DefaultSMThreshold, gpm: true, now: time.Now}
+	c := config{after: DefaultAfter, poll: DefaultPoll, check: DefaultCheck, smThreshold: DefaultSMThreshold, gpm: true, powerRise: DefaultPowerRise, now: time.Now}
 	for _, o := range opts {
 		o(&c)
 	}
@@ -76,4 +78,16 @@ func WithSMThreshold(pct float64) Option {
 // utilisation and clock-event signals took about 300 ms on an H200.
 func WithGPM(on bool) Option {
 	return func(c *config) { c.gpm = on }
+}
+
+// WithPowerRise sets the rise of a released GPU's instant power draw, in watts over the lowest
+// reading since the release, that takes the session back (default 20; 0 turns the power signal
+// off, a negative value keeps the default). On an H200 the power rose 20 W 109-144 ms after the
+// first launch, sooner than GPM.
+func WithPowerRise(watts float64) Option {
+	return func(c *config) {
+		if watts >= 0 {
+			c.powerRise = watts
+		}
+	}
 }

@@ -25,7 +25,9 @@ type config struct {
 	metrics        []string // requested full names; empty: the curated default set
 	metricSet      string   // named single-pass set (CUPTI 13.2+)
 	multiplex      time.Duration
-	devices        []int // CUDA ordinals; nil: every visible device
+	dutyOn         time.Duration // sampling time of each duty cycle; 0: sample all the time
+	dutyOff        time.Duration // released time of each duty cycle
+	devices        []int         // CUDA ordinals; nil: every visible device
 	backoffMin     time.Duration
 	backoffMax     time.Duration
 	privilegeRetry time.Duration
@@ -83,6 +85,25 @@ func WithMultiplex(period time.Duration) Option {
 	return optionFunc(func(c *config) { c.multiplex = max(period, 0) })
 }
 
+// Bounds of a duty cycle's two phases (WithDutyCycle): a phase shorter than half a second is
+// mostly the 150-170 ms a new session takes (Enable, SetConfig) on an H200.
+const minDutyPhase = 500 * time.Millisecond
+
+// WithDutyCycle samples only fraction of the time, in cycles of period: each cycle the session
+// is held for fraction x period and released (Stop, Disable) for the rest, which is counted as
+// lost with reason duty_cycle. A PM session costs a power-capped workload about 0.6 % of its
+// throughput on an H200 (the counters' own draw comes out of the power budget), and nothing
+// while released. A fraction of 1 or more (the default) samples all the time.
+func WithDutyCycle(fraction float64, period time.Duration) Option {
+	return optionFunc(func(c *config) {
+		c.dutyOn, c.dutyOff = 0, 0
+		if fraction < 1 && period > 0 {
+			c.dutyOn = time.Duration(fraction * float64(period)).Round(time.Millisecond)
+			c.dutyOff = period - c.dutyOn
+		}
+	})
+}
+
 // WithDevices restricts sampling to these CUDA ordinals (default: every visible device).
 func WithDevices(ordinals ...int) Option {
 	return optionFunc(func(c *config) { c.devices = append([]int(nil), ordinals...) })
@@ -131,6 +152,13 @@ func WithPrivilegeRetry(d time.Duration) Option {
 	})
 }
 
+// CheckOptions reports whether opts make a valid configuration, with the error New would
+// return, so that a command can refuse a configuration before it opens CUPTI.
+func CheckOptions(opts ...Option) error {
+	_, err := newConfig(opts)
+	return err
+}
+
 func newConfig(opts []Option) (config, error) {
 	c := config{
 		interval:       DefaultInterval,
@@ -159,6 +187,16 @@ func newConfig(opts []Option) (config, error) {
 	}
 	if c.multiplex > 0 && c.multiplex < c.decodePeriod {
 		return c, fmt.Errorf("pm sampling config: multiplex period %v is shorter than the decode period %v", c.multiplex, c.decodePeriod)
+	}
+	if c.dutyOff > 0 {
+		switch {
+		case c.multiplex > 0:
+			return c, fmt.Errorf("pm sampling config: a duty cycle and multiplexing cannot be combined: the released time would skip the groups' turns unevenly")
+		case c.dutyOn < minDutyPhase || c.dutyOff < minDutyPhase:
+			return c, fmt.Errorf("pm sampling config: duty cycle of %v sampled and %v released: each phase must last at least %v (a new session takes about 150 ms); lengthen the period or move the fraction towards 0.5", c.dutyOn, c.dutyOff, minDutyPhase)
+		case c.dutyOn < 2*c.decodePeriod:
+			return c, fmt.Errorf("pm sampling config: a duty cycle samples for %v, shorter than two decode periods (%v): lengthen the period", c.dutyOn, 2*c.decodePeriod)
+		}
 	}
 	return c, nil
 }

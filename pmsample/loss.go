@@ -26,8 +26,9 @@ type Loss struct {
 //     or could not be acquired.
 //   - idle_release: from the first sign of work on an idle-released GPU to its first sample
 //     after the session was taken back (release.go); the released time itself is no loss.
+//   - duty_cycle: the session was released for the off phase of a duty cycle (WithDutyCycle).
 //   - gap: samples missing between two delivered ones with no event to explain them.
-var LostReasons = [...]string{"image_full", "overflow", "decode_error", "invalid", "start", "rotation", "stall", "backoff", "paused", "busy", "error", "idle_release", "gap"}
+var LostReasons = [...]string{"image_full", "overflow", "decode_error", "invalid", "start", "rotation", "stall", "backoff", "paused", "busy", "error", "idle_release", "duty_cycle", "gap"}
 
 func lostIndex(reason string) int {
 	for i, r := range LostReasons {

@@ -29,3 +29,38 @@ func TestSamplerFakeLibIdleRelease(t *testing.T) {
 		t.Fatalf("idle stats = %+v", is)
 	}
 }
+
+// A duty cycle releases the session for the off phase of every cycle (the fake library then
+// holds no session) and counts that time as lost with reason duty_cycle, about the off share
+// of the run; samples flow again in every sampled phase.
+func TestSamplerFakeLibDutyCycle(t *testing.T) {
+	r := runFake(t, "", WithDutyCycle(0.5, time.Second))
+	t0 := time.Now()
+	eventually(t, "samples", func() bool { return r.c.sum(0, samplesOf) > 0 })
+	eventually(t, "both sessions released for the off phase", func() bool { return cuptitest.Query(t, "sessions") == 0 })
+	if st := r.s.Status()[0]; st.State != StateSampling || !st.Ready {
+		t.Fatalf("status in the off phase = %+v, want sampling and ready", st)
+	}
+	before := r.c.sum(0, samplesOf)
+	eventually(t, "sampling again", func() bool { return r.c.sum(0, samplesOf) > before+100 })
+	eventually(t, "a second off phase", func() bool { return cuptitest.Query(t, "sessions") == 0 && time.Since(t0) > 1500*time.Millisecond })
+	eventually(t, "the second off phase accounted", func() bool { return dutyLost(r.c, 0) > 900*time.Millisecond })
+	elapsed := time.Since(t0)
+	if lost := dutyLost(r.c, 0); lost > elapsed/2+300*time.Millisecond {
+		t.Fatalf("duty_cycle losses %v in %v: more than the off half", lost, elapsed)
+	}
+}
+
+// dutyLost is the time device dev lost to the duty cycle so far.
+func dutyLost(c *collector, dev int) time.Duration {
+	var ns uint64
+	c.sum(dev, func(b Batch) int {
+		for _, l := range b.Lost {
+			if l.Reason == "duty_cycle" {
+				ns += l.End - l.Start
+			}
+		}
+		return 0
+	})
+	return time.Duration(ns)
+}

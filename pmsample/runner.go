@@ -127,6 +127,11 @@ func (r *runner) run(ctx context.Context, sink func(Batch)) {
 			r.setState(StateSampling, r.admit)
 			err = r.sample(ctx, sink)
 		}
+		if errors.Is(err, errDutyOff) { // the session is released; sample again after the off phase
+			r.loss.open("duty_cycle", r.now())
+			r.idle(ctx, time.Now().Add(r.s.cfg.dutyOff), sink)
+			continue
+		}
 		if err != nil {
 			r.release()
 			delay := backoff
@@ -292,6 +297,12 @@ func (r *runner) release() {
 func (r *runner) sample(ctx context.Context, sink func(Batch)) error {
 	tick := time.NewTicker(r.s.cfg.decodePeriod)
 	defer tick.Stop()
+	var dutyEnd <-chan time.Time
+	if r.s.cfg.dutyOff > 0 {
+		t := time.NewTimer(r.s.cfg.dutyOn)
+		defer t.Stop()
+		dutyEnd = t.C
+	}
 	var rotate <-chan time.Time
 	if r.s.cfg.multiplex > 0 && len(r.groups) > 1 {
 		t := time.NewTicker(r.s.cfg.multiplex)
@@ -316,6 +327,9 @@ func (r *runner) sample(ctx context.Context, sink func(Batch)) error {
 			if err := r.decode(sink); err != nil {
 				return err
 			}
+		case <-dutyEnd:
+			r.letGo(sink)
+			return errDutyOff
 		case <-rotate:
 			// A new session for each turn: on an H200 (CUPTI 13.0) Stop, SetConfig and Start
 			// in the same session returned no error and then no sample ever again (run M);
@@ -330,6 +344,9 @@ func (r *runner) sample(ctx context.Context, sink func(Batch)) error {
 		}
 	}
 }
+
+// errDutyOff ends a session at the end of a duty cycle's sampled phase (WithDutyCycle).
+var errDutyOff = errors.New("duty cycle: session released for the off phase")
 
 // letGo ends sampling for a pause or an idle release: Stop, a last decode, Disable. A
 // session kept configured while released (Stop alone) would make the retake a Start, but it

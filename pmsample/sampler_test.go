@@ -477,3 +477,34 @@ func TestConfigDefaultsAndValidation(t *testing.T) {
 		t.Fatal("metrics and a metric set accepted together")
 	}
 }
+
+func TestConfigDutyCycle(t *testing.T) {
+	c, err := newConfig([]Option{WithDutyCycle(0.7, 10*time.Second)})
+	if err != nil || c.dutyOn != 7*time.Second || c.dutyOff != 3*time.Second {
+		t.Fatalf("0.7 of 10s: on %v off %v, err %v", c.dutyOn, c.dutyOff, err)
+	}
+	if c, err := newConfig([]Option{WithDutyCycle(1, 10*time.Second)}); err != nil || c.dutyOff != 0 {
+		t.Fatalf("a fraction of 1 must sample all the time: off %v, err %v", c.dutyOff, err)
+	}
+	for _, tc := range []struct {
+		opts []Option
+		want string
+	}{
+		{[]Option{WithDutyCycle(0.5, 10*time.Second), WithMultiplex(time.Second)}, "cannot be combined"},
+		{[]Option{WithDutyCycle(0.9, 2*time.Second)}, "200ms released: each phase must last at least 500ms"},
+		{[]Option{WithDutyCycle(0.004, 100*time.Second)}, "400ms sampled and 1m39.6s released"},
+		{[]Option{WithDutyCycle(0.2, 10*time.Second)}, ""},
+		{[]Option{WithDutyCycle(0.5, 2*time.Second), WithDecodePeriod(time.Second)}, "shorter than two decode periods"},
+	} {
+		_, err := newConfig(tc.opts)
+		if tc.want == "" {
+			if err != nil {
+				t.Errorf("refused: %v", err)
+			}
+			continue
+		}
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("err = %v, want it to say %q", err, tc.want)
+		}
+	}
+}

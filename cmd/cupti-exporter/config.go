@@ -16,6 +16,8 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/cupti-exporter/cupti-exporter/attribution"
+	"github.com/cupti-exporter/cupti-exporter/idle"
+	"github.com/cupti-exporter/cupti-exporter/pmsample"
 )
 
 // Config is everything `serve` (and `replay`, `record`) can be told, from the YAML file
@@ -40,10 +42,13 @@ type Config struct {
 		MetricSet    string   `yaml:"metric_set" help:"Named single-pass metric set of CUPTI 13.2+ (listed by metrics plan) instead of pmsample.metrics."`
 		Window       Duration `yaml:"window" help:"Window over which gauge mean/max/min are computed."`
 		Multiplex    Duration `yaml:"multiplex" help:"Rotate between metric groups that do not fit one pass every this long; 0: drop what does not fit."`
+		DutyCycle    float64  `yaml:"duty_cycle" help:"Share of the time the PM session is held, above 0 and at most 1; below 1 it is released for the rest of every pmsample.duty_period (counted as lost, reason duty_cycle). A held session costs a power-capped workload about 0.6 % of its throughput on an H200; released, nothing (docs/performance.md)."`
+		DutyPeriod   Duration `yaml:"duty_period" help:"Length of one duty cycle (1s to 1h); each sampled and released phase must last at least 500ms."`
 		// Idle release (package idle, docs/pm-sampling.md "Idle release").
 		IdleReleaseAfter Duration `yaml:"idle_release_after" help:"Release a GPU's PM session after it has been idle this long (NVML utilisation 0, no kernels, SM active < 0.1 %) and take it back on the first sign of work; 0: never release. Needs NVML (health.library)."`
 		IdlePoll         Duration `yaml:"idle_poll" help:"How often a released GPU is polled through NVML for activity (1ms to 1s)."`
 		IdleGPM          bool     `yaml:"idle_gpm" help:"While a GPU is released, also read its GPM SM utilisation (Hopper and newer) at every poll: work shows within one poll, where NVML's utilisation and clock-event reasons lag by about 300 ms."`
+		IdlePowerRise    float64  `yaml:"idle_power_rise" help:"While a GPU is released, take its session back when its instant power draw rises this many watts above the lowest reading since the release (5 to 500; 0: power not read). The power rises before GPM sees the work."`
 		Pipeline         string   `yaml:"pipeline" help:"How each device's decode loop runs: serial (decode, evaluate and reset on one thread) or double (two counter data images; a second thread evaluates and resets one while the other is decoded into). double sustained 10 kHz with the default set on an H200 (docs/performance.md); use it below 200us."`
 		Backoff          bool     `yaml:"backoff" help:"When the host cannot decode and evaluate samples as fast as the interval asks (measured in the first second), lengthen the interval to one it sustains instead of losing samples; the effective interval is cupti_pm_sampling_interval_seconds."`
 	} `yaml:"pmsample"`
@@ -105,9 +110,12 @@ func defaultConfig() Config {
 	c.PMSample.Pipeline = "serial"
 	c.PMSample.DecodePeriod = Duration(100 * time.Millisecond)
 	c.PMSample.Window = Duration(15 * time.Second)
+	c.PMSample.DutyCycle = 1
+	c.PMSample.DutyPeriod = Duration(10 * time.Second)
 	c.PMSample.IdleReleaseAfter = Duration(time.Minute)
 	c.PMSample.IdlePoll = Duration(20 * time.Millisecond)
 	c.PMSample.IdleGPM = true
+	c.PMSample.IdlePowerRise = idle.DefaultPowerRise
 	c.Activity.Enabled = true
 	c.Activity.Socket = "/run/cupti-exporter/activity.sock"
 	c.Activity.SocketMode = "0660"
@@ -198,11 +206,24 @@ func (c *Config) validate() error {
 	if c.PMSample.IdlePoll < Duration(time.Millisecond) || c.PMSample.IdlePoll > Duration(time.Second) {
 		errs = append(errs, fmt.Errorf("pmsample.idle_poll must be between 1ms and 1s, got %s", c.PMSample.IdlePoll))
 	}
+	if w := c.PMSample.IdlePowerRise; w != 0 && !(w >= 5 && w <= 500) { // !(…) also refuses NaN
+		errs = append(errs, fmt.Errorf("pmsample.idle_power_rise must be 0 (off) or between 5 and 500 watts, got %g", w))
+	}
 	if p := c.PMSample.Pipeline; p != "serial" && p != "double" {
 		errs = append(errs, fmt.Errorf("pmsample.pipeline must be serial or double, got %q", p))
 	}
 	if c.PMSample.Multiplex < 0 {
 		errs = append(errs, fmt.Errorf("pmsample.multiplex must not be negative, got %s", c.PMSample.Multiplex))
+	}
+	switch d := c.PMSample.DutyCycle; {
+	case !(d > 0 && d <= 1): // !(…) also refuses NaN
+		errs = append(errs, fmt.Errorf("pmsample.duty_cycle must be above 0 and at most 1 (1 samples all the time), got %g", d))
+	case c.PMSample.DutyPeriod < Duration(time.Second) || c.PMSample.DutyPeriod > Duration(time.Hour):
+		errs = append(errs, fmt.Errorf("pmsample.duty_period must be between 1s and 1h, got %s", c.PMSample.DutyPeriod))
+	case d < 1 && len(errs) == 0: // the rest (phase lengths, multiplexing) is the sampler's to judge
+		if err := pmsample.CheckOptions(samplerOptions(c)...); err != nil {
+			errs = append(errs, fmt.Errorf("pmsample.duty_cycle %g of pmsample.duty_period %s: %w", d, c.PMSample.DutyPeriod, err))
+		}
 	}
 	if c.OTLP.Protocol != "" && c.OTLP.Protocol != "grpc" && c.OTLP.Protocol != "http" && c.OTLP.Protocol != "http/protobuf" {
 		errs = append(errs, fmt.Errorf("otlp.protocol must be grpc or http, got %q", c.OTLP.Protocol))

@@ -103,6 +103,8 @@ func addConfigFlags(app *kingpin.Application, v reflect.Value, prefix string) {
 			fl.Default(fmt.Sprint(*p)).BoolVar(p)
 		case *int:
 			fl.Default(strconv.Itoa(*p)).IntVar(p)
+		case *float64:
+			fl.Default(strconv.FormatFloat(*p, 'g', -1, 64)).Float64Var(p)
 		case *Duration:
 			fl.Default(p.String()).SetValue((*durationValue)(p))
 		case *ByteSize:

@@ -24,6 +24,7 @@ func idleSetup(logger *slog.Logger, cfg *Config, s *pmsample.Sampler) (*idle.Con
 	c := idle.New(s, nvml.New(libOpts...), logger,
 		idle.WithAfter(time.Duration(cfg.PMSample.IdleReleaseAfter)),
 		idle.WithPoll(time.Duration(cfg.PMSample.IdlePoll)),
-		idle.WithGPM(cfg.PMSample.IdleGPM))
+		idle.WithGPM(cfg.PMSample.IdleGPM),
+		idle.WithPowerRise(cfg.PMSample.IdlePowerRise))
 	return c, pmsample.NewIdleProducer(s)
 }

@@ -344,6 +344,7 @@ func samplerOptions(cfg *Config) []pmsample.Option {
 		pmsample.WithMultiplex(time.Duration(cfg.PMSample.Multiplex)),
 		pmsample.WithRateBackoff(cfg.PMSample.Backoff),
 		pmsample.WithPipeline(cfg.PMSample.Pipeline),
+		pmsample.WithDutyCycle(cfg.PMSample.DutyCycle, time.Duration(cfg.PMSample.DutyPeriod)),
 	}
 	if len(cfg.PMSample.Metrics) > 0 {
 		opts = append(opts, pmsample.WithMetrics(cfg.PMSample.Metrics...))

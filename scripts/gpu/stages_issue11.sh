@@ -9,7 +9,8 @@
 # The cases (OVH_CASES): off, 1ms (the defaults), 1ms-apart (the exporter on other cores),
 # 100us, and the ones that find where the cost comes from: nvml (health and GPM only, no PM
 # session), pm-only (PM sampling without NVML health), dram / tpc (PM sampling of two or three
-# metrics of one unit only, without health).
+# metrics of one unit only, without health), duty50 and duty50-8s (the PM session held half
+# the time, in 2 s or 8 s cycles: --pmsample.duty-cycle).
 overhead_args() {
   local tpc=TPC.TriageCompute
   case $1 in
@@ -18,6 +19,8 @@ overhead_args() {
     nvml) echo --no-pmsample.enabled ;;
     pm-only) echo --no-health.enabled ;;
     dram) echo --no-health.enabled --pmsample.metrics=dram__bytes_read.sum,dram__bytes_write.sum ;;
+    duty50) echo --pmsample.duty-cycle=0.5 --pmsample.duty-period=2s ;;
+    duty50-8s) echo --pmsample.duty-cycle=0.5 --pmsample.duty-period=8s ;;
     tpc) echo --no-health.enabled --pmsample.metrics=$tpc.sm__cycles_active.avg.pct_of_peak_sustained_elapsed,$tpc.sm__pipe_tensor_cycles_active_realtime.avg.pct_of_peak_sustained_elapsed,$tpc.tpc__warps_active_realtime.avg.pct_of_peak_sustained_elapsed ;;
     *) return 1 ;;
   esac

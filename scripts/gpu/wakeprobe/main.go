@@ -8,7 +8,6 @@
 package main
 
 import (
-	"encoding/binary"
 	"flag"
 	"fmt"
 	"math"
@@ -18,6 +17,7 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
 	"github.com/cupti-exporter/cupti-exporter/internal/gpm"
+	"github.com/cupti-exporter/cupti-exporter/internal/nvmlfield"
 )
 
 func main() {
@@ -69,9 +69,8 @@ func run(dur, poll time.Duration) error {
 		case mg != nil:
 			emit(now, "gpm", "metric_error")
 		}
-		fv := []nvml.FieldValue{{FieldId: nvml.FI_DEV_POWER_INSTANT}}
-		if dev.GetFieldValues(fv) == nvml.SUCCESS && nvml.Return(fv[0].NvmlReturn) == nvml.SUCCESS {
-			emit(now, "power_instant_w", fmt.Sprint(milliwatts(fv[0])/1000/10*10)) // 10 W steps hide noise
+		if mw, r := nvmlfield.Read(dev, nvml.FI_DEV_POWER_INSTANT); r == nvml.SUCCESS {
+			emit(now, "power_instant_w", fmt.Sprintf("%.0f", mw/1000)) // whole watts: the idle noise is measured from these
 		}
 		if c, r := dev.GetClockInfo(nvml.CLOCK_SM); r == nvml.SUCCESS {
 			emit(now, "sm_clock_mhz", fmt.Sprint(c))
@@ -84,14 +83,4 @@ func run(dur, poll time.Duration) error {
 		}
 	}
 	return nil
-}
-
-// milliwatts reads a power field value, 32 or 64 bits wide by its type.
-func milliwatts(v nvml.FieldValue) uint64 {
-	switch nvml.ValueType(v.ValueType) {
-	case nvml.VALUE_TYPE_UNSIGNED_INT:
-		return uint64(binary.LittleEndian.Uint32(v.Value[:4]))
-	default:
-		return binary.LittleEndian.Uint64(v.Value[:])
-	}
 }

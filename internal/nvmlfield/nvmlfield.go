@@ -1,0 +1,48 @@
+// Package nvmlfield decodes NVML field values (nvmlDeviceGetFieldValues), whose value is a
+// union whose type the library names per field: the health source and the idle controller's
+// instant power read them.
+package nvmlfield
+
+import (
+	"encoding/binary"
+	"math"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+)
+
+// Float returns v's value as a float64, and false for a value type it does not know.
+func Float(v nvml.FieldValue) (float64, bool) {
+	raw := v.Value[:]
+	switch nvml.ValueType(v.ValueType) {
+	case nvml.VALUE_TYPE_DOUBLE:
+		return math.Float64frombits(binary.LittleEndian.Uint64(raw)), true
+	case nvml.VALUE_TYPE_UNSIGNED_INT:
+		return float64(binary.LittleEndian.Uint32(raw)), true
+	case nvml.VALUE_TYPE_UNSIGNED_LONG, nvml.VALUE_TYPE_UNSIGNED_LONG_LONG:
+		return float64(binary.LittleEndian.Uint64(raw)), true
+	case nvml.VALUE_TYPE_SIGNED_LONG_LONG:
+		return float64(int64(binary.LittleEndian.Uint64(raw))), true
+	case nvml.VALUE_TYPE_SIGNED_INT:
+		return float64(int32(binary.LittleEndian.Uint32(raw))), true
+	case nvml.VALUE_TYPE_UNSIGNED_SHORT:
+		return float64(binary.LittleEndian.Uint16(raw)), true
+	}
+	return 0, false
+}
+
+// Read reads one field of dev: its value, and NVML's return (of the call, else of the field;
+// ERROR_NOT_SUPPORTED for a value type Float does not know).
+func Read(dev nvml.Device, id uint32) (float64, nvml.Return) {
+	vals := []nvml.FieldValue{{FieldId: id}}
+	if ret := dev.GetFieldValues(vals); ret != nvml.SUCCESS {
+		return 0, ret
+	}
+	if ret := nvml.Return(vals[0].NvmlReturn); ret != nvml.SUCCESS {
+		return 0, ret
+	}
+	f, ok := Float(vals[0])
+	if !ok {
+		return 0, nvml.ERROR_NOT_SUPPORTED
+	}
+	return f, nvml.SUCCESS
+}
