@@ -67,6 +67,23 @@ func (a *Aggregator) Coverage(p *Process, spans []Interval) {
 	}
 }
 
+// LaunchListener is a Listener that also wants launch hints: a process that had been quiet
+// submitted GPU work (a kernel or graph launch, a copy, a memset) at CUPTI time at, seen by
+// its injected library before the GPU ran it (wire version 3). The idle controller takes an
+// idle-released GPU's PM session back on it.
+type LaunchListener interface {
+	Launched(p *Process, at uint64)
+}
+
+// Launched forwards a launch hint of p to the listeners that take them (LaunchListener).
+func (a *Aggregator) Launched(p *Process, at uint64) {
+	for _, l := range a.cfg.listeners {
+		if ll, ok := l.(LaunchListener); ok {
+			ll.Launched(p, at)
+		}
+	}
+}
+
 // KernelLabel returns the kernel label the kernel histograms use now for a mangled kernel
 // name: its short name while it is in the top K, "other" otherwise. Consumers that label
 // by kernel (attribution) call it so that both share one bounded label set.

@@ -370,6 +370,34 @@ func TestIdleReacquireOnKernelRecord(t *testing.T) {
 	r.c.ProcessDisconnected(p)
 }
 
+// A launch hint (the injected library saw the process submit work after a quiet spell) wakes
+// every GPU of the process at once, from the time of the call; a hint from before the release
+// wakes nothing.
+func TestIdleReacquireOnLaunch(t *testing.T) {
+	r := newRig(t, 3)
+	p := &activity.Process{PID: 7}
+	r.c.ProcessConnected(p, activity.ProcessInfo{GPUs: []string{"2", "0", "9"}}) // "9": not a GPU here
+	r.releaseAll()
+	r.c.Launched(p, uint64(r.now.Add(-5*time.Second).UnixNano()))
+	r.c.step(r.now)
+	if !r.s.isReleased(0) || !r.s.isReleased(2) {
+		t.Fatal("a launch from before the release woke a GPU")
+	}
+	at := r.now.Add(-3 * time.Millisecond)
+	r.c.Launched(p, uint64(at.UnixNano()))
+	r.c.step(r.now) // the hint pokes Run: one step, no poll wait
+	if r.s.isReleased(0) || r.s.isReleased(2) {
+		t.Fatal("the launch did not wake the process's GPUs 0 and 2")
+	}
+	if !r.s.isReleased(1) {
+		t.Fatal("the launch woke GPU 1, which the process does not use")
+	}
+	if !r.s.since[0].Equal(at) || !r.s.since[2].Equal(at) {
+		t.Fatalf("since = %v / %v, want the call's time %v", r.s.since[0], r.s.since[2], at)
+	}
+	r.c.ProcessDisconnected(p)
+}
+
 func TestIdleUserPauseNotOverridden(t *testing.T) {
 	r := newRig(t, 1)
 	r.s.mu.Lock()

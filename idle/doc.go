@@ -12,14 +12,16 @@
 // sm__cycles_active...pct_of_peak_sustained_elapsed) stayed below 0.1 %. While sampling, the
 // Controller checks every 250 ms. While released it polls every 20 ms (--pmsample.idle-poll)
 // with cheap NVML calls per GPU: GPM SM utilisation since the last poll (Hopper and newer,
-// --pmsample.idle-gpm: GPM needs no PM session and sees work within one poll, gpm.go), the
-// instant power draw (a rise of --pmsample.idle-power-rise, 20 W, over the lowest reading since
-// the release, power.go), clock-event reasons (the gpu_idle bit, once seen set, clears when work starts) and
-// utilisation (above 0) every poll, compute processes every 100 ms (a new
-// process appears at context creation, before its first kernel); a kernel record or a process
-// connecting to the activity socket wakes it at once. The first sign reacquires; the time from the last read
-// that found nothing (the earliest the work may have begun, as far as that signal tells) to the
-// first sample is counted by pmsample as missed (cupti_pm_idle_missed_seconds_total).
+// --pmsample.idle-gpm: GPM needs no PM session, gpm.go), the instant power draw (a rise of
+// --pmsample.idle-power-rise, 20 W, over the lowest reading since the release, power.go),
+// clock-event reasons (the gpu_idle bit, once seen set, clears when work starts) and
+// utilisation (above 0) every poll, compute processes every 100 ms (a new process appears at
+// context creation, before its first kernel). A kernel record, a launch hint
+// (activity.LaunchListener: the process's injected library saw it submit work after a quiet
+// spell) or a process connecting to the activity socket wakes it at once. The first sign
+// reacquires; the time from the last read that found nothing (the earliest the work may have
+// begun, as far as that signal tells) to the first sample is counted by pmsample as missed
+// (cupti_pm_idle_missed_seconds_total).
 //
 // Without NVML, or for a GPU NVML does not know by its UUID, nothing is released: a GPU is
 // only let go while something cheap watches it. A user pause wins: pmsample keeps a paused

@@ -6,8 +6,9 @@ import (
 	"github.com/cupti-exporter/cupti-exporter/internal/nvmlfield"
 )
 
-// A woken GPU's instant power draw rises before its GPM counters do: 109-144 ms after the
-// first launch on an idle H200, against 139-229 ms for GPM SM utilisation (run W, wakeprobe).
+// A woken GPU's instant power draw rises before its GPM counters do: 20 W at 45-90 ms after a
+// launch on an idle H200, against 90-157 ms for GPM SM utilisation (run AG, wakeprobe); NVML
+// updates the reading about every 100 ms.
 // The rise is measured from the lowest reading since the release, so the level of each GPU
 // and its slow drift need no setting; only the rise that means work does (WithPowerRise).
 

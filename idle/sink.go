@@ -90,6 +90,28 @@ func (c *Controller) Records(p *activity.Process, recs []activity.Record) {
 	}
 }
 
+var _ activity.LaunchListener = (*Controller)(nil)
+
+// Launched marks every GPU of a traced process that submitted work after a quiet spell: the
+// hint names no device, and the GPU it goes to is still waking when it arrives (a first
+// kernel after idle finished 66-88 ms after its launch on an H200), so waking all of the
+// process's GPUs costs a retake at most where the guess was wrong.
+func (c *Controller) Launched(p *activity.Process, at uint64) {
+	t := time.Unix(0, int64(at))
+	marked := false
+	c.mu.Lock()
+	for _, d := range c.procs[p] {
+		if d >= 0 {
+			c.mark(d, t, t, "launch")
+			marked = true
+		}
+	}
+	c.mu.Unlock()
+	if marked {
+		c.poke()
+	}
+}
+
 // Coverage is not a sign of activity (a traced process reports spans while idle too).
 func (c *Controller) Coverage(*activity.Process, []activity.Interval) {}
 

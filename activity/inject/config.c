@@ -137,6 +137,7 @@ void cx_config_load(struct cx_config *c)
 	c->flush_ms = get_int("CUPTI_EXPORTER_FLUSH_INTERVAL_MS", 10, 60000, 1000);
 	c->quiet_after_ms = get_int("CUPTI_EXPORTER_QUIET_AFTER_MS", 100, 3600000, 1000);
 	c->quiet_flush_ms = get_int("CUPTI_EXPORTER_QUIET_FLUSH_INTERVAL_MS", 0, 60000, 20);
+	c->launch_watch = get_int("CUPTI_EXPORTER_LAUNCH_WATCH", 0, 1, 1);
 	c->duty_cycle = 1.0;
 	get_duty(c);
 	c->duty_period_ms = get_int("CUPTI_EXPORTER_DUTY_PERIOD_MS", 100, 3600000, 10000);

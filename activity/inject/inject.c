@@ -158,12 +158,14 @@ static void log_totals(void)
 	cx_coverage_stats(&pending, &merged, &dropped);
 	cx_log(total || pending || dropped ? 1 : 2,
 	       "exit: %llu records sent of %llu queued; dropped: pool_exhausted=%llu queue_full=%llu cupti=%llu "
-	       "unknown=%llu names=%llu; extra buffers=%lu; coverage spans unsent=%llu merged=%llu dropped=%llu; quiet flushes=%llu",
+	       "unknown=%llu names=%llu; extra buffers=%lu; coverage spans unsent=%llu merged=%llu dropped=%llu; quiet flushes=%llu; "
+	       "launch watches=%llu launch frames=%llu",
 	       (unsigned long long)cx_sender_sent(), (unsigned long long)atomic_load(&cx_g.records_queued), (unsigned long long)d[CX_DROP_POOL_EXHAUSTED],
 	       (unsigned long long)d[CX_DROP_QUEUE_FULL], (unsigned long long)d[CX_DROP_CUPTI],
 	       (unsigned long long)d[CX_DROP_UNKNOWN_RECORD], (unsigned long long)d[CX_DROP_NAME_TABLE_FULL],
 	       cx_pool_extras(), (unsigned long long)pending, (unsigned long long)merged, (unsigned long long)dropped,
-	       (unsigned long long)atomic_load(&cx_g.quiet_flushes));
+	       (unsigned long long)atomic_load(&cx_g.quiet_flushes), (unsigned long long)atomic_load(&cx_g.launch_watches),
+	       (unsigned long long)atomic_load(&cx_g.launch_frames));
 }
 
 /* CuptiExporterFinish flushes CUPTI, sends the last records and goodbye, and

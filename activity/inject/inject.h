@@ -24,6 +24,8 @@ typedef int CUptiResult;
 #define CX_KIND_MEMCPY 1
 #define CX_KIND_MEMSET 2
 #define CX_KIND_KERNEL 3
+#define CX_KIND_DRIVER 4  /* CUpti_ActivityAPI records of driver calls (launch watch) */
+#define CX_KIND_RUNTIME 5 /* the same for runtime calls */
 #define CX_KIND_CONCURRENT_KERNEL 10
 #define CX_KIND_MEMCPY2 22 /* peer-to-peer copies, CUpti_ActivityMemcpyPtoP */
 #define CX_COPY_PTOP 10    /* CUpti_ActivityMemcpyKind PTOP */
@@ -45,7 +47,7 @@ struct cx_cupti {
 };
 
 /* ---- wire format (docs/wire-format.md) ---- */
-#define CX_WIRE_VERSION 2 /* 2: coverage frames */
+#define CX_WIRE_VERSION 3 /* 2: coverage frames; 3: launch frames */
 #define CX_WIRE_MAGIC 0x57415843u
 #define CX_HEADER_SIZE 12
 #define CX_MAX_PAYLOAD (1u << 20)
@@ -61,8 +63,10 @@ enum {
 	CX_FRAME_RECORDS = 3,
 	CX_FRAME_DROPS = 4,
 	CX_FRAME_GOODBYE = 5,
-	CX_FRAME_COVERAGE = 6
+	CX_FRAME_COVERAGE = 6,
+	CX_FRAME_LAUNCH = 7
 };
+#define CX_LAUNCH_PAYLOAD 16
 #define CX_SPAN_SIZE 24
 #define CX_SPANS_PER_FRAME 64 /* the library's own bound, well under the format's */
 enum { CX_WIRE_KERNEL = 1, CX_WIRE_MEMCPY = 2, CX_WIRE_MEMSET = 3 };
@@ -108,6 +112,7 @@ struct cx_config {
 	int quiet_after_ms;         /* no record for this long: the process is quiet */
 	int quiet_flush_ms;         /* FlushAll(0) period while quiet (0: off), so that the first
 				     * kernel after a quiet spell reaches the exporter at once */
+	int launch_watch;           /* while quiet, watch API calls for the first that submits work */
 	double duty_cycle;          /* fraction of each duty period traced, 1 = always */
 	int duty_period_ms;
 	int exit_timeout_ms;        /* how long the atexit handler waits for the sender */
@@ -156,6 +161,13 @@ size_t cx_wire_strings_begin(uint8_t *dst);
 size_t cx_wire_strings_add(uint8_t *dst, size_t at, uint32_t id, const char *s, uint16_t len);
 void cx_wire_strings_finish(uint8_t *dst, size_t len, uint32_t count);
 size_t cx_wire_coverage(uint8_t *dst, const uint64_t (*spans)[2], const int *lossy, uint32_t n);
+size_t cx_wire_launch(uint8_t *dst, uint64_t ts, uint32_t kind, uint32_t cbid);
+
+/* ---- launch.c: the launch watch (API records while quiet) ---- */
+int cx_launch_is_work(uint32_t kind, uint32_t cbid);
+void cx_launch_record(const uint8_t *rec); /* a DRIVER or RUNTIME record (buffer callbacks) */
+int cx_launch_take(uint64_t *ts, uint32_t *kind, uint32_t *cbid); /* the first work call since the last take */
+void cx_launch_watch(int on); /* enables or disables the API kinds (sender thread) */
 
 /* ---- coverage.c: the spans this process traced (sender thread only) ---- */
 uint64_t cx_coverage_loss_count(void);
@@ -204,6 +216,8 @@ struct cx_state {
 	_Atomic uint64_t records_queued;
 	_Atomic uint64_t records_seen; /* every record converted, queued or not: activity */
 	_Atomic uint64_t quiet_flushes; /* FlushAll(0) calls of the quiet flush (sender.c) */
+	_Atomic uint64_t launch_watches; /* times the launch watch was turned on (launch.c) */
+	_Atomic uint64_t launch_frames;  /* launch frames queued (sender.c) */
 };
 extern struct cx_state cx_g;
 uint64_t cx_now_ns(void); /* CLOCK_MONOTONIC */

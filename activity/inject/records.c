@@ -105,6 +105,11 @@ void cx_records_consume(const struct cx_cupti *cupti, uint8_t *buf, size_t valid
 	void *rec = NULL;
 	CUptiResult res;
 	while ((res = cupti->get_next_record(buf, valid, &rec)) == CX_CUPTI_SUCCESS) {
+		uint32_t kind = rd32(rec, 0);
+		if (kind == CX_KIND_DRIVER || kind == CX_KIND_RUNTIME) { /* the launch watch: not activity */
+			cx_launch_record(rec);
+			continue;
+		}
 		if (!convert(rec, &batch[n])) {
 			cx_count_drop(CX_DROP_UNKNOWN_RECORD, 1);
 			continue;

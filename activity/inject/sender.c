@@ -100,6 +100,12 @@ static uint64_t consumed(void)
 static void fill(uint64_t now, int wait_ms)
 {
 	out_off = out_len = 0, out_records = 0;
+	uint64_t ts;
+	uint32_t kind, cbid;
+	if (cx_launch_take(&ts, &kind, &cbid)) { /* first: it is what an idle-released GPU waits for */
+		out_len += cx_wire_launch(out, ts, kind, cbid);
+		atomic_fetch_add(&cx_g.launch_frames, 1);
+	}
 	uint64_t d[CX_NUM_DROPS];
 	/* Per-reason counters at most once a second while they change, even under a steady record flow. */
 	if (load_drops(d) != drops_sent_total && now - drops_sent_ns >= 1000000000ull)
@@ -209,22 +215,31 @@ static void goodbye_on_new_connection(uint64_t now)
 /* Quiet flush: once no record has come for quiet_after_ms, FlushAll(0) every
  * quiet_flush_ms instead of every flush_ms, so that the first kernel after a quiet
  * spell reaches the exporter within about quiet_flush_ms of its end (an exporter that
- * released an idle GPU's PM session takes it back on that record). It does not cut
- * the coverage span (records may go before their span, never after). It returns when
- * the next quiet flush is due, or UINT64_MAX while records flow or when it is off. */
+ * released an idle GPU's PM session takes it back on that record). While quiet the
+ * launch watch is on (launch.c): the first API call that submits work reaches the
+ * exporter within about quiet_flush_ms of the call, before the GPU has run it; a launch
+ * frame counts as activity, so the watch is armed again only after another quiet spell.
+ * It does not cut the coverage span (records may go before their span, never after). It
+ * returns when the next quiet flush is due, or UINT64_MAX while records flow or when it is
+ * off. */
 static uint64_t quiet_step(uint64_t now)
 {
 	static uint64_t seen, last_activity, next_quick;
 	const struct cx_config *c = &cx_g.cfg;
-	if (!c->quiet_flush_ms || c->quiet_flush_ms >= c->flush_ms || !atomic_load(&cx_g.tracing))
+	if (!c->quiet_flush_ms || c->quiet_flush_ms >= c->flush_ms || !atomic_load(&cx_g.tracing)) {
+		cx_launch_watch(0);
 		return UINT64_MAX;
-	uint64_t s = atomic_load(&cx_g.records_seen);
+	}
+	uint64_t s = atomic_load(&cx_g.records_seen) + atomic_load(&cx_g.launch_frames);
 	if (s != seen || !last_activity) {
 		seen = s;
 		last_activity = now;
 	}
-	if (now - last_activity < (uint64_t)c->quiet_after_ms * 1000000u)
+	if (now - last_activity < (uint64_t)c->quiet_after_ms * 1000000u) {
+		cx_launch_watch(0);
 		return UINT64_MAX;
+	}
+	cx_launch_watch(c->launch_watch);
 	if (now >= next_quick) {
 		cx_g.cupti.flush_all(0);
 		atomic_fetch_add(&cx_g.quiet_flushes, 1);

@@ -116,3 +116,12 @@ size_t cx_wire_coverage(uint8_t *dst, const uint64_t (*spans)[2], const int *los
 	cx_wire_header(dst, CX_FRAME_COVERAGE, len);
 	return CX_HEADER_SIZE + len;
 }
+
+size_t cx_wire_launch(uint8_t *dst, uint64_t ts, uint32_t kind, uint32_t cbid)
+{
+	uint8_t *p = dst + cx_wire_header(dst, CX_FRAME_LAUNCH, CX_LAUNCH_PAYLOAD);
+	p = put64(p, ts);
+	p = put32(p, kind);
+	put32(p, cbid);
+	return CX_HEADER_SIZE + CX_LAUNCH_PAYLOAD;
+}

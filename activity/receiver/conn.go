@@ -93,6 +93,8 @@ func (s *Server) decode(r io.Reader, cs *connState) {
 			s.agg.Add(p, m.Records)
 		case wire.FrameCoverage:
 			s.agg.Coverage(p, m.Coverage)
+		case wire.FrameLaunch:
+			s.agg.Launched(p, m.Launch.Time)
 		case wire.FrameDrops, wire.FrameGoodbye:
 			for i, v := range m.Drops {
 				drops[wire.DropReason(i).String()] = v

@@ -22,8 +22,8 @@ func TestCoverageRoundTrip(t *testing.T) {
 		return errors.Join(e.Hello(testProcess), e.Coverage(testSpans[:2]), e.Records(0, testRecords[:1]),
 			e.Coverage(testSpans[2:]))
 	})
-	if stream[4] != 2 {
-		t.Fatalf("encoder writes version %d, want 2", stream[4])
+	if stream[4] != Version {
+		t.Fatalf("encoder writes version %d, want %d", stream[4], Version)
 	}
 	d := NewDecoder(bytes.NewReader(stream))
 	var m Message
@@ -45,8 +45,8 @@ func TestCoverageRoundTrip(t *testing.T) {
 	if !reflect.DeepEqual(spans, testSpans) {
 		t.Errorf("spans %+v, want %+v", spans, testSpans)
 	}
-	if d.Version() != 2 {
-		t.Errorf("Version() = %d, want 2", d.Version())
+	if d.Version() != Version {
+		t.Errorf("Version() = %d, want %d", d.Version(), Version)
 	}
 }
 
@@ -76,19 +76,12 @@ func TestVersion1Sender(t *testing.T) {
 	if err := e.Coverage(testSpans); !errors.Is(err, ErrUnsupportedVersion) {
 		t.Errorf("Coverage on a version-1 encoder: %v, want ErrUnsupportedVersion", err)
 	}
-	if _, err := NewEncoderVersion(&buf, 3); !errors.Is(err, ErrUnsupportedVersion) {
-		t.Errorf("NewEncoderVersion(3): %v", err)
+	if _, err := NewEncoderVersion(&buf, Version+1); !errors.Is(err, ErrUnsupportedVersion) {
+		t.Errorf("NewEncoderVersion(%d): %v", Version+1, err)
 	}
-	d := NewDecoder(bytes.NewReader(buf.Bytes()))
+	d, msgs := decodeAll(t, buf.Bytes())
 	var types []FrameType
-	for {
-		m, err := d.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
+	for _, m := range msgs {
 		types = append(types, m.Type)
 	}
 	if !reflect.DeepEqual(types, []FrameType{FrameHello, FrameRecords, FrameGoodbye}) || d.Version() != 1 {
@@ -106,9 +99,12 @@ func coveragePayload(spans ...[3]uint64) []byte {
 	return b
 }
 
-func hello1() []byte {
+func hello1() []byte { return helloVersion(1) }
+
+// helloVersion is a hello frame of wire version v.
+func helloVersion(v int) []byte {
 	var b bytes.Buffer
-	e, _ := NewEncoderVersion(&b, 1)
+	e, _ := NewEncoderVersion(&b, v)
 	if err := e.Hello(activity.Process{PID: 1}); err != nil {
 		panic(err)
 	}
@@ -130,7 +126,7 @@ func TestCoverageRejects(t *testing.T) {
 		msg    string
 	}{
 		{"coverage in version 1", cat(hello1(), AppendFrameVersion(nil, 1, FrameCoverage, coveragePayload([3]uint64{1, 2, 0}))), ErrMalformed, "unknown type 6 in version 1"},
-		{"versions mixed", cat(hello1(), cov([3]uint64{1, 2, 0})), ErrMalformed, "version 2 on a version-1 connection"},
+		{"versions mixed", cat(hello1(), cov([3]uint64{1, 2, 0})), ErrMalformed, "version 3 on a version-1 connection"},
 		{"coverage before hello", cov([3]uint64{1, 2, 0}), ErrMalformed, "before hello"},
 		{"header short", cat(hello(), frame(FrameCoverage, make([]byte, 7))), ErrMalformed, "header: 7 bytes"},
 		{"reserved", cat(hello(), frame(FrameCoverage, reserved)), ErrMalformed, "reserved field 0x1"},

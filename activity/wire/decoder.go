@@ -106,6 +106,8 @@ func (d *Decoder) ReadInto(m *Message) error {
 			m.DropTotal = m.Drops.Total()
 		case FrameCoverage:
 			m.Coverage, err = d.decodeCoverage(p, spans)
+		case FrameLaunch:
+			m.Launch, err = decodeLaunch(p)
 		}
 		if t != FrameRecords {
 			m.Records = recs // keep the capacity for the next call
@@ -120,6 +122,22 @@ func (d *Decoder) ReadInto(m *Message) error {
 			return nil
 		}
 	}
+}
+
+// decodeLaunch reads a launch frame: exactly LaunchSize bytes, a driver or runtime call
+// with a time.
+func decodeLaunch(p []byte) (Launch, error) {
+	if len(p) != LaunchSize {
+		return Launch{}, fmt.Errorf("payload %d bytes, want %d: %w", len(p), LaunchSize, ErrMalformed)
+	}
+	l := Launch{Time: le.Uint64(p), API: le.Uint32(p[8:]), CBID: le.Uint32(p[12:])}
+	switch {
+	case l.Time == 0:
+		return Launch{}, fmt.Errorf("time 0: %w", ErrMalformed)
+	case l.API != LaunchDriver && l.API != LaunchRuntime:
+		return Launch{}, fmt.Errorf("api %d, want %d (driver) or %d (runtime): %w", l.API, LaunchDriver, LaunchRuntime, ErrMalformed)
+	}
+	return l, nil
 }
 
 // readFrame reads one header and payload. The payload is valid until the next call.
@@ -144,11 +162,7 @@ func (d *Decoder) readFrame() (FrameType, []byte, error) {
 		return 0, nil, fmt.Errorf("reading frame %d header: version %d on a version-%d connection: %w", d.frames, h[4], d.version, ErrMalformed)
 	}
 	t := FrameType(h[5])
-	last := FrameGoodbye
-	if d.version >= 2 {
-		last = FrameCoverage
-	}
-	if t < FrameHello || t > last {
+	if t < FrameHello || t > lastFrame(d.version) {
 		return 0, nil, fmt.Errorf("reading frame %d header: unknown type %d in version %d: %w", d.frames, h[5], d.version, ErrMalformed)
 	}
 	if f := le.Uint16(h[6:]); f != 0 {

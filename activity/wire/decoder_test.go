@@ -42,18 +42,7 @@ func TestRoundTrip(t *testing.T) {
 		return errors.Join(e.Hello(testProcess), e.Records(5, testRecords), e.Drops(drops),
 			e.Records(6, testRecords[3:4]), e.Goodbye(6, drops))
 	})
-	d := NewDecoder(bytes.NewReader(stream))
-	var got []*Message
-	for {
-		m, err := d.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		got = append(got, m)
-	}
+	_, got := decodeAll(t, stream)
 	if len(got) != 5 {
 		t.Fatalf("got %d messages, want 5 (strings frames are absorbed)", len(got))
 	}
@@ -107,6 +96,23 @@ func TestEncoderSplitsLargeBatches(t *testing.T) {
 // frame builds one raw frame; hello is a valid hello frame to prefix others with.
 func frame(t FrameType, p []byte) []byte { return AppendFrame(nil, t, p) }
 
+// decodeAll decodes a whole well-formed stream; it fails the test on any error.
+func decodeAll(t testing.TB, stream []byte) (*Decoder, []*Message) {
+	t.Helper()
+	d := NewDecoder(bytes.NewReader(stream))
+	var got []*Message
+	for {
+		m, err := d.Next()
+		if err == io.EOF {
+			return d, got
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, m)
+	}
+}
+
 func hello() []byte {
 	var b bytes.Buffer
 	if err := NewEncoder(&b).Hello(activity.Process{PID: 1}); err != nil {
@@ -135,7 +141,7 @@ func TestDecoderRejects(t *testing.T) {
 	badMagic := frame(FrameHello, nil)
 	badMagic[0] = 'X'
 	badVersion := frame(FrameDrops, nil)
-	badVersion[4] = 3
+	badVersion[4] = Version + 1
 	huge := frame(FrameRecords, nil)
 	le.PutUint32(huge[8:], MaxPayload+1)
 	flags := frame(FrameDrops, make([]byte, 4))
@@ -159,7 +165,7 @@ func TestDecoderRejects(t *testing.T) {
 		msg    string
 	}{
 		{"bad magic", badMagic, ErrBadMagic, "magic"},
-		{"version 3", cat(hello(), badVersion), ErrUnsupportedVersion, "version 3"},
+		{"version 4", cat(hello(), badVersion), ErrUnsupportedVersion, "version 4"},
 		{"payload over limit", cat(hello(), huge), ErrTooLarge, "payload 1048577 bytes"},
 		{"non-zero flags", cat(hello(), flags), ErrMalformed, "flags"},
 		{"unknown frame type", cat(hello(), unknownType), ErrMalformed, "unknown type 9"},

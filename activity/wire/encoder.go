@@ -22,7 +22,7 @@ func NewEncoder(w io.Writer) *Encoder {
 	return &Encoder{w: w, version: Version, names: make(map[string]uint32)}
 }
 
-// NewEncoderVersion returns an Encoder writing frames of wire version v (1 or 2),
+// NewEncoderVersion returns an Encoder writing frames of wire version v (1 to 3),
 // as an older sender would; Coverage fails on a version-1 encoder.
 func NewEncoderVersion(w io.Writer, v int) (*Encoder, error) {
 	if v < MinVersion || v > Version {
@@ -213,4 +213,15 @@ func (e *Encoder) Coverage(spans []activity.Interval) error {
 		spans = spans[n:]
 	}
 	return nil
+}
+
+// Launch writes a launch frame (wire version 3): the sender's first work-submitting API call
+// after a quiet spell.
+func (e *Encoder) Launch(l Launch) error {
+	if e.version < 3 {
+		return fmt.Errorf("encoding launch frame: needs wire version 3, encoder writes %d: %w", e.version, ErrUnsupportedVersion)
+	}
+	b := le.AppendUint64(make([]byte, 0, LaunchSize), l.Time)
+	b = le.AppendUint32(b, l.API)
+	return e.flush(FrameLaunch, le.AppendUint32(b, l.CBID))
 }

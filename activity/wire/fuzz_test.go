@@ -64,5 +64,6 @@ func seedStreams(t testing.TB) [][]byte {
 		full[:len(full)-7],
 		cat(hello(), frame(FrameCoverage, coveragePayload([3]uint64{1, 10, 1}, [3]uint64{10, 12, 0}))),
 		cat(hello1(), frame(FrameRecords, recordsPayload(48, 1, nil))),
+		cat(hello(), frame(FrameLaunch, launchPayload(1_800_000_000_000_000_000, LaunchRuntime, 211))),
 	}
 }

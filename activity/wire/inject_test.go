@@ -143,10 +143,10 @@ func TestInjectionLibrary(t *testing.T) {
 	if goodbye == nil || goodbye.SentRecords != uint64(len(want)) || goodbye.DropTotal != 0 {
 		t.Errorf("goodbye = %+v, want %d records sent and no drops", goodbye, len(want))
 	}
-	// Coverage (wire version 2): the traced time from init to exit, cut at each flush,
-	// without gaps or losses, and the last span after every record.
-	if d.Version() != 2 {
-		t.Errorf("library speaks wire version %d, want 2", d.Version())
+	// Coverage (wire version 2, the library speaks 3): the traced time from init to exit,
+	// cut at each flush, without gaps or losses, and the last span after every record.
+	if d.Version() != Version {
+		t.Errorf("library speaks wire version %d, want %d", d.Version(), Version)
 	}
 	if len(spans) == 0 {
 		t.Fatal("no coverage spans")

@@ -9,7 +9,7 @@ import (
 
 // Format constants; see docs/wire-format.md.
 const (
-	Version        = 2          // wire version the Encoder writes
+	Version        = 3          // wire version the Encoder writes
 	MinVersion     = 1          // oldest wire version the Decoder accepts
 	Magic          = 0x57415843 // "CXAW" as little-endian bytes
 	HeaderSize     = 12         // bytes of a frame header
@@ -29,6 +29,8 @@ const (
 	MaxSpansPerFrame = (MaxPayload - coverageHeader) / SpanSize
 	// SpanLossy is the flag bit of a span during which records were lost.
 	SpanLossy = 1
+	// LaunchSize is the payload of a launch frame.
+	LaunchSize = 16
 )
 
 // FrameType is the type byte of a frame header.
@@ -43,7 +45,20 @@ const (
 	FrameGoodbye FrameType = 5
 	// FrameCoverage (version 2) carries the spans of time the sender traced.
 	FrameCoverage FrameType = 6
+	// FrameLaunch (version 3) says the sender submitted GPU work after a quiet spell.
+	FrameLaunch FrameType = 7
 )
+
+// lastFrame is the highest frame type of wire version v.
+func lastFrame(v uint8) FrameType {
+	switch {
+	case v >= 3:
+		return FrameLaunch
+	case v == 2:
+		return FrameCoverage
+	}
+	return FrameGoodbye
+}
 
 func (t FrameType) String() string {
 	switch t {
@@ -59,6 +74,8 @@ func (t FrameType) String() string {
 		return "goodbye"
 	case FrameCoverage:
 		return "coverage"
+	case FrameLaunch:
+		return "launch"
 	}
 	return "type(" + strconv.Itoa(int(t)) + ")"
 }
@@ -121,7 +138,23 @@ type Message struct {
 	// Coverage holds the spans of a FrameCoverage frame, in time order. With
 	// ReadInto the slice is reused by the next call.
 	Coverage []activity.Interval
+	// Launch is the call of a FrameLaunch frame.
+	Launch Launch
 }
+
+// Launch is the first API call that submitted GPU work after the sender's quiet spell
+// (a kernel or graph launch, a copy, a memset), seen before the GPU ran it.
+type Launch struct {
+	Time uint64 // start of the call, ns on the CUPTI clock (as records)
+	API  uint32 // the CUPTI activity kind of the call's record: 4 driver, 5 runtime
+	CBID uint32 // its CUPTI callback id (cupti_driver_cbid.h, cupti_runtime_cbid.h)
+}
+
+// Launch APIs: the CUPTI activity kinds of a launch frame's call.
+const (
+	LaunchDriver  = 4
+	LaunchRuntime = 5
+)
 
 // Errors. Decoding errors wrap one of these with the frame and field at fault.
 var (

@@ -90,16 +90,38 @@ stage_idle() {
   python3 scripts/gpu/idle_compare.py cycle "$L" | tee -a "$S"
 }
 
+# Wake latency of an untraced workload alone, part (b) of stage idle; about 40 s.
+stage_idlelat() {
+  say "== idlelat (wake latency of an untraced workload resuming after idle)"
+  mkdir -p /run/cupti-exporter
+  idle_latency idle-lat "" --no-activity.enabled
+}
+
+# The launch watch's CUPTI callback ids (activity/inject/launch_cbids.h, written without
+# NVIDIA headers) against the machine's real headers: a name missing or a value different
+# fails the compile.
+stage_cbidcheck() {
+  say "== cbidcheck"
+  local inc=${CUDA_INCLUDE:-/usr/local/cuda/targets/x86_64-linux/include}
+  if gcc -std=c11 -Wall -Werror -I "$inc" -I activity/inject -o "$L/cbid_check" scripts/gpu/cbid_check.c > "$L/cbid-check.log" 2>&1; then
+    say "$("$L/cbid_check")"
+  else
+    say "cbid check FAILED: $(grep -m3 -E 'error' "$L/cbid-check.log")"
+  fi
+}
+
 # Wake latency of a traced workload: the injected library flushes every 20 ms once its
 # process has been quiet for 1 s (CUPTI_EXPORTER_QUIET_FLUSH_INTERVAL_MS), so the first
-# kernel after the idle hold reaches the exporter as a record, ahead of NVML's signals.
+# kernel after the idle hold reaches the exporter as a record, ahead of NVML's signals; and
+# while quiet it watches the API calls (launch frames, activity/inject/launch.c), so the
+# first launch reaches it within about 20 ms of the call, before the GPU has run it.
 # Same workload and analysis as (b) of stage_idle; about 40 s.
 stage_idletraced() {
   say "== idletraced (wake on the first kernel record of an injected workload)"
   mkdir -p /run/cupti-exporter
   idle_latency idle-traced "CUDA_INJECTION64_PATH=$INJ CUPTI_EXPORTER_SOCKET=$SOCK CUPTI_EXPORTER_LOG=2" \
     --activity.socket=$SOCK || return
-  say "quiet flushes: $(grep -ho 'quiet flushes=[0-9]*' "$L"/idle-traced-work-*.log | tr '\n' ' ')"
+  say "quiet flushes, launch frames: $(grep -hoE 'quiet flushes=[0-9]*|launch frames=[0-9]*' "$L"/idle-traced-work-*.log | tr '\n' ' ')"
 }
 
 # Which NVML signal shows the first kernel on an idle GPU soonest, with no exporter and no PM

@@ -136,6 +136,9 @@ static size_t record_size(uint32_t kind)
 		return FAKE_PTOP_SIZE;
 	case FAKE_OTHER_KIND:
 		return FAKE_OTHER_SIZE;
+	case 4:
+	case 5:
+		return FAKE_API_SIZE;
 	}
 	return 0;
 }
@@ -250,6 +253,18 @@ static size_t f_fill_other(uint8_t *buf, size_t size)
 	return FAKE_OTHER_SIZE;
 }
 
+static size_t f_fill_api(uint8_t *buf, size_t size, uint32_t kind, uint32_t cbid, uint64_t start)
+{
+	if (size < FAKE_API_SIZE)
+		return 0;
+	memset(buf, 0xAB, FAKE_API_SIZE);
+	put32(buf, 0, kind);
+	put32(buf, 4, cbid);
+	put64(buf, 8, start);
+	put64(buf, 16, start + 3000);
+	return FAKE_API_SIZE;
+}
+
 static int f_registered(void) { return req != NULL; }
 static int f_enabled(int kind) { return kind >= 0 && kind < 64 && atomic_load(&enabled[kind]); }
 static int f_enable_calls(void) { return atomic_load(&enables); }
@@ -269,4 +284,5 @@ static int f_windows(uint64_t (*w)[2], int max)
 struct fake_api fake_cupti_api = {
 	f_request, f_complete, f_fill, f_fill_other, f_registered, f_enabled,
 	f_enable_calls, f_disable_calls, f_flush_calls, f_set_dropped, f_windows, realtime_ns,
+	f_fill_api,
 };

@@ -11,6 +11,7 @@
 #define FAKE_PTOP_SIZE 96    /* CUpti_ActivityMemcpyPtoP4 */
 #define FAKE_OTHER_KIND 17   /* OVERHEAD: a kind the library does not read */
 #define FAKE_OTHER_SIZE 32
+#define FAKE_API_SIZE 40     /* CUpti_ActivityAPI (kinds 4 driver, 5 runtime) */
 
 struct fake_api {
 	int (*request)(uint8_t **buf, size_t *size);   /* calls the registered request callback */
@@ -27,6 +28,8 @@ struct fake_api {
 	 * end 0 = still enabled. Returns how many (at most max). */
 	int (*windows)(uint64_t (*w)[2], int max);
 	uint64_t (*now)(void); /* cuptiGetTimestamp's clock */
+	/* one API record (kind 4 driver or 5 runtime) of callback id cbid starting at start */
+	size_t (*fill_api)(uint8_t *buf, size_t size, uint32_t kind, uint32_t cbid, uint64_t start);
 };
 
 /* Expected fields of synthetic record g (the Go integration test mirrors this). */

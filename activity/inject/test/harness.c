@@ -55,6 +55,9 @@ static struct {
 	char *names[1024];
 	int nspans, lossy_spans, bad_spans;
 	uint64_t span[8192][2], span_records[8192]; /* span, records received before it */
+	unsigned launches;
+	uint64_t launch_ts;
+	uint32_t launch_kind, launch_cbid;
 } rx = {.mu = PTHREAD_MUTEX_INITIALIZER, .listen_fd = -1};
 
 static uint16_t g16(const uint8_t *p) { uint16_t v; memcpy(&v, p, 2); return v; }
@@ -114,7 +117,7 @@ static void handle(int fd)
 	uint8_t h[12];
 	while (read_full(fd, h, 12) == 0) {
 		uint32_t len = g32(h + 8);
-		if (g32(h) != 0x57415843u || h[4] != 2 || len > (1u << 20) || read_full(fd, payload, len)) {
+		if (g32(h) != 0x57415843u || h[4] != 3 || len > (1u << 20) || read_full(fd, payload, len)) {
 			pthread_mutex_lock(&rx.mu);
 			rx.bad_frames++;
 			pthread_mutex_unlock(&rx.mu);
@@ -188,6 +191,14 @@ static void handle(int fd)
 			}
 			break;
 		}
+		case 7: /* launch */
+			if (len != 16) {
+				rx.bad_frames++;
+				break;
+			}
+			rx.launches++;
+			rx.launch_ts = g64(p), rx.launch_kind = g32(p + 8), rx.launch_cbid = g32(p + 12);
+			break;
 		case 5:
 			rx.goodbyes++;
 			rx.goodbye_sent = g64(p);
@@ -620,6 +631,69 @@ static void mode_quiet(void)
 	check_spans(1);
 }
 
+/* api_record: completes one buffer holding one API record (kind 4 or 5). */
+static void api_record(uint32_t kind, uint32_t cbid, uint64_t start)
+{
+	uint8_t *buf;
+	size_t size;
+	while (!fake->request(&buf, &size))
+		msleep(1);
+	fake->complete(buf, fake->fill_api(buf, size, kind, cbid, start));
+}
+
+static int watching(void) { return fake->enabled(4) && fake->enabled(5); }
+
+static unsigned launches(void)
+{
+	pthread_mutex_lock(&rx.mu);
+	unsigned n = rx.launches;
+	pthread_mutex_unlock(&rx.mu);
+	return n;
+}
+
+/* launch: with QUIET_AFTER_MS=200 and QUIET_FLUSH_INTERVAL_MS=10 the driver and runtime API
+ * kinds are on only while quiet; the first call that submits work (runtime
+ * cudaLaunchKernel, cbid 211) becomes one launch frame with its start, and turns them off
+ * until the next quiet spell; other calls (cudaGetDevice, cbid 17) and API records that come
+ * after it send nothing, and no API record counts as a record or as unknown. With
+ * CUPTI_EXPORTER_LAUNCH_WATCH=0 the kinds stay off. */
+static void mode_launch(void)
+{
+	const char *w = getenv("CUPTI_EXPORTER_LAUNCH_WATCH");
+	int on = !w || strcmp(w, "0") != 0;
+	rx_start(sock());
+	CHECK(initialize() == 1, "InitializeInjection");
+	run_threads(1, 1, 10);
+	msleep(50);
+	CHECK(!fake->enabled(4) && !fake->enabled(5), "API kinds on while records flow");
+	msleep(300);
+	CHECK(watching() == on, "API kinds %d/%d after 300 ms quiet, want %d", fake->enabled(4), fake->enabled(5), on);
+	if (on) {
+		api_record(5, 17, 111); /* cudaGetDevice: no work */
+		msleep(60);
+		CHECK(launches() == 0 && watching(), "a call that submits no work: %u launch frames, watching %d", launches(), watching());
+		uint64_t t = fake->now();
+		api_record(5, 211, t); /* cudaLaunchKernel */
+		msleep(60);
+		api_record(4, 307, t + 5); /* cuLaunchKernel after it: the watch is off */
+		msleep(60);
+		CHECK(launches() == 1, "%u launch frames, want 1", launches());
+		CHECK(rx.launch_ts == t && rx.launch_kind == 5 && rx.launch_cbid == 211, "launch %llu kind %u cbid %u, want %llu 5 211",
+		      (unsigned long long)rx.launch_ts, rx.launch_kind, rx.launch_cbid, (unsigned long long)t);
+		CHECK(!fake->enabled(4) && !fake->enabled(5), "API kinds still on after the launch frame");
+		msleep(300); /* the launch frame counts as activity: quiet again after 200 ms */
+		CHECK(watching(), "the watch was not armed again after the next quiet spell");
+	}
+	run_threads(1, 1, 10);
+	finish();
+	rx_wait_goodbye(2000);
+	rx_stop();
+	CHECK(!fake->enabled(4) && !fake->enabled(5), "API kinds left on at exit");
+	CHECK(rx.records == 20, "records %llu, want 20 (API records are not records)", (unsigned long long)rx.records);
+	CHECK(rx.drops[4] == 0, "unknown_record %llu: API records counted as unknown", (unsigned long long)rx.drops[4]);
+	CHECK(rx.bad_frames == 0, "%d bad frames", rx.bad_frames);
+}
+
 /* kinds: CUPTI_EXPORTER_KINDS=memcpy,ptop enables exactly MEMCPY and MEMCPY2. */
 static void mode_kinds(void)
 {
@@ -657,7 +731,7 @@ static void mode_drive(void)
 int main(int argc, char **argv)
 {
 	if (argc != 2) {
-		fprintf(stderr, "usage: harness basic|pool|pool-old|absent|hung|absent-exit|fork|step-aside|version|duty|kinds|quiet|drive|flood\n");
+		fprintf(stderr, "usage: harness basic|pool|pool-old|absent|hung|absent-exit|fork|step-aside|version|duty|kinds|quiet|launch|drive|flood\n");
 		return 2;
 	}
 	load();
@@ -686,6 +760,8 @@ int main(int argc, char **argv)
 		mode_kinds();
 	else if (!strcmp(m, "quiet"))
 		mode_quiet();
+	else if (!strcmp(m, "launch"))
+		mode_launch();
 	else if (!strcmp(m, "flood"))
 		mode_flood();
 	else if (!strcmp(m, "drive"))

@@ -37,6 +37,13 @@ run duty             CUPTI_EXPORTER_DUTY_CYCLE=0.3 CUPTI_EXPORTER_DUTY_PERIOD_MS
 run kinds            CUPTI_EXPORTER_KINDS=memcpy,ptop "$BUILD/harness" kinds
 run quiet            CUPTI_EXPORTER_FLUSH_INTERVAL_MS=1000 CUPTI_EXPORTER_QUIET_AFTER_MS=200 \
 	CUPTI_EXPORTER_QUIET_FLUSH_INTERVAL_MS=10 "$BUILD/harness" quiet
+run launch           CUPTI_EXPORTER_LOG=2 CUPTI_EXPORTER_FLUSH_INTERVAL_MS=1000 CUPTI_EXPORTER_QUIET_AFTER_MS=200 \
+	CUPTI_EXPORTER_QUIET_FLUSH_INTERVAL_MS=10 "$BUILD/harness" launch
+if ! grep -q 'launch watches=2 launch frames=1' "$tmp/launch.err"; then
+	echo "FAIL launch: the exit line does not count 2 watches and 1 launch frame"; cat "$tmp/launch.err"; fail=1
+fi
+run launch-off       CUPTI_EXPORTER_FLUSH_INTERVAL_MS=1000 CUPTI_EXPORTER_QUIET_AFTER_MS=200 \
+	CUPTI_EXPORTER_QUIET_FLUSH_INTERVAL_MS=10 CUPTI_EXPORTER_LAUNCH_WATCH=0 "$BUILD/harness" launch
 # Bad settings are warned about and replaced by defaults; tracing still works.
 run bad-config       CUPTI_EXPORTER_BUFFER_COUNT=lots CUPTI_EXPORTER_KINDS=kernel,bogus "$BUILD/harness" basic
 if ! grep -q 'ignoring CUPTI_EXPORTER_BUFFER_COUNT=lots' "$tmp/bad-config.err"; then
