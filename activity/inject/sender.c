@@ -278,6 +278,7 @@ static void *run(void *arg)
 		}
 		if (stop && !stopped) { /* the last span ends where the exit flush began */
 			stopped = 1;
+			cx_launch_watch(0); /* no API records through the rest of the exit */
 			uint64_t end = atomic_load(&cx_g.trace_end);
 			if (end)
 				cx_coverage_close(end, 0);
