@@ -64,3 +64,18 @@ func dutyLost(c *collector, dev int) time.Duration {
 	})
 	return time.Duration(ns)
 }
+
+// An idle release during a duty cycle's off phase wins over the next sampled phase: the
+// device stays released (the other device samples on) until Reacquire.
+func TestSamplerFakeLibDutyCycleIdleRelease(t *testing.T) {
+	r := runFake(t, "", WithDutyCycle(0.5, time.Second))
+	eventually(t, "the off phase", func() bool { return r.c.sum(0, samplesOf) > 0 && cuptitest.Query(t, "sessions") == 0 })
+	r.s.Release(0, "idle for 5s")
+	eventually(t, "device 0 idle-released", func() bool { return r.s.Status()[0].State == StateIdle })
+	eventually(t, "device 1 sampling again after the off phase, device 0 still released", func() bool {
+		return cuptitest.Query(t, "sessions") == 1 && r.s.Status()[0].State == StateIdle && r.s.Status()[1].State == StateSampling
+	})
+	before := r.c.sum(0, samplesOf)
+	r.s.Reacquire(0, time.Now())
+	eventually(t, "device 0 sampling again", func() bool { return r.c.sum(0, samplesOf) > before+50 })
+}
