@@ -92,10 +92,10 @@ func (c *Controller) Records(p *activity.Process, recs []activity.Record) {
 
 var _ activity.LaunchListener = (*Controller)(nil)
 
-// Launched marks every GPU of a traced process that submitted work after a quiet spell: the
-// hint names no device, and the GPU it goes to is still waking when it arrives (a first
-// kernel after idle finished 66-88 ms after its launch on an H200), so waking all of the
-// process's GPUs costs a retake at most where the guess was wrong.
+// Launched marks every GPU of a traced process that submitted work after a quiet spell, from
+// the time of the call: the hint names no device, so waking all of the process's GPUs costs a
+// retake at most where the guess was wrong. It arrives within about a quiet flush (20 ms) of
+// the call, before the work's own records.
 func (c *Controller) Launched(p *activity.Process, at uint64) {
 	t := time.Unix(0, int64(at))
 	marked := false
