@@ -164,7 +164,6 @@ size_t cx_wire_coverage(uint8_t *dst, const uint64_t (*spans)[2], const int *los
 size_t cx_wire_launch(uint8_t *dst, uint64_t ts, uint32_t kind, uint32_t cbid);
 
 /* ---- launch.c: the launch watch (API records while quiet) ---- */
-int cx_launch_is_work(uint32_t kind, uint32_t cbid);
 void cx_launch_record(const uint8_t *rec); /* a DRIVER or RUNTIME record (buffer callbacks) */
 int cx_launch_take(uint64_t *ts, uint32_t *kind, uint32_t *cbid); /* the first work call since the last take */
 void cx_launch_watch(int on); /* enables or disables the API kinds (sender thread) */

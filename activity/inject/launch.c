@@ -26,7 +26,7 @@ static int listed(const uint32_t *ids, size_t n, uint32_t cbid)
 	return 0;
 }
 
-int cx_launch_is_work(uint32_t kind, uint32_t cbid)
+static int is_work(uint32_t kind, uint32_t cbid)
 {
 	if (kind == CX_KIND_DRIVER)
 		return listed(driver_work, sizeof driver_work / sizeof driver_work[0], cbid);
@@ -44,20 +44,24 @@ void cx_launch_record(const uint8_t *rec)
 	memcpy(&cbid, rec + 4, 4);
 	memcpy(&start, rec + 8, 8);
 	/* API records still buffered after the watch went off (the launch was seen) say nothing new */
-	if (!atomic_load(&watching) || !cx_launch_is_work(kind, cbid) || !start)
+	if (!atomic_load(&watching) || !is_work(kind, cbid) || !start)
 		return;
+	if (atomic_load(&seen_ts))
+		return; /* one launch per take */
+	/* seen_what is set before seen_ts, and the taker reads it after: a frame never carries
+	 * the kind 0 of an unset call (records may be consumed on CUPTI's thread and the sender's) */
+	atomic_store(&seen_what, (uint64_t)kind << 32 | cbid);
 	uint64_t none = 0;
-	if (atomic_compare_exchange_strong(&seen_ts, &none, start)) {
-		atomic_store(&seen_what, (uint64_t)kind << 32 | cbid);
+	if (atomic_compare_exchange_strong(&seen_ts, &none, start))
 		cx_queue_wake(); /* the sender sends it now, not at its next wait's end */
-	}
 }
 
 int cx_launch_take(uint64_t *ts, uint32_t *kind, uint32_t *cbid)
 {
-	uint64_t what = atomic_load(&seen_what), t = atomic_exchange(&seen_ts, 0);
+	uint64_t t = atomic_exchange(&seen_ts, 0);
 	if (!t)
 		return 0;
+	uint64_t what = atomic_load(&seen_what);
 	*ts = t, *kind = (uint32_t)(what >> 32), *cbid = (uint32_t)what;
 	return 1;
 }

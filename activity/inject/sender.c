@@ -10,7 +10,7 @@
 
 #include "inject.h"
 
-/* strings + records + drops + coverage frames (at most 256 spans of 24 bytes) */
+/* launch + strings + records + drops + coverage frames (at most 256 spans of 24 bytes) */
 #define OUT_CAP (2 * (CX_HEADER_SIZE + CX_MAX_PAYLOAD) + 4096 + 8192)
 #define MAX_WAIT_MS 100
 #define REFUSED_GIVE_UP_NS (60ull * 1000000000ull) /* refused mode: stop trying after 60 s */
