@@ -9,7 +9,6 @@ import (
 
 	"github.com/cupti-exporter/cupti-exporter/internal/gpm"
 	"github.com/cupti-exporter/cupti-exporter/internal/nvmlfield"
-
 	"github.com/cupti-exporter/cupti-exporter/mapping"
 )
 

@@ -348,9 +348,10 @@ func (r *runner) sample(ctx context.Context, sink func(Batch)) error {
 // errDutyOff ends a session at the end of a duty cycle's sampled phase (WithDutyCycle).
 var errDutyOff = errors.New("duty cycle: session released for the off phase")
 
-// letGo ends sampling for a pause or an idle release: Stop, a last decode, Disable. A
-// session kept configured while released (Stop alone) would make the retake a Start, but it
-// costs the idle power the release saves: +3.36 W on an H200, as much as sampling (run V).
+// letGo ends sampling for a pause, an idle release or a duty cycle's off phase: Stop, a last
+// decode, Disable. A session kept configured while released (Stop alone) would make the
+// retake a Start, but it costs the idle power the release saves: +3.36 W on an H200, as much
+// as sampling (run V).
 func (r *runner) letGo(sink func(Batch)) {
 	r.drain(sink)
 	r.release()

@@ -42,7 +42,7 @@ type Config struct {
 		MetricSet    string   `yaml:"metric_set" help:"Named single-pass metric set of CUPTI 13.2+ (listed by metrics plan) instead of pmsample.metrics."`
 		Window       Duration `yaml:"window" help:"Window over which gauge mean/max/min are computed."`
 		Multiplex    Duration `yaml:"multiplex" help:"Rotate between metric groups that do not fit one pass every this long; 0: drop what does not fit."`
-		DutyCycle    float64  `yaml:"duty_cycle" help:"Share of the time the PM session is held, above 0 and at most 1; below 1 it is released for the rest of every pmsample.duty_period (counted as lost, reason duty_cycle). A held session costs a power-capped workload about 0.6 % of its throughput on an H200; released, nothing (docs/performance.md)."`
+		DutyCycle    float64  `yaml:"duty_cycle" help:"Share of the time the PM session is held, above 0 and at most 1; below 1 it is released for the rest of every pmsample.duty_period (counted as lost, reason duty_cycle). A held session costs a power-capped workload 0.6-0.95 % of its throughput on an H200; released, nothing (docs/performance.md)."`
 		DutyPeriod   Duration `yaml:"duty_period" help:"Length of one duty cycle (1s to 1h); each sampled and released phase must last at least 500ms."`
 		// Idle release (package idle, docs/pm-sampling.md "Idle release").
 		IdleReleaseAfter Duration `yaml:"idle_release_after" help:"Release a GPU's PM session after it has been idle this long (NVML utilisation 0, no kernels, SM active < 0.1 %) and take it back on the first sign of work; 0: never release. Needs NVML (health.library)."`
