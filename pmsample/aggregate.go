@@ -66,20 +66,22 @@ type mapped struct {
 }
 
 type devAgg struct {
-	labels    []string // device label values
-	series    map[string]*series
-	order     []string // Perfworks names in first-seen order
-	samples   uint64
-	dropped   [len(dropReasons)]uint64
-	failures  [len(failureReasons)]uint64
-	lostNS    [len(LostReasons)]float64 // ns without a delivered sample, by cause
-	lostN     [len(LostReasons)]float64 // samples those imply
-	interval  time.Duration             // newest Batch.Interval
-	covered   window                    // delivered sample time, for the coverage ratio
-	uncovered window                    // lost time, for the coverage ratio
-	overflows uint64
-	decode    float64 // seconds, last batch
-	gaps      gapHistogram
+	labels  []string // device label values
+	series  map[string]*series
+	order   []string // Perfworks names in first-seen order
+	samples uint64
+	dropped [len(dropReasons)]uint64
+	// outOfRange counts the guard's rejections by check; a series appears with the first one
+	outOfRange map[string]uint64
+	failures   [len(failureReasons)]uint64
+	lostNS     [len(LostReasons)]float64 // ns without a delivered sample, by cause
+	lostN      [len(LostReasons)]float64 // samples those imply
+	interval   time.Duration             // newest Batch.Interval
+	covered    window                    // delivered sample time, for the coverage ratio
+	uncovered  window                    // lost time, for the coverage ratio
+	overflows  uint64
+	decode     float64 // seconds, last batch
+	gaps       gapHistogram
 	// seconds inside CUPTI calls, by cuptiCalls
 	cuptiCalls [len(cuptiCalls)]float64
 	threadCPU  float64 // seconds, decode thread
@@ -127,6 +129,14 @@ func (a *Aggregator) Add(b Batch) {
 	d.lastAdd = a.cfg.now()
 	d.dropped[dropFirst] += uint64(b.DroppedFirst)
 	d.dropped[dropInvalid] += uint64(b.SkippedInvalid)
+	d.dropped[dropIncomplete] += uint64(b.Incomplete)
+	for check, n := range b.Rejected {
+		d.dropped[dropOutOfRange] += uint64(n)
+		if d.outOfRange == nil {
+			d.outOfRange = map[string]uint64{}
+		}
+		d.outOfRange[check] += uint64(n)
+	}
 	d.failures[failImageFull] += uint64(b.LostImageFull)
 	d.failures[failOverflow] += uint64(b.Overflows)
 	d.failures[failDecodeError] += uint64(b.DecodeErrors)
@@ -347,6 +357,9 @@ func (a *Aggregator) build() {
 		put(samplesDesc, d.labels, float64(d.samples), time.Time{})
 		for r, n := range d.dropped {
 			put(droppedDesc, lbl(d.labels, dropReasons[r]), float64(n), time.Time{})
+		}
+		for _, check := range sortedKeys(d.outOfRange) {
+			put(outOfRangeDesc, lbl(d.labels, check), float64(d.outOfRange[check]), time.Time{})
 		}
 		for r, n := range d.failures {
 			put(decodeFailuresDesc, lbl(d.labels, failureReasons[r]), float64(n), time.Time{})

@@ -6,5 +6,5 @@ import "github.com/cupti-exporter/cupti-exporter/mapping"
 // reference and name checks: a recording does not exercise them all (cupti_pm_sampling_state
 // needs a live sampler, cupti_pm_observed_ratio multiplexing).
 func SelfDescs() []*mapping.Desc {
-	return []*mapping.Desc{samplesDesc, droppedDesc, overflowsDesc, decodeDesc, decodeGapDesc, cuptiCallDesc, stateDesc, observedDesc, lastSampleDesc}
+	return []*mapping.Desc{samplesDesc, droppedDesc, outOfRangeDesc, overflowsDesc, decodeDesc, decodeGapDesc, cuptiCallDesc, stateDesc, observedDesc, lastSampleDesc}
 }

@@ -507,3 +507,55 @@ func TestSamplerFakeLibSlowSinkDoesNotDelayDecodes(t *testing.T) {
 		t.Errorf("%d decodes came more than 200 ms after the previous one; want none (one on a loaded machine): the slow sink held the decode thread", over)
 	}
 }
+
+// Issue 19 (run AH on an H100): a decode that stops inside a sample leaves it populated but
+// not completed; re-initialising the image then splits its records, and the rest, decoded into
+// the next image as its sample 0, read 4.258 times the truth (425.8 % SM active). The fake
+// reproduces it with split_every; no delivered sample may carry such a value, in range or not,
+// and each split one is counted as incomplete, in both pipelines.
+func TestSamplerFakeLibSplitSampleNotDelivered(t *testing.T) {
+	for _, pipe := range []string{PipelineSerial, PipelineDouble} {
+		t.Run(pipe, func(t *testing.T) {
+			r := runFake(t, "split_every=2", WithPipeline(pipe))
+			incomplete := func(b Batch) int { return b.Incomplete }
+			eventually(t, "samples across split decodes", func() bool { return r.c.sum(0, samplesOf) > 300 })
+			r.c.mu.Lock()
+			var delivered, prevEnd uint64
+			holes := 0
+			for _, b := range r.c.batches {
+				if b.Device != 0 {
+					continue
+				}
+				for _, smp := range b.Samples {
+					delivered++
+					// metric j of sample k is 10*(j+1) + k%10: the split remainder reads 4.258 times that
+					for j, v := range smp.Values {
+						if lo := float64(10 * (j + 1)); v < lo || v > lo+9 {
+							t.Errorf("delivered sample [%d, %d] metric %d = %v, off the fake's pattern (a split sample)", smp.Start, smp.End, j, v)
+						}
+					}
+					if prevEnd != 0 && smp.Start > prevEnd {
+						holes++
+					}
+					prevEnd = smp.End
+				}
+			}
+			r.c.mu.Unlock()
+			n := r.c.sum(0, incomplete)
+			if n < 5 {
+				t.Fatalf("%d incomplete samples in %d delivered: split samples were not recognised", n, delivered)
+			}
+			if holes < n-1 || holes > n+2 { // each incomplete sample is one hole (a decode may be in flight)
+				t.Errorf("%d holes in the delivered time line for %d incomplete samples", holes, n)
+			}
+			s := r.agg.Snapshot()
+			eventually(t, "incomplete counted", func() bool {
+				v, ok := valueOf(r.agg.Snapshot(), r.s.Devices()[0], "cupti_pm_samples_dropped_total", "incomplete")
+				return ok && v >= float64(n)
+			})
+			if v, ok := valueOf(s, r.s.Devices()[0], "cupti_pm_samples_lost_total", "incomplete"); !ok || v < 1 {
+				t.Errorf("lost{incomplete} = %v %v, want the split samples", v, ok)
+			}
+		})
+	}
+}

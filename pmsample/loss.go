@@ -16,6 +16,9 @@ type Loss struct {
 //   - overflow: the hardware buffer overflowed; the session was recreated.
 //   - decode_error: decode calls failed (after three in a row the session was recreated).
 //   - invalid: decoded samples that could not be evaluated or had no valid time span.
+//   - incomplete: a sample whose records a counter data image re-initialisation split (the
+//     decode before ended inside it); its remainder alone reads up to 4.3 times the truth.
+//   - out_of_range: decoded samples with a value the hardware cannot produce (Guard).
 //   - start: from Start to the first delivered sample of a session nothing else explains
 //     (the first sample, which began before Start, is dropped).
 //   - rotation: multiplexing switched groups (a new session for the next group).
@@ -28,7 +31,14 @@ type Loss struct {
 //     after the session was taken back (release.go); the released time itself is no loss.
 //   - duty_cycle: the session was released for the off phase of a duty cycle (WithDutyCycle).
 //   - gap: samples missing between two delivered ones with no event to explain them.
-var LostReasons = [...]string{"image_full", "overflow", "decode_error", "invalid", "start", "rotation", "stall", "backoff", "paused", "busy", "error", "idle_release", "duty_cycle", "gap"}
+var LostReasons = [...]string{"image_full", "overflow", "decode_error", "invalid", "incomplete", "out_of_range", "start", "rotation", "stall", "backoff", "paused", "busy", "error", "idle_release", "duty_cycle", "gap"}
+
+// Losses of decoded samples that are not delivered: split by an image re-initialisation, or
+// rejected by the Guard.
+const (
+	lostIncomplete = "incomplete"
+	lostOutOfRange = "out_of_range"
+)
 
 func lostIndex(reason string) int {
 	for i, r := range LostReasons {

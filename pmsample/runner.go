@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"math"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -50,6 +51,17 @@ type runner struct {
 	// lastSampleNS is the end of the newest delivered sample, or the session's start (ns on
 	// the samples' clock); the evaluator thread of the double pipeline writes it too.
 	lastSampleNS atomic.Uint64
+	guard        *Guard // for the metrics of guardFor (guard.go); device thread only
+	guardFor     []string
+	rejects      rejectLog // the guard's rejections, logged at a bounded rate
+}
+
+// guardOf returns the guard for a group's metrics, built once per metric list.
+func (r *runner) guardOf(metrics []string) *Guard {
+	if r.guard == nil || !slices.Equal(r.guardFor, metrics) {
+		r.guard, r.guardFor = NewGuard(r.dev.Chip, metrics), metrics
+	}
+	return r.guard
 }
 
 func newRunner(s *Sampler, dev Device, pm pmDevice, groups []Group) *runner {
@@ -442,9 +454,13 @@ func (r *runner) newBatch(g int, startNS uint64) (*Batch, func(start, end uint64
 	metrics := r.groups[g].Metrics
 	b := &Batch{Device: r.dev.Index, Metrics: metrics, Multiplexed: len(r.groups) > 1}
 	n := len(metrics)
+	guard := r.guardOf(metrics)
 	var buf []float64 // values of many samples share one allocation
 	return b, func(start, end uint64, vals []float64) {
 		switch {
+		case vals != nil && len(vals) == 0: // incompleteSample
+			b.Incomplete++
+			r.loss.discard(start, end, lostIncomplete)
 		case vals == nil || end <= start || hasNaN(vals):
 			b.SkippedInvalid++
 			r.loss.discard(start, end, "invalid")
@@ -452,6 +468,12 @@ func (r *runner) newBatch(g int, startNS uint64) (*Batch, func(start, end uint64
 			b.DroppedFirst++
 			r.loss.discard(start, end, "start")
 		default:
+			if bad := guard.Check(start, end, r.interval, vals); bad >= 0 {
+				b.reject(Failed(metrics, bad))
+				r.loss.discard(start, end, lostOutOfRange)
+				r.rejects.report(r.log, r.pm, b, start, end, vals, bad)
+				return
+			}
 			r.loss.sample(start, end)
 			if len(buf)+n > cap(buf) {
 				buf = make([]float64, 0, n*256)
@@ -524,7 +546,7 @@ func (r *runner) deliver(b *Batch, sink func(Batch), mark *time.Duration, cost t
 		r.lastSampleNS.Store(b.Samples[n-1].End)
 	}
 	sink(*b)
-	r.admitBatch(cost, len(b.Samples)+b.SkippedInvalid+b.DroppedFirst)
+	r.admitBatch(cost, len(b.Samples)+b.SkippedInvalid+b.DroppedFirst+b.Incomplete+b.rejectedCount())
 }
 
 // stalled reports whether the session has delivered no sample for longer than stallAfter

@@ -10,9 +10,14 @@ var (
 		LabelNames: mapping.DeviceLabelNames,
 	}
 	droppedDesc = &mapping.Desc{
-		Name: "cupti_pm_samples_dropped_total", Help: "PM samples decoded but not delivered: first_sample (began before Start), invalid (no valid span or value).",
+		Name: "cupti_pm_samples_dropped_total", Help: "PM samples decoded but not delivered: first_sample (began before Start), invalid (no valid span or value), incomplete (records split by a counter data image re-initialisation), out_of_range (a value or span the hardware cannot produce; cupti_pm_samples_out_of_range_total says which).",
 		Kind: mapping.KindCounter, OTelName: "cupti.pm.samples.dropped", OTelUnit: "{sample}",
 		LabelNames: withLabels("reason"),
+	}
+	outOfRangeDesc = &mapping.Desc{
+		Name: "cupti_pm_samples_out_of_range_total", Help: "PM samples rejected because a value or the span was outside what the hardware can produce, by the first check that failed: the Perfworks metric, or span.",
+		Kind: mapping.KindCounter, OTelName: "cupti.pm.samples.out_of_range", OTelUnit: "{sample}",
+		LabelNames: withLabels("metric"),
 	}
 	decodeFailuresDesc = &mapping.Desc{
 		Name: "cupti_pm_decode_failures_total", Help: "Decodes that lost data: image_full (COUNTER_DATA_FULL), overflow (hardware buffer), decode_error (the call failed). Counts decodes; cupti_pm_samples_lost_total counts the samples.",
@@ -82,11 +87,13 @@ var (
 )
 
 // Drop reasons, in the order of devAgg.dropped.
-var dropReasons = [...]string{"first_sample", "invalid"}
+var dropReasons = [...]string{"first_sample", "invalid", "incomplete", "out_of_range"}
 
 const (
 	dropFirst = iota
 	dropInvalid
+	dropIncomplete
+	dropOutOfRange
 )
 
 // Decode failure reasons, in the order of devAgg.failures.

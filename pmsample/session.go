@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cupti-exporter/cupti-exporter/internal/cupti"
@@ -58,6 +59,31 @@ type cuptiDevice struct {
 	// in all taken before, samples evaluated
 	calls, total CallTimes
 	evaluated    int
+
+	// split[g]: group g's last image was re-initialised while a sample was still being decoded
+	// (populated > completed); the evaluating thread's
+	split []bool
+
+	// where the sample being evaluated sits, for the guard's rejection log (describeSample)
+	decodes  atomic.Int64 // decodes of this session (the device thread)
+	replaced atomic.Int64 // images replaced after a full decode, this session
+	at       struct {     // the evaluating thread's
+		index  int
+		decode int64
+		info   cupti.CounterDataInfo
+		full   bool
+	}
+}
+
+// incompleteSample is what Decode's fn gets as values for a sample it will not evaluate because
+// a counter data image re-initialisation split its records (empty, not nil: nil is a failed
+// evaluation).
+var incompleteSample = []float64{}
+
+// describeSample says where the sample being evaluated sits; it runs inside Evaluate's fn.
+func (d *cuptiDevice) describeSample() []any {
+	return []any{"sample_index", d.at.index, "image_completed", d.at.info.Completed, "image_populated", d.at.info.Populated,
+		"image_capacity", d.at.info.Total, "decode_of_session", d.at.decode, "decode_full", d.at.full, "images_replaced", d.replaced.Load()}
 }
 
 // takeCallTimes returns the time spent in CUPTI calls since the last call and starts over.
@@ -174,6 +200,9 @@ func (d *cuptiDevice) Enable() error {
 		return classify(fmt.Errorf("enabling pm sampling on device %d: %w", d.dev, err))
 	}
 	d.sess = s
+	d.decodes.Store(0)
+	d.replaced.Store(0)
+	d.split = nil // a new session has no sample split across images
 	d.data = make([]*cupti.CounterData, len(d.groups))
 	d.data2 = make([]*cupti.CounterData, len(d.groups))
 	return nil
@@ -275,6 +304,7 @@ func (d *cuptiDevice) DecodeInto(g, slot int) (cupti.DecodeResult, error) {
 	t0 := time.Now()
 	res, err := d.sess.Decode(cd)
 	d.addTime(&d.calls.Decode, t0)
+	d.decodes.Add(1)
 	if err != nil || res.Overflow {
 		if err == nil {
 			err = errOverflow
@@ -303,13 +333,21 @@ func (d *cuptiDevice) Evaluate(g, slot int, full bool, fn func(start, end uint64
 		d.vals = make([]float64, n)
 	}
 	vals := d.vals[:len(d.groups[g].Metrics)]
+	d.at.info, d.at.decode, d.at.full = info, d.decodes.Load(), full
 	for i := range info.Completed {
+		d.at.index = i
 		ts := time.Now()
 		start, end, err := cd.SampleTimes(i)
 		te := time.Now()
 		sampleInfo += te.Sub(ts)
 		if err != nil {
 			fn(0, 0, nil)
+			continue
+		}
+		if i == 0 && g < len(d.split) && d.split[g] {
+			// The rest of a sample whose first records were in the image re-initialised at the
+			// previous decode: evaluated alone it reads up to 4.3 times the truth (run AH).
+			fn(start, end, incompleteSample)
 			continue
 		}
 		err = d.host.Evaluate(cd, i, vals)
@@ -321,6 +359,12 @@ func (d *cuptiDevice) Evaluate(g, slot int, full bool, fn func(start, end uint64
 		d.evaluated++
 		fn(start, end, vals)
 	}
+	// A sample still being decoded (populated, not completed) is split by the reset below: its
+	// remaining records become the next image's first sample, which must not be evaluated.
+	if len(d.split) <= g {
+		d.split = append(d.split, make([]bool, g+1-len(d.split))...)
+	}
+	d.split[g] = info.Populated > info.Completed
 	if full {
 		// The real library refuses to re-initialise an image after such a decode (999 on an
 		// H200), but decodes into a fresh image of the same session (TestRealCounterDataCosts
@@ -361,6 +405,7 @@ func (d *cuptiDevice) replaceImage(g, slot int) error {
 	if err != nil {
 		return fmt.Errorf("replacing a full counter data image on device %d: %w", d.dev, err)
 	}
+	d.replaced.Add(1)
 	old := d.image(g, slot)
 	if slot == 1 {
 		d.data2[g] = cd

@@ -41,9 +41,15 @@ type Batch struct {
 
 	DroppedFirst   int // samples dropped because they began before Start
 	SkippedInvalid int // samples with end <= start or NaN values
-	LostImageFull  int // decodes that stopped with COUNTER_DATA_FULL (samples lost; Lost says how many)
-	Overflows      int // hardware buffer overflows (session recreated)
-	DecodeErrors   int // decode calls that failed
+	// Incomplete counts samples whose counter records a counter data image re-initialisation
+	// split (the first of a decode after one that ended inside a sample): not evaluated.
+	Incomplete int
+	// Rejected counts samples the Guard rejected, by the check that failed first: a metric
+	// of Metrics, or SpanCheck. Nil when none was.
+	Rejected      map[string]int
+	LostImageFull int // decodes that stopped with COUNTER_DATA_FULL (samples lost; Lost says how many)
+	Overflows     int // hardware buffer overflows (session recreated)
+	DecodeErrors  int // decode calls that failed
 
 	// Lost are the stretches of the device's time line without a delivered sample that were
 	// accounted since the previous batch (gaps before this batch's samples, idle time while

@@ -58,6 +58,7 @@ type Replayer struct {
 	health  HealthSink
 	logger  *slog.Logger
 	nowFunc func() time.Time
+	guards  guards // a recording is screened as live samples are (pmsample.Guard)
 }
 
 // ReplayOption configures a Replayer.
@@ -97,7 +98,7 @@ func FromBytes(b []byte, opts ...ReplayOption) (*Replayer, error) {
 // NewReplayer reads the recording that open returns once, to check it whole and to learn
 // its devices, catalog and span; Run opens it again for every pass.
 func NewReplayer(open func() (io.ReadCloser, error), opts ...ReplayOption) (*Replayer, error) {
-	r := &Replayer{open: open, speed: 1, logger: slog.New(slog.DiscardHandler), nowFunc: time.Now}
+	r := &Replayer{open: open, speed: 1, logger: slog.New(slog.DiscardHandler), nowFunc: time.Now, guards: guards{}}
 	for _, o := range opts {
 		o(r)
 	}
@@ -262,6 +263,7 @@ func (r *Replayer) pass(ctx context.Context, sink func(pmsample.Batch), offset u
 				b.Samples[i].Start += offset
 				b.Samples[i].End += offset
 			}
+			r.guards.of(r.sum.Devices, b.Device, b.Metrics).Screen(&b)
 			sink(b)
 		case FrameHello:
 			if r.sink != nil {
@@ -320,4 +322,23 @@ func (r *Replayer) wait(ctx context.Context, wallStart time.Time, elapsed int64)
 	case <-t.C:
 		return nil
 	}
+}
+
+// guards holds the pmsample.Guard of each device and metric set of a recording.
+type guards map[string]*pmsample.Guard
+
+func (g guards) of(devices []pmsample.Device, dev int, metrics []string) *pmsample.Guard {
+	key := fmt.Sprint(dev, "\x00", metricSetKey(metrics))
+	if gd, ok := g[key]; ok {
+		return gd
+	}
+	chip := ""
+	for _, d := range devices {
+		if d.Index == dev {
+			chip = d.Chip
+		}
+	}
+	gd := pmsample.NewGuard(chip, metrics)
+	g[key] = gd
+	return gd
 }

@@ -38,6 +38,10 @@
  *      samples_per_decode=N      deterministic count per decode while started
  *      skip_every=N              the hardware loses every Nth sample (k % N == N-1): a hole of one
  *                                interval in the time line, no error
+ *      split_every=N             every Nth decode of a session stops inside its newest sample:
+ *                                populated, not completed; decoded again into the same image it
+ *                                completes, into a re-initialised or other image the rest of its
+ *                                records make sample 0 there, reading 4.258 times its value (H100)
  *      eval_cost_us=N            EvaluateToGpuValues sleeps N us per sample (a slow host)
  *      late_every=N,late_ms=M    every Nth decode of a session first sleeps M ms (a decode that
  *                                came late: samples wait meanwhile, and may overflow the image)
@@ -98,7 +102,7 @@ static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static struct {
 	int busy_setconfig, busy_once, image_full, insufficient_privileges, first_sample_before_start;
 	int nvperf_missing, needs_nvperf_target, unsupported_arch, unsupported_vgpu, unsupported_cc;
-	unsigned overflow_at, samples_per_decode, skip_every, eval_cost_us, late_every, late_ms;
+	unsigned overflow_at, samples_per_decode, skip_every, eval_cost_us, late_every, late_ms, split_every;
 	uint32_t version;
 } F;
 
@@ -129,6 +133,7 @@ static int set_faults_locked(const char *spec) {
 		else if (!strcmp(tok, "overflow_at")) F.overflow_at = (unsigned)strtoul(val, NULL, 10);
 		else if (!strcmp(tok, "samples_per_decode")) F.samples_per_decode = (unsigned)strtoul(val, NULL, 10);
 		else if (!strcmp(tok, "skip_every")) F.skip_every = (unsigned)strtoul(val, NULL, 10);
+		else if (!strcmp(tok, "split_every")) F.split_every = (unsigned)strtoul(val, NULL, 10);
 		else if (!strcmp(tok, "eval_cost_us")) F.eval_cost_us = (unsigned)strtoul(val, NULL, 10);
 		else if (!strcmp(tok, "late_every")) F.late_every = (unsigned)strtoul(val, NULL, 10);
 		else if (!strcmp(tok, "late_ms")) F.late_ms = (unsigned)strtoul(val, NULL, 10);
@@ -331,7 +336,12 @@ struct CUpti_PmSampling_Object {
 	uint32_t cfg_metrics; /* metrics in the config of the last SetConfig */
 	uint64_t iv, hwbuf_samples, t0, t_stop, next_k, decodes;
 	size_t cd_metrics, cd_capacity, cd_size;
+	/* split_every: the newest sample of a decode was left half decoded in split_img */
+	int split_pending;
+	uint64_t split_k, split_gen;
+	void *split_img;
 };
+#define SPLIT_SCALE 4.258
 #define PM_MAGIC 0x504d534du
 
 static CUpti_PmSampling_Object *enabled[MAX_DEV];
@@ -347,9 +357,12 @@ typedef struct {
 	char magic[8];
 	uint32_t nmetrics, capacity, populated;
 	uint32_t full; /* a decode stopped with COUNTER_DATA_FULL: Initialize now returns 999 */
+	uint32_t completed; /* populated minus a sample still being decoded (split_every) */
+	uint64_t gen;       /* which initialisation this is: a split sample completes only in its own */
 } cd_header;
 typedef struct {
 	uint64_t k, start, end;
+	uint64_t part; /* 0: whole; 1: only the records after a split (split_every) */
 } cd_slot;
 static cd_header *image(const uint8_t *img, size_t size);
 
@@ -598,8 +611,10 @@ CUptiResult cuptiPmSamplingCounterDataImageInitialize(CUpti_PmSampling_CounterDa
 	else {
 		cd_header *h = (cd_header *)p->pCounterData;
 		uint32_t nm = old ? old->nmetrics : (uint32_t)o->cd_metrics, cap = old ? old->capacity : (uint32_t)o->cd_capacity;
+		static uint64_t gens;
 		memset(h, 0, sizeof *h);
 		memcpy(h->magic, CD_MAGIC, 8);
+		h->gen = ++gens;
 		h->nmetrics = nm;
 		h->capacity = cap;
 	}
@@ -720,10 +735,24 @@ CUptiResult cuptiPmSamplingDecodeData(CUpti_PmSampling_DecodeData_Params *p) {
 		r = E_MEMORY;
 		goto out;
 	}
+	cd_slot *slots = (cd_slot *)(h + 1);
+	if (o->split_pending && h == o->split_img && h->gen == o->split_gen) {
+		h->completed = h->populated; /* the same image, not re-initialised: the sample completes */
+		o->split_pending = 0;
+	} else if (o->split_pending && h->populated < h->capacity) {
+		/* The image holding the first part was re-initialised (or another is decoded into): the
+		 * rest of the sample's records make a sample of their own, as on an H100 (run AH). */
+		cd_slot *s = &slots[h->populated++];
+		s->k = o->split_k;
+		s->start = o->t0 + o->split_k * o->iv;
+		s->end = s->start + o->iv;
+		s->part = 1;
+		h->completed = h->populated;
+		o->split_pending = 0;
+	}
 	uint64_t space = h->capacity - h->populated, n = avail < space ? avail : space;
 	if (F.image_full && avail > 1 && n > avail / 2)
 		n = avail / 2; /* the image takes half of what waits; the rest is lost */
-	cd_slot *slots = (cd_slot *)(h + 1);
 	for (uint64_t j = 0; j < n; j++) {
 		uint64_t k = o->next_k++;
 		if (F.skip_every > 1 && k % F.skip_every == F.skip_every - 1)
@@ -732,8 +761,18 @@ CUptiResult cuptiPmSamplingDecodeData(CUpti_PmSampling_DecodeData_Params *p) {
 		s->k = k;
 		s->start = o->t0 + k * o->iv;
 		s->end = s->start + o->iv;
+		s->part = 0;
 		if (k == 0 && F.first_sample_before_start)
 			s->start = o->t0 - FIRST_SAMPLE_EARLY_NS;
+	}
+	h->completed = h->populated;
+	if (F.split_every && o->started && n > 1 && o->decodes % F.split_every == 0) {
+		/* The decode stops inside the newest sample: populated, not completed (run AH). */
+		h->completed = h->populated - 1;
+		o->split_pending = 1;
+		o->split_k = slots[h->populated - 1].k;
+		o->split_img = h;
+		o->split_gen = h->gen;
 	}
 	if (avail > n) /* as on the H200: the records beyond a full image are lost */
 		o->next_k += avail - n;
@@ -755,7 +794,8 @@ CUptiResult cuptiPmSamplingGetCounterDataInfo(CUpti_PmSampling_GetCounterDataInf
 	if (!h)
 		return E_PARAM;
 	p->numTotalSamples = h->capacity;
-	p->numPopulatedSamples = p->numCompletedSamples = h->populated;
+	p->numPopulatedSamples = h->populated;
+	p->numCompletedSamples = h->completed;
 	return OK;
 }
 
@@ -1015,9 +1055,13 @@ CUptiResult cuptiProfilerHostEvaluateToGpuValues(CUpti_Profiler_Host_EvaluateToG
 		struct timespec d = {(time_t)(cost / 1000000), (long)(cost % 1000000) * 1000};
 		nanosleep(&d, NULL);
 	}
-	uint64_t k = ((cd_slot *)(h + 1))[p->rangeIndex].k;
+	cd_slot *slot = (cd_slot *)(h + 1) + p->rangeIndex;
+	uint64_t k = slot->k;
+	/* A sample made of only the records after a split reads SPLIT_SCALE times its value, as
+	 * TPC.TriageCompute.sm__cycles_active did on an H100 (4.258: 425.8 % where 100 % ran). */
+	double scale = slot->part ? SPLIT_SCALE : 1.0;
 	for (size_t j = 0; j < p->numMetrics; j++)
-		p->pMetricValues[j] = 10.0 * (double)(j + 1) + (double)(k % 10);
+		p->pMetricValues[j] = scale * (10.0 * (double)(j + 1) + (double)(k % 10));
 	return OK;
 }
 
