@@ -26,10 +26,11 @@ const (
 const maxClasses = 8192
 
 type classTable struct {
-	byName map[string]int32
-	names  []string
-	last   string
-	lastID int32
+	byName   map[string]int32
+	names    []string
+	untraced int // classes of untraced processes (untracedID)
+	last     string
+	lastID   int32
 }
 
 func (t *classTable) init() {

@@ -339,19 +339,26 @@ func (d *devState) pruneObservations() {
 	}
 }
 
+// maxUntracedClasses bounds the classes of untraced processes (class ids are never
+// reused, and PIDs come and go): beyond it they share the class of the untraced gaps, and
+// keep their own pod series.
+const maxUntracedClasses = 1024
+
 // untracedID interns the class of an untraced process (by pod, else by PID); when the
-// class table is full it shares the class of the untraced gaps.
+// class table, or its share of untraced processes, is full it shares the class of the
+// untraced gaps.
 func (t *classTable) untracedID(key string) int32 {
 	name := untracedPrefix + key
 	if id, ok := t.byName[name]; ok {
 		return id
 	}
-	if len(t.names) >= maxClasses {
+	if len(t.names) >= maxClasses || t.untraced >= maxUntracedClasses {
 		return classUntraced
 	}
 	id := int32(len(t.names))
 	t.byName[name] = id
 	t.names = append(t.names, name)
+	t.untraced++
 	return id
 }
 

@@ -361,3 +361,23 @@ func TestUntracedPodsOnly(t *testing.T) {
 		}
 	}
 }
+
+// TestUntracedClassesBounded: PIDs come and go, and class ids are never reused; past
+// maxUntracedClasses untraced processes share the class of the untraced gaps, so kernel
+// names keep their room in the class table.
+func TestUntracedClassesBounded(t *testing.T) {
+	var ct classTable
+	ct.init()
+	for pid := range maxUntracedClasses + 10 {
+		c := ct.untracedID(fmt.Sprint("pid ", pid))
+		if pid < maxUntracedClasses && (c < firstNamedClass || !ct.isUntraced(c)) {
+			t.Fatalf("pid %d: class %d, want one of its own", pid, c)
+		}
+		if pid >= maxUntracedClasses && c != classUntraced {
+			t.Fatalf("pid %d past the cap: class %d, want the untraced gaps' %d", pid, c, classUntraced)
+		}
+	}
+	if k := ct.id("_Z6kernelv"); k < firstNamedClass || ct.isUntraced(k) {
+		t.Errorf("a kernel name after the cap: class %d", k)
+	}
+}
