@@ -100,6 +100,16 @@ func (a *Attributor) ObserveProcesses(o ProcessObservation) {
 			return
 		}
 	}
+	// Observations no sample will meet (sampling paused or idle-released: the join releases
+	// held samples a watermark after the last batch) leave without a count.
+	stale := a.cfg.now().UnixNano() - 4*int64(a.cfg.watermark)
+	k := 0
+	for k < len(d.nvml) && d.nvml[k].end < stale {
+		k++
+	}
+	if k > 0 {
+		d.nvml = append(d.nvml[:0], d.nvml[k:]...)
+	}
 	if len(d.nvml) >= maxObservations {
 		a.dropObs("full", "gpu", d.gpu)
 		d.nvml = append(d.nvml[:0], d.nvml[1:]...)

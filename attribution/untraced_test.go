@@ -381,3 +381,31 @@ func TestUntracedClassesBounded(t *testing.T) {
 		t.Errorf("a kernel name after the cap: class %d", k)
 	}
 }
+
+// TestObservationsBounded: observations of a GPU with no samples (sampling paused or
+// idle-released) do not pile up or count as dropped; bad ones are counted by reason.
+func TestObservationsBounded(t *testing.T) {
+	a, clk := newTest(t)
+	obs := func(start, end int64, gpu string) {
+		a.ObserveProcesses(ProcessObservation{GPU: gpu, Start: time.Unix(0, start), End: time.Unix(0, end), Shares: true,
+			Processes: []ObservedProcess{{PID: 7, SMShare: 0.5}}})
+	}
+	for i := range int64(600) { // ten minutes at 1 s, no PM samples
+		clk.set(t0 + (i+1)*int64(time.Second))
+		obs(t0+i*int64(time.Second), t0+(i+1)*int64(time.Second), "0")
+	}
+	a.mu.Lock()
+	held := len(a.devs[0].nvml)
+	a.mu.Unlock()
+	if held > 16 {
+		t.Errorf("%d observations held without samples, want those of the last few watermarks", held)
+	}
+	obs(t0+5, t0+5, "0") // end <= start
+	obs(t0, t0+1, "9")   // no such GPU
+	snap := a.Snapshot()
+	for reason, want := range map[string]float64{"invalid": 1, "unknown_device": 1, "full": 0, "late": 0} {
+		if got, _ := value(snap, "cupti_attribution_dropped_process_observations_total", reason); got != want {
+			t.Errorf("dropped observations %s = %v, want %v", reason, got, want)
+		}
+	}
+}
