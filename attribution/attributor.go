@@ -26,25 +26,26 @@ type Attributor struct {
 	mapper *mapping.Mapper
 	start  time.Time
 
-	mu        sync.Mutex
-	devs      map[int]*devState
-	devOrder  []*devState
-	byGPU     map[string]*devState
-	byUUID    map[string]*devState
-	props     map[string]mapping.Properties
-	metrics   []*metric
-	metricIdx map[string]int32
-	families  map[string]*mapping.Desc // derived families by name
-	classes   classTable
-	procs     map[*activity.Process]*proc
-	slots     []*proc // by proc.slot
-	freeSlots []int32
-	dropped   map[string]uint64 // records, by reason
-	badCov    map[string]uint64 // coverage spans, by reason
-	logs      map[string]*logState
-	lastMaint time.Time
-	dirty     atomic.Bool // changed since the last build
-	snap      atomic.Pointer[mapping.Snapshot]
+	mu         sync.Mutex
+	devs       map[int]*devState
+	devOrder   []*devState
+	byGPU      map[string]*devState
+	byUUID     map[string]*devState
+	props      map[string]mapping.Properties
+	metrics    []*metric
+	metricIdx  map[string]int32
+	families   map[string]*mapping.Desc // derived families by name
+	classes    classTable
+	procs      map[*activity.Process]*proc
+	slots      []*proc // by proc.slot
+	freeSlots  []int32
+	dropped    map[string]uint64 // records, by reason
+	badCov     map[string]uint64 // coverage spans, by reason
+	droppedObs map[string]uint64 // NVML process observations, by reason
+	logs       map[string]*logState
+	lastMaint  time.Time
+	dirty      atomic.Bool // changed since the last build
+	snap       atomic.Pointer[mapping.Snapshot]
 }
 
 // proc is what the join knows of one traced process.
@@ -63,7 +64,9 @@ type proc struct {
 
 type span struct{ start, end int64 }
 
-type podKey struct{ namespace, pod, container string }
+// podKey is a pod's series on a device; source says whether its numbers come from its
+// kernel records or are estimated from NVML (an untraced pod, or processes outside pods).
+type podKey struct{ namespace, pod, container, source string }
 
 // New returns an Attributor for the devices and catalog of a PM source. Metrics are named
 // through m (the same mapper as the PM aggregator, so the families follow its rules).
@@ -79,7 +82,7 @@ func New(devices []pmsample.Device, catalog []pmsample.CatalogEntry, m *mapping.
 		cfg: cfg, logger: logger.With("source", "attribution"), mapper: m, start: cfg.now(),
 		devs: map[int]*devState{}, byGPU: map[string]*devState{}, byUUID: map[string]*devState{},
 		props: map[string]mapping.Properties{}, metricIdx: map[string]int32{}, families: map[string]*mapping.Desc{},
-		procs: map[*activity.Process]*proc{}, dropped: map[string]uint64{}, badCov: map[string]uint64{},
+		procs: map[*activity.Process]*proc{}, dropped: map[string]uint64{}, badCov: map[string]uint64{}, droppedObs: map[string]uint64{},
 		logs: map[string]*logState{},
 	}
 	a.classes.init()
@@ -342,7 +345,7 @@ func (a *Attributor) ProcessConnected(p *activity.Process, info activity.Process
 }
 
 func (a *Attributor) fill(ps *proc, info activity.ProcessInfo) {
-	ps.pod = podKey{namespace: info.Namespace, pod: info.Pod, container: info.Container}
+	ps.pod = podKey{namespace: info.Namespace, pod: info.Pod, container: info.Container, source: sourceKernel}
 	ps.devs = make([]*devState, max(len(info.GPUs), len(info.UUIDs)))
 	for i := range ps.devs {
 		if i < len(info.GPUs) {

@@ -39,6 +39,7 @@ func TestConservationProperty(t *testing.T) {
 					"bad spans":         sum(snap, "cupti_attribution_dropped_records_total", "bad_span"),
 					"out-of-order span": sum(snap, "cupti_attribution_bad_coverage_spans_total", "out_of_order"),
 					"pod \"\"":          sum(snap, "cupti_pod_sampled_seconds_total", "*", "*", "", ""),
+					"nvml pod":          sum(snap, "cupti_pod_sampled_seconds_total", "*", "*", "*", "*", "*", sourceNVML),
 				} {
 					exercised[k] += v
 				}
@@ -134,6 +135,27 @@ func runRandomTimeline(t *testing.T, est string, seed uint64) *mapping.Snapshot 
 				}
 				a.Coverage(ps.p, spans)
 			}
+		}
+		// NVML's view of each device now and then: some of the traced processes, untraced
+		// ones with and without pods, shares known or not
+		for dev := range 2 {
+			if rng.IntN(2) == 0 {
+				continue
+			}
+			o := ProcessObservation{GPU: fmt.Sprint(dev), Start: time.Unix(0, now-rng.Int64N(step)), End: time.Unix(0, now+step), Shares: rng.IntN(4) > 0}
+			for k := range procs {
+				if rng.IntN(2) == 0 {
+					o.Processes = append(o.Processes, ObservedProcess{PID: uint32(k + 1), SMShare: rng.Float64() / 2})
+				}
+			}
+			for k := range rng.IntN(3) {
+				op := ObservedProcess{PID: uint32(900 + k), SMShare: float64(rng.IntN(3)) / 4}
+				if rng.IntN(2) == 0 {
+					op.Namespace, op.Pod, op.Container = "ns", fmt.Sprintf("untraced%d", k), "c"
+				}
+				o.Processes = append(o.Processes, op)
+			}
+			a.ObserveProcesses(o)
 		}
 		// deliver due records
 		slices.SortFunc(queue, func(x, y pending) int { return int(x.at - y.at) })
@@ -245,8 +267,14 @@ func checkConservation(t *testing.T, a *Attributor, sent [2][]sentSample, final 
 			"cupti_kernel_pcie_bytes_total":        "cupti_pod_pcie_bytes_total",
 			"cupti_kernel_sm_active_seconds_total": "cupti_pod_sm_active_seconds_total",
 		} {
-			if k, p := traced(kname), sum(snap, pname, gpu); !near(k, p, 1e-9) {
+			// pods from kernel records add up to the traced kernels; the NVML estimates of
+			// untraced processes are part of "(untraced)"
+			if k, p := traced(kname), sum(snap, pname, gpu, "*", "*", "*", "*", sourceKernel); !near(k, p, 1e-9) {
 				t.Fatalf("gpu %s: traced %s %v, pods %v", gpu, kname, k, p)
+			}
+			untraced, _ := value(snap, kname, gpu, "*", labelUntraced)
+			if est := sum(snap, pname, gpu, "*", "*", "*", "*", sourceNVML); est > untraced*(1+1e-9)+1e-12 {
+				t.Fatalf("gpu %s: NVML-estimated pods %s %v above (untraced) %v", gpu, pname, est, untraced)
 			}
 		}
 		if tr, _ := value(snap, "cupti_attribution_seconds_total", gpu, "*", "traced"); !near(tr, traced("cupti_kernel_sampled_seconds_total"), 1e-9) {

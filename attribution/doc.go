@@ -25,8 +25,13 @@
 //   - time no record covers goes to kernel="(idle)" if every process known on the device
 //     traced that time (its non-lossy coverage spans), else to "(untraced)"; a process that
 //     sends no spans (an old library) counts as untraced while connected; a device with no
-//     known process is idle, unless the WithDeviceProcesses hook lists a PID that is not a
-//     tracing process;
+//     known process is idle;
+//   - processes NVML shows on the GPU that trace nothing (ObserveProcesses, fed from the
+//     health source by the binary: PIDs, pods and per-process SM shares per period) get
+//     classes of their own: the part of the traced records' time and of the gaps that
+//     their shares say they ran moves to them (processes.go), so the rate fit splits a
+//     sample between a traced kernel and an untraced process; their parts are labelled
+//     kernel="(untraced)" and, per pod, source="nvml";
 //   - each metric's value (bytes for counters; active seconds = ratio x sample time for
 //     ratios) is split over those parts by the estimator: "overlap" (by weight) or "rate"
 //     (by weight x the class's estimated rate, fitted by EM over the chunk and carried over

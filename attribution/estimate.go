@@ -9,6 +9,13 @@ import (
 // class the fit once found quiet can still take a share when it stops being quiet.
 const rateFloor = 1e-3
 
+// maxEMPassesNVML caps the EM passes of a chunk with untraced processes' classes, which
+// stop earlier once no rate moves by more than emSettled of itself.
+const (
+	maxEMPassesNVML = 50
+	emSettled       = 1e-4
+)
+
 // attribute splits the chunk's sample values over its items (d.sc, built by join) with the
 // configured estimator and adds them to the kernel and pod series. Each sample's value is
 // split by shares that sum to one, so the attributed parts add up to the sample's value
@@ -20,7 +27,9 @@ func (a *Attributor) attribute(d *devState, chunk []psample, now time.Time) {
 	sc.accK = sc.accK[:0]
 	for _, c := range sc.classes {
 		label := a.classes.names[c]
-		if c >= firstNamedClass {
+		if a.classes.isUntraced(c) {
+			label = labelUntraced
+		} else if c >= firstNamedClass {
 			if label = a.cfg.kernelLabel(label); label == "" {
 				label = labelOther
 			}
@@ -30,7 +39,14 @@ func (a *Attributor) attribute(d *devState, chunk []psample, now time.Time) {
 	if len(sc.accP) < len(a.slots) {
 		sc.accP = make([]*acc, len(a.slots))
 	}
+	sc.accU = sc.accU[:0]
+	for _, k := range sc.upods {
+		sc.accU = append(sc.accU, touch(d.pods, k, now))
+	}
 	podAcc := func(slot int32) *acc {
+		if slot < -1 { // an untraced process's item: its pod, estimated from NVML
+			return sc.accU[-2-slot]
+		}
 		if slot < 0 {
 			return nil
 		}
@@ -52,10 +68,10 @@ func (a *Attributor) attribute(d *devState, chunk []psample, now time.Time) {
 		if p := podAcc(sc.itemProc[i]); p != nil {
 			p.sampled += w
 		}
-		switch sc.classes[lc] {
-		case classIdle:
+		switch c := sc.classes[lc]; {
+		case c == classIdle || c == classQuiet:
 			d.kinds[1] += w
-		case classUntraced:
+		case a.classes.isUntraced(c):
 			d.kinds[2] += w
 		default:
 			d.kinds[0] += w
@@ -193,14 +209,24 @@ func (a *Attributor) fit(d *devState, m int32, v []float64, decay float64) bool 
 	if mean > 0 {
 		floor = rateFloor * mean
 	}
-	for lc := range sc.classes {
+	for lc, c := range sc.classes {
 		r := mean
 		if sc.priorE[lc] > 1e-9 {
 			r = sc.priorA[lc] / sc.priorE[lc]
 		}
+		if c == classQuiet {
+			r = 0
+		}
 		sc.r[lc] = max(r, floor)
 	}
-	for range a.cfg.emPasses {
+	// A chunk with untraced processes' classes (NVML) converges slowly: their exposure is
+	// spread over every sample of a period, so the fit goes on until the rates settle.
+	passes := a.cfg.emPasses
+	if len(sc.upods) > 0 {
+		passes = maxEMPassesNVML
+	}
+	for pass := range passes {
+		changed := false
 		clear(sc.newA[:nl])
 		for s, x := range v {
 			lo, hi := sc.off[s], sc.off[s+1]
@@ -225,12 +251,17 @@ func (a *Attributor) fit(d *devState, m int32, v []float64, decay float64) bool 
 				sc.newA[sc.itemLC[i]] += x * sc.itemW[i] * sc.r[sc.itemLC[i]] / dr
 			}
 		}
-		for lc := range sc.classes {
+		for lc, c := range sc.classes {
 			e := sc.priorE[lc] + sc.exp[lc]
-			if e <= 0 {
+			if e <= 0 || c == classQuiet {
 				continue
 			}
-			sc.r[lc] = max((sc.priorA[lc]+sc.newA[lc])/e, floor)
+			r := max((sc.priorA[lc]+sc.newA[lc])/e, floor)
+			changed = changed || math.Abs(r-sc.r[lc]) > emSettled*max(r, floor)
+			sc.r[lc] = r
+		}
+		if !changed && pass+1 >= a.cfg.emPasses {
+			break
 		}
 	}
 	return true

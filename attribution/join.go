@@ -2,7 +2,6 @@ package attribution
 
 import (
 	"cmp"
-	"math"
 	"slices"
 	"time"
 )
@@ -14,6 +13,10 @@ const (
 	classUntraced
 	classMemcpy
 	classMemset
+	// classQuiet is gap time while NVML shows an untraced process active that its share
+	// does not fill: idle, and the rate fit holds its rate at the floor (nothing ran, so
+	// the counters of such a gap are the untraced process's).
+	classQuiet
 	classOther // kernel names beyond maxClasses
 	firstNamedClass
 )
@@ -23,15 +26,16 @@ const (
 const maxClasses = 8192
 
 type classTable struct {
-	byName map[string]int32
-	names  []string
-	last   string
-	lastID int32
+	byName   map[string]int32
+	names    []string
+	untraced int // classes of untraced processes (untracedID)
+	last     string
+	lastID   int32
 }
 
 func (t *classTable) init() {
 	t.byName = map[string]int32{}
-	t.names = []string{labelIdle, labelUntraced, labelMemcpy, labelMemset, labelOther}
+	t.names = []string{labelIdle, labelUntraced, labelMemcpy, labelMemset, labelIdle, labelOther}
 	t.lastID = -1
 }
 
@@ -105,6 +109,12 @@ type devState struct {
 
 	carried map[int32]*classRate // rate estimator state by class id
 
+	nvml     []nvmlObs // NVML process observations the frontier has not passed, by start
+	obsCount uint64    // observations taken
+	// Decayed seconds of attributed samples, and of those with an untraced process present
+	// (NVML showed one active, or a traced process did not trace part of the sample).
+	presentE, sampledE float64
+
 	kernels        map[string]*acc // by kernel label
 	pods           map[podKey]*acc
 	kinds          [3]float64 // seconds: traced, idle, untraced
@@ -141,6 +151,15 @@ type scratch struct {
 	r, newA  []float64
 	priorA   []float64
 	priorE   []float64
+	gapW     []float64 // gap (idle + untraced) weight of sample s
+	sobs     []int32   // observation of sample s with active untraced processes, -1
+	upods    []podKey  // pod of the untraced item -2-k
+	upodIdx  map[podKey]int32
+	accU     []*acc // pod series of upods[k]
+	// the rebuilt item arrays (applyNVML), swapped with the ones above
+	itemLC2, itemProc2 []int32
+	itemW2             []float64
+	off2               []int32
 }
 
 type event struct {
@@ -186,6 +205,7 @@ func (a *Attributor) release(d *devState, upTo int64, now time.Time) bool {
 	}
 	d.carry = carry
 	d.frontier = fNew
+	d.pruneObservations()
 	rest := copy(d.samples, d.samples[n:])
 	clear(d.samples[rest:])
 	d.samples = d.samples[:rest]
@@ -202,6 +222,9 @@ func (a *Attributor) join(d *devState, chunk []psample, ready []rec, fNew int64,
 	}
 	sc.classes = sc.classes[:0]
 	local := func(class int32) int32 {
+		for int(class) >= len(sc.loc) { // an untraced process's class, named by applyNVML
+			sc.loc = append(sc.loc, -1)
+		}
 		if l := sc.loc[class]; l >= 0 {
 			return l
 		}
@@ -211,7 +234,7 @@ func (a *Attributor) join(d *devState, chunk []psample, ready []rec, fNew int64,
 		return l
 	}
 	sc.itemLC, sc.itemProc, sc.itemW = sc.itemLC[:0], sc.itemProc[:0], sc.itemW[:0]
-	sc.off, sc.wsum = append(sc.off[:0], 0), sc.wsum[:0]
+	sc.off, sc.wsum, sc.gapW = append(sc.off[:0], 0), sc.wsum[:0], sc.gapW[:0]
 	sc.active = sc.active[:0]
 	next := 0
 	for _, s := range chunk {
@@ -286,7 +309,10 @@ func (a *Attributor) join(d *devState, chunk []psample, ready []rec, fNew int64,
 		}
 		sc.off = append(sc.off, int32(len(sc.itemLC)))
 		sc.wsum = append(sc.wsum, wsum)
+		sc.gapW = append(sc.gapW, idleW+untracedW)
 	}
+	a.applyNVML(d, chunk, local)
+	a.present(d, chunk)
 	a.attribute(d, chunk, now)
 	for _, c := range sc.classes {
 		sc.loc[c] = -1
@@ -338,56 +364,38 @@ func (sc *scratch) sweep(ready []rec, lo, hi int64, gap func(x, y int64), item f
 
 // untraced computes, for the chunk [lo, hi), the union of the time some process on d did
 // not trace (present but outside its non-lossy coverage spans), into sc.u and its prefix
-// lengths sc.uPre; a.mu is held.
+// lengths sc.uPre (the processes NVML shows beside them are applyNVML's); a.mu is held.
 func (a *Attributor) untraced(d *devState, lo, hi int64) {
 	sc := &d.sc
 	sc.u = sc.u[:0]
-	if a.cfg.deviceProcs != nil {
-		if pids := a.cfg.deviceProcs(d.gpu); len(pids) > 0 {
-			tracing := map[uint32]bool{}
-			for _, ps := range a.procs {
-				if ps.presEnd == math.MaxInt64 && ps.onDevice(d) {
-					tracing[ps.pid] = true
-				}
+	for _, ps := range a.procs {
+		x, y := max(ps.presStart, lo), min(ps.presEnd, hi)
+		if x >= y || !ps.onDevice(d) {
+			continue
+		}
+		i, _ := slices.BinarySearchFunc(ps.spans, x, func(s span, t int64) int { return cmp.Compare(s.end, t+1) })
+		cur := x
+		for ; i < len(ps.spans) && ps.spans[i].start < y; i++ {
+			if sp := ps.spans[i]; sp.start > cur {
+				sc.u = append(sc.u, span{cur, sp.start})
 			}
-			for _, pid := range pids {
-				if !tracing[pid] {
-					sc.u = append(sc.u, span{lo, hi})
-					break
-				}
-			}
+			cur = max(cur, ps.spans[i].end)
+		}
+		if cur < y {
+			sc.u = append(sc.u, span{cur, y})
 		}
 	}
-	if len(sc.u) == 0 {
-		for _, ps := range a.procs {
-			x, y := max(ps.presStart, lo), min(ps.presEnd, hi)
-			if x >= y || !ps.onDevice(d) {
-				continue
-			}
-			i, _ := slices.BinarySearchFunc(ps.spans, x, func(s span, t int64) int { return cmp.Compare(s.end, t+1) })
-			cur := x
-			for ; i < len(ps.spans) && ps.spans[i].start < y; i++ {
-				if sp := ps.spans[i]; sp.start > cur {
-					sc.u = append(sc.u, span{cur, sp.start})
-				}
-				cur = max(cur, ps.spans[i].end)
-			}
-			if cur < y {
-				sc.u = append(sc.u, span{cur, y})
-			}
+	slices.SortFunc(sc.u, func(p, q span) int { return cmp.Compare(p.start, q.start) })
+	k := 0
+	for _, s := range sc.u {
+		if k > 0 && s.start <= sc.u[k-1].end {
+			sc.u[k-1].end = max(sc.u[k-1].end, s.end)
+			continue
 		}
-		slices.SortFunc(sc.u, func(p, q span) int { return cmp.Compare(p.start, q.start) })
-		k := 0
-		for _, s := range sc.u {
-			if k > 0 && s.start <= sc.u[k-1].end {
-				sc.u[k-1].end = max(sc.u[k-1].end, s.end)
-				continue
-			}
-			sc.u[k] = s
-			k++
-		}
-		sc.u = sc.u[:k]
+		sc.u[k] = s
+		k++
 	}
+	sc.u = sc.u[:k]
 	sc.uPre = sc.uPre[:0]
 	var sum int64
 	for _, s := range sc.u {

@@ -1,6 +1,7 @@
 package attribution
 
 import (
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -42,9 +43,9 @@ func TestOverlapSplit(t *testing.T) {
 		{"cupti_kernel_sm_active_seconds_total", []string{"0", "GPU-aaaa", "(idle)"}, 0.0005},
 		{"cupti_kernel_pcie_bytes_total", []string{"0", "GPU-aaaa", "A", "rx"}, 3000},
 		{"cupti_kernel_pcie_bytes_total", []string{"0", "GPU-aaaa", "(idle)", "rx"}, 1000},
-		{"cupti_pod_sampled_seconds_total", []string{"0", "GPU-aaaa", "ns", "trainer", "c"}, 0.002},
-		{"cupti_pod_pcie_bytes_total", []string{"0", "GPU-aaaa", "ns", "trainer", "c", "rx"}, 3000},
-		{"cupti_pod_sm_active_seconds_total", []string{"0", "GPU-aaaa", "ns", "trainer", "c"}, 0.0015},
+		{"cupti_pod_sampled_seconds_total", []string{"0", "GPU-aaaa", "ns", "trainer", "c", "kernel"}, 0.002},
+		{"cupti_pod_pcie_bytes_total", []string{"0", "GPU-aaaa", "ns", "trainer", "c", "kernel", "rx"}, 3000},
+		{"cupti_pod_sm_active_seconds_total", []string{"0", "GPU-aaaa", "ns", "trainer", "c", "kernel"}, 0.0015},
 		{"cupti_attribution_seconds_total", []string{"0", "GPU-aaaa", "traced"}, 0.002},
 		{"cupti_attribution_seconds_total", []string{"0", "GPU-aaaa", "idle"}, 0.002},
 		{"cupti_attribution_seconds_total", []string{"0", "GPU-aaaa", "untraced"}, 0},
@@ -95,7 +96,7 @@ func TestConcurrentKernelsShare(t *testing.T) {
 		t.Errorf("B bytes %v, want 225", got)
 	}
 	// A process without a pod is attributed to pod="".
-	if got, _ := value(snap, "cupti_pod_pcie_bytes_total", "0", "GPU-aaaa", "", "", "", "rx"); !near(got, 900, 1e-9) {
+	if got, _ := value(snap, "cupti_pod_pcie_bytes_total", "0", "GPU-aaaa", "", "", "", "kernel", "rx"); !near(got, 900, 1e-9) {
 		t.Errorf("pod=\"\" bytes %v, want 900", got)
 	}
 }
@@ -159,24 +160,36 @@ func TestIdleUntracedRule(t *testing.T) {
 			t.Errorf("idle %v untraced %v, want all idle", i, u)
 		}
 	})
-	t.Run("device process hook", func(t *testing.T) {
+	t.Run("NVML processes", func(t *testing.T) {
+		nan := math.NaN()
 		for _, tc := range []struct {
-			pids     []uint32
+			name     string
+			procs    []ObservedProcess
 			untraced bool
-		}{{nil, false}, {[]uint32{1}, false}, {[]uint32{1, 99}, true}} {
-			a, clk := newTest(t, WithDeviceProcesses(func(gpu string) []uint32 {
-				if gpu == "0" {
-					return tc.pids
-				}
-				return nil
-			}))
+		}{
+			{"none", nil, false},
+			{"only the traced one", []ObservedProcess{{PID: 1, SMShare: 0.3}}, false},
+			{"untraced, not running", []ObservedProcess{{PID: 1, SMShare: 0.3}, {PID: 99, SMShare: 0}}, false},
+			{"untraced, running all the time", []ObservedProcess{{PID: 1, SMShare: 0}, {PID: 99, SMShare: 1}}, true},
+			{"untraced, running a fifth of the time", []ObservedProcess{{PID: 1, SMShare: 0}, {PID: 99, SMShare: 0.2}}, true},
+			{"untraced, activity unknown", []ObservedProcess{{PID: 1, SMShare: nan}, {PID: 99, SMShare: nan}}, true},
+			{"traced by pod, another PID namespace", []ObservedProcess{{PID: 4001, SMShare: 0.5, Namespace: "ns", Pod: "p1", Container: "c"}}, false},
+		} {
+			a, clk := newTest(t)
 			clk.set(t0 - ms)
-			p, info := newProc(1, "", "0")
+			p, info := newProc(1, "p1", "0")
 			a.ProcessConnected(p, info)
 			a.Coverage(p, []activity.Interval{{Start: uint64(t0 - ms), End: uint64(t0 + 20*ms)}})
+			a.ObserveProcesses(ProcessObservation{GPU: "0", Start: time.Unix(0, t0-ms), End: time.Unix(0, t0+20*ms), Shares: true, Processes: tc.procs})
 			i, u := kinds(a)
+			if tc.name == "untraced, running a fifth of the time" {
+				if !near(i, 0.008, 1e-12) || !near(u, 0.002, 1e-12) {
+					t.Errorf("%s: idle %v untraced %v, want 8 ms idle, 2 ms untraced (its share of the gap)", tc.name, i, u)
+				}
+				continue
+			}
 			if tc.untraced && (i != 0 || !near(u, 0.01, 1e-12)) || !tc.untraced && (u != 0 || !near(i, 0.01, 1e-12)) {
-				t.Errorf("pids %v: idle %v untraced %v, want untraced=%v", tc.pids, i, u, tc.untraced)
+				t.Errorf("%s: idle %v untraced %v, want untraced=%v", tc.name, i, u, tc.untraced)
 			}
 		}
 	})

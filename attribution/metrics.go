@@ -9,7 +9,7 @@ import (
 // Label names of the attributed families (before the source metric's own labels).
 var (
 	kernelLabelNames = []string{"gpu", "uuid", "kernel"}
-	podLabelNames    = []string{"gpu", "uuid", "namespace", "pod", "container"}
+	podLabelNames    = []string{"gpu", "uuid", "namespace", "pod", "container", "source"}
 	deviceLabelNames = []string{"gpu", "uuid"}
 )
 
@@ -31,7 +31,7 @@ var (
 	}
 	podSampledDesc = &mapping.Desc{
 		Name: "cupti_pod_sampled_seconds_total", Kind: mapping.KindCounter, Unit: "seconds",
-		Help:     "PM sample time attributed to the kernels of each pod (processes without a pod under pod=\"\").",
+		Help:     "PM sample time attributed to the kernels of each pod (source=\"kernel\"), or estimated from NVML's per-process SM shares for processes that load no injection library (source=\"nvml\"); processes without a pod under pod=\"\".",
 		OTelName: "cupti.attribution.pod.sampled_time", OTelUnit: "s", LabelNames: podLabelNames,
 	}
 	kindSecondsDesc = &mapping.Desc{
@@ -64,6 +64,16 @@ var (
 		Help:     "Wall time the exporter spent joining samples with records (the cost of attribution).",
 		OTelName: "cupti.attribution.join_time", OTelUnit: "s", LabelNames: deviceLabelNames,
 	}
+	untracedPresentDesc = &mapping.Desc{
+		Name: "cupti_attribution_untraced_present_ratio", Kind: mapping.KindGauge, Unit: "ratio",
+		Help:     "Share of the recently attributed sample time (one-minute half-life) during which a process the join does not trace was present on the GPU: NVML showed an untraced process running, or a traced process did not trace part of it. Per-kernel and per-pod numbers of such time are estimates (docs/attribution.md, \"Untraced processes\").",
+		OTelName: "cupti.attribution.untraced_present", OTelUnit: "1", LabelNames: deviceLabelNames,
+	}
+	droppedObsDesc = &mapping.Desc{
+		Name: "cupti_attribution_dropped_process_observations_total", Kind: mapping.KindCounter,
+		Help:     "NVML process observations the join could not use, by reason (invalid: end <= start; unknown_device; late: the attributed frontier had passed their period; full: more than 64 held for a GPU, the oldest dropped).",
+		OTelName: "cupti.attribution.process_observations.dropped", OTelUnit: "{observation}", LabelNames: []string{"reason"},
+	}
 	droppedRecordsDesc = &mapping.Desc{
 		Name: "cupti_attribution_dropped_records_total", Kind: mapping.KindCounter,
 		Help:     "Kernel records the join could not use, by reason (pending_full, bad_span, far_clock, unknown_device, unknown_process).",
@@ -95,6 +105,7 @@ func Descs() []*mapping.Desc {
 	return []*mapping.Desc{
 		kernelSampledDesc, podSampledDesc, kindSecondsDesc, lagDesc, lateRecordsDesc, lateSecondsDesc,
 		pendingDesc, joinSecondsDesc, droppedRecordsDesc, droppedSamplesDesc, badCoverageDesc,
+		untracedPresentDesc, droppedObsDesc,
 	}
 }
 

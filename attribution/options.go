@@ -37,7 +37,6 @@ type config struct {
 	emPasses     int
 	rateHalfLife time.Duration
 	kernelLabel  func(mangled string) string
-	deviceProcs  func(gpu string) []uint32
 	now          func() time.Time
 }
 
@@ -114,16 +113,6 @@ func WithKernelLabel(f func(mangled string) string) Option {
 			c.kernelLabel = f
 		}
 	}
-}
-
-// WithDeviceProcesses sets a hook that lists the PIDs using a GPU (gpu label "0", "1", ...),
-// for example from NVML's running-process list. When set, time no kernel covers is
-// "(untraced)" whenever a listed PID is not one of the tracing processes on that GPU. It is
-// called once per device per attributed chunk with the Attributor's lock held: it must
-// answer from memory. PIDs must be in the same PID namespace as the ones the injected
-// processes report in their hello.
-func WithDeviceProcesses(f func(gpu string) []uint32) Option {
-	return func(c *config) { c.deviceProcs = f }
 }
 
 // WithClock replaces time.Now (tests).

@@ -57,8 +57,8 @@ func (a *Attributor) build(now time.Time) {
 				delete(d.pods, k)
 				continue
 			}
-			put(podSampledDesc, c.sampled, c.start, d.gpu, d.uuid, k.namespace, k.pod, k.container)
-			a.putMetrics(put, c, func(m *metric) *mapping.Desc { return m.pod }, d.gpu, d.uuid, k.namespace, k.pod, k.container)
+			put(podSampledDesc, c.sampled, c.start, d.gpu, d.uuid, k.namespace, k.pod, k.container, k.source)
+			a.putMetrics(put, c, func(m *metric) *mapping.Desc { return m.pod }, d.gpu, d.uuid, k.namespace, k.pod, k.container, k.source)
 		}
 		for i, kind := range kindLabels {
 			counter(kindSecondsDesc, d.kinds[i], d.gpu, d.uuid, kind)
@@ -70,6 +70,11 @@ func (a *Attributor) build(now time.Time) {
 			lag = float64(d.newest-d.samples[0].start) / 1e9
 		}
 		gauge(lagDesc, lag, d.gpu, d.uuid)
+		present := 0.0
+		if d.sampledE > 0 {
+			present = d.presentE / d.sampledE
+		}
+		gauge(untracedPresentDesc, present, d.gpu, d.uuid)
 		counter(lateRecordsDesc, float64(d.late), d.gpu, d.uuid)
 		counter(lateSecondsDesc, d.lateSeconds, d.gpu, d.uuid)
 		counter(joinSecondsDesc, d.joinSeconds, d.gpu, d.uuid)
@@ -83,6 +88,9 @@ func (a *Attributor) build(now time.Time) {
 	}
 	for _, r := range reasons(coverageReasons, a.badCov) {
 		counter(badCoverageDesc, float64(a.badCov[r]), r)
+	}
+	for _, r := range reasons(obsDropReasons, a.droppedObs) {
+		counter(droppedObsDesc, float64(a.droppedObs[r]), r)
 	}
 	snap := &mapping.Snapshot{Time: now, Families: make([]mapping.Family, 0, len(order))}
 	for _, desc := range order {

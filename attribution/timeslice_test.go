@@ -132,7 +132,7 @@ func TestTwoPodsTimeSliced(t *testing.T) {
 		snap := a.Snapshot()
 		var e [2]float64
 		for p := range 2 {
-			got, _ := value(snap, "cupti_pod_pcie_bytes_total", "0", "GPU-aaaa", "ns", fmt.Sprintf("pod%d", p), "c", "rx")
+			got, _ := value(snap, "cupti_pod_pcie_bytes_total", "0", "GPU-aaaa", "ns", fmt.Sprintf("pod%d", p), "c", "kernel", "rx")
 			e[p] = got/ts.bytes[p] - 1
 		}
 		errs[est] = e

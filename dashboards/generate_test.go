@@ -460,14 +460,17 @@ func whoUses() *dashboard.DashboardBuilder {
 		}}))
 
 	d.WithRow(dashboard.NewRowBuilder("By pod"))
-	d.WithPanel(series("GPU time by pod", "Seconds of sampled device time per second spent in each pod's kernels: on a shared GPU (time-slicing, MPS) each pod's own share, not the device's.", "percentunit", 12,
-		query(`sum by (namespace, pod) (`+rate("cupti_pod_sampled_seconds_total", psel)+`)`, "{{namespace}}/{{pod}}")).
+	const sourceNote = ` source="kernel": from the pod's kernel records; source="nvml": a pod (or, under pod="", processes outside pods) that loads no injection library, estimated from NVML's per-process SM shares.`
+	d.WithPanel(series("GPU time by pod", "Seconds of sampled device time per second spent in each pod's kernels: on a shared GPU (time-slicing, MPS) each pod's own share, not the device's."+sourceNote, "percentunit", 12,
+		query(`sum by (namespace, pod, source) (`+rate("cupti_pod_sampled_seconds_total", psel)+`)`, "{{namespace}}/{{pod}} ({{source}})")).
 		Stacking(stacked))
+	d.WithPanel(series("Untraced process present", "Share of each GPU's recently attributed time (one-minute half-life) during which a process the exporter does not trace was on the GPU (NVML showed it running, or a traced process traced only part of the time). Where it is high, the per-pod numbers beside it are estimates: docs/attribution.md, \"Untraced processes\", says how accurate.", "percentunit", 12,
+		query(`max by (instance, gpu) (cupti_attribution_untraced_present_ratio{`+gpuSel+`})`, "{{instance}} GPU {{gpu}}")))
 	d.WithPanel(series("Tensor pipe while each pod ran", "Tensor pipe active while the pod's kernels ran: attributed active seconds over the pod's sampled seconds.", "percentunit", 12,
 		query(while("cupti_pod_tensor_pipe_active_seconds_total", "cupti_pod_sampled_seconds_total", psel, "namespace, pod"), "{{namespace}}/{{pod}}")))
-	d.WithPanel(series("DRAM bandwidth by pod", "Device memory bytes per second attributed to each pod's kernels, read and write.", "Bps", 12,
-		query(`sum by (namespace, pod) (`+rate("cupti_pod_dram_read_bytes_total", psel)+`)`, "{{namespace}}/{{pod}} read"),
-		query(`sum by (namespace, pod) (`+rate("cupti_pod_dram_write_bytes_total", psel)+`)`, "{{namespace}}/{{pod}} write")))
+	d.WithPanel(series("DRAM bandwidth by pod", "Device memory bytes per second attributed to each pod's kernels, read and write."+sourceNote, "Bps", 12,
+		query(`sum by (namespace, pod, source) (`+rate("cupti_pod_dram_read_bytes_total", psel)+`)`, "{{namespace}}/{{pod}} ({{source}}) read"),
+		query(`sum by (namespace, pod, source) (`+rate("cupti_pod_dram_write_bytes_total", psel)+`)`, "{{namespace}}/{{pod}} ({{source}}) write")))
 	d.WithPanel(series("NVLink by pod", "NVLink bytes per second while each pod's kernels ran; transmit (tx) is attributed on the sender."+nvlinkDesc, "Bps", 12,
 		query(`sum by (namespace, pod, direction) (`+rate("cupti_pod_nvlink_bytes_total", psel)+`)`, "{{namespace}}/{{pod}} {{direction}}")).
 		NoValue(nvlinkNoData))

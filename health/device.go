@@ -2,8 +2,10 @@ package health
 
 import (
 	"log/slog"
+	"math"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
@@ -27,6 +29,8 @@ type gpuState struct {
 	log         *slog.Logger
 	errTick     int           // collections since the error counters were last read
 	errCache    []cachedValue // their values, repeated between reads
+	lastProcs   time.Time     // the previous process observation (WithProcessListener)
+	lastUtilTS  uint64        // newest per-process utilisation sample read (NVML's µs)
 }
 
 // errorEvery: error and link counters (ECC, retired pages, remapped rows, PCIe replays,
@@ -99,8 +103,9 @@ func (g *gpuState) ok(field string, ret nvml.Return) bool {
 	return false
 }
 
-// collect reads every supported field of the GPU into b.
-func (g *gpuState) collect(b *builder, podOf func(uint32) (string, string, string, bool)) {
+// collect reads every supported field of the GPU into b; it returns the compute processes
+// NVML listed (nil when the list could not be read).
+func (g *gpuState) collect(b *builder, podOf func(uint32) (string, string, string, bool)) []Process {
 	l := g.labels
 	add := func(d *descT, v float64, extra ...string) { b.add(d, v, append(l[:len(l):len(l)], extra...)...) }
 	// Memory as nvidia-smi shows it: the v2 query leaves the driver's reserved memory out
@@ -207,8 +212,9 @@ func (g *gpuState) collect(b *builder, podOf func(uint32) (string, string, strin
 	for _, c := range g.errCache {
 		add(c.d, c.v, c.extra...)
 	}
-	g.collectProcesses(b, podOf)
+	procs := g.collectProcesses(b, podOf)
 	g.collectMIG(add)
+	return procs
 }
 
 // descT shortens the builder signatures.
@@ -266,21 +272,24 @@ func (g *gpuState) collectErrors(add func(*descT, float64, ...string)) {
 	}
 }
 
-func (g *gpuState) collectProcesses(b *builder, podOf func(uint32) (string, string, string, bool)) {
+func (g *gpuState) collectProcesses(b *builder, podOf func(uint32) (string, string, string, bool)) []Process {
 	if g.skip("processes") {
-		return
+		return nil
 	}
 	procs, ret := g.dev.GetComputeRunningProcesses()
 	if !g.ok("processes", ret) {
-		return
+		return nil
 	}
+	out := make([]Process, 0, len(procs))
 	for _, p := range procs {
 		var pod, ns, ctr string
 		if podOf != nil {
 			pod, ns, ctr, _ = podOf(p.Pid)
 		}
 		b.add(procMemDesc, float64(p.UsedGpuMemory), append(append([]string{}, g.labels...), strconv.FormatUint(uint64(p.Pid), 10), ns, pod, ctr)...)
+		out = append(out, Process{PID: p.Pid, SMShare: math.NaN(), Namespace: ns, Pod: pod, Container: ctr})
 	}
+	return out
 }
 
 // collectMIG reports MIG mode and, when it is on, each MIG device's memory.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"log/slog"
+	"math"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -107,6 +108,7 @@ func fakeGPU(d *server.Device, r *reading) {
 	}
 	d.GetNvLinkErrorCounterFunc = func(int, nvml.NvLinkErrorCounter) (uint64, nvml.Return) { return r.nvlinkErrs, r.ret("nvlink") }
 	d.GetComputeRunningProcessesFunc = func() ([]nvml.ProcessInfo, nvml.Return) { return r.procs, r.ret("processes") }
+	d.GetProcessUtilizationFunc = func(uint64) ([]nvml.ProcessUtilizationSample, nvml.Return) { return nil, nvml.ERROR_NOT_FOUND }
 	d.GetSupportedEventTypesFunc = func() (uint64, nvml.Return) { return nvml.EventTypeXidCriticalError, nvml.SUCCESS }
 	d.RegisterEventsFunc = func(uint64, nvml.EventSet) nvml.Return { return nvml.SUCCESS }
 }
@@ -471,5 +473,79 @@ func TestErrorCountersReadEveryTenth(t *testing.T) {
 	// 18 links x 5 counters per read, two reads
 	if n := rs[0].calls["nvlink"].Load(); n != 2*18*5 {
 		t.Errorf("NVLink error counters read %d times in 12 collections, want %d (two reads)", n, 2*18*5)
+	}
+}
+
+// TestProcessListener checks the processes handed to the attribution join: NVML's running
+// list with each process's mean SM share since the last collection (0 for a listed process
+// with no sample, a process that ran but is no longer listed added), its pod, the period,
+// and NaN shares where the driver has no per-process utilisation.
+func TestProcessListener(t *testing.T) {
+	srv, rs := newFakeServer(t)
+	rs[0].procs = []nvml.ProcessInfo{{Pid: 100}, {Pid: 200}}
+	var lastSeen []uint64
+	d0 := srv.Devices[0].(*server.Device)
+	d0.GetProcessUtilizationFunc = func(since uint64) ([]nvml.ProcessUtilizationSample, nvml.Return) {
+		lastSeen = append(lastSeen, since)
+		if since >= 3000 {
+			return nil, nvml.ERROR_NOT_FOUND
+		}
+		return []nvml.ProcessUtilizationSample{
+			{Pid: 100, TimeStamp: 1000, SmUtil: 40}, {Pid: 100, TimeStamp: 2000, SmUtil: 60},
+			{Pid: 300, TimeStamp: 3000, SmUtil: 10},
+		}, nvml.SUCCESS
+	}
+	d1 := srv.Devices[1].(*server.Device)
+	d1.GetProcessUtilizationFunc = func(uint64) ([]nvml.ProcessUtilizationSample, nvml.Return) { return nil, nvml.ERROR_NOT_SUPPORTED }
+	rs[1].procs = []nvml.ProcessInfo{{Pid: 500}}
+	now := time.Unix(1_800_000_000, 0)
+	got := map[string][]Processes{}
+	src := New(srv, nil, WithoutEvents(), withClock(func() time.Time { return now }),
+		WithPodResolver(func(pid uint32) (string, string, string, bool) {
+			if pid == 100 {
+				return "trainer-0", "ml", "main", true
+			}
+			return "", "", "", false
+		}),
+		WithProcessListener(func(p Processes) { got[p.GPU] = append(got[p.GPU], p) }))
+	started(t, src)
+	src.Collect()
+	now = now.Add(time.Second)
+	src.Collect()
+	g0 := got["0"]
+	if len(g0) != 2 || len(got["2"]) != 2 {
+		t.Fatalf("observations of gpu 0: %d, gpu 2: %d; want 2 each", len(g0), len(got["2"]))
+	}
+	first := g0[0]
+	if !first.Shares || !first.End.Equal(time.Unix(1_800_000_000, 0)) || first.End.Sub(first.Start) != DefaultInterval {
+		t.Errorf("first observation: shares %v, period %v..%v", first.Shares, first.Start, first.End)
+	}
+	want := map[uint32]float64{100: 0.5, 200: 0, 300: 0.1}
+	if len(first.Procs) != len(want) {
+		t.Fatalf("processes %+v, want pids 100, 200, 300", first.Procs)
+	}
+	for _, p := range first.Procs {
+		if math.Abs(p.SMShare-want[p.PID]) > 1e-12 {
+			t.Errorf("pid %d share %v, want %v", p.PID, p.SMShare, want[p.PID])
+		}
+		if p.PID == 100 && (p.Pod != "trainer-0" || p.Namespace != "ml" || p.Container != "main") {
+			t.Errorf("pid 100 pod %+v", p)
+		}
+	}
+	second := g0[1]
+	if !second.Start.Equal(first.End) || second.End.Sub(second.Start) != time.Second {
+		t.Errorf("second period %v..%v, want from the first collection", second.Start, second.End)
+	}
+	if len(lastSeen) != 2 || lastSeen[0] != 0 || lastSeen[1] != 3000 {
+		t.Errorf("utilisation read since %v, want [0 3000]", lastSeen)
+	}
+	for _, p := range second.Procs {
+		if p.SMShare != 0 {
+			t.Errorf("second period: pid %d share %v, want 0 (NVML: no sample since)", p.PID, p.SMShare)
+		}
+	}
+	g1 := got["1"][1]
+	if g1.Shares || len(g1.Procs) != 1 || !math.IsNaN(g1.Procs[0].SMShare) {
+		t.Errorf("gpu 1 without per-process utilisation: %+v, want the running list with NaN shares", g1)
 	}
 }

@@ -15,6 +15,7 @@ type config struct {
 	interval    time.Duration
 	gpuResolver func(uuid string) (gpu string, ok bool)
 	podResolver func(pid uint32) (pod, namespace, container string, ok bool)
+	onProcesses func(Processes)
 	events      bool
 	gpm         bool
 	now         func() time.Time
@@ -50,6 +51,14 @@ func WithGPUResolver(f func(uuid string) (gpu string, ok bool)) Option {
 // records are attributed. It must not block: it runs on the collection goroutine.
 func WithPodResolver(f func(pid uint32) (pod, namespace, container string, ok bool)) Option {
 	return func(c *config) { c.podResolver = f }
+}
+
+// WithProcessListener hands f, after every collection of each GPU, the compute processes
+// NVML lists on it with their share of SM time since the previous collection (Processes).
+// f runs on the collection goroutine and must not block. Without it the per-process
+// utilisation is not read.
+func WithProcessListener(f func(Processes)) Option {
+	return func(c *config) { c.onProcesses = f }
 }
 
 // WithGPM reads the GPM metrics (SM, tensor and DRAM bandwidth utilisation; Hopper and

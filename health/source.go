@@ -153,7 +153,10 @@ func (s *Source) Collect() {
 			s.reacquire(g)
 		}
 		if !g.lost {
-			g.collect(b, s.cfg.podResolver)
+			procs := g.collect(b, s.cfg.podResolver)
+			if s.cfg.onProcesses != nil && !g.lost && procs != nil {
+				g.observeProcesses(procs, s.cfg.now(), s.cfg.interval, s.cfg.onProcesses)
+			}
 		}
 		if !g.lost && s.cfg.gpm {
 			g.collectGPM(s.lib, b)

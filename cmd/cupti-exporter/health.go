@@ -14,8 +14,8 @@ import (
 
 // startHealth reads the host's GPU health from NVML on its own goroutine and registers it
 // as source "health". Its gpu label follows the PM series (CUDA order, by UUID).
-func startHealth(ctx context.Context, logger *slog.Logger, cfg *Config, exp *exporter.Exporter, devices func() []pmsample.Device) {
-	src := newHealthSource(logger, cfg, devices)
+func startHealth(ctx context.Context, logger *slog.Logger, cfg *Config, exp *exporter.Exporter, devices func() []pmsample.Device, opts ...health.Option) {
+	src := newHealthSource(logger, cfg, devices, opts...)
 	exp.Register("health", src)
 	exp.RegisterStatus("health", statusFunc(func() []exporter.Status {
 		var out []exporter.Status
@@ -32,14 +32,15 @@ func startHealth(ctx context.Context, logger *slog.Logger, cfg *Config, exp *exp
 }
 
 // newHealthSource is the NVML health source of cfg, whose gpu label follows the PM series
-// of devices (CUDA order, by UUID). Nothing is read until its Run.
-func newHealthSource(logger *slog.Logger, cfg *Config, devices func() []pmsample.Device) *health.Source {
+// of devices (CUDA order, by UUID), with opts after the configured ones. Nothing is read
+// until its Run.
+func newHealthSource(logger *slog.Logger, cfg *Config, devices func() []pmsample.Device, opts ...health.Option) *health.Source {
 	var libOpts []nvml.LibraryOption
 	if cfg.Health.Library != "" {
 		libOpts = append(libOpts, nvml.WithLibraryPath(cfg.Health.Library))
 	}
-	return health.New(nvml.New(libOpts...), logger,
+	return health.New(nvml.New(libOpts...), logger, append([]health.Option{
 		health.WithInterval(time.Duration(cfg.Health.Interval)),
 		health.WithGPM(cfg.Health.GPM),
-		health.WithGPUResolver(gpuLabelOf(devices)))
+		health.WithGPUResolver(gpuLabelOf(devices))}, opts...)...)
 }

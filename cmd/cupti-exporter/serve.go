@@ -17,6 +17,7 @@ import (
 	"github.com/cupti-exporter/cupti-exporter/activity/receiver"
 	"github.com/cupti-exporter/cupti-exporter/attribution"
 	"github.com/cupti-exporter/cupti-exporter/exporter"
+	"github.com/cupti-exporter/cupti-exporter/health"
 	"github.com/cupti-exporter/cupti-exporter/idle"
 	"github.com/cupti-exporter/cupti-exporter/internal/cupti"
 	"github.com/cupti-exporter/cupti-exporter/mapping"
@@ -70,6 +71,7 @@ func runServe(ctx context.Context, logger *slog.Logger, cfg *Config) error {
 	var extra []namedProducer
 	if kube != nil {
 		actOpts = append(actOpts, activity.WithPodResolver(podResolver(kube)))
+		pm.pidPod = pidPodResolver(kube, "/proc")
 		extra = append(extra, namedProducer{"kubepods", kube})
 	}
 	if pm.idle != nil { // kernel records wake an idle-released GPU
@@ -105,6 +107,8 @@ type pmSetup struct {
 	live    bool                    // this host's GPUs, not a recording: read their health from NVML too
 	health  *replayHealth           // a recording's health frames, served as source "health"; nil: none
 	attr    *attribution.Attributor // the attribution join; nil when off
+	// pidPod resolves a PID NVML lists to its pod (cgroup and pod informer); nil: no informer
+	pidPod func(pid uint32) (pod, namespace, container string, ok bool)
 	// idle releases the session of idle GPUs (nil: off); idleMetrics are its counters.
 	idle        *idle.Controller
 	idleMetrics exporter.Producer
@@ -169,7 +173,16 @@ func serveSources(ctx context.Context, logger *slog.Logger, cfg *Config, pm pmSe
 	exp := exporter.New(logger, expOpts...)
 	exp.Register("activity", act)
 	if pm.live && cfg.Health.Enabled {
-		startHealth(ctx, logger, cfg, exp, pm.devices)
+		var opts []health.Option
+		if pm.pidPod != nil {
+			opts = append(opts, health.WithPodResolver(pm.pidPod))
+		}
+		if pm.attr != nil { // who else is on the GPU: NVML's processes into the join
+			opts = append(opts, health.WithProcessListener(observeProcesses(pm.attr)))
+		}
+		startHealth(ctx, logger, cfg, exp, pm.devices, opts...)
+	} else if pm.attr != nil && pm.live {
+		logger.Warn("NVML health is off: attribution cannot see processes that load no injection library; their work lands on the traced kernels they overlap (docs/attribution.md)")
 	}
 	if pm.health != nil && cfg.Health.Enabled {
 		exp.Register("health", pm.health)

@@ -1,0 +1,92 @@
+package health
+
+import (
+	"math"
+	"time"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+)
+
+// Processes is what one collection saw of the compute processes on one GPU: NVML's running
+// list and, where the driver has them, each process's share of SM time over the period
+// (nvmlDeviceGetProcessUtilization). The attribution join uses it to know who else is on
+// the GPU (docs/attribution.md, "Untraced processes"); cmd/ wires it in.
+type Processes struct {
+	GPU, UUID  string
+	Start, End time.Time // the previous collection of this GPU, this one
+	// Shares reports whether SMShare was read for this period (the driver supports
+	// per-process utilisation and answered); without it every SMShare is NaN.
+	Shares bool
+	Procs  []Process
+}
+
+// Process is one compute process on a GPU.
+type Process struct {
+	PID uint32 // in the PID namespace NVML answers in (the host's with hostPID)
+	// SMShare is the share of the period's time a kernel of the process ran (0..1): the mean
+	// of NVML's per-process SM utilisation samples since the last collection, 0 when NVML
+	// has no sample of it (it reports only processes that ran); NaN when unknown.
+	SMShare                   float64
+	Namespace, Pod, Container string // from the pod resolver; "" when unknown
+}
+
+// maxObservedProcesses bounds the processes reported per GPU and collection (NVML's lists
+// are sized by the driver, not by us).
+const maxObservedProcesses = 256
+
+// observeProcesses reads the per-process SM utilisation since the last collection into
+// procs (the running list of this collection) and hands the result to the listener.
+func (g *gpuState) observeProcesses(procs []Process, now time.Time, interval time.Duration, listen func(Processes)) {
+	start := g.lastProcs
+	if start.IsZero() || now.Sub(start) > 10*interval { // first collection, or after a long gap
+		start = now.Add(-interval)
+	}
+	g.lastProcs = now
+	if len(procs) > maxObservedProcesses {
+		procs = procs[:maxObservedProcesses]
+	}
+	shares := g.readShares()
+	if shares != nil {
+		for i := range procs {
+			procs[i].SMShare = shares[procs[i].PID] // 0: no sample, it did not run
+			delete(shares, procs[i].PID)
+		}
+		for pid, s := range shares { // ran, but not listed (exited since, or not a compute process)
+			if s > 0 && len(procs) < maxObservedProcesses {
+				procs = append(procs, Process{PID: pid, SMShare: s})
+			}
+		}
+	}
+	listen(Processes{GPU: g.gpu, UUID: g.uuid, Start: start, End: now, Shares: shares != nil, Procs: procs})
+}
+
+// readShares returns each process's mean SM utilisation (0..1) over the samples NVML took
+// since the last read, or nil when the driver gives none (not supported, or an error).
+func (g *gpuState) readShares() map[uint32]float64 {
+	if g.skip("process_utilization") {
+		return nil
+	}
+	samples, ret := g.dev.GetProcessUtilization(g.lastUtilTS)
+	switch {
+	case ret == nvml.ERROR_NOT_FOUND: // no process ran since the last read
+		return map[uint32]float64{}
+	case !g.ok("process_utilization", ret):
+		return nil
+	}
+	sum := map[uint32]float64{}
+	n := map[uint32]int{}
+	for _, s := range samples {
+		if s.TimeStamp <= g.lastUtilTS && g.lastUtilTS != 0 {
+			continue
+		}
+		sum[s.Pid] += math.Min(float64(s.SmUtil), 100) / 100
+		n[s.Pid]++
+	}
+	for _, s := range samples {
+		g.lastUtilTS = max(g.lastUtilTS, s.TimeStamp)
+	}
+	for pid, c := range n {
+		sum[pid] /= float64(c)
+	}
+	return sum
+}
