@@ -1,6 +1,7 @@
 package activity
 
 import (
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -14,8 +15,12 @@ import (
 // (records, drops, processes, connections). Add, Connect, Disconnect and the accounting
 // methods are safe for concurrent use; Snapshot may be called at any time.
 type Aggregator struct {
-	cfg config
-	gen atomic.Uint64 // bumped on every change; Snapshot rebuilds when it moved
+	cfg   config
+	gen   atomic.Uint64 // bumped on every change; Snapshot rebuilds when it moved
+	names *nameCache    // short kernel names, computed outside mu (names.go)
+	// namesFull mirrors "the kernel table remembers maxTrackedNames names": new names are
+	// then not shortened at all (their records go to kernel="other").
+	namesFull atomic.Bool
 
 	mu        sync.Mutex
 	start     time.Time
@@ -96,6 +101,7 @@ type senderState struct {
 func NewAggregator(opts ...Option) *Aggregator {
 	a := &Aggregator{
 		cfg:            newConfig(opts),
+		names:          newNameCache(),
 		procs:          make(map[*Process]*procState),
 		senders:        make(map[senderID]*senderState),
 		devices:        make(map[deviceKey]*device),
@@ -247,6 +253,8 @@ func (a *Aggregator) Add(p *Process, recs []Record) {
 	if len(recs) == 0 {
 		return
 	}
+	shorts := a.shortNames(recs)
+	defer shortsPool.Put(shorts)
 	a.mu.Lock()
 	ps := a.procs[p]
 	if ps == nil {
@@ -279,7 +287,7 @@ func (a *Aggregator) Add(p *Process, recs []Record) {
 		}
 		switch r.Kind {
 		case KindKernel:
-			a.kernels.observe(dev, ps.pod, r.Name, dur, a.cfg.maxBuckets, now)
+			a.kernels.observe(dev, ps.pod, r.Name, (*shorts)[i], dur, a.cfg.maxBuckets, now)
 			a.podSeriesOf(ps, r.Device, dev, now).observe(dur)
 		case KindMemcpy:
 			a.observeMemcpy(ps, dev, r, dur, now)
@@ -291,11 +299,39 @@ func (a *Aggregator) Add(p *Process, recs []Record) {
 		}
 		a.records[r.Kind]++
 	}
+	a.namesFull.Store(len(a.kernels.byMangled) >= maxTrackedNames)
 	a.mu.Unlock()
 	a.gen.Add(1)
 	for _, l := range a.cfg.listeners {
 		l.Records(p, recs)
 	}
+}
+
+var shortsPool = sync.Pool{New: func() any { return new([]string) }}
+
+// shortNames shortens the kernel names of recs before Add takes the lock, so that no
+// connection holds it while a name is shortened: the result holds, by index, the short name
+// of each kernel record (consecutive records repeat names, and the cache keeps them across
+// batches). While the kernel table is full, names it does not know are not shortened.
+func (a *Aggregator) shortNames(recs []Record) *[]string {
+	shorts := shortsPool.Get().(*[]string)
+	*shorts = slices.Grow((*shorts)[:0], len(recs))[:len(recs)]
+	full := a.namesFull.Load()
+	var last, lastShort string
+	haveLast := false
+	for i := range recs {
+		r := &recs[i]
+		switch {
+		case r.Kind != KindKernel || full:
+			(*shorts)[i] = ""
+		case haveLast && r.Name == last:
+			(*shorts)[i] = lastShort
+		default:
+			last, lastShort, haveLast = r.Name, a.names.short(r.Name), true
+			(*shorts)[i] = lastShort
+		}
+	}
+	return shorts
 }
 
 // deviceOf returns the interned labels of a CUDA ordinal of process ps, or nil when the
