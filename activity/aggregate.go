@@ -39,6 +39,8 @@ type Aggregator struct {
 	invalid   map[string]uint64 // sender reports refused, by reason (senderdrops.go)
 
 	podResolutions map[string]uint64 // connections by how their pod labels were decided
+	identities     map[string]uint64 // connections by identity (identity.go)
+	refusedClaims  map[[2]string]uint64
 
 	tracedSeconds, lossySeconds float64 // coverage reported by processes
 
@@ -84,10 +86,16 @@ type procState struct {
 }
 
 // senderID names a process across reconnects: its sender-side drop counters are
-// cumulative over its lifetime.
+// cumulative over its lifetime. A claimed process (identity.go) never shares the state of
+// a verified one, so that no hello can report drops for another process.
 type senderID struct {
-	pid   uint32
-	start uint64
+	pid     uint32
+	start   uint64
+	claimed bool
+}
+
+func senderOf(p *Process) senderID {
+	return senderID{p.PID, p.StartTime, p.Identity == IdentityClaimed}
 }
 
 type senderState struct {
@@ -110,6 +118,8 @@ func NewAggregator(opts ...Option) *Aggregator {
 		memset:         make(map[memsetKey]*memSeries),
 		pods:           make(map[podID]*podRef),
 		podResolutions: make(map[string]uint64),
+		identities:     make(map[string]uint64),
+		refusedClaims:  make(map[[2]string]uint64),
 		dropped:        make(map[string]uint64),
 		connDrops:      make(map[string]uint64),
 	}
@@ -144,13 +154,16 @@ func (a *Aggregator) connectLocked(p *Process, ps *procState) *procState {
 	}
 	a.procs[p] = ps
 	a.startPodLocked(ps, ps.podAnswer, a.cfg.now())
-	id := senderID{p.PID, p.StartTime}
+	id := senderOf(p)
 	s := a.senders[id]
 	if s == nil {
 		s = &senderState{last: make(map[string]uint64)}
 		a.senders[id] = s
 	}
 	s.conns++
+	if p.Identity != IdentityUnchecked {
+		a.identities[p.Identity.String()]++
+	}
 	s.seen = a.cfg.now()
 	return ps
 }
@@ -165,9 +178,16 @@ func (a *Aggregator) newProcState(p *Process) *procState {
 	return ps
 }
 
+// InvalidDeviceUUID stands, in a hello, for a device UUID the receiver refused as not UUID
+// text: its records are dropped as unknown_device.
+const InvalidDeviceUUID = "GPU-invalid"
+
 // deviceExists asks the device filter whether the host has the GPU uuid; a GPU the filter
 // cannot judge (no filter, the host's GPUs unknown, or no UUID in the hello) is taken.
 func (a *Aggregator) deviceExists(uuid string) bool {
+	if uuid == InvalidDeviceUUID {
+		return false
+	}
 	if uuid == "" || a.cfg.deviceFilter == nil {
 		return true
 	}
@@ -238,7 +258,7 @@ func (a *Aggregator) disconnectLocked(p *Process) bool {
 			s.last = now
 		}
 	}
-	if s := a.senders[senderID{p.PID, p.StartTime}]; s != nil {
+	if s := a.senders[senderOf(p)]; s != nil {
 		s.conns--
 		s.seen = now
 	}
@@ -353,7 +373,7 @@ func (a *Aggregator) deviceOf(ps *procState, ordinal uint32) *device {
 func (a *Aggregator) SenderDrops(p *Process, cumulative map[string]uint64) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	id := senderID{p.PID, p.StartTime}
+	id := senderOf(p)
 	s := a.senders[id]
 	if s == nil {
 		s = &senderState{last: make(map[string]uint64)}
@@ -382,7 +402,8 @@ func (a *Aggregator) ConnectionAccepted() {
 }
 
 // ConnectionDropped counts a connection the receiver refused or closed early, by reason
-// (malformed, limit, read_error, hello_timeout, evicted_no_hello, evicted_idle, memory_budget).
+// (malformed, limit, read_error, hello_timeout, evicted_no_hello, evicted_idle, memory_budget,
+// identity_refused).
 func (a *Aggregator) ConnectionDropped(reason string) {
 	a.mu.Lock()
 	a.connDrops[reason]++

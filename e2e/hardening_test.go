@@ -187,7 +187,7 @@ func TestHostileActivityClients(t *testing.T) {
 	}
 	defer c.Close()
 	enc := wire.NewEncoder(c)
-	if err := enc.Hello(activity.Process{PID: 4242, StartTime: 1, Executable: "/bin/evil",
+	if err := enc.Hello(activity.Process{PID: uint32(os.Getpid()), Executable: "/bin/evil",
 		DeviceUUIDs: []string{gpu1, "GPU-00000000-dead-beef-0000-000000000000"}}); err != nil {
 		t.Fatal(err)
 	}

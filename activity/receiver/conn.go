@@ -75,6 +75,9 @@ func (s *Server) decode(r io.Reader, cs *connState) {
 		switch m.Type {
 		case wire.FrameHello:
 			proc := m.Process
+			if !s.checkHello(cs, &proc) {
+				return
+			}
 			if err := reserve(helloBytes(&proc)); err != nil {
 				s.connError(cs, &proc, err)
 				return
@@ -88,7 +91,7 @@ func (s *Server) decode(r io.Reader, cs *connState) {
 				}
 			}
 			s.agg.Connect(p)
-			s.log.Debug("activity process connected", "pid", p.PID, "executable", p.Executable, "pod", p.Pod)
+			s.log.Debug("activity process connected", "pid", p.PID, "identity", p.Identity, "executable", p.Executable, "pod", p.Pod)
 		case wire.FrameRecords:
 			s.agg.Add(p, m.Records)
 		case wire.FrameCoverage:
@@ -109,6 +112,34 @@ func (s *Server) decode(r io.Reader, cs *connState) {
 			}
 		}
 	}
+}
+
+// errNoPeer: a connection served without a socket (benchmarks) has no peer to ask.
+var errNoPeer = errors.New("no peer credentials")
+
+// checkHello refuses what a hello may not claim (sanitizeHello) and checks who it is against
+// the kernel (verify), counting each refusal once. It reports whether the connection may go
+// on: not when the kernel contradicts the hello's pid or start time.
+func (s *Server) checkHello(cs *connState, p *activity.Process) bool {
+	pe := peer{err: errNoPeer}
+	if cs != nil {
+		pe = cs.peer
+	}
+	claimed := *p
+	if bad := sanitizeHello(p); len(bad) > 0 {
+		for _, claim := range bad {
+			s.agg.ClaimRefused(claim, activity.ClaimInvalid)
+		}
+		s.warn.Warn("invalid_hello", "activity hello: claims refused as invalid text", "claims", bad, "pid", pe.pid)
+	}
+	if claim := verify(pe, p); claim != "" {
+		s.agg.IdentityRefused(claim)
+		s.agg.ConnectionDropped("identity_refused")
+		s.warn.Warn("identity_refused", "activity connection refused: the kernel contradicts its hello",
+			"claim", claim, "peer_pid", pe.pid, "hello_pid", claimed.PID, "hello_start_time", claimed.StartTime, "peer_start_time", pe.proc.startTime)
+		return false
+	}
+	return true
 }
 
 // helloBytes is the memory a process's hello holds for the life of its connection.

@@ -35,6 +35,21 @@ type config struct {
 	helloTimeout time.Duration
 	idleTimeout  time.Duration
 	budget       *activity.Budget
+	procRoot     string
+}
+
+// DefaultProcRoot is where the server reads the /proc entries of its peers.
+const DefaultProcRoot = "/proc"
+
+// WithProcRoot sets where the /proc entries of connecting processes are read (default
+// /proc; tests use a fake tree). It must be a procfs of the PID namespace the exporter
+// runs in, since the kernel gives peer PIDs in that namespace.
+func WithProcRoot(dir string) Option {
+	return func(c *config) {
+		if dir != "" {
+			c.procRoot = dir
+		}
+	}
 }
 
 // WithSocketMode sets the permission bits of the socket file. Default 0660; zero keeps
@@ -116,6 +131,7 @@ type Server struct {
 // connState is what the server knows of one connection, for its eviction policy.
 type connState struct {
 	c       net.Conn
+	peer    peer // who the kernel says connected
 	opened  time.Time
 	hello   atomic.Bool
 	last    atomic.Int64           // Unix ns of the last frame (or the accept)
@@ -127,7 +143,7 @@ type connState struct {
 // path or path is not a socket.
 func NewServer(path string, agg *activity.Aggregator, logger *slog.Logger, opts ...Option) (*Server, error) {
 	cfg := config{mode: DefaultSocketMode, gid: -1, maxConns: DefaultMaxConnections,
-		helloTimeout: DefaultHelloTimeout, idleTimeout: DefaultIdleTimeout}
+		helloTimeout: DefaultHelloTimeout, idleTimeout: DefaultIdleTimeout, procRoot: DefaultProcRoot}
 	for _, o := range opts {
 		o(&cfg)
 	}
@@ -219,7 +235,7 @@ func (s *Server) Serve(ctx context.Context) error {
 			continue
 		}
 		backoff = 0
-		cs := s.track(c)
+		cs := s.track(c, readPeer(c, s.cfg.procRoot))
 		if cs == nil {
 			continue
 		}
@@ -233,7 +249,7 @@ func (s *Server) Serve(ctx context.Context) error {
 // oldest connection that has not said hello (reason evicted_no_hello: a real sender says
 // hello as soon as it connects), else the one silent longest if silent for the idle
 // timeout (evicted_idle); so silent clients cannot lock real senders out.
-func (s *Server) track(c net.Conn) *connState {
+func (s *Server) track(c net.Conn, pe peer) *connState {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
@@ -254,7 +270,7 @@ func (s *Server) track(c net.Conn) *connState {
 		return nil
 	}
 	now := time.Now()
-	cs := &connState{c: c, opened: now}
+	cs := &connState{c: c, peer: pe, opened: now}
 	cs.last.Store(now.UnixNano())
 	s.conns[c] = cs
 	s.wg.Add(1)

@@ -64,6 +64,8 @@ type Config struct {
 		MemoryBudget   ByteSize `yaml:"memory_budget" help:"Memory the activity receiver may hold for its connections (kernel-name tables, frame buffers), e.g. 256MiB; past it frames are refused and counted."`
 		HelloTimeout   Duration `yaml:"hello_timeout" help:"Close activity connections that have not sent their hello after this long."`
 		IdleTimeout    Duration `yaml:"idle_timeout" help:"An activity connection silent this long may be closed to make room when the connection limit is reached."`
+		ProcRoot       string   `yaml:"proc_root" help:"procfs where the exporter reads the /proc entries of the processes that connect (their PID, start time and cgroup, checked against their hello); it must belong to the exporter's PID namespace, which should be the host's (hostPID) for processes of other pods to be verified."`
+		TrustHelloPods bool     `yaml:"trust_hello_pods" help:"Label processes with the pod their hello names (POD_NAME, POD_NAMESPACE) when nothing can check it (no pod informer, or a process the kernel cannot name). Only where trusted workloads alone reach the socket, such as a sidecar's."`
 	} `yaml:"activity"`
 	Attribution struct {
 		Enabled           bool     `yaml:"enabled" help:"Attribute PM samples to the kernels and pods that ran during them (needs PM sampling and activity)."`
@@ -123,6 +125,7 @@ func defaultConfig() Config {
 	c.Activity.MemoryBudget = 128 << 20 // with the GPUs' ~80 MB each, fits the chart's 1 GiB limit on 8 GPUs
 	c.Activity.HelloTimeout = Duration(10 * time.Second)
 	c.Activity.IdleTimeout = Duration(5 * time.Minute)
+	c.Activity.ProcRoot = "/proc"
 	c.Web.MaxRequests = 40
 	c.Health.Enabled = true
 	c.Health.Interval = Duration(time.Second)
