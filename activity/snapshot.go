@@ -30,7 +30,7 @@ var (
 	}
 	connDroppedDesc = &mapping.Desc{
 		Name: "cupti_activity_dropped_connections_total", Kind: mapping.KindCounter,
-		Help:     "Activity connections refused or closed by the receiver, by reason (malformed, limit, read_error, hello_timeout, evicted_no_hello, evicted_idle, memory_budget, identity_refused).",
+		Help:     "Activity connections refused or closed by the receiver, by reason (malformed, limit, read_error, hello_timeout, evicted_no_hello, evicted_idle, evicted_claimed, memory_budget, identity_refused, identity_limit).",
 		OTelName: "cupti.activity.connections.dropped", OTelUnit: "{connection}", LabelNames: []string{"reason"},
 	}
 	memoryDesc = &mapping.Desc{
@@ -59,7 +59,7 @@ var (
 	}
 	// Receiver-side reasons.
 	receiverDropReasons = []string{"unknown_kind", "unknown_device"}
-	connDropReasons     = []string{"malformed", "limit", "read_error", "hello_timeout", "evicted_no_hello", "evicted_idle", "memory_budget", "identity_refused"}
+	connDropReasons     = []string{"malformed", "limit", "read_error", "hello_timeout", "evicted_no_hello", "evicted_idle", "evicted_claimed", "memory_budget", "identity_refused", "identity_limit"}
 )
 
 // buildLocked copies the state into a new snapshot; a.mu is held.

@@ -18,6 +18,11 @@ const connBaseBytes = 96 << 10
 // clients with huge name tables cannot take all of it.
 const connShare = 16
 
+// identityShare: the connections of one verified identity (a container) may hold at most
+// 1/identityShare of the budget together (at least 16 MiB), so that one workload's many
+// connections cannot take it all either.
+const identityShare = 4
+
 // errBudget ends a connection whose next frame would pass the receiver's memory budget.
 var errBudget = errors.New("activity receiver memory budget reached")
 
@@ -47,11 +52,22 @@ func (s *Server) decode(r io.Reader, cs *connState) {
 		warned bool
 	)
 	share := max(s.cfg.budget.Limit()/connShare, 4<<20)
+	idShare := max(s.cfg.budget.Limit()/identityShare, 16<<20)
+	var id *identityState
+	if cs != nil {
+		id = cs.id
+	}
 	reserve := func(n int) error {
-		if charged+int64(n) > share || !s.cfg.budget.Reserve(int64(n)) {
+		if charged+int64(n) > share || id != nil && id.bytes.Load()+int64(n) > idShare || !s.cfg.budget.Reserve(int64(n)) {
 			return errBudget
 		}
 		charged += int64(n)
+		if id != nil {
+			id.bytes.Add(int64(n))
+		}
+		if cs != nil {
+			cs.charged.Store(charged)
+		}
 		return nil
 	}
 	if s.cfg.budget != nil {
@@ -62,6 +78,9 @@ func (s *Server) decode(r io.Reader, cs *connState) {
 			s.agg.Disconnect(p)
 		}
 		s.cfg.budget.Release(charged)
+		if id != nil {
+			id.bytes.Add(-charged)
+		}
 	}()
 	for {
 		err := dec.ReadInto(&m)

@@ -55,6 +55,13 @@ func (c *connTap) last(t *testing.T) (activity.Process, activity.ProcessInfo) {
 func fakeProc(t *testing.T, nsPID int, btime, ticks uint64, cgroup string) string {
 	t.Helper()
 	root := t.TempDir()
+	writeFakeProc(t, root, nsPID, btime, ticks, cgroup)
+	return root
+}
+
+// writeFakeProc writes fakeProc's tree under root.
+func writeFakeProc(t *testing.T, root string, nsPID int, btime, ticks uint64, cgroup string) {
+	t.Helper()
 	dir := filepath.Join(root, fmt.Sprint(os.Getpid()))
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
@@ -69,7 +76,6 @@ func fakeProc(t *testing.T, nsPID int, btime, ticks uint64, cgroup string) strin
 	write(filepath.Join(dir, "stat"), fmt.Sprintf("%d (py (thon) x) S 1 1 1 0 -1 4194304 98 0 0 0 0 0 0 0 20 0 1 0 %d 2998272 413 0\n", os.Getpid(), ticks))
 	write(filepath.Join(dir, "status"), fmt.Sprintf("Name:\tpython\nTgid:\t%d\nNSpid:\t%d\t%d\nPPid:\t1\n", os.Getpid(), os.Getpid(), nsPID))
 	write(filepath.Join(dir, "cgroup"), cgroup+"\n")
-	return root
 }
 
 const (

@@ -403,5 +403,6 @@ func receiverOptions(cfg *Config, budget *activity.Budget) []receiver.Option {
 		receiver.WithIdleTimeout(time.Duration(cfg.Activity.IdleTimeout)),
 		receiver.WithBudget(budget),
 		receiver.WithProcRoot(cfg.Activity.ProcRoot),
+		receiver.WithMaxConnectionsPerIdentity(cfg.Activity.MaxConnectionsPerIdentity),
 	}
 }
