@@ -18,12 +18,12 @@ import (
 
 // Defaults of the server's options.
 const (
-	DefaultSocketMode     fs.FileMode = 0o660
-	DefaultMaxConnections             = 256
-	DefaultHelloTimeout               = 10 * time.Second
-	DefaultIdleTimeout                = 5 * time.Minute
-	DefaultMaxConnectionsPerIdentity  = 32
-	dirMode               fs.FileMode = 0o750
+	DefaultSocketMode                fs.FileMode = 0o660
+	DefaultMaxConnections                        = 256
+	DefaultHelloTimeout                          = 10 * time.Second
+	DefaultIdleTimeout                           = 5 * time.Minute
+	DefaultMaxConnectionsPerIdentity             = 32
+	dirMode                          fs.FileMode = 0o750
 )
 
 // Option configures a Server.
