@@ -1,6 +1,7 @@
 package activity
 
 import (
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -14,8 +15,12 @@ import (
 // (records, drops, processes, connections). Add, Connect, Disconnect and the accounting
 // methods are safe for concurrent use; Snapshot may be called at any time.
 type Aggregator struct {
-	cfg config
-	gen atomic.Uint64 // bumped on every change; Snapshot rebuilds when it moved
+	cfg   config
+	gen   atomic.Uint64 // bumped on every change; Snapshot rebuilds when it moved
+	names *nameCache    // short kernel names, computed outside mu (names.go)
+	// namesFull mirrors "the kernel table remembers maxTrackedNames names": new names are
+	// then not shortened at all (their records go to kernel="other").
+	namesFull atomic.Bool
 
 	mu        sync.Mutex
 	start     time.Time
@@ -34,6 +39,8 @@ type Aggregator struct {
 	invalid   map[string]uint64 // sender reports refused, by reason (senderdrops.go)
 
 	podResolutions map[string]uint64 // connections by how their pod labels were decided
+	identities     map[string]uint64 // connections by identity (identity.go)
+	refusedClaims  map[[2]string]uint64
 
 	tracedSeconds, lossySeconds float64 // coverage reported by processes
 
@@ -79,10 +86,16 @@ type procState struct {
 }
 
 // senderID names a process across reconnects: its sender-side drop counters are
-// cumulative over its lifetime.
+// cumulative over its lifetime. A claimed process (identity.go) never shares the state of
+// a verified one, so that no hello can report drops for another process.
 type senderID struct {
-	pid   uint32
-	start uint64
+	pid     uint32
+	start   uint64
+	claimed bool
+}
+
+func senderOf(p *Process) senderID {
+	return senderID{p.PID, p.StartTime, p.Identity == IdentityClaimed}
 }
 
 type senderState struct {
@@ -96,6 +109,7 @@ type senderState struct {
 func NewAggregator(opts ...Option) *Aggregator {
 	a := &Aggregator{
 		cfg:            newConfig(opts),
+		names:          newNameCache(),
 		procs:          make(map[*Process]*procState),
 		senders:        make(map[senderID]*senderState),
 		devices:        make(map[deviceKey]*device),
@@ -104,6 +118,8 @@ func NewAggregator(opts ...Option) *Aggregator {
 		memset:         make(map[memsetKey]*memSeries),
 		pods:           make(map[podID]*podRef),
 		podResolutions: make(map[string]uint64),
+		identities:     make(map[string]uint64),
+		refusedClaims:  make(map[[2]string]uint64),
 		dropped:        make(map[string]uint64),
 		connDrops:      make(map[string]uint64),
 	}
@@ -138,13 +154,16 @@ func (a *Aggregator) connectLocked(p *Process, ps *procState) *procState {
 	}
 	a.procs[p] = ps
 	a.startPodLocked(ps, ps.podAnswer, a.cfg.now())
-	id := senderID{p.PID, p.StartTime}
+	id := senderOf(p)
 	s := a.senders[id]
 	if s == nil {
 		s = &senderState{last: make(map[string]uint64)}
 		a.senders[id] = s
 	}
 	s.conns++
+	if p.Identity != IdentityUnchecked {
+		a.identities[p.Identity.String()]++
+	}
 	s.seen = a.cfg.now()
 	return ps
 }
@@ -159,9 +178,16 @@ func (a *Aggregator) newProcState(p *Process) *procState {
 	return ps
 }
 
+// InvalidDeviceUUID stands, in a hello, for a device UUID the receiver refused as not UUID
+// text: its records are dropped as unknown_device.
+const InvalidDeviceUUID = "GPU-invalid"
+
 // deviceExists asks the device filter whether the host has the GPU uuid; a GPU the filter
 // cannot judge (no filter, the host's GPUs unknown, or no UUID in the hello) is taken.
 func (a *Aggregator) deviceExists(uuid string) bool {
+	if uuid == InvalidDeviceUUID {
+		return false
+	}
 	if uuid == "" || a.cfg.deviceFilter == nil {
 		return true
 	}
@@ -232,7 +258,7 @@ func (a *Aggregator) disconnectLocked(p *Process) bool {
 			s.last = now
 		}
 	}
-	if s := a.senders[senderID{p.PID, p.StartTime}]; s != nil {
+	if s := a.senders[senderOf(p)]; s != nil {
 		s.conns--
 		s.seen = now
 	}
@@ -247,6 +273,8 @@ func (a *Aggregator) Add(p *Process, recs []Record) {
 	if len(recs) == 0 {
 		return
 	}
+	shorts := a.shortNames(recs)
+	defer shortsPool.Put(shorts)
 	a.mu.Lock()
 	ps := a.procs[p]
 	if ps == nil {
@@ -279,7 +307,7 @@ func (a *Aggregator) Add(p *Process, recs []Record) {
 		}
 		switch r.Kind {
 		case KindKernel:
-			a.kernels.observe(dev, ps.pod, r.Name, dur, a.cfg.maxBuckets, now)
+			a.kernels.observe(dev, ps.pod, r.Name, (*shorts)[i], dur, a.cfg.maxBuckets, now)
 			a.podSeriesOf(ps, r.Device, dev, now).observe(dur)
 		case KindMemcpy:
 			a.observeMemcpy(ps, dev, r, dur, now)
@@ -291,11 +319,39 @@ func (a *Aggregator) Add(p *Process, recs []Record) {
 		}
 		a.records[r.Kind]++
 	}
+	a.namesFull.Store(len(a.kernels.byMangled) >= maxTrackedNames)
 	a.mu.Unlock()
 	a.gen.Add(1)
 	for _, l := range a.cfg.listeners {
 		l.Records(p, recs)
 	}
+}
+
+var shortsPool = sync.Pool{New: func() any { return new([]string) }}
+
+// shortNames shortens the kernel names of recs before Add takes the lock, so that no
+// connection holds it while a name is shortened: the result holds, by index, the short name
+// of each kernel record (consecutive records repeat names, and the cache keeps them across
+// batches). While the kernel table is full, names it does not know are not shortened.
+func (a *Aggregator) shortNames(recs []Record) *[]string {
+	shorts := shortsPool.Get().(*[]string)
+	*shorts = slices.Grow((*shorts)[:0], len(recs))[:len(recs)]
+	full := a.namesFull.Load()
+	var last, lastShort string
+	haveLast := false
+	for i := range recs {
+		r := &recs[i]
+		switch {
+		case r.Kind != KindKernel || full:
+			(*shorts)[i] = ""
+		case haveLast && r.Name == last:
+			(*shorts)[i] = lastShort
+		default:
+			last, lastShort, haveLast = r.Name, a.names.short(r.Name), true
+			(*shorts)[i] = lastShort
+		}
+	}
+	return shorts
 }
 
 // deviceOf returns the interned labels of a CUDA ordinal of process ps, or nil when the
@@ -317,7 +373,7 @@ func (a *Aggregator) deviceOf(ps *procState, ordinal uint32) *device {
 func (a *Aggregator) SenderDrops(p *Process, cumulative map[string]uint64) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	id := senderID{p.PID, p.StartTime}
+	id := senderOf(p)
 	s := a.senders[id]
 	if s == nil {
 		s = &senderState{last: make(map[string]uint64)}
@@ -346,7 +402,8 @@ func (a *Aggregator) ConnectionAccepted() {
 }
 
 // ConnectionDropped counts a connection the receiver refused or closed early, by reason
-// (malformed, limit, read_error, hello_timeout, evicted_no_hello, evicted_idle, memory_budget).
+// (malformed, limit, read_error, hello_timeout, evicted_no_hello, evicted_idle, memory_budget,
+// identity_refused).
 func (a *Aggregator) ConnectionDropped(reason string) {
 	a.mu.Lock()
 	a.connDrops[reason]++

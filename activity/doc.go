@@ -22,9 +22,12 @@
 //
 // Every workload family carries the pod labels namespace, pod and container of the
 // process (pods.go): a PodResolver's answer (WithPodResolver, package kubepods in node
-// mode) first, else the hello's POD_NAME/POD_NAMESPACE/CONTAINER_NAME when both POD_NAME
-// and POD_NAMESPACE are set, else empty. A pending answer is asked again on later records
-// (WithPodRetry). Series of pods with no connected process expire after the series TTL.
+// mode) on the cgroup the kernel gave for a verified process (identity.go), else the
+// hello's POD_NAME/POD_NAMESPACE/CONTAINER_NAME when both POD_NAME and POD_NAMESPACE are
+// set and hellos are trusted (WithTrustHelloPods, or a recording's process), else empty. A
+// pending answer is asked again on later records (WithPodRetry). Series of pods with no
+// connected process expire after the series TTL. Kernel names are shortened before the lock
+// is taken (names.go), so no connection holds it while it parses untrusted text.
 //
 // docs/activity.md lists every family, its labels and its cardinality bound.
 package activity

@@ -84,8 +84,8 @@ func (t *kernelTable) init(k int, now time.Time) {
 	t.lastRerank = now
 }
 
-func (t *kernelTable) observe(dev *device, pod *podRef, mangled string, dur float64, maxBuckets int, now time.Time) {
-	r := t.rank(mangled)
+func (t *kernelTable) observe(dev *device, pod *podRef, mangled, short string, dur float64, maxBuckets int, now time.Time) {
+	r := t.rank(mangled, short)
 	r.window += dur
 	if !r.top {
 		r = t.other
@@ -100,16 +100,19 @@ func (t *kernelTable) observe(dev *device, pod *podRef, mangled string, dur floa
 	s.h.observe(dur)
 }
 
-func (t *kernelTable) rank(mangled string) *kernelRank {
+// rank returns the ranking entry of a mangled name. short is its ShortKernelName, computed
+// by the caller before it took the lock (names.go: the Aggregator's lock is never held while
+// a name is shortened); "" when the caller skipped it because the table was full, and then
+// a name the table does not know goes to "other".
+func (t *kernelTable) rank(mangled, short string) *kernelRank {
 	if t.lastRank != nil && mangled == t.lastName {
 		return t.lastRank
 	}
 	r := t.byMangled[mangled]
 	if r == nil {
-		if len(t.byMangled) >= maxTrackedNames {
+		if len(t.byMangled) >= maxTrackedNames || short == "" {
 			return t.other
 		}
-		short := ShortKernelName(mangled)
 		if short == otherKernel {
 			short = "other_" // keep the label of the merged series unambiguous
 		}

@@ -88,9 +88,10 @@ func (a *Aggregator) Launched(p *Process, at uint64) {
 // name: its short name while it is in the top K, "other" otherwise. Consumers that label
 // by kernel (attribution) call it so that both share one bounded label set.
 func (a *Aggregator) KernelLabel(mangled string) string {
+	short := a.names.short(mangled)
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	r := a.kernels.rank(mangled)
+	r := a.kernels.rank(mangled, short)
 	if !r.top {
 		return otherKernel
 	}

@@ -2,7 +2,9 @@ package activity
 
 import (
 	"bytes"
+	"hash/maphash"
 	"strings"
+	"sync"
 	"unicode/utf8"
 
 	"github.com/ianlancetaylor/demangle"
@@ -10,6 +12,20 @@ import (
 
 // maxKernelNameLen bounds the length of a shortened kernel name in bytes.
 const maxKernelNameLen = 120
+
+// maxDemangleLen is the longest name that is demangled. The demangler's cost grows with
+// the square (or worse) of a name's nesting depth: a hostile 2 KiB name of nested pointer
+// types took 35 ms, a 4 KiB one over 100 ms, against about 1 ms at this length. Longer
+// names are shortened as text.
+const maxDemangleLen = 1024
+
+// maxShortenInput bounds the bytes of a name that are read at all: a label keeps 120 bytes,
+// and names from the socket are at most 4 KiB (wire.MaxString); only recordings carry
+// longer ones.
+const maxShortenInput = 4096
+
+// maxDemangledLen caps the demangler's output (2^12 bytes), of which 120 are kept.
+const maxDemangledLen = 12
 
 // ShortKernelName turns a kernel name as CUPTI reports it (usually an Itanium-mangled C++
 // name) into a short, readable label value:
@@ -23,11 +39,15 @@ const maxKernelNameLen = 120
 //   - the result is cut to 120 bytes, ending in "...".
 //
 // Names that are not mangled (e.g. cuBLAS's ampere_sgemm_128x64_nn) keep their text,
-// bounded the same way. An empty name becomes "unknown".
+// bounded the same way; so do mangled names over 1 KiB, which are not demangled. Only the
+// first 4 KiB of a name are read. An empty name becomes "unknown". The cost is linear in
+// the bytes read, except for the demangler's, which the 1 KiB bound caps.
 func ShortKernelName(mangled string) string {
-	name := mangled
-	if d, err := demangle.ToString(mangled, demangle.NoParams, demangle.NoClones); err == nil {
-		name = d
+	name := cutRunes(mangled, maxShortenInput)
+	if len(name) <= maxDemangleLen {
+		if d, err := demangle.ToString(name, demangle.NoParams, demangle.NoClones, demangle.MaxLength(maxDemangledLen)); err == nil {
+			name = d
+		}
 	}
 	name = stripNested(name)
 	name = strings.ToValidUTF8(name, "?")
@@ -38,15 +58,19 @@ func ShortKernelName(mangled string) string {
 }
 
 // stripNested keeps text at template depth 0 and 1 and drops what is nested deeper, as well
-// as the contents of every parenthesised list.
+// as the contents of every parenthesised list. It reads each byte once.
 func stripNested(s string) string {
 	if !strings.ContainsAny(s, "<(") {
 		return s
 	}
 	b := make([]byte, 0, len(s))
 	angle, paren := 0, 0
+	operatorRun := false // the run of '<' that ends at i-1 follows "operator"
 	for i := 0; i < len(s); i++ {
 		c := s[i]
+		if c == '<' && (i == 0 || s[i-1] != '<') {
+			operatorRun = strings.HasSuffix(s[:i], "operator")
+		}
 		switch {
 		case c == '(':
 			paren++
@@ -58,7 +82,7 @@ func stripNested(s string) string {
 			continue
 		case paren > 0:
 			continue
-		case c == '<' && !isOperatorChar(s, i):
+		case c == '<' && !operatorRun: // operator< and operator<< are names, not brackets
 			angle++
 			if angle == 1 {
 				b = append(b, c)
@@ -78,13 +102,15 @@ func stripNested(s string) string {
 	return strings.TrimSpace(string(b))
 }
 
-// isOperatorChar reports whether the '<' at i belongs to an operator name (operator<, operator<<).
-func isOperatorChar(s string, i int) bool {
-	j := i
-	for j > 0 && s[j-1] == '<' {
-		j--
+// cutRunes returns the first n bytes of s at most, cut on a rune boundary.
+func cutRunes(s string, n int) string {
+	if len(s) <= n {
+		return s
 	}
-	return strings.HasSuffix(s[:j], "operator")
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }
 
 // truncate cuts s to at most n bytes on a rune boundary, marking the cut with "...".
@@ -92,9 +118,43 @@ func truncate(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}
-	cut := n - 3
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
+	return cutRunes(s, n-3) + "..."
+}
+
+// maxCachedNames bounds the shortened names a nameCache keeps (about 200 bytes each: the
+// key is a hash, never the mangled name).
+const maxCachedNames = 2 * maxTrackedNames
+
+// nameCache remembers the short names of mangled names, so that each is shortened once and
+// never under the Aggregator's lock: the connection's goroutine shortens new names before
+// it takes the lock. Keys are seeded hashes, so a hostile name cannot be made to collide
+// with another. Safe for concurrent use.
+type nameCache struct {
+	seed maphash.Seed
+	mu   sync.Mutex
+	m    map[uint64]string
+}
+
+func newNameCache() *nameCache {
+	return &nameCache{seed: maphash.MakeSeed(), m: make(map[uint64]string)}
+}
+
+// short returns ShortKernelName(mangled), computing it without holding any lock when it is
+// not cached. When full the cache starts over.
+func (c *nameCache) short(mangled string) string {
+	k := maphash.String(c.seed, mangled)
+	c.mu.Lock()
+	s, ok := c.m[k]
+	c.mu.Unlock()
+	if ok {
+		return s
 	}
-	return s[:cut] + "..."
+	s = ShortKernelName(mangled)
+	c.mu.Lock()
+	if len(c.m) >= maxCachedNames {
+		clear(c.m)
+	}
+	c.m[k] = s
+	c.mu.Unlock()
+	return s
 }

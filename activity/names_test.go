@@ -1,8 +1,10 @@
 package activity
 
 import (
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestShortKernelName(t *testing.T) {
@@ -39,5 +41,89 @@ func TestShortKernelNameBounded(t *testing.T) {
 	}
 	if got := ShortKernelName("bad\xffname"); got != "bad?name" {
 		t.Errorf("invalid UTF-8 kept: %q", got)
+	}
+}
+
+// Hostile names cost what plain names of the same length cost: shortening reads each byte a
+// bounded number of times (a 4 KiB name of '<' took 2.8 ms against 6 µs for a plain one when
+// every '<' walked back over the ones before it). Counted in bytes compared, not in time.
+func TestStripNestedLinear(t *testing.T) {
+	plain := testing.Benchmark(func(b *testing.B) { benchmarkShort(b, strings.Repeat("a", 4096)) })
+	for _, s := range []string{strings.Repeat("<", 4096), "operator" + strings.Repeat("<", 4088), strings.Repeat("(", 4096)} {
+		hostile := testing.Benchmark(func(b *testing.B) { benchmarkShort(b, s) })
+		// A loose factor: the quadratic version was 470x slower; a loaded CI runner varies 2-3x.
+		if ratio := float64(hostile.NsPerOp()) / float64(plain.NsPerOp()); ratio > 25 {
+			t.Errorf("ShortKernelName(%.12q... of %d bytes) costs %v, %.0fx a plain name of the same length (%v)",
+				s, len(s), time.Duration(hostile.NsPerOp()), ratio, time.Duration(plain.NsPerOp()))
+		}
+	}
+}
+
+// Names longer than the demangler is trusted with are shortened as text, and whatever the
+// input, at most 4 KiB of it is read.
+func TestShortKernelNameBoundsInput(t *testing.T) {
+	nested := "_ZN" + strings.Repeat("1a", maxDemangleLen) + "Ev" // demangles to a::a::...; 2 KiB
+	if got := ShortKernelName(nested); !strings.HasPrefix(got, "_ZN1a1a") {
+		t.Errorf("a mangled name of %d bytes was demangled: %q", len(nested), got)
+	}
+	short := "_ZN" + strings.Repeat("1a", 100) + "Ev"
+	if got := ShortKernelName(short); !strings.HasPrefix(got, "a::a::") {
+		t.Errorf("a mangled name of %d bytes was not demangled: %q", len(short), got)
+	}
+	huge := strings.Repeat("x", 512<<10)
+	r := testing.Benchmark(func(b *testing.B) { benchmarkShort(b, huge) })
+	plain := testing.Benchmark(func(b *testing.B) { benchmarkShort(b, huge[:maxShortenInput]) })
+	if ratio := float64(r.NsPerOp()) / float64(plain.NsPerOp()); ratio > 10 {
+		t.Errorf("a 512 KiB name costs %.0fx a 4 KiB one: more than its first 4 KiB is read", ratio)
+	}
+}
+
+func benchmarkShort(b *testing.B, s string) {
+	for b.Loop() {
+		ShortKernelName(s)
+	}
+}
+
+// Benchmarks of the worst shapes found: the cost per byte of each against a plain name.
+func BenchmarkShortKernelName(b *testing.B) {
+	for _, c := range []struct{ name, s string }{
+		{"plain_4KiB", strings.Repeat("a", 4096)},
+		{"lt_4KiB", strings.Repeat("<", 4096)},
+		{"operator_lt_4KiB", "operator" + strings.Repeat("<", 4088)},
+		{"nested_names_1KiB", "_ZN" + strings.Repeat("1a", 509) + "Ev"},
+		{"nested_pointers_1KiB", "_Z1fI" + strings.Repeat("P", 1012) + "iEv"},
+		{"substitutions_1KiB", "_Z1fI1a" + strings.Repeat("S_", 507) + "Ev"},
+		{"cutlass", "_ZN7cutlass6KernelINS_4gemm6kernel4GemmINS1_11threadblock12MmaPipelinedINS1_9GemmShapeILi128ELi128ELi8EEEEEEEEEvNT_6ParamsE"},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			b.SetBytes(int64(len(c.s)))
+			benchmarkShort(b, c.s)
+		})
+	}
+}
+
+// The Aggregator shortens names outside its lock: while another goroutine holds it (a
+// scrape's rebuild, another connection), a connection still shortens its batch's new names.
+func TestNamesShortenedOutsideLock(t *testing.T) {
+	a := NewAggregator()
+	recs := make([]Record, 200)
+	for i := range recs {
+		id := fmt.Sprint(i)
+		recs[i] = Record{Kind: KindKernel, Start: 1, End: 2, Name: fmt.Sprintf("_Z%dk%sv", 1+len(id), id)}
+	}
+	done := make(chan *[]string)
+	a.mu.Lock()
+	go func() { done <- a.shortNames(recs) }()
+	var shorts *[]string
+	select {
+	case shorts = <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("shortNames waited for the Aggregator's lock")
+	}
+	a.mu.Unlock()
+	for i, s := range *shorts {
+		if want := ShortKernelName(recs[i].Name); s != want {
+			t.Fatalf("short name %d = %q, want %q", i, s, want)
+		}
 	}
 }

@@ -21,6 +21,7 @@ type config struct {
 	deviceFilter                     func(uuid string) (exists, known bool)
 	budget                           *Budget
 	podResolver                      PodResolver
+	trustHelloPods                   bool
 	podRetryInterval, podRetryWindow time.Duration
 	tap                              func(p *Process, recs []Record)
 	listeners                        []Listener

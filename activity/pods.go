@@ -66,17 +66,31 @@ type podRef struct {
 const (
 	resolvedCgroup     = "cgroup"      // the pod resolver found it when the process connected
 	resolvedCgroupLate = "cgroup_late" // found on a retry; the records before went to other labels
-	resolvedHello      = "hello"       // the hello's POD_NAME/POD_NAMESPACE(/CONTAINER_NAME)
+	resolvedHello      = "hello"       // the hello's POD_NAME/POD_NAMESPACE(/CONTAINER_NAME), trusted
 	resolvedNone       = "none"        // no pod: empty labels
 	resolvedTimedOut   = "timed_out"   // still pending at the end of the retry window
+	// the hello named a pod that nothing could check, and hellos are not trusted
+	// (WithTrustHelloPods): empty labels
+	resolvedUnverified = "unverified"
 )
 
-var podResolutionResults = []string{resolvedCgroup, resolvedCgroupLate, resolvedHello, resolvedNone, resolvedTimedOut}
+var podResolutionResults = []string{resolvedCgroup, resolvedCgroupLate, resolvedHello, resolvedNone, resolvedTimedOut, resolvedUnverified}
 
 var podResolutionsDesc = &mapping.Desc{
 	Name: "cupti_activity_pod_resolutions_total", Kind: mapping.KindCounter,
-	Help:     "Traced-process connections by how their pod labels were decided (cgroup: by the pod resolver; cgroup_late: by the resolver on a retry; hello: the process's POD_NAME/POD_NAMESPACE; none; timed_out: the resolver never knew the pod).",
+	Help:     "Traced-process connections by how their pod labels were decided (cgroup: by the pod resolver; cgroup_late: by the resolver on a retry; hello: the process's POD_NAME/POD_NAMESPACE, trusted; none; timed_out: the resolver never knew the pod; unverified: the hello named a pod nothing could check, labels left empty).",
 	OTelName: "cupti.activity.pod_resolutions", OTelUnit: "{connection}", LabelNames: []string{"result"},
+}
+
+// WithTrustHelloPods labels processes with the pod their hello names (POD_NAME,
+// POD_NAMESPACE, CONTAINER_NAME) when nothing can check it: no pod resolver, a resolver that
+// finds no pod in the process's cgroup, or a process whose identity is only claimed. Without
+// it such a hello's pod is not used (empty labels, counted as result="unverified"): the
+// socket is open to every workload of the node, and any of them could name another pod. Set
+// it where only trusted workloads reach the socket (a sidecar's socket in the pod's own
+// volume). Processes of a recording (IdentityUnchecked) are always taken as recorded.
+func WithTrustHelloPods(trust bool) Option {
+	return func(c *config) { c.trustHelloPods = trust }
 }
 
 // helloPod is the pod a hello names: only when it has both POD_NAME and POD_NAMESPACE,
@@ -90,29 +104,37 @@ func helloPod(p *Process) (podID, bool) {
 
 // podAnswer is a pod decision made without the lock.
 type podAnswer struct {
-	id      podID
-	pending bool   // ask again
-	result  string // when final
+	id       podID
+	pending  bool   // ask again
+	result   string // when final
+	mismatch bool   // the hello named another pod than the resolver found
 }
 
 // askPod runs the resolver (without the lock) and picks the labels: the resolver's answer,
-// else the hello's, else the resolver's partial answer, else none.
+// else the hello's when it may be trusted, else the resolver's partial answer, else none.
+// The resolver reads the process's cgroup, which only a verified (or recorded) process has
+// from the kernel: a claimed process's cgroup is its own text, and is not asked about.
 func (a *Aggregator) askPod(p *Process) podAnswer {
 	hello, helloOK := helloPod(p)
+	trusted := a.cfg.trustHelloPods || p.Identity == IdentityUnchecked
 	fallback := func(ans podAnswer) podAnswer {
-		if helloOK {
+		switch {
+		case helloOK && trusted:
 			ans.id, ans.result = hello, resolvedHello
+		case helloOK && !ans.pending:
+			ans.result = resolvedUnverified
 		}
 		return ans
 	}
-	if a.cfg.podResolver == nil {
+	if a.cfg.podResolver == nil || p.Identity == IdentityClaimed {
 		return fallback(podAnswer{result: resolvedNone})
 	}
 	pod, state := a.cfg.podResolver(p.PID, p.Cgroup)
 	id := podID{pod.Namespace, pod.Name, pod.Container}
 	switch state {
 	case PodFound:
-		return podAnswer{id: id, result: resolvedCgroup}
+		return podAnswer{id: id, result: resolvedCgroup,
+			mismatch: helloOK && (hello.namespace != id.namespace || hello.pod != id.pod)}
 	case PodPending:
 		if pod.Name == "" || pod.Namespace == "" {
 			id = podID{}
@@ -154,6 +176,9 @@ func (a *Aggregator) setPodLocked(ps *procState, id podID, now time.Time) {
 // startPodLocked applies the answer taken at connect time.
 func (a *Aggregator) startPodLocked(ps *procState, ans podAnswer, now time.Time) {
 	a.setPodLocked(ps, ans.id, now)
+	if ans.mismatch {
+		a.refusedClaims[[2]string{"pod", ClaimContradicted}]++
+	}
 	ps.podPending = ans.pending
 	if ans.pending {
 		ps.podRetry = now.Add(a.cfg.podRetryInterval)
@@ -185,6 +210,9 @@ func (a *Aggregator) retryPodLocked(p *Process, ps *procState, now time.Time) {
 		return
 	}
 	ps.podPending = false
+	if ans.mismatch {
+		a.refusedClaims[[2]string{"pod", ClaimContradicted}]++
+	}
 	if ans.result == resolvedCgroup && ps.pod.podID != ans.id {
 		ans.result = resolvedCgroupLate
 	}

@@ -31,7 +31,9 @@ type Record struct {
 	Name       string     `json:"name,omitempty"`        // kernel (mangled, as CUPTI gives it)
 }
 
-// Process is what an injected process says about itself in its hello frame.
+// Process is what an injected process says about itself in its hello frame, with what the
+// receiver checked (Identity): for a verified process PID, StartTime and Cgroup are the
+// kernel's (PID as the exporter's PID namespace sees it).
 type Process struct {
 	PID          uint32   `json:"pid"`
 	StartTime    uint64   `json:"start_time"` // ns since the Unix epoch
@@ -43,4 +45,5 @@ type Process struct {
 	Pod          string   `json:"pod,omitempty"`
 	Namespace    string   `json:"namespace,omitempty"`
 	Container    string   `json:"container,omitempty"`
+	Identity     Identity `json:"identity,omitempty"`
 }

@@ -30,7 +30,7 @@ var (
 	}
 	connDroppedDesc = &mapping.Desc{
 		Name: "cupti_activity_dropped_connections_total", Kind: mapping.KindCounter,
-		Help:     "Activity connections refused or closed by the receiver, by reason (malformed, limit, read_error, hello_timeout, evicted_no_hello, evicted_idle, memory_budget).",
+		Help:     "Activity connections refused or closed by the receiver, by reason (malformed, limit, read_error, hello_timeout, evicted_no_hello, evicted_idle, evicted_claimed, memory_budget, identity_refused, identity_limit).",
 		OTelName: "cupti.activity.connections.dropped", OTelUnit: "{connection}", LabelNames: []string{"reason"},
 	}
 	memoryDesc = &mapping.Desc{
@@ -59,7 +59,7 @@ var (
 	}
 	// Receiver-side reasons.
 	receiverDropReasons = []string{"unknown_kind", "unknown_device"}
-	connDropReasons     = []string{"malformed", "limit", "read_error", "hello_timeout", "evicted_no_hello", "evicted_idle", "memory_budget"}
+	connDropReasons     = []string{"malformed", "limit", "read_error", "hello_timeout", "evicted_no_hello", "evicted_idle", "evicted_claimed", "memory_budget", "identity_refused", "identity_limit"}
 )
 
 // buildLocked copies the state into a new snapshot; a.mu is held.
@@ -102,6 +102,7 @@ func (a *Aggregator) buildLocked() *mapping.Snapshot {
 		a.invalidReportsFamily(),
 		a.podResolutionFamily(),
 	)
+	fs = a.identityFamilies(fs)
 	if b := a.cfg.budget; b != nil {
 		fs = append(fs,
 			mapping.Family{Desc: memoryDesc, Samples: []mapping.Sample{{Value: float64(b.Used())}}},
@@ -130,6 +131,6 @@ func Descs() []*mapping.Desc {
 		memcpyBytesDesc, memcpyDurationDesc, memsetBytesDesc, memsetDurationDesc,
 		recordsDesc, droppedDesc, processesDesc, connectionsDesc, connDroppedDesc, tracedDesc,
 		memoryDesc, memoryBudgetDesc,
-		podResolutionsDesc,
+		podResolutionsDesc, identitiesDesc, refusedClaimsDesc,
 	}
 }

@@ -187,7 +187,7 @@ func TestHostileActivityClients(t *testing.T) {
 	}
 	defer c.Close()
 	enc := wire.NewEncoder(c)
-	if err := enc.Hello(activity.Process{PID: 4242, StartTime: 1, Executable: "/bin/evil",
+	if err := enc.Hello(activity.Process{PID: uint32(os.Getpid()), Executable: "/bin/evil",
 		DeviceUUIDs: []string{gpu1, "GPU-00000000-dead-beef-0000-000000000000"}}); err != nil {
 		t.Fatal(err)
 	}
@@ -212,8 +212,15 @@ func TestHostileActivityClients(t *testing.T) {
 	if v, _ := series(fams, "cupti_activity_dropped_records_total", map[string]string{"reason": "unknown_device"}); v != 4995 {
 		t.Errorf("unknown_device drops %g, want 4995", v)
 	}
-	if v, _ := series(fams, "cupti_activity_dropped_connections_total", map[string]string{"reason": "evicted_no_hello"}); v != 1 {
-		t.Errorf("evicted_no_hello %g, want 1 (one silent connection made room)", v)
+	// The silent connections and the sender are one identity (this test process): past its 32
+	// connections each newcomer replaced its oldest silent one, and none was refused.
+	if v, _ := series(fams, "cupti_activity_dropped_connections_total", map[string]string{"reason": "evicted_no_hello"}); v != 256-32+1 {
+		t.Errorf("evicted_no_hello %g, want %d (silent connections made room)", v, 256-32+1)
+	}
+	for _, reason := range []string{"limit", "identity_limit"} {
+		if v, _ := series(fams, "cupti_activity_dropped_connections_total", map[string]string{"reason": reason}); v != 0 {
+			t.Errorf("%s refusals %g, want 0", reason, v)
+		}
 	}
 	for _, m := range fams["cupti_kernel_duration_seconds"].GetMetric() {
 		if l := labels(m); l["gpu"] != "1" || l["uuid"] != gpu1 {

@@ -18,6 +18,11 @@ const connBaseBytes = 96 << 10
 // clients with huge name tables cannot take all of it.
 const connShare = 16
 
+// identityShare: the connections of one verified identity (a container) may hold at most
+// 1/identityShare of the budget together (at least 16 MiB), so that one workload's many
+// connections cannot take it all either.
+const identityShare = 4
+
 // errBudget ends a connection whose next frame would pass the receiver's memory budget.
 var errBudget = errors.New("activity receiver memory budget reached")
 
@@ -47,11 +52,22 @@ func (s *Server) decode(r io.Reader, cs *connState) {
 		warned bool
 	)
 	share := max(s.cfg.budget.Limit()/connShare, 4<<20)
+	idShare := max(s.cfg.budget.Limit()/identityShare, 16<<20)
+	var id *identityState
+	if cs != nil {
+		id = cs.id
+	}
 	reserve := func(n int) error {
-		if charged+int64(n) > share || !s.cfg.budget.Reserve(int64(n)) {
+		if charged+int64(n) > share || id != nil && id.bytes.Load()+int64(n) > idShare || !s.cfg.budget.Reserve(int64(n)) {
 			return errBudget
 		}
 		charged += int64(n)
+		if id != nil {
+			id.bytes.Add(int64(n))
+		}
+		if cs != nil {
+			cs.charged.Store(charged)
+		}
 		return nil
 	}
 	if s.cfg.budget != nil {
@@ -62,6 +78,9 @@ func (s *Server) decode(r io.Reader, cs *connState) {
 			s.agg.Disconnect(p)
 		}
 		s.cfg.budget.Release(charged)
+		if id != nil {
+			id.bytes.Add(-charged)
+		}
 	}()
 	for {
 		err := dec.ReadInto(&m)
@@ -75,6 +94,9 @@ func (s *Server) decode(r io.Reader, cs *connState) {
 		switch m.Type {
 		case wire.FrameHello:
 			proc := m.Process
+			if !s.checkHello(cs, &proc) {
+				return
+			}
 			if err := reserve(helloBytes(&proc)); err != nil {
 				s.connError(cs, &proc, err)
 				return
@@ -88,7 +110,7 @@ func (s *Server) decode(r io.Reader, cs *connState) {
 				}
 			}
 			s.agg.Connect(p)
-			s.log.Debug("activity process connected", "pid", p.PID, "executable", p.Executable, "pod", p.Pod)
+			s.log.Debug("activity process connected", "pid", p.PID, "identity", p.Identity, "executable", p.Executable, "pod", p.Pod)
 		case wire.FrameRecords:
 			s.agg.Add(p, m.Records)
 		case wire.FrameCoverage:
@@ -109,6 +131,34 @@ func (s *Server) decode(r io.Reader, cs *connState) {
 			}
 		}
 	}
+}
+
+// errNoPeer: a connection served without a socket (benchmarks) has no peer to ask.
+var errNoPeer = errors.New("no peer credentials")
+
+// checkHello refuses what a hello may not claim (sanitizeHello) and checks who it is against
+// the kernel (verify), counting each refusal once. It reports whether the connection may go
+// on: not when the kernel contradicts the hello's pid or start time.
+func (s *Server) checkHello(cs *connState, p *activity.Process) bool {
+	pe := peer{err: errNoPeer}
+	if cs != nil {
+		pe = cs.peer
+	}
+	claimed := *p
+	if bad := sanitizeHello(p); len(bad) > 0 {
+		for _, claim := range bad {
+			s.agg.ClaimRefused(claim, activity.ClaimInvalid)
+		}
+		s.warn.Warn("invalid_hello", "activity hello: claims refused as invalid text", "claims", bad, "pid", pe.pid)
+	}
+	if claim := verify(pe, p); claim != "" {
+		s.agg.IdentityRefused(claim)
+		s.agg.ConnectionDropped("identity_refused")
+		s.warn.Warn("identity_refused", "activity connection refused: the kernel contradicts its hello",
+			"claim", claim, "peer_pid", pe.pid, "hello_pid", claimed.PID, "hello_start_time", claimed.StartTime, "peer_start_time", pe.proc.startTime)
+		return false
+	}
+	return true
 }
 
 // helloBytes is the memory a process's hello holds for the life of its connection.

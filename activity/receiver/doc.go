@@ -17,6 +17,15 @@
 //     per-device state; a connection that would pass it, or its share of it, is refused or
 //     closed (memory_budget), and what it held is released when it ends.
 //
+// Identity comes from the kernel (identity.go, docs/security.md): when a connection is
+// accepted the server reads its peer's credentials (SO_PEERCRED) and /proc entry; the hello's
+// PID and start time must agree or the connection is closed (identity_refused), and a verified
+// process's PID, start time and cgroup are the kernel's. A peer the kernel cannot name is only
+// claimed. Hello text that could not be a label is dropped once (sanitize.go). One verified
+// identity (a container's cgroup) holds at most WithMaxConnectionsPerIdentity connections and
+// a quarter of the budget; a verified newcomer may replace the claimed connection holding the
+// most memory (evicted_claimed).
+//
 // A process counts as connected from its hello until its goodbye or the end of its
 // connection.
 //

@@ -35,7 +35,7 @@ func TestServerLaunch(t *testing.T) {
 	defer func() { cancel(); <-done }()
 	enc := wire.NewEncoder(dial(t, srv.Path()))
 	const at = 1_800_000_000_000_000_042
-	if err := errors.Join(enc.Hello(proc(1)), enc.Launch(wire.Launch{Time: at, API: wire.LaunchRuntime, CBID: 211})); err != nil {
+	if err := errors.Join(enc.Hello(selfProc()), enc.Launch(wire.Launch{Time: at, API: wire.LaunchRuntime, CBID: 211})); err != nil {
 		t.Fatal(err)
 	}
 	select {

@@ -18,11 +18,12 @@ import (
 
 // Defaults of the server's options.
 const (
-	DefaultSocketMode     fs.FileMode = 0o660
-	DefaultMaxConnections             = 256
-	DefaultHelloTimeout               = 10 * time.Second
-	DefaultIdleTimeout                = 5 * time.Minute
-	dirMode               fs.FileMode = 0o750
+	DefaultSocketMode                fs.FileMode = 0o660
+	DefaultMaxConnections                        = 256
+	DefaultHelloTimeout                          = 10 * time.Second
+	DefaultIdleTimeout                           = 5 * time.Minute
+	DefaultMaxConnectionsPerIdentity             = 32
+	dirMode                          fs.FileMode = 0o750
 )
 
 // Option configures a Server.
@@ -35,6 +36,34 @@ type config struct {
 	helloTimeout time.Duration
 	idleTimeout  time.Duration
 	budget       *activity.Budget
+	procRoot     string
+	maxPerID     int
+}
+
+// WithMaxConnectionsPerIdentity bounds the connections of one verified identity (the
+// processes of one container: one cgroup, as the kernel names it), so that one workload
+// cannot hold every slot; its next one is refused (reason="identity_limit"). Default 32; a
+// non-positive value keeps the default.
+func WithMaxConnectionsPerIdentity(n int) Option {
+	return func(c *config) {
+		if n > 0 {
+			c.maxPerID = n
+		}
+	}
+}
+
+// DefaultProcRoot is where the server reads the /proc entries of its peers.
+const DefaultProcRoot = "/proc"
+
+// WithProcRoot sets where the /proc entries of connecting processes are read (default
+// /proc; tests use a fake tree). It must be a procfs of the PID namespace the exporter
+// runs in, since the kernel gives peer PIDs in that namespace.
+func WithProcRoot(dir string) Option {
+	return func(c *config) {
+		if dir != "" {
+			c.procRoot = dir
+		}
+	}
 }
 
 // WithSocketMode sets the permission bits of the socket file. Default 0660; zero keeps
@@ -107,6 +136,7 @@ type Server struct {
 
 	mu     sync.Mutex
 	conns  map[net.Conn]*connState
+	ids    map[string]*identityState // verified identities with connections, by key
 	closed bool
 	wg     sync.WaitGroup
 
@@ -116,10 +146,29 @@ type Server struct {
 // connState is what the server knows of one connection, for its eviction policy.
 type connState struct {
 	c       net.Conn
+	peer    peer           // who the kernel says connected
+	id      *identityState // its verified identity; nil when the kernel could not name it
+	charged atomic.Int64   // bytes of the budget it holds beyond connBaseBytes
 	opened  time.Time
 	hello   atomic.Bool
 	last    atomic.Int64           // Unix ns of the last frame (or the accept)
 	evicted atomic.Pointer[string] // the reason it was closed to make room, if it was
+}
+
+// identityState is what the connections of one verified identity hold together.
+type identityState struct {
+	key   string
+	conns int          // under Server.mu
+	bytes atomic.Int64 // of the budget, beyond connBaseBytes
+}
+
+// identityKey groups connections for their limits: the processes of one container share a
+// cgroup. A peer the kernel could not name has none: it is only claimed.
+func identityKey(pe peer) string {
+	if pe.err != nil {
+		return ""
+	}
+	return pe.proc.cgroup
 }
 
 // NewServer creates the socket's directory (mode 0750) if missing, removes a stale socket
@@ -127,7 +176,8 @@ type connState struct {
 // path or path is not a socket.
 func NewServer(path string, agg *activity.Aggregator, logger *slog.Logger, opts ...Option) (*Server, error) {
 	cfg := config{mode: DefaultSocketMode, gid: -1, maxConns: DefaultMaxConnections,
-		helloTimeout: DefaultHelloTimeout, idleTimeout: DefaultIdleTimeout}
+		helloTimeout: DefaultHelloTimeout, idleTimeout: DefaultIdleTimeout, procRoot: DefaultProcRoot,
+		maxPerID: DefaultMaxConnectionsPerIdentity}
 	for _, o := range opts {
 		o(&cfg)
 	}
@@ -169,6 +219,7 @@ func NewServer(path string, agg *activity.Aggregator, logger *slog.Logger, opts 
 	return &Server{
 		path: path, agg: agg, cfg: cfg, ln: ln, log: log,
 		conns: make(map[net.Conn]*connState),
+		ids:   make(map[string]*identityState),
 		warn:  limitedLog{log: log, every: time.Second},
 	}, nil
 }
@@ -219,7 +270,7 @@ func (s *Server) Serve(ctx context.Context) error {
 			continue
 		}
 		backoff = 0
-		cs := s.track(c)
+		cs := s.track(c, readPeer(c, s.cfg.procRoot))
 		if cs == nil {
 			continue
 		}
@@ -233,67 +284,136 @@ func (s *Server) Serve(ctx context.Context) error {
 // oldest connection that has not said hello (reason evicted_no_hello: a real sender says
 // hello as soon as it connects), else the one silent longest if silent for the idle
 // timeout (evicted_idle); so silent clients cannot lock real senders out.
-func (s *Server) track(c net.Conn) *connState {
+func (s *Server) track(c net.Conn, pe peer) *connState {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
 		c.Close()
 		return nil
 	}
-	if len(s.conns) >= s.cfg.maxConns && !s.evictLocked() {
+	key := identityKey(pe)
+	id := s.ids[key]
+	if key != "" && id != nil && id.conns >= s.cfg.maxPerID && !s.evictOwnLocked(id) {
+		c.Close()
+		s.agg.ConnectionDropped("identity_limit")
+		s.warn.Warn("identity_limit", "activity connection refused: its container holds too many connections",
+			"max", s.cfg.maxPerID, "pid", pe.pid)
+		return nil
+	}
+	verified := key != ""
+	if len(s.conns) >= s.cfg.maxConns && !s.evictLocked(verified) {
 		c.Close()
 		s.agg.ConnectionDropped("limit")
 		s.warn.Warn("limit", "activity connection refused: too many connections, none idle to replace", "max", s.cfg.maxConns)
 		return nil
 	}
 	if !s.cfg.budget.Reserve(connBaseBytes) {
-		s.evictLocked() // frees room for the sender's next try, if a connection is stale
+		s.evictLocked(verified) // frees room for the sender's next try, if a connection can go
 		c.Close()
 		s.agg.ConnectionDropped("memory_budget")
 		s.warn.Warn("memory_budget", "activity connection refused: receiver memory budget reached", "budget_bytes", s.cfg.budget.Limit())
 		return nil
 	}
 	now := time.Now()
-	cs := &connState{c: c, opened: now}
+	cs := &connState{c: c, peer: pe, opened: now}
+	if verified {
+		if id == nil {
+			id = &identityState{key: key}
+			s.ids[key] = id
+		}
+		id.conns++
+		cs.id = id
+	}
 	cs.last.Store(now.UnixNano())
 	s.conns[c] = cs
 	s.wg.Add(1)
 	return cs
 }
 
-// evictLocked closes one connection to make room, per track's policy; s.mu is held.
-func (s *Server) evictLocked() bool {
-	var noHello, idle *connState
+// evictLocked closes one connection to make room, per track's policy, for a newcomer (one
+// the kernel named, when verified); s.mu is held. In order: the oldest connection without
+// hello; for a verified newcomer, the claimed connection (one the kernel could not name)
+// that holds the most memory, the oldest of equals; the one silent longest, if silent for
+// the idle timeout.
+func (s *Server) evictLocked(verified bool) bool {
+	var noHello, claimed, idle *connState
 	for _, cs := range s.conns {
 		if cs.evicted.Load() != nil {
 			continue
 		}
-		if !cs.hello.Load() {
+		switch {
+		case !cs.hello.Load():
 			if noHello == nil || cs.opened.Before(noHello.opened) {
 				noHello = cs
 			}
-		} else if idle == nil || cs.last.Load() < idle.last.Load() {
+		case verified && cs.id == nil:
+			if claimed == nil || heavier(cs, claimed) {
+				claimed = cs
+			}
+		}
+		if cs.hello.Load() && (idle == nil || cs.last.Load() < idle.last.Load()) {
 			idle = cs
 		}
 	}
 	victim, reason := noHello, "evicted_no_hello"
-	if victim == nil {
-		if idle == nil || time.Since(time.Unix(0, idle.last.Load())) < s.cfg.idleTimeout {
-			return false
-		}
+	switch {
+	case victim != nil:
+	case claimed != nil:
+		victim, reason = claimed, "evicted_claimed"
+	case idle != nil && time.Since(time.Unix(0, idle.last.Load())) >= s.cfg.idleTimeout:
 		victim, reason = idle, "evicted_idle"
+	default:
+		return false
 	}
 	victim.evicted.Store(&reason)
-	delete(s.conns, victim.c) // its goroutine counts it and releases its memory
+	s.forgetLocked(victim) // its goroutine counts it and releases its memory
 	victim.c.Close()
 	return true
 }
 
+// evictOwnLocked closes the oldest connection of identity id that has not said hello, to
+// make room for its newcomer; s.mu is held.
+func (s *Server) evictOwnLocked(id *identityState) bool {
+	var victim *connState
+	for _, cs := range s.conns {
+		if cs.id == id && cs.evicted.Load() == nil && !cs.hello.Load() && (victim == nil || cs.opened.Before(victim.opened)) {
+			victim = cs
+		}
+	}
+	if victim == nil {
+		return false
+	}
+	reason := "evicted_no_hello"
+	victim.evicted.Store(&reason)
+	s.forgetLocked(victim)
+	victim.c.Close()
+	return true
+}
+
+// heavier orders claimed connections for eviction: the most memory first, then the oldest.
+func heavier(a, b *connState) bool {
+	if x, y := a.charged.Load(), b.charged.Load(); x != y {
+		return x > y
+	}
+	return a.opened.Before(b.opened)
+}
+
+// forgetLocked removes cs from the server's tables; s.mu is held.
+func (s *Server) forgetLocked(cs *connState) {
+	if s.conns[cs.c] != cs {
+		return
+	}
+	delete(s.conns, cs.c)
+	if id := cs.id; id != nil {
+		if id.conns--; id.conns <= 0 {
+			delete(s.ids, id.key)
+		}
+	}
+}
+
 func (s *Server) untrack(cs *connState) {
 	s.mu.Lock()
-	if s.conns[cs.c] == cs {
-		delete(s.conns, cs.c)
-	}
+	s.forgetLocked(cs)
 	s.mu.Unlock()
 	cs.c.Close()
 	s.cfg.budget.Release(connBaseBytes)

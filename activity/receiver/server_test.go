@@ -50,8 +50,15 @@ func waitFor(t *testing.T, a *activity.Aggregator, what string, cond func(*mappi
 // startServer runs a server on a socket in a fresh directory and stops it at cleanup.
 func startServer(t *testing.T, opts ...Option) (*Server, *activity.Aggregator) {
 	t.Helper()
-	agg := activity.NewAggregator()
+	return startServerAgg(t, activity.NewAggregator(), opts...)
+}
+
+// startServerAgg is startServer feeding agg.
+func startServerAgg(t *testing.T, agg *activity.Aggregator, opts ...Option) (*Server, *activity.Aggregator) {
+	t.Helper()
 	path := filepath.Join(t.TempDir(), "run", "activity.sock")
+	// An empty /proc: peers are only claimed unless a test gives a tree of its own.
+	opts = append([]Option{WithProcRoot(t.TempDir())}, opts...)
 	srv, err := NewServer(path, agg, nil, opts...)
 	if err != nil {
 		t.Fatal(err)
@@ -81,6 +88,14 @@ func dial(t *testing.T, path string) net.Conn {
 	}
 	t.Cleanup(func() { c.Close() })
 	return c
+}
+
+// selfProc is the honest hello of this test process (no start time claimed), which the
+// kernel verifies against the real /proc.
+func selfProc() activity.Process {
+	p := proc(uint32(os.Getpid()))
+	p.StartTime = 0
+	return p
 }
 
 func proc(pid uint32) activity.Process {
@@ -114,7 +129,9 @@ func send(c net.Conn, pid uint32, batches, perBatch int) error {
 }
 
 func TestServerEndToEnd(t *testing.T) {
-	srv, agg := startServer(t)
+	// The senders are this test, whose hellos claim other processes: they are only claimed,
+	// and their pods label their series on trust.
+	srv, agg := startServerAgg(t, activity.NewAggregator(activity.WithTrustHelloPods(true)))
 	const senders, batches, perBatch = 4, 5, 100
 	var wg sync.WaitGroup
 	errs := make(chan error, senders+1)
@@ -261,7 +278,7 @@ func TestServerCloseUnblocksConnections(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(context.Background()) }()
 	c := dial(t, srv.Path())
-	if err := wire.NewEncoder(c).Hello(proc(1)); err != nil {
+	if err := wire.NewEncoder(c).Hello(selfProc()); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, agg, "process", func(s *mapping.Snapshot) bool { return value(t, s, "cupti_activity_processes") == 1 })

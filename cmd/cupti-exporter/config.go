@@ -59,11 +59,14 @@ type Config struct {
 		Enabled bool   `yaml:"enabled" help:"Receive kernel and memcpy records from injected processes."`
 		Socket  string `yaml:"socket" help:"Unix socket the injection library connects to."`
 		// SocketMode is octal text so that YAML and flags read it the same way.
-		SocketMode     string   `yaml:"socket_mode" help:"Permissions of the activity socket, octal (0666 lets workloads of any user connect)."`
-		MaxConnections int      `yaml:"max_connections" help:"Most concurrent activity connections; when full, a new one replaces the oldest that has not said hello, or one idle past activity.idle_timeout."`
-		MemoryBudget   ByteSize `yaml:"memory_budget" help:"Memory the activity receiver may hold for its connections (kernel-name tables, frame buffers), e.g. 256MiB; past it frames are refused and counted."`
-		HelloTimeout   Duration `yaml:"hello_timeout" help:"Close activity connections that have not sent their hello after this long."`
-		IdleTimeout    Duration `yaml:"idle_timeout" help:"An activity connection silent this long may be closed to make room when the connection limit is reached."`
+		SocketMode                string   `yaml:"socket_mode" help:"Permissions of the activity socket, octal (0666 lets workloads of any user connect)."`
+		MaxConnections            int      `yaml:"max_connections" help:"Most concurrent activity connections; when full, a new one replaces the oldest that has not said hello, or one idle past activity.idle_timeout."`
+		MemoryBudget              ByteSize `yaml:"memory_budget" help:"Memory the activity receiver may hold for its connections (kernel-name tables, frame buffers), e.g. 256MiB; past it frames are refused and counted."`
+		HelloTimeout              Duration `yaml:"hello_timeout" help:"Close activity connections that have not sent their hello after this long."`
+		IdleTimeout               Duration `yaml:"idle_timeout" help:"An activity connection silent this long may be closed to make room when the connection limit is reached."`
+		MaxConnectionsPerIdentity int      `yaml:"max_connections_per_identity" help:"Most concurrent activity connections of one verified identity (the processes of one container, by cgroup); its next one replaces its oldest connection without hello, else is refused."`
+		ProcRoot                  string   `yaml:"proc_root" help:"procfs where the exporter reads the /proc entries of the processes that connect (their PID, start time and cgroup, checked against their hello); it must belong to the exporter's PID namespace, which should be the host's (hostPID) for processes of other pods to be verified."`
+		TrustHelloPods            bool     `yaml:"trust_hello_pods" help:"Label processes with the pod their hello names (POD_NAME, POD_NAMESPACE) when nothing can check it (no pod informer, or a process the kernel cannot name). Only where trusted workloads alone reach the socket, such as a sidecar's."`
 	} `yaml:"activity"`
 	Attribution struct {
 		Enabled           bool     `yaml:"enabled" help:"Attribute PM samples to the kernels and pods that ran during them (needs PM sampling and activity)."`
@@ -123,6 +126,8 @@ func defaultConfig() Config {
 	c.Activity.MemoryBudget = 128 << 20 // with the GPUs' ~80 MB each, fits the chart's 1 GiB limit on 8 GPUs
 	c.Activity.HelloTimeout = Duration(10 * time.Second)
 	c.Activity.IdleTimeout = Duration(5 * time.Minute)
+	c.Activity.ProcRoot = "/proc"
+	c.Activity.MaxConnectionsPerIdentity = 32
 	c.Web.MaxRequests = 40
 	c.Health.Enabled = true
 	c.Health.Interval = Duration(time.Second)
@@ -235,6 +240,9 @@ func (c *Config) validate() error {
 	}
 	if _, err := c.socketMode(); err != nil {
 		errs = append(errs, err)
+	}
+	if c.Activity.MaxConnectionsPerIdentity < 1 {
+		errs = append(errs, fmt.Errorf("activity.max_connections_per_identity must be at least 1, got %d", c.Activity.MaxConnectionsPerIdentity))
 	}
 	if c.Activity.MaxConnections < 1 {
 		errs = append(errs, fmt.Errorf("activity.max_connections must be at least 1, got %d", c.Activity.MaxConnections))

@@ -62,7 +62,7 @@ func runServe(ctx context.Context, logger *slog.Logger, cfg *Config) error {
 	}
 	budget := activity.NewBudget(int64(cfg.Activity.MemoryBudget))
 	var act *activity.Aggregator
-	actOpts := liveActivityOptions(pm.devices, budget)
+	actOpts := append(liveActivityOptions(pm.devices, budget), activity.WithTrustHelloPods(cfg.Activity.TrustHelloPods))
 	if cfg.Activity.Enabled {
 		if actOpts, err = pm.attribute(cfg, logger, actOpts, func(m string) string { return act.KernelLabel(m) }); err != nil {
 			return err
@@ -415,5 +415,7 @@ func receiverOptions(cfg *Config, budget *activity.Budget) []receiver.Option {
 		receiver.WithHelloTimeout(time.Duration(cfg.Activity.HelloTimeout)),
 		receiver.WithIdleTimeout(time.Duration(cfg.Activity.IdleTimeout)),
 		receiver.WithBudget(budget),
+		receiver.WithProcRoot(cfg.Activity.ProcRoot),
+		receiver.WithMaxConnectionsPerIdentity(cfg.Activity.MaxConnectionsPerIdentity),
 	}
 }

@@ -138,6 +138,10 @@ a valid file (overwriting in place would corrupt their mapping).
 {{- with (include "cupti-exporter.memoryBudget" (list . $sidecar)) }}
 - --activity.memory-budget={{ . }}
 {{- end }}
+{{- if $sidecar }}
+{{- /* The socket is in the pod's own volume: only its containers reach it (docs/security.md). */}}
+- --activity.trust-hello-pods
+{{- end }}
 {{- else }}
 - --no-activity.enabled
 {{- end }}
