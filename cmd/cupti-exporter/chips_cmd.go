@@ -60,7 +60,7 @@ func runChips(logger *slog.Logger, cfg *Config, cl *cli, stdout io.Writer) error
 	defer tw.Flush()
 	detail := len(chips) == 1
 	if !detail {
-		fmt.Fprintln(tw, "CHIP\tPASSES\tDEFAULT SET\tLEFT OUT")
+		fmt.Fprintln(tw, "CHIP\tARCHITECTURE\tTRIGGER\tPASSES\tDEFAULT SET\tLEFT OUT")
 	}
 	var failed []error
 	for _, target := range chips {
@@ -69,7 +69,8 @@ func runChips(logger *slog.Logger, cfg *Config, cl *cli, stdout io.Writer) error
 		logger.Debug("chip resolved", "chip", target, "took", time.Since(start))
 		if err != nil {
 			failed = append(failed, err)
-			fmt.Fprintf(tw, "%s\t-\t-\t%v\n", target, err)
+			f := pmsample.ChipFacts(target)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t-\t-\t%v\n", target, f.Architecture, f.Trigger, err)
 			continue
 		}
 		if detail {
@@ -82,7 +83,8 @@ func runChips(logger *slog.Logger, cfg *Config, cl *cli, stdout io.Writer) error
 				out = append(out, fmt.Sprintf("%s (%s)", c.Name, c.Missing))
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d of %d\t%s\n", set.Chip, set.Passes, len(set.Metrics()), len(set.Choices), strings.Join(out, ", "))
+		f := pmsample.ChipFacts(set.Chip)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d of %d\t%s\n", set.Chip, f.Architecture, f.Trigger, set.Passes, len(set.Metrics()), len(set.Choices), strings.Join(out, ", "))
 	}
 	if detail && len(failed) > 0 {
 		return failed[0]
@@ -109,7 +111,8 @@ func resolveChip(lib *cupti.Lib, target string, curated []mapping.CuratedMetric,
 }
 
 func printChipDetail(tw io.Writer, set pmsample.DefaultSet) {
-	fmt.Fprintf(tw, "chip\t%s\npasses\t%d\n", set.Chip, set.Passes)
+	f := pmsample.ChipFacts(set.Chip)
+	fmt.Fprintf(tw, "chip\t%s (%s: %s)\ntrigger\t%s\npasses\t%d\n", set.Chip, f.Architecture, f.GPUs, f.Trigger, set.Passes)
 	fmt.Fprintln(tw, "SERIES\tHEADLINE\tPERFWORKS METRIC")
 	for _, c := range set.Choices {
 		what := c.Perfworks
