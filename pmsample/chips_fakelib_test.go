@@ -261,3 +261,54 @@ func TestChipsCapturedDefaultSets(t *testing.T) {
 		c.Close()
 	}
 }
+
+// TestChipsMixedHost samples a host with a GH100 and a chip whose catalog lacks the
+// TriageCompute names: each device samples its own chip's names, and both serve the same
+// curated series (one family, told apart by the device labels).
+func TestChipsMixedHost(t *testing.T) {
+	lib := openFake(t)
+	reduced := filepath.Join(t.TempDir(), "no-triage.tsv")
+	full, err := os.ReadFile(cuptitest.CatalogPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keep []string
+	for _, l := range strings.SplitAfter(string(full), "\n") {
+		if !strings.Contains(l, "TriageCompute.") {
+			keep = append(keep, l)
+		}
+	}
+	if err := os.WriteFile(reduced, []byte(strings.Join(keep, "")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dir := captureFake(t, lib, "GH100")
+	t.Setenv("CUPTI_FAKE_CATALOG", reduced) // the default catalog the fake serves from now on
+	other := captureFake(t, lib, "GA102")
+	for _, f := range []string{"GA102.tsv", "GA102.passes"} {
+		b, err := os.ReadFile(filepath.Join(other, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, f), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := runFake(t, "catalogs="+dir+",chip=GH100/GA102", WithMetrics())
+	devs := r.s.Devices()
+	if len(devs) != 2 || devs[0].Chip != "GH100" || devs[1].Chip != "GA102" {
+		t.Fatalf("devices %+v, want a GH100 and a GA102", devs)
+	}
+	names := map[string]bool{}
+	for _, e := range r.s.Catalog() {
+		names[e.Name] = true
+	}
+	if !names["TPC.TriageCompute.sm__cycles_active.avg.pct_of_peak_sustained_elapsed"] || !names["sm__cycles_active.avg.pct_of_peak_sustained_elapsed"] {
+		t.Fatalf("catalog %v: want both chips' SM active names", names)
+	}
+	eventually(t, "cupti_sm_active_ratio on both GPUs", func() bool {
+		snap := r.agg.Snapshot()
+		_, ok0 := valueOf(snap, devs[0], "cupti_sm_active_ratio")
+		_, ok1 := valueOf(snap, devs[1], "cupti_sm_active_ratio")
+		return ok0 && ok1
+	})
+}

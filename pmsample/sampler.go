@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -123,13 +124,17 @@ func (s *Sampler) prepare(lib *cupti.Lib, m *mapping.Mapper, dev *Device, plans 
 		plans[chip] = plan
 		if s.catalog == nil {
 			s.plan = plan
-			for _, name := range plan.Metrics() {
-				p, err := hc.Properties(name)
-				if err != nil {
-					s.logger.Warn("metric properties unknown", "metric", name, "err", err)
-				}
-				s.catalog = append(s.catalog, CatalogEntry{Name: name, Properties: p})
+		}
+		// Every chip's metrics: chips resolve the curated metrics to different names.
+		for _, name := range plan.Metrics() {
+			if slices.ContainsFunc(s.catalog, func(e CatalogEntry) bool { return e.Name == name }) {
+				continue
 			}
+			p, err := hc.Properties(name)
+			if err != nil {
+				s.logger.Warn("metric properties unknown", "metric", name, "err", err)
+			}
+			s.catalog = append(s.catalog, CatalogEntry{Name: name, Properties: p})
 		}
 	}
 	if s.cfg.metricSet != "" {

@@ -45,7 +45,7 @@
  *      unsupported=arch|vgpu|cc  DeviceSupported reports that aspect (arch: UNSUPPORTED,
  *                                vgpu: DISABLED, cc: UNSUPPORTED)
  *      nvperf_missing            HostInitialize returns 15 NOT_INITIALIZED
- *      chip=NAME                 every device is chip NAME (default GH100); on Turing and GA100
+ *      chip=NAME[/NAME...]       device i is the i-th chip, the last repeating (default GH100); on Turing and GA100
  *                                SetConfig refuses the GPU_TIME trigger (27)
  *      catalogs=DIR              serve each chip from its capture in DIR (CHIP.tsv, CHIP.passes:
  *                                pmsample/capture.go), pass counts from the capture (README.md)
@@ -100,7 +100,7 @@ static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 /* ---- faults and counters --------------------------------------------------------------------- */
 
 static char catalogs_dir[512]; /* the catalogs=DIR knob; empty: the default TSV for every chip */
-static char device_chip[32];   /* the chip=NAME knob; empty: GH100 */
+static char device_chip[256];  /* the chip=NAME[/NAME...] knob (device i takes the i-th, the last repeats); empty: GH100 */
 
 static struct {
 	int busy_setconfig, busy_once, image_full, insufficient_privileges, first_sample_before_start;
@@ -491,7 +491,26 @@ static int time_trigger_supported(const char *chip) {
 	return 1;
 }
 
-static const char *dev_chip_locked(void) { return device_chip[0] ? device_chip : "GH100"; }
+/* dev_chip_locked is the chip of device dev: the dev-th name of the chip knob, the last one
+ * repeating; GH100 without the knob. */
+static const char *dev_chip_locked(size_t dev) {
+	static char names[MAX_DEV][32];
+	if (!device_chip[0])
+		return "GH100";
+	const char *p = device_chip;
+	for (size_t i = 0; i < dev; i++) {
+		const char *slash = strchr(p, '/');
+		if (!slash)
+			break;
+		p = slash + 1;
+	}
+	size_t n = strcspn(p, "/");
+	if (n >= sizeof names[0])
+		n = sizeof names[0] - 1;
+	memcpy(names[dev % MAX_DEV], p, n);
+	names[dev % MAX_DEV][n] = 0;
+	return names[dev % MAX_DEV];
+}
 
 static int has_name(char *const *names, size_t n, const char *x) {
 	for (size_t i = 0; i < n; i++)
@@ -683,7 +702,7 @@ CUptiResult cuptiDeviceGetChipName(CUpti_Device_GetChipName_Params *p) {
 	if (p->deviceIndex >= (size_t)ndev())
 		return E_DEVICE;
 	LOCK();
-	p->pChipName = dev_chip_locked(); /* a knob's buffer: stable until the next SetFaults */
+	p->pChipName = dev_chip_locked(p->deviceIndex); /* a static buffer: the binding copies it */
 	UNLOCK();
 	return OK;
 }
@@ -725,8 +744,8 @@ CUptiResult cuptiPmSamplingEnable(CUpti_PmSampling_Enable_Params *p) {
 		CUpti_PmSampling_Object *o = calloc(1, sizeof *o);
 		o->magic = PM_MAGIC;
 		o->dev = (int)p->deviceIndex;
-		o->cat = catalog_for_locked(dev_chip_locked());
-		o->time_trigger = time_trigger_supported(dev_chip_locked());
+		o->cat = catalog_for_locked(dev_chip_locked(p->deviceIndex));
+		o->time_trigger = time_trigger_supported(dev_chip_locked(p->deviceIndex));
 		enabled[o->dev] = o;
 		p->pPmSamplingObject = o;
 		Q.sessions++;
