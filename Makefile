@@ -25,10 +25,11 @@ test:
 demo:
 	$(GO) run -ldflags '$(LDFLAGS)' ./cmd/cupti-exporter --demo
 
-# Regenerate generated documentation (configuration and metrics references).
+# Regenerate generated documentation (configuration and metrics references, the Supported GPUs tables).
 docs:
 	$(GO) test ./cmd/cupti-exporter -run TestConfigurationDoc -update
 	$(GO) test ./e2e -run TestMetricsDoc -update
+	$(GO) test ./pmsample -run TestSupportedGPUsDoc -update
 
 # A synthetic two-GPU recording (the embedded demo is a real H200 run): replay it with
 # `go run ./cmd/cupti-exporter replay synthetic.cuptirec --replay.loop`.

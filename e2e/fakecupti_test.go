@@ -9,6 +9,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -169,6 +170,21 @@ func TestMetricsCommandsFakeCUPTI(t *testing.T) {
 	out, err = run(t, env, "metrics", "plan", lib, "--chip=GH100", "gr__cycles_activ.sum")
 	if err == nil || !strings.Contains(out, "gr__cycles_active") {
 		t.Errorf("plan of an unknown metric: err %v\n%.500s", err, out)
+	}
+	// Every chip the library supports, with its default set; one chip in detail; a capture.
+	out, err = run(t, env, "metrics", "chips", lib)
+	if err != nil || strings.Count(out, "\n") != 31 || !strings.Contains(out, "TU102  Turing") {
+		t.Errorf("metrics chips: want a header and the 30 chips: %v\n%.800s", err, out)
+	}
+	dir := t.TempDir()
+	out, err = run(t, env, "metrics", "chips", lib, "--chip=GA100", "--capture="+dir)
+	if err != nil || !strings.Contains(out, "trigger") || !strings.Contains(out, "cupti_sm_active_ratio") {
+		t.Errorf("metrics chips --chip GA100: %v\n%.800s", err, out)
+	}
+	for _, f := range []string{"GA100.tsv.gz", "GA100.passes"} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+			t.Errorf("metrics chips --capture: %v", err)
+		}
 	}
 }
 

@@ -37,4 +37,6 @@ type Metric struct {
 	Max, Min *Desc
 	Labels   []Label // constant labels of this metric, values in Desc.LabelNames order after the device labels
 	Scale    float64 // multiply the CUPTI value by this (0.01 for percentages -> ratio)
+
+	owner string // what owns its series: the Perfworks name, or "curated NAME" for any candidate of a curated metric
 }

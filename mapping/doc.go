@@ -4,7 +4,8 @@
 // the exporter serves.
 //
 // ParseName parses a name; a Mapper (New) maps full names through user rules (ParseRules,
-// LoadRulesFile), the curated DCGM-comparable table (Mapper.Curated) or, for everything else,
+// LoadRulesFile), the curated DCGM-comparable table (Mapper.Curated: one series per metric, fed
+// on each chip by the first of its candidate Perfworks names that chip offers) or, for everything else,
 // derived names; Suggest proposes near names for unknown ones. The naming rules are in
 // docs/metric-naming.md.
 //

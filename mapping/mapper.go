@@ -40,23 +40,35 @@ func New(rules ...Rule) (*Mapper, error) {
 		return nil, err
 	}
 	m := &Mapper{user: map[string]*Rule{}, curated: map[string]*Rule{}, descs: map[string]*Desc{}, owners: map[string]string{}}
-	all := make([]Rule, 0, len(curatedRules)+len(user))
-	for _, c := range curatedRules {
-		c.source = "curated " + c.Name
-		if !slices.ContainsFunc(user, func(u Rule) bool { return u.Match == c.Match && u.Match != "" }) {
-			all = append(all, c)
+	// A user rule for any candidate of a curated metric replaces that metric on every chip;
+	// the collision check sees each remaining curated metric once, under its GH100 name.
+	var kept []*curatedEntry
+	all := make([]Rule, 0, len(curatedTable)+len(user))
+	for i := range curatedTable {
+		e := &curatedTable[i]
+		replaced := slices.ContainsFunc(e.candidates(), func(c Candidate) bool {
+			return slices.ContainsFunc(user, func(u Rule) bool { return u.Match == c.Perfworks })
+		})
+		if !replaced {
+			kept = append(kept, e)
+			all = append(all, e.Rule)
 		}
 	}
 	all = append(all, user...)
 	if err := checkCollisions(all); err != nil {
 		return nil, err
 	}
-	for i := range all {
-		switch r := &all[i]; {
+	for _, e := range kept {
+		r := e.Rule
+		r.source = "curated " + r.Name
+		for _, c := range e.candidates() {
+			m.curated[c.Perfworks] = &r
+		}
+	}
+	for i := range user {
+		switch r := &user[i]; {
 		case r.re != nil:
 			m.regexes = append(m.regexes, r)
-		case i < len(all)-len(user):
-			m.curated[r.Match] = r
 		default:
 			m.user[r.Match] = r
 		}
@@ -96,7 +108,11 @@ func (m *Mapper) Map(name string, p Properties) (Metric, error) {
 	d := derive(n, p)
 	stem, help, otel := d.stem, d.help, d.otelName
 	var labels, otelAttrs []Label
+	owner := name // who owns the series: the Perfworks name, or the curated metric whatever its chip's name
 	if r, expand := m.lookup(name); r != nil {
+		if m.curated[name] == r {
+			owner = r.source
+		}
 		suffix := strings.TrimPrefix(promName("", "", d.unit, d.kind), "_")
 		main := expand(r.Name)
 		stem = strings.TrimSuffix(main, "_"+suffix)
@@ -129,7 +145,7 @@ func (m *Mapper) Map(name string, p Properties) (Metric, error) {
 		}
 	}
 	labelNames := append(append([]string{}, DeviceLabelNames...), labelNamesOf(labels)...)
-	out := Metric{Perfworks: name, Labels: labels, Scale: d.scale}
+	out := Metric{Perfworks: name, Labels: labels, Scale: d.scale, owner: owner}
 	mk := func(stat, what string) *Desc {
 		desc := &Desc{
 			Name: promName(stem, stat, d.unit, d.kind), Help: help, Kind: d.kind, Unit: d.unit,
@@ -199,7 +215,7 @@ func (m *Mapper) register(met *Metric) error {
 	for _, dp := range descs {
 		d := *dp
 		key := seriesKey(d.Name, met.Labels)
-		if o, ok := m.owners[key]; ok && o != met.Perfworks {
+		if o, ok := m.owners[key]; ok && o != met.owner {
 			return fmt.Errorf("series %s is already produced by %s: rename one of them with a mapping rule", key, o)
 		}
 		if old := m.descs[d.Name]; old != nil && !sameFamily(old, d) {
@@ -212,7 +228,7 @@ func (m *Mapper) register(met *Metric) error {
 		} else {
 			m.descs[(*dp).Name] = *dp
 		}
-		m.owners[seriesKey((*dp).Name, met.Labels)] = met.Perfworks
+		m.owners[seriesKey((*dp).Name, met.Labels)] = met.owner
 	}
 	return nil
 }

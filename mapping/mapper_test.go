@@ -43,7 +43,7 @@ func TestCuratedNames(t *testing.T) {
 		"cupti_tensor_pipe_active_ratio", "cupti_dram_active_ratio", "cupti_fp64_pipe_active_ratio",
 		"cupti_fp32_pipe_active_ratio", `cupti_pcie_bytes_total{direction="rx"}`, `cupti_pcie_bytes_total{direction="tx"}`,
 		"cupti_dram_read_bytes_total", "cupti_dram_write_bytes_total",
-		"cupti_fp16_pipe_active_ratio", `cupti_nvlink_bytes_total{direction="rx"}`, `cupti_nvlink_bytes_total{direction="tx"}`,
+		`cupti_nvlink_bytes_total{direction="rx"}`, `cupti_nvlink_bytes_total{direction="tx"}`, "cupti_fp16_pipe_active_ratio",
 	}
 	m, err := New()
 	if err != nil {
@@ -262,7 +262,7 @@ func TestUserRuleOverridesCurated(t *testing.T) {
 	if met.Max.Name != "cupti_streaming_multiprocessor_busy_max_ratio" {
 		t.Errorf("override max: %s", met.Max.Name)
 	}
-	_, err = New(Rule{Match: "sm__cycles_active.avg.pct_of_peak_sustained_elapsed", Name: "cupti_sm_active_ratio"})
+	_, err = New(Rule{Match: "sm__cycles_active_shader_cs.avg.pct_of_peak_sustained_elapsed", Name: "cupti_sm_active_ratio"})
 	if err == nil || !strings.Contains(err.Error(), "collides with") {
 		t.Errorf("reusing a curated name: err %v", err)
 	}
@@ -297,5 +297,38 @@ func TestMapConcurrentSafe(t *testing.T) {
 		if !slices.Equal(got[w], got[0]) {
 			t.Errorf("worker %d got other descs than worker 0", w)
 		}
+	}
+}
+
+// TestCuratedCandidatesShareSeries maps every candidate of every curated metric that the
+// GH100 catalog has: each must give the family of the metric's GH100 name (same *Desc, so the
+// same name, unit, type, help and OTel name) and the same labels, on one Mapper.
+func TestCuratedCandidatesShareSeries(t *testing.T) {
+	m, err := New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	props := catalogProps(t)
+	n := 0
+	for _, c := range m.Curated() {
+		first := mapFull(t, m, props, c.Perfworks)
+		for _, k := range c.Candidates[1:] {
+			pn, err := ParseName(k.Perfworks)
+			if err != nil {
+				t.Fatalf("%s: candidate %s: %v", c.Name, k.Perfworks, err)
+			}
+			if _, ok := props[pn.Base()]; !ok {
+				continue // not a GH100 name; the per-chip tests of pmsample map it
+			}
+			n++
+			met := mapFull(t, m, props, k.Perfworks)
+			if met.Desc != first.Desc || !slices.Equal(met.Labels, first.Labels) || met.Scale != first.Scale {
+				t.Errorf("%s: candidate %s maps to %s %v (scale %g), the GH100 name to %s %v (scale %g)",
+					c.Name, k.Perfworks, met.Desc.Name, met.Labels, met.Scale, first.Desc.Name, first.Labels, first.Scale)
+			}
+		}
+	}
+	if n < 5 {
+		t.Errorf("only %d candidates found in the GH100 catalog; the table's names look wrong", n)
 	}
 }

@@ -38,7 +38,7 @@ func TestCuratedOTelNames(t *testing.T) {
 		t.Errorf("PCIe %s %v and NVLink %s %v: want both hw.gpu.io in By, told apart by attributes",
 			rx.Desc.OTelName, rx.Desc.OTelAttributes, nvl.Desc.OTelName, nvl.Desc.OTelAttributes)
 	}
-	for _, r := range curatedRules {
+	for _, r := range curatedTable {
 		if r.OTelName == "" || (r.OTelName[:3] != "hw." && r.OTelName[:6] != "cupti.") {
 			t.Errorf("curated %s: OTel name %q is neither hw. nor cupti.", r.Name, r.OTelName)
 		}

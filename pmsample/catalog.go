@@ -182,6 +182,11 @@ func (c *Catalog) Plan(metrics []string, multiplex bool) (PlanResult, error) {
 	return c.p.plan(metrics, multiplex, false)
 }
 
+// DefaultSet resolves the curated default set for the catalog's chip (see docs/supported-gpus.md).
+func (c *Catalog) DefaultSet(curated []mapping.CuratedMetric) (DefaultSet, error) {
+	return c.p.resolveDefaults(c.Chip, curated)
+}
+
 func typeName(t mapping.MetricType) string {
 	switch t {
 	case mapping.TypeCounter:

@@ -72,9 +72,12 @@
 //
 // # Default metrics
 //
-// Without WithMetrics the curated, DCGM-comparable metrics of mapping.Curated() are planned in
-// their priority order without multiplexing: those that do not fit in the first pass, or that
-// the chip lacks (NVLink on a machine without NVLink), are logged and left out. On GH100 (H200,
+// Without WithMetrics the curated, DCGM-comparable metrics of mapping.Curated() are resolved per
+// chip (defaults.go): in priority order, each takes the first of its candidate Perfworks names
+// that the chip's catalog has and that keeps one pass with those before it; the others are
+// logged with their reason and left out (Catalog.DefaultSet and `metrics chips` show the result,
+// docs/supported-gpus.md every chip's; capture.go writes a chip's catalog and pass counts for the
+// fake libcupti). On GH100 (H200,
 // CUPTI 13.0) nine make it: graphics engine, SM active, occupancy, tensor, DRAM, FP64 and FP32
 // pipes, PCIe rx and tx; FP16 would need a second pass; NVLink is refused without NVLink peers
 // (docs/pm-sampling.md has the table and the measurements).

@@ -337,13 +337,13 @@ func TestSamplerFakeLibCloseWaitsForRun(t *testing.T) {
 // CUPTI reports a full name's submetric unit ("percent", "byte/second"); names are derived from the
 // base metric's units, so a per-second metric is named once per second, not twice.
 func TestSamplerFakeLibNamesFromBaseUnits(t *testing.T) {
-	r := runFake(t, "", WithMetrics("dram__bytes_read.sum.per_second", "gr__cycles_active.sum.pct_of_peak_sustained_elapsed"))
+	r := runFake(t, "", WithMetrics("dram__bytes_read.sum.per_second", "fe__cycles_active.sum.pct_of_peak_sustained_elapsed"))
 	for _, e := range r.s.Catalog() {
 		if e.Properties.DimUnit == "percent" || strings.Contains(e.Properties.DimUnit, "/") {
 			t.Errorf("%s: catalog holds the submetric unit %q, want the base metric's", e.Name, e.Properties.DimUnit)
 		}
 	}
-	want := []string{"cupti_dram_read_bytes_per_second", "cupti_gr_cycles_active_of_peak_elapsed_ratio"}
+	want := []string{"cupti_dram_read_bytes_per_second", "cupti_fe_cycles_active_of_peak_elapsed_ratio"}
 	names := map[string]bool{}
 	eventually(t, "the metrics' families in the snapshot", func() bool {
 		clear(names)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -116,20 +117,24 @@ func (s *Sampler) prepare(lib *cupti.Lib, m *mapping.Mapper, dev *Device, plans 
 	hc := &hostCatalog{host: host, lib: lib}
 	plan, ok := plans[chip]
 	if !ok {
-		if plan, err = s.planFor(hc, m); err != nil {
+		if plan, err = s.planFor(hc, chip, m); err != nil {
 			host.Close()
 			return nil, nil, planError{fmt.Errorf("planning pm sampling metrics for %s: %w", chip, err)}
 		}
 		plans[chip] = plan
 		if s.catalog == nil {
 			s.plan = plan
-			for _, name := range plan.Metrics() {
-				p, err := hc.Properties(name)
-				if err != nil {
-					s.logger.Warn("metric properties unknown", "metric", name, "err", err)
-				}
-				s.catalog = append(s.catalog, CatalogEntry{Name: name, Properties: p})
+		}
+		// Every chip's metrics: chips resolve the curated metrics to different names.
+		for _, name := range plan.Metrics() {
+			if slices.ContainsFunc(s.catalog, func(e CatalogEntry) bool { return e.Name == name }) {
+				continue
 			}
+			p, err := hc.Properties(name)
+			if err != nil {
+				s.logger.Warn("metric properties unknown", "metric", name, "err", err)
+			}
+			s.catalog = append(s.catalog, CatalogEntry{Name: name, Properties: p})
 		}
 	}
 	if s.cfg.metricSet != "" {
@@ -153,7 +158,7 @@ func (s *Sampler) prepare(lib *cupti.Lib, m *mapping.Mapper, dev *Device, plans 
 	}
 	if avail == nil {
 		pm.chip, pm.needAvail = chip, true
-		pm.replan = func(h metricHost) (PlanResult, error) { return s.planFor(h, m) }
+		pm.replan = func(h metricHost) (PlanResult, error) { return s.planFor(h, chip, m) }
 	}
 	return pm, groups, nil
 }
@@ -167,7 +172,7 @@ type planError struct{ error }
 
 func (e planError) Unwrap() error { return e.error }
 
-func (s *Sampler) planFor(h metricHost, m *mapping.Mapper) (PlanResult, error) {
+func (s *Sampler) planFor(h metricHost, chip string, m *mapping.Mapper) (PlanResult, error) {
 	p, err := newPlanner(h)
 	if err != nil {
 		return PlanResult{}, err
@@ -176,17 +181,20 @@ func (s *Sampler) planFor(h metricHost, m *mapping.Mapper) (PlanResult, error) {
 		return p.planSet(s.cfg.metricSet)
 	}
 	if len(s.cfg.metrics) > 0 {
+		if err := oneCandidateEach(s.cfg.metrics, m.Curated()); err != nil {
+			return PlanResult{}, err
+		}
 		return p.plan(s.cfg.metrics, s.cfg.multiplex > 0, true)
 	}
-	plan, err := p.plan(DefaultMetrics(m), s.cfg.multiplex > 0, false)
+	plan, _, err := p.planDefaults(chip, m.Curated(), s.cfg.multiplex > 0)
 	for _, r := range plan.Rejected {
-		s.logger.Info("default metric left out", "metric", r.Metric, "reason", r.Reason)
+		s.logger.Info("default metric left out", "chip", chip, "metric", r.Metric, "reason", r.Reason)
 	}
 	return plan, err
 }
 
-// DefaultMetrics lists the Perfworks names of the curated (DCGM-comparable) metrics in
-// priority order.
+// DefaultMetrics lists the GH100 Perfworks names of the curated (DCGM-comparable) metrics in
+// priority order; other chips resolve their own (Catalog.DefaultSet).
 func DefaultMetrics(m *mapping.Mapper) []string {
 	var out []string
 	for _, c := range m.Curated() {

@@ -32,6 +32,7 @@ type cli struct {
 	describeName  string
 	planMetrics   string
 	planMultiplex bool
+	chips         chipsFlags
 }
 
 // Command names as kingpin reports them.
@@ -72,13 +73,14 @@ func newApp(cfg *Config, stdout, stderr io.Writer) (*kingpin.Application, *cli) 
 	record.Flag("duration", "How long to record.").Default("60s").DurationVar(&c.recordDuration)
 
 	metrics := app.Command("metrics", "Inspect the PM Sampling metric catalog.")
-	metrics.Flag("chip", "Chip whose catalog to read (e.g. GH100, needs libcupti but no GPU) or a CUDA ordinal.").Default("0").StringVar(&c.metricsChip)
+	metrics.Flag("chip", "Chip whose catalog to read (e.g. GH100, needs libcupti but no GPU) or a CUDA ordinal.").Default("0").IsSetByUser(&c.chips.chipSet).StringVar(&c.metricsChip)
 	metrics.Command("list", "List the metrics that can be sampled.")
 	describe := metrics.Command("describe", "Describe a metric: properties and the exported name.")
 	describe.Arg("name", "Perfworks metric name.").Required().StringVar(&c.describeName)
 	plan := metrics.Command("plan", "Show how metrics pack into single-pass groups.")
 	plan.Arg("metrics", "Comma-separated Perfworks metric names.").Required().StringVar(&c.planMetrics)
 	plan.Flag("multiplex", "Plan several single-pass groups instead of dropping what does not fit.").BoolVar(&c.planMultiplex)
+	addChipsCommand(metrics, c)
 
 	app.Command(cmdVersion, "Print the version.")
 	return app, c

@@ -6,7 +6,7 @@
  * CUPTI_ERROR_INVALID_PARAMETER.
  *
  * Behaviour (README.md beside this file is the contract):
- *  - version 130001 (fault version=N changes it); chip "GH100" on every device;
+ *  - version 130001 (fault version=N changes it); chip "GH100" (or chip=NAME) on every device;
  *    CUPTI_FAKE_DEVICES devices (default 2).
  *  - metrics: the catalog TSV at $CUPTI_FAKE_CATALOG (default FAKE_DEFAULT_CATALOG, set at build).
  *    A full name is base + one suffix of its type (see the suffix lists below).
@@ -49,6 +49,10 @@
  *      unsupported=arch|vgpu|cc  DeviceSupported reports that aspect (arch: UNSUPPORTED,
  *                                vgpu: DISABLED, cc: UNSUPPORTED)
  *      nvperf_missing            HostInitialize returns 15 NOT_INITIALIZED
+ *      chip=NAME[/NAME...]       device i is the i-th chip, the last repeating (default GH100); on Turing and GA100
+ *                                SetConfig refuses the GPU_TIME trigger (27)
+ *      catalogs=DIR              serve each chip from its capture in DIR (CHIP.tsv, CHIP.passes:
+ *                                pmsample/capture.go), pass counts from the capture (README.md)
  *      needs_nvperf_target       PmSamplingEnable returns 15 NOT_INITIALIZED until a
  *                                libnvperf_target.so is loaded in the process (query
  *                                nvperf_target_loaded says whether one is)
@@ -99,6 +103,9 @@ static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 
 /* ---- faults and counters --------------------------------------------------------------------- */
 
+static char catalogs_dir[512]; /* the catalogs=DIR knob; empty: the default TSV for every chip */
+static char device_chip[256];  /* the chip=NAME[/NAME...] knob (device i takes the i-th, the last repeats); empty: GH100 */
+
 static struct {
 	int busy_setconfig, busy_once, image_full, insufficient_privileges, first_sample_before_start;
 	int nvperf_missing, needs_nvperf_target, unsupported_arch, unsupported_vgpu, unsupported_cc;
@@ -107,13 +114,14 @@ static struct {
 } F;
 
 static struct {
-	unsigned long long init, deinit, hosts, sessions, enables, hosts_with_set, host_init_size;
+	unsigned long long init, deinit, hosts, sessions, enables, hosts_with_set, host_init_size, passes_unknown;
 	unsigned long long sc_struct_size, sc_interval, sc_trigger, sc_append, sc_hwbuf;
 } Q;
 
 static int set_faults_locked(const char *spec) {
 	memset(&F, 0, sizeof F);
 	F.version = FAKE_DEFAULT_VERSION;
+	catalogs_dir[0] = device_chip[0] = 0;
 	if (!spec)
 		return 0;
 	char *copy = strdup(spec), *save = NULL, *tok;
@@ -138,6 +146,8 @@ static int set_faults_locked(const char *spec) {
 		else if (!strcmp(tok, "late_every")) F.late_every = (unsigned)strtoul(val, NULL, 10);
 		else if (!strcmp(tok, "late_ms")) F.late_ms = (unsigned)strtoul(val, NULL, 10);
 		else if (!strcmp(tok, "version")) F.version = (uint32_t)strtoul(val, NULL, 10);
+		else if (!strcmp(tok, "chip")) snprintf(device_chip, sizeof device_chip, "%s", val);
+		else if (!strcmp(tok, "catalogs")) snprintf(catalogs_dir, sizeof catalogs_dir, "%s", val);
 		else if (!strcmp(tok, "unsupported") && !strcmp(val, "arch")) F.unsupported_arch = 1;
 		else if (!strcmp(tok, "unsupported") && !strcmp(val, "vgpu")) F.unsupported_vgpu = 1;
 		else if (!strcmp(tok, "unsupported") && !strcmp(val, "cc")) F.unsupported_cc = 1;
@@ -182,7 +192,7 @@ int cuptiFakeQuery(const char *key, unsigned long long *out) {
 		    {"setconfig.struct_size", &Q.sc_struct_size}, {"setconfig.interval", &Q.sc_interval},
 		    {"setconfig.trigger", &Q.sc_trigger}, {"setconfig.append", &Q.sc_append},
 		    {"setconfig.hwbuf", &Q.sc_hwbuf}, {"hosts.with_set", &Q.hosts_with_set},
-		    {"host_init.struct_size", &Q.host_init_size}};
+		    {"host_init.struct_size", &Q.host_init_size}, {"passes_unknown", &Q.passes_unknown}};
 	int rc = -1;
 	LOCK();
 	for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
@@ -213,19 +223,130 @@ static uint64_t now_ns(void) {
 typedef struct {
 	int type;
 	char *base, *hw, *dim, *desc;
+	const char **subs; /* captured submetrics (leading dot), or NULL for the type's list */
+	size_t nsubs;
 } entry;
 
-static entry *cat;
-static size_t ncat;
-static const char **cat_by_type[3];
-static size_t ncat_by_type[3];
+/* A captured pass count: the set (names), and its count or the CUptiResult that refused it. */
+typedef struct {
+	char **names;
+	size_t n;
+	size_t passes;
+	int err;
+} pass_fact;
 
-static int load_catalog_locked(void) {
-	if (cat)
-		return 0;
-	const char *path = getenv("CUPTI_FAKE_CATALOG");
-	if (!path || !*path)
-		path = FAKE_DEFAULT_CATALOG;
+/* A catalog: the default TSV (every chip, pass rule ceil(n/8)), or one chip's capture from the
+ * catalogs=DIR knob (DIR/CHIP.tsv and DIR/CHIP.passes, pass counts from the capture). */
+typedef struct {
+	char *path;
+	int captured;
+	entry *e;
+	size_t n;
+	const char **by_type[3];
+	size_t nby_type[3];
+	pass_fact *facts;
+	size_t nfacts;
+} catalog;
+
+#define MAX_CATALOGS 64
+static catalog catalogs[MAX_CATALOGS];
+static size_t ncatalogs;
+static char **split_list(char *s, size_t *n) {
+	size_t cap = 8;
+	char **out = calloc(cap, sizeof *out), *save = NULL;
+	*n = 0;
+	for (char *t = strtok_r(s, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+		if (*n == cap)
+			out = realloc(out, (cap *= 2) * sizeof *out);
+		out[(*n)++] = strdup(t);
+	}
+	return out;
+}
+
+static entry *find_base(catalog *c, const char *base) {
+	for (size_t i = 0; i < c->n; i++)
+		if (!strcmp(c->e[i].base, base))
+			return &c->e[i];
+	return NULL;
+}
+
+/* load_passes reads the name, passes, sublist and submetrics lines of a capture (format:
+ * pmsample/capture.go): metrics and submetric lists are numbered from 0 in file order. */
+static int load_passes(catalog *c, const char *path) {
+	FILE *f = fopen(path, "r");
+	if (!f) {
+		fprintf(stderr, "fake libcupti: pass counts %s: cannot open\n", path);
+		return -1;
+	}
+	static char line[1 << 16];
+	size_t cap = 64, ncap = 64, nnames = 0, lcap = 4, nlists = 0;
+	char **names = calloc(ncap, sizeof *names);
+	struct {
+		char **subs;
+		size_t n;
+	} *lists = calloc(lcap, sizeof *lists);
+	c->facts = calloc(cap, sizeof *c->facts);
+	int rc = 0;
+	while (rc == 0 && fgets(line, sizeof line, f)) {
+		line[strcspn(line, "\r\n")] = 0;
+		char *save = NULL, *kind = strtok_r(line, "\t", &save), *a = strtok_r(NULL, "\t", &save);
+		char *b = strtok_r(NULL, "\t", &save);
+		if (!kind || !a || !b)
+			continue;
+		if (!strcmp(kind, "name")) {
+			if ((size_t)atoi(a) != nnames) {
+				rc = -1;
+				break;
+			}
+			if (nnames == ncap)
+				names = realloc(names, (ncap *= 2) * sizeof *names);
+			names[nnames++] = strdup(b);
+		} else if (!strcmp(kind, "passes")) {
+			if (c->nfacts == cap)
+				c->facts = realloc(c->facts, (cap *= 2) * sizeof *c->facts);
+			pass_fact *pf = &c->facts[c->nfacts++];
+			pf->err = a[0] == 'e' ? atoi(a + 1) : 0;
+			pf->passes = a[0] == 'e' ? 0 : (size_t)strtoul(a, NULL, 10);
+			pf->names = split_list(b, &pf->n);
+			for (size_t i = 0; i < pf->n; i++) {
+				size_t id = (size_t)strtoul(pf->names[i], NULL, 10);
+				if (id >= nnames) {
+					rc = -1;
+					break;
+				}
+				free(pf->names[i]);
+				pf->names[i] = names[id];
+			}
+		} else if (!strcmp(kind, "sublist")) {
+			if (nlists == lcap)
+				lists = realloc(lists, (lcap *= 2) * sizeof *lists);
+			char **subs = split_list(b, &lists[nlists].n);
+			for (size_t i = 0; i < lists[nlists].n; i++) { /* CUPTI's submetrics start with a dot */
+				char *d = malloc(strlen(subs[i]) + 2);
+				d[0] = '.';
+				strcpy(d + 1, subs[i]);
+				free(subs[i]);
+				subs[i] = d;
+			}
+			lists[nlists++].subs = subs;
+		} else if (!strcmp(kind, "submetrics")) {
+			entry *e = find_base(c, a);
+			size_t k = (size_t)strtoul(b, NULL, 10);
+			if (e && k < nlists) {
+				e->subs = (const char **)lists[k].subs;
+				e->nsubs = lists[k].n;
+			}
+		}
+	}
+	fclose(f);
+	free(lists);
+	free(names); /* the strings stay: the facts point at them */
+	if (rc != 0)
+		fprintf(stderr, "fake libcupti: pass counts %s: a metric number out of order or undefined\n", path);
+	return rc;
+}
+
+static int load_tsv(catalog *c, const char *path) {
 	FILE *f = fopen(path, "r");
 	if (!f) {
 		fprintf(stderr, "fake libcupti: catalog %s: cannot open\n", path);
@@ -233,7 +354,7 @@ static int load_catalog_locked(void) {
 	}
 	char line[1024];
 	size_t cap = 2048;
-	cat = calloc(cap, sizeof *cat);
+	c->e = calloc(cap, sizeof *c->e);
 	while (fgets(line, sizeof line, f)) {
 		if (line[0] == '#' || line[0] == '\n')
 			continue;
@@ -242,9 +363,9 @@ static int load_catalog_locked(void) {
 		char *h = strtok_r(NULL, "\t", &save), *d = strtok_r(NULL, "\t", &save);
 		if (!t || !b)
 			continue;
-		if (ncat == cap)
-			cat = realloc(cat, (cap *= 2) * sizeof *cat);
-		entry *e = &cat[ncat++];
+		if (c->n == cap)
+			c->e = realloc(c->e, (cap *= 2) * sizeof *c->e);
+		entry *e = &c->e[c->n++];
 		e->type = !strcmp(t, "ratio") ? 1 : !strcmp(t, "throughput") ? 2 : 0;
 		e->base = strdup(b);
 		e->hw = strdup(h ? h : "");
@@ -255,12 +376,43 @@ static int load_catalog_locked(void) {
 	}
 	fclose(f);
 	for (int t = 0; t < 3; t++) {
-		cat_by_type[t] = calloc(ncat + 1, sizeof(char *));
-		for (size_t i = 0; i < ncat; i++)
-			if (cat[i].type == t)
-				cat_by_type[t][ncat_by_type[t]++] = cat[i].base;
+		c->by_type[t] = calloc(c->n + 1, sizeof(char *));
+		for (size_t i = 0; i < c->n; i++)
+			if (c->e[i].type == t)
+				c->by_type[t][c->nby_type[t]++] = c->e[i].base;
 	}
 	return 0;
+}
+
+/* catalog_for returns the catalog of chip (loading it once), or NULL when it cannot be read. */
+static catalog *catalog_for_locked(const char *chip) {
+	char path[600];
+	int captured = catalogs_dir[0] != 0;
+	if (captured)
+		snprintf(path, sizeof path, "%s/%s.tsv", catalogs_dir, chip);
+	else {
+		const char *env = getenv("CUPTI_FAKE_CATALOG");
+		snprintf(path, sizeof path, "%s", env && *env ? env : FAKE_DEFAULT_CATALOG);
+	}
+	for (size_t i = 0; i < ncatalogs; i++)
+		if (!strcmp(catalogs[i].path, path))
+			return &catalogs[i];
+	if (ncatalogs == MAX_CATALOGS)
+		return NULL;
+	catalog *c = &catalogs[ncatalogs];
+	memset(c, 0, sizeof *c);
+	if (load_tsv(c, path) != 0)
+		return NULL;
+	if (captured) {
+		char pp[600];
+		snprintf(pp, sizeof pp, "%s/%s.passes", catalogs_dir, chip);
+		if (load_passes(c, pp) != 0)
+			return NULL;
+	}
+	c->path = strdup(path);
+	c->captured = captured;
+	ncatalogs++;
+	return c;
 }
 
 /* Counter suffixes as CUPTI 13.0 lists them for GH100 (leading dot, 4 rollups x 11). */
@@ -286,16 +438,25 @@ static const char **subs[3] = {sub_counter, sub_ratio, sub_throughput};
 static const size_t nsubs[3] = {sizeof sub_counter / sizeof *sub_counter, sizeof sub_ratio / sizeof *sub_ratio,
 				sizeof sub_throughput / sizeof *sub_throughput};
 
+static const char **entry_subs(const entry *e, size_t *n) {
+	if (e->subs) {
+		*n = e->nsubs;
+		return e->subs;
+	}
+	*n = nsubs[e->type];
+	return subs[e->type];
+}
+
 /* lookup finds the catalog entry of name (a base, or base + a suffix of its type when full). */
-static const entry *lookup_locked(const char *name, int need_suffix) {
-	if (!name || load_catalog_locked() != 0)
+static const entry *lookup_locked(const catalog *c, const char *name, int need_suffix) {
+	if (!name || !c)
 		return NULL;
 	const entry *best = NULL;
 	size_t bestlen = 0;
-	for (size_t i = 0; i < ncat; i++) {
-		size_t n = strlen(cat[i].base);
-		if (n > bestlen && !strncmp(name, cat[i].base, n) && (name[n] == 0 || name[n] == '.')) {
-			best = &cat[i];
+	for (size_t i = 0; i < c->n; i++) {
+		size_t n = strlen(c->e[i].base);
+		if (n > bestlen && !strncmp(name, c->e[i].base, n) && (name[n] == 0 || name[n] == '.')) {
+			best = &c->e[i];
 			bestlen = n;
 		}
 	}
@@ -304,13 +465,18 @@ static const entry *lookup_locked(const char *name, int need_suffix) {
 	const char *suffix = name + bestlen;
 	if (!*suffix)
 		return need_suffix ? NULL : best;
-	for (size_t i = 0; i < nsubs[best->type]; i++)
-		if (!strcmp(suffix, subs[best->type][i]))
+	size_t ns;
+	const char **ss = entry_subs(best, &ns);
+	for (size_t i = 0; i < ns; i++)
+		if (!strcmp(suffix, ss[i]))
 			return best;
 	return NULL;
 }
 
-static const char *chips[] = {"GA100", "GA102", "AD102", "GH100", "GB100", "GB202"};
+/* The chips cuptiProfilerHostGetSupportedChips lists in CUPTI 13.0. */
+static const char *chips[] = {"GV100", "GV11B", "TU102", "TU104", "TU106", "TU116", "TU117", "GA100", "GA102", "GA103",
+			      "GA104", "GA106", "GA107", "GA10B", "GH100", "AD102", "AD103", "AD104", "AD106", "AD107",
+			      "GB100", "GB102", "GB110", "GB10B", "GB202", "GB203", "GB205", "GB206", "GB207", "GB20B"};
 
 static int known_chip(const char *c) {
 	for (size_t i = 0; c && i < sizeof chips / sizeof *chips; i++)
@@ -319,10 +485,93 @@ static int known_chip(const char *c) {
 	return 0;
 }
 
+/* Chips whose PM sampling has no GPU_TIME trigger (REFERENCE.md: Turing and GA100): SetConfig
+ * refuses it with NOT_SUPPORTED, so the binding's SYSCLK fallback is exercised per chip. */
+static const char *sysclk_only[] = {"TU102", "TU104", "TU106", "TU116", "TU117", "GA100"};
+
+static int time_trigger_supported(const char *chip) {
+	for (size_t i = 0; i < sizeof sysclk_only / sizeof *sysclk_only; i++)
+		if (!strcmp(chip, sysclk_only[i]))
+			return 0;
+	return 1;
+}
+
+/* dev_chip_locked is the chip of device dev: the dev-th name of the chip knob, the last one
+ * repeating; GH100 without the knob. */
+static const char *dev_chip_locked(size_t dev) {
+	static char names[MAX_DEV][32];
+	if (!device_chip[0])
+		return "GH100";
+	const char *p = device_chip;
+	for (size_t i = 0; i < dev; i++) {
+		const char *slash = strchr(p, '/');
+		if (!slash)
+			break;
+		p = slash + 1;
+	}
+	size_t n = strcspn(p, "/");
+	if (n >= sizeof names[0])
+		n = sizeof names[0] - 1;
+	memcpy(names[dev % MAX_DEV], p, n);
+	names[dev % MAX_DEV][n] = 0;
+	return names[dev % MAX_DEV];
+}
+
+static int has_name(char *const *names, size_t n, const char *x) {
+	for (size_t i = 0; i < n; i++)
+		if (!strcmp(names[i], x))
+			return 1;
+	return 0;
+}
+
+/* subset reports whether every name of a (n) is in b (m). */
+static int subset(char *const *a, size_t n, char *const *b, size_t m) {
+	for (size_t i = 0; i < n; i++)
+		if (!has_name(b, m, a[i]))
+			return 0;
+	return 1;
+}
+
+/* captured_passes answers a pass count from a capture, order aside: the set's own count; else
+ * at least the count of a captured set it contains (a refusal stays a refusal); else 1 when it
+ * lies within a captured one-pass set. Anything else was never measured: it counts in
+ * passes_unknown and is answered 2 (not known to fit), so a test can tell. */
+static size_t captured_passes(const catalog *c, char *const *names, size_t n, CUptiResult *err) {
+	size_t most = 0;
+	for (size_t i = 0; i < c->nfacts; i++) {
+		const pass_fact *f = &c->facts[i];
+		if (f->n == n && subset(names, n, f->names, f->n)) {
+			*err = f->err;
+			return f->passes;
+		}
+	}
+	for (size_t i = 0; i < c->nfacts; i++) {
+		const pass_fact *f = &c->facts[i];
+		if (f->n < n && subset(f->names, f->n, names, n)) {
+			if (f->err) {
+				*err = f->err;
+				return 0;
+			}
+			if (f->passes > most)
+				most = f->passes;
+		}
+	}
+	if (most > 1)
+		return most;
+	for (size_t i = 0; i < c->nfacts; i++) {
+		const pass_fact *f = &c->facts[i];
+		if (!f->err && f->passes == 1 && f->n > n && subset(names, n, f->names, f->n))
+			return 1;
+	}
+	Q.passes_unknown++;
+	return 2;
+}
+
 /* ---- objects --------------------------------------------------------------------------------- */
 
 struct CUpti_Profiler_Host_Object {
 	unsigned magic;
+	catalog *cat;
 	char **metrics;
 	size_t n;
 };
@@ -334,6 +583,8 @@ struct CUpti_PmSampling_Object {
 	int ever_started, silent; /* silent: configured again after a Start (see cuptiPmSamplingSetConfig) */
 	int full_images; /* some image of this session had a COUNTER_DATA_FULL decode */
 	uint32_t cfg_metrics; /* metrics in the config of the last SetConfig */
+	catalog *cat;         /* the device chip's, for counter data sizes */
+	int time_trigger;     /* the device chip has the GPU_TIME trigger */
 	uint64_t iv, hwbuf_samples, t0, t_stop, next_k, decodes;
 	size_t cd_metrics, cd_capacity, cd_size;
 	/* split_every: the newest sample of a decode was left half decoded in split_img */
@@ -350,6 +601,7 @@ static CUpti_PmSampling_Object *enabled[MAX_DEV];
 typedef struct {
 	char magic[8];
 	uint32_t n;
+	uint32_t cat; /* index of the host's catalog in catalogs[] */
 } cfg_header;
 
 #define CD_MAGIC "FAKECD1"
@@ -462,7 +714,9 @@ CUptiResult cuptiDeviceGetChipName(CUpti_Device_GetChipName_Params *p) {
 	CHECK_SIZE(p, CUpti_Device_GetChipName_Params);
 	if (p->deviceIndex >= (size_t)ndev())
 		return E_DEVICE;
-	p->pChipName = "GH100";
+	LOCK();
+	p->pChipName = dev_chip_locked(p->deviceIndex); /* a static buffer: the binding copies it */
+	UNLOCK();
 	return OK;
 }
 
@@ -503,6 +757,8 @@ CUptiResult cuptiPmSamplingEnable(CUpti_PmSampling_Enable_Params *p) {
 		CUpti_PmSampling_Object *o = calloc(1, sizeof *o);
 		o->magic = PM_MAGIC;
 		o->dev = (int)p->deviceIndex;
+		o->cat = catalog_for_locked(dev_chip_locked(p->deviceIndex));
+		o->time_trigger = time_trigger_supported(dev_chip_locked(p->deviceIndex));
 		enabled[o->dev] = o;
 		p->pPmSamplingObject = o;
 		Q.sessions++;
@@ -520,6 +776,18 @@ static size_t config_passes(const uint8_t *img, size_t size, CUptiResult *err) {
 		return 0;
 	}
 	const char *s = (const char *)(h + 1);
+	LOCK();
+	const catalog *c = h->cat < ncatalogs ? &catalogs[h->cat] : NULL;
+	if (c && c->captured) {
+		char **names = calloc(h->n + 1, sizeof *names);
+		for (uint32_t i = 0; i < h->n; i++, s += strlen(s) + 1)
+			names[i] = (char *)s;
+		size_t n = captured_passes(c, names, h->n, err);
+		free(names);
+		UNLOCK();
+		return n;
+	}
+	UNLOCK();
 	for (uint32_t i = 0; i < h->n; i++, s += strlen(s) + 1)
 		if (!strncmp(s, "sm__throughput.", 15))
 			return 19;
@@ -543,6 +811,8 @@ CUptiResult cuptiPmSamplingSetConfig(CUpti_PmSampling_SetConfig_Params *p) {
 		r = E_PARAM;
 	else if (o->started)
 		r = E_OPERATION;
+	else if (p->triggerMode == CUPTI_PM_SAMPLING_TRIGGER_MODE_GPU_TIME_INTERVAL && !o->time_trigger)
+		r = E_NOT_SUPPORTED;
 	else if (F.busy_setconfig)
 		r = E_BUSY;
 	else if (F.busy_once) {
@@ -569,11 +839,11 @@ CUptiResult cuptiPmSamplingSetConfig(CUpti_PmSampling_SetConfig_Params *p) {
 	return r;
 }
 
-static int valid_names_locked(const char **names, size_t n) {
+static int valid_names_locked(const catalog *c, const char **names, size_t n) {
 	if (!names || n == 0)
 		return E_PARAM;
 	for (size_t i = 0; i < n; i++)
-		if (!lookup_locked(names[i], 1))
+		if (!lookup_locked(c, names[i], 1))
 			return E_METRIC;
 	return OK;
 }
@@ -581,7 +851,7 @@ static int valid_names_locked(const char **names, size_t n) {
 CUptiResult cuptiPmSamplingGetCounterDataSize(CUpti_PmSampling_GetCounterDataSize_Params *p) {
 	CHECK_SIZE(p, CUpti_PmSampling_GetCounterDataSize_Params);
 	LOCK();
-	CUptiResult r = live_pm(p->pPmSamplingObject) ? valid_names_locked(p->pMetricNames, p->numMetrics) : E_PARAM;
+	CUptiResult r = live_pm(p->pPmSamplingObject) ? valid_names_locked(p->pPmSamplingObject->cat, p->pMetricNames, p->numMetrics) : E_PARAM;
 	if (r == OK && p->maxSamples == 0)
 		r = E_PARAM;
 	if (r == OK) {
@@ -868,11 +1138,12 @@ CUptiResult cuptiProfilerHostInitialize(CUpti_Profiler_Host_Initialize_Params *p
 	LOCK();
 	if (F.nvperf_missing)
 		r = E_NOT_INIT;
-	else if (load_catalog_locked() != 0)
+	else if (!catalog_for_locked(p->pChipName))
 		r = E_UNKNOWN;
 	else {
 		CUpti_Profiler_Host_Object *h = calloc(1, sizeof *h);
 		h->magic = HOST_MAGIC;
+		h->cat = catalog_for_locked(p->pChipName);
 		p->pHostObject = h;
 		Q.hosts++;
 		Q.hosts_with_set += set != NULL;
@@ -911,8 +1182,8 @@ CUptiResult cuptiProfilerHostGetBaseMetrics(CUpti_Profiler_Host_GetBaseMetrics_P
 	CHECK_SIZE(p, CUpti_Profiler_Host_GetBaseMetrics_Params);
 	if (!live_host(p->pHostObject) || p->metricType < 0 || p->metricType > 2)
 		return E_PARAM;
-	p->ppMetricNames = cat_by_type[p->metricType];
-	p->numMetrics = ncat_by_type[p->metricType];
+	p->ppMetricNames = p->pHostObject->cat->by_type[p->metricType];
+	p->numMetrics = p->pHostObject->cat->nby_type[p->metricType];
 	return OK;
 }
 
@@ -921,12 +1192,13 @@ CUptiResult cuptiProfilerHostGetSubMetrics(CUpti_Profiler_Host_GetSubMetrics_Par
 	if (!live_host(p->pHostObject))
 		return E_PARAM;
 	LOCK();
-	const entry *e = lookup_locked(p->pMetricName, 0);
+	const entry *e = lookup_locked(p->pHostObject->cat, p->pMetricName, 0);
 	UNLOCK();
 	if (!e || (int)p->metricType != e->type)
 		return E_METRIC;
-	p->ppSubMetrics = subs[e->type];
-	p->numOfSubmetrics = nsubs[e->type];
+	size_t n;
+	p->ppSubMetrics = entry_subs(e, &n);
+	p->numOfSubmetrics = n;
 	return OK;
 }
 
@@ -948,7 +1220,7 @@ CUptiResult cuptiProfilerHostGetMetricProperties(CUpti_Profiler_Host_GetMetricPr
 	if (!live_host(p->pHostObject))
 		return E_PARAM;
 	LOCK();
-	const entry *e = lookup_locked(p->pMetricName, 0);
+	const entry *e = lookup_locked(p->pHostObject->cat, p->pMetricName, 0);
 	UNLOCK();
 	if (!e)
 		return E_METRIC;
@@ -975,7 +1247,7 @@ CUptiResult cuptiProfilerHostConfigAddMetrics(CUpti_Profiler_Host_ConfigAddMetri
 	if (!live_host(h))
 		return E_PARAM;
 	LOCK();
-	CUptiResult r = valid_names_locked(p->ppMetricNames, p->numMetrics);
+	CUptiResult r = valid_names_locked(h->cat, p->ppMetricNames, p->numMetrics);
 	if (r == OK) {
 		h->metrics = realloc(h->metrics, (h->n + p->numMetrics) * sizeof *h->metrics);
 		for (size_t i = 0; i < p->numMetrics; i++)
@@ -1008,6 +1280,7 @@ CUptiResult cuptiProfilerHostGetConfigImage(CUpti_Profiler_Host_GetConfigImage_P
 	cfg_header *c = (cfg_header *)p->pConfigImage;
 	memcpy(c->magic, CFG_MAGIC, 8);
 	c->n = (uint32_t)h->n;
+	c->cat = (uint32_t)(h->cat - catalogs);
 	char *s = (char *)(c + 1);
 	for (size_t i = 0; i < h->n; i++) {
 		size_t n = strlen(h->metrics[i]) + 1;
@@ -1039,7 +1312,7 @@ CUptiResult cuptiProfilerHostEvaluateToGpuValues(CUpti_Profiler_Host_EvaluateToG
 	CUptiResult r = OK;
 	LOCK();
 	if (p->ppMetricNames != checked || p->numMetrics != nchecked) {
-		r = valid_names_locked(p->ppMetricNames, p->numMetrics);
+		r = valid_names_locked(p->pHostObject->cat, p->ppMetricNames, p->numMetrics);
 		if (r == OK) {
 			checked = (const char *const *)p->ppMetricNames;
 			nchecked = p->numMetrics;
