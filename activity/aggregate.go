@@ -34,12 +34,12 @@ type Aggregator struct {
 	// not split by them (empty labels): such a series expires after the TTL without records.
 	nodeDevice *device
 	nodePod    *podRef
-	pods      map[podID]*podRef      // interned pod labels
-	records   [KindMemset + 1]uint64 // by Kind
-	dropped   map[string]uint64
-	connDrops map[string]uint64
-	conns     uint64
-	invalid   map[string]uint64 // sender reports refused, by reason (senderdrops.go)
+	pods       map[podID]*podRef      // interned pod labels
+	records    [KindMemset + 1]uint64 // by Kind
+	dropped    map[string]uint64
+	connDrops  map[string]uint64
+	conns      uint64
+	invalid    map[string]uint64 // sender reports refused, by reason (senderdrops.go)
 
 	podResolutions map[string]uint64 // connections by how their pod labels were decided
 

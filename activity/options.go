@@ -9,7 +9,7 @@ import (
 
 // Defaults of the Aggregator's options.
 const (
-	DefaultTopKernels     = 20
+	DefaultTopKernels     = 15
 	DefaultRerankInterval = time.Minute
 	DefaultSeriesTTL      = 5 * time.Minute
 )
@@ -56,7 +56,7 @@ func newConfig(opts []Option) config {
 // WithTopKernels sets how many kernel names get their own kernel label (in
 // cupti_kernel_duration_seconds and, through KernelLabel, the attributed kernel families);
 // the others are merged into kernel="other" and counted in
-// cupti_activity_kernels_folded_total. Default 20; a non-positive value keeps the default.
+// cupti_activity_kernels_folded_total. Default 15 (the dashboards show the top 15); a non-positive value keeps the default.
 func WithTopKernels(k int) Option {
 	return func(c *config) {
 		if k > 0 {

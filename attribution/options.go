@@ -126,7 +126,7 @@ func WithKernelLabel(f func(mangled string) string) Option {
 // BudgetTopKernels kernel labels get series of their own (the rest go to kernel="other");
 // the per-kernel and per-pod families are those the dashboards read. The package's own
 // defaults limit nothing.
-const BudgetTopKernels = 5
+const BudgetTopKernels = 4
 
 var (
 	BudgetKernelFamilies = []string{"dram_read_bytes", "dram_write_bytes", "sm_active_seconds", "tensor_pipe_active_seconds"}

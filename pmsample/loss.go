@@ -30,6 +30,17 @@ type Loss struct {
 //   - gap: samples missing between two delivered ones with no event to explain them.
 var LostReasons = [...]string{"image_full", "overflow", "decode_error", "invalid", "start", "rotation", "stall", "backoff", "paused", "busy", "error", "idle_release", "duty_cycle", "gap"}
 
+// expectedLoss marks the reasons that follow from what the exporter or the user did
+// (start, rotation, paused, busy, idle_release, duty_cycle), not from a fault: their series
+// appear at their first loss, so that a GPU carries no series for them while they never
+// happen. The fault reasons, which alerts take rates of, always have a series.
+var expectedLoss = func() (m [len(LostReasons)]bool) {
+	for _, r := range []string{"start", "rotation", "paused", "busy", "idle_release", "duty_cycle"} {
+		m[lostIndex(r)] = true
+	}
+	return m
+}()
+
 func lostIndex(reason string) int {
 	for i, r := range LostReasons {
 		if r == reason {
