@@ -159,13 +159,23 @@ func (a *Attributor) metricIndex(name string) int32 {
 	return i
 }
 
-// checkFamilies refuses a per-kernel or per-pod family stem that no metric of the catalog
-// makes (a typo would otherwise serve nothing, silently).
+// checkFamilies refuses a per-kernel or per-pod family stem that neither a metric of the
+// catalog nor a curated metric makes (a typo would otherwise serve nothing, silently); a
+// curated family this GPU lacks (NVLink on a GPU without peers) is accepted.
 func (a *Attributor) checkFamilies(catalog []pmsample.CatalogEntry) error {
-	if a.cfg.kernelFams == nil && a.cfg.podFams == nil || len(catalog) == 0 {
+	if a.cfg.kernelFams == nil && a.cfg.podFams == nil {
 		return nil
 	}
 	known := map[string]bool{}
+	for _, c := range a.mapper.Curated() {
+		stem := strings.TrimPrefix(c.Name, mapping.NamePrefix)
+		switch {
+		case strings.HasSuffix(stem, "_total"):
+			known[strings.TrimSuffix(stem, "_total")] = true
+		case strings.HasSuffix(stem, "_ratio"):
+			known[strings.TrimSuffix(stem, "_ratio")+"_seconds"] = true
+		}
+	}
 	for _, e := range catalog {
 		mm, err := a.mapper.Map(e.Name, e.Properties)
 		if err != nil || mm.Desc == nil {

@@ -61,6 +61,10 @@ func TestUnknownFamilyRefused(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), `"dram_reed_bytes"`) || !strings.Contains(err.Error(), "pcie_bytes") {
 		t.Errorf("error %v, want one naming the stem and the known ones", err)
 	}
+	// A curated family the catalog lacks (no NVLink here) is accepted.
+	if _, err := New(testDevices, testCatalog, m, nil, WithPodFamilies([]string{"nvlink_bytes", "tensor_pipe_active_seconds"})); err != nil {
+		t.Errorf("curated families refused: %v", err)
+	}
 	if FamilyStem("cupti_pod_nvlink_bytes_total") != "nvlink_bytes" {
 		t.Error(FamilyStem("cupti_pod_nvlink_bytes_total"))
 	}
