@@ -26,7 +26,7 @@ const (
 
 // replayNode generates the recording of spec and serves it at full speed, returning the
 // exporter once its scrapes are steady (the replay is over and the attribution has
-// caught up).
+// caught up) and hold what a live node serves.
 func replayNode(t testing.TB, spec demo.NodeSpec, args ...string) *exporterProc {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "node.cuptirec")
@@ -37,7 +37,9 @@ func replayNode(t testing.TB, spec demo.NodeSpec, args ...string) *exporterProc 
 	if err := demo.GenerateNode(f, "../testdata/gh100_pm_sampling_base_metrics.tsv", spec); err != nil { // closes f
 		t.Fatal(err)
 	}
-	p := start(t, append([]string{"replay", path, "--replay.speed=0"}, args...)...)
+	// A window longer than the test keeps the PM gauges of the finished replay, as a live
+	// node serves them.
+	p := start(t, append([]string{"replay", path, "--replay.speed=0", "--pmsample.window=10m"}, args...)...)
 	last, steady := -1, 0
 	deadline := time.Now().Add(60 * time.Second)
 	for steady < 3 {
