@@ -215,7 +215,7 @@ func TestHostileActivityClients(t *testing.T) {
 	if v, _ := series(fams, "cupti_activity_dropped_connections_total", map[string]string{"reason": "evicted_no_hello"}); v != 1 {
 		t.Errorf("evicted_no_hello %g, want 1 (one silent connection made room)", v)
 	}
-	for _, m := range fams["cupti_kernel_duration_seconds"].GetMetric() {
+	for _, m := range fams["cupti_kernel_gpu_seconds_total"].GetMetric() { // per GPU (the histogram is node-wide)
 		if l := labels(m); l["gpu"] != "1" || l["uuid"] != gpu1 {
 			t.Errorf("kernel series for a device the host does not have: %v", l)
 		}
