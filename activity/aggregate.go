@@ -31,12 +31,20 @@ type Aggregator struct {
 	podSeries map[podKey]*podSeries
 	memcpy    map[memcpyKey]*memSeries
 	memset    map[memsetKey]*memSeries
-	pods      map[podID]*podRef      // interned pod labels
-	records   [KindMemset + 1]uint64 // by Kind
-	dropped   map[string]uint64
-	connDrops map[string]uint64
-	conns     uint64
-	invalid   map[string]uint64 // sender reports refused, by reason (senderdrops.go)
+	// Histograms of copies and fills, by the keys of copySplit (memcpy and memset hold the
+	// byte counters, always per GPU and pod).
+	memcpyHist map[memcpyKey]*kernelSeries
+	memsetHist map[memsetKey]*kernelSeries
+	// nodeDevice and nodePod stand for every GPU and every pod in the keys of histograms
+	// not split by them (empty labels): such a series expires after the TTL without records.
+	nodeDevice *device
+	nodePod    *podRef
+	pods       map[podID]*podRef      // interned pod labels
+	records    [KindMemset + 1]uint64 // by Kind
+	dropped    map[string]uint64
+	connDrops  map[string]uint64
+	conns      uint64
+	invalid    map[string]uint64 // sender reports refused, by reason (senderdrops.go)
 
 	podResolutions map[string]uint64 // connections by how their pod labels were decided
 	identities     map[string]uint64 // connections by identity (identity.go)
@@ -105,6 +113,18 @@ type senderState struct {
 	conn  *Process // the connection whose drop report was taken last (senderdrops.go)
 }
 
+// histSeriesOf is the device and pod of a histogram's key under split s: dev and pod
+// themselves where split by them, else the node-wide placeholders.
+func (a *Aggregator) histSeriesOf(s Split, dev *device, pod *podRef) (*device, *podRef) {
+	if s&SplitGPU == 0 {
+		dev = a.nodeDevice
+	}
+	if s&SplitPod == 0 {
+		pod = a.nodePod
+	}
+	return dev, pod
+}
+
 // NewAggregator returns an empty Aggregator.
 func NewAggregator(opts ...Option) *Aggregator {
 	a := &Aggregator{
@@ -116,6 +136,8 @@ func NewAggregator(opts ...Option) *Aggregator {
 		podSeries:      make(map[podKey]*podSeries),
 		memcpy:         make(map[memcpyKey]*memSeries),
 		memset:         make(map[memsetKey]*memSeries),
+		memcpyHist:     make(map[memcpyKey]*kernelSeries),
+		memsetHist:     make(map[memsetKey]*kernelSeries),
 		pods:           make(map[podID]*podRef),
 		podResolutions: make(map[string]uint64),
 		identities:     make(map[string]uint64),
@@ -123,6 +145,7 @@ func NewAggregator(opts ...Option) *Aggregator {
 		dropped:        make(map[string]uint64),
 		connDrops:      make(map[string]uint64),
 	}
+	a.nodeDevice, a.nodePod = &device{}, &podRef{}
 	a.start = a.cfg.now()
 	a.kernels.init(a.cfg.topKernels, a.start)
 	a.gen.Add(1)
@@ -307,7 +330,8 @@ func (a *Aggregator) Add(p *Process, recs []Record) {
 		}
 		switch r.Kind {
 		case KindKernel:
-			a.kernels.observe(dev, ps.pod, r.Name, (*shorts)[i], dur, a.cfg.maxBuckets, now)
+			hdev, hpod := a.histSeriesOf(a.cfg.kernelSplit, dev, ps.pod)
+			a.kernels.observe(hdev, hpod, r.Name, (*shorts)[i], dur, a.cfg.buckets, a.cfg.maxBuckets, now)
 			a.podSeriesOf(ps, r.Device, dev, now).observe(dur)
 		case KindMemcpy:
 			a.observeMemcpy(ps, dev, r, dur, now)
@@ -501,6 +525,16 @@ func (a *Aggregator) expireDevicesLocked(now time.Time) {
 	for k := range a.memset {
 		if gone[k.dev] {
 			delete(a.memset, k)
+		}
+	}
+	for k := range a.memcpyHist {
+		if gone[k.dev] {
+			delete(a.memcpyHist, k)
+		}
+	}
+	for k := range a.memsetHist {
+		if gone[k.dev] {
+			delete(a.memsetHist, k)
 		}
 	}
 	a.cfg.budget.Release(int64(len(gone)) * a.deviceStateBytes())

@@ -81,7 +81,7 @@ func testProcess(pid uint32) *Process {
 func approx(a, b float64) bool { return math.Abs(a-b) <= 1e-12*math.Max(1, math.Abs(b)) }
 
 func TestAggregatorKernels(t *testing.T) {
-	a := NewAggregator(WithGPUResolver(func(uuid string) (string, bool) {
+	a := NewAggregator(withFullSplit(), WithGPUResolver(func(uuid string) (string, bool) {
 		return "3", uuid == "GPU-aaaa" // host index of GPU-aaaa; GPU-bbbb unknown
 	}))
 	p := testProcess(100)
@@ -155,7 +155,7 @@ func kernelNames(t *testing.T, s *mapping.Snapshot) []string {
 
 func TestAggregatorTopKernels(t *testing.T) {
 	clk := newFakeClock()
-	a := NewAggregator(WithTopKernels(2), WithRerankInterval(time.Minute), withClock(clk.now))
+	a := NewAggregator(withFullSplit(), WithTopKernels(2), WithRerankInterval(time.Minute), withClock(clk.now))
 	p := testProcess(1)
 	// a and b take the two free places at once; c goes to "other".
 	a.Add(p, []Record{kernel(0, "a", 1e9), kernel(0, "b", 1e8), kernel(0, "c", 1e6)})
@@ -193,7 +193,7 @@ func TestAggregatorTopKernels(t *testing.T) {
 }
 
 func TestAggregatorMemcpyMemset(t *testing.T) {
-	a := NewAggregator()
+	a := NewAggregator(withFullSplit())
 	p := testProcess(1)
 	a.Add(p, []Record{
 		{Kind: KindMemcpy, CopyKind: 1, SrcKind: 1, DstKind: 3, Bytes: 1000, Start: 0, End: 2000},                       // HtoD pageable
@@ -348,5 +348,13 @@ func TestAggregatorConcurrentSafe(t *testing.T) {
 	}
 	if v := mustSample(t, s, "cupti_activity_processes").Value; v != 0 {
 		t.Errorf("processes %g, want 0", v)
+	}
+}
+
+// withFullSplit splits every histogram by GPU and pod, as before the node-wide defaults.
+func withFullSplit() Option {
+	return func(c *config) {
+		c.kernelSplit, c.copySplit = SplitGPU|SplitPod, SplitGPU|SplitPod
+		c.buckets = FineBuckets
 	}
 }

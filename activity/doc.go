@@ -15,7 +15,7 @@
 //     kind;
 //   - accounting: records by kind, drops by reason, connected processes, connections.
 //
-// Histograms have the classic buckets of durationBounds and native (exponential) buckets
+// Histograms have the classic buckets of DefaultBuckets (WithHistogramBuckets) and native (exponential) buckets
 // of schema 3 (growth factor 1.09, what client_golang picks for a bucket factor of 1.1),
 // whose resolution halves when their span passes the bucket cap. Observing is a few plain
 // increments under the lock; Snapshot copies them into mapping.HistogramValue.

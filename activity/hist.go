@@ -18,8 +18,14 @@ const (
 	defaultMaxBuckets   = 160                   // native bucket span cap (see WithMaxNativeBuckets)
 )
 
-// durationBounds are the classic bucket upper bounds of every duration histogram, seconds.
-var durationBounds = []float64{
+// DefaultBuckets are the classic bucket upper bounds of the duration histograms, seconds:
+// 9 bounds (12 series per histogram with +Inf, _sum and _count) from 10 µs to 1 s, closest
+// where kernels and copies mostly fall. Native buckets keep the full resolution.
+var DefaultBuckets = []float64{1e-5, 5e-5, 1e-4, 5e-4, 1e-3, 5e-3, 1e-2, 0.1, 1}
+
+// FineBuckets are 22 bounds from 1 µs to 10 s in 1-2.5-5 steps (the default before 0.x):
+// about twice the series of DefaultBuckets per histogram.
+var FineBuckets = []float64{
 	1e-6, 2.5e-6, 5e-6, 1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4,
 	1e-3, 2.5e-3, 5e-3, 1e-2, 2.5e-2, 5e-2, 0.1, 0.25, 0.5, 1, 2.5, 5, 10,
 }
@@ -38,7 +44,8 @@ var schema3Bounds = []float64{
 type histogram struct {
 	count     uint64
 	sum       float64
-	classic   []uint64 // per classic bucket (not cumulative), len(durationBounds)+1 (last = +Inf)
+	bounds    []float64 // classic upper bounds, shared and never modified
+	classic   []uint64  // per classic bucket (not cumulative), len(bounds)+1 (last = +Inf)
 	schema    int32
 	zeroCount uint64
 	offset    int      // native index of native[0]
@@ -46,9 +53,10 @@ type histogram struct {
 	max       int      // cap on len(native)
 }
 
-func newHistogram(maxBuckets int) *histogram {
+func newHistogram(bounds []float64, maxBuckets int) *histogram {
 	return &histogram{
-		classic: make([]uint64, len(durationBounds)+1),
+		bounds:  bounds,
+		classic: make([]uint64, len(bounds)+1),
 		schema:  nativeSchema,
 		max:     maxBuckets,
 	}
@@ -58,7 +66,7 @@ func newHistogram(maxBuckets int) *histogram {
 func (h *histogram) observe(v float64) {
 	h.count++
 	h.sum += v
-	h.classic[sort.SearchFloat64s(durationBounds, v)]++
+	h.classic[sort.SearchFloat64s(h.bounds, v)]++
 	if v <= nativeZeroThreshold {
 		h.zeroCount++
 		return
@@ -119,8 +127,8 @@ func (h *histogram) value() *mapping.HistogramValue {
 	v := &mapping.HistogramValue{
 		Count:         h.count,
 		Sum:           h.sum,
-		Bounds:        durationBounds, // shared and never modified
-		Cumulative:    make([]uint64, len(durationBounds)),
+		Bounds:        h.bounds, // shared and never modified
+		Cumulative:    make([]uint64, len(h.bounds)),
 		Native:        true,
 		Schema:        h.schema,
 		ZeroThreshold: nativeZeroThreshold,

@@ -31,10 +31,10 @@ func nativeBuckets(spans []*dto.BucketSpan, deltas []int64) map[int]int64 {
 // client_golang histogram with NativeHistogramBucketFactor 1.1 and compares every bucket.
 func TestHistogramMatchesClientGolang(t *testing.T) {
 	ref := prometheus.NewHistogram(prometheus.HistogramOpts{
-		Name: "ref", Help: "ref", Buckets: durationBounds,
+		Name: "ref", Help: "ref", Buckets: FineBuckets,
 		NativeHistogramBucketFactor: 1.1, NativeHistogramMaxBucketNumber: 10000,
 	})
-	h := newHistogram(10000)
+	h := newHistogram(FineBuckets, 10000)
 	rng := rand.New(rand.NewPCG(1, 2))
 	values := []float64{0, 1e-9, 1e-6, 2.5e-6, 0.5, 1, 2, 0.25, 10, 11, math.Exp2(-20), math.Exp2(0.125)}
 	for _, b := range schema3Bounds { // exact native bucket boundaries
@@ -80,7 +80,7 @@ func TestHistogramMatchesClientGolang(t *testing.T) {
 // TestHistogramHalvesResolution checks that a histogram whose native span passes the cap
 // lowers its schema and keeps every observation, in the bucket that contains it.
 func TestHistogramHalvesResolution(t *testing.T) {
-	h := newHistogram(16)
+	h := newHistogram(FineBuckets, 16)
 	vals := []float64{1e-6, 1e-3, 1, 1000}
 	for _, v := range vals {
 		h.observe(v)

@@ -11,7 +11,7 @@ import (
 var (
 	kernelDurationDesc = &mapping.Desc{
 		Name: "cupti_kernel_duration_seconds", Kind: mapping.KindHistogram, Unit: "seconds",
-		Help:     "Duration of CUDA kernels by GPU, pod and kernel name (top kernels by GPU time, the rest as kernel=\"other\").",
+		Help:     "Duration of CUDA kernels by kernel name (top kernels by GPU time, the rest as kernel=\"other\"), and by GPU and pod where --activity.kernel-histogram.split says so (empty labels otherwise).",
 		OTelName: "cupti.kernel.duration", OTelUnit: "s",
 		LabelNames: []string{"gpu", "uuid", "namespace", "pod", "container", "kernel"},
 	}
@@ -73,6 +73,7 @@ type kernelTable struct {
 	lastRerank time.Time
 	lastName   string // one-entry cache: batches repeat the same name
 	lastRank   *kernelRank
+	folded     uint64 // kernel records that went to "other": outside the top K
 }
 
 func (t *kernelTable) init(k int, now time.Time) {
@@ -84,16 +85,19 @@ func (t *kernelTable) init(k int, now time.Time) {
 	t.lastRerank = now
 }
 
-func (t *kernelTable) observe(dev *device, pod *podRef, mangled, short string, dur float64, maxBuckets int, now time.Time) {
+// observe adds one kernel of the given duration to the series of (dev, pod, its rank); dev
+// and pod are the Aggregator's node-wide placeholders where the histogram is not split so.
+func (t *kernelTable) observe(dev *device, pod *podRef, mangled, short string, dur float64, bounds []float64, maxBuckets int, now time.Time) {
 	r := t.rank(mangled, short)
 	r.window += dur
 	if !r.top {
 		r = t.other
+		t.folded++
 	}
 	key := kernelKey{dev, pod, r}
 	s := t.series[key]
 	if s == nil {
-		s = &kernelSeries{h: newHistogram(maxBuckets), start: now}
+		s = &kernelSeries{h: newHistogram(bounds, maxBuckets), start: now}
 		t.series[key] = s
 	}
 	s.last = now
@@ -215,7 +219,9 @@ type podSeries struct {
 
 func (s *podSeries) observe(dur float64) {
 	s.gpuSeconds += dur
-	s.h.observe(dur)
+	if s.h != nil {
+		s.h.observe(dur)
+	}
 }
 
 // podSeriesOf returns the pod series of ordinal on process ps, caching it in ps.
@@ -227,7 +233,10 @@ func (a *Aggregator) podSeriesOf(ps *procState, ordinal uint32, dev *device, now
 	key := podKey{dev, ps.pod}
 	s := a.podSeries[key]
 	if s == nil {
-		s = &podSeries{h: newHistogram(a.cfg.maxBuckets), start: now}
+		s = &podSeries{start: now}
+		if a.cfg.podHistograms {
+			s.h = newHistogram(a.cfg.buckets, a.cfg.maxBuckets)
+		}
 		a.podSeries[key] = s
 	}
 	s.last = now
@@ -245,7 +254,12 @@ func (a *Aggregator) podFamilies(fs []mapping.Family) []mapping.Family {
 	for k, s := range a.podSeries {
 		labels := []string{k.dev.gpu, k.dev.uuid, k.pod.namespace, k.pod.pod, k.pod.container}
 		gpu.Samples = append(gpu.Samples, mapping.Sample{LabelValues: labels, Value: s.gpuSeconds, Start: s.start})
-		hist.Samples = append(hist.Samples, mapping.Sample{LabelValues: labels, Histogram: s.h.value(), Start: s.start})
+		if s.h != nil {
+			hist.Samples = append(hist.Samples, mapping.Sample{LabelValues: labels, Histogram: s.h.value(), Start: s.start})
+		}
+	}
+	if !a.cfg.podHistograms {
+		return append(fs, sorted(gpu))
 	}
 	return append(fs, sorted(gpu), sorted(hist))
 }

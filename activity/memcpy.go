@@ -128,7 +128,6 @@ type memsetKey struct {
 
 type memSeries struct {
 	bytes       float64
-	h           *histogram
 	start, last time.Time
 }
 
@@ -140,39 +139,63 @@ func (a *Aggregator) observeMemcpy(ps *procState, dev *device, r *Record, dur fl
 	key := memcpyKey{dev, ps.pod, ck, hostMemoryLabel(r), srcGPULabel(ps, r)}
 	s := a.memcpy[key]
 	if s == nil {
-		s = &memSeries{h: newHistogram(a.cfg.maxBuckets), start: now}
+		s = &memSeries{start: now}
 		a.memcpy[key] = s
 	}
 	s.last = now
 	s.bytes += float64(r.Bytes)
-	s.h.observe(dur)
+	key.dev, key.pod = a.histSeriesOf(a.cfg.copySplit, dev, ps.pod)
+	if key.dev == a.nodeDevice {
+		key.src = "" // a node-wide histogram has no source GPU either
+	}
+	histOf(a.memcpyHist, key, a.cfg.buckets, a.cfg.maxBuckets, now).h.observe(dur)
+}
+
+// histOf returns the histogram series of key in m, made on first use.
+func histOf[K comparable](m map[K]*kernelSeries, key K, bounds []float64, maxBuckets int, now time.Time) *kernelSeries {
+	s := m[key]
+	if s == nil {
+		s = &kernelSeries{h: newHistogram(bounds, maxBuckets), start: now}
+		m[key] = s
+	}
+	s.last = now
+	return s
 }
 
 func (a *Aggregator) observeMemset(ps *procState, dev *device, r *Record, dur float64, now time.Time) {
 	key := memsetKey{dev, ps.pod, memoryLabel(r.MemoryKind)}
 	s := a.memset[key]
 	if s == nil {
-		s = &memSeries{h: newHistogram(a.cfg.maxBuckets), start: now}
+		s = &memSeries{start: now}
 		a.memset[key] = s
 	}
 	s.last = now
 	s.bytes += float64(r.Bytes)
-	s.h.observe(dur)
+	key.dev, key.pod = a.histSeriesOf(a.cfg.copySplit, dev, ps.pod)
+	histOf(a.memsetHist, key, a.cfg.buckets, a.cfg.maxBuckets, now).h.observe(dur)
 }
 
 // memFamilies appends the memcpy and memset families.
 func (a *Aggregator) memFamilies(fs []mapping.Family) []mapping.Family {
 	cb, cd := mapping.Family{Desc: memcpyBytesDesc}, mapping.Family{Desc: memcpyDurationDesc}
+	memcpyLabels := func(k memcpyKey) []string {
+		return []string{k.dev.gpu, k.dev.uuid, k.pod.namespace, k.pod.pod, k.pod.container, copyKindLabel(k.copy), k.host, k.src}
+	}
 	for k, s := range a.memcpy {
-		labels := []string{k.dev.gpu, k.dev.uuid, k.pod.namespace, k.pod.pod, k.pod.container, copyKindLabel(k.copy), k.host, k.src}
-		cb.Samples = append(cb.Samples, mapping.Sample{LabelValues: labels, Value: s.bytes, Start: s.start})
-		cd.Samples = append(cd.Samples, mapping.Sample{LabelValues: labels, Histogram: s.h.value(), Start: s.start})
+		cb.Samples = append(cb.Samples, mapping.Sample{LabelValues: memcpyLabels(k), Value: s.bytes, Start: s.start})
+	}
+	for k, s := range a.memcpyHist {
+		cd.Samples = append(cd.Samples, mapping.Sample{LabelValues: memcpyLabels(k), Histogram: s.h.value(), Start: s.start})
 	}
 	sb, sd := mapping.Family{Desc: memsetBytesDesc}, mapping.Family{Desc: memsetDurationDesc}
+	memsetLabels := func(k memsetKey) []string {
+		return []string{k.dev.gpu, k.dev.uuid, k.pod.namespace, k.pod.pod, k.pod.container, k.mem}
+	}
 	for k, s := range a.memset {
-		labels := []string{k.dev.gpu, k.dev.uuid, k.pod.namespace, k.pod.pod, k.pod.container, k.mem}
-		sb.Samples = append(sb.Samples, mapping.Sample{LabelValues: labels, Value: s.bytes, Start: s.start})
-		sd.Samples = append(sd.Samples, mapping.Sample{LabelValues: labels, Histogram: s.h.value(), Start: s.start})
+		sb.Samples = append(sb.Samples, mapping.Sample{LabelValues: memsetLabels(k), Value: s.bytes, Start: s.start})
+	}
+	for k, s := range a.memsetHist {
+		sd.Samples = append(sd.Samples, mapping.Sample{LabelValues: memsetLabels(k), Histogram: s.h.value(), Start: s.start})
 	}
 	return append(fs, sorted(cb), sorted(cd), sorted(sb), sorted(sd))
 }

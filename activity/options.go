@@ -1,10 +1,15 @@
 package activity
 
-import "time"
+import (
+	"fmt"
+	"math"
+	"slices"
+	"time"
+)
 
 // Defaults of the Aggregator's options.
 const (
-	DefaultTopKernels     = 50
+	DefaultTopKernels     = 15
 	DefaultRerankInterval = time.Minute
 	DefaultSeriesTTL      = 5 * time.Minute
 )
@@ -17,6 +22,9 @@ type config struct {
 	rerankInterval                   time.Duration
 	seriesTTL                        time.Duration
 	maxBuckets                       int
+	buckets                          []float64
+	kernelSplit, copySplit           Split
+	podHistograms                    bool
 	gpuResolver                      func(uuid string) (gpu string, ok bool)
 	deviceFilter                     func(uuid string) (exists, known bool)
 	budget                           *Budget
@@ -34,6 +42,8 @@ func newConfig(opts []Option) config {
 		rerankInterval:   DefaultRerankInterval,
 		seriesTTL:        DefaultSeriesTTL,
 		maxBuckets:       defaultMaxBuckets,
+		buckets:          DefaultBuckets,
+		podHistograms:    true,
 		podRetryInterval: DefaultPodRetryInterval,
 		podRetryWindow:   DefaultPodRetryWindow,
 		now:              time.Now,
@@ -44,15 +54,87 @@ func newConfig(opts []Option) config {
 	return c
 }
 
-// WithTopKernels sets how many kernel names get their own cupti_kernel_duration_seconds
-// series; the others are merged into kernel="other". Default 50; a non-positive value
-// keeps the default.
+// WithTopKernels sets how many kernel names get their own kernel label (in
+// cupti_kernel_duration_seconds and, through KernelLabel, the attributed kernel families);
+// the others are merged into kernel="other" and counted in
+// cupti_activity_kernels_folded_total. Default 15 (the dashboards show the top 15); a non-positive value keeps the default.
 func WithTopKernels(k int) Option {
 	return func(c *config) {
 		if k > 0 {
 			c.topKernels = k
 		}
 	}
+}
+
+// Split says which dimensions beyond its own a histogram family is split by: the GPU
+// (labels gpu, uuid) and the pod (namespace, pod, container). A dimension that is not split
+// keeps its labels, empty, so the label set stays the same whatever the split (and a
+// Prometheus scraping with honor_labels keeps the pod labels empty).
+type Split uint8
+
+const (
+	SplitGPU Split = 1 << iota
+	SplitPod
+)
+
+// ParseSplit reads a split from a list of "gpu" and "pod" (empty: neither).
+func ParseSplit(dims []string) (Split, error) {
+	var s Split
+	for _, d := range dims {
+		switch d {
+		case "gpu":
+			s |= SplitGPU
+		case "pod":
+			s |= SplitPod
+		default:
+			return 0, fmt.Errorf("histogram split %q: want gpu or pod", d)
+		}
+	}
+	return s, nil
+}
+
+// WithKernelHistogramSplit sets what cupti_kernel_duration_seconds is split by beyond the
+// kernel name. Default neither: one histogram per kernel label for the node, so the family
+// never multiplies GPUs x pods x kernels (per-pod GPU time stays in
+// cupti_kernel_gpu_seconds_total, per-GPU kernel time in the attributed families).
+func WithKernelHistogramSplit(s Split) Option {
+	return func(c *config) { c.kernelSplit = s }
+}
+
+// WithCopyHistogramSplit sets what cupti_memcpy_duration_seconds and
+// cupti_memset_duration_seconds are split by beyond their copy and memory kinds. Default
+// neither; the byte counters are always per GPU and pod.
+func WithCopyHistogramSplit(s Split) Option {
+	return func(c *config) { c.copySplit = s }
+}
+
+// WithPodHistograms turns cupti_pod_kernel_duration_seconds (one histogram per GPU and pod)
+// on or off. Default on.
+func WithPodHistograms(on bool) Option {
+	return func(c *config) { c.podHistograms = on }
+}
+
+// WithHistogramBuckets sets the classic bucket upper bounds (seconds) of every duration
+// histogram; native buckets do not depend on them. Default DefaultBuckets; bounds that are
+// not positive, finite and strictly increasing keep the default.
+func WithHistogramBuckets(bounds []float64) Option {
+	return func(c *config) {
+		if validBounds(bounds) {
+			c.buckets = slices.Clone(bounds)
+		}
+	}
+}
+
+func validBounds(b []float64) bool {
+	if len(b) == 0 || len(b) > 64 {
+		return false
+	}
+	for i, v := range b {
+		if !(v > 0) || math.IsInf(v, 0) || i > 0 && v <= b[i-1] {
+			return false
+		}
+	}
+	return true
 }
 
 // WithRerankInterval sets how often the top kernels are re-ranked by recent GPU time.

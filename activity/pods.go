@@ -259,6 +259,16 @@ func (a *Aggregator) expirePodsLocked(now time.Time) {
 			used[k.pod] = true
 		}
 	}
+	for k, s := range a.memcpyHist {
+		if gone(k.pod, s.last) {
+			delete(a.memcpyHist, k)
+		}
+	}
+	for k, s := range a.memsetHist {
+		if gone(k.pod, s.last) {
+			delete(a.memsetHist, k)
+		}
+	}
 	for k := range a.podSeries {
 		used[k.pod] = true
 	}

@@ -57,7 +57,7 @@ func TestAggregatorTwoPodsOneGPU(t *testing.T) {
 	res := newMapResolver()
 	res.pods[cgA] = Pod{"trainer-a", "team-a", "main"}
 	res.pods[cgB] = Pod{"infer-b", "team-b", "server"}
-	a := NewAggregator(WithPodResolver(res.resolve))
+	a := NewAggregator(withFullSplit(), WithPodResolver(res.resolve))
 	pa := &Process{PID: 10, StartTime: 1, Cgroup: cgA, DeviceUUIDs: []string{"GPU-aaaa"}}
 	pb := &Process{PID: 10, StartTime: 2, Cgroup: cgB, DeviceUUIDs: []string{"GPU-aaaa"}} // same pid, other PID namespace
 	a.Connect(pa)
@@ -108,7 +108,7 @@ func TestAggregatorTwoPodsOneGPU(t *testing.T) {
 func TestAggregatorPodSources(t *testing.T) {
 	res := newMapResolver()
 	res.pods["cg-real"] = Pod{"real", "ns", "c"}
-	a := NewAggregator(WithPodResolver(res.resolve))
+	a := NewAggregator(withFullSplit(), WithPodResolver(res.resolve))
 	uuids := []string{"GPU-aaaa"}
 	for _, tc := range []struct {
 		name   string
@@ -138,7 +138,7 @@ func TestAggregatorPodSources(t *testing.T) {
 
 	// Without a resolver (sidecar mode, a host outside Kubernetes) the hello alone decides,
 	// with the same rule for CONTAINER_NAME.
-	b := NewAggregator()
+	b := NewAggregator(withFullSplit())
 	stray := &Process{PID: 5, Container: "my-app", DeviceUUIDs: uuids}
 	b.Add(stray, []Record{kernel(0, "k", 1000)})
 	mustSample(t, b.Snapshot(), "cupti_kernel_gpu_seconds_total", "0", "GPU-aaaa", "", "", "")

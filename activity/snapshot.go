@@ -43,6 +43,11 @@ var (
 		Help:     "The activity receiver's memory budget (--activity.memory-budget); past it, connections and devices are refused and counted.",
 		OTelName: "cupti.activity.memory.limit", OTelUnit: "By",
 	}
+	foldedDesc = &mapping.Desc{
+		Name: "cupti_activity_kernels_folded_total", Kind: mapping.KindCounter,
+		Help:     "Kernel records counted under kernel=\"other\": their name is outside the top kernels by GPU time (--activity.top-kernels), or the name table is full.",
+		OTelName: "cupti.activity.kernels.folded", OTelUnit: "{record}",
+	}
 	tracedDesc = &mapping.Desc{
 		Name: "cupti_activity_traced_seconds_total", Kind: mapping.KindCounter, Unit: "seconds",
 		Help:     "Process-seconds that traced processes reported as traced (coverage spans), complete or lossy (records of the span were lost).",
@@ -101,6 +106,7 @@ func (a *Aggregator) buildLocked() *mapping.Snapshot {
 			a.counter(a.tracedSeconds, "complete"), a.counter(a.lossySeconds, "lossy")}},
 		a.invalidReportsFamily(),
 		a.podResolutionFamily(),
+		mapping.Family{Desc: foldedDesc, Samples: []mapping.Sample{a.counter(float64(a.kernels.folded))}},
 	)
 	fs = a.identityFamilies(fs)
 	if b := a.cfg.budget; b != nil {
@@ -131,6 +137,6 @@ func Descs() []*mapping.Desc {
 		memcpyBytesDesc, memcpyDurationDesc, memsetBytesDesc, memsetDurationDesc,
 		recordsDesc, droppedDesc, processesDesc, connectionsDesc, connDroppedDesc, tracedDesc,
 		memoryDesc, memoryBudgetDesc,
-		podResolutionsDesc, identitiesDesc, refusedClaimsDesc,
+		podResolutionsDesc, identitiesDesc, refusedClaimsDesc, foldedDesc,
 	}
 }

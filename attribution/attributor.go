@@ -3,7 +3,9 @@ package attribution
 import (
 	"fmt"
 	"log/slog"
+	"maps"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -86,6 +88,9 @@ func New(devices []pmsample.Device, catalog []pmsample.CatalogEntry, m *mapping.
 		logs: map[string]*logState{},
 	}
 	a.classes.init()
+	if err := a.checkFamilies(catalog); err != nil {
+		return nil, err
+	}
 	for _, d := range devices {
 		a.device(d.Index, d.UUID)
 	}
@@ -149,10 +154,49 @@ func (a *Attributor) metricIndex(name string) int32 {
 		return i
 	}
 	met.ok, met.q, met.scale, met.kernel, met.pod = true, q, mm.Scale, kd, pd
+	met.serveKernel = a.cfg.kernelFams == nil || a.cfg.kernelFams[FamilyStem(kd.Name)]
+	met.servePod = a.cfg.podFams == nil || a.cfg.podFams[FamilyStem(pd.Name)]
 	for _, l := range mm.Labels {
 		met.labels = append(met.labels, l.Value)
 	}
 	return i
+}
+
+// checkFamilies refuses a per-kernel or per-pod family stem that neither a metric of the
+// catalog nor a curated metric makes (a typo would otherwise serve nothing, silently); a
+// curated family this GPU lacks (NVLink on a GPU without peers) is accepted.
+func (a *Attributor) checkFamilies(catalog []pmsample.CatalogEntry) error {
+	if a.cfg.kernelFams == nil && a.cfg.podFams == nil {
+		return nil
+	}
+	known := map[string]bool{}
+	for _, c := range a.mapper.Curated() {
+		stem := strings.TrimPrefix(c.Name, mapping.NamePrefix)
+		switch {
+		case strings.HasSuffix(stem, "_total"):
+			known[strings.TrimSuffix(stem, "_total")] = true
+		case strings.HasSuffix(stem, "_ratio"):
+			known[strings.TrimSuffix(stem, "_ratio")+"_seconds"] = true
+		}
+	}
+	for _, e := range catalog {
+		mm, err := a.mapper.Map(e.Name, e.Properties)
+		if err != nil || mm.Desc == nil {
+			continue
+		}
+		if kd, _, _, ok := derived(mm); ok {
+			known[FamilyStem(kd.Name)] = true
+		}
+	}
+	for what, set := range map[string]map[string]bool{"kernel": a.cfg.kernelFams, "pod": a.cfg.podFams} {
+		for stem := range set {
+			if !known[stem] {
+				return fmt.Errorf("attribution: no sampled metric makes a per-%s family %q (these do: %s)",
+					what, stem, strings.Join(slices.Sorted(maps.Keys(known)), ", "))
+			}
+		}
+	}
+	return nil
 }
 
 // family interns a derived desc: metrics of one family (pcie rx and tx) share it; a desc

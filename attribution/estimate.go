@@ -33,6 +33,7 @@ func (a *Attributor) attribute(d *devState, chunk []psample, now time.Time) {
 			if label = a.cfg.kernelLabel(label); label == "" {
 				label = labelOther
 			}
+			label = a.deviceKernelLabel(d, label)
 		}
 		sc.accK = append(sc.accK, touch(d.kernels, label, now))
 	}
@@ -292,6 +293,27 @@ func touch[K comparable](m map[K]*acc, k K, now time.Time) *acc {
 	}
 	c.last = now
 	return c
+}
+
+// deviceKernelLabel bounds the named kernel labels of device d to the first topKernels
+// (WithTopKernels): a label with no series yet on d goes to "other" once d has that many.
+func (a *Attributor) deviceKernelLabel(d *devState, label string) string {
+	if a.cfg.topKernels <= 0 || label == labelOther {
+		return label
+	}
+	if _, ok := d.kernels[label]; ok {
+		return label
+	}
+	named := len(d.kernels)
+	for _, l := range fixedKernelLabels {
+		if _, ok := d.kernels[l]; ok {
+			named--
+		}
+	}
+	if named >= a.cfg.topKernels {
+		return labelOther
+	}
+	return label
 }
 
 // grow returns s resized to n zeroed elements, reusing its array.

@@ -23,6 +23,9 @@ const (
 	labelOther    = "other"
 )
 
+// fixedKernelLabels are the kernel labels that name no kernel.
+var fixedKernelLabels = []string{labelIdle, labelUntraced, labelMemcpy, labelMemset, labelOther}
+
 var (
 	kernelSampledDesc = &mapping.Desc{
 		Name: "cupti_kernel_sampled_seconds_total", Kind: mapping.KindCounter, Unit: "seconds",
@@ -128,6 +131,9 @@ type metric struct {
 	labels    []string // the source metric's constant label values (direction)
 	kernel    *mapping.Desc
 	pod       *mapping.Desc
+	// serveKernel and servePod: the family is served (WithKernelFamilies, WithPodFamilies);
+	// the values are attributed either way.
+	serveKernel, servePod bool
 }
 
 // derived names the kernel and pod families of a mapped PM metric:

@@ -1,6 +1,9 @@
 package attribution
 
-import "time"
+import (
+	"strings"
+	"time"
+)
 
 // Defaults of the Attributor's options.
 const (
@@ -37,6 +40,9 @@ type config struct {
 	emPasses     int
 	rateHalfLife time.Duration
 	kernelLabel  func(mangled string) string
+	topKernels   int             // named kernel labels per device; 0: no limit
+	kernelFams   map[string]bool // per-kernel families served (by stem); nil: all
+	podFams      map[string]bool // per-pod families served (by stem); nil: all
 	now          func() time.Time
 }
 
@@ -113,6 +119,62 @@ func WithKernelLabel(f func(mangled string) string) Option {
 			c.kernelLabel = f
 		}
 	}
+}
+
+// The series budget the exporter's flags default to (docs/sizing.md): per device, the first
+// BudgetTopKernels kernel labels get series of their own (the rest go to kernel="other");
+// the per-kernel and per-pod families are those the dashboards read. The package's own
+// defaults limit nothing.
+const BudgetTopKernels = 4
+
+var (
+	BudgetKernelFamilies = []string{"dram_read_bytes", "dram_write_bytes", "sm_active_seconds", "tensor_pipe_active_seconds"}
+	BudgetPodFamilies    = []string{"dram_read_bytes", "dram_write_bytes", "tensor_pipe_active_seconds", "nvlink_bytes"}
+)
+
+// WithTopKernels bounds the kernel labels of each device's per-kernel series: the first n
+// labels (of those WithKernelLabel gives) that a device's samples are attributed to keep
+// their own series while they last (the series TTL); later ones are attributed to
+// kernel="other" of that device. The fixed labels ((idle), (untraced), (memcpy),
+// (memset), other) do not count. 0 or less: no limit.
+func WithTopKernels(n int) Option {
+	return func(c *config) { c.topKernels = max(n, 0) }
+}
+
+// WithKernelFamilies and WithPodFamilies choose which attributed families are served per
+// kernel (cupti_kernel_<stem>_total) and per pod (cupti_pod_<stem>_total), by stem: the
+// family name without its cupti_kernel_ or cupti_pod_ prefix and _total suffix
+// ("dram_read_bytes", "sm_active_seconds", "nvlink_bytes"). The sampled-time families
+// (cupti_kernel_sampled_seconds_total, cupti_pod_sampled_seconds_total), the denominators,
+// are always served. nil: every family; New refuses a stem no sampled metric makes.
+func WithKernelFamilies(stems []string) Option {
+	return func(c *config) { c.kernelFams = stemSet(stems) }
+}
+
+// WithPodFamilies: see WithKernelFamilies.
+func WithPodFamilies(stems []string) Option {
+	return func(c *config) { c.podFams = stemSet(stems) }
+}
+
+func stemSet(stems []string) map[string]bool {
+	if stems == nil {
+		return nil
+	}
+	m := make(map[string]bool, len(stems))
+	for _, s := range stems {
+		m[s] = true
+	}
+	return m
+}
+
+// FamilyStem is the stem of an attributed family name (see WithKernelFamilies).
+func FamilyStem(name string) string {
+	for _, p := range []string{"cupti_kernel_", "cupti_pod_"} {
+		if strings.HasPrefix(name, p) {
+			return strings.TrimSuffix(strings.TrimPrefix(name, p), "_total")
+		}
+	}
+	return name
 }
 
 // WithClock replaces time.Now (tests).

@@ -50,7 +50,7 @@ func (a *Attributor) build(now time.Time) {
 				continue
 			}
 			put(kernelSampledDesc, c.sampled, c.start, d.gpu, d.uuid, label)
-			a.putMetrics(put, c, func(m *metric) *mapping.Desc { return m.kernel }, d.gpu, d.uuid, label)
+			a.putMetrics(put, c, func(m *metric) *mapping.Desc { return served(m.kernel, m.serveKernel) }, d.gpu, d.uuid, label)
 		}
 		for k, c := range d.pods {
 			if now.Sub(c.last) > ttl {
@@ -58,7 +58,7 @@ func (a *Attributor) build(now time.Time) {
 				continue
 			}
 			put(podSampledDesc, c.sampled, c.start, d.gpu, d.uuid, k.namespace, k.pod, k.container, k.source)
-			a.putMetrics(put, c, func(m *metric) *mapping.Desc { return m.pod }, d.gpu, d.uuid, k.namespace, k.pod, k.container, k.source)
+			a.putMetrics(put, c, func(m *metric) *mapping.Desc { return served(m.pod, m.servePod) }, d.gpu, d.uuid, k.namespace, k.pod, k.container, k.source)
 		}
 		for i, kind := range kindLabels {
 			counter(kindSecondsDesc, d.kinds[i], d.gpu, d.uuid, kind)
@@ -113,8 +113,18 @@ func (a *Attributor) putMetrics(put func(*mapping.Desc, float64, time.Time, ...s
 			continue
 		}
 		met := a.metrics[m]
-		put(desc(met), c.vals[m], c.start, append(slices.Clone(labels), met.labels...)...)
+		if d := desc(met); d != nil {
+			put(d, c.vals[m], c.start, append(slices.Clone(labels), met.labels...)...)
+		}
 	}
+}
+
+// served is d when it is served, else nil.
+func served(d *mapping.Desc, ok bool) *mapping.Desc {
+	if !ok {
+		return nil
+	}
+	return d
 }
 
 // reasons lists the fixed reasons and any other key of counts, sorted.

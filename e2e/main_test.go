@@ -50,13 +50,13 @@ type exporterProc struct {
 }
 
 // start runs the binary with args plus a loopback listen address and waits for /readyz.
-func start(t *testing.T, args ...string) *exporterProc {
+func start(t testing.TB, args ...string) *exporterProc {
 	t.Helper()
 	return startEnv(t, nil, args...)
 }
 
 // startEnv is start with extra environment variables.
-func startEnv(t *testing.T, env []string, args ...string) *exporterProc {
+func startEnv(t testing.TB, env []string, args ...string) *exporterProc {
 	t.Helper()
 	p := &exporterProc{addr: testutil.FreeAddr(t), out: &testutil.SyncBuffer{}}
 	// The health listener (default :9478) gets a port of its own: tests run side by side.
@@ -93,7 +93,7 @@ func startEnv(t *testing.T, env []string, args ...string) *exporterProc {
 }
 
 // scrape returns the text exposition of /metrics and its parsed families.
-func (p *exporterProc) scrape(t *testing.T) ([]byte, map[string]*dto.MetricFamily) {
+func (p *exporterProc) scrape(t testing.TB) ([]byte, map[string]*dto.MetricFamily) {
 	t.Helper()
 	req, _ := http.NewRequest("GET", "http://"+p.addr+"/metrics", nil)
 	req.Header.Set("Accept", "text/plain; version=0.0.4")

@@ -27,8 +27,8 @@ var update = flag.Bool("update", false, "rewrite docs/metrics.md from what --dem
 
 const (
 	metricsDoc = "../docs/metrics.md"
-	// demoNames lists every series name --demo serves; the dashboards and alert-rule tests
-	// check the names they query against it.
+	// demoNames lists every series name the demo recording serves with every family of the
+	// series budget on; the dashboards and alert-rule tests check the names they query against it.
 	demoNames = "testdata/demo-metric-names.txt"
 )
 
@@ -273,15 +273,29 @@ func TestMetricsDoc(t *testing.T) {
 	if err := os.WriteFile(file, demo.Recording(), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	p := start(t, "replay", file, "--replay.speed=200")
-	deadline := time.Now().Add(30 * time.Second)
-	for !strings.Contains(p.out.String(), "PM sample source finished") {
-		if time.Now().After(deadline) {
-			t.Fatalf("replay did not finish within 30 s:\n%s", p.out.String())
+	replayed := func(args ...string) map[string]*dto.MetricFamily {
+		p := start(t, append([]string{"replay", file, "--replay.speed=200"}, args...)...)
+		deadline := time.Now().Add(30 * time.Second)
+		for !strings.Contains(p.out.String(), "PM sample source finished") {
+			if time.Now().After(deadline) {
+				t.Fatalf("replay did not finish within 30 s:\n%s", p.out.String())
+			}
+			time.Sleep(100 * time.Millisecond)
 		}
-		time.Sleep(100 * time.Millisecond)
+		_, fams := p.scrape(t)
+		return fams
 	}
-	_, fams := p.scrape(t)
+	// Every family the series budget can turn on (docs/sizing.md), and which of them the
+	// defaults leave off.
+	fams := replayed("--attribution.kernel-families=all", "--attribution.pod-families=all", "--activity.pod-histograms")
+	defaults := replayed()
+	for n := range fams {
+		if _, ok := defaults[n]; !ok {
+			if _, ok := liveOnly[n]; !ok {
+				liveOnly[n] = "off by default ([sizing.md](sizing.md))"
+			}
+		}
+	}
 	// The same with OTLP on (to a port nobody listens on, never pushing before the end).
 	po := start(t, "--demo", "--otlp.endpoint="+testutil.FreeAddr(t), "--otlp.insecure", "--otlp.interval=1h")
 	_, withOTLP := po.scrape(t)

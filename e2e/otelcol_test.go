@@ -201,7 +201,7 @@ func checkCollected(t *testing.T, run string, r *otelResource) {
 		{"hw.gpu.utilization", "1", "Gauge", map[string]string{"hw.gpu.task": "general", "hw.type": "gpu"}},
 		{"cupti.gpu.utilization.max", "1", "Gauge", map[string]string{"hw.gpu.task": "general"}},
 		{"cupti.sm.active", "1", "Gauge", map[string]string{"hw.vendor": "NVIDIA"}},
-		{"cupti.kernel.duration", "s", "ExponentialHistogram", map[string]string{"cupti.kernel": "", "hw.id": ""}},
+		{"cupti.kernel.duration", "s", "ExponentialHistogram", map[string]string{"cupti.kernel": ""}}, // node-wide by default: no hw.id
 		{"cupti.kernel.time", "s", "Sum", map[string]string{"hw.id": ""}},
 		{"cupti.memcpy.io", "By", "Sum", map[string]string{"cupti.copy_kind": ""}},
 		{"cupti.pm.samples", "{sample}", "Sum", map[string]string{"hw.id": ""}},

@@ -49,6 +49,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	for _, p := range problems {
 		c.e.drops.add(p.reason, p.series)
+		if p.reason == dropCardinality {
+			continue // folded into the family's overflow series, which is served
+		}
 		ch <- prometheus.NewInvalidMetric(prometheus.NewDesc(p.desc.Name, p.desc.Help, p.desc.LabelNames, nil), p.err)
 	}
 	c.collectStatus(ch)

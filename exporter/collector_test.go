@@ -1,6 +1,7 @@
 package exporter
 
 import (
+	"fmt"
 	"os"
 	"slices"
 	"strconv"
@@ -264,7 +265,8 @@ func TestCollectConcurrentSafe(t *testing.T) {
 	}
 }
 
-// A family past maxSeriesPerFamily keeps the first series and counts the rest as dropped.
+// A family past maxSeriesPerFamily keeps limit-1 series and folds the rest, counted, into
+// one overflow series that sums them.
 func TestMergeCapsSeriesPerFamily(t *testing.T) {
 	f := mapping.Family{Desc: smActive}
 	for i := range maxSeriesPerFamily + 10 {
@@ -274,7 +276,94 @@ func TestMergeCapsSeriesPerFamily(t *testing.T) {
 	if len(fams) != 1 || len(fams[0].series) != maxSeriesPerFamily {
 		t.Fatalf("kept %d series, want %d", len(fams[0].series), maxSeriesPerFamily)
 	}
-	if len(problems) != 1 || problems[0].reason != dropCardinality || problems[0].series != 10 {
-		t.Fatalf("problems = %+v, want one cardinality problem of 10 series", problems)
+	over := fams[0].series[maxSeriesPerFamily-1].sample
+	if over.LabelValues[0] != overflowLabel || over.Value != 11 {
+		t.Errorf("overflow series %q = %v, want every label %q and 11", over.LabelValues, over.Value, overflowLabel)
+	}
+	if len(problems) != 1 || problems[0].reason != dropCardinality || problems[0].series != 11 {
+		t.Fatalf("problems = %+v, want one cardinality problem of 11 series", problems)
+	}
+}
+
+// The cap folds claimed identities before verified ones and never a GPU's own series, and
+// the overflow histogram adds up the folded ones.
+func TestCapPriority(t *testing.T) {
+	desc := &mapping.Desc{Name: "x_seconds", Kind: mapping.KindHistogram, LabelNames: []string{"gpu", "pod"}}
+	f := &family{desc: desc}
+	add := func(gpu, pod string, p mapping.Priority) {
+		h := &mapping.HistogramValue{Count: 2, Sum: 1, Bounds: []float64{0.1, 1}, Cumulative: []uint64{1, 2}}
+		f.series = append(f.series, series{sample: &mapping.Sample{LabelValues: []string{gpu, pod}, Histogram: h, Priority: p}})
+	}
+	for i := range 5 { // claimed first in label order, as "aa..." pods would be
+		add("0", "aa-claimed-"+strconv.Itoa(i), mapping.PriorityClaimed)
+	}
+	add("0", "zz-legit", mapping.PriorityVerified)
+	add("0", "zz-other", mapping.PriorityNormal)
+	for i := range 4 {
+		add(strconv.Itoa(i), "", mapping.PriorityDevice)
+	}
+	if n := f.capSeries(6); n != 6 {
+		t.Fatalf("folded %d, want 6 (the 5 claimed and the normal one)", n)
+	}
+	var kept []string
+	for _, s := range f.series {
+		kept = append(kept, s.sample.LabelValues[0]+"/"+s.sample.LabelValues[1])
+	}
+	if got, want := strings.Join(kept, ","), "0/,1/,2/,3/,0/zz-legit,(overflow)/(overflow)"; got != want {
+		// every device series stays even past the limit; the verified pod is next
+		t.Errorf("kept %s, want %s", got, want)
+	}
+	o := f.series[len(f.series)-1].sample.Histogram
+	if o.Count != 12 || o.Sum != 6 || !slices.Equal(o.Cumulative, []uint64{6, 12}) {
+		t.Errorf("overflow histogram %+v, want 6 folded histograms added up", o)
+	}
+}
+
+// Through the registry: a flood of claimed series does not hide a device's series or a
+// verified pod's, the overflow series is served without a scrape error, and the fold is
+// counted.
+func TestCapThroughRegistry(t *testing.T) {
+	e := New(nil)
+	work := mapping.Family{Desc: &mapping.Desc{Name: "cupti_kernel_gpu_seconds_total", Kind: mapping.KindCounter,
+		LabelNames: []string{"gpu", "uuid", "namespace", "pod", "container"}}}
+	for i := range maxSeriesPerFamily + 100 {
+		work.Samples = append(work.Samples, mapping.Sample{LabelValues: []string{"0", "GPU-x", "a", fmt.Sprintf("claimed-%05d", i), "c"},
+			Value: 1, Priority: mapping.PriorityClaimed})
+	}
+	work.Samples = append(work.Samples, mapping.Sample{LabelValues: []string{"1", "GPU-y", "zz-prod", "zz-legit", "c"}, Value: 5, Priority: mapping.PriorityVerified})
+	device := mapping.Family{Desc: smActive}
+	for i := range maxSeriesPerFamily + 1 {
+		device.Samples = append(device.Samples, mapping.Sample{LabelValues: dev(strconv.Itoa(i), "GPU-"+strconv.Itoa(i)), Value: 0.5})
+	}
+	e.Register("flood", newFakeProducer(&mapping.Snapshot{Time: testTime, Families: []mapping.Family{work, device}}))
+	mfs, err := e.Registry().Gather()
+	if err != nil {
+		t.Fatalf("gather: %v", err)
+	}
+	byName := map[string]*dto.MetricFamily{}
+	for _, mf := range mfs {
+		byName[mf.GetName()] = mf
+	}
+	if n := len(byName[smActive.Name].GetMetric()); n != maxSeriesPerFamily+1 {
+		t.Errorf("%d device series served, want all %d", n, maxSeriesPerFamily+1)
+	}
+	var legit, overflow bool
+	for _, m := range byName["cupti_kernel_gpu_seconds_total"].GetMetric() {
+		for _, l := range m.GetLabel() {
+			legit = legit || l.GetName() == "pod" && l.GetValue() == "zz-legit"
+			overflow = overflow || l.GetName() == "pod" && l.GetValue() == overflowLabel && m.GetCounter().GetValue() == 102
+		}
+	}
+	if !legit || !overflow {
+		t.Errorf("verified pod served %v, overflow series of the 102 folded claims %v", legit, overflow)
+	}
+	for _, m := range byName["cupti_exporter_series_dropped_total"].GetMetric() {
+		ls := map[string]string{}
+		for _, l := range m.GetLabel() {
+			ls[l.GetName()] = l.GetValue()
+		}
+		if ls["outlet"] == "prometheus" && ls["reason"] == "cardinality" && m.GetCounter().GetValue() != 102 {
+			t.Errorf("cardinality drops %v, want 102", m.GetCounter().GetValue())
+		}
 	}
 }

@@ -27,7 +27,11 @@
 // outlet drops them, and both count them in
 // cupti_exporter_series_dropped_total{outlet,reason}. A family keeps at most
 // 4,096 series (the sources bound their own labels; this is the safety net):
-// the rest are dropped with reason "cardinality", reported the same way.
+// past it the series of lowest [mapping.Priority] (claimed workload identities,
+// then normal, then verified ones) are folded into one overflow series whose
+// labels are all "(overflow)" (values, counts and classic buckets added up) and
+// counted with reason "cardinality". A GPU's own series (families with a uuid
+// label and no pod label of their own) are never folded.
 //
 // # Pod attribution
 //

@@ -61,6 +61,7 @@ func attributePods(s *mapping.Snapshot, labeler DeviceLabeler) *mapping.Snapshot
 				o = lookup(smp.LabelValues[u])
 			}
 			smp.LabelValues = append(slices.Clip(smp.LabelValues), o.pod, o.namespace, o.container)
+			smp.Priority = mapping.PriorityDevice // a GPU's own series: never folded by the cap
 			samples[j] = smp
 		}
 		out.Families[i] = mapping.Family{Desc: &d, Samples: samples}

@@ -32,9 +32,16 @@ type problem struct {
 }
 
 // maxSeriesPerFamily caps the series of one family (like the OTel SDK's cardinality limit):
-// the sources bound their own labels (top-K kernels, pod TTLs), so reaching it means a bug or
-// an unexpected workload; the series past it are dropped and counted, never served unbounded.
+// the sources bound their own labels (top-K kernels, pod TTLs), so reaching it means a bug,
+// an unexpected workload or a flood of made-up identities. Past it the series of lowest
+// priority (mapping.Priority: claimed identities first, then normal, then verified; device
+// series never) are folded into one overflow series whose every label is overflowLabel,
+// and counted as dropped for reason "cardinality".
 const maxSeriesPerFamily = 4096
+
+// overflowLabel is every label value of a family's overflow series: no GPU index, pod
+// name (DNS-1123) or kernel label can be it.
+const overflowLabel = "(overflow)"
 
 // merge joins the families of snaps by name, in order, sorted by name.
 // A family whose kind or label names differ from the first of its name, a
@@ -43,7 +50,6 @@ const maxSeriesPerFamily = 4096
 func merge(snaps []*mapping.Snapshot) ([]*family, []problem) {
 	byName := map[string]*family{}
 	seen := map[string]struct{}{} // name + label values
-	overCap := map[*family]int{}  // series dropped past maxSeriesPerFamily
 	var problems []problem
 	for _, s := range snaps {
 		for fi := range s.Families {
@@ -76,10 +82,6 @@ func merge(snaps []*mapping.Snapshot) ([]*family, []problem) {
 					continue
 				}
 				seen[key] = struct{}{}
-				if len(m.series) >= maxSeriesPerFamily {
-					overCap[m]++
-					continue
-				}
 				m.series = append(m.series, series{sample: smp, time: s.Time})
 			}
 		}
@@ -87,13 +89,70 @@ func merge(snaps []*mapping.Snapshot) ([]*family, []problem) {
 	out := make([]*family, 0, len(byName))
 	for _, f := range byName {
 		out = append(out, f)
-		if n := overCap[f]; n > 0 {
+		if n := f.capSeries(maxSeriesPerFamily); n > 0 {
 			problems = append(problems, problem{f.desc, dropCardinality, fmt.Errorf(
-				"family %s: %d series past the limit of %d per family dropped", f.desc.Name, n, maxSeriesPerFamily), n})
+				"family %s: %d series past the limit of %d per family folded into its overflow series", f.desc.Name, n, maxSeriesPerFamily), n})
 		}
 	}
 	slices.SortFunc(out, func(a, b *family) int { return strings.Compare(a.desc.Name, b.desc.Name) })
 	return out, problems
+}
+
+// capSeries keeps at most limit series in f: every device series, then the others by
+// priority (in their order within a priority), the rest folded into one overflow series
+// (sums of values, counts and classic buckets). It returns how many were folded.
+func (f *family) capSeries(limit int) int {
+	if len(f.series) <= limit || len(f.desc.LabelNames) == 0 {
+		return 0
+	}
+	slices.SortStableFunc(f.series, func(a, b series) int { return int(b.sample.Priority) - int(a.sample.Priority) })
+	keep := limit - 1 // room for the overflow series
+	for keep < len(f.series) && f.series[keep].sample.Priority >= mapping.PriorityDevice {
+		keep++
+	}
+	if keep >= len(f.series) {
+		return 0 // all of them device series
+	}
+	folded := f.series[keep:]
+	over := overflowSample(f.desc, folded)
+	f.series = append(f.series[:keep:keep], series{sample: over, time: folded[0].time})
+	return len(folded)
+}
+
+// overflowSample sums the folded series into one: counters and gauges add up, histograms
+// add their counts, sums and classic buckets (those with the first one's bounds; native
+// buckets are left out). It starts at the earliest start.
+func overflowSample(d *mapping.Desc, folded []series) *mapping.Sample {
+	over := &mapping.Sample{LabelValues: make([]string, len(d.LabelNames)), Priority: mapping.PriorityClaimed}
+	for i := range over.LabelValues {
+		over.LabelValues[i] = overflowLabel
+	}
+	for _, s := range folded {
+		smp := s.sample
+		if over.Start.IsZero() || !smp.Start.IsZero() && smp.Start.Before(over.Start) {
+			over.Start = smp.Start
+		}
+		over.Value += smp.Value
+		h := smp.Histogram
+		if d.Kind != mapping.KindHistogram || h == nil {
+			continue
+		}
+		if over.Histogram == nil {
+			over.Histogram = &mapping.HistogramValue{Bounds: h.Bounds, Cumulative: make([]uint64, len(h.Bounds))}
+		}
+		o := over.Histogram
+		o.Count += h.Count
+		o.Sum += h.Sum
+		if slices.Equal(o.Bounds, h.Bounds) && len(h.Cumulative) == len(o.Cumulative) {
+			for i, c := range h.Cumulative {
+				o.Cumulative[i] += c
+			}
+		}
+	}
+	if d.Kind == mapping.KindHistogram && over.Histogram == nil {
+		over.Histogram = &mapping.HistogramValue{}
+	}
+	return over
 }
 
 func labelString(names, values []string) string {

@@ -68,7 +68,26 @@ type Sample struct {
 	Value       float64         // gauges and counters
 	Histogram   *HistogramValue // histograms only
 	Start       time.Time       // start of the counter/histogram accumulation; zero for gauges
+	// Priority orders the series of a family under the exporter's cardinality cap: past
+	// the cap, lower priorities are folded into the family's overflow series first.
+	Priority Priority
 }
+
+// Priority is how much a series must survive a cardinality cap (docs/sizing.md).
+type Priority int8
+
+const (
+	// PriorityClaimed: the series speaks for a workload identity a client only claimed
+	// (not verified by the kernel): folded first.
+	PriorityClaimed Priority = -1
+	// PriorityNormal is the default.
+	PriorityNormal Priority = 0
+	// PriorityVerified: a workload identity taken from the kernel (peer credentials,
+	// /proc/<pid>/cgroup): kept before normal and claimed series.
+	PriorityVerified Priority = 1
+	// PriorityDevice: a series of a GPU itself; never folded.
+	PriorityDevice Priority = 2
+)
 
 // Family is a metric family with its series.
 type Family struct {

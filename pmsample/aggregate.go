@@ -365,6 +365,9 @@ func (a *Aggregator) build() {
 			put(decodeFailuresDesc, lbl(d.labels, failureReasons[r]), float64(n), time.Time{})
 		}
 		for r := range LostReasons {
+			if d.lostNS[r] == 0 && d.lostN[r] == 0 && expectedLoss[r] {
+				continue // a series from the first loss on: the series budget (docs/sizing.md)
+			}
 			put(lostSamplesDesc, lbl(d.labels, LostReasons[r]), d.lostN[r], time.Time{})
 			put(lostSecondsDesc, lbl(d.labels, LostReasons[r]), d.lostNS[r]/1e9, time.Time{})
 		}

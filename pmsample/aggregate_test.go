@@ -176,12 +176,20 @@ func TestAggregatorTotalsAndWindow(t *testing.T) {
 			t.Errorf("decode failures{%s} = %v, want %v", reason, v, want)
 		}
 	}
-	for reason, want := range map[string]float64{"image_full": 1, "overflow": 2, "gap": 4, "paused": 0} {
+	for reason, want := range map[string]float64{"image_full": 1, "overflow": 2, "gap": 4, "stall": 0} {
 		if v := mustValue(t, s, "cupti_pm_samples_lost_total", reason); v != want {
 			t.Errorf("lost samples{%s} = %v, want %v", reason, v, want)
 		}
 		if v := mustValue(t, s, "cupti_pm_lost_seconds_total", reason); v != want {
 			t.Errorf("lost seconds{%s} = %v, want %v", reason, v, want)
+		}
+	}
+	// An expected reason has no series before its first loss (the series budget).
+	for _, f := range s.Families {
+		for _, x := range f.Samples {
+			if f.Desc.Name == "cupti_pm_samples_lost_total" && slices.Contains(x.LabelValues, "paused") {
+				t.Errorf("a paused series with nothing lost: %v", x)
+			}
 		}
 	}
 	// Window [t0+4s, t0+14s]: the 2 s sample is covered; the 7 s lost were not (buckets are

@@ -9,12 +9,14 @@ import (
 	"net"
 	"os"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/cupti-exporter/cupti-exporter/activity"
 	"github.com/cupti-exporter/cupti-exporter/attribution"
 	"github.com/cupti-exporter/cupti-exporter/idle"
 	"github.com/cupti-exporter/cupti-exporter/pmsample"
@@ -67,12 +69,21 @@ type Config struct {
 		MaxConnectionsPerIdentity int      `yaml:"max_connections_per_identity" help:"Most concurrent activity connections of one verified identity (the processes of one container, by cgroup); its next one replaces its oldest connection without hello, else is refused."`
 		ProcRoot                  string   `yaml:"proc_root" help:"procfs where the exporter reads the /proc entries of the processes that connect (their PID, start time and cgroup, checked against their hello); it must belong to the exporter's PID namespace, which should be the host's (hostPID) for processes of other pods to be verified."`
 		TrustHelloPods            bool     `yaml:"trust_hello_pods" help:"Label processes with the pod their hello names (POD_NAME, POD_NAMESPACE) when nothing can check it (no pod informer, or a process the kernel cannot name). Only where trusted workloads alone reach the socket, such as a sidecar's."`
+		// The series budget (docs/sizing.md).
+		TopKernels           int      `yaml:"top_kernels" help:"Kernel names (by recent GPU time) that get their own kernel label in the node's kernel families; the rest are kernel=\"other\", counted in cupti_activity_kernels_folded_total."`
+		KernelHistogramSplit []string `yaml:"kernel_histogram_split" help:"What cupti_kernel_duration_seconds is split by besides the kernel: gpu, pod, both (gpu,pod) or neither (empty: one histogram per kernel for the node)."`
+		CopyHistogramSplit   []string `yaml:"copy_histogram_split" help:"What the memcpy and memset duration histograms are split by besides the copy and memory kinds: gpu, pod, both or neither (empty); their byte counters are always per GPU and pod."`
+		PodHistograms        bool     `yaml:"pod_histograms" help:"Serve cupti_pod_kernel_duration_seconds, a kernel-duration histogram per GPU and pod."`
+		HistogramBuckets     []string `yaml:"histogram_buckets" help:"Classic bucket upper bounds of the duration histograms, seconds, increasing (native buckets do not depend on them)."`
 	} `yaml:"activity"`
 	Attribution struct {
 		Enabled           bool     `yaml:"enabled" help:"Attribute PM samples to the kernels and pods that ran during them (needs PM sampling and activity)."`
 		Watermark         Duration `yaml:"watermark" help:"How long PM samples wait for the kernel records that overlap them before they are attributed; must exceed pmsample.decode_period (the default 3s becomes 2 decode periods + 1s when those are longer)."`
 		Estimator         string   `yaml:"estimator" help:"How a sample is split over the kernels overlapping it: rate (overlap x each kernel's estimated rate) or overlap."`
 		MaxPendingRecords int      `yaml:"max_pending_records" help:"Kernel records held per GPU while their samples wait; more are dropped and counted."`
+		TopKernels        int      `yaml:"top_kernels" help:"Kernel labels per GPU in the attributed per-kernel families (the first that GPU runs, among activity.top_kernels); later ones go to that GPU's kernel=\"other\". 0: no limit."`
+		KernelFamilies    []string `yaml:"kernel_families" help:"Attributed families served per kernel, by stem (cupti_kernel_<stem>_total: dram_read_bytes, sm_active_seconds, pcie_bytes, ...); all: every one; empty: none. cupti_kernel_sampled_seconds_total always is."`
+		PodFamilies       []string `yaml:"pod_families" help:"Attributed families served per pod, by stem (cupti_pod_<stem>_total); all: every one; empty: none. cupti_pod_sampled_seconds_total always is."`
 	} `yaml:"attribution"`
 	OTLP struct {
 		Endpoint string            `yaml:"endpoint" help:"OTLP endpoint: host:port, or a URL (for http, one without a path gets /v1/metrics); empty: OTEL_EXPORTER_OTLP_[METRICS_]ENDPOINT, and no push when neither is set."`
@@ -128,6 +139,11 @@ func defaultConfig() Config {
 	c.Activity.IdleTimeout = Duration(5 * time.Minute)
 	c.Activity.ProcRoot = "/proc"
 	c.Activity.MaxConnectionsPerIdentity = 32
+	c.Activity.TopKernels = activity.DefaultTopKernels
+	c.Activity.KernelHistogramSplit = []string{}
+	c.Activity.CopyHistogramSplit = []string{}
+	c.Activity.PodHistograms = false
+	c.Activity.HistogramBuckets = formatBounds(activity.DefaultBuckets)
 	c.Web.MaxRequests = 40
 	c.Health.Enabled = true
 	c.Health.Interval = Duration(time.Second)
@@ -135,6 +151,9 @@ func defaultConfig() Config {
 	c.Attribution.Watermark = Duration(attribution.DefaultWatermark)
 	c.Attribution.Estimator = attribution.DefaultEstimator
 	c.Attribution.MaxPendingRecords = attribution.DefaultMaxPendingRecords
+	c.Attribution.TopKernels = attribution.BudgetTopKernels
+	c.Attribution.KernelFamilies = slices.Clone(attribution.BudgetKernelFamilies)
+	c.Attribution.PodFamilies = slices.Clone(attribution.BudgetPodFamilies)
 	c.Kubernetes.PodInformer = "auto"
 	return c
 }
@@ -199,6 +218,7 @@ func (c *Config) validate() error {
 	if c.Attribution.Enabled && c.Attribution.Watermark <= c.PMSample.DecodePeriod {
 		errs = append(errs, fmt.Errorf("attribution.watermark (%s) must be longer than pmsample.decode_period (%s): samples arrive a decode period late, and their records later still", c.Attribution.Watermark, c.PMSample.DecodePeriod))
 	}
+	errs = append(errs, c.validateBudget()...)
 	if c.Attribution.MaxPendingRecords <= 0 {
 		errs = append(errs, fmt.Errorf("attribution.max_pending_records must be positive, got %d", c.Attribution.MaxPendingRecords))
 	}

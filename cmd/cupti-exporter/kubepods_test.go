@@ -82,7 +82,7 @@ func TestPodInformerTwoPodsOneGPU(t *testing.T) {
 		t.Fatal("no sync")
 	}
 
-	agg := activity.NewAggregator(activity.WithPodResolver(podResolver(r)))
+	agg := activity.NewAggregator(activity.WithPodResolver(podResolver(r)), activity.WithKernelHistogramSplit(activity.SplitGPU|activity.SplitPod))
 	pa := &activity.Process{PID: 7, DeviceUUIDs: []string{"GPU-1"}, Container: "stray",
 		Cgroup: "0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod0a1b2c3d_0000_4000_8000_00000000000a.slice/cri-containerd-" + cidA + ".scope"}
 	pb := &activity.Process{PID: 7, DeviceUUIDs: []string{"GPU-1"},

@@ -63,6 +63,7 @@ func runServe(ctx context.Context, logger *slog.Logger, cfg *Config) error {
 	budget := activity.NewBudget(int64(cfg.Activity.MemoryBudget))
 	var act *activity.Aggregator
 	actOpts := append(liveActivityOptions(pm.devices, budget), activity.WithTrustHelloPods(cfg.Activity.TrustHelloPods))
+	actOpts = append(actOpts, budgetActivityOptions(cfg)...)
 	if cfg.Activity.Enabled {
 		if actOpts, err = pm.attribute(cfg, logger, actOpts, func(m string) string { return act.KernelLabel(m) }); err != nil {
 			return err
@@ -122,10 +123,11 @@ func (pm *pmSetup) attribute(cfg *Config, logger *slog.Logger, opts []activity.O
 		return opts, nil
 	}
 	a, err := attribution.New(pm.src.Devices(), pm.src.Catalog(), pm.mapper, logger,
-		attribution.WithWatermark(time.Duration(cfg.Attribution.Watermark)),
-		attribution.WithEstimator(cfg.Attribution.Estimator),
-		attribution.WithMaxPendingRecords(cfg.Attribution.MaxPendingRecords),
-		attribution.WithKernelLabel(kernelLabel))
+		append(budgetAttributionOptions(cfg),
+			attribution.WithWatermark(time.Duration(cfg.Attribution.Watermark)),
+			attribution.WithEstimator(cfg.Attribution.Estimator),
+			attribution.WithMaxPendingRecords(cfg.Attribution.MaxPendingRecords),
+			attribution.WithKernelLabel(kernelLabel))...)
 	if err != nil {
 		return nil, fmt.Errorf("setting up attribution: %w", err)
 	}

@@ -7,7 +7,9 @@ import (
 	"math"
 	"slices"
 	"testing"
+	"time"
 
+	"github.com/cupti-exporter/cupti-exporter/activity"
 	"github.com/cupti-exporter/cupti-exporter/mapping"
 	"github.com/cupti-exporter/cupti-exporter/pmsample"
 
@@ -88,3 +90,47 @@ func TestEmbeddedRecording(t *testing.T) {
 	}
 	t.Logf("%d bytes, %d batches, %d samples, %d activity records", len(Recording()), s.Batches, s.Samples, s.ActivityRecords)
 }
+
+// The node generator makes the shape it is asked for: every GPU, every pod's hello, every
+// kernel name launched, and health for every GPU.
+func TestGenerateNode(t *testing.T) {
+	var buf bytes.Buffer
+	spec := NodeSpec{GPUs: 3, Pods: 5, KernelNames: 40, Duration: 10 * time.Second}
+	if err := GenerateNode(&buf, catalogTSV, spec); err != nil {
+		t.Fatal(err)
+	}
+	sink := &countingSink{names: map[string]bool{}, pods: map[string]bool{}}
+	r, err := recording.FromBytes(buf.Bytes(), recording.WithSpeed(0), recording.WithActivitySink(sink))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := r.Summary()
+	if !s.Header.Synthetic || !s.Complete || len(s.Devices) != 3 || s.HealthSnapshots != 10 {
+		t.Fatalf("summary %+v", s)
+	}
+	if err := r.Run(context.Background(), func(pmsample.Batch) {}); err != nil {
+		t.Fatal(err)
+	}
+	if len(sink.pods) != 5 || len(sink.names) != 40 || sink.coverage == 0 {
+		t.Errorf("%d pods, %d kernel names, %d coverage spans; want 5, 40 and some", len(sink.pods), len(sink.names), sink.coverage)
+	}
+	if _, err := (NodeSpec{GPUs: 0}).withDefaults(); err == nil {
+		t.Error("a node of no GPU was accepted")
+	}
+}
+
+type countingSink struct {
+	names, pods map[string]bool
+	coverage    int
+}
+
+func (c *countingSink) Connect(_ uint64, p activity.Process) { c.pods[p.Namespace+"/"+p.Pod] = true }
+func (c *countingSink) Add(_ uint64, _ uint64, recs []activity.Record) {
+	for _, r := range recs {
+		if r.Kind == activity.KindKernel {
+			c.names[r.Name] = true
+		}
+	}
+}
+func (c *countingSink) Coverage(_ uint64, spans []activity.Interval) { c.coverage += len(spans) }
+func (c *countingSink) Disconnect(uint64)                            {}

@@ -147,7 +147,7 @@ func Generate(w io.Writer, tsv string) error {
 	if err := rw.WriteCatalog(synthStart, catalog); err != nil {
 		return err
 	}
-	sh, err := newSynthHealth()
+	sh, err := newSynthHealth(synthDevices, synthDuration, synthLoad, func(int) string { return "4242" })
 	if err != nil {
 		return err
 	}
@@ -166,10 +166,7 @@ func Generate(w io.Writer, tsv string) error {
 			}
 			for s := t; s < t+synthBatch; s += synthInterval {
 				smp := pmsample.Sample{Start: synthStart + s, End: synthStart + s + synthInterval, Values: make([]float64, len(metrics))}
-				load := 1.0
-				if d.Index == 1 {
-					load = 0.6 // the second GPU runs a smaller share
-				}
+				load := synthLoad(d.Index)
 				for i, m := range metrics {
 					v := level(bareBase(m), phaseAt(s)) * load * (1 + 0.05*rng.NormFloat64())
 					if strings.HasSuffix(m, ".sum") { // bytes in this sample
@@ -201,6 +198,14 @@ func Generate(w io.Writer, tsv string) error {
 		return err
 	}
 	return rw.Close(synthStart + synthDuration)
+}
+
+// synthLoad is a device's share of the workload: the second GPU runs a smaller share.
+func synthLoad(dev int) float64 {
+	if dev == 1 {
+		return 0.6
+	}
+	return 1
 }
 
 // activityFor makes the activity records of the batch that starts at t.

@@ -7,6 +7,7 @@ import (
 
 	"github.com/cupti-exporter/cupti-exporter/health"
 	"github.com/cupti-exporter/cupti-exporter/mapping"
+	"github.com/cupti-exporter/cupti-exporter/pmsample"
 )
 
 // Synthetic health: one snapshot a second of both devices, in the health source's own
@@ -31,16 +32,22 @@ var healthLevels = map[string]healthLevel{
 	"tiny kernels": {4, 0.95, 0.05, 250, 50, 1980},
 }
 
-// synthHealth generates the health snapshots of the synthetic recording.
+// synthHealth generates the health snapshots of a synthetic recording.
 type synthHealth struct {
-	descs  map[string]*mapping.Desc
-	energy []float64 // J per device since the driver loaded
-	temp   []float64 // °C per device, following the phase's level with a lag
-	viol   []float64 // s per device held at the power cap since the driver loaded
+	devices []pmsample.Device
+	// load is a device's share of full load (1: the phase's level, 0: idle); procPID is
+	// the PID whose memory a device shows while t is inside the workload (0: none).
+	load     func(dev int) float64
+	procPID  func(dev int) string
+	duration uint64 // ns, of the recording
+	descs    map[string]*mapping.Desc
+	energy   []float64 // J per device since the driver loaded
+	temp     []float64 // °C per device, following the phase's level with a lag
+	viol     []float64 // s per device held at the power cap since the driver loaded
 }
 
-func newSynthHealth() (*synthHealth, error) {
-	h := &synthHealth{descs: map[string]*mapping.Desc{}}
+func newSynthHealth(devices []pmsample.Device, duration uint64, load func(int) float64, procPID func(int) string) (*synthHealth, error) {
+	h := &synthHealth{devices: devices, duration: duration, load: load, procPID: procPID, descs: map[string]*mapping.Desc{}}
 	for _, d := range health.Descs() {
 		h.descs[d.Name] = d
 	}
@@ -49,7 +56,7 @@ func newSynthHealth() (*synthHealth, error) {
 			return nil, fmt.Errorf("synthetic health: the health source has no family %s", n)
 		}
 	}
-	for range synthDevices {
+	for range devices {
 		h.energy = append(h.energy, 2.1e6)
 		h.temp = append(h.temp, 32)
 		h.viol = append(h.viol, 12.5)
@@ -57,7 +64,7 @@ func newSynthHealth() (*synthHealth, error) {
 	return h, nil
 }
 
-// snapshot is the health of both devices at t ns since the start.
+// snapshot is the health of the devices at t ns since the start.
 func (h *synthHealth) snapshot(t uint64) *mapping.Snapshot {
 	now := time.Unix(0, int64(synthStart+t))
 	start := time.Unix(0, int64(driverLoaded))
@@ -70,15 +77,12 @@ func (h *synthHealth) snapshot(t uint64) *mapping.Snapshot {
 		fams[name] = append(fams[name], s)
 	}
 	add("cupti_nvml_info", 1, "580.95.05", "12.580.95.05", "13000")
-	for _, d := range synthDevices {
+	for _, d := range h.devices {
 		l := []string{fmt.Sprint(d.Index), d.UUID, d.Model, d.PCIBusID}
 		dev := func(name string, v float64, extra ...string) {
 			add(name, v, append(append([]string{}, l...), extra...)...)
 		}
-		load := 1.0
-		if d.Index == 1 {
-			load = 0.6 // as the PM samples: the second GPU runs a smaller share
-		}
+		load := h.load(d.Index)
 		ph := phaseAt(t)
 		lv := healthLevels[ph]
 		idle := healthLevels["idle"]
@@ -137,8 +141,8 @@ func (h *synthHealth) snapshot(t uint64) *mapping.Snapshot {
 		dev("cupti_gpu_remapped_rows_pending", 0)
 		dev("cupti_gpu_remapped_rows_failed", 0)
 		dev("cupti_gpu_pcie_replays_total", 0)
-		if t >= 1e9 && t < synthDuration-1e9 { // the process of the activity records, while connected
-			dev("cupti_gpu_process_memory_bytes", used-idle.memGiB*(1<<30), "4242", "", "", "")
+		if pid := h.procPID(d.Index); pid != "" && t >= 1e9 && t < h.duration-1e9 { // the process of the activity records, while connected
+			dev("cupti_gpu_process_memory_bytes", used-idle.memGiB*(1<<30), pid, "", "", "")
 		}
 		dev("cupti_gpu_mig_enabled", 0)
 	}

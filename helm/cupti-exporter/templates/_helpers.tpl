@@ -142,6 +142,7 @@ a valid file (overwriting in place would corrupt their mapping).
 {{- /* The socket is in the pod's own volume: only its containers reach it (docs/security.md). */}}
 - --activity.trust-hello-pods
 {{- end }}
+{{- include "cupti-exporter.seriesBudgetArgs" . }}
 {{- else }}
 - --no-activity.enabled
 {{- end }}
@@ -319,5 +320,27 @@ C allocations (PM sampling). Argument: (list root resources).
   {{- else }}
   value: {{ printf "%.0f" (floor $mem) | quote }}
   {{- end }}
+{{- end }}
+{{- end }}
+
+{{/*
+The series budget's flags (values seriesBudget; docs/sizing.md): only the keys that are set.
+*/}}
+{{- define "cupti-exporter.seriesBudgetArgs" -}}
+{{- $b := .Values.seriesBudget | default dict }}
+{{- if not (kindIs "invalid" $b.podHistograms) }}
+- --{{ if not $b.podHistograms }}no-{{ end }}activity.pod-histograms
+{{- end }}
+{{- range $key, $flag := dict "topKernels" "activity.top-kernels" "attributionTopKernels" "attribution.top-kernels" }}
+{{- $v := index $b $key }}
+{{- if not (kindIs "invalid" $v) }}
+- --{{ $flag }}={{ $v }}
+{{- end }}
+{{- end }}
+{{- range $key, $flag := dict "kernelHistogramSplit" "activity.kernel-histogram-split" "copyHistogramSplit" "activity.copy-histogram-split" "histogramBuckets" "activity.histogram-buckets" "attributionKernelFamilies" "attribution.kernel-families" "attributionPodFamilies" "attribution.pod-families" }}
+{{- $v := index $b $key }}
+{{- if not (kindIs "invalid" $v) }}
+- --{{ $flag }}={{ join "," $v }}
+{{- end }}
 {{- end }}
 {{- end }}

@@ -1,6 +1,9 @@
-// Command gensynthetic writes the synthetic demo recording.
+// Command gensynthetic writes a synthetic recording: the two-GPU demo workload, or with
+// -gpus a node of that many GPUs, -pods traced pods and -kernel-names distinct kernel names
+// (demo.NodeSpec; the sizing guide's busy node is -gpus 8 -pods 30 -kernel-names 5000).
 //
-//	go run ./recording/internal/gensynthetic -o recording/demo/demo.cuptirec
+//	go run ./recording/internal/gensynthetic -o synthetic.cuptirec
+//	go run ./recording/internal/gensynthetic -o node.cuptirec -gpus 8 -pods 30 -kernel-names 5000
 package main
 
 import (
@@ -12,12 +15,21 @@ import (
 )
 
 func main() {
-	out := flag.String("o", "recording/demo/demo.cuptirec", "output file")
+	out := flag.String("o", "synthetic.cuptirec", "output file")
 	tsv := flag.String("catalog", "testdata/gh100_pm_sampling_base_metrics.tsv", "GH100 PM-sampling catalog")
+	var node demo.NodeSpec
+	flag.IntVar(&node.GPUs, "gpus", 0, "GPUs of a generated node (0: the two-GPU demo workload)")
+	flag.IntVar(&node.Pods, "pods", 0, "traced pods of the node, one process each, spread over the GPUs")
+	flag.IntVar(&node.KernelNames, "kernel-names", 0, "distinct kernel names the node's pods launch")
+	flag.DurationVar(&node.Duration, "duration", 0, "length of the node recording (default 1m)")
 	flag.Parse()
 	f, err := os.Create(*out)
-	if err == nil {
-		err = demo.Generate(f, *tsv)
+	if err == nil { // the recording writer closes f
+		if node.GPUs > 0 {
+			err = demo.GenerateNode(f, *tsv, node)
+		} else {
+			err = demo.Generate(f, *tsv)
+		}
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "gensynthetic:", err)

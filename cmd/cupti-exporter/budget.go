@@ -1,0 +1,94 @@
+package main
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+
+	"github.com/cupti-exporter/cupti-exporter/activity"
+	"github.com/cupti-exporter/cupti-exporter/attribution"
+)
+
+// The series budget: the activity.* and attribution.* settings that bound what a node serves
+// (docs/sizing.md measures each).
+
+func formatBounds(b []float64) []string {
+	out := make([]string, len(b))
+	for i, v := range b {
+		out[i] = strconv.FormatFloat(v, 'g', -1, 64)
+	}
+	return out
+}
+
+// parseBounds reads histogram bucket bounds: positive, finite, increasing, at most 64.
+func parseBounds(s []string) ([]float64, error) {
+	if len(s) == 0 || len(s) > 64 {
+		return nil, fmt.Errorf("want 1 to 64 bounds, got %d", len(s))
+	}
+	out := make([]float64, len(s))
+	for i, x := range s {
+		v, err := strconv.ParseFloat(x, 64)
+		if err != nil || !(v > 0) || v > 1e6 {
+			return nil, fmt.Errorf("bound %q: want a positive number of seconds", x)
+		}
+		if i > 0 && v <= out[i-1] {
+			return nil, fmt.Errorf("bounds must increase: %s after %s", x, s[i-1])
+		}
+		out[i] = v
+	}
+	return out, nil
+}
+
+// familyStems is a family list as attribution takes it: nil for "all", else the stems
+// (empty, not nil, for none).
+func familyStems(list []string) []string {
+	if slices.Contains(list, "all") {
+		return nil
+	}
+	return append([]string{}, list...)
+}
+
+// validateBudget checks the budget settings.
+func (c *Config) validateBudget() []error {
+	var errs []error
+	if c.Activity.TopKernels < 1 || c.Activity.TopKernels > 1000 {
+		errs = append(errs, fmt.Errorf("activity.top_kernels must be between 1 and 1000, got %d", c.Activity.TopKernels))
+	}
+	if _, err := activity.ParseSplit(c.Activity.KernelHistogramSplit); err != nil {
+		errs = append(errs, fmt.Errorf("activity.kernel_histogram_split: %w", err))
+	}
+	if _, err := activity.ParseSplit(c.Activity.CopyHistogramSplit); err != nil {
+		errs = append(errs, fmt.Errorf("activity.copy_histogram_split: %w", err))
+	}
+	if _, err := parseBounds(c.Activity.HistogramBuckets); err != nil {
+		errs = append(errs, fmt.Errorf("activity.histogram_buckets: %w", err))
+	}
+	if c.Attribution.TopKernels < 0 {
+		errs = append(errs, fmt.Errorf("attribution.top_kernels must not be negative, got %d", c.Attribution.TopKernels))
+	}
+	return errs
+}
+
+// budgetActivityOptions are the activity options of the series budget; the configuration
+// is validated.
+func budgetActivityOptions(c *Config) []activity.Option {
+	kernel, _ := activity.ParseSplit(c.Activity.KernelHistogramSplit)
+	copies, _ := activity.ParseSplit(c.Activity.CopyHistogramSplit)
+	bounds, _ := parseBounds(c.Activity.HistogramBuckets)
+	return []activity.Option{
+		activity.WithTopKernels(c.Activity.TopKernels),
+		activity.WithKernelHistogramSplit(kernel),
+		activity.WithCopyHistogramSplit(copies),
+		activity.WithPodHistograms(c.Activity.PodHistograms),
+		activity.WithHistogramBuckets(bounds),
+	}
+}
+
+// budgetAttributionOptions are the attribution options of the series budget.
+func budgetAttributionOptions(c *Config) []attribution.Option {
+	return []attribution.Option{
+		attribution.WithTopKernels(c.Attribution.TopKernels),
+		attribution.WithKernelFamilies(familyStems(c.Attribution.KernelFamilies)),
+		attribution.WithPodFamilies(familyStems(c.Attribution.PodFamilies)),
+	}
+}
