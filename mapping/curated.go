@@ -97,6 +97,8 @@ var curatedTable = []curatedEntry{
 		Help: "Ratio of time the graphics/compute engine was active (DCGM GR_ENGINE_ACTIVE).",
 	}, more: anyChip(
 		"FE_B.TriageAC.gr__cycles_active.sum.pct_of_peak_sustained_elapsed",
+		"FE_A.TriageAC.gr__cycles_active.sum.pct_of_peak_sustained_elapsed",
+		"FE_A.TriageA.gr__cycles_active.sum.pct_of_peak_sustained_elapsed",
 		"gr__cycles_active.sum.pct_of_peak_sustained_elapsed",
 	)},
 	{Rule: Rule{
@@ -105,6 +107,7 @@ var curatedTable = []curatedEntry{
 		Help: "Ratio of cycles an SM had at least one warp resident, averaged over all SMs (DCGM SM_ACTIVE).",
 	}, more: anyChip(
 		"SM_A.TriageAC.sm__cycles_active"+pct,
+		"SM.TriageA.sm__cycles_active"+pct,
 		"sm__cycles_active"+pct,
 	)},
 	{Rule: Rule{
@@ -112,6 +115,8 @@ var curatedTable = []curatedEntry{
 		Name:  "cupti_sm_occupancy_ratio", OTelName: "cupti.sm.occupancy",
 		Help: "Ratio of resident warps to the maximum resident warps, averaged over all SMs and elapsed cycles (DCGM SM_OCCUPANCY).",
 	}, more: anyChip(
+		"TriageAC.tpc__warps_active_realtime"+pct,
+		"TPC.TriageA.tpc__warps_active_realtime"+pct,
 		"tpc__warps_active_realtime"+pct,
 		"SM_A.TriageAC.sm__warps_active"+pct,
 		"sm__warps_active_realtime"+pct,
@@ -145,6 +150,7 @@ var curatedTable = []curatedEntry{
 		Name:  "cupti_fp32_pipe_active_ratio", OTelName: "cupti.fp32_pipe.active",
 		Help: "Ratio of cycles the FMA pipe (FP32 multiply-add) was active, averaged over all SMs (DCGM PIPE_FP32_ACTIVE).",
 	}, more: anyChip(
+		"TPC.TriageCompute.sm__pipe_fma_cycles_active_realtime"+pct,
 		"SM_A.TriageAC.sm__pipe_fma_cycles_active"+pct,
 		"sm__pipe_fma_cycles_active_realtime"+pct,
 	)},
@@ -152,12 +158,12 @@ var curatedTable = []curatedEntry{
 		Match: "PCI.TriageCompute.pcie__read_bytes.sum",
 		Name:  "cupti_pcie_bytes_total", OTelName: "hw.gpu.io", otelAttributes: pcieAttrs, Labels: map[string]string{"direction": "rx"},
 		Help: pcieHelp,
-	}, more: anyChip("pcie__read_bytes.sum")},
+	}, more: anyChip("PCI.TriageAC.pcie__read_bytes.sum", "PCI.TriageA.pcie__read_bytes.sum", "pcie__read_bytes.sum")},
 	{Rule: Rule{
 		Match: "PCI.TriageCompute.pcie__write_bytes.sum",
 		Name:  "cupti_pcie_bytes_total", OTelName: "hw.gpu.io", otelAttributes: pcieAttrs, Labels: map[string]string{"direction": "tx"},
 		Help: pcieHelp,
-	}, more: anyChip("pcie__write_bytes.sum")},
+	}, more: anyChip("PCI.TriageAC.pcie__write_bytes.sum", "PCI.TriageA.pcie__write_bytes.sum", "pcie__write_bytes.sum")},
 	{Rule: Rule{
 		Match: "dram__bytes_read.sum",
 		Name:  "cupti_dram_read_bytes_total", OTelName: "cupti.dram.bytes_read",
