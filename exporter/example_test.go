@@ -44,6 +44,7 @@ func Example() {
 	e.RegisterStatus("demo", src)
 
 	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
 	srv := exporter.NewServer(nil, exporter.ServerConfig{
 		ListenAddresses: []string{"127.0.0.1:0"}, Registry: e.Registry(), Status: e,
 	})
