@@ -84,7 +84,7 @@ func runGroundTruth(t testing.TB, est string, g groundTruth, span int64) (bytesE
 
 // TestRateRemovesEdgeBias checks the estimator on kernels 2-3 sample intervals long: the
 // overlap split gives a share of each straddling sample to the quiet neighbour (about
-// 1/(3n) of a kernel's bytes, DESIGN.md), the rate-weighted split must be well below that.
+// 1/(3n) of a kernel's bytes, docs/attribution.md "Estimators"), the rate-weighted split must be well below that.
 func TestRateRemovesEdgeBias(t *testing.T) {
 	const span = 3 * int64(time.Second)
 	g := makeGroundTruth(rand.New(rand.NewPCG(1, 2)), span, 2*ms)

@@ -185,12 +185,3 @@ func WithClock(now func() time.Time) Option {
 		}
 	}
 }
-
-// withEMPasses sets the EM passes per chunk (tests, benchmarks).
-func withEMPasses(n int) Option {
-	return func(c *config) {
-		if n > 0 {
-			c.emPasses = n
-		}
-	}
-}

@@ -98,8 +98,8 @@ func (ts timeSliced) valueAt(s, e int64) []float64 {
 
 // TestTwoPodsTimeSliced checks per-pod attribution on a GPU shared by two pods: the device
 // counters are split between them, the rate estimator within a few percent of each pod's
-// true bytes, and well ahead of the overlap split (DESIGN.md measured -45 %/+51 % for the
-// overlap split and within ±2.4 % for the rate split on an H200).
+// true bytes, and well ahead of the overlap split (docs/attribution.md "First measurements":
+// -45 %/+51 % for the overlap split and within ±2.4 % for the rate split on an H200).
 func TestTwoPodsTimeSliced(t *testing.T) {
 	const span = 4 * int64(time.Second)
 	ts := makeTimeSliced(rand.New(rand.NewPCG(3, 4)), span)

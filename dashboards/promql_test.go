@@ -13,6 +13,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/promql/parser"
 	"helm.sh/helm/v3/pkg/chart/loader"
@@ -217,7 +218,7 @@ func parse(q promQuery) ([]string, error) {
 			return nil
 		}
 		for _, m := range vs.LabelMatchers {
-			if m.Name == labels.MetricName && m.Type == labels.MatchEqual {
+			if m.Name == model.MetricNameLabel && m.Type == labels.MatchEqual {
 				names = append(names, m.Value)
 			}
 		}

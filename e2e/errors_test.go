@@ -32,8 +32,9 @@ func TestBadInputFails(t *testing.T) {
 		args []string
 		want []string
 	}{
-		{"unknown key", []string{"--demo", "--config.file", write("a.yaml", "web:\n  listen_adress: :1\n")}, []string{"line 2", "unknown key listen_adress"}},
-		{"bad duration", []string{"--demo", "--config.file", write("b.yaml", "pmsample:\n  window: 5 seconds\n")}, []string{"line 2", "invalid duration"}},
+		{"unknown key", []string{"--demo", "--config.file", write("a.yaml", "web:\n  listen_adress: :1\n")}, []string{"line 2", "web.listen_adress: unknown key; did you mean web.listen_address?"}},
+		{"section given a value", []string{"--demo", "--config.file", write("s.yaml", "pmsample: 5\n")}, []string{"line 1", "pmsample: want a mapping of keys (enabled, interval,"}},
+		{"bad duration", []string{"--demo", "--config.file", write("b.yaml", "pmsample:\n  window: 5 seconds\n")}, []string{"line 2", "pmsample.window", "invalid duration"}},
 		{"invalid yaml", []string{"--demo", "--config.file", write("c.yaml", "web: [\n")}, []string{"config file"}},
 		{"missing config", []string{"--demo", "--config.file", filepath.Join(dir, "none.yaml")}, []string{"reading config file", "no such file"}},
 		{"bad flag duration", []string{"--demo", "--pmsample.window=soon"}, []string{`invalid duration "soon"`}},
@@ -49,6 +50,8 @@ func TestBadInputFails(t *testing.T) {
 		{"interval 1ns", []string{"--demo", "--pmsample.interval=1ns"}, []string{"pmsample.interval must be between 100µs and 1s, got 1ns"}},
 		{"decode period 1000h", []string{"--demo", "--pmsample.decode-period=1000h"}, []string{"pmsample.decode_period must be between 10ms and 10s"}},
 		{"empty listen address", []string{"--demo", "--web.listen-address="}, []string{"web.listen_address is empty"}},
+		{"health port", []string{"--demo", "--web.health-listen-address=:99999"}, []string{`web.health_listen_address ":99999": port must be a number from 0 to 65535`}},
+		{"listeners on one port", []string{"--demo", "--web.listen-address=127.0.0.1:9478"}, []string{"both take port 9478", "--web.health-listen-address"}},
 		{"memory budget", []string{"--demo", "--activity.memory-budget=1KiB"}, []string{"activity.memory_budget must be at least 16MiB"}},
 		{"not a recording", []string{"replay", write("x.txt", "hello"), "--web.listen-address=127.0.0.1:0"}, []string{"not a cupti-exporter recording"}},
 	}

@@ -235,7 +235,7 @@ func TestOTLPResourceFromEnv(t *testing.T) {
 	}
 	got := map[string]string{}
 	for _, kv := range res.Attributes() {
-		got[string(kv.Key)] = kv.Value.Emit()
+		got[string(kv.Key)] = kv.Value.String()
 	}
 	for k, v := range map[string]string{"k8s.node.name": "gpu-node-7", "deployment.environment.name": "prod",
 		"k8s.cluster.name": "c2", "service.name": ServiceName, "service.version": ServiceVersion()} {

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -239,6 +240,10 @@ func (s *Server) Run(ctx context.Context) error {
 	for _, addr := range s.cfg.ListenAddresses {
 		l, err := net.Listen("tcp", addr)
 		if err != nil {
+			if h := s.healthAddr; h != nil && errors.Is(err, syscall.EADDRINUSE) && samePort(addr, h) {
+				return fmt.Errorf("listen on %s: address already in use by this exporter's own health listener (--web.health-listen-address %s): give one of them another port",
+					addr, s.cfg.HealthListenAddress)
+			}
 			return listenError(addr, "--web.listen-address", err)
 		}
 		listeners = append(listeners, l)
@@ -288,6 +293,13 @@ func (s *Server) serveUntil(ctx context.Context, servers []*http.Server, serve [
 		}
 	}
 	return err
+}
+
+// samePort reports whether addr asks for the port that bound holds.
+func samePort(addr string, bound net.Addr) bool {
+	_, port, err := net.SplitHostPort(addr)
+	tcp, ok := bound.(*net.TCPAddr)
+	return err == nil && ok && port == strconv.Itoa(tcp.Port)
 }
 
 // listenError explains a failed listen, with the remedy (the flag) for a port in use.

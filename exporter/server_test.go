@@ -223,6 +223,23 @@ func TestServerHealthAddressInUse(t *testing.T) {
 	}
 }
 
+// When the two listeners ask for one port, the error blames the health listener, not
+// another process.
+func TestServerListenersShareAPort(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	s := NewServer(nil, ServerConfig{ListenAddresses: []string{addr}, HealthListenAddress: addr})
+	err = s.Run(context.Background())
+	want := "listen on " + addr + ": address already in use by this exporter's own health listener (--web.health-listen-address " + addr + "): give one of them another port"
+	if err == nil || err.Error() != want {
+		t.Errorf("Run = %v, want %q", err, want)
+	}
+}
+
 func TestServerBadWebConfig(t *testing.T) {
 	cfgFile := filepath.Join(t.TempDir(), "web.yml")
 	if err := os.WriteFile(cfgFile, []byte("basic_auth_users: [\n"), 0o600); err != nil {

@@ -1,9 +1,6 @@
 package health
 
-import (
-	"log/slog"
-	"time"
-)
+import "time"
 
 // DefaultInterval is how often a Source reads every device.
 const DefaultInterval = time.Second
@@ -19,7 +16,6 @@ type config struct {
 	events      bool
 	gpm         bool
 	now         func() time.Time
-	logger      *slog.Logger
 }
 
 func newConfig(opts []Option) config {

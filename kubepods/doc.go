@@ -1,7 +1,7 @@
 // Package kubepods tells which Kubernetes pod and container a traced process runs in,
 // from its cgroup, with no change to the workload.
 //
-// ParseCgroup reads the text of /proc/<pid>/cgroup (the injection library sends its own in
+// Its package cgroup reads the text of /proc/<pid>/cgroup (the injection library sends its own in
 // its hello) and finds the pod UID and the container ID that the kubelet and the runtime
 // write into the path: cgroup v1 and v2, the systemd and cgroupfs drivers, containerd,
 // CRI-O and Docker (cri-dockerd). A Resolver then maps them to names through a client-go

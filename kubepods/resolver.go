@@ -17,6 +17,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/cupti-exporter/cupti-exporter/kubepods/cgroup"
 )
 
 // Result says how far a Lookup got.
@@ -168,8 +170,8 @@ func (r *Resolver) Lookup(cgroup string) (Container, Result) {
 	return c, res
 }
 
-func (r *Resolver) lookup(cgroup string) (Container, Result) {
-	ref, ok := ParseCgroup(cgroup)
+func (r *Resolver) lookup(text string) (Container, Result) {
+	ref, ok := cgroup.Parse(text)
 	if !ok {
 		return Container{}, NotInPod
 	}

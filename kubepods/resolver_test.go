@@ -253,3 +253,14 @@ func checkDescs(t *testing.T, s *mapping.Snapshot) {
 		}
 	}
 }
+
+func TestStripRuntime(t *testing.T) {
+	cid := hexID('8')
+	for in, want := range map[string]string{
+		"containerd://" + cid: cid, "cri-o://" + cid: cid, "docker://" + cid: cid, cid: cid, "": "",
+	} {
+		if got := StripRuntime(in); got != want {
+			t.Errorf("StripRuntime(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

@@ -5,7 +5,8 @@ import (
 	"time"
 )
 
-// Defaults of the sampler. DESIGN.md "Facts" explains each figure.
+// Defaults of the sampler. docs/pm-sampling.md "Settings" explains each figure, and "First
+// measurements" the costs and image sizes the interval and decode period rest on.
 const (
 	DefaultInterval       = time.Millisecond
 	DefaultDecodePeriod   = 100 * time.Millisecond

@@ -1,10 +1,8 @@
 package main
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"net"
 	"os"
@@ -19,6 +17,7 @@ import (
 	"github.com/cupti-exporter/cupti-exporter/activity"
 	"github.com/cupti-exporter/cupti-exporter/attribution"
 	"github.com/cupti-exporter/cupti-exporter/idle"
+	"github.com/cupti-exporter/cupti-exporter/internal/strictyaml"
 	"github.com/cupti-exporter/cupti-exporter/pmsample"
 )
 
@@ -32,7 +31,7 @@ type Config struct {
 		ListenAddress       string `yaml:"listen_address" help:"Address to serve /metrics, /healthz, /readyz and the pause/resume API on."`
 		ConfigFile          string `yaml:"config_file" flag:"web.config.file" help:"exporter-toolkit web configuration file (TLS, basic auth)."`
 		TelemetryPath       string `yaml:"telemetry_path" help:"Path under which to expose metrics (letters, digits and ._~-/; not /healthz, /readyz or under /api/v1/pm-sampling/)."`
-		HealthListenAddress string `yaml:"health_listen_address" help:"Address to serve only /healthz and /readyz on, in plain HTTP without the web config (for kubelet probes when TLS or auth is on); empty: off."`
+		HealthListenAddress string `yaml:"health_listen_address" help:"Address to serve only /healthz and /readyz on, in plain HTTP without the web config (for kubelet probes when TLS or auth is on); without a host (:9478) it takes web.listen_address's host; empty: off."`
 		EnablePMSamplingAPI bool   `yaml:"enable_pm_sampling_api" flag:"web.enable-pm-sampling-api" help:"Serve POST /api/v1/pm-sampling/pause and /resume on the listen address (under the web config); off: they answer 404."`
 		MaxRequests         int    `yaml:"max_requests" help:"Most concurrent scrapes served (more get 503); concurrent scrapes share one collection. 0: no limit."`
 	} `yaml:"web"`
@@ -160,7 +159,7 @@ func defaultConfig() Config {
 
 // Bounds of the values validate accepts.
 const (
-	minInterval         = 100 * time.Microsecond // DESIGN: decode + evaluation cost about 45 % of a core at 10 kHz
+	minInterval         = 100 * time.Microsecond // CUPTI decode + evaluation take about 45 % of a core at 10 kHz (docs/pm-sampling.md "First measurements")
 	maxInterval         = time.Second
 	minDecodePeriod     = 10 * time.Millisecond
 	maxDecodePeriod     = 10 * time.Second
@@ -273,7 +272,7 @@ func (c *Config) validate() error {
 	if c.Web.MaxRequests < 0 {
 		errs = append(errs, fmt.Errorf("web.max_requests must not be negative (0: no limit), got %d", c.Web.MaxRequests))
 	}
-	if err := checkListenAddress(c.Web.ListenAddress); err != nil {
+	if err := c.checkListenAddresses(); err != nil {
 		errs = append(errs, err)
 	}
 	if err := checkTelemetryPath(c.Web.TelemetryPath); err != nil {
@@ -282,19 +281,62 @@ func (c *Config) validate() error {
 	return errors.Join(errs...)
 }
 
-// checkListenAddress accepts host:port with a port number; an empty host means every interface.
-func checkListenAddress(addr string) error {
-	if addr == "" {
-		return errors.New("web.listen_address is empty: give host:port, e.g. :9477 (every interface) or 127.0.0.1:9477")
+// checkListenAddresses checks web.listen_address and web.health_listen_address (with
+// the host it takes from the former) and that they do not ask for the same port.
+func (c *Config) checkListenAddresses() error {
+	mainHost, mainPort, err := checkListenAddress("web.listen_address", c.Web.ListenAddress, ":9477")
+	if err != nil || c.Web.HealthListenAddress == "" {
+		return err
 	}
-	_, port, err := net.SplitHostPort(addr)
-	if err != nil {
-		return fmt.Errorf("web.listen_address %q: want host:port, e.g. :9477 or 127.0.0.1:9477", addr)
+	if _, _, err := checkListenAddress("web.health_listen_address", c.Web.HealthListenAddress, ":9478"); err != nil {
+		return fmt.Errorf("%w, or empty to turn the health listener off", err)
 	}
-	if n, err := strconv.ParseUint(port, 10, 16); err != nil || (n == 0 && port != "0") {
-		return fmt.Errorf("web.listen_address %q: port must be a number from 0 to 65535", addr)
+	healthHost, healthPort, _ := net.SplitHostPort(c.healthListenAddress())
+	if mainPort == healthPort && mainPort != "0" && hostsOverlap(mainHost, healthHost) {
+		return fmt.Errorf("web.listen_address %q and web.health_listen_address %q (the plain /healthz and /readyz listener, default :9478) both take port %s: give --web.health-listen-address another port, or empty to turn it off",
+			c.Web.ListenAddress, c.Web.HealthListenAddress, mainPort)
 	}
 	return nil
+}
+
+// checkListenAddress accepts host:port with a port number; an empty host means every
+// interface. It returns the host and port; example is a valid value for key.
+func checkListenAddress(key, addr, example string) (host, port string, err error) {
+	if addr == "" {
+		return "", "", fmt.Errorf("%s is empty: give host:port, e.g. %s (every interface) or 127.0.0.1%s", key, example, example)
+	}
+	host, port, err = net.SplitHostPort(addr)
+	if err != nil {
+		return "", "", fmt.Errorf("%s %q: want host:port, e.g. %s or 127.0.0.1%s", key, addr, example, example)
+	}
+	if n, err := strconv.ParseUint(port, 10, 16); err != nil || (n == 0 && port != "0") {
+		return "", "", fmt.Errorf("%s %q: port must be a number from 0 to 65535", key, addr)
+	}
+	return host, port, nil
+}
+
+// healthListenAddress is web.health_listen_address, where an address without a host
+// (the default :9478) takes web.listen_address's host: with the main listener on
+// loopback, the health listener is too. Give a host (0.0.0.0:9478, [::]:9478) to
+// listen elsewhere.
+func (c *Config) healthListenAddress() string {
+	h := c.Web.HealthListenAddress
+	host, port, err := net.SplitHostPort(h)
+	if err != nil || host != "" {
+		return h
+	}
+	mainHost, _, err := net.SplitHostPort(c.Web.ListenAddress)
+	if err != nil {
+		return h
+	}
+	return net.JoinHostPort(mainHost, port)
+}
+
+// hostsOverlap reports whether listeners on hosts a and b would share addresses:
+// the same host, or either one every interface.
+func hostsOverlap(a, b string) bool {
+	every := func(h string) bool { return h == "" || h == "0.0.0.0" || h == "::" }
+	return a == b || every(a) || every(b)
 }
 
 // checkTelemetryPath accepts a literal path that takes no route of the exporter's own.
@@ -336,14 +378,14 @@ type Duration time.Duration
 
 func (d Duration) String() string { return time.Duration(d).String() }
 
-// UnmarshalYAML parses a duration and names the line of a bad one.
+// UnmarshalYAML parses a duration (strictyaml adds the line and key to an error).
 func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
 	if n.Kind != yaml.ScalarNode {
-		return fmt.Errorf("line %d: want a duration such as 250ms, got a %s", n.Line, kindName(n.Kind))
+		return fmt.Errorf("want a duration such as 250ms, got a %s", kindName(n.Kind))
 	}
 	v, err := time.ParseDuration(n.Value)
 	if err != nil {
-		return fmt.Errorf("line %d: invalid duration %q: want a number with a unit (us, ms, s, m, h), e.g. 250ms", n.Line, n.Value)
+		return fmt.Errorf("invalid duration %q: want a number with a unit (us, ms, s, m, h), e.g. 250ms", n.Value)
 	}
 	*d = Duration(v)
 	return nil
@@ -362,8 +404,6 @@ func kindName(k yaml.Kind) string {
 	return "value"
 }
 
-var notFoundRE = regexp.MustCompile(`field (\S+) not found in type [^\n]*`)
-
 // loadConfigFile reads a YAML configuration over c. Unknown keys are errors.
 func loadConfigFile(path string, c *Config) error {
 	data, err := os.ReadFile(path)
@@ -373,19 +413,11 @@ func loadConfigFile(path string, c *Config) error {
 	return parseConfig(data, path, c)
 }
 
-// parseConfig decodes YAML over c; errors name the file and the line.
+// parseConfig decodes YAML over c; errors name the file, the line, the key's dotted
+// path and what it takes, and for an unknown key the nearest valid one.
 func parseConfig(data []byte, path string, c *Config) error {
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
-	if err := dec.Decode(c); err != nil {
-		if errors.Is(err, io.EOF) { // an empty file keeps the defaults
-			return nil
-		}
-		msg := strings.TrimPrefix(err.Error(), "yaml: ")
-		msg = strings.ReplaceAll(msg, "unmarshal errors:\n  ", "")
-		msg = notFoundRE.ReplaceAllString(msg, "unknown key $1")
-		msg = strings.ReplaceAll(msg, "\n  ", "; ")
-		return fmt.Errorf("config file %s: %s", path, msg)
+	if err := strictyaml.Decode(data, c); err != nil {
+		return fmt.Errorf("config file %s: %w", path, err)
 	}
 	return nil
 }
@@ -424,14 +456,14 @@ func (b ByteSize) String() string {
 	return strconv.FormatInt(int64(b), 10) + "B"
 }
 
-// UnmarshalYAML parses a size and names the line of a bad one.
+// UnmarshalYAML parses a size (strictyaml adds the line and key to an error).
 func (b *ByteSize) UnmarshalYAML(n *yaml.Node) error {
 	if n.Kind != yaml.ScalarNode {
-		return fmt.Errorf("line %d: want a size such as 256MiB, got a %s", n.Line, kindName(n.Kind))
+		return fmt.Errorf("want a size such as 256MiB, got a %s", kindName(n.Kind))
 	}
 	v, err := parseByteSize(n.Value)
 	if err != nil {
-		return fmt.Errorf("line %d: %w", n.Line, err)
+		return err
 	}
 	*b = v
 	return nil

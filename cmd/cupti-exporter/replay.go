@@ -12,8 +12,7 @@ import (
 
 // runDemo serves the embedded demo recording, looping in real time.
 func runDemo(ctx context.Context, logger *slog.Logger, cfg *Config) error {
-	logger.Info("the demo replays a recording: its GPU is idle for about the first 15 s of every loop, so kernel and memcpy histograms appear once the recorded workload starts; " +
-		"the PM sampling pause/resume API (/api/v1/pm-sampling/) answers 404, since it controls a live sampler and there is none")
+	logger.Info("the demo replays a recording: its GPU is idle for about the first 15 s of every loop, so kernel and memcpy histograms appear once the recorded workload starts")
 	return serveRecording(ctx, logger, cfg, "serving the embedded demo recording (no GPU is used)",
 		func(opts ...recording.ReplayOption) (*recording.Replayer, error) {
 			r, err := recording.FromBytes(demo.Recording(), append(opts, recording.WithLoop(true), recording.WithSpeed(1))...)
@@ -51,6 +50,9 @@ func serveRecording(ctx context.Context, logger *slog.Logger, cfg *Config, msg s
 		return err
 	}
 	logRecording(logger, msg, r.Summary())
+	if cfg.Web.EnablePMSamplingAPI {
+		logger.Warn("--web.enable-pm-sampling-api has no effect: " + noSessionInRecording)
+	}
 	pm.src = r
 	if r.Summary().HealthSnapshots > 0 {
 		pm.health = health

@@ -240,7 +240,7 @@ func serveSources(ctx context.Context, logger *slog.Logger, cfg *Config, pm pmSe
 
 	srv := exporter.NewServer(logger, exporter.ServerConfig{
 		ListenAddresses:     []string{cfg.Web.ListenAddress},
-		HealthListenAddress: cfg.Web.HealthListenAddress,
+		HealthListenAddress: cfg.healthListenAddress(),
 		WebConfigFile:       cfg.Web.ConfigFile,
 		TelemetryPath:       cfg.Web.TelemetryPath,
 		MaxRequests:         cfg.Web.MaxRequests,
@@ -303,19 +303,20 @@ func serveSources(ctx context.Context, logger *slog.Logger, cfg *Config, pm pmSe
 
 // pmSamplingAPI is the handler of /api/v1/pm-sampling/: the sampler's pause/resume API when
 // --web.enable-pm-sampling-api is given and a live sampler runs, otherwise a 404 that says why
-// (anything that reaches the port could otherwise stop GPU monitoring).
+// (anything that reaches the port could otherwise stop GPU monitoring). A recording has
+// nothing to pause, flag or not, and says only that.
 func pmSamplingAPI(cfg *Config, pm pmSetup) http.Handler {
 	var why string
 	switch {
+	case !pm.live:
+		why = noSessionInRecording
 	case !cfg.Web.EnablePMSamplingAPI:
 		why = "the PM sampling API (pause/resume) is off: start the exporter with --web.enable-pm-sampling-api " +
 			"(YAML web.enable_pm_sampling_api: true) to serve it, and protect the port with --web.config.file"
 	case pm.pause != nil:
 		return pm.pause
-	case pm.off != "":
-		why = "no PM sampling session to pause: " + pm.off
 	default:
-		why = "no PM sampling session to pause: this exporter serves a recording (replay or --demo), not the GPUs"
+		why = "no PM sampling session to pause: " + pm.off
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
@@ -325,6 +326,10 @@ func pmSamplingAPI(cfg *Config, pm pmSetup) http.Handler {
 		}{why})
 	})
 }
+
+// noSessionInRecording is why a recording has no pause/resume API.
+const noSessionInRecording = "no PM sampling session to pause: this exporter serves a recording (replay or --demo), not the GPUs; " +
+	"the pause/resume API (--web.enable-pm-sampling-api) is for `serve` on a GPU host"
 
 type statusFunc func() []exporter.Status
 

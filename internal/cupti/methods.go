@@ -113,7 +113,6 @@ type Session struct {
 	l       *Lib
 	c       *cSession
 	dev     int
-	img     *cBuf // the config image CUPTI keeps until Disable
 	cleanup runtime.Cleanup
 }
 

@@ -1,4 +1,4 @@
-package kubepods
+package cgroup
 
 import (
 	"strings"
@@ -13,82 +13,72 @@ const (
 	cid     = "8b2f5c1d9e0a7b6c5d4e3f2a1b0c9d8e7f6a5b4c3d2e1f0a9b8c7d6e5f4a3b2c"
 )
 
-func TestParseCgroup(t *testing.T) {
+func TestParse(t *testing.T) {
 	for _, tc := range []struct {
 		name, text string
-		want       CgroupRef
+		want       Ref
 		ok         bool
 	}{
 		{"v2 systemd containerd burstable",
 			"0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod" + uidUS + ".slice/cri-containerd-" + cid + ".scope\n",
-			CgroupRef{uid, cid, "containerd"}, true},
+			Ref{uid, cid, "containerd"}, true},
 		{"v2 systemd containerd guaranteed",
 			"0::/kubepods.slice/kubepods-pod" + uidUS + ".slice/cri-containerd-" + cid + ".scope",
-			CgroupRef{uid, cid, "containerd"}, true},
+			Ref{uid, cid, "containerd"}, true},
 		{"v2 systemd cri-o besteffort",
 			"0::/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod" + uidUS + ".slice/crio-" + cid + ".scope",
-			CgroupRef{uid, cid, "cri-o"}, true},
+			Ref{uid, cid, "cri-o"}, true},
 		{"v2 systemd cri-o conmon is no container",
 			"0::/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod" + uidUS + ".slice/crio-conmon-" + cid + ".scope",
-			CgroupRef{uid, "", ""}, true},
+			Ref{uid, "", ""}, true},
 		{"v1 systemd docker (cri-dockerd)",
 			"12:memory:/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod" + uidUS + ".slice/docker-" + cid + ".scope\n" +
 				"11:cpu,cpuacct:/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod" + uidUS + ".slice/docker-" + cid + ".scope\n",
-			CgroupRef{uid, cid, "docker"}, true},
+			Ref{uid, cid, "docker"}, true},
 		{"v1 cgroupfs burstable, first lines name no pod",
 			"13:rdma:/\n12:pids:/kubepods/burstable/pod" + uid + "/" + cid + "\n11:memory:/kubepods/burstable/pod" + uid + "/" + cid + "\n1:name=systemd:/kubepods/burstable/pod" + uid + "/" + cid + "\n0::/\n",
-			CgroupRef{uid, cid, ""}, true},
-		{"v1 cgroupfs guaranteed", "4:devices:/kubepods/pod" + uid + "/" + cid, CgroupRef{uid, cid, ""}, true},
-		{"v2 cgroupfs besteffort (k3s)", "0::/kubepods/besteffort/pod" + uid + "/" + cid, CgroupRef{uid, cid, ""}, true},
+			Ref{uid, cid, ""}, true},
+		{"v1 cgroupfs guaranteed", "4:devices:/kubepods/pod" + uid + "/" + cid, Ref{uid, cid, ""}, true},
+		{"v2 cgroupfs besteffort (k3s)", "0::/kubepods/besteffort/pod" + uid + "/" + cid, Ref{uid, cid, ""}, true},
 		{"kind node: kubelet.slice prefix",
 			"0::/kubelet.slice/kubelet-kubepods.slice/kubelet-kubepods-besteffort.slice/kubelet-kubepods-besteffort-pod" + uidUS + ".slice/cri-containerd-" + cid + ".scope",
-			CgroupRef{uid, cid, "containerd"}, true},
-		{"node inside docker", "0::/docker/" + cid + "/kubepods/burstable/pod" + uid + "/" + cid, CgroupRef{uid, cid, ""}, true},
+			Ref{uid, cid, "containerd"}, true},
+		{"node inside docker", "0::/docker/" + cid + "/kubepods/burstable/pod" + uid + "/" + cid, Ref{uid, cid, ""}, true},
 		{"seen from another cgroup namespace", "0::/../../kubepods-burstable-pod" + uidUS + ".slice/cri-containerd-" + cid + ".scope",
-			CgroupRef{uid, cid, "containerd"}, true}, // the systemd pod slice names kubepods itself
-		{"cgroupfs seen from another cgroup namespace", "0::/../pod" + uid + "/" + cid, CgroupRef{}, false}, // no kubepods anchor: no guess
+			Ref{uid, cid, "containerd"}, true}, // the systemd pod slice names kubepods itself
+		{"cgroupfs seen from another cgroup namespace", "0::/../pod" + uid + "/" + cid, Ref{}, false}, // no kubepods anchor: no guess
 		{"seen from another cgroup namespace, anchor kept", "0::/../kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod" + uidUS + ".slice/cri-containerd-" + cid + ".scope",
-			CgroupRef{uid, cid, "containerd"}, true},
-		{"static pod hash", "0::/kubepods/burstable/pod" + staticU + "/" + cid, CgroupRef{staticU, cid, ""}, true},
-		{"upper-case UID", "0::/kubepods/pod" + strings.ToUpper(uid) + "/" + cid, CgroupRef{uid, cid, ""}, true},
+			Ref{uid, cid, "containerd"}, true},
+		{"static pod hash", "0::/kubepods/burstable/pod" + staticU + "/" + cid, Ref{staticU, cid, ""}, true},
+		{"upper-case UID", "0::/kubepods/pod" + strings.ToUpper(uid) + "/" + cid, Ref{uid, cid, ""}, true},
 		{"pod cgroup itself (pause, no container)", "0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod" + uidUS + ".slice",
-			CgroupRef{uid, "", ""}, true},
-		{"nested cgroup inside the container", "0::/kubepods/burstable/pod" + uid + "/" + cid + "/init.scope", CgroupRef{uid, cid, ""}, true},
-		{"CRLF", "0::/kubepods/pod" + uid + "/" + cid + "\r\n", CgroupRef{uid, cid, ""}, true},
-		{"bare path", "/kubepods/pod" + uid + "/" + cid, CgroupRef{uid, cid, ""}, true},
-		{"private cgroup namespace", "0::/\n", CgroupRef{}, false},
-		{"host systemd service", "0::/system.slice/containerd.service", CgroupRef{}, false},
-		{"user session", "0::/user.slice/user-1000.slice/session-3.scope", CgroupRef{}, false},
-		{"plain docker container", "0::/system.slice/docker-" + cid + ".scope", CgroupRef{}, false},
-		{"pod segment outside kubepods", "0::/pod" + uid + "/" + cid, CgroupRef{}, false},
-		{"short UID", "0::/kubepods/pod1234/abcd", CgroupRef{}, false},
-		{"UID with a non-hex letter", "0::/kubepods/pod" + strings.Replace(uid, "f", "g", 1) + "/" + cid, CgroupRef{}, false},
-		{"container ID not hex", "0::/kubepods/pod" + uid + "/not-a-container", CgroupRef{uid, "", ""}, true},
-		{"synthetic", "/synthetic", CgroupRef{}, false},
-		{"empty", "", CgroupRef{}, false},
+			Ref{uid, "", ""}, true},
+		{"nested cgroup inside the container", "0::/kubepods/burstable/pod" + uid + "/" + cid + "/init.scope", Ref{uid, cid, ""}, true},
+		{"CRLF", "0::/kubepods/pod" + uid + "/" + cid + "\r\n", Ref{uid, cid, ""}, true},
+		{"bare path", "/kubepods/pod" + uid + "/" + cid, Ref{uid, cid, ""}, true},
+		{"private cgroup namespace", "0::/\n", Ref{}, false},
+		{"host systemd service", "0::/system.slice/containerd.service", Ref{}, false},
+		{"user session", "0::/user.slice/user-1000.slice/session-3.scope", Ref{}, false},
+		{"plain docker container", "0::/system.slice/docker-" + cid + ".scope", Ref{}, false},
+		{"pod segment outside kubepods", "0::/pod" + uid + "/" + cid, Ref{}, false},
+		{"short UID", "0::/kubepods/pod1234/abcd", Ref{}, false},
+		{"UID with a non-hex letter", "0::/kubepods/pod" + strings.Replace(uid, "f", "g", 1) + "/" + cid, Ref{}, false},
+		{"container ID not hex", "0::/kubepods/pod" + uid + "/not-a-container", Ref{uid, "", ""}, true},
+		{"synthetic", "/synthetic", Ref{}, false},
+		{"empty", "", Ref{}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, ok := ParseCgroup(tc.text)
+			got, ok := Parse(tc.text)
 			if ok != tc.ok || got != tc.want {
-				t.Errorf("ParseCgroup(%q) = %+v, %v; want %+v, %v", tc.text, got, ok, tc.want, tc.ok)
+				t.Errorf("Parse(%q) = %+v, %v; want %+v, %v", tc.text, got, ok, tc.want, tc.ok)
 			}
 		})
 	}
 }
 
-func TestStripRuntime(t *testing.T) {
-	for in, want := range map[string]string{
-		"containerd://" + cid: cid, "cri-o://" + cid: cid, "docker://" + cid: cid, cid: cid, "": "",
-	} {
-		if got := StripRuntime(in); got != want {
-			t.Errorf("StripRuntime(%q) = %q, want %q", in, got, want)
-		}
-	}
-}
-
-// FuzzParseCgroup checks that any input is safe and that what comes out is well formed:
+// FuzzParse checks that any input is safe and that what comes out is well formed:
 // a UID of 32 hex digits (with dashes) found in the input, a container ID of hex digits.
-func FuzzParseCgroup(f *testing.F) {
+func FuzzParse(f *testing.F) {
 	for _, s := range []string{
 		"0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod" + uidUS + ".slice/cri-containerd-" + cid + ".scope\n",
 		"12:memory:/kubepods/burstable/pod" + uid + "/" + cid + "\n0::/\n",
@@ -98,9 +88,9 @@ func FuzzParseCgroup(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, text string) {
-		ref, ok := ParseCgroup(text)
+		ref, ok := Parse(text)
 		if !ok {
-			if ref != (CgroupRef{}) {
+			if ref != (Ref{}) {
 				t.Fatalf("not ok but %+v", ref)
 			}
 			return

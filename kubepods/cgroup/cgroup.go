@@ -1,9 +1,13 @@
-package kubepods
+// Package cgroup finds the pod UID and container ID in a process's /proc/<pid>/cgroup:
+// cgroup v1 and v2, the systemd and cgroupfs drivers, containerd, CRI-O and Docker. It is
+// plain string work with no imports beyond strings, apart from package kubepods (which
+// maps what it finds to pod names through client-go) so that its fuzz target builds fast.
+package cgroup
 
 import "strings"
 
-// CgroupRef is what a process's cgroup says about its pod and container.
-type CgroupRef struct {
+// Ref is what a process's cgroup says about its pod and container.
+type Ref struct {
 	// PodUID is the pod's UID as the kubelet names its cgroup: a UUID with dashes for API
 	// pods ("1f2e3d4c-..."), 32 hex digits for static pods (the mirror pod carries it in its
 	// kubernetes.io/config.mirror annotation). Lower case.
@@ -16,7 +20,7 @@ type CgroupRef struct {
 	Runtime string
 }
 
-// ParseCgroup reads the contents of /proc/<pid>/cgroup (cgroup v1: one line per hierarchy,
+// Parse reads the contents of /proc/<pid>/cgroup (cgroup v1: one line per hierarchy,
 // "ID:controllers:path"; v2: "0::path"; a bare path is accepted too) and finds the pod
 // UID and container ID that the kubelet and the container runtime put in the path, with
 // either cgroup driver:
@@ -31,7 +35,7 @@ type CgroupRef struct {
 // a pod, for example a process outside Kubernetes, or a container with a private cgroup
 // namespace, which sees only "0::/". Any input is safe: nothing is allocated beyond the
 // returned strings.
-func ParseCgroup(text string) (ref CgroupRef, ok bool) {
+func Parse(text string) (ref Ref, ok bool) {
 	for len(text) > 0 {
 		line := text
 		if i := strings.IndexByte(text, '\n'); i >= 0 {
@@ -43,7 +47,7 @@ func ParseCgroup(text string) (ref CgroupRef, ok bool) {
 			return r, true
 		}
 	}
-	return CgroupRef{}, false
+	return Ref{}, false
 }
 
 // cgroupPath is the path field of one /proc/<pid>/cgroup line, or the line itself when it
@@ -64,7 +68,7 @@ func cgroupPath(line string) string {
 
 // parsePath finds "kubepods..." then the pod segment, then the container segment that
 // follows it.
-func parsePath(path string) (CgroupRef, bool) {
+func parsePath(path string) (Ref, bool) {
 	inKubepods := false
 	for path != "" {
 		var seg string
@@ -83,7 +87,7 @@ func parsePath(path string) (CgroupRef, bool) {
 		if !ok || !inKubepods && !strings.HasSuffix(seg, ".slice") {
 			continue
 		}
-		ref := CgroupRef{PodUID: uid}
+		ref := Ref{PodUID: uid}
 		next := path
 		if i := strings.IndexByte(next, '/'); i >= 0 {
 			next = next[:i]
@@ -91,7 +95,7 @@ func parsePath(path string) (CgroupRef, bool) {
 		ref.ContainerID, ref.Runtime = containerSegment(next)
 		return ref, true
 	}
-	return CgroupRef{}, false
+	return Ref{}, false
 }
 
 // isKubepodsSegment is true for the kubelet's top cgroup: "kubepods" (cgroupfs),
