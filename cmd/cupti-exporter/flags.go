@@ -32,6 +32,8 @@ type cli struct {
 	describeName  string
 	planMetrics   string
 	planMultiplex bool
+
+	webhook webhookFlags
 }
 
 // Command names as kingpin reports them.
@@ -80,6 +82,7 @@ func newApp(cfg *Config, stdout, stderr io.Writer) (*kingpin.Application, *cli) 
 	plan.Arg("metrics", "Comma-separated Perfworks metric names.").Required().StringVar(&c.planMetrics)
 	plan.Flag("multiplex", "Plan several single-pass groups instead of dropping what does not fit.").BoolVar(&c.planMultiplex)
 
+	addWebhookCommand(app, &c.webhook)
 	app.Command(cmdVersion, "Print the version.")
 	return app, c
 }

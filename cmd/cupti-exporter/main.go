@@ -124,6 +124,8 @@ func dispatch(ctx context.Context, cmd string, cfg *Config, cl *cli, stdout io.W
 		return runRecord(ctx, logger, cfg, cl)
 	case cmdList, cmdDescribe, cmdPlan:
 		return runMetrics(cmd, logger, cfg, cl, stdout)
+	case cmdWebhook:
+		return runWebhook(ctx, logger, cfg, &cl.webhook)
 	}
 	if cl.demo {
 		return runDemo(ctx, logger, cfg)
