@@ -152,6 +152,9 @@ func runWebhook(ctx context.Context, logger *slog.Logger, cfg *Config, f *webhoo
 	if plain != nil {
 		serr = errors.Join(serr, plain.Shutdown(sctx))
 	}
+	if serr != nil {
+		logger.Debug("webhook shutdown", "err", serr)
+	}
 	if err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
