@@ -487,11 +487,13 @@ func TestWebhookAgainstAPIServer(t *testing.T) {
 
 	// Admission latency added per pod: pods the webhook wires against pods in a namespace
 	// the API server does not call it for (labelled disabled).
+	round := 0
 	latency := func(ns string, n int) time.Duration {
+		round++
 		var ds []time.Duration
 		for i := range n {
 			start := time.Now()
-			create(ns, gpuPod(fmt.Sprintf("lat-%d", i), nil, false))
+			create(ns, gpuPod(fmt.Sprintf("lat-%d-%d", round, i), nil, false))
 			ds = append(ds, time.Since(start))
 		}
 		slices.Sort(ds)
