@@ -4,9 +4,11 @@ import (
 	"fmt"
 	"testing"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -15,21 +17,29 @@ import (
 
 // wantAPIVersion is the apiVersion each kind must be rendered with.
 var wantAPIVersion = map[string]string{
-	"DaemonSet":          "apps/v1",
-	"Service":            "v1",
-	"ServiceAccount":     "v1",
-	"ConfigMap":          "v1",
-	"ServiceMonitor":     "monitoring.coreos.com/v1",
-	"PodMonitor":         "monitoring.coreos.com/v1",
-	"PrometheusRule":     "monitoring.coreos.com/v1",
-	"Pod":                "v1",
-	"Job":                "batch/v1",
-	"ClusterRole":        "rbac.authorization.k8s.io/v1",
-	"ClusterRoleBinding": "rbac.authorization.k8s.io/v1",
+	"DaemonSet":                    "apps/v1",
+	"Service":                      "v1",
+	"ServiceAccount":               "v1",
+	"ConfigMap":                    "v1",
+	"ServiceMonitor":               "monitoring.coreos.com/v1",
+	"PodMonitor":                   "monitoring.coreos.com/v1",
+	"PrometheusRule":               "monitoring.coreos.com/v1",
+	"Pod":                          "v1",
+	"Job":                          "batch/v1",
+	"ClusterRole":                  "rbac.authorization.k8s.io/v1",
+	"ClusterRoleBinding":           "rbac.authorization.k8s.io/v1",
+	"Role":                         "rbac.authorization.k8s.io/v1",
+	"RoleBinding":                  "rbac.authorization.k8s.io/v1",
+	"Deployment":                   "apps/v1",
+	"Secret":                       "v1",
+	"PodDisruptionBudget":          "policy/v1",
+	"MutatingWebhookConfiguration": "admissionregistration.k8s.io/v1",
+	"Issuer":                       "cert-manager.io/v1",
+	"Certificate":                  "cert-manager.io/v1",
 }
 
 // clusterScoped kinds have no namespace.
-var clusterScoped = map[string]bool{"ClusterRole": true, "ClusterRoleBinding": true}
+var clusterScoped = map[string]bool{"ClusterRole": true, "ClusterRoleBinding": true, "MutatingWebhookConfiguration": true}
 
 // decodeStrict decodes m into the Go type of its kind, rejecting unknown and duplicate
 // fields, and checks apiVersion, namespace and the standard labels.
@@ -59,6 +69,22 @@ func decodeStrict(t *testing.T, m manifest) any {
 		obj = &rbacv1.ClusterRole{}
 	case "ClusterRoleBinding":
 		obj = &rbacv1.ClusterRoleBinding{}
+	case "Role":
+		obj = &rbacv1.Role{}
+	case "RoleBinding":
+		obj = &rbacv1.RoleBinding{}
+	case "Deployment":
+		obj = &appsv1.Deployment{}
+	case "Secret":
+		obj = &corev1.Secret{}
+	case "PodDisruptionBudget":
+		obj = &policyv1.PodDisruptionBudget{}
+	case "MutatingWebhookConfiguration":
+		obj = &admissionregistrationv1.MutatingWebhookConfiguration{}
+	case "Issuer":
+		obj = &certManagerIssuer{}
+	case "Certificate":
+		obj = &certManagerCertificate{}
 	default:
 		t.Fatalf("%s: kind %q has no strict decoder in this test; add one", m, m.Kind)
 	}
@@ -67,6 +93,8 @@ func decodeStrict(t *testing.T, m manifest) any {
 	}
 	switch o := obj.(type) {
 	case *appsv1.DaemonSet:
+		checkPodSpec(t, m, o.Spec.Template.Spec)
+	case *appsv1.Deployment:
 		checkPodSpec(t, m, o.Spec.Template.Spec)
 	case *corev1.Pod:
 		checkPodSpec(t, m, o.Spec)
@@ -126,6 +154,22 @@ func meta(obj any) (metav1.TypeMeta, metav1.ObjectMeta) {
 	case *rbacv1.ClusterRole:
 		return o.TypeMeta, o.ObjectMeta
 	case *rbacv1.ClusterRoleBinding:
+		return o.TypeMeta, o.ObjectMeta
+	case *rbacv1.Role:
+		return o.TypeMeta, o.ObjectMeta
+	case *rbacv1.RoleBinding:
+		return o.TypeMeta, o.ObjectMeta
+	case *appsv1.Deployment:
+		return o.TypeMeta, o.ObjectMeta
+	case *corev1.Secret:
+		return o.TypeMeta, o.ObjectMeta
+	case *policyv1.PodDisruptionBudget:
+		return o.TypeMeta, o.ObjectMeta
+	case *admissionregistrationv1.MutatingWebhookConfiguration:
+		return o.TypeMeta, o.ObjectMeta
+	case *certManagerIssuer:
+		return o.TypeMeta, o.ObjectMeta
+	case *certManagerCertificate:
 		return o.TypeMeta, o.ObjectMeta
 	}
 	panic(fmt.Sprintf("meta: unexpected %T", obj))

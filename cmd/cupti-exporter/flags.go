@@ -33,6 +33,8 @@ type cli struct {
 	planMetrics   string
 	planMultiplex bool
 	chips         chipsFlags
+
+	webhook webhookFlags
 }
 
 // Command names as kingpin reports them.
@@ -82,6 +84,7 @@ func newApp(cfg *Config, stdout, stderr io.Writer) (*kingpin.Application, *cli) 
 	plan.Flag("multiplex", "Plan several single-pass groups instead of dropping what does not fit.").BoolVar(&c.planMultiplex)
 	addChipsCommand(metrics, c)
 
+	addWebhookCommand(app, &c.webhook)
 	app.Command(cmdVersion, "Print the version.")
 	return app, c
 }

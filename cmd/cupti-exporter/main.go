@@ -126,6 +126,8 @@ func dispatch(ctx context.Context, cmd string, cfg *Config, cl *cli, stdout io.W
 		return runMetrics(cmd, logger, cfg, cl, stdout)
 	case cmdChips:
 		return runChips(logger, cfg, cl, stdout)
+	case cmdWebhook:
+		return runWebhook(ctx, logger, cfg, &cl.webhook)
 	}
 	if cl.demo {
 		return runDemo(ctx, logger, cfg)

@@ -344,3 +344,61 @@ The series budget's flags (values seriesBudget; docs/sizing.md): only the keys t
 {{- end }}
 {{- end }}
 {{- end }}
+
+{{/*
+Node mode: what a workload's GPU container and pod need to load the injection library from
+the DaemonSet's host folder (the hand edits of docs/kubernetes.md, NOTES.txt and the
+webhook's node wiring). POD_NAME, POD_NAMESPACE and CONTAINER_NAME name the pod where its
+cgroup cannot (private cgroup namespaces); CONTAINER_NAME is the container's own name.
+*/}}
+{{- define "cupti-exporter.node.workloadEnv" -}}
+- name: CUDA_INJECTION64_PATH
+  value: {{ include "cupti-exporter.injectionLibrary" . }}
+- name: CUPTI_EXPORTER_SOCKET
+  value: {{ include "cupti-exporter.socket" . }}
+{{- end }}
+
+{{- define "cupti-exporter.node.workloadVolumeMounts" -}}
+- name: cupti-exporter
+  mountPath: {{ .Values.injection.hostDir }}
+  readOnly: true
+{{- end }}
+
+{{/* DirectoryOrCreate: a pod scheduled before the DaemonSet ran on its node still starts. */}}
+{{- define "cupti-exporter.node.volumes" -}}
+- name: cupti-exporter
+  hostPath:
+    path: {{ .Values.injection.hostDir }}
+    type: DirectoryOrCreate
+{{- end }}
+
+{{/* Names of the admission webhook's objects. */}}
+{{- define "cupti-exporter.webhook.name" -}}
+{{- printf "%s-webhook" (include "cupti-exporter.fullname" . | trunc 55 | trimSuffix "-") }}
+{{- end }}
+
+{{- define "cupti-exporter.webhook.selectorLabels" -}}
+{{ include "cupti-exporter.selectorLabels" . }}
+app.kubernetes.io/component: webhook
+{{- end }}
+
+{{- define "cupti-exporter.webhook.labels" -}}
+helm.sh/chart: {{ include "cupti-exporter.chart" . }}
+{{ include "cupti-exporter.webhook.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end }}
+
+{{- define "cupti-exporter.webhook.serviceAccountName" -}}
+{{- include "cupti-exporter.webhook.name" . }}
+{{- end }}
+
+{{/* The webhook's DNS name, covered by its serving certificate. */}}
+{{- define "cupti-exporter.webhook.dnsName" -}}
+{{- printf "%s.%s.svc" (include "cupti-exporter.webhook.name" .) .Release.Namespace }}
+{{- end }}
+
+{{/* The MutatingWebhookConfiguration (cluster-scoped: unique per release and namespace). */}}
+{{- define "cupti-exporter.webhook.configurationName" -}}
+{{- printf "%s-webhook" (include "cupti-exporter.clusterName" . | trunc 245 | trimSuffix "-") }}
+{{- end }}
