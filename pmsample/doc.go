@@ -20,6 +20,11 @@
 //     WithMultiplex several groups take turns, each turn in a new session, each period.
 //   - pipeline.go: WithPipeline(PipelineDouble) decodes into one of two images per group on the
 //     device thread while an evaluator thread evaluates and resets the other (awaits its GPU check).
+//   - guard.go, bounds.go: every decoded sample is checked against what the hardware can
+//     produce (span, pct_of_peak within [0, 100], memory and link bytes under the chip's peak
+//     rate) before any outlet; a replay is screened the same way. A decode that ends inside a
+//     sample (populated > completed) splits it when the image is re-initialised: the next
+//     image's sample 0 is then not evaluated (incomplete; docs/pm-sampling.md "Split samples").
 //   - loss.go: each device's time line; every stretch without a delivered sample is a Loss with
 //     a cause, counted in samples (stretch / interval) and seconds.
 //   - admission.go: the cost per sample measured in the first second against the interval; an
@@ -45,7 +50,8 @@
 // cupti_pm_samples_lost_total{reason} and cupti_pm_lost_seconds_total{reason} (reasons in
 // LostReasons; samples_total + samples_lost_total grow at the configured rate, except while
 // idle-released),
-// cupti_pm_samples_dropped_total{reason="first_sample|invalid"} (decoded, not delivered),
+// cupti_pm_samples_dropped_total{reason="first_sample|invalid|incomplete|out_of_range"} (decoded, not
+// delivered), cupti_pm_samples_out_of_range_total{metric} (the guard's rejections),
 // cupti_pm_decode_failures_total{reason="image_full|overflow|decode_error"} (decodes),
 // cupti_pm_overflows_total, cupti_pm_window_coverage_ratio (share of the window the
 // statistics cover), cupti_pm_sampling_interval_seconds (in effect),
