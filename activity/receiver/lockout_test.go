@@ -45,13 +45,11 @@ func TestIdentityConnectionLimit(t *testing.T) {
 	if !closedByServer(t, fifth) {
 		t.Error("a fifth connection of one identity was taken")
 	}
-	s := agg.Snapshot()
-	if v := value(t, s, "cupti_activity_dropped_connections_total", "identity_limit"); v != 1 {
-		t.Errorf("identity_limit %g, want 1", v)
-	}
-	if v := value(t, s, "cupti_activity_dropped_connections_total", "evicted_no_hello"); v != 1 {
-		t.Errorf("evicted_no_hello %g, want 1", v)
-	}
+	// the refusal is counted as the connection closes: wait for the snapshot that has it
+	waitFor(t, agg, "one identity_limit and one evicted_no_hello", func(s *mapping.Snapshot) bool {
+		return value(t, s, "cupti_activity_dropped_connections_total", "identity_limit") == 1 &&
+			value(t, s, "cupti_activity_dropped_connections_total", "evicted_no_hello") == 1
+	})
 }
 
 // Claimed connections (the kernel could not name them) that fill the server make room for a
