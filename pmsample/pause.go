@@ -74,6 +74,11 @@ type PauseResponse struct {
 	Error   string         `json:"error,omitempty"`
 }
 
+// MaxPause is the longest timed pause the handler accepts: a longer one is more likely a typo
+// (or a client holding the counters for years) than a profiling session; an indefinite pause
+// (no duration) stays possible and ends with resume.
+const MaxPause = 24 * time.Hour
+
 // Handler serves POST /api/v1/pm-sampling/pause (optional ?duration=30s, auto-resume after)
 // and POST /api/v1/pm-sampling/resume; both answer the devices' states as JSON.
 func (s *Sampler) Handler() http.Handler {
@@ -84,6 +89,10 @@ func (s *Sampler) Handler() http.Handler {
 			var err error
 			if d, err = time.ParseDuration(v); err != nil || d < 0 {
 				s.reply(w, http.StatusBadRequest, fmt.Sprintf("parsing duration %q: want a positive Go duration such as 30s or 5m", v))
+				return
+			}
+			if d > MaxPause {
+				s.reply(w, http.StatusBadRequest, fmt.Sprintf("duration %s is longer than the %s a timed pause may last: pause without a duration and resume explicitly", d, MaxPause))
 				return
 			}
 		}

@@ -350,6 +350,9 @@ func TestSamplerPauseResumeHTTP(t *testing.T) {
 	if code, body = post("/api/v1/pm-sampling/pause?duration=soon"); code != http.StatusBadRequest || body.Error == "" {
 		t.Fatalf("bad duration: %d %+v", code, body)
 	}
+	if code, body = post("/api/v1/pm-sampling/pause?duration=2500000h"); code != http.StatusBadRequest || !strings.Contains(body.Error, "24h0m0s") {
+		t.Errorf("a pause of 285 years: %d %+v, want 400 naming the 24 h limit", code, body)
+	}
 	if resp, err := http.Get(srv.URL + "/api/v1/pm-sampling/pause"); err != nil || resp.StatusCode != http.StatusMethodNotAllowed {
 		t.Fatalf("GET pause: %v %v", resp.StatusCode, err)
 	}
