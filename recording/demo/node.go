@@ -109,14 +109,8 @@ func GenerateNode(w io.Writer, tsv string, spec NodeSpec) error {
 			spec.Duration, spec.GPUs, spec.Pods, spec.KernelNames),
 		IntervalNS: synthInterval,
 	}
-	rw, err := recording.NewWriter(w, h, synthStart)
+	rw, err := openSynthWriter(w, h, devices, catalog)
 	if err != nil {
-		return err
-	}
-	if err := rw.WriteDevices(synthStart, devices); err != nil {
-		return err
-	}
-	if err := rw.WriteCatalog(synthStart, catalog); err != nil {
 		return err
 	}
 	sh, err := newSynthHealth(devices, duration, load, pidOn)

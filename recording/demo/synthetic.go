@@ -81,6 +81,21 @@ func level(base, ph string) float64 {
 
 // loadCatalog reads the properties of the named metrics' base metrics from the GH100
 // catalog TSV (metric_type, base_metric, hw_unit, dim_unit).
+// openSynthWriter starts a generated recording: its header, devices and catalog, at synthStart.
+func openSynthWriter(w io.Writer, h recording.Header, devices []pmsample.Device, catalog []pmsample.CatalogEntry) (*recording.Writer, error) {
+	rw, err := recording.NewWriter(w, h, synthStart)
+	if err != nil {
+		return nil, err
+	}
+	if err := rw.WriteDevices(synthStart, devices); err != nil {
+		return nil, err
+	}
+	if err := rw.WriteCatalog(synthStart, catalog); err != nil {
+		return nil, err
+	}
+	return rw, nil
+}
+
 func loadCatalog(tsv string, metrics []string) ([]pmsample.CatalogEntry, error) {
 	f, err := os.Open(tsv)
 	if err != nil {
@@ -137,14 +152,8 @@ func Generate(w io.Writer, tsv string) error {
 		Description: "SYNTHETIC data, not measured: 60 s on 2 GH100 devices, phases idle, matmul, copies, tiny kernels, idle; NVML health every second",
 		IntervalNS:  synthInterval,
 	}
-	rw, err := recording.NewWriter(w, h, synthStart)
+	rw, err := openSynthWriter(w, h, synthDevices, catalog)
 	if err != nil {
-		return err
-	}
-	if err := rw.WriteDevices(synthStart, synthDevices); err != nil {
-		return err
-	}
-	if err := rw.WriteCatalog(synthStart, catalog); err != nil {
 		return err
 	}
 	sh, err := newSynthHealth(synthDevices, synthDuration, synthLoad, func(int) string { return "4242" })
