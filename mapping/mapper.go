@@ -50,19 +50,20 @@ func New(rules ...Rule) (*Mapper, error) {
 			return slices.ContainsFunc(user, func(u Rule) bool { return u.Match == c.Perfworks })
 		})
 		if !replaced {
+			r := e.Rule
+			r.source = "curated " + r.Name // named in collision errors too
 			kept = append(kept, e)
-			all = append(all, e.Rule)
+			all = append(all, r)
 		}
 	}
 	all = append(all, user...)
 	if err := checkCollisions(all); err != nil {
 		return nil, err
 	}
-	for _, e := range kept {
-		r := e.Rule
-		r.source = "curated " + r.Name
+	for i, e := range kept {
+		r := &all[i] // kept[i] is all[i]
 		for _, c := range e.candidates() {
-			m.curated[c.Perfworks] = &r
+			m.curated[c.Perfworks] = r
 		}
 	}
 	for i := range user {
