@@ -17,8 +17,8 @@ import (
 const (
 	Magic = "CUPTIREC"
 	// 2: activity records carry src_device (peer-to-peer copies); 3: coverage frames;
-	// 4: health family and health frames.
-	Version = 4
+	// 4: health family and health frames; 5: NVML process frames.
+	Version = 5
 	// MinVersion is the oldest version a reader accepts (version 1 lacks src_device).
 	MinVersion = 1
 
@@ -47,6 +47,7 @@ const (
 	FrameCoverage  FrameType = 'V' // (B) CoverageBatch (version 3)
 	FrameFamily    FrameType = 'F' // (J) familyDef: a health family health frames refer to (version 4)
 	FrameHealth    FrameType = 'N' // (B) *mapping.Snapshot of the health source (version 4)
+	FrameProcesses FrameType = 'U' // (J) ProcessesEvent: NVML's compute processes of one GPU (version 5)
 	FrameEnd       FrameType = 'E' // (empty) the writer closed the file
 )
 
@@ -74,6 +75,8 @@ func (t FrameType) String() string {
 		return "family"
 	case FrameHealth:
 		return "health"
+	case FrameProcesses:
+		return "processes"
 	case FrameEnd:
 		return "end"
 	}
@@ -97,6 +100,42 @@ type ProcessEvent struct {
 	Conn    uint64            `json:"conn"`
 	Process *activity.Process `json:"process,omitempty"` // hello only
 }
+
+// ProcessesEvent is what NVML saw of the compute processes on one GPU over a period (the
+// health source's running list and per-process SM shares), which the attribution join uses
+// to split samples with processes that load no injection library. Times are ns, as sample
+// times.
+type ProcessesEvent struct {
+	GPU        string            `json:"gpu"`
+	UUID       string            `json:"uuid"`
+	Start, End uint64            `json:"-"`
+	Shares     bool              `json:"shares"` // the driver answered per-process utilisation
+	Processes  []ObservedProcess `json:"processes"`
+}
+
+// processesJSON is ProcessesEvent's JSON form (times named).
+type processesJSON struct {
+	GPU       string            `json:"gpu"`
+	UUID      string            `json:"uuid"`
+	Start     uint64            `json:"start_ns"`
+	End       uint64            `json:"end_ns"`
+	Shares    bool              `json:"shares"`
+	Processes []ObservedProcess `json:"processes"`
+}
+
+// ObservedProcess is one process of a ProcessesEvent.
+type ObservedProcess struct {
+	PID uint32 `json:"pid"`
+	// SMShare is the share of the period a kernel of the process ran (0..1); nil: unknown.
+	SMShare   *float64 `json:"sm_share,omitempty"`
+	Namespace string   `json:"namespace,omitempty"`
+	Pod       string   `json:"pod,omitempty"`
+	Container string   `json:"container,omitempty"`
+}
+
+// maxObservedProcesses bounds the processes of one processes frame (the health source
+// reports at most 256 per GPU).
+const maxObservedProcesses = 1024
 
 // ActivityBatch is a batch of activity records from one connection, with the number of
 // records the sender dropped since its previous batch.

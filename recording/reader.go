@@ -25,6 +25,7 @@ type Event struct {
 	Activity *ActivityBatch
 	Coverage *CoverageBatch    // FrameCoverage
 	Health   *mapping.Snapshot // FrameHealth: the health source's families at Health.Time
+	Procs    *ProcessesEvent   // FrameProcesses
 }
 
 // Reader decodes a recording frame by frame. Errors are *FormatError (matching
@@ -232,6 +233,19 @@ func (r *Reader) decode(ev *Event, p []byte) error {
 		s, err := decodeHealth(p, r.fams)
 		ev.Health = s
 		return err
+	case FrameProcesses:
+		if r.version < 5 {
+			return fmt.Errorf("processes frame in a version-%d recording", r.version)
+		}
+		var j processesJSON
+		if err := json.Unmarshal(p, &j); err != nil {
+			return err
+		}
+		if err := checkProcesses(&j); err != nil {
+			return err
+		}
+		e := ProcessesEvent(j)
+		ev.Procs = &e
 	case FrameEnd:
 		if len(p) != 0 {
 			return errors.New("end frame with payload")
@@ -239,6 +253,23 @@ func (r *Reader) decode(ev *Event, p []byte) error {
 		r.ended = true
 	default:
 		return errors.New("unknown frame type")
+	}
+	return nil
+}
+
+// checkProcesses refuses a processes frame no health source writes: a period that ends
+// before it starts, too many processes, or a share outside 0..1.
+func checkProcesses(j *processesJSON) error {
+	if j.End <= j.Start {
+		return fmt.Errorf("processes period [%d, %d) is empty", j.Start, j.End)
+	}
+	if len(j.Processes) > maxObservedProcesses {
+		return fmt.Errorf("%d processes in one frame (at most %d)", len(j.Processes), maxObservedProcesses)
+	}
+	for _, p := range j.Processes {
+		if s := p.SMShare; s != nil && !(*s >= 0 && *s <= 1) {
+			return fmt.Errorf("process %d: SM share %v outside 0..1", p.PID, *s)
+		}
 	}
 	return nil
 }

@@ -30,6 +30,11 @@ type ActivitySink interface {
 // the sink's to keep.
 type HealthSink func(*mapping.Snapshot)
 
+// ProcessesSink receives the NVML process observations of a replay (recordings of version
+// 5 and later), in recording order, times shifted as sample times are, from the goroutine
+// that runs Replayer.Run.
+type ProcessesSink func(ProcessesEvent)
+
 // Summary describes a whole recording; NewReplayer computes it by reading the file once.
 type Summary struct {
 	Header          Header
@@ -41,6 +46,7 @@ type Summary struct {
 	ActivityRecords int
 	CoverageSpans   int
 	HealthSnapshots int    // health frames
+	ProcessFrames   int    // NVML process observations (processes frames)
 	First, Last     uint64 // smallest and largest timestamp (frames, samples, records, spans), ns
 	Complete        bool   // the end frame was seen
 	// Truncated is the offset of a frame cut short at the end of the file (its writer was
@@ -56,6 +62,7 @@ type Replayer struct {
 	loop    bool
 	sink    ActivitySink
 	health  HealthSink
+	procs   ProcessesSink
 	logger  *slog.Logger
 	nowFunc func() time.Time
 	guards  guards // a recording is screened as live samples are (pmsample.Guard)
@@ -77,6 +84,9 @@ func WithActivitySink(s ActivitySink) ReplayOption { return func(r *Replayer) { 
 
 // WithHealthSink sends the recorded health snapshots to s.
 func WithHealthSink(s HealthSink) ReplayOption { return func(r *Replayer) { r.health = s } }
+
+// WithProcessesSink sends the recorded NVML process observations to s.
+func WithProcessesSink(s ProcessesSink) ReplayOption { return func(r *Replayer) { r.procs = s } }
 
 // WithLogger sets the logger (default: discard).
 func WithLogger(l *slog.Logger) ReplayOption { return func(r *Replayer) { r.logger = l } }
@@ -191,6 +201,9 @@ func Summarize(open func() (io.ReadCloser, error)) (Summary, error) {
 		case FrameHealth:
 			s.HealthSnapshots++
 			span(unixNano(ev.Health.Time))
+		case FrameProcesses:
+			s.ProcessFrames++
+			span(ev.Procs.Start, ev.Procs.End)
 		}
 	}
 	s.Complete = rd.Ended()
@@ -296,6 +309,13 @@ func (r *Replayer) pass(ctx context.Context, sink func(pmsample.Batch), offset u
 		case FrameHealth:
 			if r.health != nil {
 				r.health(hc.shift(ev.Health, offset))
+			}
+		case FrameProcesses:
+			if r.procs != nil {
+				p := *ev.Procs
+				p.Start += offset
+				p.End += offset
+				r.procs(p)
 			}
 		}
 	}

@@ -105,6 +105,11 @@ func (w *Writer) WriteCoverage(time uint64, c CoverageBatch) error {
 	return w.frameLocked(FrameCoverage, time, w.buf)
 }
 
+// WriteProcesses records what NVML saw of one GPU's compute processes (version 5).
+func (w *Writer) WriteProcesses(time uint64, e ProcessesEvent) error {
+	return w.writeJSON(FrameProcesses, time, processesJSON(e))
+}
+
 // WriteHealth records a snapshot of the health source (version 4): a family frame precedes
 // the first snapshot of each distinct family description. Only gauges and counters can be
 // recorded, and every sample must have one value per label name.

@@ -2,13 +2,16 @@ package main
 
 import (
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
+	"time"
 
 	"github.com/cupti-exporter/cupti-exporter/attribution"
 	"github.com/cupti-exporter/cupti-exporter/health"
 	"github.com/cupti-exporter/cupti-exporter/kubepods"
+	"github.com/cupti-exporter/cupti-exporter/recording"
 )
 
 // observeProcesses hands the attribution join what the health source saw of each GPU's
@@ -24,6 +27,33 @@ func observeProcesses(a *attribution.Attributor) func(health.Processes) {
 		}
 		a.ObserveProcesses(o)
 	}
+}
+
+// recordedProcesses is p as a recording's processes frame (NaN shares become unknown).
+func recordedProcesses(p health.Processes) recording.ProcessesEvent {
+	e := recording.ProcessesEvent{GPU: p.GPU, UUID: p.UUID, Start: uint64(p.Start.UnixNano()), End: uint64(p.End.UnixNano()),
+		Shares: p.Shares, Processes: make([]recording.ObservedProcess, len(p.Procs))}
+	for i, q := range p.Procs {
+		e.Processes[i] = recording.ObservedProcess{PID: q.PID, Namespace: q.Namespace, Pod: q.Pod, Container: q.Container}
+		if !math.IsNaN(q.SMShare) {
+			s := q.SMShare
+			e.Processes[i].SMShare = &s
+		}
+	}
+	return e
+}
+
+// replayedProcesses is a recorded processes frame as the health source reported it.
+func replayedProcesses(e recording.ProcessesEvent) health.Processes {
+	p := health.Processes{GPU: e.GPU, UUID: e.UUID, Start: time.Unix(0, int64(e.Start)), End: time.Unix(0, int64(e.End)),
+		Shares: e.Shares, Procs: make([]health.Process, len(e.Processes))}
+	for i, q := range e.Processes {
+		p.Procs[i] = health.Process{PID: q.PID, SMShare: math.NaN(), Namespace: q.Namespace, Pod: q.Pod, Container: q.Container}
+		if q.SMShare != nil {
+			p.Procs[i].SMShare = *q.SMShare
+		}
+	}
+	return p
 }
 
 // maxCgroupBytes bounds the read of /proc/<pid>/cgroup (a few hundred bytes in practice).

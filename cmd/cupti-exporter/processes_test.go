@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"math"
 	"os"
 	"path/filepath"
 	"testing"
@@ -107,5 +108,23 @@ func TestUntracedPodFromNVML(t *testing.T) {
 	}
 	if podBytes != 100_000 || present != 1 {
 		t.Errorf("notebook pod (source=nvml) got %v bytes of 100000, untraced-present ratio %v (want 1)", podBytes, present)
+	}
+}
+
+// TestRecordedProcessesRoundTrip: what the health source saw of a GPU's processes survives a
+// recording (record writes it, replay feeds it to the join): an unknown share stays unknown.
+func TestRecordedProcessesRoundTrip(t *testing.T) {
+	in := health.Processes{GPU: "0", UUID: "GPU-0", Start: time.Unix(10, 5), End: time.Unix(11, 7), Shares: true, Procs: []health.Process{
+		{PID: 7, SMShare: 0.25, Namespace: "ml", Pod: "p", Container: "c"}, {PID: 8, SMShare: math.NaN()},
+	}}
+	out := replayedProcesses(recordedProcesses(in))
+	if !out.Start.Equal(in.Start) || !out.End.Equal(in.End) || out.GPU != "0" || out.UUID != "GPU-0" || !out.Shares || len(out.Procs) != 2 {
+		t.Fatalf("round trip: %+v", out)
+	}
+	if p := out.Procs[0]; p != in.Procs[0] {
+		t.Errorf("process 0: %+v, want %+v", p, in.Procs[0])
+	}
+	if p := out.Procs[1]; p.PID != 8 || !math.IsNaN(p.SMShare) {
+		t.Errorf("process 1 (share unknown): %+v", p)
 	}
 }

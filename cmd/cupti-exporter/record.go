@@ -11,6 +11,7 @@ import (
 
 	"github.com/cupti-exporter/cupti-exporter/activity"
 	"github.com/cupti-exporter/cupti-exporter/activity/receiver"
+	"github.com/cupti-exporter/cupti-exporter/health"
 	"github.com/cupti-exporter/cupti-exporter/internal/cupti"
 	"github.com/cupti-exporter/cupti-exporter/mapping"
 	"github.com/cupti-exporter/cupti-exporter/pmsample"
@@ -103,7 +104,9 @@ func runRecord(ctx context.Context, logger *slog.Logger, cfg *Config, cl *cli) e
 	}
 	var healthDone <-chan int
 	if cfg.Health.Enabled {
-		src := newHealthSource(logger, cfg, s.Devices)
+		src := newHealthSource(logger, cfg, s.Devices, health.WithProcessListener(func(p health.Processes) {
+			keep(w.WriteProcesses(now(), recordedProcesses(p)))
+		}))
 		srcDone := make(chan struct{})
 		go func() { src.Run(ctx); close(srcDone) }()
 		healthDone = recordHealth(ctx, src, time.Duration(cfg.Health.Interval), func(snap *mapping.Snapshot) {

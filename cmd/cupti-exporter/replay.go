@@ -45,7 +45,13 @@ func serveRecording(ctx context.Context, logger *slog.Logger, cfg *Config, msg s
 	// join, which needs its devices and catalog, can listen to the activity aggregator.
 	sink := newActivitySink(nil)
 	health := &replayHealth{}
-	r, err := open(recording.WithActivitySink(sink), recording.WithHealthSink(health.set), recording.WithLogger(logger))
+	procs := func(e recording.ProcessesEvent) { // NVML's processes into the join, as live
+		if pm.attr != nil {
+			observeProcesses(pm.attr)(replayedProcesses(e))
+		}
+	}
+	r, err := open(recording.WithActivitySink(sink), recording.WithHealthSink(health.set), recording.WithProcessesSink(procs),
+		recording.WithLogger(logger))
 	if err != nil {
 		return err
 	}
@@ -71,7 +77,7 @@ func serveRecording(ctx context.Context, logger *slog.Logger, cfg *Config, msg s
 
 func logRecording(logger *slog.Logger, msg string, s recording.Summary) {
 	logger.Info(msg, "synthetic", s.Header.Synthetic, "created", s.Header.Created, "devices", len(s.Devices),
-		"metrics", len(s.Catalog), "samples", s.Samples, "activity_records", s.ActivityRecords, "health_snapshots", s.HealthSnapshots,
+		"metrics", len(s.Catalog), "samples", s.Samples, "activity_records", s.ActivityRecords, "health_snapshots", s.HealthSnapshots, "process_observations", s.ProcessFrames,
 		"seconds", float64(s.Last-s.First)/1e9, "complete", s.Complete)
 	if s.Header.Synthetic {
 		logger.Warn("the recording is SYNTHETIC: its values were generated, not measured on a GPU", "description", s.Header.Description)

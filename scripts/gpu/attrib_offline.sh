@@ -8,7 +8,7 @@ bin=${BIN:-./cupti-exporter}
 [ -n "${BIN:-}" ] || go build -o "$bin" ./cmd/cupti-exporter # always the checkout's code
 tmp=$(mktemp -d); trap 'kill $pid 2>/dev/null; rm -rf "$tmp"' EXIT
 case $rec in *.gz) gunzip -c "$rec" > "$tmp/r.rec"; rec=$tmp/r.rec ;; esac
-"$bin" replay "$rec" --replay.speed=0 --attribution.estimator="$est" --attribution.watermark=2s \
+"$bin" replay "$rec" --replay.speed=${SPEED:-0} --attribution.estimator="$est" --attribution.watermark=2s --attribution.top-kernels=0 --activity.top-kernels=100 ${EXTRA:-} \
   --web.listen-address="127.0.0.1:$port" > "$tmp/log" 2>&1 &
 pid=$!
 for _ in $(seq 1 600); do

@@ -60,3 +60,59 @@ stage_attrib_untraced() {
   attrib_untraced_run untracedonly untraced:attrib_truth:17 untraced:attrib_truth_alt:18
   say "attrib_untraced: $((SECONDS - t0)) s"
 }
+
+# Stage attrib_record: the same workloads recorded (`cupti-exporter record`, NVML processes
+# frames included) instead of served, for replay and estimator work off the GPU
+# (scripts/gpu/attrib_offline.sh), plus what NVML and the GPU's scheduler do meanwhile:
+#   - tsprobe: one context's view of the time slices while an attrib_truth process runs;
+#   - nvml_procutil.py: every per-process utilisation sample the driver takes (20 ms polls);
+#   - runs `*-g`: the "untraced" process is injected too (pod ghost-*), so its kernels are
+#     known; recfilter drops its connection from the recording to make it untraced offline.
+# Recordings come back gzipped as $OUT/rec-RUN.rec.gz. About 3.5 minutes.
+attrib_record_run() {
+  local run=$1; shift
+  local wp=() p kind pod bin seed spin a b c d rec="$L/rec-$run.rec"
+  mkdir -p /run/cupti-exporter; rm -f "$SOCK"
+  "$BIN" record --output "$rec" --duration "$((ATTR_U_S + 7))s" --pmsample.interval=1ms --pmsample.metrics=$ATTR_METRICS \
+    --activity.socket=$SOCK --health.interval=1s > "$L/exp-record-$run.log" 2>&1 &
+  local rp=$!
+  for _ in $(seq 1 50); do [ -S "$SOCK" ] && break; sleep 0.1; done
+  sleep 1
+  python3 scripts/gpu/nvml_procutil.py "$((ATTR_U_S + 3))" > "$L/nvmlraw-$run.txt" 2>&1 &
+  local np=$!
+  for p in "$@"; do
+    IFS=: read -r kind a b c d <<< "$p"
+    if [ "$kind" = traced ]; then
+      pod=$a bin=$b seed=$c spin=${d:-0.3}
+      POD_NAME=$pod POD_NAMESPACE=gpu-test CUDA_INJECTION64_PATH=$INJ CUPTI_EXPORTER_SOCKET=$SOCK \
+        "$G/$bin" "$ATTR_U_S" 1000 "$seed" "$L/truth-rec-$run-$seed.json" "$spin" > "$L/rec-$run-$seed.log" 2>&1 &
+    else
+      bin=$a seed=$b spin=${c:-0.3}
+      env -u CUDA_INJECTION64_PATH "$G/$bin" "$ATTR_U_S" 1000 "$seed" "$L/truth-rec-$run-$seed.json" "$spin" > "$L/rec-$run-$seed.log" 2>&1 &
+    fi
+    wp+=($!)
+  done
+  wait "${wp[@]}" "$np"
+  wait "$rp"; say "record $run: rc=$? $(grep -m1 'recording done' "$L/exp-record-$run.log" | grep -o 'batches=[0-9]*.*')"
+  gzip -c "$rec" > "$OUT/rec-$run.rec.gz" && rm -f "$rec"
+  awk '!/^#/ { n[$2]++; if (p[$2]) d[$2] = d[$2] " " ($3 - p[$2]) / 1000; p[$2] = $3 } END { for (k in n) print "nvml samples pid " k ": " n[k] }' \
+    "$L/nvmlraw-$run.txt" | tee -a "$S"
+}
+
+stage_attrib_record() {
+  say "== attrib_record (issue 21: recordings of traced + untraced processes at 1 ms, ${ATTR_U_S} s a run)"
+  attrib_untraced_build || return
+  nvcc -O2 -arch=sm_90 -o "$G/tsprobe" scripts/gpu/tsprobe.cu > "$L/build-tsprobe.log" 2>&1 || { say "tsprobe build failed"; return 1; }
+  local t0=$SECONDS
+  "$G/tsprobe" 4 | head -3 | sed 's/^/alone: /' | tee -a "$S"
+  "$G/attrib_truth" 8 1000 21 "$L/truth-ts.json" > "$L/ts-truth.log" 2>&1 &
+  local ap=$!; sleep 2
+  "$G/tsprobe" 4 > "$L/tsprobe.txt" 2>&1; head -3 "$L/tsprobe.txt" | sed 's/^/beside attrib_truth: /' | tee -a "$S"
+  wait $ap
+  attrib_record_run same-u traced:traced-a:attrib_truth:11 untraced:attrib_truth:12
+  attrib_record_run diff-u traced:traced-b:attrib_truth:13 untraced:attrib_truth_alt:14:0.1
+  attrib_record_run same-g traced:traced-a:attrib_truth:11 traced:ghost-b:attrib_truth:12
+  attrib_record_run diff-g traced:traced-b:attrib_truth:13 traced:ghost-c:attrib_truth_alt:14:0.1
+  attrib_record_run only-u untraced:attrib_truth:17 untraced:attrib_truth_alt:18
+  say "attrib_record: $((SECONDS - t0)) s"
+}

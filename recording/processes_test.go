@@ -1,0 +1,85 @@
+package recording
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/cupti-exporter/cupti-exporter/pmsample"
+)
+
+// TestProcessesReplay: NVML process observations come back from a replay with their times
+// shifted exactly as the sample times are (the join matches them by time), an unknown share
+// stays unknown, and the summary counts them.
+func TestProcessesReplay(t *testing.T) {
+	var buf bytes.Buffer
+	w, err := NewWriter(&buf, Header{Producer: "test", IntervalNS: 1e6}, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	half := 0.5
+	want := ProcessesEvent{GPU: "0", UUID: "GPU-0", Start: t0, End: t0 + 1e9, Shares: true, Processes: []ObservedProcess{
+		{PID: 11, SMShare: &half, Namespace: "ml", Pod: "train-0", Container: "main"},
+		{PID: 12}, // share unknown
+	}}
+	for _, err := range []error{
+		w.WriteDevices(t0, testDevices), w.WriteCatalog(t0, testCatalog),
+		w.WriteBatch(t0+1e9, pmsample.Batch{Device: 0, Metrics: testMetrics, Samples: []pmsample.Sample{{Start: t0, End: t0 + 1e6, Values: []float64{1, 2}}}}),
+		w.WriteProcesses(t0+1e9, want), w.Close(t0 + 2e9),
+	} {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	var got []ProcessesEvent
+	var sampleStart uint64
+	r, err := FromBytes(buf.Bytes(), WithSpeed(0), WithProcessesSink(func(e ProcessesEvent) { got = append(got, e) }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := r.Summary().ProcessFrames; n != 1 {
+		t.Fatalf("summary: %d process frames, want 1", n)
+	}
+	if err := r.Run(context.Background(), func(b pmsample.Batch) { sampleStart = b.Samples[0].Start }); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 {
+		t.Fatalf("got %d observations, want 1", len(got))
+	}
+	e := got[0]
+	if e.Start-want.Start != sampleStart-t0 || e.End-e.Start != 1e9 {
+		t.Errorf("period [%d, %d) shifted by %d, samples by %d", e.Start, e.End, e.Start-want.Start, sampleStart-t0)
+	}
+	if e.GPU != "0" || e.UUID != "GPU-0" || !e.Shares || len(e.Processes) != 2 {
+		t.Fatalf("observation %+v", e)
+	}
+	if p := e.Processes[0]; p.PID != 11 || p.SMShare == nil || *p.SMShare != 0.5 || p.Pod != "train-0" || p.Namespace != "ml" || p.Container != "main" {
+		t.Errorf("process 0: %+v", p)
+	}
+	if p := e.Processes[1]; p.PID != 12 || p.SMShare != nil {
+		t.Errorf("process 1 (unknown share): %+v", p)
+	}
+}
+
+// TestProcessesRejects: frames no health source writes are corruption, with the reason.
+func TestProcessesRejects(t *testing.T) {
+	rd := &Reader{version: Version, header: Header{Version: Version}}
+	for payload, want := range map[string]string{
+		`{"gpu":"0","start_ns":5,"end_ns":5,"processes":[]}`:                                                                    "empty",
+		`{"gpu":"0","start_ns":5,"end_ns":6,"processes":[{"pid":1,"sm_share":1.5}]}`:                                            "outside 0..1",
+		`{"gpu":"0","start_ns":5,"end_ns":6,"processes":[{"pid":1,"sm_share":-1}]}`:                                             "outside 0..1",
+		`{"gpu":"0","start_ns":5,"end_ns":6,"processes":[` + strings.Repeat(`{"pid":1},`, maxObservedProcesses) + `{"pid":2}]}`: "processes in one frame",
+		`not json`: "invalid",
+	} {
+		ev := Event{Type: FrameProcesses}
+		if err := rd.decode(&ev, []byte(payload)); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%.60s: %v, want %q", payload, err, want)
+		}
+	}
+	old := &Reader{version: 4, header: Header{Version: 4}}
+	ev := Event{Type: FrameProcesses}
+	if err := old.decode(&ev, []byte(`{"gpu":"0","start_ns":5,"end_ns":6}`)); err == nil || !strings.Contains(err.Error(), "version-4") {
+		t.Errorf("processes frame in a version-4 file: %v", err)
+	}
+}
