@@ -68,7 +68,8 @@ stage_attrib_untraced() {
 #   - nvml_procutil.py: every per-process utilisation sample the driver takes (20 ms polls);
 #   - runs `*-g`: the "untraced" process is injected too (pod ghost-*), so its kernels are
 #     known; recfilter drops its connection from the recording to make it untraced offline.
-# Recordings come back gzipped as $OUT/rec-RUN.rec.gz. About 3.5 minutes.
+# Recordings come back gzipped as $OUT/rec-RUN.rec.gz. About 3 minutes. ATTR_REC_RUNS picks runs,
+# ATTR_REC_NOTS=1 skips the tsprobe, ATTR_METRICS sets the PM metrics.
 attrib_record_run() {
   local run=$1; shift
   local wp=() p kind pod bin seed spin a b c d rec="$L/rec-$run.rec"
@@ -104,15 +105,22 @@ stage_attrib_record() {
   attrib_untraced_build || return
   nvcc -O2 -arch=sm_90 -o "$G/tsprobe" scripts/gpu/tsprobe.cu > "$L/build-tsprobe.log" 2>&1 || { say "tsprobe build failed"; return 1; }
   local t0=$SECONDS
+  [ -n "${ATTR_REC_NOTS:-}" ] || {
   "$G/tsprobe" 4 | head -3 | sed 's/^/alone: /' | tee -a "$S"
   "$G/attrib_truth" 8 1000 21 "$L/truth-ts.json" > "$L/ts-truth.log" 2>&1 &
   local ap=$!; sleep 2
   "$G/tsprobe" 4 > "$L/tsprobe.txt" 2>&1; head -3 "$L/tsprobe.txt" | sed 's/^/beside attrib_truth: /' | tee -a "$S"
-  wait $ap
-  attrib_record_run same-u traced:traced-a:attrib_truth:11 untraced:attrib_truth:12
-  attrib_record_run diff-u traced:traced-b:attrib_truth:13 untraced:attrib_truth_alt:14:0.1
-  attrib_record_run same-g traced:traced-a:attrib_truth:11 traced:ghost-b:attrib_truth:12
-  attrib_record_run diff-g traced:traced-b:attrib_truth:13 traced:ghost-c:attrib_truth_alt:14:0.1
-  attrib_record_run only-u untraced:attrib_truth:17 untraced:attrib_truth_alt:18
+  wait $ap; }
+  local run
+  for run in ${ATTR_REC_RUNS:-same-u diff-u same-g diff-g only-u}; do
+    case $run in
+      same-u) attrib_record_run same-u traced:traced-a:attrib_truth:11 untraced:attrib_truth:12 ;;
+      diff-u) attrib_record_run diff-u traced:traced-b:attrib_truth:13 untraced:attrib_truth_alt:14:0.1 ;;
+      same-g) attrib_record_run same-g traced:traced-a:attrib_truth:11 traced:ghost-b:attrib_truth:12 ;;
+      diff-g) attrib_record_run diff-g traced:traced-b:attrib_truth:13 traced:ghost-c:attrib_truth_alt:14:0.1 ;;
+      only-u) attrib_record_run only-u untraced:attrib_truth:17 untraced:attrib_truth_alt:18 ;;
+      *) say "attrib_record: unknown run $run" ;;
+    esac
+  done
   say "attrib_record: $((SECONDS - t0)) s"
 }

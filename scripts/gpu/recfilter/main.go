@@ -5,9 +5,17 @@
 // checked against them.
 //
 //	go run ./scripts/gpu/recfilter -drop-pod-prefix ghost- IN.rec OUT.rec
+//
+// With -dump it prints the recording as text instead, one line per PM sample ("S start end
+// value..." in the recording's metric order), kernel record ("K pod start end name") and NVML
+// process observation ("N start end processes"), for analyses such as
+// scripts/gpu/attrib_ctxsw.py:
+//
+//	go run ./scripts/gpu/recfilter -dump IN.rec > IN.txt
 package main
 
 import (
+	"bufio"
 	"errors"
 	"flag"
 	"fmt"
@@ -15,14 +23,23 @@ import (
 	"os"
 	"strings"
 
+	"github.com/cupti-exporter/cupti-exporter/activity"
 	"github.com/cupti-exporter/cupti-exporter/recording"
 )
 
 func main() {
 	prefix := flag.String("drop-pod-prefix", "ghost-", "drop the connections whose hello names a pod with this prefix")
+	dumpText := flag.Bool("dump", false, "print the recording as text (samples, kernel records, NVML observations)")
 	flag.Parse()
+	if *dumpText && flag.NArg() == 1 {
+		if err := dump(flag.Arg(0)); err != nil {
+			fmt.Fprintln(os.Stderr, "recfilter:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if flag.NArg() != 2 {
-		fmt.Fprintln(os.Stderr, "usage: recfilter [-drop-pod-prefix P] IN.rec OUT.rec")
+		fmt.Fprintln(os.Stderr, "usage: recfilter [-drop-pod-prefix P] IN.rec OUT.rec | recfilter -dump IN.rec")
 		os.Exit(2)
 	}
 	if err := filter(flag.Arg(0), flag.Arg(1), *prefix); err != nil {
@@ -98,4 +115,56 @@ func filter(in, out, prefix string) error {
 	}
 	fmt.Fprintf(os.Stderr, "recfilter: dropped %d connections\n", dropped)
 	return w.Close(last)
+}
+
+func dump(in string) error {
+	f, err := os.Open(in)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	rd, err := recording.NewReader(f)
+	if err != nil {
+		return err
+	}
+	out := bufio.NewWriter(os.Stdout)
+	defer out.Flush()
+	pods := map[uint64]string{}
+	for {
+		ev, err := rd.Next()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		switch ev.Type {
+		case recording.FrameBatch:
+			for _, s := range ev.Batch.Samples {
+				fmt.Fprintf(out, "S %d %d", s.Start, s.End)
+				for _, v := range s.Values {
+					fmt.Fprintf(out, " %g", v)
+				}
+				fmt.Fprintln(out)
+			}
+		case recording.FrameHello:
+			pods[ev.Process.Conn] = ev.Process.Process.Pod
+		case recording.FrameActivity:
+			for _, r := range ev.Activity.Records {
+				if r.Kind == activity.KindKernel {
+					fmt.Fprintf(out, "K %s %d %d %s\n", pods[ev.Activity.Conn], r.Start, r.End, r.Name)
+				}
+			}
+		case recording.FrameProcesses:
+			fmt.Fprintf(out, "N %d %d", ev.Procs.Start, ev.Procs.End)
+			for _, p := range ev.Procs.Processes {
+				share := "?"
+				if p.SMShare != nil {
+					share = fmt.Sprint(*p.SMShare)
+				}
+				fmt.Fprintf(out, " %d:%s", p.PID, share)
+			}
+			fmt.Fprintln(out)
+		}
+	}
 }
