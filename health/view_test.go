@@ -3,6 +3,8 @@ package health
 import (
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -72,7 +74,7 @@ func TestViewDefaults(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Fatalf("idle GPU serves\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
-	if v.Snapshot() != v.Snapshot() {
+	if first, again := v.Snapshot(), v.Snapshot(); first != again {
 		t.Error("the same source snapshot was filtered twice")
 	}
 	// The first events bring their series; they stay when they are back at 0.
@@ -100,5 +102,34 @@ func TestViewEverything(t *testing.T) {
 	}
 	if NewView(&snapSource{}).Snapshot() != nil {
 		t.Error("a view of a source without a snapshot is not nil")
+	}
+}
+
+// atomicSource is a snapSource that may change while it is read.
+type atomicSource struct{ p atomic.Pointer[mapping.Snapshot] }
+
+func (s *atomicSource) Snapshot() *mapping.Snapshot { return s.p.Load() }
+
+// Scrapes and OTLP read a view at once while the source publishes (go test -race).
+func TestViewConcurrentSafe(t *testing.T) {
+	src := &atomicSource{}
+	v := NewView(src)
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			for range 200 {
+				if s := v.Snapshot(); s != nil && len(s.Families) == 0 {
+					t.Error("empty view snapshot")
+					return
+				}
+			}
+		})
+	}
+	for i := range 200 {
+		src.p.Store(viewSnapshot(i%2 == 1))
+	}
+	wg.Wait()
+	if got := served(v.Snapshot()); !slices.Contains(got, "cupti_gpu_clock_event_reasons{sw_power_cap}") {
+		t.Errorf("sw_power_cap held once, not served: %v", got)
 	}
 }
