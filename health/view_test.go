@@ -106,7 +106,9 @@ func TestViewEverything(t *testing.T) {
 }
 
 // atomicSource is a snapSource that may change while it is read.
-type atomicSource struct{ p atomic.Pointer[mapping.Snapshot] }
+type atomicSource struct {
+	p atomic.Pointer[mapping.Snapshot]
+}
 
 func (s *atomicSource) Snapshot() *mapping.Snapshot { return s.p.Load() }
 
