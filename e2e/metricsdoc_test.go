@@ -61,17 +61,35 @@ type docFamily struct {
 
 // liveOnly says when a family the demo does not serve is served.
 var liveOnly = map[string]string{
-	"cupti_pm_sampling_state":              "live sampling",
-	"cupti_pm_observed_ratio":              "live sampling with `--pmsample.multiplex`",
-	"cupti_pm_idle_releases_total":         "live sampling with NVML (`--pmsample.idle-release-after`)",
-	"cupti_pm_idle_reacquires_total":       "live sampling with NVML (`--pmsample.idle-release-after`)",
-	"cupti_pm_idle_released_seconds_total": "live sampling with NVML (`--pmsample.idle-release-after`)",
-	"cupti_pm_idle_missed_seconds_total":   "live sampling with NVML (`--pmsample.idle-release-after`)",
-	"cupti_exporter_otlp_exports_total":    "OTLP on",
-	"cupti_nvlink_bytes_total":             "GPUs with NVLink",
-	"cupti_fp16_pipe_active_ratio":         "when it fits the single pass (not with the default set on H100/H200)",
-	"cupti_fp16_pipe_active_max_ratio":     "when it fits the single pass (not with the default set on H100/H200)",
-	"cupti_fp16_pipe_active_min_ratio":     "when it fits the single pass (not with the default set on H100/H200)",
+	"cupti_pm_sampling_state":                  "live sampling; the current state only, every state with `--series.extra=zero_reasons`",
+	"cupti_pm_decode_thread_cpu_seconds_total": "live sampling with `--series.extra=sampler_timing`",
+	"cupti_pm_observed_ratio":                  "live sampling with `--pmsample.multiplex`",
+	"cupti_pm_idle_releases_total":             "live sampling with NVML (`--pmsample.idle-release-after`)",
+	"cupti_pm_idle_reacquires_total":           "live sampling with NVML (`--pmsample.idle-release-after`)",
+	"cupti_pm_idle_released_seconds_total":     "live sampling with NVML (`--pmsample.idle-release-after`)",
+	"cupti_pm_idle_missed_seconds_total":       "live sampling with NVML (`--pmsample.idle-release-after`)",
+	"cupti_exporter_otlp_exports_total":        "OTLP on",
+	"cupti_nvlink_bytes_total":                 "GPUs with NVLink",
+	"cupti_fp16_pipe_active_ratio":             "when it fits the single pass (not with the default set on H100/H200)",
+	"cupti_fp16_pipe_active_max_ratio":         "when it fits the single pass (not with the default set on H100/H200)",
+	"cupti_fp16_pipe_active_min_ratio":         "when it fits the single pass (not with the default set on H100/H200)",
+}
+
+// offByDefault says when a family the defaults leave out is served: with which
+// --series.extra group (docs/sizing.md "An idle GPU"), else with another knob of the budget.
+func offByDefault(name string) string {
+	switch {
+	case strings.HasSuffix(name, "_min_ratio"):
+		return "with `--series.extra=window_min` ([sizing.md](sizing.md))"
+	case slices.Contains([]string{"cupti_pm_decode_failures_total", "cupti_pm_overflows_total", "cupti_pm_samples_lost_total",
+		"cupti_pm_lost_seconds_total", "cupti_attribution_dropped_samples_total"}, name):
+		return "a reason from its first event; every one from the start with `--series.extra=zero_reasons` ([sizing.md](sizing.md))"
+	case strings.HasPrefix(name, "cupti_pm_"):
+		return "with `--series.extra=sampler_timing` ([sizing.md](sizing.md))"
+	case strings.HasPrefix(name, "cupti_gpu_") || strings.HasPrefix(name, "cupti_nvml_"):
+		return "with `--series.extra=nvml_detail` ([sizing.md](sizing.md))"
+	}
+	return "off by default ([sizing.md](sizing.md))"
 }
 
 // knownDescs lists every family the sources describe: activity, pod resources, PM self-metrics
@@ -287,12 +305,12 @@ func TestMetricsDoc(t *testing.T) {
 	}
 	// Every family the series budget can turn on (docs/sizing.md), and which of them the
 	// defaults leave off.
-	fams := replayed("--attribution.kernel-families=all", "--attribution.pod-families=all", "--activity.pod-histograms")
+	fams := replayed("--attribution.kernel-families=all", "--attribution.pod-families=all", "--activity.pod-histograms", "--series.extra=all")
 	defaults := replayed()
 	for n := range fams {
 		if _, ok := defaults[n]; !ok {
 			if _, ok := liveOnly[n]; !ok {
-				liveOnly[n] = "off by default ([sizing.md](sizing.md))"
+				liveOnly[n] = offByDefault(n)
 			}
 		}
 	}

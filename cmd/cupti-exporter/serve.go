@@ -187,7 +187,7 @@ func serveSources(ctx context.Context, logger *slog.Logger, cfg *Config, pm pmSe
 		logger.Warn("NVML health is off: attribution cannot see processes that load no injection library; their work lands on the traced kernels they overlap (docs/attribution.md)")
 	}
 	if pm.health != nil && cfg.Health.Enabled {
-		exp.Register("health", pm.health)
+		exp.Register("health", healthView(cfg, pm.health))
 		exp.RegisterStatus("health", statusFunc(pm.health.status))
 	}
 	if pm.attr != nil {
@@ -206,7 +206,7 @@ func serveSources(ctx context.Context, logger *slog.Logger, cfg *Config, pm pmSe
 			return []exporter.Status{{Source: "pmsample", Ready: false, Reason: pm.off, Code: pm.offCode}}
 		}))
 	default:
-		opts := append([]pmsample.AggregatorOption{pmsample.WithWindow(time.Duration(cfg.PMSample.Window))}, pm.aggOpts...)
+		opts := append(append([]pmsample.AggregatorOption{pmsample.WithWindow(time.Duration(cfg.PMSample.Window))}, budgetAggregatorOptions(cfg)...), pm.aggOpts...)
 		agg := pmsample.NewAggregator(pm.mapper, src.Devices(), src.Catalog(), logger, opts...)
 		exp.Register("pmsample", agg)
 		var fed atomic.Bool
