@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -183,4 +184,35 @@ func TestOTLPHTTPFromEnv(t *testing.T) {
 	p := startEnv(t, []string{"OTEL_EXPORTER_OTLP_ENDPOINT=" + srv.URL, "OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf",
 		"OTEL_METRIC_EXPORT_INTERVAL=500"}, "--demo")
 	checkOTLP(t, p, r)
+}
+
+// TestOTLPEndpointFromEnvNeedsScheme: OTEL_EXPORTER_OTLP_ENDPOINT without a scheme, which the
+// Go exporters would misread (127.0.0.1:4317 fails to parse, they log it unstructured and
+// dial localhost:4317), is refused at start with the fix; with a scheme, the start-up log
+// names the endpoint the push reaches, and the push reaches it.
+func TestOTLPEndpointFromEnvNeedsScheme(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	code, out := runExitEnv(t, 30*time.Second, []string{"OTEL_EXPORTER_OTLP_ENDPOINT=" + addr},
+		"--demo", "--web.listen-address=127.0.0.1:0", "--web.health-listen-address=")
+	if code == 0 || !contains(out, `OTEL_EXPORTER_OTLP_ENDPOINT="`+addr+`" is not a URL`, "write http://"+addr) {
+		t.Errorf("exit %d, want non-zero naming the variable and the fix:\n%s", code, out)
+	}
+	if strings.Contains(out, "parse url") {
+		t.Errorf("the SDK's own parse error was printed:\n%s", out)
+	}
+
+	r := newReceiver()
+	srv := grpc.NewServer()
+	colmetrics.RegisterMetricsServiceServer(srv, r)
+	go srv.Serve(l)
+	t.Cleanup(srv.Stop)
+	p := startEnv(t, []string{"OTEL_EXPORTER_OTLP_ENDPOINT=http://" + addr, "OTEL_METRIC_EXPORT_INTERVAL=500"}, "--demo")
+	r.next(t)
+	if !contains(p.out.String(), `msg="pushing OTLP" endpoint=`+addr+` endpoint_from=OTEL_EXPORTER_OTLP_ENDPOINT protocol=grpc tls=false`) {
+		t.Errorf("start-up log does not name the endpoint dialled:\n%s", p.out.String())
+	}
 }
