@@ -2,10 +2,12 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -215,4 +217,81 @@ func TestOTLPEndpointFromEnvNeedsScheme(t *testing.T) {
 	if !contains(p.out.String(), `msg="pushing OTLP" endpoint=`+addr+` endpoint_from=OTEL_EXPORTER_OTLP_ENDPOINT protocol=grpc tls=false`) {
 		t.Errorf("start-up log does not name the endpoint dialled:\n%s", p.out.String())
 	}
+}
+
+// pushedMetric is one metric of an OTLP export: what a receiver got, with the attribute
+// sets of its data points.
+type pushedMetric struct {
+	name, unit, description, kind string
+	points                        []map[string]string
+}
+
+// pushedMetrics reads an export. A name that comes twice (two scopes or resources) is
+// reported as a second metric under name + "#2", so that checks see it.
+func pushedMetrics(req *colmetrics.ExportMetricsServiceRequest) map[string]*pushedMetric {
+	out := map[string]*pushedMetric{}
+	for _, rm := range req.GetResourceMetrics() {
+		for _, sm := range rm.GetScopeMetrics() {
+			for _, m := range sm.GetMetrics() {
+				pm := &pushedMetric{name: m.GetName(), unit: m.GetUnit(), description: m.GetDescription()}
+				var kvs [][]*commonpb.KeyValue
+				switch d := m.GetData().(type) {
+				case *metricspb.Metric_Gauge:
+					pm.kind = "Gauge"
+					for _, p := range d.Gauge.GetDataPoints() {
+						kvs = append(kvs, p.GetAttributes())
+					}
+				case *metricspb.Metric_Sum:
+					pm.kind = "Sum"
+					for _, p := range d.Sum.GetDataPoints() {
+						kvs = append(kvs, p.GetAttributes())
+					}
+				case *metricspb.Metric_Histogram:
+					pm.kind = "Histogram"
+					for _, p := range d.Histogram.GetDataPoints() {
+						kvs = append(kvs, p.GetAttributes())
+					}
+				case *metricspb.Metric_ExponentialHistogram:
+					pm.kind = "ExponentialHistogram"
+					for _, p := range d.ExponentialHistogram.GetDataPoints() {
+						kvs = append(kvs, p.GetAttributes())
+					}
+				}
+				for _, kv := range kvs {
+					pm.points = append(pm.points, attrs(kv))
+				}
+				key := pm.name
+				for i := 2; out[key] != nil; i++ {
+					key = fmt.Sprintf("%s#%d", pm.name, i)
+				}
+				out[key] = pm
+			}
+		}
+	}
+	return out
+}
+
+// repeatedAttributeSets lists, for every metric, the attribute sets that more than one of its
+// data points carries: one instrument must have one point per attribute set, or a backend
+// keeps one of them at random (two writers of one series).
+func repeatedAttributeSets(metrics map[string][]map[string]string) []string {
+	var out []string
+	for name, points := range metrics {
+		seen := map[string]int{}
+		for _, p := range points {
+			keys := make([]string, 0, len(p))
+			for k, v := range p {
+				keys = append(keys, k+"="+v)
+			}
+			slices.Sort(keys)
+			seen[strings.Join(keys, ",")]++
+		}
+		for set, n := range seen {
+			if n > 1 {
+				out = append(out, fmt.Sprintf("%s: %d points with {%s}", name, n, set))
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
 }
