@@ -197,7 +197,7 @@ func TestPrometheusEndToEnd(t *testing.T) {
 	for _, dq := range dashQs {
 		nd += len(dq.vars) + len(dq.targets)
 	}
-	t.Logf("%d dashboard expressions (panels and variables) and %d alert rules, on %d servers x %d replays, checked in %s",
+	t.Logf("%d dashboard expressions (panels and variables) and %d rule expressions and recorded series, on %d servers x %d replays, checked in %s",
 		nd, len(ruleQs), len(servers), len(replays), time.Since(start).Round(time.Millisecond))
 }
 
