@@ -10,7 +10,7 @@ import (
 	"testing"
 )
 
-// The end-to-end tests (prometheus_e2e_test.go, fleet_e2e_test.go) share one build of the
+// The end-to-end tests (prometheus_e2e_test.go, prometheus_fleet_e2e_test.go) share one build of the
 // exporter and one synthetic recording: linking the exporter is most of their start-up.
 var (
 	e2eBuildOnce sync.Once

@@ -2,7 +2,7 @@
 # Builds a real OpenTelemetry Collector v0.162.0 with the collector builder, once per machine,
 # and prints the path of the binary. Components: the OTLP receiver; the debug exporter, which
 # e2e/otelcol_test.go (TestOTLPCollector) reads; the contrib prometheusremotewrite exporter,
-# through which dashboards/fleet_e2e_test.go (TestFleetEndToEnd) writes to a central Prometheus.
+# through which dashboards/prometheus_fleet_e2e_test.go (TestFleetEndToEnd) writes to a central Prometheus.
 # Both tests run when OTELCOL_BINARY names the binary (.ci/run sets it).
 #
 # Cached under ${XDG_CACHE_HOME:-$HOME/.cache}/cupti-exporter-ci/otelcol-0.162.0/<hash of the

@@ -10,7 +10,7 @@
 # input series of helm/cupti-exporter/tests/rules_test.yaml must have a label set that
 # Prometheus really stores; no device series may carry the exporter pod's own pod label. The test is dashboards/prometheus_e2e_test.go.
 #
-# Then the fleet paths of docs/fleet.md (dashboards/fleet_e2e_test.go): two exporters scraped
+# Then the fleet paths of docs/fleet.md (dashboards/prometheus_fleet_e2e_test.go): two exporters scraped
 # by a Prometheus in agent mode that remote-writes to a central Prometheus, and pushing OTLP
 # to an OpenTelemetry Collector that remote-writes to a second one; every dashboard
 # expression and alert operand that returns data on a direct scrape must return data on both
