@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -228,25 +229,31 @@ func fleetServerConfig(replays []replay, rulesFile string, central *server) []by
 	return b
 }
 
-// startGateway runs the Collector: OTLP gRPC in, prometheusremotewrite out to the central
-// server at centralURL (the configuration docs/fleet.md shows), and returns its OTLP address.
+// startGateway runs the Collector with the configuration docs/fleet.md shows (OTLP gRPC
+// in, prometheusremotewrite out), its addresses replaced by a free port and the central
+// server at centralURL, and its own telemetry off; it returns its OTLP address.
 func startGateway(t *testing.T, dir, bin, centralURL string) string {
 	t.Helper()
+	raw, err := os.ReadFile("../docs/fleet.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg string
+	for _, m := range regexp.MustCompile("(?s)```yaml\n(receivers:.*?)```").FindAllStringSubmatch(string(raw), -1) {
+		cfg = m[1]
+	}
 	addr := testutil.FreeAddr(t)
-	cfg := fmt.Sprintf(`receivers:
-  otlp:
-    protocols:
-      grpc: {endpoint: %q}
-exporters:
-  prometheus_remote_write:
-    http: {endpoint: %q}
-    external_labels: {cluster: %q}
-service:
-  telemetry:
-    metrics: {level: none}
-  pipelines:
-    metrics: {receivers: [otlp], exporters: [prometheus_remote_write]}
-`, addr, centralURL+"/api/v1/write", fleetCluster)
+	for _, r := range [][2]string{
+		{"0.0.0.0:4317", addr},
+		{"https://central.example/api/v1/write", centralURL + "/api/v1/write"},
+		{"cluster: " + fleetCluster, "cluster: " + fleetCluster},
+		{"service:\n", "service:\n  telemetry:\n    metrics: {level: none}\n"}, // no :8888 listener
+	} {
+		if !strings.Contains(cfg, r[0]) {
+			t.Fatalf("docs/fleet.md: the Collector configuration (a yaml block starting with receivers:) has no %q", r[0])
+		}
+		cfg = strings.Replace(cfg, r[0], r[1], 1)
+	}
 	file := filepath.Join(dir, "otelcol.yaml")
 	if err := os.WriteFile(file, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)

@@ -7,11 +7,14 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/prometheus/common/promslog"
+	"github.com/prometheus/prometheus/config"
+	_ "github.com/prometheus/prometheus/discovery/kubernetes" // kubernetes_sd_configs
 	appsv1 "k8s.io/api/apps/v1"
 )
 
-// fleetValues returns the chart values of docs/fleet.md: each yaml block that starts with
-// one of the given top-level keys.
+// fleetValues returns the yaml block of docs/fleet.md that starts with first (the chart
+// values, by their top-level key; a configuration, by its first line).
 func fleetValues(t *testing.T, first string) string {
 	t.Helper()
 	raw, err := os.ReadFile("../docs/fleet.md")
@@ -19,11 +22,11 @@ func fleetValues(t *testing.T, first string) string {
 		t.Fatal(err)
 	}
 	for _, m := range regexp.MustCompile("(?s)```yaml\n(.*?)```").FindAllStringSubmatch(string(raw), -1) {
-		if strings.HasPrefix(m[1], first+":") {
+		if strings.HasPrefix(m[1], first) {
 			return m[1]
 		}
 	}
-	t.Fatalf("docs/fleet.md has no yaml block starting with %s:", first)
+	t.Fatalf("docs/fleet.md has no yaml block starting with %q", first)
 	return ""
 }
 
@@ -31,7 +34,7 @@ func fleetValues(t *testing.T, first string) string {
 // and the variables they refer to with $(NAME) come earlier in the container's env, which
 // Kubernetes needs to expand them.
 func TestFleetGatewayValues(t *testing.T) {
-	ms, _ := render(t, fleetValues(t, "extraEnv"))
+	ms, _ := render(t, fleetValues(t, "extraEnv:"))
 	objs := decodeAll(t, ms)
 	if _, ok := objs["ServiceMonitor/"+fullname]; ok {
 		t.Error("the gateway values render a ServiceMonitor; nothing scrapes on that path")
@@ -60,7 +63,7 @@ func TestFleetGatewayValues(t *testing.T) {
 // TestFleetAgentValues: the values docs/fleet.md gives for the agent path render a
 // ServiceMonitor with honorLabels and the node relabeling the agent's central server relies on.
 func TestFleetAgentValues(t *testing.T) {
-	ms, _ := render(t, fleetValues(t, "serviceMonitor"))
+	ms, _ := render(t, fleetValues(t, "serviceMonitor:"))
 	sm, ok := decodeAll(t, ms)["ServiceMonitor/"+fullname].(*serviceMonitor)
 	if !ok {
 		t.Fatal("the agent values render no ServiceMonitor")
@@ -71,5 +74,21 @@ func TestFleetAgentValues(t *testing.T) {
 	}
 	if !slices.ContainsFunc(ep.Relabelings, func(r relabelConfig) bool { return r.TargetLabel == "node" }) {
 		t.Errorf("no relabeling to node: %+v", ep.Relabelings)
+	}
+}
+
+// TestFleetAgentConfig: the plain agent configuration of docs/fleet.md loads with
+// Prometheus' own configuration code, Kubernetes discovery included (Debian's promtool is
+// built without it, so it cannot check this file).
+func TestFleetAgentConfig(t *testing.T) {
+	cfg, err := config.Load(fleetValues(t, "# prometheus --enable-feature=agent"), promslog.NewNopLogger())
+	if err != nil {
+		t.Fatalf("docs/fleet.md agent configuration: %v", err)
+	}
+	if got := cfg.GlobalConfig.ExternalLabels.Get("cluster"); got == "" {
+		t.Error("no cluster external label")
+	}
+	if len(cfg.ScrapeConfigs) != 1 || !cfg.ScrapeConfigs[0].HonorLabels || len(cfg.RemoteWriteConfigs) != 1 {
+		t.Errorf("want one scrape job with honor_labels and one remote write: %+v", cfg)
 	}
 }
