@@ -101,10 +101,7 @@ func TestPrometheusEndToEnd(t *testing.T) {
 	dir := t.TempDir()
 
 	// The exporter and the synthetic two-GPU recording.
-	bin := filepath.Join(dir, "cupti-exporter")
-	synth := filepath.Join(dir, "synthetic.cuptirec")
-	run(t, "..", "go", "build", "-o", bin, "./cmd/cupti-exporter")
-	run(t, "..", "go", "run", "./recording/internal/gensynthetic", "-o", synth)
+	bin, synth := e2eExporter(t)
 	replays := []replay{{name: "demo", addr: testutil.FreeAddr(t), gpus: 1}, {name: "synthetic", addr: testutil.FreeAddr(t), gpus: 2},
 		{name: "health", addr: serveHealth(t), only: []string{"fleet-overview.json", "gpu-detail.json"}, panels: xidPanels},
 		{name: "live", addr: serveLive(t), only: []string{"fleet-overview.json", "gpu-detail.json"}, panels: livePanels}}
@@ -202,15 +199,6 @@ func TestPrometheusEndToEnd(t *testing.T) {
 }
 
 // ---- processes ----
-
-func run(t *testing.T, dir, name string, args ...string) {
-	t.Helper()
-	cmd := exec.Command(name, args...)
-	cmd.Dir = dir
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
-	}
-}
 
 // startProc runs a process for the test's lifetime, its output in dir/name.log (shown on failure).
 func startProc(t *testing.T, dir, name, bin string, args ...string) {
