@@ -641,7 +641,7 @@ func checkRulesAndAlerts(t *testing.T, s server, replays []replay) []string {
 		}
 	}
 	for name, rep := range expectedAlerts {
-		if !seen[name] {
+		if !seen[name] && addr[rep] != "" { // the stand-in that raises it is among the replays
 			problems = append(problems, fmt.Sprintf("alert %s (%s histograms) is neither pending nor firing on the %s stand-in, which raises it by design", name, s.name, rep))
 		}
 	}

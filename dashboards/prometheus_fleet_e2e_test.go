@@ -143,7 +143,7 @@ func TestFleetEndToEnd(t *testing.T) {
 			problems = append(problems, pr...)
 			summary = append(summary, sum)
 			problems = append(problems, checkFleetIdentity(p, replays)...)
-			problems = append(problems, checkRulesAndAlerts(t, p.central)...)
+			problems = append(problems, checkRulesAndAlerts(t, p.central, replays)...)
 		}
 		problems = append(problems, checkValues(agentCentral, replays)...)
 		if len(problems) == 0 || time.Now().After(deadline) {
