@@ -7,7 +7,9 @@
 #   twotraced    two traced pods (the baseline: within 2 %)
 #   untracedonly two untraced processes (no pods here: split by NVML time shares, from pmon)
 # attrib_untraced_check.py compares the scrapes with the bytes each process knows it read.
-# About 3 minutes of GPU time (ATTR_U_S seconds of work per run, default 20).
+# About 3 minutes of GPU time (ATTR_U_S seconds of work per run, default 20). ATTR_U_RUNS picks
+# runs; ATTR_METRICS sets the PM metrics (add FE_A.TriageCompute.gpu__gr_cycles_active_cmd_ctxsw.sum
+# for the join's turn ownership, docs/attribution.md).
 
 ATTR_U_S=${ATTR_U_S:-20}
 
@@ -24,7 +26,7 @@ attrib_untraced_run() {
   local port=9479 wp=() args=() p kind pod bin seed spin truth a b c d
   mkdir -p /run/cupti-exporter
   start_exporter "$L/exp-untraced-$run.log" $port --pmsample.interval=1ms --pmsample.metrics=$ATTR_METRICS \
-    --activity.socket=$SOCK --health.interval=1s || return
+    --activity.socket=$SOCK --activity.trust-hello-pods --health.interval=1s || return
   timeout $((ATTR_U_S + 15)) nvidia-smi pmon -i 0 -s u -d 1 > "$L/pmon-$run.txt" 2>&1 &
   local pmon=$!
   for p in "$@"; do
@@ -54,10 +56,16 @@ stage_attrib_untraced() {
   say "== attrib_untraced (issue 21: traced and untraced processes time-slicing GPU 0, 1 ms, ${ATTR_U_S} s a run)"
   attrib_untraced_build || return
   local t0=$SECONDS
-  attrib_untraced_run same traced:traced-a:attrib_truth:11 untraced:attrib_truth:12
-  attrib_untraced_run diff traced:traced-b:attrib_truth:13 untraced:attrib_truth_alt:14:0.1
-  attrib_untraced_run twotraced traced:traced-c:attrib_truth:15 traced:traced-d:attrib_truth:16
-  attrib_untraced_run untracedonly untraced:attrib_truth:17 untraced:attrib_truth_alt:18
+  local run
+  for run in ${ATTR_U_RUNS:-same diff twotraced untracedonly}; do
+    case $run in
+      same) attrib_untraced_run same traced:traced-a:attrib_truth:11 untraced:attrib_truth:12 ;;
+      diff) attrib_untraced_run diff traced:traced-b:attrib_truth:13 untraced:attrib_truth_alt:14:0.1 ;;
+      twotraced) attrib_untraced_run twotraced traced:traced-c:attrib_truth:15 traced:traced-d:attrib_truth:16 ;;
+      untracedonly) attrib_untraced_run untracedonly untraced:attrib_truth:17 untraced:attrib_truth_alt:18 ;;
+      *) say "attrib_untraced: unknown run $run" ;;
+    esac
+  done
   say "attrib_untraced: $((SECONDS - t0)) s"
 }
 
