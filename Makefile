@@ -12,7 +12,7 @@ LDFLAGS := -X $(VERSION_PKG).Version=$(VERSION) -X $(VERSION_PKG).Revision=$(REV
 	-X $(VERSION_PKG).Branch=$(BRANCH) -X $(VERSION_PKG).BuildUser=$(shell id -un 2>/dev/null)@$(shell hostname 2>/dev/null) \
 	-X $(VERSION_PKG).BuildDate=$(shell date -u +%Y%m%d-%H:%M:%S)
 
-.PHONY: all build test demo docs synthetic synthetic-node otelcol image clean
+.PHONY: all build test demo docs chart-dashboards synthetic synthetic-node otelcol image clean
 
 all: build
 
@@ -30,6 +30,11 @@ docs:
 	$(GO) test ./cmd/cupti-exporter -run TestConfigurationDoc -update
 	$(GO) test ./e2e -run TestMetricsDoc -update
 	$(GO) test ./pmsample -run TestSupportedGPUsDoc -update
+
+# Copy dashboards/*.json into the Helm chart, which packages only files inside it
+# (grafanaDashboards, docs/dashboards.md); go test ./helm fails while the copies differ.
+chart-dashboards:
+	$(GO) test ./helm -run TestChartDashboards -update-dashboards
 
 # A synthetic two-GPU recording (the embedded demo is a real H200 run): replay it with
 # `go run ./cmd/cupti-exporter replay synthetic.cuptirec --replay.loop`.

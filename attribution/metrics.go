@@ -1,6 +1,7 @@
 package attribution
 
 import (
+	"slices"
 	"strings"
 
 	"github.com/cupti-exporter/cupti-exporter/mapping"
@@ -174,14 +175,19 @@ func derived(m mapping.Metric) (kernel, pod *mapping.Desc, q quantity, ok bool) 
 	if i := strings.Index(help, ". "); i >= 0 { // the first sentence of a curated help
 		help = help[:i]
 	}
-	otelStem := strings.TrimSuffix(strings.TrimPrefix(d.OTelName, "gpu."), ".")
-	otelStem = strings.TrimPrefix(otelStem, "cupti.")
+	// The OTel name's stem, out of its namespace: hw.gpu.io (PCIe and NVLink, told apart by
+	// the cupti.link attribute, which the derived families keep) gives cupti.attribution.kernel.io.
+	otelStem := d.OTelName
+	for _, ns := range []string{"hw.gpu.", "gpu.", "cupti."} {
+		otelStem = strings.TrimPrefix(otelStem, ns)
+	}
+	otelStem = strings.TrimSuffix(otelStem, ".")
 	mk := func(scope string, labels []string) *mapping.Desc {
 		return &mapping.Desc{
 			Name: mapping.NamePrefix + scope + "_" + stem + "_total", Kind: mapping.KindCounter, Unit: unit,
 			Help:     help + ", " + what + " (per " + scope + "; from " + d.Name + ").",
 			OTelName: "cupti.attribution." + scope + "." + otelStem, OTelUnit: ucum,
-			LabelNames: append(append([]string{}, labels...), extra...),
+			LabelNames: append(append([]string{}, labels...), extra...), OTelAttributes: slices.Clone(d.OTelAttributes),
 		}
 	}
 	return mk("kernel", kernelLabelNames), mk("pod", podLabelNames), q, true

@@ -43,6 +43,7 @@ type config struct {
 	topKernels   int             // named kernel labels per device; 0: no limit
 	kernelFams   map[string]bool // per-kernel families served (by stem); nil: all
 	podFams      map[string]bool // per-pod families served (by stem); nil: all
+	zeroReasons  bool            // per-GPU drop reasons at 0 before their first drop
 	now          func() time.Time
 }
 
@@ -175,6 +176,13 @@ func FamilyStem(name string) string {
 		}
 	}
 	return name
+}
+
+// WithZeroReasons serves cupti_attribution_dropped_samples_total for every reason of every
+// GPU from the start, at 0; off by default, a reason's series appears at its first drop (no
+// alert reads it; docs/sizing.md "An idle GPU").
+func WithZeroReasons(on bool) Option {
+	return func(c *config) { c.zeroReasons = on }
 }
 
 // WithClock replaces time.Now (tests).

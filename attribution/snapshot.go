@@ -80,7 +80,9 @@ func (a *Attributor) build(now time.Time) {
 		counter(joinSecondsDesc, d.joinSeconds, d.gpu, d.uuid)
 		gauge(pendingDesc, float64(d.pending.len()+len(d.carry)), d.gpu, d.uuid)
 		for i, r := range sampleDropReasons {
-			counter(droppedSamplesDesc, float64(d.droppedSamples[i]), d.gpu, d.uuid, r)
+			if d.droppedSamples[i] > 0 || a.cfg.zeroReasons {
+				counter(droppedSamplesDesc, float64(d.droppedSamples[i]), d.gpu, d.uuid, r)
+			}
 		}
 	}
 	for _, r := range reasons(recordDropReasons, a.dropped) {

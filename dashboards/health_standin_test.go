@@ -23,10 +23,12 @@ import (
 // serveHealth runs the health source (package health) on go-nvml's mock of a DGX H100
 // (8 GPUs) behind a real exporter (package exporter: the same registry, the same pod
 // labels). The recordings carry health frames, but their GPUs raised no XID: the stand-in
-// is what gives the XID panels data (prometheus_e2e_test.go, xidPanels). The GPUs are healthy: power well
+// is what gives the XID panels data (prometheus_e2e_test.go, xidPanels). GPUs 0 to 6 are healthy: power well
 // under its limit, no thermal or power throttling, no ECC error, no row remap pending; one
 // XID 13 (an application's own fault, which CuptiGPUXidError ignores) on GPU 1 gives the
-// XID panel data without an alert.
+// XID panel data without an alert. Then GPU 7 falls off the bus: XID 79, after which NVML
+// answers GPU_IS_LOST, which CuptiGPUXidResetRequired and CuptiGPULost must report
+// (expectedAlerts) and CuptiExporterSourceDown leave alone.
 func serveHealth(t *testing.T) string {
 	t.Helper()
 	start := time.Now()
@@ -34,14 +36,29 @@ func serveHealth(t *testing.T) string {
 	for i, d := range srv.Devices {
 		healthyGPU(d.(*nvmlserver.Device), i, start)
 	}
-	var sent atomic.Bool
+	// GPU 7 answers until its XID 79 is delivered (it was registered for XID events), then
+	// its memory reads answer GPU_IS_LOST: the health source marks it lost.
+	var offTheBus atomic.Bool
+	lost := srv.Devices[7].(*nvmlserver.Device)
+	memInfo := lost.GetMemoryInfo_v2Func
+	lost.GetMemoryInfo_v2Func = func() (nvml.Memory_v2, nvml.Return) {
+		if offTheBus.Load() {
+			return nvml.Memory_v2{}, nvml.ERROR_GPU_IS_LOST
+		}
+		return memInfo()
+	}
+	var sent atomic.Int32
 	xidDev := srv.Devices[1]
 	srv.EventSetCreateFunc = func() (nvml.EventSet, nvml.Return) {
 		return &mock.EventSet{
 			FreeFunc: func() nvml.Return { return nvml.SUCCESS },
 			WaitFunc: func(ms uint32) (nvml.EventData, nvml.Return) {
-				if !sent.Swap(true) {
+				switch sent.Add(1) {
+				case 1:
 					return nvml.EventData{Device: xidDev, EventType: nvml.EventTypeXidCriticalError, EventData: 13}, nvml.SUCCESS
+				case 2:
+					offTheBus.Store(true)
+					return nvml.EventData{Device: lost, EventType: nvml.EventTypeXidCriticalError, EventData: 79}, nvml.SUCCESS
 				}
 				time.Sleep(time.Duration(ms) * time.Millisecond)
 				return nvml.EventData{}, nvml.ERROR_TIMEOUT
@@ -55,7 +72,21 @@ func serveHealth(t *testing.T) string {
 
 	exp := exporter.New(slog.New(slog.DiscardHandler), exporter.WithoutRuntimeMetrics())
 	exp.Register("health", src)
+	// As cmd/cupti-exporter/health.go reports the source's state (cupti_exporter_source_up).
+	exp.RegisterStatus("health", healthStatus{src})
 	return serveExporter(t, exp, func() { cancel(); <-done })
+}
+
+// healthStatus reports a health source's devices as the exporter's statuses, with the
+// source's reason codes (gpu_lost, ...).
+type healthStatus struct{ src *health.Source }
+
+func (h healthStatus) Status() []exporter.Status {
+	var out []exporter.Status
+	for _, st := range h.src.Status() {
+		out = append(out, exporter.Status{Source: "health", Device: st.Device, Ready: st.Ready, Reason: st.Detail, Code: st.Reason})
+	}
+	return out
 }
 
 // serveExporter serves exp's registry on a free local port until the test ends, then calls

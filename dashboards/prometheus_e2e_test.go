@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/prometheus/promql/parser"
 	"sigs.k8s.io/yaml"
 
+	"github.com/cupti-exporter/cupti-exporter/exporter"
 	"github.com/cupti-exporter/cupti-exporter/internal/testutil"
 	"github.com/cupti-exporter/cupti-exporter/pmsample"
 )
@@ -35,7 +36,10 @@ import (
 //     listed in expected-empty.yaml with its reason (an entry that returns data fails too,
 //     so the list stays true);
 //   - every alert rule is healthy, its operand (the expression before the comparison)
-//     returns data or is listed, and no alert is pending or firing on the healthy replays;
+//     returns data or is listed, and no alert is pending or firing on the healthy replays
+//     (but those expectedAlerts lists, which must be);
+//   - every recording rule is healthy, and its expression and the series Prometheus
+//     recorded from it return data, or are listed;
 //   - every input series of the rules' unit tests (helm/cupti-exporter/tests/
 //     rules_test.yaml) has a label set Prometheus really stores for that metric.
 
@@ -97,10 +101,7 @@ func TestPrometheusEndToEnd(t *testing.T) {
 	dir := t.TempDir()
 
 	// The exporter and the synthetic two-GPU recording.
-	bin := filepath.Join(dir, "cupti-exporter")
-	synth := filepath.Join(dir, "synthetic.cuptirec")
-	run(t, "..", "go", "build", "-o", bin, "./cmd/cupti-exporter")
-	run(t, "..", "go", "run", "./recording/internal/gensynthetic", "-o", synth)
+	bin, synth := e2eExporter(t)
 	replays := []replay{{name: "demo", addr: testutil.FreeAddr(t), gpus: 1}, {name: "synthetic", addr: testutil.FreeAddr(t), gpus: 2},
 		{name: "health", addr: serveHealth(t), only: []string{"fleet-overview.json", "gpu-detail.json"}, panels: xidPanels},
 		{name: "live", addr: serveLive(t), only: []string{"fleet-overview.json", "gpu-detail.json"}, panels: livePanels}}
@@ -146,7 +147,7 @@ func TestPrometheusEndToEnd(t *testing.T) {
 
 	expected := loadExpected(t)
 	dashQs := loadDashboardQueries(t)
-	ruleQs := ruleOperands(t)
+	ruleQs := append(ruleOperands(t), recordedSeries(t)...)
 
 	// Evaluate until every expression that must have data has it (exporters need a few
 	// scrapes, the demo's first kernel records come after about 15 s), then once more for
@@ -167,7 +168,7 @@ func TestPrometheusEndToEnd(t *testing.T) {
 				e := evaluation{where: q.where, expr: q.expr, n: len(res), err: err}
 				problems = append(problems, judge(e, s.name, "", expected, used)...)
 			}
-			problems = append(problems, checkRulesAndAlerts(t, s)...)
+			problems = append(problems, checkRulesAndAlerts(t, s, replays)...)
 			problems = append(problems, checkValues(s, replays)...)
 			problems = append(problems, checkLive(s, replays, dashQs)...)
 		}
@@ -193,20 +194,11 @@ func TestPrometheusEndToEnd(t *testing.T) {
 	for _, dq := range dashQs {
 		nd += len(dq.vars) + len(dq.targets)
 	}
-	t.Logf("%d dashboard expressions (panels and variables) and %d alert rules, on %d servers x %d replays, checked in %s",
+	t.Logf("%d dashboard expressions (panels and variables) and %d rule expressions and recorded series, on %d servers x %d replays, checked in %s",
 		nd, len(ruleQs), len(servers), len(replays), time.Since(start).Round(time.Millisecond))
 }
 
 // ---- processes ----
-
-func run(t *testing.T, dir, name string, args ...string) {
-	t.Helper()
-	cmd := exec.Command(name, args...)
-	cmd.Dir = dir
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
-	}
-}
 
 // startProc runs a process for the test's lifetime, its output in dir/name.log (shown on failure).
 func startProc(t *testing.T, dir, name, bin string, args ...string) {
@@ -581,9 +573,30 @@ func ruleOperands(t *testing.T) []promQuery {
 	return out
 }
 
+// recordedSeries returns, for each recording rule, a selector of the series Prometheus
+// recorded from it: data there shows that the server evaluated the rule and stored its result.
+func recordedSeries(t *testing.T) []promQuery {
+	t.Helper()
+	var out []promQuery
+	for _, r := range chartRules(t) {
+		if r.Record != "" {
+			sel := r.Record + r.labelSelector()
+			out = append(out, promQuery{"recorded " + sel, sel})
+		}
+	}
+	if len(out) == 0 {
+		t.Fatal("the chart rendered no recording rules")
+	}
+	return out
+}
+
+// expectedAlerts are the alerts the stand-ins raise by design, by the replay whose instance
+// they name: the health stand-in's GPU 7 raises XID 79 and falls off the bus (serveHealth).
+var expectedAlerts = map[string]string{"CuptiGPUXidResetRequired": "health", "CuptiGPULost": "health"}
+
 // checkRulesAndAlerts checks that every rule evaluates without error and that no alert is
-// pending or firing: the replays are healthy exporters.
-func checkRulesAndAlerts(t *testing.T, s server) []string {
+// pending or firing but expectedAlerts, which must be: the replays are healthy exporters.
+func checkRulesAndAlerts(t *testing.T, s server, replays []replay) []string {
 	var problems []string
 	data, err := apiGet(s.url + "/api/v1/rules")
 	if err != nil {
@@ -606,16 +619,30 @@ func checkRulesAndAlerts(t *testing.T, s server) []string {
 	if err := json.Unmarshal(data, &rules); err != nil {
 		return []string{fmt.Sprintf("%s: /api/v1/rules: %v", s.name, err)}
 	}
+	addr := map[string]string{}
+	for _, r := range replays {
+		addr[r.name] = r.addr
+	}
 	n := 0
+	seen := map[string]bool{}
 	for _, g := range rules.Groups {
 		for _, r := range g.Rules {
 			n++
 			if r.Health != "ok" {
-				problems = append(problems, fmt.Sprintf("alert %s (%s histograms): health %q %s", r.Name, s.name, r.Health, r.LastError))
+				problems = append(problems, fmt.Sprintf("rule %s (%s histograms): health %q %s", r.Name, s.name, r.Health, r.LastError))
 			}
 			for _, a := range r.Alerts {
+				if rep, ok := expectedAlerts[r.Name]; ok && a.Labels["instance"] == addr[rep] {
+					seen[r.Name] = true
+					continue
+				}
 				problems = append(problems, fmt.Sprintf("alert %s (%s histograms) is %s on a healthy exporter: %v", r.Name, s.name, a.State, a.Labels))
 			}
+		}
+	}
+	for name, rep := range expectedAlerts {
+		if !seen[name] && addr[rep] != "" { // the stand-in that raises it is among the replays
+			problems = append(problems, fmt.Sprintf("alert %s (%s histograms) is neither pending nor firing on the %s stand-in, which raises it by design", name, s.name, rep))
 		}
 	}
 	if n == 0 {
@@ -693,7 +720,7 @@ var podLabels = map[string]bool{"namespace": true, "pod": true, "container": tru
 var freeLabels = map[string]bool{
 	"job": true, "instance": true, "namespace": true, "pod": true, "container": true, "service": true,
 	"endpoint": true, "node": true, "gpu": true, "uuid": true, "model": true, "chip": true,
-	"pci_bus_id": true, "kernel": true, "src_gpu": true, "xid": true,
+	"pci_bus_id": true, "kernel": true, "src_gpu": true, "xid": true, "cluster": true,
 }
 
 // liveOnlyFamilies are families no replay emits, with the labels and label values their
@@ -831,11 +858,12 @@ func checkRuleTestLabels(t *testing.T, servers []server) []string {
 	return problems
 }
 
-// labelSetKey is a label-name set without the pod labels, sorted and joined.
+// labelSetKey is a label-name set without the pod labels and cluster (which a fleet adds as
+// an external label or by relabeling), sorted and joined.
 func labelSetKey(names []string) string {
 	var out []string
 	for _, n := range names {
-		if !podLabels[n] {
+		if !podLabels[n] && n != "cluster" {
 			out = append(out, n)
 		}
 	}
@@ -854,8 +882,11 @@ func keys(m map[string]bool) []string {
 
 // seriesFromFirstEvent are label values whose series appear only once they count
 // something (the series budget, docs/sizing.md), so a healthy replay may not show them:
-// the PM loss reasons that are no fault.
+// the PM loss reasons that are no fault, and why a source is down (exporter/status.go, and
+// the health source's codes, health/source.go).
 var seriesFromFirstEvent = map[string]map[string][]string{
 	"cupti_pm_samples_lost_total": {"reason": pmsample.LostReasons[:]},
 	"cupti_pm_lost_seconds_total": {"reason": pmsample.LostReasons[:]},
+	"cupti_exporter_source_up": {"reason": {exporter.ReasonNoCUPTI, exporter.ReasonNoGPU, exporter.ReasonPrivileges, exporter.ReasonBusy,
+		exporter.ReasonPaused, exporter.ReasonDisabled, exporter.ReasonStarting, exporter.ReasonError, "no_nvml", "gpu_lost", "nvml_error"}},
 }

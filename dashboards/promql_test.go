@@ -136,43 +136,79 @@ func variableExpr(q string) (string, error) {
 	return "", fmt.Errorf("query %q: want label_values(selector, label) or query_result(expr)", q)
 }
 
-// ruleQueries returns the expressions of the chart's alert rules (every optional alert on).
+// ruleQueries returns the expressions of the chart's alert and recording rules (every
+// optional alert and the recording rules on), where "alert NAME" or "record NAME{labels}".
 func ruleQueries(t *testing.T) []promQuery {
+	t.Helper()
+	var out []promQuery
+	for _, r := range chartRules(t) {
+		out = append(out, promQuery{r.where(), r.Expr})
+	}
+	return out
+}
+
+// chartRule is one rule of the chart's PrometheusRule.
+type chartRule struct {
+	Alert, Record, Expr string
+	Labels              map[string]string
+}
+
+// where names the rule as the checks report it: "alert NAME", or "record NAME" with the
+// labels the rule sets (two rules record the quantiles of one name).
+func (r chartRule) where() string {
+	if r.Alert != "" {
+		return "alert " + r.Alert
+	}
+	return "record " + r.Record + r.labelSelector()
+}
+
+// labelSelector is {k="v", ...} of the labels a recording rule sets, or "".
+func (r chartRule) labelSelector() string {
+	if r.Alert != "" || len(r.Labels) == 0 {
+		return ""
+	}
+	var ls []string
+	for k, v := range r.Labels {
+		ls = append(ls, fmt.Sprintf("%s=%q", k, v))
+	}
+	sort.Strings(ls)
+	return "{" + strings.Join(ls, ", ") + "}"
+}
+
+// chartRules returns the rules of the chart's PrometheusRule, in order.
+func chartRules(t *testing.T) []chartRule {
 	t.Helper()
 	var pr struct {
 		Spec struct {
 			Groups []struct {
-				Rules []struct {
-					Alert, Record, Expr string
-				}
+				Rules []chartRule
 			}
 		}
 	}
 	if err := yaml.Unmarshal([]byte(renderedPrometheusRule(t)), &pr); err != nil {
 		t.Fatal(err)
 	}
-	var qs []promQuery
+	var rules []chartRule
 	for _, g := range pr.Spec.Groups {
-		for _, r := range g.Rules {
-			qs = append(qs, promQuery{"alert " + r.Alert + r.Record, r.Expr})
-		}
+		rules = append(rules, g.Rules...)
 	}
-	if len(qs) == 0 {
-		t.Fatal("the chart rendered no alert rules")
+	if len(rules) == 0 {
+		t.Fatal("the chart rendered no rules")
 	}
-	return qs
+	return rules
 }
 
 // renderedPrometheusRule renders the chart (release "gpu" in namespace "monitoring", node
-// mode, ServiceMonitor and PrometheusRule on) with the Helm SDK and returns the
-// PrometheusRule manifest.
+// mode, ServiceMonitor, PrometheusRule and its recording rules on) with the Helm SDK and
+// returns the PrometheusRule manifest.
 func renderedPrometheusRule(t *testing.T) string {
 	t.Helper()
 	c, err := loader.Load(chartDir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	vals := map[string]any{"prometheusRule": map[string]any{"enabled": true}, "serviceMonitor": map[string]any{"enabled": true}}
+	vals := map[string]any{"prometheusRule": map[string]any{"enabled": true, "recordingRules": map[string]any{"enabled": true}},
+		"serviceMonitor": map[string]any{"enabled": true}}
 	rv, err := chartutil.ToRenderValues(c, vals, chartutil.ReleaseOptions{Name: "gpu", Namespace: "monitoring"}, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -77,7 +77,7 @@ func readDemo(t *testing.T) recorded {
 // the embedded recording, then lints the exposition.
 func TestDemoScrape(t *testing.T) {
 	rec := readDemo(t)
-	p := start(t, "--demo")
+	p := start(t, "--demo", "--series.extra=window_min") // the min gauges, off by default, for the ordering check
 	body, fams := p.scrape(t)
 	if out := os.Getenv("E2E_SCRAPE_OUT"); out != "" { // .ci/run checks it with promtool
 		if err := os.WriteFile(out, body, 0o644); err != nil {

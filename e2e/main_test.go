@@ -120,9 +120,16 @@ func (p *exporterProc) scrape(t testing.TB) ([]byte, map[string]*dto.MetricFamil
 // runExit runs the binary to completion and returns its exit code and output.
 func runExit(t *testing.T, timeout time.Duration, args ...string) (int, string) {
 	t.Helper()
+	return runExitEnv(t, timeout, nil, args...)
+}
+
+// runExitEnv is runExit with extra environment variables.
+func runExitEnv(t *testing.T, timeout time.Duration, env []string, args ...string) (int, string) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, binary, args...)
+	cmd.Env = append(os.Environ(), env...)
 	out, err := cmd.CombinedOutput()
 	if ctx.Err() != nil {
 		t.Fatalf("%v did not exit within %s:\n%s", args, timeout, out)

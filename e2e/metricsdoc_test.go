@@ -2,8 +2,11 @@ package e2e
 
 import (
 	"bytes"
+	"cmp"
 	"flag"
 	"fmt"
+	"maps"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -13,10 +16,14 @@ import (
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
+	colmetrics "go.opentelemetry.io/proto/otlp/collector/metrics/v1"
+	"google.golang.org/grpc"
 
 	"github.com/cupti-exporter/cupti-exporter/activity"
+	"github.com/cupti-exporter/cupti-exporter/attribution"
 	"github.com/cupti-exporter/cupti-exporter/exporter"
-	"github.com/cupti-exporter/cupti-exporter/internal/testutil"
+	"github.com/cupti-exporter/cupti-exporter/health"
+	"github.com/cupti-exporter/cupti-exporter/kubepods"
 	"github.com/cupti-exporter/cupti-exporter/mapping"
 	"github.com/cupti-exporter/cupti-exporter/pmsample"
 	"github.com/cupti-exporter/cupti-exporter/podresources"
@@ -55,23 +62,49 @@ func metricNames(fams map[string]*dto.MetricFamily) string {
 type docFamily struct {
 	name, kind, help string
 	labels           []string
-	desc             *mapping.Desc // nil for families without one (build info, Go, exporter self-metrics)
-	when             string        // when it is served; "" for always (the demo serves it)
+	desc             *mapping.Desc  // nil for families without one (build info, Go, exporter self-metrics)
+	when             string         // when it is served; "" for always (the demo serves it)
+	pushed           *pushedColumns // what the demo's OTLP push carries for it; nil: not in the push
+}
+
+// pushedColumns are a family's OTLP name, unit and constant attributes (key=value, those
+// that are not a label's) as a real push carries them.
+type pushedColumns struct {
+	name, unit string
+	constant   []string
 }
 
 // liveOnly says when a family the demo does not serve is served.
 var liveOnly = map[string]string{
-	"cupti_pm_sampling_state":              "live sampling",
-	"cupti_pm_observed_ratio":              "live sampling with `--pmsample.multiplex`",
-	"cupti_pm_idle_releases_total":         "live sampling with NVML (`--pmsample.idle-release-after`)",
-	"cupti_pm_idle_reacquires_total":       "live sampling with NVML (`--pmsample.idle-release-after`)",
-	"cupti_pm_idle_released_seconds_total": "live sampling with NVML (`--pmsample.idle-release-after`)",
-	"cupti_pm_idle_missed_seconds_total":   "live sampling with NVML (`--pmsample.idle-release-after`)",
-	"cupti_exporter_otlp_exports_total":    "OTLP on",
-	"cupti_nvlink_bytes_total":             "GPUs with NVLink",
-	"cupti_fp16_pipe_active_ratio":         "when it fits the single pass (not with the default set on H100/H200)",
-	"cupti_fp16_pipe_active_max_ratio":     "when it fits the single pass (not with the default set on H100/H200)",
-	"cupti_fp16_pipe_active_min_ratio":     "when it fits the single pass (not with the default set on H100/H200)",
+	"cupti_pm_sampling_state":                  "live sampling; the current state only, every state with `--series.extra=zero_reasons`",
+	"cupti_pm_decode_thread_cpu_seconds_total": "live sampling with `--series.extra=sampler_timing`",
+	"cupti_pm_observed_ratio":                  "live sampling with `--pmsample.multiplex`",
+	"cupti_pm_idle_releases_total":             "live sampling with NVML (`--pmsample.idle-release-after`)",
+	"cupti_pm_idle_reacquires_total":           "live sampling with NVML (`--pmsample.idle-release-after`)",
+	"cupti_pm_idle_released_seconds_total":     "live sampling with NVML (`--pmsample.idle-release-after`)",
+	"cupti_pm_idle_missed_seconds_total":       "live sampling with NVML (`--pmsample.idle-release-after`)",
+	"cupti_exporter_otlp_exports_total":        "OTLP on",
+	"cupti_nvlink_bytes_total":                 "GPUs with NVLink",
+	"cupti_fp16_pipe_active_ratio":             "when it fits the single pass (not with the default set on H100/H200)",
+	"cupti_fp16_pipe_active_max_ratio":         "when it fits the single pass (not with the default set on H100/H200)",
+	"cupti_fp16_pipe_active_min_ratio":         "when it fits the single pass (not with the default set on H100/H200)",
+}
+
+// offByDefault says when a family the defaults leave out is served: with which
+// --series.extra group (docs/sizing.md "An idle GPU"), else with another knob of the budget.
+func offByDefault(name string) string {
+	switch {
+	case strings.HasSuffix(name, "_min_ratio"):
+		return "with `--series.extra=window_min` ([sizing.md](sizing.md))"
+	case slices.Contains([]string{"cupti_pm_decode_failures_total", "cupti_pm_overflows_total", "cupti_pm_samples_lost_total",
+		"cupti_pm_lost_seconds_total", "cupti_attribution_dropped_samples_total"}, name):
+		return "a reason from its first event; every one from the start with `--series.extra=zero_reasons` ([sizing.md](sizing.md))"
+	case strings.HasPrefix(name, "cupti_pm_"):
+		return "with `--series.extra=sampler_timing` ([sizing.md](sizing.md))"
+	case strings.HasPrefix(name, "cupti_gpu_") || strings.HasPrefix(name, "cupti_nvml_"):
+		return "with `--series.extra=nvml_detail` ([sizing.md](sizing.md))"
+	}
+	return "off by default ([sizing.md](sizing.md))"
 }
 
 // knownDescs lists every family the sources describe: activity, pod resources, PM self-metrics
@@ -79,7 +112,8 @@ var liveOnly = map[string]string{
 func knownDescs(t *testing.T) map[string]*mapping.Desc {
 	t.Helper()
 	out := map[string]*mapping.Desc{}
-	for _, d := range slices.Concat(activity.Descs(), podresources.Descs(), pmsample.SelfDescs(), pmsample.IdleDescs()) {
+	for _, d := range slices.Concat(activity.Descs(), podresources.Descs(), pmsample.SelfDescs(), pmsample.IdleDescs(),
+		health.Descs(), attribution.Descs(), kubepods.Descs()) {
 		out[d.Name] = d
 	}
 	props := catalogProperties(t)
@@ -128,13 +162,13 @@ func catalogProperties(t *testing.T) map[string]mapping.Properties {
 	return out
 }
 
-// docFamilies joins what the demo serves (demo), what it serves with OTLP on (withOTLP) and
-// what the sources describe but the demo never serves.
-func docFamilies(t *testing.T, demo, withOTLP map[string]*dto.MetricFamily) []docFamily {
+// docFamilies joins what the demo serves (with OTLP on) and what the sources describe but the
+// demo never serves.
+func docFamilies(t *testing.T, demo map[string]*dto.MetricFamily) []docFamily {
 	t.Helper()
 	descs := knownDescs(t)
 	rows := map[string]docFamily{}
-	for _, fams := range []map[string]*dto.MetricFamily{demo, withOTLP} {
+	for _, fams := range []map[string]*dto.MetricFamily{demo} {
 		for n, f := range fams {
 			if _, done := rows[n]; done || strings.HasPrefix(n, "go_") || strings.HasPrefix(n, "process_") || strings.HasPrefix(n, "promhttp_") {
 				continue
@@ -185,11 +219,19 @@ func sorted(s []string) []string {
 	return s
 }
 
-// otlpColumns are the OTLP name, unit and attributes of a family.
+// otlpColumns are the OTLP name, unit and attributes of a family: as the demo's push carries
+// them (pushColumns checked them against the descriptor's), else as the exporter's naming
+// code makes them of the family's descriptor (families the demo does not serve).
 func otlpColumns(f docFamily) (name, unit, attrs string) {
-	if f.desc != nil {
+	switch {
+	case f.pushed != nil:
+		name, unit = f.pushed.name, f.pushed.unit
+	case f.desc != nil:
 		name, unit = exporter.OTelName(f.desc), f.desc.OTelUnit
-	} else {
+		if unit == "" {
+			unit = f.desc.Unit
+		}
+	default:
 		name, unit = exporter.SelfOTelName(f.name)
 	}
 	var as []string
@@ -200,7 +242,10 @@ func otlpColumns(f docFamily) (name, unit, attrs string) {
 			as = append(as, "hw.type", "hw.vendor")
 		}
 	}
-	if f.desc != nil {
+	switch {
+	case f.pushed != nil:
+		as = append(as, f.pushed.constant...)
+	case f.desc != nil:
 		for _, a := range f.desc.OTelAttributes {
 			as = append(as, a.Name+"="+a.Value)
 		}
@@ -244,7 +289,7 @@ func metricsMarkdown(rows []docFamily) string {
 	}
 	b.WriteString("\n## OpenTelemetry (OTLP)\n\n")
 	b.WriteString("Names follow the OpenTelemetry hardware semantic conventions where they define the quantity\n")
-	b.WriteString("(`hw.gpu.utilization`, `hw.gpu.io`), the vendor namespace `cupti.` otherwise. Every label becomes\n")
+	b.WriteString("(`hw.gpu.utilization` from NVML, one point per `hw.gpu.task`; `hw.gpu.io`; `hw.power`, ...), the vendor namespace `cupti.` otherwise. Every label becomes\n")
 	b.WriteString("an attribute through one table (`exporter.OTelAttribute`); a label with an empty value is left\n")
 	b.WriteString("out, GPU series (those with `hw.id`) also carry `hw.type=\"gpu\"` and `hw.vendor=\"NVIDIA\"`, and\n")
 	b.WriteString("`direction` values become `receive` / `transmit`. Families that share an OTLP name are one metric.\n\n")
@@ -260,47 +305,76 @@ func metricsMarkdown(rows []docFamily) string {
 	b.WriteString("\nThe resource carries `service.name=cupti-exporter`, `service.version`, `host.name`, the SDK's\n")
 	b.WriteString("`telemetry.sdk.*`, `k8s.node.name` (from `NODE_NAME`, which the chart sets), `k8s.pod.name` and\n")
 	b.WriteString("`k8s.namespace.name` of the exporter's own pod (from `POD_NAME`, `POD_NAMESPACE`), then\n")
-	b.WriteString("`OTEL_RESOURCE_ATTRIBUTES` / `OTEL_SERVICE_NAME`, then `--otlp.resource-attribute`. Data point\n")
-	b.WriteString("attributes `k8s.pod.name` etc. name the workload pod that holds a GPU, the resource's the exporter.\n")
-	b.WriteString("Configuration: [otlp.md](otlp.md).\n")
+	b.WriteString("`OTEL_RESOURCE_ATTRIBUTES` / `OTEL_SERVICE_NAME`, then `--otlp.resource-attribute`. The workload\n")
+	b.WriteString("pod that holds a GPU or ran a kernel is on data points under `cupti.workload.pod.name`,\n")
+	b.WriteString("`cupti.workload.namespace.name` and `cupti.workload.container.name`, never the resource's `k8s.*`\n")
+	b.WriteString("keys (why, and what the Collector's `k8sattributes` does with each: [otlp.md](otlp.md#resource-and-data-point-attributes)).\n")
+	b.WriteString("The OTLP columns are what a real push of the demo carries (`TestMetricsDoc` checks them against\n")
+	b.WriteString("the exporter's naming of each family); configuration: [otlp.md](otlp.md).\n")
 	return b.String()
 }
 
 // TestMetricsDoc replays the whole embedded recording fast, so every phase (and so every
-// family) has been seen, then renders what is served.
+// family) has been seen, then renders what is served and what a real OTLP push (to the
+// receiver of otlp_test.go) carries: the OTLP columns come from the push, checked against
+// the exporter's naming of each family's descriptor, and the test fails on a served family
+// the push lacks, a pushed metric no family claims, or two points of one metric with one
+// attribute set.
 func TestMetricsDoc(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "demo.cuptirec")
 	if err := os.WriteFile(file, demo.Recording(), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	replayed := func(args ...string) map[string]*dto.MetricFamily {
-		p := start(t, append([]string{"replay", file, "--replay.speed=200"}, args...)...)
-		deadline := time.Now().Add(30 * time.Second)
-		for !strings.Contains(p.out.String(), "PM sample source finished") {
-			if time.Now().After(deadline) {
-				t.Fatalf("replay did not finish within 30 s:\n%s", p.out.String())
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
+		p := replayedProc(t, file, args...)
 		_, fams := p.scrape(t)
 		return fams
 	}
-	// Every family the series budget can turn on (docs/sizing.md), and which of them the
-	// defaults leave off.
-	fams := replayed("--attribution.kernel-families=all", "--attribution.pod-families=all", "--activity.pod-histograms")
+	// Every family the series budget can turn on (docs/sizing.md), pushed over OTLP too.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := newReceiver()
+	srv := grpc.NewServer()
+	colmetrics.RegisterMetricsServiceServer(srv, r)
+	go srv.Serve(l)
+	t.Cleanup(srv.Stop)
+	all := replayedProc(t, file, "--attribution.kernel-families=all", "--attribution.pod-families=all", "--activity.pod-histograms", "--series.extra=all",
+		"--otlp.endpoint="+l.Addr().String(), "--otlp.insecure", "--otlp.interval=300ms")
+	_, fams := all.scrape(t)
+	for drained := false; !drained; { // a push collected after the scrape: the second from here
+		select {
+		case <-r.got:
+		default:
+			drained = true
+		}
+	}
+	r.next(t)
+	pushed := pushedMetrics(r.next(t))
+	points := map[string][]map[string]string{}
+	for name, m := range pushed {
+		points[name] = m.points
+	}
+	for _, rep := range repeatedAttributeSets(points) {
+		t.Errorf("OTLP: %s", rep)
+	}
 	defaults := replayed()
 	for n := range fams {
 		if _, ok := defaults[n]; !ok {
 			if _, ok := liveOnly[n]; !ok {
-				liveOnly[n] = "off by default ([sizing.md](sizing.md))"
+				liveOnly[n] = offByDefault(n)
 			}
 		}
 	}
-	// The same with OTLP on (to a port nobody listens on, never pushing before the end).
-	po := start(t, "--demo", "--otlp.endpoint="+testutil.FreeAddr(t), "--otlp.insecure", "--otlp.interval=1h")
-	_, withOTLP := po.scrape(t)
-	md := metricsMarkdown(docFamilies(t, fams, withOTLP))
-	for file, got := range map[string]string{metricsDoc: md, demoNames: metricNames(fams)} {
+	rows := docFamilies(t, fams)
+	for _, pb := range pushColumns(rows, fams, pushed) {
+		t.Errorf("OTLP column: %s", pb)
+	}
+	md := metricsMarkdown(rows)
+	served := maps.Clone(fams)
+	delete(served, "cupti_exporter_otlp_exports_total") // OTLP on here, not in the demo
+	for file, got := range map[string]string{metricsDoc: md, demoNames: metricNames(served)} {
 		if *update {
 			if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
 				t.Fatal(err)
@@ -318,4 +392,141 @@ func TestMetricsDoc(t *testing.T) {
 			t.Errorf("%s is stale: run go test ./e2e -run TestMetricsDoc -update", filepath.Clean(file))
 		}
 	}
+}
+
+// replayedProc replays the recording file fast to its end, so every phase (and so every
+// family) has been seen.
+func replayedProc(t *testing.T, file string, args ...string) *exporterProc {
+	t.Helper()
+	p := start(t, append([]string{"replay", file, "--replay.speed=200"}, args...)...)
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(p.out.String(), "PM sample source finished") {
+		if time.Now().After(deadline) {
+			t.Fatalf("replay did not finish within 30 s:\n%s", p.out.String())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return p
+}
+
+// expectedAttributes is what the OTLP outlet must make of a series' labels: renamed by the
+// exporter's table, empty values left out, hw.type and hw.vendor next to hw.id.
+func expectedAttributes(m *dto.Metric) map[string]string {
+	out := map[string]string{}
+	for _, l := range m.GetLabel() {
+		if l.GetValue() == "" {
+			continue
+		}
+		k, v := exporter.OTelAttribute(l.GetName(), l.GetValue())
+		out[k] = v
+		if k == "hw.id" {
+			out["hw.type"], out["hw.vendor"] = "gpu", "NVIDIA"
+		}
+	}
+	return out
+}
+
+// pushColumns finds each served family (fams, scraped just before the push) in a real OTLP
+// push and records what it carries: the metric the exporter's naming code names for the
+// family's descriptor, or, for families without one (the derived attribution families,
+// self-metrics), the one metric whose description is the family's help. A family counts as
+// pushed when a data point carries one of its series' attribute sets, plus (with a
+// descriptor) exactly its constant attributes. It returns what disagrees: a served family
+// the push lacks, a pushed metric no family claims, a unit that differs.
+func pushColumns(rows []docFamily, fams map[string]*dto.MetricFamily, pushed map[string]*pushedMetric) []string {
+	var problems []string
+	byHelp := map[string][]*pushedMetric{}
+	for _, m := range pushed {
+		byHelp[m.description] = append(byHelp[m.description], m)
+	}
+	claimed := map[string]bool{}
+	// The constant attribute keys of the first family pushed under each name: families that
+	// share an instrument must be told apart by the values of the same keys, or a GPU gets two
+	// points of one quantity (hw.gpu.utilization once had PM's with hw.gpu.task=general and
+	// NVML's without).
+	constKeys := map[string]struct{ family, keys string }{}
+	for i := range rows {
+		f := &rows[i]
+		fam := fams[f.name]
+		if fam == nil || len(fam.GetMetric()) == 0 || f.name == "cupti_exporter_collect_duration_seconds" {
+			continue
+		}
+		var m *pushedMetric
+		var consts map[string]string // nil: any extra attribute is the family's constant
+		if f.desc != nil {
+			m = pushed[exporter.OTelName(f.desc)]
+			consts = map[string]string{}
+			for _, a := range f.desc.OTelAttributes {
+				consts[a.Name] = a.Value
+			}
+			if m == nil {
+				problems = append(problems, fmt.Sprintf("%s: the push has no %s, the name its descriptor gives", f.name, exporter.OTelName(f.desc)))
+				continue
+			}
+		} else if c := byHelp[fam.GetHelp()]; len(c) == 1 {
+			m = c[0]
+		} else {
+			problems = append(problems, fmt.Sprintf("%s: no descriptor, and %d pushed metrics carry its help", f.name, len(c)))
+			continue
+		}
+		extra := map[string]string{}
+		found := false
+		for _, s := range fam.GetMetric() {
+			want := expectedAttributes(s)
+			for _, p := range m.points {
+				if !hasAttrs(p, want) {
+					continue
+				}
+				ok, n := true, 0
+				for k, v := range p {
+					if _, lab := want[k]; !lab {
+						n++
+						ok = ok && (consts == nil || consts[k] == v)
+					}
+				}
+				if !ok || consts != nil && n != len(consts) {
+					continue
+				}
+				found = true
+				for k, v := range p {
+					if _, lab := want[k]; !lab {
+						extra[k] = v
+					}
+				}
+			}
+		}
+		if !found {
+			problems = append(problems, fmt.Sprintf("%s: no point of the pushed %s carries one of its series' attributes (first series: %v)",
+				f.name, m.name, expectedAttributes(fam.GetMetric()[0])))
+			continue
+		}
+		claimed[m.name] = true
+		if f.desc != nil {
+			if want := cmp.Or(f.desc.OTelUnit, f.desc.Unit); want != m.unit {
+				problems = append(problems, fmt.Sprintf("%s: pushed %s has unit %q, its descriptor %q", f.name, m.name, m.unit, want))
+			}
+		}
+		pc := &pushedColumns{name: m.name, unit: m.unit}
+		var keys []string
+		for k, v := range extra {
+			pc.constant = append(pc.constant, k+"="+v)
+			keys = append(keys, k)
+		}
+		sort.Strings(pc.constant)
+		sort.Strings(keys)
+		if c, ok := constKeys[m.name]; ok && c.keys != strings.Join(keys, ",") {
+			problems = append(problems, fmt.Sprintf("%s: %s and %s share it but are told apart by attributes {%s} and {%s}: a GPU gets two points of one quantity",
+				m.name, c.family, f.name, c.keys, strings.Join(keys, ",")))
+		} else if !ok {
+			constKeys[m.name] = struct{ family, keys string }{f.name, strings.Join(keys, ",")}
+		}
+		f.pushed = pc
+	}
+	for name := range pushed {
+		if !claimed[name] && !strings.HasPrefix(name, "go_") && !strings.HasPrefix(name, "process_") {
+			problems = append(problems, fmt.Sprintf("pushed metric %s: no family of the reference is pushed under it", name))
+		}
+	}
+	sort.Strings(problems)
+	return problems
 }

@@ -198,8 +198,10 @@ func checkCollected(t *testing.T, run string, r *otelResource) {
 		{"hw.gpu.io", "By", "Sum", map[string]string{"cupti.link": "pcie", "network.io.direction": "receive",
 			"hw.type": "gpu", "hw.vendor": "NVIDIA", "hw.model": "", "hw.id": "", "cupti.gpu": "0"}},
 		{"hw.gpu.io", "By", "Sum", map[string]string{"cupti.link": "pcie", "network.io.direction": "transmit"}},
-		{"hw.gpu.utilization", "1", "Gauge", map[string]string{"hw.gpu.task": "general", "hw.type": "gpu"}},
-		{"cupti.gpu.utilization.max", "1", "Gauge", map[string]string{"hw.gpu.task": "general"}},
+		{"hw.gpu.utilization", "1", "Gauge", map[string]string{"hw.gpu.task": "general", "hw.type": "gpu", "hw.id": ""}}, // NVML's
+		{"hw.gpu.utilization", "1", "Gauge", map[string]string{"hw.gpu.task": "encoder", "hw.id": ""}},
+		{"cupti.graphics_engine.active", "1", "Gauge", map[string]string{"hw.id": ""}}, // PM sampling's
+		{"cupti.graphics_engine.active.max", "1", "Gauge", map[string]string{"hw.id": ""}},
 		{"cupti.sm.active", "1", "Gauge", map[string]string{"hw.vendor": "NVIDIA"}},
 		{"cupti.kernel.duration", "s", "ExponentialHistogram", map[string]string{"cupti.kernel": ""}}, // node-wide by default: no hw.id
 		{"cupti.kernel.time", "s", "Sum", map[string]string{"hw.id": ""}},
@@ -222,6 +224,28 @@ func checkCollected(t *testing.T, run string, r *otelResource) {
 		if !slices.ContainsFunc(m.points, func(p map[string]string) bool { return hasAttrs(p, w.attrs) }) {
 			t.Errorf("%s: no data point with attributes %v (first: %v)", w.name, w.attrs, first(m.points))
 		}
+	}
+	// What the collector decoded is what docs/metrics.md says is pushed (name and unit), with
+	// one point per attribute set, and no data point under the resource's k8s.* keys.
+	documented := documentedOTLP(t)
+	points := map[string][]map[string]string{}
+	for name, m := range r.metrics {
+		points[name] = m.points
+		if units, ok := documented[name]; !ok && !strings.HasPrefix(name, "go_") && !strings.HasPrefix(name, "process_") {
+			t.Errorf("metric %s is not in docs/metrics.md", name)
+		} else if ok && !units[m.unit] {
+			t.Errorf("metric %s: unit %q, docs/metrics.md says %v", name, m.unit, keysOf(units))
+		}
+		for _, p := range m.points {
+			for k := range p {
+				if strings.HasPrefix(k, "k8s.") {
+					t.Errorf("metric %s: data point attribute %s is a resource key (the exporter's pod)", name, k)
+				}
+			}
+		}
+	}
+	for _, rep := range repeatedAttributeSets(points) {
+		t.Errorf("%s", rep)
 	}
 	for name, m := range r.metrics {
 		if strings.HasPrefix(name, "gpu.") || strings.HasPrefix(name, "cupti_") {
@@ -272,4 +296,26 @@ func tail(s string, n int) string {
 		return s[len(s)-n:]
 	}
 	return s
+}
+
+// documentedOTLP reads the OTLP name and unit columns of docs/metrics.md.
+func documentedOTLP(t *testing.T) map[string]map[string]bool {
+	t.Helper()
+	data, err := os.ReadFile(metricsDoc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]map[string]bool{}
+	for _, line := range strings.Split(string(data), "\n") {
+		cols := strings.Split(line, " | ")
+		if !strings.HasPrefix(line, "| `") || len(cols) < 8 {
+			continue
+		}
+		name, unit := strings.Trim(cols[4], "`"), strings.Trim(cols[5], "`")
+		if out[name] == nil {
+			out[name] = map[string]bool{}
+		}
+		out[name][unit] = true
+	}
+	return out
 }

@@ -2,10 +2,13 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -183,4 +186,112 @@ func TestOTLPHTTPFromEnv(t *testing.T) {
 	p := startEnv(t, []string{"OTEL_EXPORTER_OTLP_ENDPOINT=" + srv.URL, "OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf",
 		"OTEL_METRIC_EXPORT_INTERVAL=500"}, "--demo")
 	checkOTLP(t, p, r)
+}
+
+// TestOTLPEndpointFromEnvNeedsScheme: OTEL_EXPORTER_OTLP_ENDPOINT without a scheme, which the
+// Go exporters would misread (127.0.0.1:4317 fails to parse, they log it unstructured and
+// dial localhost:4317), is refused at start with the fix; with a scheme, the start-up log
+// names the endpoint the push reaches, and the push reaches it.
+func TestOTLPEndpointFromEnvNeedsScheme(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	code, out := runExitEnv(t, 30*time.Second, []string{"OTEL_EXPORTER_OTLP_ENDPOINT=" + addr},
+		"--demo", "--web.listen-address=127.0.0.1:0", "--web.health-listen-address=")
+	if code == 0 || !contains(out, `OTEL_EXPORTER_OTLP_ENDPOINT="`+addr+`" is not a URL`, "write http://"+addr) {
+		t.Errorf("exit %d, want non-zero naming the variable and the fix:\n%s", code, out)
+	}
+	if strings.Contains(out, "parse url") {
+		t.Errorf("the SDK's own parse error was printed:\n%s", out)
+	}
+
+	r := newReceiver()
+	srv := grpc.NewServer()
+	colmetrics.RegisterMetricsServiceServer(srv, r)
+	go srv.Serve(l)
+	t.Cleanup(srv.Stop)
+	p := startEnv(t, []string{"OTEL_EXPORTER_OTLP_ENDPOINT=http://" + addr, "OTEL_METRIC_EXPORT_INTERVAL=500"}, "--demo")
+	r.next(t)
+	if !contains(p.out.String(), `msg="pushing OTLP" endpoint=`+addr+` endpoint_from=OTEL_EXPORTER_OTLP_ENDPOINT protocol=grpc tls=false`) {
+		t.Errorf("start-up log does not name the endpoint dialled:\n%s", p.out.String())
+	}
+}
+
+// pushedMetric is one metric of an OTLP export: what a receiver got, with the attribute
+// sets of its data points.
+type pushedMetric struct {
+	name, unit, description, kind string
+	points                        []map[string]string
+}
+
+// pushedMetrics reads an export. A name that comes twice (two scopes or resources) is
+// reported as a second metric under name + "#2", so that checks see it.
+func pushedMetrics(req *colmetrics.ExportMetricsServiceRequest) map[string]*pushedMetric {
+	out := map[string]*pushedMetric{}
+	for _, rm := range req.GetResourceMetrics() {
+		for _, sm := range rm.GetScopeMetrics() {
+			for _, m := range sm.GetMetrics() {
+				pm := &pushedMetric{name: m.GetName(), unit: m.GetUnit(), description: m.GetDescription()}
+				var kvs [][]*commonpb.KeyValue
+				switch d := m.GetData().(type) {
+				case *metricspb.Metric_Gauge:
+					pm.kind = "Gauge"
+					for _, p := range d.Gauge.GetDataPoints() {
+						kvs = append(kvs, p.GetAttributes())
+					}
+				case *metricspb.Metric_Sum:
+					pm.kind = "Sum"
+					for _, p := range d.Sum.GetDataPoints() {
+						kvs = append(kvs, p.GetAttributes())
+					}
+				case *metricspb.Metric_Histogram:
+					pm.kind = "Histogram"
+					for _, p := range d.Histogram.GetDataPoints() {
+						kvs = append(kvs, p.GetAttributes())
+					}
+				case *metricspb.Metric_ExponentialHistogram:
+					pm.kind = "ExponentialHistogram"
+					for _, p := range d.ExponentialHistogram.GetDataPoints() {
+						kvs = append(kvs, p.GetAttributes())
+					}
+				}
+				for _, kv := range kvs {
+					pm.points = append(pm.points, attrs(kv))
+				}
+				key := pm.name
+				for i := 2; out[key] != nil; i++ {
+					key = fmt.Sprintf("%s#%d", pm.name, i)
+				}
+				out[key] = pm
+			}
+		}
+	}
+	return out
+}
+
+// repeatedAttributeSets lists, for every metric, the attribute sets that more than one of its
+// data points carries: one instrument must have one point per attribute set, or a backend
+// keeps one of them at random (two writers of one series).
+func repeatedAttributeSets(metrics map[string][]map[string]string) []string {
+	var out []string
+	for name, points := range metrics {
+		seen := map[string]int{}
+		for _, p := range points {
+			keys := make([]string, 0, len(p))
+			for k, v := range p {
+				keys = append(keys, k+"="+v)
+			}
+			slices.Sort(keys)
+			seen[strings.Join(keys, ",")]++
+		}
+		for set, n := range seen {
+			if n > 1 {
+				out = append(out, fmt.Sprintf("%s: %d points with {%s}", name, n, set))
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
 }

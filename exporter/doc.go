@@ -15,9 +15,11 @@
 //   - [NewMetricProducer], an OpenTelemetry sdk/metric Producer over the same
 //     snapshots, used by [NewOTLP] to push over OTLP gRPC or HTTP, together with
 //     the self-metrics of [Exporter.SelfMetrics]. Labels become attributes through
-//     one table ([OTelAttribute]: semantic-convention keys such as hw.id and
-//     k8s.pod.name, "cupti." + the label for the rest), so every family, present
-//     or future, is renamed the same way.
+//     one table ([OTelAttribute]: semantic-convention keys such as hw.id, the
+//     workload under cupti.workload.pod.name etc. (k8s.* keys are the resource's,
+//     the exporter's own pod), "cupti." + the label for the rest), so every
+//     family, present or future, is renamed the same way. [ResolveOTLPTarget]
+//     decides the endpoint and refuses a variable without a scheme.
 //
 // Families with the same name from different producers are merged. A family
 // whose kind or label names disagree with the first one of that name, and a

@@ -225,15 +225,18 @@ func explicitCounts(h *mapping.HistogramValue) []uint64 {
 // one exists, "cupti." + the label name for the rest. One table for every family, so that
 // families added later (attribution) get the same treatment.
 var (
-	// otelAttributeKeys renames labels to semantic-convention attribute keys.
+	// otelAttributeKeys renames labels to semantic-convention attribute keys, and the
+	// workload's pod, namespace and container to keys of their own: the k8s.* keys are the
+	// resource's (the exporter's own pod, docs/otlp.md), and a data point that reused them
+	// would name a second pod under the same key, which the Collector's k8sattributes
+	// processor and backends that merge resource and point attributes cannot tell apart.
 	otelAttributeKeys = map[string]string{
 		"uuid":      "hw.id", // the GPU UUID: unique within the host, as hw.id must be
 		"model":     "hw.model",
 		"direction": "network.io.direction",
-		"pod":       "k8s.pod.name",
-		"namespace": "k8s.namespace.name",
-		"container": "k8s.container.name",
-		"node":      "k8s.node.name",
+		"pod":       WorkloadAttributePrefix + "pod.name",
+		"namespace": WorkloadAttributePrefix + "namespace.name",
+		"container": WorkloadAttributePrefix + "container.name",
 	}
 	// otelAttributeValues renames label values where the convention fixes them.
 	otelAttributeValues = map[string]map[string]string{
@@ -244,13 +247,19 @@ var (
 	hwGPUAttributes = []attribute.KeyValue{attribute.String("hw.type", "gpu"), attribute.String("hw.vendor", "NVIDIA")}
 )
 
-// vendorAttributePrefix starts the key of every label the conventions do not cover.
-const vendorAttributePrefix = "cupti."
+const (
+	// vendorAttributePrefix starts the key of every label the conventions do not cover.
+	vendorAttributePrefix = "cupti."
+	// WorkloadAttributePrefix starts the data-point keys of the workload that holds a GPU or
+	// ran a kernel (cupti.workload.pod.name, .namespace.name, .container.name).
+	WorkloadAttributePrefix = vendorAttributePrefix + "workload."
+)
 
 // OTelAttribute returns the OpenTelemetry attribute key and value of a Prometheus label:
 // uuid is hw.id, model hw.model, direction network.io.direction (rx receive, tx transmit),
-// pod, namespace, container and node k8s.pod.name, k8s.namespace.name,
-// k8s.container.name and k8s.node.name; any other label is "cupti." + its name.
+// pod, namespace and container cupti.workload.pod.name, cupti.workload.namespace.name and
+// cupti.workload.container.name (never the resource's k8s.* keys); any other label is
+// "cupti." + its name.
 func OTelAttribute(label, value string) (key, val string) {
 	key, ok := otelAttributeKeys[label]
 	if !ok {

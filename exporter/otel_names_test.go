@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -276,5 +277,72 @@ func TestOTLPErrorsLoggedOnce(t *testing.T) {
 	otel.Handle(errors.New("some other SDK trouble"))
 	if !strings.Contains(buf.String(), `msg="OpenTelemetry SDK error" err="some other SDK trouble"`) {
 		t.Errorf("SDK error not logged structured: %q", buf.String())
+	}
+}
+
+// TestResolveOTLPTarget: the endpoint, protocol and TLS the exporter dials, for the
+// configuration and the environment; a variable without a scheme (which the Go exporters
+// would misread: 127.0.0.1:4317 fails to parse and they dial localhost:4317) is refused.
+func TestResolveOTLPTarget(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		cfg     OTLPConfig
+		env     map[string]string
+		want    OTLPTarget
+		wantErr string
+	}{
+		{"default grpc", OTLPConfig{}, nil, OTLPTarget{"grpc", "localhost:4317", true, "default"}, ""},
+		{"default http insecure", OTLPConfig{Protocol: "http"}, map[string]string{"OTEL_EXPORTER_OTLP_INSECURE": "true"},
+			OTLPTarget{"http", "http://localhost:4318/v1/metrics", false, "default"}, ""},
+		{"flag host:port", OTLPConfig{Endpoint: "127.0.0.1:4317", Insecure: true}, nil,
+			OTLPTarget{"grpc", "127.0.0.1:4317", false, "configuration"}, ""},
+		{"flag host:port TLS", OTLPConfig{Endpoint: "collector:4317"}, nil, OTLPTarget{"grpc", "collector:4317", true, "configuration"}, ""},
+		{"flag host:port, insecure from env", OTLPConfig{Endpoint: "collector:4317"}, map[string]string{"OTEL_EXPORTER_OTLP_METRICS_INSECURE": "TRUE"},
+			OTLPTarget{"grpc", "collector:4317", false, "configuration"}, ""},
+		{"flag URL grpc", OTLPConfig{Endpoint: "https://gw.example:443"}, nil, OTLPTarget{"grpc", "gw.example:443", true, "configuration"}, ""},
+		{"flag base URL http", OTLPConfig{Endpoint: "http://collector:4318", Protocol: "http"}, nil,
+			OTLPTarget{"http", "http://collector:4318/v1/metrics", false, "configuration"}, ""},
+		{"flag full URL http", OTLPConfig{Endpoint: "https://gw.example/otlp/v1/metrics", Protocol: "http"}, nil,
+			OTLPTarget{"http", "https://gw.example/otlp/v1/metrics", true, "configuration"}, ""},
+		{"flag wins over env", OTLPConfig{Endpoint: "a:1", Insecure: true}, map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "127.0.0.1:4317"},
+			OTLPTarget{"grpc", "a:1", false, "configuration"}, ""},
+		{"env base URL grpc", OTLPConfig{}, map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4317"},
+			OTLPTarget{"grpc", "127.0.0.1:4317", false, "OTEL_EXPORTER_OTLP_ENDPOINT"}, ""},
+		{"env base URL http", OTLPConfig{}, map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "https://gw.example/otlp", "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf"},
+			OTLPTarget{"http", "https://gw.example/otlp/v1/metrics", true, "OTEL_EXPORTER_OTLP_ENDPOINT"}, ""},
+		{"env metrics URL wins, as is", OTLPConfig{Protocol: "http"}, map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://a:1",
+			"OTEL_EXPORTER_OTLP_METRICS_ENDPOINT": "http://b:2/custom"}, OTLPTarget{"http", "http://b:2/custom", false, "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT"}, ""},
+		{"env without scheme (IP)", OTLPConfig{}, map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "127.0.0.1:4317"}, OTLPTarget{},
+			`OTEL_EXPORTER_OTLP_ENDPOINT="127.0.0.1:4317" is not a URL: the OpenTelemetry exporters need a scheme there; write http://127.0.0.1:4317 (no TLS) or https://127.0.0.1:4317 (TLS), or pass it as --otlp.endpoint=127.0.0.1:4317`},
+		{"env without scheme (name)", OTLPConfig{}, map[string]string{"OTEL_EXPORTER_OTLP_METRICS_ENDPOINT": "collector:4317"}, OTLPTarget{},
+			`OTEL_EXPORTER_OTLP_METRICS_ENDPOINT="collector:4317" is not a URL`},
+		{"env other scheme", OTLPConfig{}, map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "grpc://collector:4317"}, OTLPTarget{},
+			`OTLP endpoint "grpc://collector:4317" (from OTEL_EXPORTER_OTLP_ENDPOINT): want an http:// or https:// URL with a host`},
+		{"flag no port", OTLPConfig{Endpoint: "collector"}, nil, OTLPTarget{}, `OTLP endpoint "collector" is neither host:port nor a URL`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, v := range []string{"OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT", "OTEL_EXPORTER_OTLP_INSECURE",
+				"OTEL_EXPORTER_OTLP_METRICS_INSECURE", "OTEL_EXPORTER_OTLP_PROTOCOL", "OTEL_EXPORTER_OTLP_METRICS_PROTOCOL"} {
+				t.Setenv(v, tc.env[v])
+				if tc.env[v] == "" {
+					os.Unsetenv(v)
+				}
+			}
+			got, err := ResolveOTLPTarget(tc.cfg)
+			switch {
+			case tc.wantErr != "":
+				if err == nil || !strings.HasPrefix(err.Error(), tc.wantErr) {
+					t.Errorf("error %v, want one starting %q", err, tc.wantErr)
+				}
+				// NewOTLP refuses it too, before the SDK sees it.
+				if _, err := NewOTLP(context.Background(), tc.cfg); err == nil {
+					t.Error("NewOTLP accepted it")
+				}
+			case err != nil:
+				t.Errorf("error %v", err)
+			case got != tc.want:
+				t.Errorf("target %+v, want %+v", got, tc.want)
+			}
+		})
 	}
 }

@@ -85,7 +85,9 @@ func TestMetricProducerAttributionAndDrops(t *testing.T) {
 		t.Errorf("%d duplicates dropped, want 4", got)
 	}
 	g := sm[0].Metrics[1].Data.(metricdata.Gauge[float64])
-	want := devAttrs("0", "GPU-aaaa", attribute.String("k8s.pod.name", "train-0"), attribute.String("k8s.namespace.name", "ml"), attribute.String("k8s.container.name", "trainer"))
+	// The workload under cupti.workload.*: the k8s.* keys are the resource's (the exporter's pod).
+	want := devAttrs("0", "GPU-aaaa", attribute.String("cupti.workload.pod.name", "train-0"),
+		attribute.String("cupti.workload.namespace.name", "ml"), attribute.String("cupti.workload.container.name", "trainer"))
 	if len(g.DataPoints) != 2 || !g.DataPoints[0].Attributes.Equals(&want) {
 		t.Errorf("gauge points %v, want 2 with attributes %v first", g.DataPoints, want.ToSlice())
 	}
@@ -110,6 +112,35 @@ func TestExponentialBucket(t *testing.T) {
 			if got.Counts[i] != tc.want.Counts[i] {
 				t.Errorf("exponentialBucket(%v) = %+v, want %+v", tc.in, got, tc.want)
 			}
+		}
+	}
+}
+
+// TestOTelAttributeNeverResourceKey: no label becomes a key the resource carries (newResource
+// sets k8s.pod.name, k8s.namespace.name and k8s.node.name of the exporter's own pod), so a
+// data point never names a second pod under the resource's key.
+func TestOTelAttributeNeverResourceKey(t *testing.T) {
+	t.Setenv("NODE_NAME", "gpu-node-7")
+	t.Setenv("POD_NAME", "cupti-exporter-x1")
+	t.Setenv("POD_NAMESPACE", "monitoring")
+	res, err := newResource(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	labels := []string{"pod", "namespace", "container", "node", "uuid", "model", "gpu", "kernel", "host", "service"}
+	for l := range otelAttributeKeys {
+		labels = append(labels, l)
+	}
+	for _, l := range labels {
+		k, _ := OTelAttribute(l, "x")
+		if _, ok := res.Set().Value(attribute.Key(k)); ok {
+			t.Errorf("label %s becomes %s, a key of the resource", l, k)
+		}
+	}
+	for l, want := range map[string]string{"pod": "cupti.workload.pod.name", "namespace": "cupti.workload.namespace.name",
+		"container": "cupti.workload.container.name"} {
+		if k, _ := OTelAttribute(l, "x"); k != want {
+			t.Errorf("label %s becomes %s, want %s", l, k, want)
 		}
 	}
 }

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/url"
 	"os"
+	"path"
 	"slices"
 	"sort"
 	"strings"
@@ -14,6 +16,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/common/version"
 	"go.opentelemetry.io/otel"
@@ -51,9 +54,10 @@ type OTLPConfig struct {
 	// Protocol is "grpc", "http" or "http/protobuf" (the same); empty:
 	// OTEL_EXPORTER_OTLP_METRICS_PROTOCOL, OTEL_EXPORTER_OTLP_PROTOCOL, else grpc.
 	Protocol string
-	// Endpoint is host:port, or a URL whose scheme decides TLS. For HTTP a URL without a
-	// path (http://collector:4318) is a base URL and gets /v1/metrics; a URL with a path is
-	// used as is. Empty: the environment, else localhost:4317 (grpc) or localhost:4318.
+	// Endpoint is host:port, or an http:// or https:// URL whose scheme decides TLS. For
+	// HTTP a URL without a path (http://collector:4318) is a base URL and gets /v1/metrics;
+	// a URL with a path is used as is. Empty: the environment (which must give a URL), else
+	// localhost:4317 (grpc) or localhost:4318 (ResolveOTLPTarget).
 	Endpoint string
 	// Insecure disables TLS for a host:port endpoint (false: the environment decides).
 	Insecure bool
@@ -81,6 +85,7 @@ type OTLPConfig struct {
 // OTLP pushes the snapshots of a set of producers over OTLP at a fixed interval.
 type OTLP struct {
 	provider *sdkmetric.MeterProvider
+	target   OTLPTarget
 
 	once sync.Once
 	err  error
@@ -148,7 +153,11 @@ func NewOTLP(ctx context.Context, cfg OTLPConfig, producers ...Producer) (*OTLP,
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	exp, err := newOTLPExporter(ctx, cfg)
+	target, err := ResolveOTLPTarget(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("create OTLP exporter: %w", err)
+	}
+	exp, err := newOTLPExporter(ctx, cfg, target)
 	if err != nil {
 		return nil, err
 	}
@@ -156,6 +165,9 @@ func NewOTLP(ctx context.Context, cfg OTLPConfig, producers ...Producer) (*OTLP,
 	if err != nil {
 		return nil, err
 	}
+	// The SDK's own log lines (a variable it cannot parse, say) go through the logger too,
+	// structured, its info and debug lines at debug level.
+	otel.SetLogger(logr.FromSlogHandler(logger.Handler()))
 	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) {
 		var logged *loggedError
 		switch {
@@ -194,37 +206,121 @@ func NewOTLP(ctx context.Context, cfg OTLPConfig, producers ...Producer) (*OTLP,
 	readerOpts = append(readerOpts, sdkmetric.WithProducer(newMetricProducer(producers, self, logger, drops)))
 	reader := sdkmetric.NewPeriodicReader(counted, readerOpts...)
 	provider := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader), sdkmetric.WithResource(res))
-	return &OTLP{provider: provider}, nil
+	return &OTLP{provider: provider, target: target}, nil
 }
 
-// otlpHTTPURL makes a base URL (no path, or /) point at /v1/metrics.
-func otlpHTTPURL(endpoint string) string {
-	u, err := url.Parse(endpoint)
-	if err != nil || (u.Path != "" && u.Path != "/") {
-		return endpoint // the exporter reports a bad URL
-	}
-	u.Path = "/v1/metrics"
-	return u.String()
+// Target is where the push goes, as the exporter dials it.
+func (o *OTLP) Target() OTLPTarget { return o.target }
+
+// OTLPTarget is where the push goes: what ResolveOTLPTarget makes of the configuration and
+// the environment, and what NewOTLP hands the OpenTelemetry exporter.
+type OTLPTarget struct {
+	Protocol string // grpc or http
+	Endpoint string // host:port for gRPC; the full URL, path included, for HTTP
+	TLS      bool
+	From     string // configuration, the environment variable, or default
 }
 
-func newOTLPExporter(ctx context.Context, cfg OTLPConfig) (sdkmetric.Exporter, error) {
+// ResolveOTLPTarget decides the endpoint as the OTLP specification and the Go exporters do,
+// and refuses what they would misread:
+//
+//   - cfg.Endpoint first: host:port (TLS unless cfg.Insecure or
+//     OTEL_EXPORTER_OTLP_[METRICS_]INSECURE=true) or an http:// or https:// URL whose
+//     scheme decides TLS; for HTTP a URL without a path gets /v1/metrics;
+//   - else OTEL_EXPORTER_OTLP_METRICS_ENDPOINT (used as is), else OTEL_EXPORTER_OTLP_ENDPOINT
+//     (a base URL: /v1/metrics appended for HTTP). These must be http:// or https:// URLs:
+//     the Go exporters parse them as URLs, so that 127.0.0.1:4317 fails to parse (they log
+//     it and dial localhost:4317) and collector:4317 reads as scheme "collector" with no
+//     host. Such a value is refused, with the fix in the error;
+//   - else localhost:4317 (gRPC) or localhost:4318/v1/metrics (HTTP), TLS unless the
+//     INSECURE variable says otherwise, as the Go exporters default.
+func ResolveOTLPTarget(cfg OTLPConfig) (OTLPTarget, error) {
 	protocol, err := OTLPProtocol(cfg.Protocol)
 	if err != nil {
-		return nil, fmt.Errorf("create OTLP exporter: %w", err)
+		return OTLPTarget{}, err
 	}
-	isURL := strings.Contains(cfg.Endpoint, "://")
-	switch protocol {
-	case "grpc":
-		var opts []otlpmetricgrpc.Option
+	t := OTLPTarget{Protocol: protocol, From: "configuration"}
+	insecure := cfg.Insecure || envInsecure()
+	raw := strings.TrimSpace(cfg.Endpoint)
+	if raw == "" {
+		for _, v := range []string{"OTEL_EXPORTER_OTLP_METRICS_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT"} {
+			if raw = strings.TrimSpace(os.Getenv(v)); raw != "" {
+				t.From = v
+				break
+			}
+		}
+	}
+	switch {
+	case raw == "":
+		t.From, t.TLS = "default", !envInsecure()
+		t.Endpoint = "localhost:4317"
+		if protocol == "http" {
+			t.Endpoint = schemeFor(t.TLS) + "://localhost:4318/v1/metrics"
+		}
+		return t, nil
+	case !strings.Contains(raw, "://") && t.From != "configuration":
+		return t, fmt.Errorf("%s=%q is not a URL: the OpenTelemetry exporters need a scheme there; write http://%s (no TLS) or https://%s (TLS), or pass it as --otlp.endpoint=%s",
+			t.From, raw, raw, raw, raw)
+	case !strings.Contains(raw, "://"):
+		if _, _, err := net.SplitHostPort(raw); err != nil {
+			return t, fmt.Errorf("OTLP endpoint %q is neither host:port nor a URL: %w", raw, err)
+		}
+		t.TLS = !insecure
+		t.Endpoint = raw
+		if protocol == "http" {
+			t.Endpoint = schemeFor(t.TLS) + "://" + raw + "/v1/metrics"
+		}
+		return t, nil
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return t, fmt.Errorf("OTLP endpoint %q (from %s): %w", raw, t.From, err)
+	}
+	if u.Scheme != "http" && u.Scheme != "https" || u.Host == "" {
+		return t, fmt.Errorf("OTLP endpoint %q (from %s): want an http:// or https:// URL with a host", raw, t.From)
+	}
+	t.TLS = u.Scheme == "https"
+	t.Endpoint = u.Host
+	if protocol == "http" {
 		switch {
-		case isURL:
-			opts = append(opts, otlpmetricgrpc.WithEndpointURL(cfg.Endpoint))
-		case cfg.Endpoint != "":
-			opts = append(opts, otlpmetricgrpc.WithEndpoint(cfg.Endpoint))
+		case t.From == "OTEL_EXPORTER_OTLP_ENDPOINT": // a base URL
+			u.Path = path.Join("/", u.Path, "v1/metrics")
+		case t.From == "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT" && u.Path == "":
+			u.Path = "/"
+		case t.From == "configuration" && (u.Path == "" || u.Path == "/"):
+			u.Path = "/v1/metrics"
 		}
-		if cfg.Insecure && !isURL {
-			opts = append(opts, otlpmetricgrpc.WithInsecure())
+		t.Endpoint = u.String()
+	}
+	return t, nil
+}
+
+func schemeFor(tls bool) string {
+	if tls {
+		return "https"
+	}
+	return "http"
+}
+
+// envInsecure reads OTEL_EXPORTER_OTLP_[METRICS_]INSECURE as the Go exporters do (the
+// METRICS_ one wins; only "true", in any case, is true).
+func envInsecure() bool {
+	for _, v := range []string{"OTEL_EXPORTER_OTLP_METRICS_INSECURE", "OTEL_EXPORTER_OTLP_INSECURE"} {
+		if s, ok := os.LookupEnv(v); ok {
+			return strings.EqualFold(strings.TrimSpace(s), "true")
 		}
+	}
+	return false
+}
+
+// newOTLPExporter creates the exporter for target, which it passes explicitly, so that what
+// the exporter dials is what Target reports (the Go exporters read the same variables, and
+// an option wins over a variable).
+func newOTLPExporter(ctx context.Context, cfg OTLPConfig, target OTLPTarget) (sdkmetric.Exporter, error) {
+	switch target.Protocol {
+	case "grpc":
+		// As a URL, whose scheme sets TLS either way over OTEL_EXPORTER_OTLP_INSECURE.
+		opts := []otlpmetricgrpc.Option{otlpmetricgrpc.WithEndpointURL(schemeFor(target.TLS) + "://" + target.Endpoint)}
 		if len(cfg.Headers) > 0 {
 			opts = append(opts, otlpmetricgrpc.WithHeaders(cfg.Headers))
 		}
@@ -233,20 +329,11 @@ func newOTLPExporter(ctx context.Context, cfg OTLPConfig) (sdkmetric.Exporter, e
 		}
 		exp, err := otlpmetricgrpc.New(ctx, opts...)
 		if err != nil {
-			return nil, fmt.Errorf("create OTLP gRPC exporter for %q: %w", cfg.Endpoint, err)
+			return nil, fmt.Errorf("create OTLP gRPC exporter for %q: %w", target.Endpoint, err)
 		}
 		return exp, nil
 	default:
-		var opts []otlpmetrichttp.Option
-		switch {
-		case isURL:
-			opts = append(opts, otlpmetrichttp.WithEndpointURL(otlpHTTPURL(cfg.Endpoint)))
-		case cfg.Endpoint != "":
-			opts = append(opts, otlpmetrichttp.WithEndpoint(cfg.Endpoint))
-		}
-		if cfg.Insecure && !isURL {
-			opts = append(opts, otlpmetrichttp.WithInsecure())
-		}
+		opts := []otlpmetrichttp.Option{otlpmetrichttp.WithEndpointURL(target.Endpoint)}
 		if len(cfg.Headers) > 0 {
 			opts = append(opts, otlpmetrichttp.WithHeaders(cfg.Headers))
 		}
@@ -255,7 +342,7 @@ func newOTLPExporter(ctx context.Context, cfg OTLPConfig) (sdkmetric.Exporter, e
 		}
 		exp, err := otlpmetrichttp.New(ctx, opts...)
 		if err != nil {
-			return nil, fmt.Errorf("create OTLP HTTP exporter for %q: %w", cfg.Endpoint, err)
+			return nil, fmt.Errorf("create OTLP HTTP exporter for %q: %w", target.Endpoint, err)
 		}
 		return exp, nil
 	}

@@ -18,6 +18,15 @@ func counter(name, unit, otel, otelUnit, help string, extra ...string) *mapping.
 		Help: help, LabelNames: labels(extra...)}
 }
 
+// gpuTask makes d a point of hw.gpu.utilization: the hardware semantic conventions' one
+// instrument for the fraction of time a GPU spends in a task, told apart by hw.gpu.task
+// (general, encoder, decoder). NVML gives all three from one sampling, so the instrument is
+// NVML's; PM sampling's engine-active ratio is cupti.graphics_engine.active (mapping).
+func gpuTask(d *mapping.Desc, task string) *mapping.Desc {
+	d.OTelAttributes = []mapping.Label{{Name: "hw.gpu.task", Value: task}}
+	return d
+}
+
 // The families of the health source. Names follow Prometheus conventions with base units;
 // OTel names follow the hardware semantic conventions (hw.gpu.*) where one exists.
 var (
@@ -26,12 +35,12 @@ var (
 	memoryTotalDesc = gauge("cupti_gpu_memory_total_bytes", "bytes", "hw.gpu.memory.limit", "By", "Frame-buffer memory size (NVML).")
 	bar1UsedDesc    = gauge("cupti_gpu_bar1_memory_used_bytes", "bytes", "cupti.gpu.bar1.usage", "By", "BAR1 memory in use (NVML).")
 	bar1TotalDesc   = gauge("cupti_gpu_bar1_memory_total_bytes", "bytes", "cupti.gpu.bar1.limit", "By", "BAR1 memory size (NVML).")
-	nvmlUtilDesc    = gauge("cupti_nvml_gpu_utilization_ratio", "ratio", "hw.gpu.utilization", "1",
-		"Fraction of NVML's sample period during which one or more kernels ran (nvmlDeviceGetUtilizationRates; DCGM GPU_UTIL). Coarse: a single tiny kernel counts as busy; see cupti_sm_active_ratio for how much of the GPU worked.")
+	nvmlUtilDesc    = gpuTask(gauge("cupti_nvml_gpu_utilization_ratio", "ratio", "hw.gpu.utilization", "1",
+		"Fraction of NVML's sample period during which one or more kernels ran (nvmlDeviceGetUtilizationRates; DCGM GPU_UTIL). Coarse: a single tiny kernel counts as busy; see cupti_sm_active_ratio for how much of the GPU worked."), "general")
 	nvmlCopyUtilDesc = gauge("cupti_nvml_memory_copy_utilization_ratio", "ratio", "cupti.nvml.memory_copy.utilization", "1",
 		"Fraction of NVML's sample period during which device memory was being read or written (nvmlDeviceGetUtilizationRates; DCGM MEM_COPY_UTIL).")
-	encUtilDesc        = gauge("cupti_nvml_encoder_utilization_ratio", "ratio", "cupti.nvml.encoder.utilization", "1", "Video encoder utilisation (NVML; DCGM ENC_UTIL).")
-	decUtilDesc        = gauge("cupti_nvml_decoder_utilization_ratio", "ratio", "cupti.nvml.decoder.utilization", "1", "Video decoder utilisation (NVML; DCGM DEC_UTIL).")
+	encUtilDesc        = gpuTask(gauge("cupti_nvml_encoder_utilization_ratio", "ratio", "hw.gpu.utilization", "1", "Video encoder utilisation (NVML; DCGM ENC_UTIL)."), "encoder")
+	decUtilDesc        = gpuTask(gauge("cupti_nvml_decoder_utilization_ratio", "ratio", "hw.gpu.utilization", "1", "Video decoder utilisation (NVML; DCGM DEC_UTIL)."), "decoder")
 	memoryReservedDesc = gauge("cupti_gpu_memory_reserved_bytes", "bytes", "cupti.gpu.memory.reserved", "By", "Frame-buffer memory reserved by the driver (NVML v2; DCGM FB_RESERVED).")
 	infoDesc           = &mapping.Desc{Name: "cupti_nvml_info", Kind: mapping.KindGauge, OTelName: "cupti.nvml.info", OTelUnit: "1",
 		Help: "NVML and driver versions of the host (value 1; DCGM DRIVER_VERSION label).", LabelNames: []string{"driver_version", "nvml_version", "cuda_driver_version"}}

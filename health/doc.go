@@ -14,4 +14,9 @@
 //
 // A field a device does not support (ERROR_NOT_SUPPORTED) is left out of the snapshot,
 // never reported as 0, and logged once.
+//
+// A View (view.go) is what the exporter serves of a Source, or of a recording's health
+// frames: without the detail no dashboard or alert reads, and with the series of reasons that
+// never held only from their first non-zero value (docs/sizing.md "An idle GPU"). The Source
+// itself, and so a recording, keeps everything.
 package health

@@ -65,9 +65,11 @@ const (
 )
 
 // OpenTelemetry names: the hardware semantic conventions where they define the quantity
-// (hw.gpu.utilization for the engine's busy time, with hw.gpu.task="general"; hw.gpu.io for
-// bytes in and out, PCIe and NVLink told apart by cupti.link), the vendor namespace cupti.
-// for the rest.
+// (hw.gpu.io for bytes in and out, PCIe and NVLink told apart by cupti.link), the vendor
+// namespace cupti. for the rest. The engine's busy time is cupti.graphics_engine.active, not
+// hw.gpu.utilization: that instrument is NVML's (health), which gives the general, encoder
+// and decoder tasks the conventions name from one sampling and also while PM sampling is
+// paused or released; one point per task and GPU (docs/otlp.md).
 var (
 	pcieAttrs   = []Label{{"cupti.link", "pcie"}}
 	nvlinkAttrs = []Label{{"cupti.link", "nvlink"}}
@@ -93,7 +95,7 @@ func anyChip(names ...string) []Candidate {
 var curatedTable = []curatedEntry{
 	{Rule: Rule{
 		Match: "FE_B.TriageCompute.gr__cycles_active.sum.pct_of_peak_sustained_elapsed",
-		Name:  "cupti_graphics_engine_active_ratio", OTelName: "hw.gpu.utilization", otelAttributes: []Label{{"hw.gpu.task", "general"}},
+		Name:  "cupti_graphics_engine_active_ratio", OTelName: "cupti.graphics_engine.active",
 		Help: "Ratio of time the graphics/compute engine was active (DCGM GR_ENGINE_ACTIVE).",
 	}, more: anyChip(
 		"FE_B.TriageAC.gr__cycles_active.sum.pct_of_peak_sustained_elapsed",

@@ -174,9 +174,9 @@ func (m *Mapper) Map(name string, p Properties) (Metric, error) {
 }
 
 // statOTelName names a window statistic (max, min) of a gauge: the main name + "." + stat,
-// except that a name of the semantic conventions' hw. namespace (hw.gpu.utilization) moves
-// to the vendor namespace (cupti.gpu.utilization.max), since the conventions define no such
-// statistic and names under hw. are theirs.
+// except that a name of the semantic conventions' hw. namespace moves to the vendor
+// namespace (hw.gpu.memory.utilization: cupti.gpu.memory.utilization.max), since the
+// conventions define no such statistic and names under hw. are theirs.
 func statOTelName(otel, stat string) string {
 	if rest, ok := strings.CutPrefix(otel, "hw."); ok {
 		otel = "cupti." + rest

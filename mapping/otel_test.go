@@ -17,12 +17,12 @@ func TestCuratedOTelNames(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	general := []Label{{"hw.gpu.task", "general"}}
-	if util.Desc.OTelName != "hw.gpu.utilization" || util.Desc.OTelUnit != "1" || !slices.Equal(util.Desc.OTelAttributes, general) {
-		t.Errorf("graphics engine active: %s %q %v, want hw.gpu.utilization \"1\" %v", util.Desc.OTelName, util.Desc.OTelUnit, util.Desc.OTelAttributes, general)
+	// Not hw.gpu.utilization: that is NVML's (health), one point per GPU and task.
+	if util.Desc.OTelName != "cupti.graphics_engine.active" || util.Desc.OTelUnit != "1" || len(util.Desc.OTelAttributes) != 0 {
+		t.Errorf("graphics engine active: %s %q %v, want cupti.graphics_engine.active \"1\" without attributes", util.Desc.OTelName, util.Desc.OTelUnit, util.Desc.OTelAttributes)
 	}
-	if util.Max.OTelName != "cupti.gpu.utilization.max" || util.Min.OTelName != "cupti.gpu.utilization.min" {
-		t.Errorf("window statistics %s, %s: want cupti.gpu.utilization.max/.min (hw. names are the conventions')", util.Max.OTelName, util.Min.OTelName)
+	if util.Max.OTelName != "cupti.graphics_engine.active.max" || util.Min.OTelName != "cupti.graphics_engine.active.min" {
+		t.Errorf("window statistics %s, %s: want cupti.graphics_engine.active.max/.min", util.Max.OTelName, util.Min.OTelName)
 	}
 	bytes := Properties{Type: TypeCounter, HWUnit: "pcie", DimUnit: "byte"}
 	rx, err := m.Map("PCI.TriageCompute.pcie__read_bytes.sum", bytes)

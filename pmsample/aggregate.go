@@ -34,6 +34,10 @@ type aggConfig struct {
 	refresh time.Duration
 	now     func() time.Time
 	status  func() []DeviceStatus
+	// The series an idle GPU does without by default (docs/sizing.md "An idle GPU").
+	windowMin   bool // the _min_ gauges
+	zeroReasons bool // every loss, drop and failure reason and sampling state, at 0 from the start
+	timing      bool // the decode path's timings and the newest sample's time
 }
 
 // AggregatorOption configures an Aggregator.
@@ -52,6 +56,28 @@ func WithWindow(d time.Duration) AggregatorOption {
 // (*Sampler).Status.
 func WithStatus(f func() []DeviceStatus) AggregatorOption {
 	return func(c *aggConfig) { c.status = f }
+}
+
+// WithWindowMin also serves the window minimum of every gauge (the Min families of the
+// mapping, cupti_*_min_ratio); off by default: no dashboard or alert reads them.
+func WithWindowMin(on bool) AggregatorOption {
+	return func(c *aggConfig) { c.windowMin = on }
+}
+
+// WithZeroReasons serves every reason of the loss, drop and decode-failure counters and every
+// sampling state from the start, at 0. Off by default: a reason's series appears at its first
+// event, and cupti_pm_sampling_state has only the current state's series (value 1), which is
+// all the dashboards and alerts compare.
+func WithZeroReasons(on bool) AggregatorOption {
+	return func(c *aggConfig) { c.zeroReasons = on }
+}
+
+// WithTiming serves the decode path's timings (cupti_pm_cupti_call_seconds_total,
+// cupti_pm_decode_duration_seconds, cupti_pm_decode_thread_cpu_seconds_total) and
+// cupti_pm_last_sample_timestamp_seconds; off by default: they measure the exporter's own cost
+// (docs/performance.md), not the GPU.
+func WithTiming(on bool) AggregatorOption {
+	return func(c *aggConfig) { c.timing = on }
 }
 
 // WithClock replaces time.Now (tests).
@@ -342,7 +368,7 @@ func (a *Aggregator) build() {
 			if m.m.Max != nil {
 				put(m.m.Max, labels, hi*m.m.Scale, time.Time{})
 			}
-			if m.m.Min != nil {
+			if m.m.Min != nil && a.cfg.windowMin {
 				put(m.m.Min, labels, lo*m.m.Scale, time.Time{})
 			}
 		}
@@ -355,18 +381,24 @@ func (a *Aggregator) build() {
 			}
 		}
 		put(samplesDesc, d.labels, float64(d.samples), time.Time{})
+		// A reason's series from its first event on (WithZeroReasons: from the start).
+		zero := a.cfg.zeroReasons
 		for r, n := range d.dropped {
-			put(droppedDesc, lbl(d.labels, dropReasons[r]), float64(n), time.Time{})
+			if n > 0 || zero {
+				put(droppedDesc, lbl(d.labels, dropReasons[r]), float64(n), time.Time{})
+			}
 		}
 		for _, check := range sortedKeys(d.outOfRange) {
 			put(outOfRangeDesc, lbl(d.labels, check), float64(d.outOfRange[check]), time.Time{})
 		}
 		for r, n := range d.failures {
-			put(decodeFailuresDesc, lbl(d.labels, failureReasons[r]), float64(n), time.Time{})
+			if n > 0 || zero {
+				put(decodeFailuresDesc, lbl(d.labels, failureReasons[r]), float64(n), time.Time{})
+			}
 		}
 		for r := range LostReasons {
-			if d.lostNS[r] == 0 && d.lostN[r] == 0 && expectedLoss[r] {
-				continue // a series from the first loss on: the series budget (docs/sizing.md)
+			if d.lostNS[r] == 0 && d.lostN[r] == 0 && !zero {
+				continue
 			}
 			put(lostSamplesDesc, lbl(d.labels, LostReasons[r]), d.lostN[r], time.Time{})
 			put(lostSecondsDesc, lbl(d.labels, LostReasons[r]), d.lostNS[r]/1e9, time.Time{})
@@ -381,26 +413,32 @@ func (a *Aggregator) build() {
 		if d.interval > 0 {
 			put(intervalDesc, d.labels, d.interval.Seconds(), time.Time{})
 		}
-		put(overflowsDesc, d.labels, float64(d.overflows), time.Time{})
-		put(decodeDesc, d.labels, d.decode, time.Time{})
+		if d.overflows > 0 || zero {
+			put(overflowsDesc, d.labels, float64(d.overflows), time.Time{})
+		}
 		if d.gaps.count > 0 {
 			putSample(decodeGapDesc, mapping.Sample{LabelValues: d.labels, Histogram: d.gaps.value()})
 		}
-		for i, sec := range d.cuptiCalls {
-			put(cuptiCallDesc, lbl(d.labels, cuptiCalls[i]), sec, time.Time{})
-		}
-		if d.threadCPU > 0 {
-			put(threadCPUDesc, d.labels, d.threadCPU, time.Time{})
-		}
-		if d.lastNS > 0 {
-			put(lastSampleDesc, d.labels, float64(d.lastNS)/1e9, time.Time{})
+		if a.cfg.timing {
+			put(decodeDesc, d.labels, d.decode, time.Time{})
+			for i, sec := range d.cuptiCalls {
+				put(cuptiCallDesc, lbl(d.labels, cuptiCalls[i]), sec, time.Time{})
+			}
+			if d.threadCPU > 0 {
+				put(threadCPUDesc, d.labels, d.threadCPU, time.Time{})
+			}
+			if d.lastNS > 0 {
+				put(lastSampleDesc, d.labels, float64(d.lastNS)/1e9, time.Time{})
+			}
 		}
 	}
 	if a.cfg.status != nil {
 		for _, st := range a.cfg.status() {
 			d := a.dev(st.Device)
 			for _, s := range states {
-				put(stateDesc, lbl(d.labels, string(s)), b2f(st.State == s), time.Time{})
+				if st.State == s || a.cfg.zeroReasons {
+					put(stateDesc, lbl(d.labels, string(s)), b2f(st.State == s), time.Time{})
+				}
 			}
 		}
 	}

@@ -107,7 +107,7 @@ func near(a, b float64) bool { return math.Abs(a-b) <= 1e-9*math.Max(1, math.Abs
 const sec = uint64(time.Second)
 
 func TestAggregatorTotalsAndWindow(t *testing.T) {
-	a, m, clk := newTestAggregator(t)
+	a, m, clk := newTestAggregator(t, WithWindowMin(true), WithTiming(true))
 	sm := mappedAs(t, m, mSM, mapping.KindGauge)
 	rx := mappedAs(t, m, mPCIeRx, mapping.KindCounter)
 	rxLabels := labelValues(rx)
@@ -176,7 +176,7 @@ func TestAggregatorTotalsAndWindow(t *testing.T) {
 			t.Errorf("decode failures{%s} = %v, want %v", reason, v, want)
 		}
 	}
-	for reason, want := range map[string]float64{"image_full": 1, "overflow": 2, "gap": 4, "stall": 0} {
+	for reason, want := range map[string]float64{"image_full": 1, "overflow": 2, "gap": 4} {
 		if v := mustValue(t, s, "cupti_pm_samples_lost_total", reason); v != want {
 			t.Errorf("lost samples{%s} = %v, want %v", reason, v, want)
 		}
@@ -184,11 +184,11 @@ func TestAggregatorTotalsAndWindow(t *testing.T) {
 			t.Errorf("lost seconds{%s} = %v, want %v", reason, v, want)
 		}
 	}
-	// An expected reason has no series before its first loss (the series budget).
+	// A reason has no series before its first loss (the series budget, docs/sizing.md).
 	for _, f := range s.Families {
 		for _, x := range f.Samples {
-			if f.Desc.Name == "cupti_pm_samples_lost_total" && slices.Contains(x.LabelValues, "paused") {
-				t.Errorf("a paused series with nothing lost: %v", x)
+			if f.Desc.Name == "cupti_pm_samples_lost_total" && (slices.Contains(x.LabelValues, "paused") || slices.Contains(x.LabelValues, "stall")) {
+				t.Errorf("a series with nothing lost: %v", x)
 			}
 		}
 	}
@@ -225,7 +225,7 @@ func labelValues(m mapping.Metric) []string {
 
 func TestAggregatorObservedRatioAndState(t *testing.T) {
 	status := []DeviceStatus{{Device: 0, State: StateBusy, Reason: "busy"}}
-	a, _, clk := newTestAggregator(t, WithStatus(func() []DeviceStatus { return status }))
+	a, _, clk := newTestAggregator(t, WithStatus(func() []DeviceStatus { return status }), WithZeroReasons(true))
 	t0 := uint64(clk.now().UnixNano())
 	// Two groups take turns: sm for 1 s, pcie for 1 s, sm for 1 s, pcie for 1 s.
 	for i := range uint64(4) {
@@ -324,7 +324,7 @@ func BenchmarkAggregate(b *testing.B) {
 
 // Time inside CUPTI calls adds up per call, so a GPU run can tell CUPTI's cost from the exporter's.
 func TestAggregatorCUPTICallTimes(t *testing.T) {
-	a, _, _ := newTestAggregator(t)
+	a, _, _ := newTestAggregator(t, WithTiming(true))
 	for range 3 {
 		a.Add(Batch{Device: 0, CUPTITime: CallTimes{Decode: 20 * time.Millisecond, SampleInfo: 2 * time.Millisecond,
 			Evaluate: 30 * time.Millisecond, Reset: time.Millisecond}})
@@ -333,6 +333,55 @@ func TestAggregatorCUPTICallTimes(t *testing.T) {
 	for call, want := range map[string]float64{"decode": 0.060, "sample_info": 0.006, "evaluate": 0.090, "reset": 0.003} {
 		if got := mustValue(t, s, "cupti_pm_cupti_call_seconds_total", call); math.Abs(got-want) > 1e-9 {
 			t.Errorf("%s: %v s, want %v", call, got, want)
+		}
+	}
+}
+
+// By default a device serves no window minimum, no decode timings, only the current sampling
+// state, and a loss, drop or failure reason's series from its first event on (docs/sizing.md
+// "An idle GPU"); WithZeroReasons serves every reason from the start, at 0.
+func TestAggregatorIdleSeriesByDefault(t *testing.T) {
+	status := []DeviceStatus{{Device: 0, State: StateSampling}}
+	for _, zero := range []bool{false, true} {
+		a, m, clk := newTestAggregator(t, WithStatus(func() []DeviceStatus { return status }), WithZeroReasons(zero))
+		sm := mappedAs(t, m, mSM, mapping.KindGauge)
+		t0 := uint64(clk.now().UnixNano())
+		a.Add(Batch{Device: 0, Metrics: []string{mSM}, DroppedFirst: 1, DecodeDuration: time.Millisecond,
+			CUPTITime: CallTimes{Decode: time.Millisecond},
+			Samples:   []Sample{{Start: t0, End: t0 + sec, Values: []float64{50}}}})
+		s := a.Snapshot()
+		if _, ok := value(t, s, sm.Desc.Name, labelValues(sm)...); !ok {
+			t.Fatalf("zero=%v: no %s", zero, sm.Desc.Name)
+		}
+		for _, absent := range [][]string{{sm.Min.Name}, {"cupti_pm_decode_duration_seconds"}, {"cupti_pm_cupti_call_seconds_total", "decode"},
+			{"cupti_pm_last_sample_timestamp_seconds"}} {
+			if _, ok := value(t, s, absent[0], absent[1:]...); ok {
+				t.Errorf("zero=%v: %v served without its option", zero, absent)
+			}
+		}
+		if v := mustValue(t, s, "cupti_pm_samples_dropped_total", "first_sample"); v != 1 {
+			t.Errorf("first_sample = %v, want 1", v)
+		}
+		for _, zeroSeries := range [][]string{{"cupti_pm_samples_dropped_total", "invalid"}, {"cupti_pm_decode_failures_total", "image_full"},
+			{"cupti_pm_samples_lost_total", "gap"}, {"cupti_pm_lost_seconds_total", "stall"}, {"cupti_pm_overflows_total"},
+			{"cupti_pm_sampling_state", string(StateBusy)}} {
+			if v, ok := value(t, s, zeroSeries[0], zeroSeries[1:]...); ok != zero || v != 0 {
+				t.Errorf("zero=%v: %v = %v, served %v", zero, zeroSeries, v, ok)
+			}
+		}
+		if v := mustValue(t, s, "cupti_pm_sampling_state", string(StateSampling)); v != 1 {
+			t.Errorf("state sampling = %v", v)
+		}
+		// The first gap brings its series, in samples and seconds.
+		a.Add(Batch{Device: 0, Metrics: []string{mSM}, Interval: time.Second,
+			Lost:    []Loss{{Reason: "gap", Start: t0 + sec, End: t0 + 3*sec, Samples: 2}},
+			Samples: []Sample{{Start: t0 + 3*sec, End: t0 + 4*sec, Values: []float64{50}}}})
+		s = a.Snapshot()
+		if v := mustValue(t, s, "cupti_pm_samples_lost_total", "gap"); v != 2 {
+			t.Errorf("zero=%v: lost gap = %v, want 2", zero, v)
+		}
+		if v := mustValue(t, s, "cupti_pm_lost_seconds_total", "gap"); v != 2 {
+			t.Errorf("zero=%v: lost seconds gap = %v, want 2", zero, v)
 		}
 	}
 }

@@ -59,7 +59,11 @@
 // time between a session's decodes), cupti_pm_cupti_call_seconds_total{call},
 // cupti_pm_decode_thread_cpu_seconds_total, cupti_pm_sampling_state{state} (with WithStatus),
 // cupti_pm_observed_ratio{metric} for multiplexed metrics, and
-// cupti_pm_last_sample_timestamp_seconds.
+// cupti_pm_last_sample_timestamp_seconds. What an idle GPU does without by default
+// (docs/sizing.md "An idle GPU"): a reason's series appears at its first event and
+// cupti_pm_sampling_state has the current state's series only (WithZeroReasons: all, at 0),
+// the Min families are left out (WithWindowMin), and so are the decode path's timings and the
+// last sample time (WithTiming).
 //
 // # Idle release
 //

@@ -123,7 +123,7 @@ func runFakeHook(t *testing.T, faults string, hook func(Batch), opts ...Option) 
 		t.Fatalf("New: %v", err)
 	}
 	t.Cleanup(s.Close)
-	agg := NewAggregator(m, s.Devices(), s.Catalog(), nil, WithStatus(s.Status))
+	agg := NewAggregator(m, s.Devices(), s.Catalog(), nil, WithStatus(s.Status), WithTiming(true))
 	c := &collector{}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})

@@ -40,18 +40,6 @@ const (
 	lostOutOfRange = "out_of_range"
 )
 
-// expectedLoss marks the reasons that follow from what the exporter or the user did
-// (start, rotation, paused, busy, idle_release, duty_cycle) or from how CUPTI decodes
-// (incomplete: a sample split between two decodes), not from a fault: their series
-// appear at their first loss, so that a GPU carries no series for them while they never
-// happen. The fault reasons, which alerts take rates of, always have a series.
-var expectedLoss = func() (m [len(LostReasons)]bool) {
-	for _, r := range []string{"start", "rotation", "paused", "busy", "idle_release", "duty_cycle", "incomplete"} {
-		m[lostIndex(r)] = true
-	}
-	return m
-}()
-
 func lostIndex(reason string) int {
 	for i, r := range LostReasons {
 		if r == reason {

@@ -4,9 +4,13 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/cupti-exporter/cupti-exporter/activity"
 	"github.com/cupti-exporter/cupti-exporter/attribution"
+	"github.com/cupti-exporter/cupti-exporter/health"
+	"github.com/cupti-exporter/cupti-exporter/mapping"
+	"github.com/cupti-exporter/cupti-exporter/pmsample"
 )
 
 // The series budget: the activity.* and attribution.* settings that bound what a node serves
@@ -63,10 +67,39 @@ func (c *Config) validateBudget() []error {
 	if _, err := parseBounds(c.Activity.HistogramBuckets); err != nil {
 		errs = append(errs, fmt.Errorf("activity.histogram_buckets: %w", err))
 	}
+	for _, g := range c.Series.Extra {
+		if g != "all" && !slices.Contains(extraSeriesGroups, g) {
+			errs = append(errs, fmt.Errorf("series.extra: unknown group %q; want %s or all", g, strings.Join(extraSeriesGroups, ", ")))
+		}
+	}
 	if c.Attribution.TopKernels < 0 {
 		errs = append(errs, fmt.Errorf("attribution.top_kernels must not be negative, got %d", c.Attribution.TopKernels))
 	}
 	return errs
+}
+
+// extraSeriesGroups are the groups of series.extra: what an idle GPU does without by
+// default (docs/sizing.md "An idle GPU").
+var extraSeriesGroups = []string{"window_min", "zero_reasons", "sampler_timing", "nvml_detail"}
+
+// extraSeries reports whether series.extra turns group on.
+func (c *Config) extraSeries(group string) bool {
+	return slices.Contains(c.Series.Extra, group) || slices.Contains(c.Series.Extra, "all")
+}
+
+// budgetAggregatorOptions are the PM aggregator's options of series.extra.
+func budgetAggregatorOptions(c *Config) []pmsample.AggregatorOption {
+	return []pmsample.AggregatorOption{
+		pmsample.WithWindowMin(c.extraSeries("window_min")),
+		pmsample.WithZeroReasons(c.extraSeries("zero_reasons")),
+		pmsample.WithTiming(c.extraSeries("sampler_timing")),
+	}
+}
+
+// healthView serves src (the NVML source or a recording's health) with what series.extra
+// turns on.
+func healthView(c *Config, src interface{ Snapshot() *mapping.Snapshot }) *health.View {
+	return health.NewView(src, health.WithDetail(c.extraSeries("nvml_detail")), health.WithZeroReasons(c.extraSeries("zero_reasons")))
 }
 
 // budgetActivityOptions are the activity options of the series budget; the configuration
@@ -90,5 +123,6 @@ func budgetAttributionOptions(c *Config) []attribution.Option {
 		attribution.WithTopKernels(c.Attribution.TopKernels),
 		attribution.WithKernelFamilies(familyStems(c.Attribution.KernelFamilies)),
 		attribution.WithPodFamilies(familyStems(c.Attribution.PodFamilies)),
+		attribution.WithZeroReasons(c.extraSeries("zero_reasons")),
 	}
 }

@@ -101,6 +101,9 @@ type Config struct {
 		NodeName    string `yaml:"node_name" help:"This node's name, for the pod informer; empty: $NODE_NAME."`
 		Kubeconfig  string `yaml:"kubeconfig" help:"Kubeconfig file for the pod informer (out of cluster); empty: the pod's service account."`
 	} `yaml:"kubernetes"`
+	Series struct {
+		Extra []string `yaml:"extra" help:"Series an idle GPU does without by default, turned back on by group (comma separated): window_min (the PM _min_ratio gauges), zero_reasons (loss, drop and failure reasons, sampling states and NVML clock-event reasons and times at 0 before their first event), sampler_timing (the PM decode path's timings), nvml_detail (BAR1, free and reserved memory, copy and codec utilisation, MIG mode, lifetime ECC counts, the graphics clock and the non-SM maximum clocks); all: every one (docs/sizing.md)."`
+	} `yaml:"series"`
 	Mapping struct {
 		RulesFile string `yaml:"rules_file" help:"YAML file of extra metric mapping rules."`
 	} `yaml:"mapping"`
@@ -154,6 +157,7 @@ func defaultConfig() Config {
 	c.Attribution.KernelFamilies = slices.Clone(attribution.BudgetKernelFamilies)
 	c.Attribution.PodFamilies = slices.Clone(attribution.BudgetPodFamilies)
 	c.Kubernetes.PodInformer = "auto"
+	c.Series.Extra = []string{}
 	return c
 }
 

@@ -75,6 +75,7 @@ func TestConfigErrors(t *testing.T) {
 		{"estimator", "attribution:\n  estimator: nnls\n", nil, []string{`unknown attribution estimator "nnls"`, "rate"}},
 		{"watermark under the decode period", "", []string{"--attribution.watermark=50ms"}, []string{"attribution.watermark (50ms) must be longer than pmsample.decode_period (100ms)"}},
 		{"pending records", "", []string{"--attribution.max-pending-records=0"}, []string{"attribution.max_pending_records must be positive"}},
+		{"series group", "series:\n  extra: [window_min, min]\n", nil, []string{`series.extra: unknown group "min"`, "window_min, zero_reasons, sampler_timing, nvml_detail or all"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -16,7 +16,7 @@ import (
 // as source "health". Its gpu label follows the PM series (CUDA order, by UUID).
 func startHealth(ctx context.Context, logger *slog.Logger, cfg *Config, exp *exporter.Exporter, devices func() []pmsample.Device, opts ...health.Option) {
 	src := newHealthSource(logger, cfg, devices, opts...)
-	exp.Register("health", src)
+	exp.Register("health", healthView(cfg, src))
 	exp.RegisterStatus("health", statusFunc(func() []exporter.Status {
 		var out []exporter.Status
 		for _, st := range src.Status() {

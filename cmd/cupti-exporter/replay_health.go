@@ -1,20 +1,52 @@
 package main
 
 import (
+	"slices"
 	"sync/atomic"
 
 	"github.com/cupti-exporter/cupti-exporter/exporter"
+	"github.com/cupti-exporter/cupti-exporter/health"
 	"github.com/cupti-exporter/cupti-exporter/mapping"
 )
 
 // replayHealth serves the health snapshots of a recording as source "health": the last
-// one replayed, as it was recorded (timestamps shifted by the replay).
+// one replayed, as it was recorded (timestamps shifted by the replay), in this build's
+// health families where it has them (canonical).
 type replayHealth struct {
 	snap atomic.Pointer[mapping.Snapshot]
 }
 
+// healthDescs are this build's health families, by name.
+var healthDescs = func() map[string]*mapping.Desc {
+	out := map[string]*mapping.Desc{}
+	for _, d := range health.Descs() {
+		out[d.Name] = d
+	}
+	return out
+}()
+
 // set is the replay's health sink.
-func (h *replayHealth) set(s *mapping.Snapshot) { h.snap.Store(s) }
+func (h *replayHealth) set(s *mapping.Snapshot) { h.snap.Store(canonical(s)) }
+
+// canonical returns s with every recorded family that this build's health source also
+// describes (same name, kind and labels) replaced by that description, so that a recording
+// pushes OTLP under today's names and attributes, which recordings do not carry in full (no
+// constant attributes such as hw.gpu.task).
+func canonical(s *mapping.Snapshot) *mapping.Snapshot {
+	if s == nil {
+		return nil
+	}
+	out := &mapping.Snapshot{Time: s.Time, Families: slices.Clone(s.Families)}
+	for i, f := range out.Families {
+		if f.Desc == nil {
+			continue
+		}
+		if c := healthDescs[f.Desc.Name]; c != nil && c.Kind == f.Desc.Kind && slices.Equal(c.LabelNames, f.Desc.LabelNames) {
+			out.Families[i].Desc = c
+		}
+	}
+	return out
+}
 
 // Snapshot implements exporter.Producer; nil until the first health frame is replayed.
 func (h *replayHealth) Snapshot() *mapping.Snapshot { return h.snap.Load() }

@@ -25,6 +25,14 @@ import (
 	"github.com/cupti-exporter/cupti-exporter/podresources"
 )
 
+// otlpTurnedOnBy says what turned the push on: the configuration or a variable.
+func otlpTurnedOnBy(endpoint, envVar string) string {
+	if endpoint != "" {
+		return "configuration"
+	}
+	return envVar
+}
+
 // runServe samples this host's GPUs. Without CUPTI (or with PM sampling disabled) it still
 // serves activity and self metrics, and /readyz and the logs say why PM sampling is off.
 func runServe(ctx context.Context, logger *slog.Logger, cfg *Config) error {
@@ -187,7 +195,7 @@ func serveSources(ctx context.Context, logger *slog.Logger, cfg *Config, pm pmSe
 		logger.Warn("NVML health is off: attribution cannot see processes that load no injection library; their work lands on the traced kernels they overlap (docs/attribution.md)")
 	}
 	if pm.health != nil && cfg.Health.Enabled {
-		exp.Register("health", pm.health)
+		exp.Register("health", healthView(cfg, pm.health))
 		exp.RegisterStatus("health", statusFunc(pm.health.status))
 	}
 	if pm.attr != nil {
@@ -206,7 +214,7 @@ func serveSources(ctx context.Context, logger *slog.Logger, cfg *Config, pm pmSe
 			return []exporter.Status{{Source: "pmsample", Ready: false, Reason: pm.off, Code: pm.offCode}}
 		}))
 	default:
-		opts := append([]pmsample.AggregatorOption{pmsample.WithWindow(time.Duration(cfg.PMSample.Window))}, pm.aggOpts...)
+		opts := append(append([]pmsample.AggregatorOption{pmsample.WithWindow(time.Duration(cfg.PMSample.Window))}, budgetAggregatorOptions(cfg)...), pm.aggOpts...)
 		agg := pmsample.NewAggregator(pm.mapper, src.Devices(), src.Catalog(), logger, opts...)
 		exp.Register("pmsample", agg)
 		var fed atomic.Bool
@@ -266,11 +274,6 @@ func serveSources(ctx context.Context, logger *slog.Logger, cfg *Config, pm pmSe
 				logger.Warn("final OTLP push failed", "err", err)
 			}
 		}()
-		protocol, _ := exporter.OTLPProtocol(cfg.OTLP.Protocol)
-		endpoint, from := cfg.OTLP.Endpoint, "configuration"
-		if endpoint == "" {
-			endpoint, from = os.Getenv(otlpEnvVar), otlpEnvVar
-		}
 		interval := exporter.DefaultOTLPInterval.String()
 		switch env := os.Getenv("OTEL_METRIC_EXPORT_INTERVAL"); {
 		case cfg.OTLP.Interval > 0:
@@ -278,7 +281,9 @@ func serveSources(ctx context.Context, logger *slog.Logger, cfg *Config, pm pmSe
 		case env != "":
 			interval = env + "ms (OTEL_METRIC_EXPORT_INTERVAL)"
 		}
-		logger.Info("pushing OTLP", "endpoint", endpoint, "endpoint_from", from, "protocol", protocol, "interval", interval)
+		t := o.Target() // what the exporter dials, not what it was given
+		logger.Info("pushing OTLP", "endpoint", t.Endpoint, "endpoint_from", t.From, "protocol", t.Protocol, "tls", t.TLS,
+			"interval", interval, "turned_on_by", otlpTurnedOnBy(cfg.OTLP.Endpoint, otlpEnvVar))
 	}
 
 	srvErr := make(chan error, 1)

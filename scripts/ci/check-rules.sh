@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # check-rules.sh: render the chart's PrometheusRule to a plain Prometheus rules file and
-# check it with promtool (syntax and the unit tests in
+# check it with promtool (syntax and the unit tests of the alert and recording rules in
 # helm/cupti-exporter/tests/rules_test.yaml).
 #
 # Needs Go and promtool (Debian: apt-get install -y prometheus). Run from anywhere:
@@ -17,7 +17,7 @@ work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 
 # The Go test renders the chart with the Helm SDK (release "gpu", node mode,
-# ServiceMonitor and PrometheusRule on) and writes spec.groups as rules.yaml.
+# ServiceMonitor, PrometheusRule and its recording rules on) and writes spec.groups as rules.yaml.
 (cd "$root" && CUPTI_RULES_OUT="$work/rules.yaml" go test -count=1 -run '^TestWriteRulesFile$' ./helm/)
 test -s "$work/rules.yaml" || { echo "check-rules.sh: no rules written to $work/rules.yaml" >&2; exit 1; }
 cp "$root/helm/cupti-exporter/tests/rules_test.yaml" "$work/"

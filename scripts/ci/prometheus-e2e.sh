@@ -10,8 +10,15 @@
 # input series of helm/cupti-exporter/tests/rules_test.yaml must have a label set that
 # Prometheus really stores; no device series may carry the exporter pod's own pod label. The test is dashboards/prometheus_e2e_test.go.
 #
-# Needs Go and the prometheus server (Debian: apt-get install -y prometheus; the service is
-# not started: the test runs its own servers on 127.0.0.1 with temporary storage).
+# Then the fleet paths of docs/fleet.md (dashboards/prometheus_fleet_e2e_test.go): two exporters scraped
+# by a Prometheus in agent mode that remote-writes to a central Prometheus, and pushing OTLP
+# to an OpenTelemetry Collector that remote-writes to a second one; every dashboard
+# expression and alert operand that returns data on a direct scrape must return data on both
+# central servers (the gateway path's exceptions: dashboards/otlp-gateway-allowlist.yaml).
+#
+# Needs Go, the prometheus server (Debian: apt-get install -y prometheus; the service is
+# not started: the tests run their own servers on 127.0.0.1 with temporary storage) and the
+# Collector of scripts/ci/otelcol.sh (OTELCOL_BINARY; built here when unset, then cached).
 #   scripts/ci/prometheus-e2e.sh
 set -euo pipefail
 
@@ -21,11 +28,14 @@ if ! command -v prometheus >/dev/null; then
 	exit 1
 fi
 prometheus --version 2>&1 | head -n 1
-start=$(date +%s)
 cd "$root"
+OTELCOL_BINARY="${OTELCOL_BINARY:-$(bash scripts/ci/otelcol.sh)}"
+export OTELCOL_BINARY
+start=$(date +%s)
 set +e
-CUPTI_PROMETHEUS_E2E=1 go test -count=1 -v -run '^TestPrometheusEndToEnd$' ./dashboards/ 2>&1 |
-	grep -Ev '^=== (RUN|PAUSE|CONT)' | tail -n 150
+# One test binary for both: they share the exporter's build (dashboards/e2e_build_test.go).
+CUPTI_PROMETHEUS_E2E=1 CUPTI_FLEET_E2E=1 go test -count=1 -v -run '^Test(Prometheus|Fleet)EndToEnd$' ./dashboards/ 2>&1 |
+	grep -Ev '^=== (RUN|PAUSE|CONT)' | tail -n 200
 rc=${PIPESTATUS[0]}
 set -e
 echo "prometheus-e2e: $(( $(date +%s) - start )) s"

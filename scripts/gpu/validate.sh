@@ -23,7 +23,10 @@ val() { # val FILE NAME_REGEX -> sum of matching series values
 start_exporter() { # start_exporter LOG PORT ARGS...
   local log=$1 port=$2; shift 2
   # No health listener (two exporters run side by side in some stages); the pause API is opt-in.
-  setsid "$BIN" serve --web.listen-address=":$port" --web.health-listen-address= --web.enable-pm-sampling-api "$@" > "$log" 2>&1 &
+  # Every series (--series.extra=all): the stages read the decode timings, window minimums and
+  # loss reasons the defaults leave out (docs/sizing.md "An idle GPU"); SERIES_EXTRA= serves the defaults.
+  local extra=(); [ -n "${SERIES_EXTRA-all}" ] && extra=(--series.extra="${SERIES_EXTRA-all}")
+  setsid "$BIN" serve --web.listen-address=":$port" --web.health-listen-address= --web.enable-pm-sampling-api "${extra[@]}" "$@" > "$log" 2>&1 &
   echo $! > "$L/exporter.$port.pid"
   for _ in $(seq 1 50); do curl -sf "localhost:$port/healthz" >/dev/null && return 0; sleep 0.2; done
   say "exporter on :$port did not come up"; tail -20 "$log" | tee -a "$S"; return 1; }

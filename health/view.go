@@ -1,0 +1,139 @@
+package health
+
+import (
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/cupti-exporter/cupti-exporter/mapping"
+)
+
+// View serves the snapshots of a health source (live, or a recording's) without the series an
+// idle GPU does without by default (docs/sizing.md "An idle GPU"): the detail no dashboard or
+// alert reads (detailSeries), and the series of reasons that never held (fromFirstEvent),
+// which appear at their first non-zero value and stay. The source keeps everything, so a
+// recording holds every series whatever the view serves.
+type View struct {
+	src    interface{ Snapshot() *mapping.Snapshot }
+	detail bool // serve detailSeries
+	zeros  bool // serve fromFirstEvent from the start
+
+	mu   sync.Mutex
+	in   *mapping.Snapshot // the source snapshot out was made from
+	out  *mapping.Snapshot
+	seen map[string]bool // fromFirstEvent series that were non-zero once
+}
+
+// ViewOption configures a View.
+type ViewOption func(*View)
+
+// WithDetail also serves detailSeries.
+func WithDetail(on bool) ViewOption { return func(v *View) { v.detail = on } }
+
+// WithZeroReasons serves the fromFirstEvent series from the start, at 0.
+func WithZeroReasons(on bool) ViewOption { return func(v *View) { v.zeros = on } }
+
+// NewView serves src's snapshots through the view; src is a *Source or a recording's health.
+func NewView(src interface{ Snapshot() *mapping.Snapshot }, opts ...ViewOption) *View {
+	v := &View{src: src, seen: map[string]bool{}}
+	for _, o := range opts {
+		o(v)
+	}
+	return v
+}
+
+// selector picks series of a family: all of them (label ""), or those whose label has one of
+// values (not: one of the others).
+type selector struct {
+	family string
+	label  string
+	values []string
+	not    bool
+}
+
+// detailSeries are served only WithDetail: no dashboard or alert reads them, and the defaults
+// serve what they would say another way (memory used and total; clocks sm and memory, and the
+// SM's maximum; the volatile ECC counters; PM sampling's DRAM activity for the copy engine).
+var detailSeries = []selector{
+	{family: "cupti_gpu_bar1_memory_used_bytes"},
+	{family: "cupti_gpu_bar1_memory_total_bytes"},
+	{family: "cupti_gpu_memory_free_bytes"},
+	{family: "cupti_gpu_memory_reserved_bytes"},
+	{family: "cupti_nvml_memory_copy_utilization_ratio"},
+	{family: "cupti_nvml_encoder_utilization_ratio"},
+	{family: "cupti_nvml_decoder_utilization_ratio"},
+	{family: "cupti_gpu_mig_enabled"},
+	{family: "cupti_gpu_ecc_errors_total", label: "counter", values: []string{"aggregate"}},
+	{family: "cupti_gpu_clock_hertz", label: "clock", values: []string{"graphics"}}, // the SM clock on compute GPUs
+	{family: "cupti_gpu_max_clock_hertz", label: "clock", values: []string{"graphics", "memory"}},
+}
+
+// fromFirstEvent are served from their first non-zero value on (WithZeroReasons: always):
+// zeros that say nothing happened. The series alerts take rates or increases of are not
+// among them (thermal and power clock-event time, uncorrected ECC errors), so an alert sees
+// their first increase.
+var fromFirstEvent = []selector{
+	{family: "cupti_gpu_clock_event_reasons"},
+	{family: "cupti_gpu_clock_event_seconds_total", label: "reason", values: []string{"power", "thermal"}, not: true},
+	{family: "cupti_gpu_ecc_errors_total", label: "type", values: []string{"corrected"}},
+}
+
+// match reports whether s selects sample x of family d.
+func (s selector) match(d *mapping.Desc, x mapping.Sample) bool {
+	if d.Name != s.family {
+		return false
+	}
+	if s.label == "" {
+		return true
+	}
+	i := slices.Index(d.LabelNames, s.label)
+	if i < 0 || i >= len(x.LabelValues) {
+		return false
+	}
+	return slices.Contains(s.values, x.LabelValues[i]) != s.not
+}
+
+func anyMatch(sel []selector, d *mapping.Desc, x mapping.Sample) bool {
+	for _, s := range sel {
+		if s.match(d, x) {
+			return true
+		}
+	}
+	return false
+}
+
+// Snapshot implements the exporter's Producer: the source's newest snapshot through the view
+// (nil before the source's first).
+func (v *View) Snapshot() *mapping.Snapshot {
+	in := v.src.Snapshot()
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if in == nil || in == v.in {
+		if in == nil {
+			return nil
+		}
+		return v.out
+	}
+	out := &mapping.Snapshot{Time: in.Time}
+	for _, f := range in.Families {
+		var keep []mapping.Sample
+		for _, x := range f.Samples {
+			if !v.detail && anyMatch(detailSeries, f.Desc, x) {
+				continue
+			}
+			if !v.zeros && anyMatch(fromFirstEvent, f.Desc, x) {
+				key := f.Desc.Name + "\xff" + strings.Join(x.LabelValues, "\xff")
+				if x.Value == 0 && !v.seen[key] {
+					continue
+				}
+				v.seen[key] = true // bounded: GPUs x the fixed reasons
+			}
+			keep = append(keep, x)
+		}
+		if len(keep) > 0 {
+			out.Families = append(out.Families, mapping.Family{Desc: f.Desc, Samples: keep})
+		}
+	}
+	v.in, v.out = in, out
+	return out
+}
