@@ -137,8 +137,11 @@ func (a *Attributor) metricIndex(name string) int32 {
 	}
 	i := int32(len(a.metrics))
 	a.metricIdx[name] = i
-	met := &metric{perfworks: name}
+	met := &metric{perfworks: name, ctxsw: isContextSwitchMetric(name)}
 	a.metrics = append(a.metrics, met)
+	if met.ctxsw {
+		return i
+	}
 	mm, err := a.mapper.Map(name, a.props[name])
 	if err != nil || mm.Desc == nil {
 		a.logger.Debug("metric not attributed: no mapping", "metric", name, "err", err)
@@ -227,6 +230,7 @@ func (a *Attributor) AddBatch(b pmsample.Batch) {
 	idx := make([]int32, len(b.Metrics))
 	for j, name := range b.Metrics {
 		idx[j] = a.metricIndex(name)
+		d.switches = d.switches || a.metrics[idx[j]].ctxsw
 	}
 	vals := make([]float64, 0, len(b.Samples)*len(b.Metrics))
 	for _, s := range b.Samples {

@@ -108,6 +108,11 @@ type devState struct {
 	lastBatch time.Time
 
 	carried map[int32]*classRate // rate estimator state by class id
+	owner   ownerState           // turn alternation (ownership.go)
+	// switches: its samples count context-switch cycles, so an untraced process NVML lists
+	// counts as active even in a period none of NVML's draws credited it (ownership.go
+	// tells its turns).
+	switches bool
 
 	nvml     []nvmlObs // NVML process observations the frontier has not passed, by start
 	obsCount uint64    // observations taken
@@ -153,6 +158,10 @@ type scratch struct {
 	priorE   []float64
 	gapW     []float64 // gap (idle + untraced) weight of sample s
 	sobs     []int32   // observation of sample s with active untraced processes, -1
+	own      []float64 // sample s's owner from context switches (ownership.go), -1: unknown
+	par      []int8    // sample s's turn parity, parSwitch or parUnknown
+	segStart []int32   // owned segments of the chunk
+	segVote  []bool    // the segment is not the traced process's
 	upods    []podKey  // pod of the untraced item -2-k
 	upodIdx  map[podKey]int32
 	accU     []*acc // pod series of upods[k]

@@ -127,6 +127,7 @@ const (
 type metric struct {
 	perfworks string
 	ok        bool // false: not attributable (left out)
+	ctxsw     bool // context-switch cycles: tells the owner of a sample (ownership.go), not attributed
 	q         quantity
 	scale     float64
 	labels    []string // the source metric's constant label values (direction)

@@ -166,7 +166,7 @@ func (a *Attributor) classify(d *devState, o *nvmlObs) {
 			if !math.IsNaN(p.SMShare) {
 				o.tShare += p.SMShare
 			}
-		case math.IsNaN(p.SMShare) || p.SMShare > 0:
+		case math.IsNaN(p.SMShare) || p.SMShare > 0 || d.switches:
 			u := uproc{share: p.SMShare, pod: podKey{namespace: p.Namespace, pod: p.Pod, container: p.Container, source: sourceNVML}}
 			key := "pid " + strconv.FormatUint(uint64(p.PID), 10)
 			if p.Pod != "" {
@@ -254,6 +254,7 @@ func (a *Attributor) applyNVML(d *devState, chunk []psample, local func(int32) i
 	if !any {
 		return
 	}
+	a.ownership(d, chunk)
 	// Rebuild the items: traced items scaled by 1-phi, gap items by 1-fGap, and the
 	// untraced processes' items after them.
 	lc2, proc2, w2 := sc.itemLC2[:0], sc.itemProc2[:0], sc.itemW2[:0]
@@ -271,6 +272,9 @@ func (a *Attributor) applyNVML(d *devState, chunk []psample, local func(int32) i
 		}
 		o := &d.nvml[oi]
 		phi, fGap := o.split()
+		if own := sc.own[s]; own >= 0 { // the owner is known from the turns (ownership.go)
+			phi, fGap = own, 1 // a gap is never the traced process's: its part is the untraced one's
+		}
 		var uw float64
 		for i := lo; i < hi; i++ {
 			lc, f := sc.itemLC[i], 1-phi

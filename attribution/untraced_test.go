@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -30,10 +31,13 @@ type simProc struct {
 // kernels (rate bytes/ms) and spin kernels (none) of 0.5-3 ms with idle gaps.
 type sharedGPU struct {
 	procs []simProc
-	recs  [][]activity.Record
-	exec  []simExec
-	bytes []float64 // true bytes per process
-	idle  float64   // seconds nothing ran
+	// switches: the PM samples count context-switch cycles (ctxswPerSwitch at every change
+	// of the running process), as FE_A.TriageCompute.gpu__gr_cycles_active_cmd_ctxsw does.
+	switches bool
+	recs     [][]activity.Record
+	exec     []simExec
+	bytes    []float64 // true bytes per process
+	idle     float64   // seconds nothing ran
 }
 
 type simExec struct {
@@ -43,7 +47,14 @@ type simExec struct {
 }
 
 func makeSharedGPU(rng *rand.Rand, procs []simProc, span int64) *sharedGPU {
-	const slice = ms / 4
+	return makeSlicedGPU(rng, procs, span, ms/4, false)
+}
+
+// makeSlicedGPU is makeSharedGPU with turns of the given length. With keepTurn a process
+// keeps the GPU across its kernels until its turn is over or it has no work, as the
+// hardware's scheduler does (scripts/gpu/tsprobe.cu: 2.09 ms turns on an H100); without,
+// the turn passes at every kernel's end too.
+func makeSlicedGPU(rng *rand.Rand, procs []simProc, span, slice int64, keepTurn bool) *sharedGPU {
 	g := &sharedGPU{procs: procs, recs: make([][]activity.Record, len(procs)), bytes: make([]float64, len(procs))}
 	type job struct {
 		left, start int64
@@ -53,6 +64,7 @@ func makeSharedGPU(rng *rand.Rand, procs []simProc, span int64) *sharedGPU {
 	cur := make([]*job, len(procs))
 	idleUntil := make([]int64, len(procs))
 	t, turn := t0, 0
+	owner, turnLeft := -1, int64(0)
 	for t < t0+span {
 		for p, sp := range procs {
 			if cur[p] == nil && t >= idleUntil[p] {
@@ -64,10 +76,15 @@ func makeSharedGPU(rng *rand.Rand, procs []simProc, span int64) *sharedGPU {
 			}
 		}
 		p := -1
+		if keepTurn && owner >= 0 && cur[owner] != nil && turnLeft > 0 {
+			p = owner
+		}
 		for k := range procs {
-			if q := (turn + k) % len(procs); cur[q] != nil {
-				p = q
+			if p >= 0 {
 				break
+			}
+			if q := (turn + k) % len(procs); cur[q] != nil {
+				p, owner, turnLeft = q, q, slice
 			}
 		}
 		if p < 0 { // all idle until the first one wakes
@@ -84,6 +101,10 @@ func makeSharedGPU(rng *rand.Rand, procs []simProc, span int64) *sharedGPU {
 			j.start = t
 		}
 		run := min(slice, j.left)
+		if keepTurn {
+			run = min(turnLeft, j.left)
+			turnLeft -= run
+		}
 		g.exec = append(g.exec, simExec{t, t + run, p, j.rate})
 		g.bytes[p] += j.rate * float64(run)
 		j.left -= run
@@ -95,7 +116,9 @@ func makeSharedGPU(rng *rand.Rand, procs []simProc, span int64) *sharedGPU {
 				idleUntil[p] = t + rng.Int64N(4*ms)
 			}
 		}
-		turn = p + 1
+		if !keepTurn || turnLeft == 0 || cur[p] == nil && idleUntil[p] > t {
+			turn, owner = p+1, -1
+		}
 	}
 	return g
 }
@@ -113,7 +136,16 @@ func (g *sharedGPU) valueAt(s, e int64) []float64 {
 		active += ov
 		bytes += x.rate * ov
 	}
-	return []float64{100 * active / float64(e-s), bytes}
+	if !g.switches {
+		return []float64{100 * active / float64(e-s), bytes}
+	}
+	var cycles float64
+	for i := max(g.search(s), 1); i < len(g.exec) && g.exec[i].start < e; i++ {
+		if g.exec[i].start >= s && g.exec[i].proc != g.exec[i-1].proc {
+			cycles += ctxswPerSwitch
+		}
+	}
+	return []float64{100 * active / float64(e-s), bytes, cycles}
 }
 
 // search is the first exec span that ends after t.
@@ -195,7 +227,11 @@ func runShared(t *testing.T, g *sharedGPU, span int64) *mapping.Snapshot {
 			device[0] += s.Values[0] / 100 * float64(s.End-s.Start) / 1e9
 			device[1] += s.Values[1]
 		}
-		a.AddBatch(pmsample.Batch{Device: 0, Metrics: testMetrics, Samples: ss})
+		metrics := testMetrics
+		if g.switches {
+			metrics = append(slices.Clip(testMetrics), switchMetric)
+		}
+		a.AddBatch(pmsample.Batch{Device: 0, Metrics: metrics, Samples: ss})
 	}
 	clk.advance(5 * time.Second)
 	a.Flush()
