@@ -199,7 +199,7 @@ func checkCollected(t *testing.T, run string, r *otelResource) {
 			"hw.type": "gpu", "hw.vendor": "NVIDIA", "hw.model": "", "hw.id": "", "cupti.gpu": "0"}},
 		{"hw.gpu.io", "By", "Sum", map[string]string{"cupti.link": "pcie", "network.io.direction": "transmit"}},
 		{"hw.gpu.utilization", "1", "Gauge", map[string]string{"hw.gpu.task": "general", "hw.type": "gpu", "hw.id": ""}}, // NVML's
-		{"cupti.graphics_engine.active", "1", "Gauge", map[string]string{"hw.id": ""}}, // PM sampling's
+		{"cupti.graphics_engine.active", "1", "Gauge", map[string]string{"hw.id": ""}},                                   // PM sampling's
 		{"cupti.graphics_engine.active.max", "1", "Gauge", map[string]string{"hw.id": ""}},
 		{"cupti.sm.active", "1", "Gauge", map[string]string{"hw.vendor": "NVIDIA"}},
 		{"cupti.kernel.duration", "s", "ExponentialHistogram", map[string]string{"cupti.kernel": ""}}, // node-wide by default: no hw.id
