@@ -65,7 +65,7 @@ func runServe(ctx context.Context, logger *slog.Logger, cfg *Config) error {
 	actOpts := append(liveActivityOptions(pm.devices, budget), activity.WithTrustHelloPods(cfg.Activity.TrustHelloPods))
 	actOpts = append(actOpts, budgetActivityOptions(cfg)...)
 	if cfg.Activity.Enabled {
-		if actOpts, err = pm.attribute(cfg, logger, actOpts, func(m string) string { return act.KernelLabel(m) }); err != nil {
+		if actOpts, err = pm.attribute(cfg, logger, budget, actOpts, func(m string) string { return act.KernelLabel(m) }); err != nil {
 			return err
 		}
 	}
@@ -117,8 +117,9 @@ type pmSetup struct {
 
 // attribute sets up the attribution join when it is enabled and PM samples flow: it
 // returns the activity options plus the join as a listener. kernelLabel gives the activity
-// aggregator's bounded kernel label (the aggregator is made after the join, with it).
-func (pm *pmSetup) attribute(cfg *Config, logger *slog.Logger, opts []activity.Option, kernelLabel func(string) string) ([]activity.Option, error) {
+// aggregator's bounded kernel label (the aggregator is made after the join, with it). What
+// clients make the join hold is charged to budget, the activity receiver's.
+func (pm *pmSetup) attribute(cfg *Config, logger *slog.Logger, budget *activity.Budget, opts []activity.Option, kernelLabel func(string) string) ([]activity.Option, error) {
 	if !cfg.Attribution.Enabled || pm.src == nil {
 		return opts, nil
 	}
@@ -127,7 +128,8 @@ func (pm *pmSetup) attribute(cfg *Config, logger *slog.Logger, opts []activity.O
 			attribution.WithWatermark(time.Duration(cfg.Attribution.Watermark)),
 			attribution.WithEstimator(cfg.Attribution.Estimator),
 			attribution.WithMaxPendingRecords(cfg.Attribution.MaxPendingRecords),
-			attribution.WithKernelLabel(kernelLabel))...)
+			attribution.WithKernelLabel(kernelLabel),
+			attribution.WithBudget(budget))...)
 	if err != nil {
 		return nil, fmt.Errorf("setting up attribution: %w", err)
 	}
