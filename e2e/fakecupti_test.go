@@ -8,6 +8,7 @@ package e2e
 import (
 	"bytes"
 	"encoding/json"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -117,7 +118,23 @@ func TestServeFakeCUPTI(t *testing.T) {
 		v, ok := series(fams, "cupti_pm_sampling_state", map[string]string{"gpu": "0", "state": "paused"})
 		return ok && v == 1
 	})
+	// Paused: alive (/healthz 200) but not sampling, which /readyz and source_up say (no
+	// other source produces here: NVML is absent, so /readyz is 503).
+	for path, want := range map[string]string{"/healthz": "ok", "/readyz": "source=pmsample device=0 not ready: paused on request until 20"} {
+		resp, err := http.Get("http://" + p.addr + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if !strings.Contains(string(body), want) || (path == "/healthz") != (resp.StatusCode == http.StatusOK) {
+			t.Errorf("%s while paused: %s %q, want %q", path, resp.Status, body, want)
+		}
+	}
 	_, fams = p.scrape(t)
+	if v, ok := series(fams, "cupti_exporter_source_up", map[string]string{"source": "pmsample", "gpu": "0", "reason": "paused"}); !ok || v != 0 {
+		t.Errorf("source_up of the paused GPU = %v (found %v), want 0 with reason paused", v, ok)
+	}
 	before, _ := series(fams, "cupti_pm_samples_total", map[string]string{"gpu": "0"})
 	post(t, "http://"+p.addr+"/api/v1/pm-sampling/resume")
 	waitFor(t, "samples again after resume", func() bool {
