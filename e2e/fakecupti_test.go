@@ -219,3 +219,34 @@ func TestRecordReplayFakeCUPTI(t *testing.T) {
 		return ok && v > 100
 	})
 }
+
+// `record --max-size` stops at the size, says so and leaves a recording that replays (before,
+// nothing capped a recording: a flood of activity records wrote about 140 MB/s).
+func TestRecordMaxSize(t *testing.T) {
+	lib, env := fakeCUPTI(t)
+	file := filepath.Join(t.TempDir(), "capped.cuptirec")
+	t0 := time.Now()
+	out, err := run(t, env, "record", lib, fakeMetricsFlag, "--no-activity.enabled", "--output="+file, "--duration=60s", "--max-size=256KiB")
+	if err != nil {
+		t.Fatalf("record: %v\n%s", err, out)
+	}
+	took := time.Since(t0)
+	st, err := os.Stat(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("stopped after %s at %d bytes", took.Round(time.Millisecond), st.Size())
+	if took > 30*time.Second || !strings.Contains(out, "recording stopped: the file reached --max-size") {
+		t.Fatalf("recorded for %s without stopping at the size:\n%s", took, out)
+	}
+	// The writer flushes after each PM batch: the file passes the cap by at most its buffer.
+	if st.Size() < 256<<10 || st.Size() > 256<<10+512<<10 {
+		t.Errorf("file of %d bytes, want 256 KiB and at most one buffer more", st.Size())
+	}
+	p := start(t, "replay", file, "--replay.speed=20")
+	waitFor(t, "replayed samples", func() bool {
+		_, fams := p.scrape(t)
+		v, ok := series(fams, "cupti_pm_samples_total", map[string]string{"gpu": "1"})
+		return ok && v > 100
+	})
+}
