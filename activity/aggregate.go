@@ -43,6 +43,7 @@ type Aggregator struct {
 	records    [KindMemset + 1]uint64 // by Kind
 	dropped    map[string]uint64
 	connDrops  map[string]uint64
+	recreated  [2]uint64 // socket file re-created: removed, replaced
 	conns      uint64
 	invalid    map[string]uint64 // sender reports refused, by reason (senderdrops.go)
 
@@ -431,6 +432,17 @@ func (a *Aggregator) ConnectionAccepted() {
 func (a *Aggregator) ConnectionDropped(reason string) {
 	a.mu.Lock()
 	a.connDrops[reason]++
+	a.mu.Unlock()
+	a.gen.Add(1)
+}
+
+// SocketRecreated counts a re-creation of the activity socket file, by what happened to it
+// (removed, replaced).
+func (a *Aggregator) SocketRecreated(what string) {
+	a.mu.Lock()
+	if i := slices.Index(socketRecreateReasons, what); i >= 0 {
+		a.recreated[i]++
+	}
 	a.mu.Unlock()
 	a.gen.Add(1)
 }

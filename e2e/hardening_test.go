@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -299,4 +300,62 @@ func TestClosedPipeKeepsServing(t *testing.T) {
 	if _, err := os.Stat(sock); !os.IsNotExist(err) {
 		t.Errorf("activity socket left behind: %v", err)
 	}
+}
+
+// readyz returns the status code and body of /readyz.
+func (p *exporterProc) readyz(t *testing.T) (int, string) {
+	t.Helper()
+	resp, err := http.Get("http://" + p.addr + "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// A removed activity socket file is re-created (logged, counted) and new workloads connect
+// again; one replaced by a file that is not a socket makes /readyz 503 with the reason until
+// it is gone. Before, a removed socket went unnoticed: a new workload lost 739,000 records
+// while /readyz said 200.
+func TestActivitySocketRecreated(t *testing.T) {
+	p, sock := startFake(t)
+	if err := os.Remove(sock); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the socket re-created", func() bool {
+		_, fams := p.scrape(t)
+		v, _ := series(fams, "cupti_activity_socket_recreations_total", map[string]string{"reason": "removed"})
+		_, err := os.Stat(sock)
+		return v == 1 && err == nil
+	})
+	if !contains(p.out.String(), "activity socket file removed: re-creating it") {
+		t.Error("no log line for the removed socket")
+	}
+	_, enc := dialActivity(t, sock)
+	if err := enc.Hello(honest()); err != nil {
+		t.Fatal(err)
+	}
+	if err := enc.Records(0, kernels(100, "_Z4realv")); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the records of a workload started after the removal", func() bool {
+		_, fams := p.scrape(t)
+		v, _ := series(fams, "cupti_activity_records_total", map[string]string{"kind": "kernel"})
+		return v == 100
+	})
+
+	os.Remove(sock)
+	if err := os.WriteFile(sock, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "/readyz 503 naming the socket", func() bool {
+		code, body := p.readyz(t)
+		return code == http.StatusServiceUnavailable && strings.Contains(body, "source=activity device=- not ready: activity socket "+sock+" was replaced by a file that is not a socket")
+	})
+	os.Remove(sock)
+	waitFor(t, "/readyz 200 again", func() bool {
+		code, _ := p.readyz(t)
+		return code == http.StatusOK
+	})
 }

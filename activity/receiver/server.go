@@ -38,6 +38,7 @@ type config struct {
 	budget       *activity.Budget
 	procRoot     string
 	maxPerID     int
+	checkEvery   time.Duration
 }
 
 // WithMaxConnectionsPerIdentity bounds the connections of one verified identity (the
@@ -132,7 +133,8 @@ type Server struct {
 	agg  *activity.Aggregator
 	log  *slog.Logger
 	cfg  config
-	ln   *net.UnixListener
+	ln   atomic.Pointer[net.UnixListener]
+	file atomic.Pointer[socketFile] // the socket file it listens on, and whether it is missing
 
 	mu     sync.Mutex
 	conns  map[net.Conn]*connState
@@ -177,51 +179,69 @@ func identityKey(pe peer) string {
 func NewServer(path string, agg *activity.Aggregator, logger *slog.Logger, opts ...Option) (*Server, error) {
 	cfg := config{mode: DefaultSocketMode, gid: -1, maxConns: DefaultMaxConnections,
 		helloTimeout: DefaultHelloTimeout, idleTimeout: DefaultIdleTimeout, procRoot: DefaultProcRoot,
-		maxPerID: DefaultMaxConnectionsPerIdentity}
+		maxPerID: DefaultMaxConnectionsPerIdentity, checkEvery: DefaultSocketCheck}
 	for _, o := range opts {
 		o(&cfg)
 	}
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	dir := filepath.Dir(path)
-	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
-		if err := os.MkdirAll(dir, dirMode); err != nil {
-			return nil, fmt.Errorf("creating activity socket directory: %w", err)
-		}
-		if err := os.Chmod(dir, dirMode); err != nil { // MkdirAll is subject to the umask
-			return nil, fmt.Errorf("setting activity socket directory mode: %w", err)
-		}
-		if cfg.gid >= 0 {
-			if err := os.Chown(dir, -1, cfg.gid); err != nil {
-				return nil, fmt.Errorf("setting activity socket directory group: %w", err)
-			}
-		}
-	}
 	if err := removeStale(path); err != nil {
 		return nil, err
 	}
+	ln, file, err := listen(path, cfg)
+	if err != nil {
+		return nil, err
+	}
+	log := logger.With("source", "activity")
+	s := &Server{
+		path: path, agg: agg, cfg: cfg, log: log,
+		conns: make(map[net.Conn]*connState),
+		ids:   make(map[string]*identityState),
+		warn:  limitedLog{log: log, every: time.Second},
+	}
+	s.ln.Store(ln)
+	s.file.Store(file)
+	return s, nil
+}
+
+// listen creates the socket's directory (mode 0750) if missing and listens on path, with the
+// socket file's mode and group.
+func listen(path string, cfg config) (*net.UnixListener, *socketFile, error) {
+	dir := filepath.Dir(path)
+	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
+		if err := os.MkdirAll(dir, dirMode); err != nil {
+			return nil, nil, fmt.Errorf("creating activity socket directory: %w", err)
+		}
+		if err := os.Chmod(dir, dirMode); err != nil { // MkdirAll is subject to the umask
+			return nil, nil, fmt.Errorf("setting activity socket directory mode: %w", err)
+		}
+		if cfg.gid >= 0 {
+			if err := os.Chown(dir, -1, cfg.gid); err != nil {
+				return nil, nil, fmt.Errorf("setting activity socket directory group: %w", err)
+			}
+		}
+	}
 	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
 	if err != nil {
-		return nil, fmt.Errorf("listening on activity socket: %w", err)
+		return nil, nil, fmt.Errorf("listening on activity socket: %w", err)
 	}
 	if err := os.Chmod(path, cfg.mode); err != nil {
 		ln.Close()
-		return nil, fmt.Errorf("setting activity socket mode: %w", err)
+		return nil, nil, fmt.Errorf("setting activity socket mode: %w", err)
 	}
 	if cfg.gid >= 0 {
 		if err := os.Chown(path, -1, cfg.gid); err != nil {
 			ln.Close()
-			return nil, fmt.Errorf("setting activity socket group (is the exporter a member of group %d?): %w", cfg.gid, err)
+			return nil, nil, fmt.Errorf("setting activity socket group (is the exporter a member of group %d?): %w", cfg.gid, err)
 		}
 	}
-	log := logger.With("source", "activity")
-	return &Server{
-		path: path, agg: agg, cfg: cfg, ln: ln, log: log,
-		conns: make(map[net.Conn]*connState),
-		ids:   make(map[string]*identityState),
-		warn:  limitedLog{log: log, every: time.Second},
-	}, nil
+	fi, err := os.Lstat(path)
+	if err != nil {
+		ln.Close()
+		return nil, nil, fmt.Errorf("checking activity socket: %w", err)
+	}
+	return ln, &socketFile{info: fi}, nil
 }
 
 // removeStale removes a socket at path that nobody listens on.
@@ -255,13 +275,18 @@ func (s *Server) Path() string { return s.path }
 func (s *Server) Serve(ctx context.Context) error {
 	stop := context.AfterFunc(ctx, func() { s.Close() })
 	defer stop()
+	go s.watchSocket(ctx)
 	var backoff time.Duration
 	for {
-		c, err := s.ln.Accept()
+		ln := s.ln.Load()
+		c, err := ln.Accept()
 		if err != nil {
 			if s.isClosed() {
 				s.wg.Wait()
 				return nil
+			}
+			if s.ln.Load() != ln { // the socket was re-created: accept on the new one
+				continue
 			}
 			// Out of file descriptors and the like: wait and retry, as net/http does.
 			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
@@ -440,7 +465,7 @@ func (s *Server) Close() error {
 		conns = append(conns, c)
 	}
 	s.mu.Unlock()
-	err := s.ln.Close() // removes the socket file
+	err := s.ln.Load().Close() // removes the socket file
 	for _, c := range conns {
 		c.Close()
 	}

@@ -73,7 +73,7 @@ func runServe(ctx context.Context, logger *slog.Logger, cfg *Config) error {
 	if kube != nil {
 		actOpts = append(actOpts, activity.WithPodResolver(podResolver(kube)))
 		pm.pidPod = pidPodResolver(kube, "/proc")
-		extra = append(extra, namedProducer{"kubepods", kube})
+		extra = append(extra, namedProducer{name: "kubepods", p: kube})
 	}
 	if pm.idle != nil { // kernel records wake an idle-released GPU
 		actOpts = append(actOpts, activity.WithListener(pm.idle))
@@ -87,6 +87,7 @@ func runServe(ctx context.Context, logger *slog.Logger, cfg *Config) error {
 		return fmt.Errorf("%w (set --activity.socket, or --no-activity.enabled)", err)
 	}
 	defer srv.Close()
+	extra = append(extra, namedProducer{status: socketStatus(srv)})
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ctx) }()
 	logger.Info("receiving activity records", "socket", srv.Path())
@@ -138,10 +139,23 @@ func (pm *pmSetup) attribute(cfg *Config, logger *slog.Logger, budget *activity.
 	return append(opts, activity.WithListener(a)), nil
 }
 
-// namedProducer is one more source of self-metrics to register (the pod informer).
+// namedProducer is one more source of self-metrics to register (the pod informer), or of
+// readiness (the activity socket).
 type namedProducer struct {
-	name string
-	p    exporter.Producer
+	name   string
+	p      exporter.Producer
+	status exporter.StatusReporter
+}
+
+// socketStatus is the readiness of the activity socket: required, so that /readyz says 503
+// while a removed or replaced socket file is not re-created.
+func socketStatus(srv *receiver.Server) exporter.StatusReporter {
+	return statusFunc(func() []exporter.Status {
+		if p := srv.SocketProblem(); p != "" {
+			return []exporter.Status{{Source: "activity", Reason: p, Code: exporter.ReasonNoSocket, Required: true}}
+		}
+		return []exporter.Status{{Source: "activity", Ready: true, Required: true}}
+	})
 }
 
 // devices lists the source's devices (none when PM sampling is off).
@@ -199,7 +213,12 @@ func serveSources(ctx context.Context, logger *slog.Logger, cfg *Config, pm pmSe
 		exp.Register("podresources", pods)
 	}
 	for _, x := range extra {
-		exp.Register(x.name, x.p)
+		if x.p != nil {
+			exp.Register(x.name, x.p)
+		}
+		if x.status != nil {
+			exp.RegisterStatus("activity_socket", x.status)
+		}
 	}
 	srcErr := make(chan error, 1)
 	switch src := pm.src; {
