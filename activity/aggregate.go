@@ -177,7 +177,7 @@ func (a *Aggregator) connectLocked(p *Process, ps *procState) *procState {
 		ps.devs[i] = a.internLocked(d)
 	}
 	a.procs[p] = ps
-	a.startPodLocked(ps, ps.podAnswer, a.cfg.now())
+	a.startPodLocked(ps, ps.podAnswer, p.Identity, a.cfg.now())
 	id := senderOf(p)
 	s := a.senders[id]
 	if s == nil {

@@ -59,8 +59,9 @@ type proc struct {
 	pid       uint32
 	devs      []*devState // by CUDA ordinal; nil: a GPU the join does not sample
 	pod       podKey
-	presStart int64 // first time the process was known present (connect, first record or span)
-	presEnd   int64 // math.MaxInt64 while connected
+	podPrio   mapping.Priority // how far its pod labels are verified (for the exporter's cap)
+	presStart int64            // first time the process was known present (connect, first record or span)
+	presEnd   int64            // math.MaxInt64 while connected
 	goneAt    time.Time
 	spans     []span // non-lossy traced spans, sorted and merged
 	lastSpan  int64  // end of the latest span received, for the order check
@@ -398,6 +399,7 @@ func (a *Attributor) ProcessConnected(p *activity.Process, info activity.Process
 
 func (a *Attributor) fill(ps *proc, info activity.ProcessInfo) {
 	ps.pod = podKey{namespace: info.Namespace, pod: info.Pod, container: info.Container, source: sourceKernel}
+	ps.podPrio = info.PodPriority
 	ps.devs = make([]*devState, max(len(info.GPUs), len(info.UUIDs)))
 	for i := range ps.devs {
 		if i < len(info.GPUs) {

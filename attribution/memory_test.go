@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/cupti-exporter/cupti-exporter/activity"
+	"github.com/cupti-exporter/cupti-exporter/mapping"
 	"github.com/cupti-exporter/cupti-exporter/pmsample"
 )
 
@@ -103,5 +104,35 @@ func TestRecordEndingAheadDropped(t *testing.T) {
 	}
 	if v := sum(snap, "cupti_attribution_pending_records"); v != 1 {
 		t.Errorf("%g records held, want the honest one", v)
+	}
+}
+
+// Pod series carry the rank of who vouches for the pod (the exporter's cap folds claimed
+// ones first): verified when a verified process's cgroup named it, claimed when only hellos
+// did, normal without a pod.
+func TestPodSeriesPriority(t *testing.T) {
+	a, _ := newTest(t)
+	for i, pr := range []mapping.Priority{mapping.PriorityVerified, mapping.PriorityClaimed, mapping.PriorityNormal} {
+		p, info := newProc(uint32(10+i), []string{"legit", "claimed", ""}[i], "0")
+		info.PodPriority = pr
+		a.ProcessConnected(p, info)
+		a.Coverage(p, []activity.Interval{{Start: uint64(t0 - ms), End: uint64(t0 + 10*ms)}})
+		a.Records(p, []activity.Record{kernel(0, "A", t0+int64(i)*ms, t0+int64(i+1)*ms)})
+	}
+	a.AddBatch(pmsample.Batch{Device: 0, Metrics: testMetrics, Samples: samples(t0, ms, 4, func(s, e int64) []float64 { return []float64{100, 1000} })})
+	a.Flush()
+	got := map[string]mapping.Priority{}
+	for _, f := range a.Snapshot().Families {
+		if f.Desc.Name == "cupti_pod_sampled_seconds_total" {
+			for _, s := range f.Samples {
+				got[s.LabelValues[3]] = s.Priority
+			}
+		}
+	}
+	want := map[string]mapping.Priority{"legit": mapping.PriorityVerified, "claimed": mapping.PriorityClaimed, "": mapping.PriorityNormal}
+	for pod, pr := range want {
+		if got[pod] != pr {
+			t.Errorf("pod %q priority %d, want %d (all: %v)", pod, got[pod], pr, got)
+		}
 	}
 }

@@ -63,6 +63,7 @@ func sortSamples(ss []mapping.Sample) {
 func (a *Attributor) build(now time.Time) {
 	fams := map[*mapping.Desc]*mapping.Family{}
 	var order []*mapping.Desc
+	prio := mapping.PriorityNormal // of the samples put: a pod series's rank under the exporter's cap
 	put := func(desc *mapping.Desc, v float64, start time.Time, labels ...string) {
 		f := fams[desc]
 		if f == nil {
@@ -70,7 +71,7 @@ func (a *Attributor) build(now time.Time) {
 			fams[desc] = f
 			order = append(order, desc)
 		}
-		f.Samples = append(f.Samples, mapping.Sample{LabelValues: labels, Value: v, Start: start})
+		f.Samples = append(f.Samples, mapping.Sample{LabelValues: labels, Value: v, Start: start, Priority: prio})
 	}
 	counter := func(desc *mapping.Desc, v float64, labels ...string) { put(desc, v, a.start, labels...) }
 	gauge := func(desc *mapping.Desc, v float64, labels ...string) { put(desc, v, time.Time{}, labels...) }
@@ -89,8 +90,10 @@ func (a *Attributor) build(now time.Time) {
 				delete(d.pods, k)
 				continue
 			}
+			prio = c.prio
 			put(podSampledDesc, c.sampled, c.start, d.gpu, d.uuid, k.namespace, k.pod, k.container, k.source)
 			a.putMetrics(put, c, func(m *metric) *mapping.Desc { return served(m.pod, m.servePod) }, d.gpu, d.uuid, k.namespace, k.pod, k.container, k.source)
+			prio = mapping.PriorityNormal
 		}
 		for i, kind := range kindLabels {
 			counter(kindSecondsDesc, d.kinds[i], d.gpu, d.uuid, kind)
