@@ -196,7 +196,7 @@ func (a *Aggregator) newProcState(p *Process) *procState {
 	ps := &procState{podAnswer: a.askPod(p)}
 	ps.devs = make([]*device, len(p.DeviceUUIDs))
 	for i, uuid := range p.DeviceUUIDs {
-		ps.devs[i] = &device{gpu: a.gpuLabel(uuid, i), uuid: uuid, unknown: !a.deviceExists(uuid)}
+		ps.devs[i] = &device{gpu: a.gpuLabel(uuid, i), uuid: uuid, unknown: !a.deviceExists(uuid, p.Identity)}
 	}
 	ps.pods = make([]*podSeries, len(ps.devs))
 	return ps
@@ -207,8 +207,10 @@ func (a *Aggregator) newProcState(p *Process) *procState {
 const InvalidDeviceUUID = "GPU-invalid"
 
 // deviceExists asks the device filter whether the host has the GPU uuid; a GPU the filter
-// cannot judge (no filter, the host's GPUs unknown, or no UUID in the hello) is taken.
-func (a *Aggregator) deviceExists(uuid string) bool {
+// cannot judge (no filter, the host's GPUs unknown, or no UUID in the hello) is taken from
+// a verified (or recorded) process, not from a claimed one: made-up UUIDs in claimed hellos
+// would fill the device table, and real records would then be dropped as unknown_device.
+func (a *Aggregator) deviceExists(uuid string, id Identity) bool {
 	if uuid == InvalidDeviceUUID {
 		return false
 	}
@@ -216,7 +218,7 @@ func (a *Aggregator) deviceExists(uuid string) bool {
 		return true
 	}
 	exists, known := a.cfg.deviceFilter(uuid)
-	return exists || !known
+	return exists || !known && id != IdentityClaimed
 }
 
 // internLocked returns the interned twin of d, interning d when new, or d marked unknown when

@@ -62,7 +62,16 @@ func runServe(ctx context.Context, logger *slog.Logger, cfg *Config) error {
 	}
 	budget := activity.NewBudget(int64(cfg.Activity.MemoryBudget))
 	var act *activity.Aggregator
-	actOpts := append(liveActivityOptions(pm.devices, budget), activity.WithTrustHelloPods(cfg.Activity.TrustHelloPods))
+	// The host's GPUs for the activity socket: the PM source's, else NVML's (PM sampling
+	// off), so that made-up device UUIDs do not fill the device table.
+	pm.nvml = &nvmlGPUs{}
+	hostGPUs := func() []pmsample.Device {
+		if ds := pm.devices(); len(ds) > 0 {
+			return ds
+		}
+		return pm.nvml.devices()
+	}
+	actOpts := append(liveActivityOptions(hostGPUs, budget), activity.WithTrustHelloPods(cfg.Activity.TrustHelloPods))
 	actOpts = append(actOpts, budgetActivityOptions(cfg)...)
 	if cfg.Activity.Enabled {
 		if actOpts, err = pm.attribute(cfg, logger, budget, actOpts, func(m string) string { return act.KernelLabel(m) }); err != nil {
@@ -111,6 +120,7 @@ type pmSetup struct {
 	attr    *attribution.Attributor // the attribution join; nil when off
 	// pidPod resolves a PID NVML lists to its pod (cgroup and pod informer); nil: no informer
 	pidPod func(pid uint32) (pod, namespace, container string, ok bool)
+	nvml *nvmlGPUs // the GPUs NVML found, once the health source runs; nil: not serving
 	// idle releases the session of idle GPUs (nil: off); idleMetrics are its counters.
 	idle        *idle.Controller
 	idleMetrics exporter.Producer
@@ -198,7 +208,10 @@ func serveSources(ctx context.Context, logger *slog.Logger, cfg *Config, pm pmSe
 		if pm.attr != nil { // who else is on the GPU: NVML's processes into the join
 			opts = append(opts, health.WithProcessListener(observeProcesses(pm.attr)))
 		}
-		startHealth(ctx, logger, cfg, exp, pm.devices, opts...)
+		src := startHealth(ctx, logger, cfg, exp, pm.devices, opts...)
+		if pm.nvml != nil {
+			pm.nvml.src.Store(src)
+		}
 	} else if pm.attr != nil && pm.live {
 		logger.Warn("NVML health is off: attribution cannot see processes that load no injection library; their work lands on the traced kernels they overlap (docs/attribution.md)")
 	}
