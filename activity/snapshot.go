@@ -68,7 +68,7 @@ var (
 		"buffer_pool_exhausted", "queue_full", "cupti_dropped", "version_refused", "unknown_record", "name_table_full",
 	}
 	// Receiver-side reasons.
-	receiverDropReasons   = []string{"unknown_kind", "unknown_device"}
+	receiverDropReasons   = []string{"unknown_kind", "unknown_device", "refused_connection"}
 	socketRecreateReasons = []string{"removed", "replaced"}
 	connDropReasons       = []string{"malformed", "limit", "read_error", "hello_timeout", "evicted_no_hello", "evicted_idle", "evicted_claimed", "memory_budget", "identity_refused", "identity_limit"}
 )

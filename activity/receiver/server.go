@@ -142,7 +142,8 @@ type Server struct {
 	closed bool
 	wg     sync.WaitGroup
 
-	warn limitedLog // refusals and drops, at most a line a second per reason
+	warn  limitedLog // refusals and drops, at most a line a second per reason
+	drain []byte     // the accept loop's buffer for refused connections' unread bytes
 }
 
 // connState is what the server knows of one connection, for its eviction policy.
@@ -319,23 +320,20 @@ func (s *Server) track(c net.Conn, pe peer) *connState {
 	key := identityKey(pe)
 	id := s.ids[key]
 	if key != "" && id != nil && id.conns >= s.cfg.maxPerID && !s.evictOwnLocked(id) {
-		c.Close()
-		s.agg.ConnectionDropped("identity_limit")
+		s.refuse(c, "identity_limit")
 		s.warn.Warn("identity_limit", "activity connection refused: its container holds too many connections",
 			"max", s.cfg.maxPerID, "pid", pe.pid)
 		return nil
 	}
 	verified := key != ""
 	if len(s.conns) >= s.cfg.maxConns && !s.evictLocked(verified) {
-		c.Close()
-		s.agg.ConnectionDropped("limit")
+		s.refuse(c, "limit")
 		s.warn.Warn("limit", "activity connection refused: too many connections, none idle to replace", "max", s.cfg.maxConns)
 		return nil
 	}
 	if !s.cfg.budget.Reserve(connBaseBytes) {
 		s.evictLocked(verified) // frees room for the sender's next try, if a connection can go
-		c.Close()
-		s.agg.ConnectionDropped("memory_budget")
+		s.refuse(c, "memory_budget")
 		s.warn.Warn("memory_budget", "activity connection refused: receiver memory budget reached", "budget_bytes", s.cfg.budget.Limit())
 		return nil
 	}

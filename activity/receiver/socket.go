@@ -5,8 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net"
 	"os"
+	"syscall"
 	"time"
+
+	"github.com/cupti-exporter/cupti-exporter/activity/wire"
 )
 
 // DefaultSocketCheck is how often the server checks that its socket file is still there.
@@ -108,4 +112,39 @@ func (s *Server) checkSocket() {
 	old.SetUnlinkOnClose(false) // its file is gone or another's: keep the new one
 	old.Close()
 	s.log.Info("activity socket re-created", "path", s.path)
+}
+
+// drainMax bounds what is read from a refused connection: about the kernel's socket buffer.
+const drainMax = 256 << 10
+
+// refuse closes a connection the server will not serve, counted as reason. The records the
+// sender already wrote (queued in the socket before the accept) would be lost without a
+// trace: the sender counts only what it fails to write. They are read without waiting and
+// counted (cupti_activity_dropped_records_total{reason="refused_connection"}); what the
+// sender writes later fails and is counted by it (queue_full, on its next connection).
+// Called by the accept loop only (s.drain is its buffer).
+func (s *Server) refuse(c net.Conn, reason string) {
+	if uc, ok := c.(*net.UnixConn); ok {
+		if s.drain == nil {
+			s.drain = make([]byte, drainMax)
+		}
+		n := 0
+		if raw, err := uc.SyscallConn(); err == nil {
+			raw.Read(func(fd uintptr) bool {
+				for n < len(s.drain) {
+					m, _, err := syscall.Recvfrom(int(fd), s.drain[n:], syscall.MSG_DONTWAIT)
+					if m <= 0 || err != nil {
+						break
+					}
+					n += m
+				}
+				return true // never wait
+			})
+		}
+		if recs := wire.CountRecords(s.drain[:n]); recs > 0 {
+			s.agg.DroppedRecords("refused_connection", recs)
+		}
+	}
+	c.Close()
+	s.agg.ConnectionDropped(reason)
 }

@@ -1,8 +1,10 @@
 package receiver
 
 import (
+	"errors"
 	"net"
 	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -85,5 +87,42 @@ func TestSocketRecreated(t *testing.T) {
 	srv.Close()
 	if _, err := os.Lstat(path); !os.IsNotExist(err) {
 		t.Errorf("socket file left after Close: %v", err)
+	}
+}
+
+// A refused connection's records already in the socket are counted, not lost without a
+// trace (the sender counts only what it fails to write).
+func TestRefusedConnectionRecordsCounted(t *testing.T) {
+	srv, agg := startServer(t)
+	path := filepath.Join(t.TempDir(), "side.sock")
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	c, err := net.Dial("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	enc := wire.NewEncoder(c)
+	recs := make([]activity.Record, 250)
+	for i := range recs {
+		recs[i] = activity.Record{Kind: activity.KindKernel, Start: 1, End: 2, Name: "k"}
+	}
+	if err := errors.Join(enc.Hello(proc(9)), enc.Records(0, recs), enc.Records(0, recs)); err != nil {
+		t.Fatal(err)
+	}
+	sc, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.refuse(sc, "limit")
+	s := agg.Snapshot()
+	if v := value(t, s, "cupti_activity_dropped_records_total", "refused_connection"); v != 500 {
+		t.Errorf("refused_connection drops %g, want 500", v)
+	}
+	if v := value(t, s, "cupti_activity_dropped_connections_total", "limit"); v != 1 {
+		t.Errorf("limit refusals %g, want 1", v)
 	}
 }
