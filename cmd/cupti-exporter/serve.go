@@ -120,7 +120,7 @@ type pmSetup struct {
 	attr    *attribution.Attributor // the attribution join; nil when off
 	// pidPod resolves a PID NVML lists to its pod (cgroup and pod informer); nil: no informer
 	pidPod func(pid uint32) (pod, namespace, container string, ok bool)
-	nvml *nvmlGPUs // the GPUs NVML found, once the health source runs; nil: not serving
+	nvml   *nvmlGPUs // the GPUs NVML found, once the health source runs; nil: not serving
 	// idle releases the session of idle GPUs (nil: off); idleMetrics are its counters.
 	idle        *idle.Controller
 	idleMetrics exporter.Producer
