@@ -43,6 +43,7 @@ type Aggregator struct {
 	records    [KindMemset + 1]uint64 // by Kind
 	dropped    map[string]uint64
 	connDrops  map[string]uint64
+	recreated  [2]uint64 // socket file re-created: removed, replaced
 	conns      uint64
 	invalid    map[string]uint64 // sender reports refused, by reason (senderdrops.go)
 
@@ -176,7 +177,7 @@ func (a *Aggregator) connectLocked(p *Process, ps *procState) *procState {
 		ps.devs[i] = a.internLocked(d)
 	}
 	a.procs[p] = ps
-	a.startPodLocked(ps, ps.podAnswer, a.cfg.now())
+	a.startPodLocked(ps, ps.podAnswer, p.Identity, a.cfg.now())
 	id := senderOf(p)
 	s := a.senders[id]
 	if s == nil {
@@ -195,7 +196,7 @@ func (a *Aggregator) newProcState(p *Process) *procState {
 	ps := &procState{podAnswer: a.askPod(p)}
 	ps.devs = make([]*device, len(p.DeviceUUIDs))
 	for i, uuid := range p.DeviceUUIDs {
-		ps.devs[i] = &device{gpu: a.gpuLabel(uuid, i), uuid: uuid, unknown: !a.deviceExists(uuid)}
+		ps.devs[i] = &device{gpu: a.gpuLabel(uuid, i), uuid: uuid, unknown: !a.deviceExists(uuid, p.Identity)}
 	}
 	ps.pods = make([]*podSeries, len(ps.devs))
 	return ps
@@ -206,8 +207,10 @@ func (a *Aggregator) newProcState(p *Process) *procState {
 const InvalidDeviceUUID = "GPU-invalid"
 
 // deviceExists asks the device filter whether the host has the GPU uuid; a GPU the filter
-// cannot judge (no filter, the host's GPUs unknown, or no UUID in the hello) is taken.
-func (a *Aggregator) deviceExists(uuid string) bool {
+// cannot judge (no filter, the host's GPUs unknown, or no UUID in the hello) is taken from
+// a verified (or recorded) process, not from a claimed one: made-up UUIDs in claimed hellos
+// would fill the device table, and real records would then be dropped as unknown_device.
+func (a *Aggregator) deviceExists(uuid string, id Identity) bool {
 	if uuid == InvalidDeviceUUID {
 		return false
 	}
@@ -215,7 +218,7 @@ func (a *Aggregator) deviceExists(uuid string) bool {
 		return true
 	}
 	exists, known := a.cfg.deviceFilter(uuid)
-	return exists || !known
+	return exists || !known && id != IdentityClaimed
 }
 
 // internLocked returns the interned twin of d, interning d when new, or d marked unknown when
@@ -431,6 +434,17 @@ func (a *Aggregator) ConnectionAccepted() {
 func (a *Aggregator) ConnectionDropped(reason string) {
 	a.mu.Lock()
 	a.connDrops[reason]++
+	a.mu.Unlock()
+	a.gen.Add(1)
+}
+
+// SocketRecreated counts a re-creation of the activity socket file, by what happened to it
+// (removed, replaced).
+func (a *Aggregator) SocketRecreated(what string) {
+	a.mu.Lock()
+	if i := slices.Index(socketRecreateReasons, what); i >= 0 {
+		a.recreated[i]++
+	}
 	a.mu.Unlock()
 	a.gen.Add(1)
 }

@@ -53,6 +53,18 @@ func (b *Budget) Reserve(n int64) bool {
 	}
 }
 
+// Charge takes n bytes whether or not they fit: memory already held (a join's scratch
+// buffers), so that Used tells the truth and later reservations are refused until it is
+// released.
+func (b *Budget) Charge(n int64) {
+	if b == nil || n <= 0 {
+		return
+	}
+	u := b.used.Add(n)
+	for p := b.peak.Load(); u > p && !b.peak.CompareAndSwap(p, u); p = b.peak.Load() {
+	}
+}
+
 // Release gives back n bytes reserved earlier. After large releases (64 MiB, at most every
 // 10 s) it asks the runtime, on another goroutine, to return free memory to the OS, so that
 // RSS falls soon after a flood of clients has gone rather than minutes later.

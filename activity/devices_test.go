@@ -1,6 +1,7 @@
 package activity
 
 import (
+	"fmt"
 	"testing"
 	"time"
 )
@@ -71,5 +72,30 @@ func TestDeviceLimit(t *testing.T) {
 	}
 	if v := mustSample(t, a.Snapshot(), "cupti_activity_dropped_records_total", "unknown_device").Value; v == 0 {
 		t.Error("no unknown_device drops past the device limit")
+	}
+}
+
+// When nothing knows the host's GPUs (PM sampling and NVML off), claimed hellos cannot take
+// device slots with made-up UUIDs (before, 256 of them filled the table and real records
+// were then dropped as unknown_device); a verified process's devices are taken.
+func TestClaimedDevicesNeedAKnownHost(t *testing.T) {
+	a := NewAggregator(WithDeviceFilter(func(string) (bool, bool) { return false, false }))
+	for i := range maxDevices {
+		p := &Process{PID: uint32(100 + i), Identity: IdentityClaimed, DeviceUUIDs: []string{fmt.Sprintf("GPU-made-up-%03d", i)}}
+		a.Connect(p)
+		a.Add(p, []Record{kernel(0, "_Z4evilv", 1000)})
+	}
+	real := &Process{PID: 7, Identity: IdentityVerified, DeviceUUIDs: []string{"GPU-real"}}
+	a.Connect(real)
+	a.Add(real, []Record{kernel(0, "_Z4realv", 1000)})
+	s := a.Snapshot()
+	if v := mustSample(t, s, "cupti_activity_dropped_records_total", "unknown_device").Value; v != maxDevices {
+		t.Errorf("unknown_device drops = %g, want the %d claimed ones", v, maxDevices)
+	}
+	if v := mustSample(t, s, "cupti_activity_records_total", "kernel").Value; v != 1 {
+		t.Errorf("kernel records = %g, want the real process's 1", v)
+	}
+	if len(a.devices) != 1 {
+		t.Errorf("%d devices interned, want the real one", len(a.devices))
 	}
 }

@@ -253,9 +253,10 @@ func (a *Aggregator) podFamilies(fs []mapping.Family) []mapping.Family {
 	hist := mapping.Family{Desc: podKernelDurationDesc}
 	for k, s := range a.podSeries {
 		labels := []string{k.dev.gpu, k.dev.uuid, k.pod.namespace, k.pod.pod, k.pod.container}
-		gpu.Samples = append(gpu.Samples, mapping.Sample{LabelValues: labels, Value: s.gpuSeconds, Start: s.start})
+		// Under the exporter's cardinality cap, claimed pods' series fold first.
+		gpu.Samples = append(gpu.Samples, mapping.Sample{LabelValues: labels, Value: s.gpuSeconds, Start: s.start, Priority: k.pod.prio})
 		if s.h != nil {
-			hist.Samples = append(hist.Samples, mapping.Sample{LabelValues: labels, Histogram: s.h.value(), Start: s.start})
+			hist.Samples = append(hist.Samples, mapping.Sample{LabelValues: labels, Histogram: s.h.value(), Start: s.start, Priority: k.pod.prio})
 		}
 	}
 	if !a.cfg.podHistograms {

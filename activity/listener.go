@@ -1,5 +1,7 @@
 package activity
 
+import "github.com/cupti-exporter/cupti-exporter/mapping"
+
 // Interval is a span of time during which a traced process recorded its activity, on the
 // CUPTI time base (ns, Unix epoch on Linux). The injection library reports them so that
 // consumers can tell time it traced (no kernel there means no kernel ran) from time it did
@@ -16,6 +18,9 @@ type Interval struct {
 // the hello or the pod resolver) and the host GPU label of each of its CUDA ordinals.
 type ProcessInfo struct {
 	Pod, Namespace, Container string
+	// PodPriority ranks the pod labels for the exporter's cardinality cap: verified when the
+	// kernel's cgroup named the pod, claimed when only a hello did.
+	PodPriority mapping.Priority
 	// GPUs is the host GPU label ("0", "1", ... as PM series carry it) by CUDA ordinal in
 	// the process; an ordinal the resolver does not know keeps the ordinal itself.
 	GPUs []string
@@ -100,7 +105,7 @@ func (a *Aggregator) KernelLabel(mangled string) string {
 
 // processInfo is the listener view of a process state.
 func (ps *procState) info(p *Process) ProcessInfo {
-	in := ProcessInfo{Pod: ps.pod.pod, Namespace: ps.pod.namespace, Container: ps.pod.container,
+	in := ProcessInfo{Pod: ps.pod.pod, Namespace: ps.pod.namespace, Container: ps.pod.container, PodPriority: ps.pod.prio,
 		GPUs: make([]string, len(ps.devs)), UUIDs: make([]string, len(ps.devs))}
 	for i, d := range ps.devs {
 		in.GPUs[i], in.UUIDs[i] = d.gpu, d.uuid

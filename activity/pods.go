@@ -60,6 +60,22 @@ type podID struct{ namespace, pod, container string }
 type podRef struct {
 	podID
 	procs int
+	// prio is how its series rank under the exporter's cardinality cap: verified once the
+	// kernel's cgroup of some process named it, claimed while only hellos did.
+	prio mapping.Priority
+}
+
+// podPriority ranks labels decided by result for a process of identity id: labels the pod
+// resolver found from the kernel's cgroup are verified, a recording's are taken as given,
+// others speak only for a hello.
+func podPriority(result string, id Identity) mapping.Priority {
+	switch {
+	case result == resolvedCgroup || result == resolvedCgroupLate:
+		return mapping.PriorityVerified
+	case id == IdentityUnchecked:
+		return mapping.PriorityNormal
+	}
+	return mapping.PriorityClaimed
 }
 
 // How a connection's pod labels were decided (cupti_activity_pod_resolutions_total).
@@ -148,10 +164,18 @@ func (a *Aggregator) askPod(p *Process) podAnswer {
 func (a *Aggregator) internPodLocked(id podID) *podRef {
 	r := a.pods[id]
 	if r == nil {
-		r = &podRef{podID: id}
+		r = &podRef{podID: id, prio: mapping.PriorityClaimed}
+		if id == (podID{}) { // no pod: the series of every process outside pods
+			r.prio = mapping.PriorityNormal
+		}
 		a.pods[id] = r
 	}
 	return r
+}
+
+// rankPodLocked raises the rank of ps's pod labels by how they were decided.
+func rankPodLocked(ps *procState, result string, id Identity) {
+	ps.pod.prio = max(ps.pod.prio, podPriority(result, id))
 }
 
 // setPodLocked labels ps with id, releasing the pod series it cached under its old labels.
@@ -173,9 +197,10 @@ func (a *Aggregator) setPodLocked(ps *procState, id podID, now time.Time) {
 	}
 }
 
-// startPodLocked applies the answer taken at connect time.
-func (a *Aggregator) startPodLocked(ps *procState, ans podAnswer, now time.Time) {
+// startPodLocked applies the answer taken at connect time to the process of identity id.
+func (a *Aggregator) startPodLocked(ps *procState, ans podAnswer, id Identity, now time.Time) {
 	a.setPodLocked(ps, ans.id, now)
+	rankPodLocked(ps, ans.result, id)
 	if ans.mismatch {
 		a.refusedClaims[[2]string{"pod", ClaimContradicted}]++
 	}
@@ -218,9 +243,11 @@ func (a *Aggregator) retryPodLocked(p *Process, ps *procState, now time.Time) {
 	}
 	a.podResolutions[ans.result]++
 	if ps.pod.podID == ans.id {
+		rankPodLocked(ps, ans.result, p.Identity)
 		return
 	}
 	a.setPodLocked(ps, ans.id, now)
+	rankPodLocked(ps, ans.result, p.Identity)
 	a.gen.Add(1)
 	if len(a.cfg.listeners) > 0 {
 		info := ps.info(p)

@@ -33,6 +33,11 @@ var (
 		Help:     "Activity connections refused or closed by the receiver, by reason (malformed, limit, read_error, hello_timeout, evicted_no_hello, evicted_idle, evicted_claimed, memory_budget, identity_refused, identity_limit).",
 		OTelName: "cupti.activity.connections.dropped", OTelUnit: "{connection}", LabelNames: []string{"reason"},
 	}
+	socketRecreatedDesc = &mapping.Desc{
+		Name: "cupti_activity_socket_recreations_total", Kind: mapping.KindCounter,
+		Help:     "Times the activity socket file was found removed or replaced (by reason) and re-created; processes that started in between could not connect.",
+		OTelName: "cupti.activity.socket.recreations", OTelUnit: "{event}", LabelNames: []string{"reason"},
+	}
 	memoryDesc = &mapping.Desc{
 		Name: "cupti_activity_memory_bytes", Kind: mapping.KindGauge, Unit: "bytes",
 		Help:     "Memory the activity receiver holds (kernel-name tables, frame buffers, per-connection and per-GPU state), as charged to its budget.",
@@ -63,8 +68,9 @@ var (
 		"buffer_pool_exhausted", "queue_full", "cupti_dropped", "version_refused", "unknown_record", "name_table_full",
 	}
 	// Receiver-side reasons.
-	receiverDropReasons = []string{"unknown_kind", "unknown_device"}
-	connDropReasons     = []string{"malformed", "limit", "read_error", "hello_timeout", "evicted_no_hello", "evicted_idle", "evicted_claimed", "memory_budget", "identity_refused", "identity_limit"}
+	receiverDropReasons   = []string{"unknown_kind", "unknown_device", "refused_connection"}
+	socketRecreateReasons = []string{"removed", "replaced"}
+	connDropReasons       = []string{"malformed", "limit", "read_error", "hello_timeout", "evicted_no_hello", "evicted_idle", "evicted_claimed", "memory_budget", "identity_refused", "identity_limit"}
 )
 
 // buildLocked copies the state into a new snapshot; a.mu is held.
@@ -107,6 +113,8 @@ func (a *Aggregator) buildLocked() *mapping.Snapshot {
 		a.invalidReportsFamily(),
 		a.podResolutionFamily(),
 		mapping.Family{Desc: foldedDesc, Samples: []mapping.Sample{a.counter(float64(a.kernels.folded))}},
+		mapping.Family{Desc: socketRecreatedDesc, Samples: []mapping.Sample{
+			a.counter(float64(a.recreated[0]), socketRecreateReasons[0]), a.counter(float64(a.recreated[1]), socketRecreateReasons[1])}},
 	)
 	fs = a.identityFamilies(fs)
 	if b := a.cfg.budget; b != nil {
@@ -136,7 +144,7 @@ func Descs() []*mapping.Desc {
 		kernelDurationDesc, kernelGPUSecondsDesc, podKernelDurationDesc,
 		memcpyBytesDesc, memcpyDurationDesc, memsetBytesDesc, memsetDurationDesc,
 		recordsDesc, droppedDesc, processesDesc, connectionsDesc, connDroppedDesc, tracedDesc,
-		memoryDesc, memoryBudgetDesc,
+		memoryDesc, memoryBudgetDesc, socketRecreatedDesc,
 		podResolutionsDesc, identitiesDesc, refusedClaimsDesc, foldedDesc,
 	}
 }

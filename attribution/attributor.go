@@ -31,6 +31,7 @@ type Attributor struct {
 	mu         sync.Mutex
 	devs       map[int]*devState
 	devOrder   []*devState
+	devList    atomic.Pointer[[]*devState] // devOrder, for the gauges read without the lock
 	byGPU      map[string]*devState
 	byUUID     map[string]*devState
 	props      map[string]mapping.Properties
@@ -38,6 +39,8 @@ type Attributor struct {
 	metricIdx  map[string]int32
 	families   map[string]*mapping.Desc // derived families by name
 	classes    classTable
+	mem        memAccount
+	folded     map[string]uint64 // kernel names joined as "other", by reason
 	procs      map[*activity.Process]*proc
 	slots      []*proc // by proc.slot
 	freeSlots  []int32
@@ -56,8 +59,9 @@ type proc struct {
 	pid       uint32
 	devs      []*devState // by CUDA ordinal; nil: a GPU the join does not sample
 	pod       podKey
-	presStart int64 // first time the process was known present (connect, first record or span)
-	presEnd   int64 // math.MaxInt64 while connected
+	podPrio   mapping.Priority // how far its pod labels are verified (for the exporter's cap)
+	presStart int64            // first time the process was known present (connect, first record or span)
+	presEnd   int64            // math.MaxInt64 while connected
 	goneAt    time.Time
 	spans     []span // non-lossy traced spans, sorted and merged
 	lastSpan  int64  // end of the latest span received, for the order check
@@ -85,7 +89,7 @@ func New(devices []pmsample.Device, catalog []pmsample.CatalogEntry, m *mapping.
 		devs: map[int]*devState{}, byGPU: map[string]*devState{}, byUUID: map[string]*devState{},
 		props: map[string]mapping.Properties{}, metricIdx: map[string]int32{}, families: map[string]*mapping.Desc{},
 		procs: map[*activity.Process]*proc{}, dropped: map[string]uint64{}, badCov: map[string]uint64{}, droppedObs: map[string]uint64{},
-		logs: map[string]*logState{},
+		logs: map[string]*logState{}, folded: map[string]uint64{}, mem: memAccount{budget: cfg.budget},
 	}
 	a.classes.init()
 	if err := a.checkFamilies(catalog); err != nil {
@@ -123,6 +127,8 @@ func (a *Attributor) device(index int, uuid string) *devState {
 		kernels: map[string]*acc{}, pods: map[podKey]*acc{}, carried: map[int32]*classRate{}}
 	a.devs[index] = d
 	a.devOrder = append(a.devOrder, d)
+	list := slices.Clone(a.devOrder)
+	a.devList.Store(&list)
 	a.byGPU[gpu] = d
 	if uuid != "" {
 		a.byUUID[strings.ToLower(uuid)] = d
@@ -252,6 +258,7 @@ func (a *Attributor) AddBatch(b pmsample.Batch) {
 	}
 	a.release(d, d.newest-int64(a.cfg.watermark), now)
 	a.maintain(now)
+	a.settle()
 	a.dirty.Store(true) // Snapshot rebuilds: once per scrape, not once per batch
 }
 
@@ -276,6 +283,7 @@ func (a *Attributor) Flush() {
 		a.release(d, math.MaxInt64, now)
 	}
 	a.gc(now)
+	a.settle()
 	a.build(now)
 }
 
@@ -379,6 +387,7 @@ func (a *Attributor) ProcessConnected(p *activity.Process, info activity.Process
 		a.fill(old, info)
 		return
 	}
+	defer a.settle()
 	ps := &proc{pid: p.PID, presStart: now.UnixNano(), presEnd: math.MaxInt64}
 	a.fill(ps, info)
 	if n := len(a.freeSlots); n > 0 {
@@ -394,6 +403,7 @@ func (a *Attributor) ProcessConnected(p *activity.Process, info activity.Process
 
 func (a *Attributor) fill(ps *proc, info activity.ProcessInfo) {
 	ps.pod = podKey{namespace: info.Namespace, pod: info.Pod, container: info.Container, source: sourceKernel}
+	ps.podPrio = info.PodPriority
 	ps.devs = make([]*devState, max(len(info.GPUs), len(info.UUIDs)))
 	for i := range ps.devs {
 		if i < len(info.GPUs) {
@@ -450,7 +460,7 @@ func (a *Attributor) Records(p *activity.Process, recs []activity.Record) {
 		var class int32
 		switch r.Kind {
 		case activity.KindKernel:
-			class = a.classes.id(r.Name)
+			class = a.classID(r.Name)
 		case activity.KindMemcpy:
 			class = classMemcpy
 		case activity.KindMemset:
@@ -477,6 +487,11 @@ func (a *Attributor) Records(p *activity.Process, recs []activity.Record) {
 				"gpu", d.gpu, "record_start", r.Start, "reference", ref)
 			continue
 		}
+		if end > max(ref, nowNS)+int64(maxAhead) { // a record comes after its kernel ends
+			a.drop("ends_ahead", 1, "record ends in the future (another time base, or made up)", "pid", p.PID,
+				"gpu", d.gpu, "record_end", r.End, "reference", max(ref, nowNS))
+			continue
+		}
 		ps.presStart = min(ps.presStart, start)
 		if start < d.frontier { // part or all of its time was attributed already
 			d.late++
@@ -493,10 +508,35 @@ func (a *Attributor) Records(p *activity.Process, recs []activity.Record) {
 			a.drop("pending_full", 1, "pending records full: raise --attribution.max-pending-records or lower the watermark", "gpu", d.gpu)
 			continue
 		}
+		if !a.holdRecord() {
+			a.drop("memory_budget", 1, "the memory budget is full (--activity.memory-budget)", "gpu", d.gpu)
+			continue
+		}
 		d.pending.add(rec{start: start, end: end, class: class, proc: ps.slot})
 		ps.refs++
 	}
 	a.maintain(now)
+	a.settle()
+}
+
+// classID interns a kernel name as a class, if the class table and the memory budget take
+// it; else the name's records are joined as "other" (counted). a.mu is held.
+func (a *Attributor) classID(name string) int32 {
+	t := &a.classes
+	if t.lastID >= 0 && name == t.last {
+		return t.lastID
+	}
+	if _, ok := t.byName[name]; !ok {
+		switch {
+		case len(t.names) >= maxClasses:
+			a.folded["table_full"]++
+			return classOther
+		case !a.classRoom(name):
+			a.folded["memory_budget"]++
+			return classOther
+		}
+	}
+	return t.id(name)
 }
 
 // Coverage implements activity.Listener: spans the process traced (non-lossy ones) make the
@@ -537,6 +577,7 @@ func (a *Attributor) Coverage(p *activity.Process, spans []activity.Interval) {
 		}
 		ps.spans = insertSpan(ps.spans, span{start, end})
 	}
+	a.settle()
 }
 
 // insertSpan adds s to a sorted list of disjoint spans, merging what it touches.

@@ -3,6 +3,8 @@ package attribution
 import (
 	"math"
 	"time"
+
+	"github.com/cupti-exporter/cupti-exporter/mapping"
 )
 
 // rateFloor keeps every class's rate at least this fraction of the device's mean rate, so a
@@ -42,7 +44,12 @@ func (a *Attributor) attribute(d *devState, chunk []psample, now time.Time) {
 	}
 	sc.accU = sc.accU[:0]
 	for _, k := range sc.upods {
-		sc.accU = append(sc.accU, touch(d.pods, k, now))
+		c := touch(d.pods, k, now)
+		c.prio = mapping.PriorityNormal
+		if k.pod != "" { // NVML's PID (the driver's) in the pod its cgroup names
+			c.prio = mapping.PriorityVerified
+		}
+		sc.accU = append(sc.accU, c)
 	}
 	podAcc := func(slot int32) *acc {
 		if slot < -1 { // an untraced process's item: its pod, estimated from NVML
@@ -54,7 +61,9 @@ func (a *Attributor) attribute(d *devState, chunk []psample, now time.Time) {
 		if c := sc.accP[slot]; c != nil {
 			return c
 		}
-		c := touch(d.pods, a.slots[slot].pod, now)
+		ps := a.slots[slot]
+		c := touch(d.pods, ps.pod, now)
+		c.prio = max(c.prio, ps.podPrio)
 		sc.accP[slot] = c
 		return c
 	}
@@ -288,7 +297,7 @@ func (d *devState) rate(c int32) *classRate {
 func touch[K comparable](m map[K]*acc, k K, now time.Time) *acc {
 	c := m[k]
 	if c == nil {
-		c = &acc{start: now}
+		c = &acc{start: now, prio: mapping.PriorityClaimed} // a pod series: raised by who speaks for it
 		m[k] = c
 	}
 	c.last = now

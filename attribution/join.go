@@ -3,7 +3,10 @@ package attribution
 import (
 	"cmp"
 	"slices"
+	"sync/atomic"
 	"time"
+
+	"github.com/cupti-exporter/cupti-exporter/mapping"
 )
 
 // Class ids: a class is what the rate estimator fits one rate to (per device and metric):
@@ -77,6 +80,7 @@ type acc struct {
 	has     []bool    // by metric index: got a value
 	start   time.Time
 	last    time.Time
+	prio    mapping.Priority // of a pod series: the highest of the processes it speaks for
 }
 
 func (c *acc) add(m int32, v float64) {
@@ -129,7 +133,8 @@ type devState struct {
 	droppedSamples [2]uint64 // invalid, before_frontier
 	total          []float64 // attributed device totals by metric index (tests)
 
-	sc scratch
+	sc   scratch
+	held atomic.Int64 // pending and carried records, for the gauge read without the lock
 }
 
 // scratch holds buffers reused from chunk to chunk.
@@ -169,6 +174,7 @@ type scratch struct {
 	itemLC2, itemProc2 []int32
 	itemW2             []float64
 	off2               []int32
+	bytes              int64 // capacity of the buffers above after the last join
 }
 
 type event struct {
@@ -201,8 +207,20 @@ func (a *Attributor) release(d *devState, upTo int64, now time.Time) bool {
 	slices.SortFunc(ready, func(x, y rec) int { return cmp.Compare(x.start, y.start) })
 
 	t := time.Now()
-	a.join(d, chunk, ready, fNew, now)
+	// A sample makes at most one item per class and process of the records overlapping it
+	// (plus idle and untraced): join the chunk in parts small enough to keep the scratch
+	// buffers bounded.
+	perSample := min(len(ready), len(a.classes.names)*max(len(a.procs), 1)) + 2
+	part := max(1, maxJoinItems/perSample)
+	for i := 0; i < len(chunk); i += part {
+		p := chunk[i:min(i+part, len(chunk))]
+		a.join(d, p, ready, p[len(p)-1].end, now)
+	}
 	d.joinSeconds += time.Since(t).Seconds()
+	if d.sc.bytes = d.sc.scratchBytes(); d.sc.bytes > scratchKeep {
+		d.sc.shed()
+		d.sc.bytes = d.sc.scratchBytes()
+	}
 
 	carry := ready[:0]
 	for _, r := range ready {
@@ -211,6 +229,9 @@ func (a *Attributor) release(d *devState, upTo int64, now time.Time) bool {
 		} else {
 			a.unref(r.proc)
 		}
+	}
+	if cap(carry) > 2*len(carry)+recBlock { // a large chunk taken: do not keep its buffer
+		carry = slices.Clone(carry)
 	}
 	d.carry = carry
 	d.frontier = fNew
@@ -222,9 +243,9 @@ func (a *Attributor) release(d *devState, upTo int64, now time.Time) bool {
 }
 
 // join splits the samples of one chunk over the records that overlap them; a.mu is held.
-func (a *Attributor) join(d *devState, chunk []psample, ready []rec, fNew int64, now time.Time) {
+func (a *Attributor) join(d *devState, chunk []psample, ready []rec, end int64, now time.Time) {
 	sc := &d.sc
-	a.untraced(d, chunk[0].start, fNew)
+	a.untraced(d, chunk[0].start, end)
 	// class id -> local class, -1 for none; classes named since the last chunk start at -1
 	for len(sc.loc) < len(a.classes.names) {
 		sc.loc = append(sc.loc, -1)
@@ -260,6 +281,13 @@ func (a *Attributor) join(d *devState, chunk []psample, ready []rec, fNew int64,
 			}
 		}
 		sc.active = sc.active[:k]
+		if k > maxOverlap { // more records at once than a GPU runs: leave the latest out
+			for _, ri := range sc.active[maxOverlap:] {
+				ready[ri].end = ready[ri].start // ends the record: not carried, dropped once
+			}
+			a.drop("overlap_limit", uint64(k-maxOverlap), "more records overlap one sample than a GPU runs at once", "gpu", d.gpu)
+			sc.active = sc.active[:maxOverlap]
+		}
 		var idleW, untracedW, wsum float64
 		gap := func(x, y int64) {
 			u := sc.measure(x, y)

@@ -78,9 +78,19 @@ var (
 		Help:     "NVML process observations the join could not use, by reason (invalid: end <= start; unknown_device; late: the attributed frontier had passed their period; full: more than 64 held for a GPU, the oldest dropped).",
 		OTelName: "cupti.attribution.process_observations.dropped", OTelUnit: "{observation}", LabelNames: []string{"reason"},
 	}
+	memoryDesc = &mapping.Desc{
+		Name: "cupti_attribution_memory_bytes", Kind: mapping.KindGauge, Unit: "bytes",
+		Help:     "Memory the attribution join holds for clients (records waiting for their samples, kernel classes, series, join buffers), as charged to the activity memory budget (--activity.memory-budget); its share of cupti_activity_memory_bytes.",
+		OTelName: "cupti.attribution.memory", OTelUnit: "By",
+	}
+	foldedClassesDesc = &mapping.Desc{
+		Name: "cupti_attribution_folded_kernel_names_total", Kind: mapping.KindCounter,
+		Help:     "Kernel names the join told apart from no other and joined as kernel=\"other\", by reason (table_full: 8,192 names known; memory_budget: the memory budget was full).",
+		OTelName: "cupti.attribution.kernel_names.folded", OTelUnit: "{name}", LabelNames: []string{"reason"},
+	}
 	droppedRecordsDesc = &mapping.Desc{
 		Name: "cupti_attribution_dropped_records_total", Kind: mapping.KindCounter,
-		Help:     "Kernel records the join could not use, by reason (pending_full, bad_span, far_clock, unknown_device, unknown_process).",
+		Help:     "Kernel records the join could not use, by reason (pending_full, memory_budget, bad_span, far_clock, ends_ahead: ends over a minute past the newest sample and the wall clock, overlap_limit: more than 8,192 records overlap one sample, unknown_device, unknown_process).",
 		OTelName: "cupti.attribution.records.dropped", OTelUnit: "{record}", LabelNames: []string{"reason"},
 	}
 	droppedSamplesDesc = &mapping.Desc{
@@ -97,7 +107,10 @@ var (
 
 // Reasons that always have a series.
 var (
-	recordDropReasons = []string{"pending_full", "bad_span", "far_clock", "unknown_device", "unknown_process"}
+	// ends_ahead and overlap_limit only come from made-up records: their series appear at the
+	// first (two fewer series per node for the series budget, docs/sizing.md).
+	recordDropReasons = []string{"pending_full", "memory_budget", "bad_span", "far_clock", "unknown_device", "unknown_process"}
+	foldReasons       = []string{"table_full", "memory_budget"}
 	sampleDropReasons = []string{"invalid", "before_frontier"}
 	coverageReasons   = []string{"bad_span", "out_of_order", "far_clock", "unknown_process"}
 	kindLabels        = [...]string{"traced", "idle", "untraced"}
@@ -109,7 +122,7 @@ func Descs() []*mapping.Desc {
 	return []*mapping.Desc{
 		kernelSampledDesc, podSampledDesc, kindSecondsDesc, lagDesc, lateRecordsDesc, lateSecondsDesc,
 		pendingDesc, joinSecondsDesc, droppedRecordsDesc, droppedSamplesDesc, badCoverageDesc,
-		untracedPresentDesc, droppedObsDesc,
+		untracedPresentDesc, droppedObsDesc, memoryDesc, foldedClassesDesc,
 	}
 }
 

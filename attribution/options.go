@@ -3,6 +3,8 @@ package attribution
 import (
 	"strings"
 	"time"
+
+	"github.com/cupti-exporter/cupti-exporter/activity"
 )
 
 // Defaults of the Attributor's options.
@@ -15,6 +17,11 @@ const (
 	// the wall clock before the first sample) before it is taken for another clock.
 	DefaultFarClock = time.Hour
 )
+
+// maxAhead is how far past the device's newest sample and the wall clock a record may end:
+// CUPTI reports a kernel after it ends, so only a skew of clocks puts its end ahead. A record
+// reaching further would be held (and joined with every sample) until its end.
+const maxAhead = time.Minute
 
 // Estimator names.
 const (
@@ -45,6 +52,7 @@ type config struct {
 	podFams      map[string]bool // per-pod families served (by stem); nil: all
 	zeroReasons  bool            // per-GPU drop reasons at 0 before their first drop
 	now          func() time.Time
+	budget       *activity.Budget // nil: no limit (the memory is still counted)
 }
 
 func newConfig(opts []Option) config {
@@ -183,6 +191,14 @@ func FamilyStem(name string) string {
 // alert reads it; docs/sizing.md "An idle GPU").
 func WithZeroReasons(on bool) Option {
 	return func(c *config) { c.zeroReasons = on }
+}
+
+// WithBudget charges what clients can make the join hold (records waiting for their
+// samples, kernel classes, series, the join's buffers) to b, the activity receiver's memory
+// budget: past it, records are dropped (reason memory_budget) and new kernel names are
+// joined as "other", both counted. nil: no limit.
+func WithBudget(b *activity.Budget) Option {
+	return func(c *config) { c.budget = b }
 }
 
 // WithClock replaces time.Now (tests).

@@ -18,19 +18,52 @@ const snapshotMaxAge = time.Second
 // join holds the lock (so it is built once per scrape, not once per batch).
 func (a *Attributor) Snapshot() *mapping.Snapshot {
 	s := a.snap.Load()
-	if now := a.cfg.now(); (a.dirty.Load() || now.Sub(s.Time) >= snapshotMaxAge) && a.mu.TryLock() {
-		a.maintain(now)
-		a.build(now)
-		a.mu.Unlock()
-		s = a.snap.Load()
+	now := a.cfg.now()
+	if !a.dirty.Load() && now.Sub(s.Time) < snapshotMaxAge {
+		return s
 	}
-	return s
+	if !a.mu.TryLock() { // a join or a flood of records holds the lock: its gauges as they are now
+		return a.withLiveGauges(s)
+	}
+	a.maintain(now)
+	a.settle()
+	a.build(now)
+	a.mu.Unlock()
+	return a.snap.Load()
+}
+
+// withLiveGauges is s with the held records and the memory as they are now (before, the
+// pending records read 0 at every scrape of a flood that held the lock).
+func (a *Attributor) withLiveGauges(s *mapping.Snapshot) *mapping.Snapshot {
+	out := &mapping.Snapshot{Time: s.Time, Families: slices.Clone(s.Families)}
+	for i, f := range out.Families {
+		switch f.Desc {
+		case pendingDesc:
+			devs := *a.devList.Load()
+			f.Samples = make([]mapping.Sample, 0, len(devs))
+			for _, d := range devs {
+				f.Samples = append(f.Samples, mapping.Sample{LabelValues: d.labels, Value: float64(d.held.Load())})
+			}
+			sortSamples(f.Samples)
+		case memoryDesc:
+			f.Samples = []mapping.Sample{{Value: float64(a.MemoryBytes())}}
+		}
+		out.Families[i] = f
+	}
+	return out
+}
+
+func sortSamples(ss []mapping.Sample) {
+	slices.SortFunc(ss, func(x, y mapping.Sample) int {
+		return slices.CompareFunc(x.LabelValues, y.LabelValues, strings.Compare)
+	})
 }
 
 // build publishes a snapshot of the attributed totals; a.mu is held.
 func (a *Attributor) build(now time.Time) {
 	fams := map[*mapping.Desc]*mapping.Family{}
 	var order []*mapping.Desc
+	prio := mapping.PriorityNormal // of the samples put: a pod series's rank under the exporter's cap
 	put := func(desc *mapping.Desc, v float64, start time.Time, labels ...string) {
 		f := fams[desc]
 		if f == nil {
@@ -38,7 +71,7 @@ func (a *Attributor) build(now time.Time) {
 			fams[desc] = f
 			order = append(order, desc)
 		}
-		f.Samples = append(f.Samples, mapping.Sample{LabelValues: labels, Value: v, Start: start})
+		f.Samples = append(f.Samples, mapping.Sample{LabelValues: labels, Value: v, Start: start, Priority: prio})
 	}
 	counter := func(desc *mapping.Desc, v float64, labels ...string) { put(desc, v, a.start, labels...) }
 	gauge := func(desc *mapping.Desc, v float64, labels ...string) { put(desc, v, time.Time{}, labels...) }
@@ -57,8 +90,10 @@ func (a *Attributor) build(now time.Time) {
 				delete(d.pods, k)
 				continue
 			}
+			prio = c.prio
 			put(podSampledDesc, c.sampled, c.start, d.gpu, d.uuid, k.namespace, k.pod, k.container, k.source)
 			a.putMetrics(put, c, func(m *metric) *mapping.Desc { return served(m.pod, m.servePod) }, d.gpu, d.uuid, k.namespace, k.pod, k.container, k.source)
+			prio = mapping.PriorityNormal
 		}
 		for i, kind := range kindLabels {
 			counter(kindSecondsDesc, d.kinds[i], d.gpu, d.uuid, kind)
@@ -78,7 +113,7 @@ func (a *Attributor) build(now time.Time) {
 		counter(lateRecordsDesc, float64(d.late), d.gpu, d.uuid)
 		counter(lateSecondsDesc, d.lateSeconds, d.gpu, d.uuid)
 		counter(joinSecondsDesc, d.joinSeconds, d.gpu, d.uuid)
-		gauge(pendingDesc, float64(d.pending.len()+len(d.carry)), d.gpu, d.uuid)
+		gauge(pendingDesc, float64(d.held.Load()), d.gpu, d.uuid)
 		for i, r := range sampleDropReasons {
 			if d.droppedSamples[i] > 0 || a.cfg.zeroReasons {
 				counter(droppedSamplesDesc, float64(d.droppedSamples[i]), d.gpu, d.uuid, r)
@@ -88,6 +123,10 @@ func (a *Attributor) build(now time.Time) {
 	for _, r := range reasons(recordDropReasons, a.dropped) {
 		counter(droppedRecordsDesc, float64(a.dropped[r]), r)
 	}
+	for _, r := range reasons(foldReasons, a.folded) {
+		counter(foldedClassesDesc, float64(a.folded[r]), r)
+	}
+	gauge(memoryDesc, float64(a.MemoryBytes()))
 	for _, r := range reasons(coverageReasons, a.badCov) {
 		counter(badCoverageDesc, float64(a.badCov[r]), r)
 	}
@@ -97,9 +136,7 @@ func (a *Attributor) build(now time.Time) {
 	snap := &mapping.Snapshot{Time: now, Families: make([]mapping.Family, 0, len(order))}
 	for _, desc := range order {
 		f := fams[desc]
-		slices.SortFunc(f.Samples, func(x, y mapping.Sample) int {
-			return slices.CompareFunc(x.LabelValues, y.LabelValues, strings.Compare)
-		})
+		sortSamples(f.Samples)
 		snap.Families = append(snap.Families, *f)
 	}
 	slices.SortFunc(snap.Families, func(x, y mapping.Family) int { return cmp.Compare(x.Desc.Name, y.Desc.Name) })

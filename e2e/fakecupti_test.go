@@ -8,6 +8,7 @@ package e2e
 import (
 	"bytes"
 	"encoding/json"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -117,7 +118,23 @@ func TestServeFakeCUPTI(t *testing.T) {
 		v, ok := series(fams, "cupti_pm_sampling_state", map[string]string{"gpu": "0", "state": "paused"})
 		return ok && v == 1
 	})
+	// Paused: alive (/healthz 200) but not sampling, which /readyz and source_up say (no
+	// other source produces here: NVML is absent, so /readyz is 503).
+	for path, want := range map[string]string{"/healthz": "ok", "/readyz": "source=pmsample device=0 not ready: paused on request until 20"} {
+		resp, err := http.Get("http://" + p.addr + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if !strings.Contains(string(body), want) || (path == "/healthz") != (resp.StatusCode == http.StatusOK) {
+			t.Errorf("%s while paused: %s %q, want %q", path, resp.Status, body, want)
+		}
+	}
 	_, fams = p.scrape(t)
+	if v, ok := series(fams, "cupti_exporter_source_up", map[string]string{"source": "pmsample", "gpu": "0", "reason": "paused"}); !ok || v != 0 {
+		t.Errorf("source_up of the paused GPU = %v (found %v), want 0 with reason paused", v, ok)
+	}
 	before, _ := series(fams, "cupti_pm_samples_total", map[string]string{"gpu": "0"})
 	post(t, "http://"+p.addr+"/api/v1/pm-sampling/resume")
 	waitFor(t, "samples again after resume", func() bool {
@@ -194,6 +211,37 @@ func TestRecordReplayFakeCUPTI(t *testing.T) {
 	out, err := run(t, env, "record", lib, fakeMetricsFlag, "--no-activity.enabled", "--output="+file, "--duration=2s")
 	if err != nil {
 		t.Fatalf("record: %v\n%s", err, out)
+	}
+	p := start(t, "replay", file, "--replay.speed=20")
+	waitFor(t, "replayed samples", func() bool {
+		_, fams := p.scrape(t)
+		v, ok := series(fams, "cupti_pm_samples_total", map[string]string{"gpu": "1"})
+		return ok && v > 100
+	})
+}
+
+// `record --max-size` stops at the size, says so and leaves a recording that replays (before,
+// nothing capped a recording: a flood of activity records wrote about 140 MB/s).
+func TestRecordMaxSize(t *testing.T) {
+	lib, env := fakeCUPTI(t)
+	file := filepath.Join(t.TempDir(), "capped.cuptirec")
+	t0 := time.Now()
+	out, err := run(t, env, "record", lib, fakeMetricsFlag, "--no-activity.enabled", "--output="+file, "--duration=60s", "--max-size=256KiB")
+	if err != nil {
+		t.Fatalf("record: %v\n%s", err, out)
+	}
+	took := time.Since(t0)
+	st, err := os.Stat(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("stopped after %s at %d bytes", took.Round(time.Millisecond), st.Size())
+	if took > 30*time.Second || !strings.Contains(out, "recording stopped: the file reached --max-size") {
+		t.Fatalf("recorded for %s without stopping at the size:\n%s", took, out)
+	}
+	// The writer flushes after each PM batch: the file passes the cap by at most its buffer.
+	if st.Size() < 256<<10 || st.Size() > 256<<10+512<<10 {
+		t.Errorf("file of %d bytes, want 256 KiB and at most one buffer more", st.Size())
 	}
 	p := start(t, "replay", file, "--replay.speed=20")
 	waitFor(t, "replayed samples", func() bool {

@@ -8,8 +8,10 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -20,6 +22,7 @@ import (
 
 	"github.com/cupti-exporter/cupti-exporter/activity"
 	"github.com/cupti-exporter/cupti-exporter/activity/wire"
+	"github.com/cupti-exporter/cupti-exporter/internal/testutil"
 )
 
 // startFake serves the fake CUPTI's two GPUs with an activity socket in a fresh directory.
@@ -230,4 +233,129 @@ func TestHostileActivityClients(t *testing.T) {
 	if v, ok := series(fams, "cupti_activity_memory_bytes", nil); !ok || v <= 0 || v > 128<<20 {
 		t.Errorf("cupti_activity_memory_bytes = %g (found %v), want in (0, 128 MiB]", v, ok)
 	}
+}
+
+// Logs written into a closed pipe (`cupti-exporter serve | head`) do not end the exporter:
+// before, SIGPIPE ended it with exit 141 and left the socket file. It serves on, and SIGTERM
+// still ends it with 0 and removes the socket.
+func TestClosedPipeKeepsServing(t *testing.T) {
+	lib, env := fakeCUPTI(t)
+	sock := filepath.Join(t.TempDir(), "activity.sock")
+	addr := testutil.FreeAddr(t)
+	cmd := exec.Command(binary, "serve", lib, fakeMetricsFlag, "--activity.socket="+sock, "--web.listen-address="+addr,
+		"--web.health-listen-address=127.0.0.1:0", "--log.level=debug")
+	cmd.Env = append(os.Environ(), env...)
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stdout, cmd.Stderr = w, w
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	r.Close() // every log line from now on meets a closed pipe
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	t.Cleanup(func() { cmd.Process.Kill() })
+	ready := func() bool {
+		resp, err := http.Get("http://" + addr + "/readyz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	}
+	for deadline := time.Now().Add(30 * time.Second); !ready(); time.Sleep(100 * time.Millisecond) {
+		select {
+		case err := <-done:
+			t.Fatalf("exporter ended writing into a closed pipe: %v", err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("not ready after 30 s")
+		}
+	}
+	// Debug logs flow (every scrape, every connection): two seconds of them.
+	for range 20 {
+		if c, err := net.Dial("unix", sock); err == nil {
+			c.Close()
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("exporter ended writing into a closed pipe: %v", err)
+	default:
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("exit after SIGTERM: %v, want 0", err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("still running 15 s after SIGTERM")
+	}
+	if _, err := os.Stat(sock); !os.IsNotExist(err) {
+		t.Errorf("activity socket left behind: %v", err)
+	}
+}
+
+// readyz returns the status code and body of /readyz.
+func (p *exporterProc) readyz(t *testing.T) (int, string) {
+	t.Helper()
+	resp, err := http.Get("http://" + p.addr + "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// A removed activity socket file is re-created (logged, counted) and new workloads connect
+// again; one replaced by a file that is not a socket makes /readyz 503 with the reason until
+// it is gone. Before, a removed socket went unnoticed: a new workload lost 739,000 records
+// while /readyz said 200.
+func TestActivitySocketRecreated(t *testing.T) {
+	p, sock := startFake(t)
+	if err := os.Remove(sock); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the socket re-created", func() bool {
+		_, fams := p.scrape(t)
+		v, _ := series(fams, "cupti_activity_socket_recreations_total", map[string]string{"reason": "removed"})
+		_, err := os.Stat(sock)
+		return v == 1 && err == nil
+	})
+	if !contains(p.out.String(), "activity socket file removed: re-creating it") {
+		t.Error("no log line for the removed socket")
+	}
+	_, enc := dialActivity(t, sock)
+	if err := enc.Hello(honest()); err != nil {
+		t.Fatal(err)
+	}
+	if err := enc.Records(0, kernels(100, "_Z4realv")); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the records of a workload started after the removal", func() bool {
+		_, fams := p.scrape(t)
+		v, _ := series(fams, "cupti_activity_records_total", map[string]string{"kind": "kernel"})
+		return v == 100
+	})
+
+	os.Remove(sock)
+	if err := os.WriteFile(sock, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "/readyz 503 naming the socket", func() bool {
+		code, body := p.readyz(t)
+		return code == http.StatusServiceUnavailable && strings.Contains(body, "source=activity device=- not ready: activity socket "+sock+" was replaced by a file that is not a socket")
+	})
+	os.Remove(sock)
+	waitFor(t, "/readyz 200 again", func() bool {
+		code, _ := p.readyz(t)
+		return code == http.StatusOK
+	})
 }

@@ -31,6 +31,9 @@ type Status struct {
 	// Code is the short reason code of cupti_exporter_source_up{reason} (ReasonBusy, ...);
 	// derived from Reason when empty (see ReasonCode).
 	Code string
+	// Required: a part the exporter needs whatever the sources produce (the activity
+	// socket); not ready, it makes /readyz 503; ready, it does not make /readyz 200 alone.
+	Required bool
 }
 
 // StatusReporter reports the state of a source. Status must not block.

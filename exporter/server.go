@@ -131,17 +131,21 @@ func healthz(w http.ResponseWriter, _ *http.Request) {
 	fmt.Fprintln(w, "ok")
 }
 
-// readyz answers 200 when at least one source is ready and 503 otherwise;
-// the body has one line per source and device.
+// readyz answers 200 when at least one source is ready and every required part is, and 503
+// otherwise; the body has one line per source and device.
 func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
 	var statuses []Status
 	if s.cfg.Status != nil {
 		statuses = s.cfg.Status.Status()
 	}
 	var body strings.Builder
-	ready := false
+	ready, blocked := false, false
 	for _, st := range statuses {
-		ready = ready || st.Ready
+		if st.Required {
+			blocked = blocked || !st.Ready
+		} else {
+			ready = ready || st.Ready
+		}
 		fmt.Fprintf(&body, "source=%s device=%s ", st.Source, orDash(st.Device))
 		if st.Ready && st.Reason != "" { // ready but degraded (e.g. a PM rate the host cannot sustain)
 			fmt.Fprintf(&body, "ready: %s\n", st.Reason)
@@ -155,7 +159,7 @@ func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
 		body.WriteString("no sources registered\n")
 	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	if !ready {
+	if !ready || blocked {
 		w.WriteHeader(http.StatusServiceUnavailable)
 	}
 	fmt.Fprint(w, body.String())

@@ -99,6 +99,12 @@ func TestServerNotReady(t *testing.T) {
 		{"none ready", fakeStatus{{Source: "pmsample", Device: "0", Reason: "no CUPTI: libcupti.so not found"}},
 			"source=pmsample device=0 not ready: no CUPTI: libcupti.so not found\n"},
 		{"no sources", fakeStatus{}, "no sources registered\n"},
+		// A required part not ready makes /readyz 503 even with a source producing; ready, it
+		// alone does not make it 200.
+		{"required part down", fakeStatus{{Source: "pmsample", Device: "0", Ready: true},
+			{Source: "activity", Reason: "activity socket /run/x.sock was removed and cannot be re-created", Required: true}},
+			"source=pmsample device=0 ready\nsource=activity device=- not ready: activity socket /run/x.sock was removed and cannot be re-created\n"},
+		{"only a required part", fakeStatus{{Source: "activity", Ready: true, Required: true}}, "source=activity device=- ready\n"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := NewServer(nil, ServerConfig{ListenAddresses: []string{"127.0.0.1:0"}, Status: tc.status})

@@ -10,7 +10,7 @@ import (
 // text of Status.Reason goes to /readyz and the log, never into a label.
 var sourceUpDesc = prometheus.NewDesc(
 	"cupti_exporter_source_up",
-	"Whether a source is producing data on a GPU (1) or not (0, with a short reason code: no_cupti, no_gpu, privileges, busy, paused, disabled, starting, error; /readyz and the log give the full text).",
+	"Whether a source is producing data on a GPU (1) or not (0, with a short reason code: no_cupti, no_gpu, privileges, busy, paused, disabled, starting, no_socket, error; /readyz and the log give the full text).",
 	[]string{"source", "gpu", "reason"}, nil)
 
 // Reason codes of cupti_exporter_source_up.
@@ -23,6 +23,7 @@ const (
 	ReasonDisabled   = "disabled"   // turned off by configuration
 	ReasonStarting   = "starting"   // no data yet
 	ReasonError      = "error"      // anything else: see /readyz
+	ReasonNoSocket   = "no_socket"  // the activity socket file is gone and not re-created yet
 )
 
 // ReasonCode is the reason label of a status that is not ready: its Code when set (other

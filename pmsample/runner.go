@@ -84,9 +84,17 @@ func (r *runner) status() DeviceStatus {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	st := r.st
-	st.Ready = st.State == StateSampling || st.State == StatePaused || st.State == StateIdle
+	// A paused device is alive but samples nothing: not ready, saying until when (/readyz
+	// lists it; the exporter stays live, and ready while another source produces).
+	st.Ready = st.State == StateSampling || st.State == StateIdle
 	if r.pause {
 		st.PausedUntil = r.pausedUntil
+	}
+	if st.State == StatePaused {
+		st.Reason = "paused on request until resumed (PM counters not sampled)"
+		if !st.PausedUntil.IsZero() {
+			st.Reason = "paused on request until " + st.PausedUntil.UTC().Format(time.RFC3339) + " (PM counters not sampled)"
+		}
 	}
 	return st
 }

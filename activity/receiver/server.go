@@ -38,6 +38,7 @@ type config struct {
 	budget       *activity.Budget
 	procRoot     string
 	maxPerID     int
+	checkEvery   time.Duration
 }
 
 // WithMaxConnectionsPerIdentity bounds the connections of one verified identity (the
@@ -132,7 +133,8 @@ type Server struct {
 	agg  *activity.Aggregator
 	log  *slog.Logger
 	cfg  config
-	ln   *net.UnixListener
+	ln   atomic.Pointer[net.UnixListener]
+	file atomic.Pointer[socketFile] // the socket file it listens on, and whether it is missing
 
 	mu     sync.Mutex
 	conns  map[net.Conn]*connState
@@ -140,7 +142,8 @@ type Server struct {
 	closed bool
 	wg     sync.WaitGroup
 
-	warn limitedLog // refusals and drops, at most a line a second per reason
+	warn  limitedLog // refusals and drops, at most a line a second per reason
+	drain []byte     // the accept loop's buffer for refused connections' unread bytes
 }
 
 // connState is what the server knows of one connection, for its eviction policy.
@@ -177,51 +180,69 @@ func identityKey(pe peer) string {
 func NewServer(path string, agg *activity.Aggregator, logger *slog.Logger, opts ...Option) (*Server, error) {
 	cfg := config{mode: DefaultSocketMode, gid: -1, maxConns: DefaultMaxConnections,
 		helloTimeout: DefaultHelloTimeout, idleTimeout: DefaultIdleTimeout, procRoot: DefaultProcRoot,
-		maxPerID: DefaultMaxConnectionsPerIdentity}
+		maxPerID: DefaultMaxConnectionsPerIdentity, checkEvery: DefaultSocketCheck}
 	for _, o := range opts {
 		o(&cfg)
 	}
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	dir := filepath.Dir(path)
-	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
-		if err := os.MkdirAll(dir, dirMode); err != nil {
-			return nil, fmt.Errorf("creating activity socket directory: %w", err)
-		}
-		if err := os.Chmod(dir, dirMode); err != nil { // MkdirAll is subject to the umask
-			return nil, fmt.Errorf("setting activity socket directory mode: %w", err)
-		}
-		if cfg.gid >= 0 {
-			if err := os.Chown(dir, -1, cfg.gid); err != nil {
-				return nil, fmt.Errorf("setting activity socket directory group: %w", err)
-			}
-		}
-	}
 	if err := removeStale(path); err != nil {
 		return nil, err
 	}
+	ln, file, err := listen(path, cfg)
+	if err != nil {
+		return nil, err
+	}
+	log := logger.With("source", "activity")
+	s := &Server{
+		path: path, agg: agg, cfg: cfg, log: log,
+		conns: make(map[net.Conn]*connState),
+		ids:   make(map[string]*identityState),
+		warn:  limitedLog{log: log, every: time.Second},
+	}
+	s.ln.Store(ln)
+	s.file.Store(file)
+	return s, nil
+}
+
+// listen creates the socket's directory (mode 0750) if missing and listens on path, with the
+// socket file's mode and group.
+func listen(path string, cfg config) (*net.UnixListener, *socketFile, error) {
+	dir := filepath.Dir(path)
+	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
+		if err := os.MkdirAll(dir, dirMode); err != nil {
+			return nil, nil, fmt.Errorf("creating activity socket directory: %w", err)
+		}
+		if err := os.Chmod(dir, dirMode); err != nil { // MkdirAll is subject to the umask
+			return nil, nil, fmt.Errorf("setting activity socket directory mode: %w", err)
+		}
+		if cfg.gid >= 0 {
+			if err := os.Chown(dir, -1, cfg.gid); err != nil {
+				return nil, nil, fmt.Errorf("setting activity socket directory group: %w", err)
+			}
+		}
+	}
 	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
 	if err != nil {
-		return nil, fmt.Errorf("listening on activity socket: %w", err)
+		return nil, nil, fmt.Errorf("listening on activity socket: %w", err)
 	}
 	if err := os.Chmod(path, cfg.mode); err != nil {
 		ln.Close()
-		return nil, fmt.Errorf("setting activity socket mode: %w", err)
+		return nil, nil, fmt.Errorf("setting activity socket mode: %w", err)
 	}
 	if cfg.gid >= 0 {
 		if err := os.Chown(path, -1, cfg.gid); err != nil {
 			ln.Close()
-			return nil, fmt.Errorf("setting activity socket group (is the exporter a member of group %d?): %w", cfg.gid, err)
+			return nil, nil, fmt.Errorf("setting activity socket group (is the exporter a member of group %d?): %w", cfg.gid, err)
 		}
 	}
-	log := logger.With("source", "activity")
-	return &Server{
-		path: path, agg: agg, cfg: cfg, ln: ln, log: log,
-		conns: make(map[net.Conn]*connState),
-		ids:   make(map[string]*identityState),
-		warn:  limitedLog{log: log, every: time.Second},
-	}, nil
+	fi, err := os.Lstat(path)
+	if err != nil {
+		ln.Close()
+		return nil, nil, fmt.Errorf("checking activity socket: %w", err)
+	}
+	return ln, &socketFile{info: fi}, nil
 }
 
 // removeStale removes a socket at path that nobody listens on.
@@ -255,13 +276,18 @@ func (s *Server) Path() string { return s.path }
 func (s *Server) Serve(ctx context.Context) error {
 	stop := context.AfterFunc(ctx, func() { s.Close() })
 	defer stop()
+	go s.watchSocket(ctx)
 	var backoff time.Duration
 	for {
-		c, err := s.ln.Accept()
+		ln := s.ln.Load()
+		c, err := ln.Accept()
 		if err != nil {
 			if s.isClosed() {
 				s.wg.Wait()
 				return nil
+			}
+			if s.ln.Load() != ln { // the socket was re-created: accept on the new one
+				continue
 			}
 			// Out of file descriptors and the like: wait and retry, as net/http does.
 			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
@@ -294,23 +320,20 @@ func (s *Server) track(c net.Conn, pe peer) *connState {
 	key := identityKey(pe)
 	id := s.ids[key]
 	if key != "" && id != nil && id.conns >= s.cfg.maxPerID && !s.evictOwnLocked(id) {
-		c.Close()
-		s.agg.ConnectionDropped("identity_limit")
+		s.refuse(c, "identity_limit")
 		s.warn.Warn("identity_limit", "activity connection refused: its container holds too many connections",
 			"max", s.cfg.maxPerID, "pid", pe.pid)
 		return nil
 	}
 	verified := key != ""
 	if len(s.conns) >= s.cfg.maxConns && !s.evictLocked(verified) {
-		c.Close()
-		s.agg.ConnectionDropped("limit")
+		s.refuse(c, "limit")
 		s.warn.Warn("limit", "activity connection refused: too many connections, none idle to replace", "max", s.cfg.maxConns)
 		return nil
 	}
 	if !s.cfg.budget.Reserve(connBaseBytes) {
 		s.evictLocked(verified) // frees room for the sender's next try, if a connection can go
-		c.Close()
-		s.agg.ConnectionDropped("memory_budget")
+		s.refuse(c, "memory_budget")
 		s.warn.Warn("memory_budget", "activity connection refused: receiver memory budget reached", "budget_bytes", s.cfg.budget.Limit())
 		return nil
 	}
@@ -440,7 +463,7 @@ func (s *Server) Close() error {
 		conns = append(conns, c)
 	}
 	s.mu.Unlock()
-	err := s.ln.Close() // removes the socket file
+	err := s.ln.Load().Close() // removes the socket file
 	for _, c := range conns {
 		c.Close()
 	}

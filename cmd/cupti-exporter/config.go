@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"net"
 	"os"
@@ -408,13 +409,39 @@ func kindName(k yaml.Kind) string {
 	return "value"
 }
 
+// maxConfigBytes bounds a configuration file: the YAML decoder holds several times a file's
+// size (a 200 MB file took 1.43 GB), and a real configuration is a few KiB.
+const maxConfigBytes = 1 << 20
+
 // loadConfigFile reads a YAML configuration over c. Unknown keys are errors.
 func loadConfigFile(path string, c *Config) error {
-	data, err := os.ReadFile(path)
+	data, err := readCapped(path, maxConfigBytes)
 	if err != nil {
 		return fmt.Errorf("reading config file: %w", err)
 	}
 	return parseConfig(data, path, c)
+}
+
+// readCapped reads a file of at most limit bytes; a larger one is an error naming both sizes,
+// and only limit+1 bytes of it are read.
+func readCapped(path string, limit int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(data)) > limit {
+		size := "more"
+		if st, err := f.Stat(); err == nil && st.Mode().IsRegular() {
+			size = strconv.FormatInt(st.Size(), 10)
+		}
+		return nil, fmt.Errorf("%s: %s bytes, more than the %d (%s) a configuration file may have", path, size, limit, ByteSize(limit))
+	}
+	return data, nil
 }
 
 // parseConfig decodes YAML over c; errors name the file, the line, the key's dotted

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -104,6 +105,22 @@ func TestConfigFileMissing(t *testing.T) {
 	_, _, _, err := parse([]string{"--config.file", "/nonexistent/c.yaml"}, io.Discard, io.Discard)
 	if err == nil || !strings.Contains(err.Error(), "reading config file") || !strings.Contains(err.Error(), "no such file") {
 		t.Fatalf("err %v", err)
+	}
+}
+
+// A config file over 1 MiB is refused before it is parsed (a 200 MB file took 1.43 GB), with
+// an error naming the file, its size and the limit; one of exactly 1 MiB is read.
+func TestConfigFileTooLarge(t *testing.T) {
+	big := "# " + strings.Repeat("x", maxConfigBytes) + "\n"
+	path := writeFile(t, big)
+	_, _, _, err := parse([]string{"--config.file", path}, io.Discard, io.Discard)
+	want := fmt.Sprintf("%s: %d bytes, more than the 1048576 (1MiB) a configuration file may have", path, len(big))
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("err %v, want it to say %q", err, want)
+	}
+	fits := "# " + strings.Repeat("x", maxConfigBytes-3) + "\n"
+	if _, _, _, err := parse([]string{"--config.file", writeFile(t, fits)}, io.Discard, io.Discard); err != nil {
+		t.Fatalf("a file of exactly %d bytes: %v", len(fits), err)
 	}
 }
 

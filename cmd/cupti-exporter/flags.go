@@ -27,6 +27,7 @@ type cli struct {
 
 	recordOutput   string
 	recordDuration time.Duration
+	recordMaxSize  ByteSize
 
 	metricsChip   string
 	describeName  string
@@ -73,6 +74,8 @@ func newApp(cfg *Config, stdout, stderr io.Writer) (*kingpin.Application, *cli) 
 	record := app.Command(cmdRecord, "Record PM samples, activity records and NVML health to a file, for replay.")
 	record.Flag("output", "File to write.").Required().PlaceHolder("FILE").StringVar(&c.recordOutput)
 	record.Flag("duration", "How long to record.").Default("60s").DurationVar(&c.recordDuration)
+	record.Flag("max-size", "Stop recording when the file reaches this size (e.g. 512MiB; 0: no limit). A flood of activity records writes over 100 MB/s.").
+		Default("1GiB").SetValue((*byteSizeValue)(&c.recordMaxSize))
 
 	metrics := app.Command("metrics", "Inspect the PM Sampling metric catalog.")
 	metrics.Flag("chip", "Chip whose catalog to read (e.g. GH100, needs libcupti but no GPU) or a CUDA ordinal.").Default("0").IsSetByUser(&c.chips.chipSet).StringVar(&c.metricsChip)

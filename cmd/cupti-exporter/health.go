@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"log/slog"
+	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
@@ -14,7 +16,7 @@ import (
 
 // startHealth reads the host's GPU health from NVML on its own goroutine and registers it
 // as source "health". Its gpu label follows the PM series (CUDA order, by UUID).
-func startHealth(ctx context.Context, logger *slog.Logger, cfg *Config, exp *exporter.Exporter, devices func() []pmsample.Device, opts ...health.Option) {
+func startHealth(ctx context.Context, logger *slog.Logger, cfg *Config, exp *exporter.Exporter, devices func() []pmsample.Device, opts ...health.Option) *health.Source {
 	src := newHealthSource(logger, cfg, devices, opts...)
 	exp.Register("health", healthView(cfg, src))
 	exp.RegisterStatus("health", statusFunc(func() []exporter.Status {
@@ -29,6 +31,27 @@ func startHealth(ctx context.Context, logger *slog.Logger, cfg *Config, exp *exp
 		return out
 	}))
 	go src.Run(ctx)
+	return src
+}
+
+// nvmlGPUs lists the GPUs NVML found (once the health source has read them), for the
+// activity device filter when PM sampling is off.
+type nvmlGPUs struct{ src atomic.Pointer[health.Source] }
+
+func (g *nvmlGPUs) devices() []pmsample.Device {
+	src := g.src.Load()
+	if src == nil {
+		return nil
+	}
+	var out []pmsample.Device
+	for _, st := range src.Status() {
+		if st.UUID == "" {
+			continue
+		}
+		i, _ := strconv.Atoi(st.Device)
+		out = append(out, pmsample.Device{Index: i, UUID: st.UUID})
+	}
+	return out
 }
 
 // newHealthSource is the NVML health source of cfg, whose gpu label follows the PM series

@@ -19,6 +19,9 @@ import (
 )
 
 func main() {
+	// A closed pipe on stdout or stderr (`cupti-exporter serve | head`) would otherwise end
+	// the exporter with SIGPIPE (exit 141), leaving its socket file: writes fail instead.
+	signal.Ignore(syscall.SIGPIPE)
 	ctx, stop := notifyShutdown(context.Background())
 	signal.Notify(hangups, syscall.SIGHUP)
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)

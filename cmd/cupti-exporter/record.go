@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cupti-exporter/cupti-exporter/activity"
@@ -46,7 +47,8 @@ func runRecord(ctx context.Context, logger *slog.Logger, cfg *Config, cl *cli) e
 	}
 	host, _ := os.Hostname()
 	now := func() uint64 { return uint64(time.Now().UnixNano()) }
-	w, err := recording.NewWriter(f, recording.Header{
+	file := &sizedFile{File: f}
+	w, err := recording.NewWriter(file, recording.Header{
 		Created: time.Now().UTC().Format(time.RFC3339), Producer: "cupti-exporter " + version.Version, Host: host,
 		IntervalNS: uint64(time.Duration(cfg.PMSample.Interval).Nanoseconds()),
 	}, now())
@@ -63,10 +65,16 @@ func runRecord(ctx context.Context, logger *slog.Logger, cfg *Config, cl *cli) e
 	defer cancel()
 	var mu sync.Mutex
 	var werr error
+	var full bool // the file reached --max-size
 	keep := func(err error) {
 		mu.Lock()
 		if werr == nil && err != nil {
 			werr = err
+			cancel()
+		}
+		if max := int64(cl.recordMaxSize); max > 0 && !full && file.written.Load() >= max {
+			full = true
+			logger.Warn("recording stopped: the file reached --max-size", "output", cl.recordOutput, "max_size", cl.recordMaxSize)
 			cancel()
 		}
 		mu.Unlock()
@@ -131,8 +139,21 @@ func runRecord(ctx context.Context, logger *slog.Logger, cfg *Config, cl *cli) e
 		snaps = <-healthDone
 	}
 	err = errors.Join(runErr, werr, w.Close(now()))
-	logger.Info("recording done", "output", cl.recordOutput, "batches", batches, "health_snapshots", snaps, "err", err)
+	logger.Info("recording done", "output", cl.recordOutput, "batches", batches, "health_snapshots", snaps,
+		"bytes", file.written.Load(), "stopped_at_max_size", full, "err", err)
 	return err
+}
+
+// sizedFile counts the bytes written to a recording (for --max-size).
+type sizedFile struct {
+	*os.File
+	written atomic.Int64
+}
+
+func (f *sizedFile) Write(p []byte) (int, error) {
+	n, err := f.File.Write(p)
+	f.written.Add(int64(n))
+	return n, err
 }
 
 // recordHealth writes every new snapshot of the health source (one per collection, so one

@@ -64,8 +64,9 @@ func serveRecording(ctx context.Context, logger *slog.Logger, cfg *Config, msg s
 		pm.health = health
 	}
 	var act *activity.Aggregator
-	opts, err := pm.attribute(cfg, logger, append(append(activityOptions(pm.devices), budgetActivityOptions(cfg)...),
-		activity.WithBudget(activity.NewBudget(int64(cfg.Activity.MemoryBudget)))),
+	budget := activity.NewBudget(int64(cfg.Activity.MemoryBudget))
+	opts, err := pm.attribute(cfg, logger, budget, append(append(activityOptions(pm.devices), budgetActivityOptions(cfg)...),
+		activity.WithBudget(budget)),
 		func(m string) string { return act.KernelLabel(m) })
 	if err != nil {
 		return err

@@ -70,10 +70,19 @@ func runServe(ctx context.Context, logger *slog.Logger, cfg *Config) error {
 	}
 	budget := activity.NewBudget(int64(cfg.Activity.MemoryBudget))
 	var act *activity.Aggregator
-	actOpts := append(liveActivityOptions(pm.devices, budget), activity.WithTrustHelloPods(cfg.Activity.TrustHelloPods))
+	// The host's GPUs for the activity socket: the PM source's, else NVML's (PM sampling
+	// off), so that made-up device UUIDs do not fill the device table.
+	pm.nvml = &nvmlGPUs{}
+	hostGPUs := func() []pmsample.Device {
+		if ds := pm.devices(); len(ds) > 0 {
+			return ds
+		}
+		return pm.nvml.devices()
+	}
+	actOpts := append(liveActivityOptions(hostGPUs, budget), activity.WithTrustHelloPods(cfg.Activity.TrustHelloPods))
 	actOpts = append(actOpts, budgetActivityOptions(cfg)...)
 	if cfg.Activity.Enabled {
-		if actOpts, err = pm.attribute(cfg, logger, actOpts, func(m string) string { return act.KernelLabel(m) }); err != nil {
+		if actOpts, err = pm.attribute(cfg, logger, budget, actOpts, func(m string) string { return act.KernelLabel(m) }); err != nil {
 			return err
 		}
 	}
@@ -81,7 +90,7 @@ func runServe(ctx context.Context, logger *slog.Logger, cfg *Config) error {
 	if kube != nil {
 		actOpts = append(actOpts, activity.WithPodResolver(podResolver(kube)))
 		pm.pidPod = pidPodResolver(kube, "/proc")
-		extra = append(extra, namedProducer{"kubepods", kube})
+		extra = append(extra, namedProducer{name: "kubepods", p: kube})
 	}
 	if pm.idle != nil { // kernel records wake an idle-released GPU
 		actOpts = append(actOpts, activity.WithListener(pm.idle))
@@ -95,6 +104,7 @@ func runServe(ctx context.Context, logger *slog.Logger, cfg *Config) error {
 		return fmt.Errorf("%w (set --activity.socket, or --no-activity.enabled)", err)
 	}
 	defer srv.Close()
+	extra = append(extra, namedProducer{status: socketStatus(srv)})
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ctx) }()
 	logger.Info("receiving activity records", "socket", srv.Path())
@@ -118,6 +128,7 @@ type pmSetup struct {
 	attr    *attribution.Attributor // the attribution join; nil when off
 	// pidPod resolves a PID NVML lists to its pod (cgroup and pod informer); nil: no informer
 	pidPod func(pid uint32) (pod, namespace, container string, ok bool)
+	nvml   *nvmlGPUs // the GPUs NVML found, once the health source runs; nil: not serving
 	// idle releases the session of idle GPUs (nil: off); idleMetrics are its counters.
 	idle        *idle.Controller
 	idleMetrics exporter.Producer
@@ -125,8 +136,9 @@ type pmSetup struct {
 
 // attribute sets up the attribution join when it is enabled and PM samples flow: it
 // returns the activity options plus the join as a listener. kernelLabel gives the activity
-// aggregator's bounded kernel label (the aggregator is made after the join, with it).
-func (pm *pmSetup) attribute(cfg *Config, logger *slog.Logger, opts []activity.Option, kernelLabel func(string) string) ([]activity.Option, error) {
+// aggregator's bounded kernel label (the aggregator is made after the join, with it). What
+// clients make the join hold is charged to budget, the activity receiver's.
+func (pm *pmSetup) attribute(cfg *Config, logger *slog.Logger, budget *activity.Budget, opts []activity.Option, kernelLabel func(string) string) ([]activity.Option, error) {
 	if !cfg.Attribution.Enabled || pm.src == nil {
 		return opts, nil
 	}
@@ -135,7 +147,8 @@ func (pm *pmSetup) attribute(cfg *Config, logger *slog.Logger, opts []activity.O
 			attribution.WithWatermark(time.Duration(cfg.Attribution.Watermark)),
 			attribution.WithEstimator(cfg.Attribution.Estimator),
 			attribution.WithMaxPendingRecords(cfg.Attribution.MaxPendingRecords),
-			attribution.WithKernelLabel(kernelLabel))...)
+			attribution.WithKernelLabel(kernelLabel),
+			attribution.WithBudget(budget))...)
 	if err != nil {
 		return nil, fmt.Errorf("setting up attribution: %w", err)
 	}
@@ -144,10 +157,23 @@ func (pm *pmSetup) attribute(cfg *Config, logger *slog.Logger, opts []activity.O
 	return append(opts, activity.WithListener(a)), nil
 }
 
-// namedProducer is one more source of self-metrics to register (the pod informer).
+// namedProducer is one more source of self-metrics to register (the pod informer), or of
+// readiness (the activity socket).
 type namedProducer struct {
-	name string
-	p    exporter.Producer
+	name   string
+	p      exporter.Producer
+	status exporter.StatusReporter
+}
+
+// socketStatus is the readiness of the activity socket: required, so that /readyz says 503
+// while a removed or replaced socket file is not re-created.
+func socketStatus(srv *receiver.Server) exporter.StatusReporter {
+	return statusFunc(func() []exporter.Status {
+		if p := srv.SocketProblem(); p != "" {
+			return []exporter.Status{{Source: "activity", Reason: p, Code: exporter.ReasonNoSocket, Required: true}}
+		}
+		return []exporter.Status{{Source: "activity", Ready: true, Required: true}}
+	})
 }
 
 // devices lists the source's devices (none when PM sampling is off).
@@ -190,7 +216,10 @@ func serveSources(ctx context.Context, logger *slog.Logger, cfg *Config, pm pmSe
 		if pm.attr != nil { // who else is on the GPU: NVML's processes into the join
 			opts = append(opts, health.WithProcessListener(observeProcesses(pm.attr)))
 		}
-		startHealth(ctx, logger, cfg, exp, pm.devices, opts...)
+		src := startHealth(ctx, logger, cfg, exp, pm.devices, opts...)
+		if pm.nvml != nil {
+			pm.nvml.src.Store(src)
+		}
 	} else if pm.attr != nil && pm.live {
 		logger.Warn("NVML health is off: attribution cannot see processes that load no injection library; their work lands on the traced kernels they overlap (docs/attribution.md)")
 	}
@@ -205,7 +234,12 @@ func serveSources(ctx context.Context, logger *slog.Logger, cfg *Config, pm pmSe
 		exp.Register("podresources", pods)
 	}
 	for _, x := range extra {
-		exp.Register(x.name, x.p)
+		if x.p != nil {
+			exp.Register(x.name, x.p)
+		}
+		if x.status != nil {
+			exp.RegisterStatus("activity_socket", x.status)
+		}
 	}
 	srcErr := make(chan error, 1)
 	switch src := pm.src; {

@@ -4,6 +4,7 @@
 usage: hostile.py SOCKET names N     N connections, each sending hello + 16 MiB of kernel names
        hostile.py SOCKET silent N S  N connections that say nothing, held S seconds
        hostile.py SOCKET devices     one sender with records for 1000 made-up device ordinals
+       hostile.py SOCKET madeup N    one sender declaring N made-up device UUIDs, a record on each
 Prints one line: what was sent and how many connections the exporter closed.
 """
 import socket, struct, sys, time
@@ -59,6 +60,13 @@ def main():
         for _ in range(100):
             c.sendall(frame(3, struct.pack('<QIHH', 0, 1000, 48, 0) + recs))
         print('devices: 100000 records for 1000 device ordinals the host does not have')
+        time.sleep(2)
+    elif mode == 'madeup':
+        n, c = int(sys.argv[3]), connect(path)
+        c.sendall(hello(4243, ['GPU-%08x-dead-beef-0000-000000000000' % d for d in range(n)]))
+        recs = b''.join(struct.pack('<BBBBBxxxIIQQQII', 1, 0, 0, 0, 0, d, 0, 1, 1000, 0, 0, 0) for d in range(n))
+        c.sendall(frame(3, struct.pack('<QIHH', 0, n, 48, 0) + recs))
+        print(f'madeup: {n} records, one on each of {n} made-up device UUIDs')
         time.sleep(2)
 
 main()
