@@ -7,6 +7,7 @@ usage: hostile.py SOCKET names N     N connections, each sending hello + 16 MiB 
        hostile.py SOCKET madeup N    one sender declaring N made-up device UUIDs, a record on each
 Prints one line: what was sent and how many connections the exporter closed.
 """
+import os
 import socket, struct, sys, time
 
 MAGIC, VERSION = 0x57415843, 1
@@ -17,8 +18,8 @@ def frame(t, payload):
 def s(b):
     return struct.pack('<H', len(b)) + b
 
-def hello(pid, uuids):
-    p = struct.pack('<IQII', pid, 1, 13000, 130001) + s(b'/bin/hostile') + s(b'') + s(b'') + s(b'') + s(b'')
+def hello(pid, uuids, start=1):
+    p = struct.pack('<IQII', pid, start, 13000, 130001) + s(b'/bin/hostile') + s(b'') + s(b'') + s(b'') + s(b'')
     p += struct.pack('<H', len(uuids)) + b''.join(s(u.encode()) for u in uuids)
     return frame(1, p)
 
@@ -63,7 +64,9 @@ def main():
         time.sleep(2)
     elif mode == 'madeup':
         n, c = int(sys.argv[3]), connect(path)
-        c.sendall(hello(4243, ['GPU-%08x-dead-beef-0000-000000000000' % d for d in range(n)]))
+        # its own PID and no start time: the kernel verifies the sender, so the made-up
+        # devices themselves are what the socket must refuse (a made-up PID is refused first)
+        c.sendall(hello(os.getpid(), ['GPU-%08x-dead-beef-0000-000000000000' % d for d in range(n)], start=0))
         recs = b''.join(struct.pack('<BBBBBxxxIIQQQII', 1, 0, 0, 0, 0, d, 0, 1, 1000, 0, 0, 0) for d in range(n))
         c.sendall(frame(3, struct.pack('<QIHH', 0, n, 48, 0) + recs))
         print(f'madeup: {n} records, one on each of {n} made-up device UUIDs')
