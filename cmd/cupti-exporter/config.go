@@ -103,7 +103,7 @@ type Config struct {
 		Kubeconfig  string `yaml:"kubeconfig" help:"Kubeconfig file for the pod informer (out of cluster); empty: the pod's service account."`
 	} `yaml:"kubernetes"`
 	Series struct {
-		Extra []string `yaml:"extra" help:"Series an idle GPU does without by default, turned back on by group (comma separated): window_min (the PM _min_ratio gauges), zero_reasons (loss, drop and failure reasons, sampling states and NVML clock-event reasons and times at 0 before their first event), sampler_timing (the PM decode path's timings), nvml_detail (BAR1, free and reserved memory, copy and codec utilisation, MIG mode, lifetime ECC counts, the graphics clock and the non-SM maximum clocks); all: every one (docs/sizing.md)."`
+		Extra []string `yaml:"extra" help:"Series an idle GPU does without by default, turned back on by group (comma separated): window_min (the PM _min_ratio gauges), zero_reasons (loss, drop and failure reasons, sampling states and NVML clock-event reasons and times at 0 before their first event), sampler_timing (the PM decode path's timings and the decode-gap histogram), nvml_detail (BAR1, free and reserved memory, copy and codec utilisation, MIG mode, lifetime ECC counts, the graphics clock and the non-SM maximum clocks); all: every one (docs/sizing.md)."`
 	} `yaml:"series"`
 	Mapping struct {
 		RulesFile string `yaml:"rules_file" help:"YAML file of extra metric mapping rules."`
