@@ -491,18 +491,24 @@ type expectedEmpty struct {
 }
 
 func loadExpected(t *testing.T) []expectedEmpty {
+	return loadListed(t, expectedFile, func(e expectedEmpty) (string, string) { return e.Where, e.Reason })
+}
+
+// loadListed reads a YAML list of entries (expected-empty.yaml, otlp-gateway-allowlist.yaml),
+// each of which must say where and why.
+func loadListed[T any](t *testing.T, file string, whereWhy func(T) (string, string)) []T {
 	t.Helper()
-	raw, err := os.ReadFile(expectedFile)
+	raw, err := os.ReadFile(file)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var es []expectedEmpty
+	var es []T
 	if err := yaml.UnmarshalStrict(raw, &es); err != nil {
-		t.Fatalf("%s: %v", expectedFile, err)
+		t.Fatalf("%s: %v", file, err)
 	}
 	for _, e := range es {
-		if e.Where == "" || strings.TrimSpace(e.Reason) == "" {
-			t.Fatalf("%s: every entry needs where and reason: %+v", expectedFile, e)
+		if where, why := whereWhy(e); where == "" || strings.TrimSpace(why) == "" {
+			t.Fatalf("%s: every entry needs where and reason: %+v", file, e)
 		}
 	}
 	return es

@@ -446,19 +446,5 @@ func checkFleetIdentity(p fleetPath, replays []replay) []string {
 }
 
 func loadGatewayAllowlist(t *testing.T) []gatewayEntry {
-	t.Helper()
-	raw, err := os.ReadFile(gatewayAllow)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var es []gatewayEntry
-	if err := yaml.UnmarshalStrict(raw, &es); err != nil {
-		t.Fatalf("%s: %v", gatewayAllow, err)
-	}
-	for _, e := range es {
-		if e.Where == "" || strings.TrimSpace(e.Reason) == "" {
-			t.Fatalf("%s: every entry needs where and reason: %+v", gatewayAllow, e)
-		}
-	}
-	return es
+	return loadListed(t, gatewayAllow, func(e gatewayEntry) (string, string) { return e.Where, e.Reason })
 }
