@@ -51,8 +51,10 @@ func (k Candidate) on(chip string) bool {
 // costs more (plain sm__pipe_fp64_cycles_active needs 2 passes alone; the TriageCompute
 // realtime one needs 1). The first nine together need one pass, then come the DRAM byte
 // counters (which the attribution join uses to tell who moved the bytes) and the NVLink byte
-// counters (rejected on a GPU without NVLink); FP16 is the least important and goes last (on
-// GH100 it needs a second pass). The DRAM byte counters keep their derived names (a
+// counters (rejected on a GPU without NVLink); FP16 is the least important of the DCGM ones (on
+// GH100 it needs a second pass); the context-switch cycles, last, let the attribution join
+// tell whose turn a sample was when processes time-slice. The DRAM byte counters keep their
+// derived names (a
 // direction label on cupti_dram_bytes_total would collide with the derived name of
 // dram__bytes.sum). Occupancy uses tpc__warps_active_realtime where the chip has it:
 // pct_of_peak_sustained_elapsed of active warps is resident warps over the maximum, the same
@@ -191,6 +193,11 @@ var curatedTable = []curatedEntry{
 		Name:  "cupti_fp16_pipe_active_ratio", OTelName: "cupti.fp16_pipe.active",
 		Help: "Ratio of the peak rate of FP16 instructions on the FMA pipe reached, averaged over all SMs (compare DCGM PIPE_FP16_ACTIVE).",
 	}, optional: true},
+	{Rule: Rule{
+		Match: "FE_A.TriageCompute.gpu__gr_cycles_active_cmd_ctxsw.sum",
+		Name:  "cupti_gpu_context_switch_cycles_total", OTelName: "cupti.gpu.context_switch.cycles",
+		Help: "Cycles the GPU's front end spent on context-switch commands: time-slicing between processes (about 250,000 a switch on an H100). The attribution join tells from it whose turn each sample was (docs/attribution.md).",
+	}, more: anyChip("gpu__gr_cycles_active_cmd_ctxsw.sum"), optional: true},
 }
 
 // candidates lists every Perfworks name of e, the GH100 name first.

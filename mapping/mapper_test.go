@@ -44,6 +44,7 @@ func TestCuratedNames(t *testing.T) {
 		"cupti_fp32_pipe_active_ratio", `cupti_pcie_bytes_total{direction="rx"}`, `cupti_pcie_bytes_total{direction="tx"}`,
 		"cupti_dram_read_bytes_total", "cupti_dram_write_bytes_total",
 		`cupti_nvlink_bytes_total{direction="rx"}`, `cupti_nvlink_bytes_total{direction="tx"}`, "cupti_fp16_pipe_active_ratio",
+		"cupti_gpu_context_switch_cycles_total",
 	}
 	m, err := New()
 	if err != nil {
@@ -79,7 +80,11 @@ func TestCuratedNames(t *testing.T) {
 				t.Errorf("%s: window stats %s %s", c.Name, met.Max.Name, met.Min.Name)
 			}
 		case KindCounter:
-			if met.Scale != 1 || met.Desc.Unit != "bytes" || met.Desc.OTelUnit != "By" || met.Max != nil {
+			unit, otel := "bytes", "By"
+			if strings.HasSuffix(c.Name, "_cycles_total") {
+				unit, otel = "cycles", "{cycle}"
+			}
+			if met.Scale != 1 || met.Desc.Unit != unit || met.Desc.OTelUnit != otel || met.Max != nil {
 				t.Errorf("%s: scale %g unit %q otel %q max %v", c.Name, met.Scale, met.Desc.Unit, met.Desc.OTelUnit, met.Max)
 			}
 		}
@@ -113,10 +118,10 @@ func TestCuratedLintAndRegister(t *testing.T) {
 	for _, p := range problems {
 		t.Errorf("promlint: %s: %s", p.Metric, p.Text)
 	}
-	// 8 gauges with mean, max and min, and 6 byte counters (pcie and nvlink, rx and tx; dram
-	// read and write).
-	if n, err := testutil.GatherAndCount(reg); err != nil || n != 8*3+6 {
-		t.Errorf("gathered %d series (err %v), want %d", n, err, 8*3+6)
+	// 8 gauges with mean, max and min, 6 byte counters (pcie and nvlink, rx and tx; dram
+	// read and write) and the context-switch cycles.
+	if n, err := testutil.GatherAndCount(reg); err != nil || n != 8*3+7 {
+		t.Errorf("gathered %d series (err %v), want %d", n, err, 8*3+7)
 	}
 }
 

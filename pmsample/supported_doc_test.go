@@ -36,6 +36,7 @@ var shortNames = map[string]string{
 	`cupti_nvlink_bytes_total{direction="rx"}`: "NVLink rx",
 	`cupti_nvlink_bytes_total{direction="tx"}`: "NVLink tx",
 	"cupti_fp16_pipe_active_ratio":             "FP16",
+	"cupti_gpu_context_switch_cycles_total":    "context switches",
 }
 
 // supportedTables renders the Supported GPUs table and the per-chip table of what the default
