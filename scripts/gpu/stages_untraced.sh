@@ -8,8 +8,8 @@
 #   untracedonly two untraced processes (no pods here: split by NVML time shares, from pmon)
 # attrib_untraced_check.py compares the scrapes with the bytes each process knows it read.
 # About 3 minutes of GPU time (ATTR_U_S seconds of work per run, default 20). ATTR_U_RUNS picks
-# runs; ATTR_METRICS sets the PM metrics (add FE_A.TriageCompute.gpu__gr_cycles_active_cmd_ctxsw.sum
-# for the join's turn ownership, docs/attribution.md).
+# runs; ATTR_METRICS sets the PM metrics (ATTR_METRICS=defaults: the chip's curated set, which has
+# the context-switch counter the join's turn ownership needs on Hopper and later, docs/attribution.md).
 
 ATTR_U_S=${ATTR_U_S:-20}
 
@@ -25,7 +25,9 @@ attrib_untraced_run() {
   local run=$1; shift
   local port=9479 wp=() args=() p kind pod bin seed spin truth a b c d
   mkdir -p /run/cupti-exporter
-  start_exporter "$L/exp-untraced-$run.log" $port --pmsample.interval=1ms --pmsample.metrics=$ATTR_METRICS \
+  local mset=(--pmsample.metrics=$ATTR_METRICS)
+  [ "$ATTR_METRICS" = defaults ] && mset=() # the chip's curated default set
+  start_exporter "$L/exp-untraced-$run.log" $port --pmsample.interval=1ms "${mset[@]}" \
     --activity.socket=$SOCK --activity.trust-hello-pods --health.interval=1s || return
   timeout $((ATTR_U_S + 15)) nvidia-smi pmon -i 0 -s u -d 1 > "$L/pmon-$run.txt" 2>&1 &
   local pmon=$!
