@@ -48,16 +48,26 @@ func main() {
 	}
 }
 
+// open opens a recording and reads its header.
+func open(path string) (*os.File, *recording.Reader, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	rd, err := recording.NewReader(f)
+	if err != nil {
+		f.Close()
+		return nil, nil, err
+	}
+	return f, rd, nil
+}
+
 func filter(in, out, prefix string) error {
-	f, err := os.Open(in)
+	f, rd, err := open(in)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	rd, err := recording.NewReader(f)
-	if err != nil {
-		return err
-	}
 	o, err := os.Create(out)
 	if err != nil {
 		return err
@@ -118,15 +128,11 @@ func filter(in, out, prefix string) error {
 }
 
 func dump(in string) error {
-	f, err := os.Open(in)
+	f, rd, err := open(in)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	rd, err := recording.NewReader(f)
-	if err != nil {
-		return err
-	}
 	out := bufio.NewWriter(os.Stdout)
 	defer out.Flush()
 	pods := map[uint64]string{}
