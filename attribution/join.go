@@ -165,9 +165,10 @@ type scratch struct {
 	sobs     []int32   // observation of sample s with active untraced processes, -1
 	own      []float64 // sample s's owner from context switches (ownership.go), -1: unknown
 	par      []int8    // sample s's turn parity, parSwitch or parUnknown
-	segStart []int32   // owned segments of the chunk
-	segVote  []bool    // the segment is not the traced process's
-	upods    []podKey  // pod of the untraced item -2-k
+	segStart []int32   // owned segments of the chunk: [segStart, segEnd)
+	segEnd   []int32
+	segVote  []bool   // the segment is not the traced process's
+	upods    []podKey // pod of the untraced item -2-k
 	upodIdx  map[podKey]int32
 	accU     []*acc // pod series of upods[k]
 	// the rebuilt item arrays (applyNVML), swapped with the ones above

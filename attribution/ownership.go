@@ -14,9 +14,9 @@ import (
 // cannot say whose a covered sample is; the alternation can, once its phase is known, and
 // the segments in which the traced process runs no kernel give the phase (they cannot be
 // its own). A covered sample is then the traced kernels' (phi 0) or the untraced process's
-// (phi 1); a sample holding a switch is split in half. Measured on two H100 recordings
-// (scripts/gpu/attrib_ctxsw.py, docs/attribution.md): the traced pod within 1 % and 7 %
-// where NVML's period shares gave +30 % to +46 %.
+// (phi 1); a sample holding a switch is split in half. Measured live on an H100 at the
+// defaults (docs/attribution.md, run AT): the traced pod within +0.07 % and -2.5 % where
+// NVML's period shares alone gave +11 % to +26 %.
 
 const (
 	// ctxswMin is the switch cycles above which a sample holds a switch (a switch costs
@@ -51,7 +51,7 @@ type ownerState struct {
 	switches int     // switches counted so far (its parity is the current owner's)
 	marker   float64 // switch cycles of the run of switch samples in progress
 	inMarker bool
-	mine     int8 // the parity the traced process owned at the end of the last chunk
+	mine     int8 // the parity of the traced process's turns, as last voted (carried across chunks)
 	known    bool // mine is known
 }
 
@@ -121,35 +121,26 @@ func (a *Attributor) ownership(d *devState, chunk []psample) {
 		}
 	}
 	if !two {
-		for s := range sc.own {
-			sc.own[s] = -1
-		}
-		return
+		return // no candidate: every sample is -1 already
 	}
-	// Owned segments: runs of samples of one parity. One the traced process barely covers
-	// is the other process's: it votes on the phase.
-	sc.segStart, sc.segVote = sc.segStart[:0], sc.segVote[:0]
+	// Owned segments: runs of samples of one parity, [segStart, segEnd). One the traced
+	// process barely covers is the other process's: it votes on the phase.
+	sc.segStart, sc.segEnd, sc.segVote = sc.segStart[:0], sc.segEnd[:0], sc.segVote[:0]
 	for s, p := range sc.par {
 		if p < 0 {
 			continue
 		}
-		if s == 0 || sc.par[s-1] != p {
-			sc.segStart = append(sc.segStart, int32(s))
+		if n := len(sc.segStart); n == 0 || int(sc.segEnd[n-1]) != s || sc.par[s-1] != p {
+			sc.segStart, sc.segEnd = append(sc.segStart, int32(s)), append(sc.segEnd, int32(s))
 			sc.segVote = append(sc.segVote, false)
 		}
+		sc.segEnd[len(sc.segEnd)-1] = int32(s + 1)
 	}
 	nseg := len(sc.segStart)
-	segEnd := func(k int) int {
-		s := int(sc.segStart[k])
-		for s < len(sc.par) && sc.par[s] == sc.par[sc.segStart[k]] {
-			s++
-		}
-		return s
-	}
 	for k := range nseg {
 		var cov, all float64
 		busy := false
-		for s := int(sc.segStart[k]); s < segEnd(k); s++ {
+		for s := sc.segStart[k]; s < sc.segEnd[k]; s++ {
 			cov += sc.wsum[s] - sc.gapW[s]
 			all += sc.wsum[s]
 			busy = busy || a.busy(chunk[s])
@@ -171,7 +162,7 @@ func (a *Attributor) ownership(d *devState, chunk []psample) {
 		case notMine[1] > notMine[0]:
 			st.mine, st.known = 0, true
 		}
-		for s := int(sc.segStart[k]); s < segEnd(k); s++ {
+		for s := sc.segStart[k]; s < sc.segEnd[k]; s++ {
 			switch {
 			case sc.own[s] != -2 || !st.known:
 				sc.own[s] = -1
