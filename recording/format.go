@@ -106,20 +106,11 @@ type ProcessEvent struct {
 // to split samples with processes that load no injection library. Times are ns, as sample
 // times.
 type ProcessesEvent struct {
-	GPU        string            `json:"gpu"`
-	UUID       string            `json:"uuid"`
-	Start, End uint64            `json:"-"`
-	Shares     bool              `json:"shares"` // the driver answered per-process utilisation
-	Processes  []ObservedProcess `json:"processes"`
-}
-
-// processesJSON is ProcessesEvent's JSON form (times named).
-type processesJSON struct {
 	GPU       string            `json:"gpu"`
 	UUID      string            `json:"uuid"`
 	Start     uint64            `json:"start_ns"`
 	End       uint64            `json:"end_ns"`
-	Shares    bool              `json:"shares"`
+	Shares    bool              `json:"shares"` // the driver answered per-process utilisation
 	Processes []ObservedProcess `json:"processes"`
 }
 

@@ -237,15 +237,11 @@ func (r *Reader) decode(ev *Event, p []byte) error {
 		if r.version < 5 {
 			return fmt.Errorf("processes frame in a version-%d recording", r.version)
 		}
-		var j processesJSON
-		if err := json.Unmarshal(p, &j); err != nil {
+		ev.Procs = &ProcessesEvent{}
+		if err := json.Unmarshal(p, ev.Procs); err != nil {
 			return err
 		}
-		if err := checkProcesses(&j); err != nil {
-			return err
-		}
-		e := ProcessesEvent(j)
-		ev.Procs = &e
+		return checkProcesses(ev.Procs)
 	case FrameEnd:
 		if len(p) != 0 {
 			return errors.New("end frame with payload")
@@ -259,7 +255,7 @@ func (r *Reader) decode(ev *Event, p []byte) error {
 
 // checkProcesses refuses a processes frame no health source writes: a period that ends
 // before it starts, too many processes, or a share outside 0..1.
-func checkProcesses(j *processesJSON) error {
+func checkProcesses(j *ProcessesEvent) error {
 	if j.End <= j.Start {
 		return fmt.Errorf("processes period [%d, %d) is empty", j.Start, j.End)
 	}

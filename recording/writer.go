@@ -107,7 +107,7 @@ func (w *Writer) WriteCoverage(time uint64, c CoverageBatch) error {
 
 // WriteProcesses records what NVML saw of one GPU's compute processes (version 5).
 func (w *Writer) WriteProcesses(time uint64, e ProcessesEvent) error {
-	return w.writeJSON(FrameProcesses, time, processesJSON(e))
+	return w.writeJSON(FrameProcesses, time, e)
 }
 
 // WriteHealth records a snapshot of the health source (version 4): a family frame precedes
