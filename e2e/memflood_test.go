@@ -80,26 +80,7 @@ func TestActivityFloodMemory(t *testing.T) {
 	}
 	stop := time.Now().Add(dur)
 	var sent atomic.Int64
-	var wg sync.WaitGroup
-	for c := range 64 {
-		wg.Go(func() {
-			conn, err := net.Dial("unix", sock)
-			if err != nil {
-				return
-			}
-			defer conn.Close()
-			enc := wire.NewEncoder(conn)
-			if enc.Hello(activity.Process{PID: uint32(os.Getpid()), Executable: "/bin/flood", DeviceUUIDs: []string{fakeGPU0, fakeGPU1}}) != nil {
-				return
-			}
-			for b := 0; time.Now().Before(stop); b++ {
-				if enc.Records(0, floodRecords(c, b, 4096, uint64(time.Now().UnixNano()))) != nil {
-					return
-				}
-				sent.Add(4096)
-			}
-		})
-	}
+	wg := flood(sock, func() bool { return time.Now().Before(stop) }, &sent)
 	var maxPending, maxMem, maxAttr float64
 	var peakHeap float64
 	for time.Now().Before(stop) {
@@ -148,30 +129,15 @@ func TestShutdownUnderFlood(t *testing.T) {
 	}
 	p, sock := startFake(t, "--activity.max-connections-per-identity=64")
 	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	for c := range 64 {
-		wg.Go(func() {
-			conn, err := net.Dial("unix", sock)
-			if err != nil {
-				return
-			}
-			defer conn.Close()
-			enc := wire.NewEncoder(conn)
-			if enc.Hello(activity.Process{PID: uint32(os.Getpid()), Executable: "/bin/flood", DeviceUUIDs: []string{fakeGPU0, fakeGPU1}}) != nil {
-				return
-			}
-			for b := 0; ; b++ {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				if enc.Records(0, floodRecords(c, b, 4096, uint64(time.Now().UnixNano()))) != nil {
-					return
-				}
-			}
-		})
-	}
+	var sent atomic.Int64
+	wg := flood(sock, func() bool {
+		select {
+		case <-stop:
+			return false
+		default:
+			return true
+		}
+	}, &sent)
 	defer func() { close(stop); wg.Wait() }()
 	time.Sleep(3 * time.Second)
 	t0 := time.Now()
@@ -188,4 +154,31 @@ func TestShutdownUnderFlood(t *testing.T) {
 	if took > 2*time.Second {
 		t.Errorf("shutdown took %s under the flood, want under 2 s", took)
 	}
+}
+
+// flood opens 64 connections from this process (one verified identity) that send batches
+// of 4,096 kernel records on GPUs 0 and 1 while more says so, counting them in sent; the
+// wait group ends when every connection has.
+func flood(sock string, more func() bool, sent *atomic.Int64) *sync.WaitGroup {
+	var wg sync.WaitGroup
+	for c := range 64 {
+		wg.Go(func() {
+			conn, err := net.Dial("unix", sock)
+			if err != nil {
+				return
+			}
+			defer conn.Close()
+			enc := wire.NewEncoder(conn)
+			if enc.Hello(activity.Process{PID: uint32(os.Getpid()), Executable: "/bin/flood", DeviceUUIDs: []string{fakeGPU0, fakeGPU1}}) != nil {
+				return
+			}
+			for b := 0; more(); b++ {
+				if enc.Records(0, floodRecords(c, b, 4096, uint64(time.Now().UnixNano()))) != nil {
+					return
+				}
+				sent.Add(4096)
+			}
+		})
+	}
+	return &wg
 }
