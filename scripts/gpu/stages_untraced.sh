@@ -20,10 +20,30 @@ attrib_untraced_build() {
     { say "attrib_truth_alt build failed: $(tail -3 "$L/build-attrib-alt.log")"; return 1; }
 }
 
-# attrib_untraced_run NAME PROC... where PROC is traced:POD:BIN:SEED[:SPIN] or untraced:BIN:SEED[:SPIN]
+# attrib_launch TAG PROC starts one attrib_truth process in the background, PROC being
+# traced:POD:BIN:SEED[:SPIN] (injected, POD_NAME set) or untraced:BIN:SEED[:SPIN]; its truth goes
+# to $L/truth-TAG-SEED.json, its output to $L/TAG-SEED.log. Sets LAUNCHED (traced:POD=TRUTH or
+# untraced:TRUTH, as attrib_untraced_check.py takes it) and LAUNCHED_PID.
+attrib_launch() {
+  local tag=$1 kind a b c d pod bin seed spin truth
+  IFS=: read -r kind a b c d <<< "$2"
+  if [ "$kind" = traced ]; then pod=$a bin=$b seed=$c spin=${d:-0.3}; else bin=$a seed=$b spin=${c:-0.3}; fi
+  truth="$L/truth-$tag-$seed.json"
+  if [ "$kind" = traced ]; then
+    POD_NAME=$pod POD_NAMESPACE=gpu-test CUDA_INJECTION64_PATH=$INJ CUPTI_EXPORTER_SOCKET=$SOCK \
+      "$G/$bin" "$ATTR_U_S" 1000 "$seed" "$truth" "$spin" > "$L/$tag-$seed.log" 2>&1 &
+    LAUNCHED="traced:$pod=$truth"
+  else
+    env -u CUDA_INJECTION64_PATH "$G/$bin" "$ATTR_U_S" 1000 "$seed" "$truth" "$spin" > "$L/$tag-$seed.log" 2>&1 &
+    LAUNCHED="untraced:$truth"
+  fi
+  LAUNCHED_PID=$!
+}
+
+# attrib_untraced_run NAME PROC... (PROC as attrib_launch takes it)
 attrib_untraced_run() {
   local run=$1; shift
-  local port=9479 wp=() args=() p kind pod bin seed spin truth a b c d
+  local port=9479 wp=() args=() p
   mkdir -p /run/cupti-exporter
   local mset=(--pmsample.metrics=$ATTR_METRICS)
   [ "$ATTR_METRICS" = defaults ] && mset=() # the chip's curated default set
@@ -32,18 +52,9 @@ attrib_untraced_run() {
   timeout $((ATTR_U_S + 15)) nvidia-smi pmon -i 0 -s u -d 1 > "$L/pmon-$run.txt" 2>&1 &
   local pmon=$!
   for p in "$@"; do
-    IFS=: read -r kind a b c d <<< "$p"
-    if [ "$kind" = traced ]; then
-      pod=$a bin=$b seed=$c spin=${d:-0.3}; truth="$L/truth-untraced-$run-$seed.json"
-      POD_NAME=$pod POD_NAMESPACE=gpu-test CUDA_INJECTION64_PATH=$INJ CUPTI_EXPORTER_SOCKET=$SOCK \
-        "$G/$bin" "$ATTR_U_S" 1000 "$seed" "$truth" "$spin" > "$L/untraced-$run-$seed.log" 2>&1 &
-      args+=("traced:$pod=$truth")
-    else
-      bin=$a seed=$b spin=${c:-0.3}; truth="$L/truth-untraced-$run-$seed.json"
-      env -u CUDA_INJECTION64_PATH "$G/$bin" "$ATTR_U_S" 1000 "$seed" "$truth" "$spin" > "$L/untraced-$run-$seed.log" 2>&1 &
-      args+=("untraced:$truth")
-    fi
-    wp+=($!)
+    attrib_launch "untraced-$run" "$p"
+    args+=("$LAUNCHED")
+    wp+=("$LAUNCHED_PID")
   done
   wait "${wp[@]}"
   sleep 7 # the watermark (3 s) and the last flushes
@@ -82,7 +93,7 @@ stage_attrib_untraced() {
 # ATTR_REC_NOTS=1 skips the tsprobe, ATTR_METRICS sets the PM metrics.
 attrib_record_run() {
   local run=$1; shift
-  local wp=() p kind pod bin seed spin a b c d rec="$L/rec-$run.rec"
+  local wp=() p rec="$L/rec-$run.rec"
   mkdir -p /run/cupti-exporter; rm -f "$SOCK"
   "$BIN" record --output "$rec" --duration "$((ATTR_U_S + 7))s" --pmsample.interval=1ms --pmsample.metrics=$ATTR_METRICS \
     --activity.socket=$SOCK --health.interval=1s > "$L/exp-record-$run.log" 2>&1 &
@@ -92,21 +103,13 @@ attrib_record_run() {
   python3 scripts/gpu/nvml_procutil.py "$((ATTR_U_S + 3))" > "$L/nvmlraw-$run.txt" 2>&1 &
   local np=$!
   for p in "$@"; do
-    IFS=: read -r kind a b c d <<< "$p"
-    if [ "$kind" = traced ]; then
-      pod=$a bin=$b seed=$c spin=${d:-0.3}
-      POD_NAME=$pod POD_NAMESPACE=gpu-test CUDA_INJECTION64_PATH=$INJ CUPTI_EXPORTER_SOCKET=$SOCK \
-        "$G/$bin" "$ATTR_U_S" 1000 "$seed" "$L/truth-rec-$run-$seed.json" "$spin" > "$L/rec-$run-$seed.log" 2>&1 &
-    else
-      bin=$a seed=$b spin=${c:-0.3}
-      env -u CUDA_INJECTION64_PATH "$G/$bin" "$ATTR_U_S" 1000 "$seed" "$L/truth-rec-$run-$seed.json" "$spin" > "$L/rec-$run-$seed.log" 2>&1 &
-    fi
-    wp+=($!)
+    attrib_launch "rec-$run" "$p"
+    wp+=("$LAUNCHED_PID")
   done
   wait "${wp[@]}" "$np"
   wait "$rp"; say "record $run: rc=$? $(grep -m1 'recording done' "$L/exp-record-$run.log" | grep -o 'batches=[0-9]*.*')"
   gzip -c "$rec" > "$OUT/rec-$run.rec.gz" && rm -f "$rec"
-  awk '!/^#/ { n[$2]++; if (p[$2]) d[$2] = d[$2] " " ($3 - p[$2]) / 1000; p[$2] = $3 } END { for (k in n) print "nvml samples pid " k ": " n[k] }' \
+  awk '!/^#/ { n[$2]++ } END { for (k in n) print "nvml samples pid " k ": " n[k] }' \
     "$L/nvmlraw-$run.txt" | tee -a "$S"
 }
 
