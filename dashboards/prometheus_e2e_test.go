@@ -201,7 +201,7 @@ func TestPrometheusEndToEnd(t *testing.T) {
 // ---- processes ----
 
 // startProc runs a process for the test's lifetime, its output in dir/name.log (shown on failure).
-func startProc(t *testing.T, dir, name, bin string, args ...string) {
+func startProc(t *testing.T, dir, name, bin string, args ...string) *exec.Cmd {
 	t.Helper()
 	logPath := filepath.Join(dir, name+".log")
 	logf, err := os.Create(logPath)
@@ -220,6 +220,7 @@ func startProc(t *testing.T, dir, name, bin string, args ...string) {
 			t.Logf("%s output (tail):\n%s", name, out)
 		}
 	})
+	return cmd
 }
 
 func waitReady(t *testing.T, u string) {
@@ -264,14 +265,14 @@ func promConfig(replays []replay, rulesFile string) []byte {
 }
 
 // renderRulesFile renders the chart's PrometheusRule and returns its groups as a rules file.
-func renderRulesFile(t *testing.T) []byte {
+func renderRulesFile(t *testing.T, ruleValues ...map[string]any) []byte {
 	t.Helper()
 	var pr struct {
 		Spec struct {
 			Groups []any `json:"groups"`
 		} `json:"spec"`
 	}
-	if err := yaml.Unmarshal([]byte(renderedPrometheusRule(t)), &pr); err != nil {
+	if err := yaml.Unmarshal([]byte(renderedPrometheusRule(t, ruleValues...)), &pr); err != nil {
 		t.Fatal(err)
 	}
 	b, err := yaml.Marshal(map[string]any{"groups": pr.Spec.Groups})
@@ -494,7 +495,7 @@ func loadExpected(t *testing.T) []expectedEmpty {
 	return loadListed(t, expectedFile, func(e expectedEmpty) (string, string) { return e.Where, e.Reason })
 }
 
-// loadListed reads a YAML list of entries (expected-empty.yaml, otlp-gateway-allowlist.yaml),
+// loadListed reads a YAML list of entries (expected-empty.yaml),
 // each of which must say where and why.
 func loadListed[T any](t *testing.T, file string, whereWhy func(T) (string, string)) []T {
 	t.Helper()
@@ -566,10 +567,10 @@ func judge(e evaluation, srv, rep string, expected []expectedEmpty, used map[*ex
 // ruleOperands returns, for each alert, the expression before its top-level comparison
 // (what the alert measures), which must have data: an alert whose operand is empty can
 // never fire.
-func ruleOperands(t *testing.T) []promQuery {
+func ruleOperands(t *testing.T, ruleValues ...map[string]any) []promQuery {
 	t.Helper()
 	var out []promQuery
-	for _, q := range ruleQueries(t) {
+	for _, q := range ruleQueries(t, ruleValues...) {
 		expr, err := parser.NewParser(parser.Options{}).ParseExpr(q.expr)
 		if err != nil {
 			t.Fatalf("%s: %v", q.where, err)

@@ -28,23 +28,22 @@ import (
 //   - agent: a Prometheus in agent mode scrapes them with the same job (honor_labels, a node
 //     label per exporter) and remote-writes to a central Prometheus
 //     (--web.enable-remote-write-receiver), adding the external label cluster;
-//   - gateway: both push OTLP to one OpenTelemetry Collector (OTELCOL_BINARY, built by
-//     scripts/ci/otelcol.sh), whose prometheusremotewrite exporter writes to a second
-//     central Prometheus, adding the same cluster label.
+//   - gateway: both push OTLP under the Prometheus names (--otlp.naming=prometheus) to one
+//     OpenTelemetry Collector (OTELCOL_BINARY, built by scripts/ci/otelcol.sh), whose
+//     prometheusremotewrite exporter writes to a second central Prometheus, adding the same
+//     cluster label.
 //
-// Each central Prometheus loads the chart's rules. For each exporter ($instance), every
-// dashboard expression (panels and variables) and every alert operand that returns data on
-// the direct server must return data on each central one. On the gateway path the
-// expressions listed in otlp-gateway-allowlist.yaml are excused, with the reason (the OTLP
-// names are not the Prometheus names the dashboards read); an entry that answers, or that
-// excuses nothing, fails the check, so the list only shrinks. Both central servers must also
-// carry both exporters' instance labels and the cluster label, and no alert may be pending.
+// Each central Prometheus loads the chart's rules (the gateway's with CuptiExporterDown
+// for pushes, gatewayRuleValues). For each exporter ($instance), every dashboard expression
+// (panels and variables) and every alert operand that returns data on the direct server
+// must return data on each central one. Both central servers must also carry both
+// exporters' instance labels and the cluster label, and no alert may be pending. Last, one
+// exporter is killed and the gateway's CuptiExporterDown must go pending for it alone.
 
 const (
 	fleetEnv       = "CUPTI_FLEET_E2E"
 	fleetCluster   = "gpu-east"
 	fleetJob       = "gpu-cupti-exporter"
-	gatewayAllow   = "otlp-gateway-allowlist.yaml"
 	fleetDeadline  = 90 * time.Second
 	fleetOTLPEvery = "1s"
 )
@@ -53,17 +52,13 @@ const (
 type fleetPath struct {
 	name    string // "agent" or "gateway"
 	central server
-	allow   []gatewayEntry // expressions excused on this path
+	rules   []promQuery // the operands of the alerts its central server evaluates
 }
 
-// gatewayEntry is one entry of otlp-gateway-allowlist.yaml: an expression (as the check
-// names it; a trailing * matches every name that starts with the rest) that answers on a
-// direct scrape and not through the Collector, for the replays named (default: all).
-type gatewayEntry struct {
-	Where   string   `json:"where"`
-	Replays []string `json:"replays,omitempty"`
-	Reason  string   `json:"reason"`
-}
+// gatewayRuleValues are the chart's prometheusRule values for a central server fed by a
+// Collector: CuptiExporterDown by pushes that stopped (no up series there), after 10 s
+// here so that the check sees it.
+var gatewayRuleValues = map[string]any{"exporterDown": map[string]any{"via": "otlp", "silentFor": "10s"}}
 
 func TestFleetEndToEnd(t *testing.T) {
 	if os.Getenv(fleetEnv) == "" {
@@ -79,7 +74,6 @@ func TestFleetEndToEnd(t *testing.T) {
 	}
 	start := time.Now()
 	dir := t.TempDir()
-	allow := loadGatewayAllowlist(t)
 
 	bin, synth := e2eExporter(t)
 	demoRec := filepath.Join(dir, "demo.cuptirec")
@@ -89,8 +83,11 @@ func TestFleetEndToEnd(t *testing.T) {
 	t.Logf("exporter built and recordings written after %s", time.Since(start).Round(time.Millisecond))
 	replays := []replay{{name: "demo", addr: testutil.FreeAddr(t), gpus: 1}, {name: "synthetic", addr: testutil.FreeAddr(t), gpus: 2}}
 	recs := map[string]string{"demo": demoRec, "synthetic": synth}
-	rulesFile := filepath.Join(dir, "rules.yaml")
+	rulesFile, gatewayRulesFile := filepath.Join(dir, "rules.yaml"), filepath.Join(dir, "rules-gateway.yaml")
 	if err := os.WriteFile(rulesFile, renderRulesFile(t), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(gatewayRulesFile, renderRulesFile(t, gatewayRuleValues), 0o644); err != nil {
 		t.Fatal(err)
 	}
 
@@ -100,21 +97,21 @@ func TestFleetEndToEnd(t *testing.T) {
 	gatewayCentral := server{name: "gateway central", url: "http://" + testutil.FreeAddr(t)}
 	startPrometheus(t, dir, promBin, direct, fleetServerConfig(replays, rulesFile, nil))
 	startPrometheus(t, dir, promBin, agentCentral, fleetServerConfig(nil, rulesFile, nil), "--web.enable-remote-write-receiver")
-	// Native histograms on: the exporter pushes its duration histograms as OTLP exponential
-	// histograms, which the Collector writes as native histograms; a 2.42 receiver without
-	// the feature refuses the whole request.
-	startPrometheus(t, dir, promBin, gatewayCentral, fleetServerConfig(nil, rulesFile, nil),
-		"--web.enable-remote-write-receiver", "--enable-feature=native-histograms")
+	// Native histograms off, as on the direct server: with --otlp.naming=prometheus the
+	// exporter pushes classic (explicit-bucket) histograms.
+	startPrometheus(t, dir, promBin, gatewayCentral, fleetServerConfig(nil, gatewayRulesFile, nil), "--web.enable-remote-write-receiver")
 	agent := server{name: "agent", url: "http://" + testutil.FreeAddr(t)}
 	startPrometheus(t, dir, promBin, agent, fleetServerConfig(replays, "", &agentCentral), "--enable-feature=agent")
 	otlpAddr := startGateway(t, dir, otelcol, gatewayCentral.url)
 
-	// Each exporter serves /metrics and pushes OTLP; its OTLP service.instance.id is its
-	// scrape address, so that $instance names the same exporter on both paths.
+	// Each exporter serves /metrics and pushes OTLP under the Prometheus names (as
+	// docs/fleet.md says to for this path); its OTLP service.instance.id is its scrape
+	// address, so that $instance names the same exporter on both paths.
+	exporters := map[string]*exec.Cmd{}
 	for _, r := range replays {
-		startProc(t, dir, r.name, bin, "replay", recs[r.name], "--replay.loop", "--replay.speed=4",
+		exporters[r.name] = startProc(t, dir, r.name, bin, "replay", recs[r.name], "--replay.loop", "--replay.speed=4",
 			"--web.listen-address="+r.addr, "--web.health-listen-address="+testutil.FreeAddr(t),
-			"--otlp.endpoint="+otlpAddr, "--otlp.insecure", "--otlp.interval="+fleetOTLPEvery,
+			"--otlp.endpoint="+otlpAddr, "--otlp.insecure", "--otlp.interval="+fleetOTLPEvery, "--otlp.naming=prometheus",
 			"--otlp.resource-attribute=service.instance.id="+r.addr,
 			"--otlp.resource-attribute=k8s.node.name=gpu-node-"+r.name)
 	}
@@ -123,9 +120,9 @@ func TestFleetEndToEnd(t *testing.T) {
 	}
 	t.Logf("exporters, collector and Prometheus servers up after %s", time.Since(start).Round(time.Millisecond))
 
-	paths := []fleetPath{{name: "agent", central: agentCentral}, {name: "gateway", central: gatewayCentral, allow: allow}}
+	paths := []fleetPath{{name: "agent", central: agentCentral, rules: ruleOperands(t)},
+		{name: "gateway", central: gatewayCentral, rules: ruleOperands(t, gatewayRuleValues)}}
 	dashQs := loadDashboardQueries(t)
-	ruleQs := ruleOperands(t)
 	expected := loadExpected(t)
 
 	// Each round first evaluates everything on the direct server, which must answer all that
@@ -136,10 +133,10 @@ func TestFleetEndToEnd(t *testing.T) {
 	deadline := time.Now().Add(fleetDeadline)
 	for {
 		problems, summary = nil, nil
-		want := evalDirect(t, direct, replays, dashQs, ruleQs)
+		want := evalDirect(t, direct, replays, dashQs, paths)
 		problems = append(problems, directIncomplete(want, replays, expected)...)
 		for _, p := range paths {
-			pr, sum := compareFleetPath(t, want, p, replays, dashQs, ruleQs)
+			pr, sum := compareFleetPath(t, want, p, replays, dashQs)
 			problems = append(problems, pr...)
 			summary = append(summary, sum)
 			problems = append(problems, checkFleetIdentity(p, replays)...)
@@ -150,6 +147,11 @@ func TestFleetEndToEnd(t *testing.T) {
 			break
 		}
 		time.Sleep(2 * time.Second)
+	}
+	if len(problems) == 0 {
+		var stopped string
+		problems, stopped = checkPushStopped(gatewayCentral, exporters["demo"], replays)
+		summary = append(summary, stopped)
 	}
 	for _, p := range problems {
 		t.Error(p)
@@ -265,15 +267,20 @@ func startGateway(t *testing.T, dir, bin, centralURL string) string {
 // ---- comparison ----
 
 // evalDirect evaluates every dashboard expression for each replay (keyed by its name) and
-// every alert operand (key "") on s.
-func evalDirect(t *testing.T, s server, replays []replay, dashQs []dashQueries, ruleQs []promQuery) map[string][]evaluation {
+// the alert operands of each path (keyed by rulesKey) on s.
+func evalDirect(t *testing.T, s server, replays []replay, dashQs []dashQueries, paths []fleetPath) map[string][]evaluation {
 	out := map[string][]evaluation{}
 	for _, r := range replays {
 		out[r.name] = evalDashboards(t, s, r, dashQs)
 	}
-	out[""] = evalRules(s, ruleQs)
+	for _, p := range paths {
+		out[rulesKey(p)] = evalRules(s, p.rules)
+	}
 	return out
 }
+
+// rulesKey keys the evaluations of p's alert operands.
+func rulesKey(p fleetPath) string { return "alerts of the " + p.name + " path" }
 
 func evalRules(s server, ruleQs []promQuery) []evaluation {
 	var out []evaluation
@@ -305,46 +312,29 @@ func directIncomplete(want map[string][]evaluation, replays []replay, expected [
 // compareFleetPath evaluates every dashboard expression for each replay and every alert
 // operand on p's central server, and returns what answers in want (the direct server's
 // answers) and not there, and a one-line summary.
-func compareFleetPath(t *testing.T, want map[string][]evaluation, p fleetPath, replays []replay, dashQs []dashQueries, ruleQs []promQuery) ([]string, string) {
-	var problems, excused []string
-	used := map[int]bool{}
+func compareFleetPath(t *testing.T, want map[string][]evaluation, p fleetPath, replays []replay, dashQs []dashQueries) ([]string, string) {
+	var problems []string
 	answered, checked := 0, 0
 	held := centralNames(p.central)
 	judgeOne := func(rep string, want, got evaluation) {
-		if want.err != nil {
-			problems = append(problems, fmt.Sprintf("%s (direct, %s): %q: %v", want.where, rep, want.expr, want.err))
-			return
-		}
-		if want.n == 0 {
-			return // nothing to carry
-		}
-		checked++
-		entry := -1
-		for i, e := range p.allow {
-			if matchWhere(e.Where, want.where) && contains(e.Replays, rep) {
-				entry = i
-			}
-		}
-		ok := got.err == nil && got.n > 0
 		switch {
-		case ok && entry >= 0:
-			problems = append(problems, fmt.Sprintf("%s path: %s (%s): answers through the %s path, but %s excuses it (%s): remove or narrow the entry",
-				p.name, want.where, rep, p.name, gatewayAllow, p.allow[entry].Reason))
-		case ok:
+		case want.err != nil:
+			problems = append(problems, fmt.Sprintf("%s (direct, %s): %q: %v", want.where, rep, want.expr, want.err))
+		case want.n == 0: // nothing to carry
+		case got.err == nil && got.n > 0:
+			checked++
 			answered++
-		case entry >= 0:
-			used[entry] = true
-			excused = append(excused, want.where)
 		default:
+			checked++
 			problems = append(problems, fmt.Sprintf("%s path: %s (%s): %d series on a direct scrape, none on the central server (%v; %s): %s",
 				p.name, want.where, rep, want.n, got.err, missingNames(got.expr, held), got.expr))
 		}
 	}
-	got := map[string][]evaluation{"": evalRules(p.central, ruleQs)}
+	got := map[string][]evaluation{rulesKey(p): evalRules(p.central, p.rules)}
 	for _, r := range replays {
 		got[r.name] = evalDashboards(t, p.central, r, dashQs)
 	}
-	reps := []string{""}
+	reps := []string{rulesKey(p)}
 	for _, r := range replays {
 		reps = append(reps, r.name)
 	}
@@ -357,16 +347,8 @@ func compareFleetPath(t *testing.T, want map[string][]evaluation, p fleetPath, r
 			judgeOne(rep, w, byWhere[w.where])
 		}
 	}
-	for i, e := range p.allow {
-		if !used[i] {
-			problems = append(problems, fmt.Sprintf("%s path: %s entry %q excuses no expression (all answer, or none answers directly): remove it", p.name, gatewayAllow, e.Where))
-		}
-	}
-	n := len(excused)
-	sort.Strings(excused)
-	excused = slices.Compact(excused)
-	return problems, fmt.Sprintf("%s path: %d of %d (replay, expression) pairs that answer on a direct scrape answer on the central server; %d excused by %s (%d expressions)",
-		p.name, answered, checked, n, gatewayAllow, len(excused))
+	return problems, fmt.Sprintf("%s path: %d of %d (replay, expression) pairs that answer on a direct scrape answer on the central server",
+		p.name, answered, checked)
 }
 
 // centralNames are the metric names s holds (none if it cannot say).
@@ -445,6 +427,44 @@ func checkFleetIdentity(p fleetPath, replays []replay) []string {
 	return problems
 }
 
-func loadGatewayAllowlist(t *testing.T) []gatewayEntry {
-	return loadListed(t, gatewayAllow, func(e gatewayEntry) (string, string) { return e.Where, e.Reason })
+// checkPushStopped kills one exporter (the demo replay) and waits for the gateway path's
+// CuptiExporterDown (the chart's rule with gatewayRuleValues) to go pending for it, and for
+// it alone: on that path there is no up series, and an exporter that stops pushing is down.
+func checkPushStopped(central server, demoExporter *exec.Cmd, replays []replay) ([]string, string) {
+	if err := demoExporter.Process.Kill(); err != nil {
+		return []string{fmt.Sprintf("stopping the demo exporter: %v", err)}, ""
+	}
+	killed := time.Now()
+	var got []string
+	deadline := time.Now().Add(45 * time.Second)
+	for time.Now().Before(deadline) {
+		time.Sleep(2 * time.Second)
+		data, err := apiGet(central.url + "/api/v1/alerts")
+		if err != nil {
+			continue
+		}
+		var alerts struct {
+			Alerts []struct {
+				Labels map[string]string `json:"labels"`
+				State  string            `json:"state"`
+			} `json:"alerts"`
+		}
+		if json.Unmarshal(data, &alerts) != nil {
+			continue
+		}
+		got = nil
+		for _, a := range alerts.Alerts {
+			if a.Labels["alertname"] == "CuptiExporterDown" {
+				got = append(got, a.Labels["instance"]+" "+a.State)
+			}
+		}
+		if len(got) > 0 {
+			break
+		}
+	}
+	if want := []string{replays[0].addr + " pending"}; replays[0].name != "demo" || !slices.Equal(got, want) {
+		return []string{fmt.Sprintf("gateway path: after the demo exporter stopped pushing, CuptiExporterDown is %v, want %v", got, want)}, ""
+	}
+	return nil, fmt.Sprintf("gateway path: CuptiExporterDown pending for the killed demo exporter, alone, %s after the kill (silentFor 10s)",
+		time.Since(killed).Round(time.Second))
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -138,10 +139,10 @@ func variableExpr(q string) (string, error) {
 
 // ruleQueries returns the expressions of the chart's alert and recording rules (every
 // optional alert and the recording rules on), where "alert NAME" or "record NAME{labels}".
-func ruleQueries(t *testing.T) []promQuery {
+func ruleQueries(t *testing.T, ruleValues ...map[string]any) []promQuery {
 	t.Helper()
 	var out []promQuery
-	for _, r := range chartRules(t) {
+	for _, r := range chartRules(t, ruleValues...) {
 		out = append(out, promQuery{r.where(), r.Expr})
 	}
 	return out
@@ -176,7 +177,7 @@ func (r chartRule) labelSelector() string {
 }
 
 // chartRules returns the rules of the chart's PrometheusRule, in order.
-func chartRules(t *testing.T) []chartRule {
+func chartRules(t *testing.T, ruleValues ...map[string]any) []chartRule {
 	t.Helper()
 	var pr struct {
 		Spec struct {
@@ -185,7 +186,7 @@ func chartRules(t *testing.T) []chartRule {
 			}
 		}
 	}
-	if err := yaml.Unmarshal([]byte(renderedPrometheusRule(t)), &pr); err != nil {
+	if err := yaml.Unmarshal([]byte(renderedPrometheusRule(t, ruleValues...)), &pr); err != nil {
 		t.Fatal(err)
 	}
 	var rules []chartRule
@@ -199,16 +200,19 @@ func chartRules(t *testing.T) []chartRule {
 }
 
 // renderedPrometheusRule renders the chart (release "gpu" in namespace "monitoring", node
-// mode, ServiceMonitor, PrometheusRule and its recording rules on) with the Helm SDK and
-// returns the PrometheusRule manifest.
-func renderedPrometheusRule(t *testing.T) string {
+// mode, ServiceMonitor, PrometheusRule and its recording rules on, then ruleValues over
+// prometheusRule's values) with the Helm SDK and returns the PrometheusRule manifest.
+func renderedPrometheusRule(t *testing.T, ruleValues ...map[string]any) string {
 	t.Helper()
 	c, err := loader.Load(chartDir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	vals := map[string]any{"prometheusRule": map[string]any{"enabled": true, "recordingRules": map[string]any{"enabled": true}},
-		"serviceMonitor": map[string]any{"enabled": true}}
+	rule := map[string]any{"enabled": true, "recordingRules": map[string]any{"enabled": true}}
+	for _, v := range ruleValues {
+		maps.Copy(rule, v)
+	}
+	vals := map[string]any{"prometheusRule": rule, "serviceMonitor": map[string]any{"enabled": true}}
 	rv, err := chartutil.ToRenderValues(c, vals, chartutil.ReleaseOptions{Name: "gpu", Namespace: "monitoring"}, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -292,7 +292,9 @@ func metricsMarkdown(rows []docFamily) string {
 	b.WriteString("(`hw.gpu.utilization` from NVML, one point per `hw.gpu.task`; `hw.gpu.io`; `hw.power`, ...), the vendor namespace `cupti.` otherwise. Every label becomes\n")
 	b.WriteString("an attribute through one table (`exporter.OTelAttribute`); a label with an empty value is left\n")
 	b.WriteString("out, GPU series (those with `hw.id`) also carry `hw.type=\"gpu\"` and `hw.vendor=\"NVIDIA\"`, and\n")
-	b.WriteString("`direction` values become `receive` / `transmit`. Families that share an OTLP name are one metric.\n\n")
+	b.WriteString("`direction` values become `receive` / `transmit`. Families that share an OTLP name are one metric.\n")
+	b.WriteString("This is the default naming, `--otlp.naming=otel`; `--otlp.naming=prometheus` pushes the Prometheus\n")
+	b.WriteString("names and labels above instead, for a Collector that writes to Prometheus ([otlp.md](otlp.md#naming-otel-or-prometheus)).\n\n")
 	b.WriteString("| label | attribute |\n| --- | --- |\n")
 	var ls []string
 	for l := range attrs {

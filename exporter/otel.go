@@ -25,6 +25,7 @@ const scopeName = "github.com/cupti-exporter/cupti-exporter/exporter"
 // a set of producers.
 type metricProducer struct {
 	producers []Producer
+	naming    Naming
 	self      prometheus.Gatherer // self-metrics pushed besides the snapshots; nil: none
 	start     time.Time           // start time of counters and histograms whose samples have none
 	logger    *slog.Logger
@@ -52,15 +53,19 @@ type metricProducer struct {
 // metric; conflicting families, repeated label or attribute sets and invalid
 // histograms are dropped (Produce still succeeds, since an error would stop
 // the whole export). A family without series is not exported.
+//
+// With [NamingPrometheus] (NewOTLP's OTLPConfig.Naming) names and attributes are instead
+// the Prometheus names and labels, without units, and every histogram is an
+// explicit-bucket Histogram of its classic buckets.
 func NewMetricProducer(producers ...Producer) sdkmetric.Producer {
-	return newMetricProducer(producers, nil, nil, nil)
+	return newMetricProducer(producers, NamingOTel, nil, nil, nil)
 }
 
-func newMetricProducer(producers []Producer, self prometheus.Gatherer, logger *slog.Logger, drops *dropCounter) *metricProducer {
+func newMetricProducer(producers []Producer, naming Naming, self prometheus.Gatherer, logger *slog.Logger, drops *dropCounter) *metricProducer {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	return &metricProducer{producers: slices.Clone(producers), self: self, start: time.Now(), logger: logger, drops: drops}
+	return &metricProducer{producers: slices.Clone(producers), naming: naming, self: self, start: time.Now(), logger: logger, drops: drops}
 }
 
 // Produce converts the latest snapshots. It is safe for concurrent use and
@@ -117,6 +122,12 @@ func (p *metricProducer) convert(f *family) (metricdata.Metrics, bool) {
 	if m.Unit == "" {
 		m.Unit = d.Unit
 	}
+	attributes := otelAttributes
+	if p.naming == NamingPrometheus {
+		// No unit: a Collector appends a unit suffix the name may not have
+		// (cupti_exporter_build_info with unit "1" would arrive as ..._ratio).
+		m.Name, m.Unit, attributes = d.Name, "", prometheusAttributes
+	}
 	switch d.Kind {
 	case mapping.KindGauge:
 		g := metricdata.Gauge[float64]{DataPoints: make([]metricdata.DataPoint[float64], len(f.series))}
@@ -134,7 +145,7 @@ func (p *metricProducer) convert(f *family) (metricdata.Metrics, bool) {
 		}
 		m.Data = sum
 	case mapping.KindHistogram:
-		data, ok := p.histogram(f)
+		data, ok := p.histogram(f, attributes)
 		if !ok {
 			return m, false
 		}
@@ -146,10 +157,13 @@ func (p *metricProducer) convert(f *family) (metricdata.Metrics, bool) {
 	return m, true
 }
 
-// histogram converts a histogram family, dropping series without a valid value.
-func (p *metricProducer) histogram(f *family) (metricdata.Aggregation, bool) {
+// histogram converts a histogram family, dropping series without a valid value. With
+// NamingPrometheus it is always the classic buckets: what a Prometheus without native
+// histograms scrapes, and a remote-write receiver without them refuses a whole request
+// that holds one native histogram.
+func (p *metricProducer) histogram(f *family, attributes func(*mapping.Desc, *mapping.Sample) attribute.Set) (metricdata.Aggregation, bool) {
 	valid := make([]series, 0, len(f.series))
-	native := true
+	native := p.naming != NamingPrometheus
 	for _, s := range f.series {
 		h := s.sample.Histogram
 		if h == nil || len(h.Bounds) != len(h.Cumulative) || (h.Native && validateNative(h) != nil) {
@@ -280,9 +294,9 @@ func OTelName(d *mapping.Desc) string {
 	return d.Name
 }
 
-// attributes converts a series' labels: renamed by OTelAttribute, empty values left out,
+// otelAttributes converts a series' labels: renamed by OTelAttribute, empty values left out,
 // hw.type and hw.vendor added next to hw.id, then the family's constant OTelAttributes.
-func attributes(d *mapping.Desc, s *mapping.Sample) attribute.Set {
+func otelAttributes(d *mapping.Desc, s *mapping.Sample) attribute.Set {
 	kvs := make([]attribute.KeyValue, 0, len(d.LabelNames)+len(d.OTelAttributes)+len(hwGPUAttributes))
 	for i, n := range d.LabelNames {
 		if s.LabelValues[i] == "" {
@@ -296,6 +310,18 @@ func attributes(d *mapping.Desc, s *mapping.Sample) attribute.Set {
 	}
 	for _, a := range d.OTelAttributes {
 		kvs = append(kvs, attribute.String(a.Name, a.Value))
+	}
+	return attribute.NewSet(kvs...)
+}
+
+// prometheusAttributes are a series' labels as they are, empty values left out (Prometheus
+// reads an empty label as no label).
+func prometheusAttributes(d *mapping.Desc, s *mapping.Sample) attribute.Set {
+	kvs := make([]attribute.KeyValue, 0, len(d.LabelNames))
+	for i, n := range d.LabelNames {
+		if s.LabelValues[i] != "" {
+			kvs = append(kvs, attribute.String(n, s.LabelValues[i]))
+		}
 	}
 	return attribute.NewSet(kvs...)
 }

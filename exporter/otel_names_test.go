@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -60,7 +61,7 @@ func TestMetricProducerSharedNameEmptyValuesAndFamilies(t *testing.T) {
 		{Desc: idle}, // no series: no Sum without data points
 	}}
 	drops := &dropCounter{}
-	got := produce(t, newMetricProducer([]Producer{newFakeProducer(snap)}, nil, nil, drops))
+	got := produce(t, newMetricProducer([]Producer{newFakeProducer(snap)}, NamingOTel, nil, nil, drops))
 	if _, ok := got["cupti.idle"]; ok {
 		t.Error("a family without series was exported")
 	}
@@ -92,7 +93,7 @@ func TestMetricProducerSharedNameEmptyValuesAndFamilies(t *testing.T) {
 	// Two families of one OTel name with the same attribute sets: the second is a conflict.
 	clash := linkDesc("cupti_zz_bytes_total", "pcie") // sorts after the PCIe family
 	snap.Families = append(snap.Families, mapping.Family{Desc: clash, Samples: []mapping.Sample{{LabelValues: dev("0", "GPU-aaaa", "rx"), Value: 9}}})
-	got = produce(t, newMetricProducer([]Producer{newFakeProducer(snap)}, nil, nil, drops))
+	got = produce(t, newMetricProducer([]Producer{newFakeProducer(snap)}, NamingOTel, nil, nil, drops))
 	if n := len(got["hw.gpu.io"].Data.(metricdata.Sum[float64]).DataPoints); n != 3 {
 		t.Errorf("hw.gpu.io has %d points after a clashing family, want 3", n)
 	}
@@ -104,7 +105,7 @@ func TestMetricProducerSharedNameEmptyValuesAndFamilies(t *testing.T) {
 func TestMetricProducerPushesSelfMetrics(t *testing.T) {
 	e := New(nil)
 	e.RegisterStatus("pmsample", fakeStatus{{Source: "pmsample", Device: "0", Reason: "PM sampling is off: load libcupti.so: not found"}})
-	got := produce(t, newMetricProducer(nil, e.SelfMetrics(), nil, nil))
+	got := produce(t, newMetricProducer(nil, NamingOTel, e.SelfMetrics(), nil, nil))
 	up, ok := got["cupti.exporter.source.up"]
 	if !ok || up.Unit != "1" {
 		t.Fatalf("no cupti.exporter.source.up with unit 1 in %v", keys(got))
@@ -344,5 +345,45 @@ func TestResolveOTLPTarget(t *testing.T) {
 				t.Errorf("target %+v, want %+v", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestMetricProducerPrometheusNaming: with NamingPrometheus a family is pushed under its
+// Prometheus name, without a unit, with its labels as they are (no hw.type, no constant
+// OTel attributes, empty values left out), and a histogram with native buckets as its
+// classic buckets.
+func TestMetricProducerPrometheusNaming(t *testing.T) {
+	pcie := linkDesc("cupti_pcie_bytes_total", "pcie")
+	snap := &mapping.Snapshot{Time: testTime, Families: []mapping.Family{
+		{Desc: pcie, Samples: []mapping.Sample{{LabelValues: dev("0", "GPU-aaaa", "rx"), Value: 1}}},
+		{Desc: kernelDuration, Samples: []mapping.Sample{{LabelValues: []string{"GPU-aaaa", ""}, Histogram: nativeHist(), Start: testStart}}},
+	}}
+	drops := &dropCounter{}
+	got := produce(t, newMetricProducer([]Producer{newFakeProducer(snap)}, NamingPrometheus, nil, nil, drops))
+	if len(got) != 2 {
+		t.Fatalf("pushed %v, want cupti_pcie_bytes_total and cupti_kernel_duration_seconds", keys(got))
+	}
+	io, ok := got["cupti_pcie_bytes_total"].Data.(metricdata.Sum[float64])
+	if !ok || got["cupti_pcie_bytes_total"].Unit != "" || len(io.DataPoints) != 1 {
+		t.Fatalf("cupti_pcie_bytes_total = %+v, want one Sum point without a unit", got["cupti_pcie_bytes_total"])
+	}
+	want := attribute.NewSet(attribute.String("gpu", "0"), attribute.String("uuid", "GPU-aaaa"), attribute.String("model", "NVIDIA H200"),
+		attribute.String("chip", "GH100"), attribute.String("pci_bus_id", "00000000:19:00.0"), attribute.String("direction", "rx"))
+	if a := io.DataPoints[0].Attributes; !a.Equals(&want) {
+		t.Errorf("attributes %v, want the labels %v", a.ToSlice(), want.ToSlice())
+	}
+	h, ok := got["cupti_kernel_duration_seconds"].Data.(metricdata.Histogram[float64])
+	if !ok || len(h.DataPoints) != 1 {
+		t.Fatalf("cupti_kernel_duration_seconds = %+v, want one explicit-bucket point", got["cupti_kernel_duration_seconds"])
+	}
+	p := h.DataPoints[0]
+	wantKD := attribute.NewSet(attribute.String("uuid", "GPU-aaaa"))
+	if !slices.Equal(p.Bounds, []float64{1, 10, 100}) || !slices.Equal(p.BucketCounts, []uint64{1, 2, 1, 0}) || p.Count != 4 || !p.Attributes.Equals(&wantKD) {
+		t.Errorf("histogram point %+v, want the classic buckets 1/2/1/0 of 4 and only uuid", p)
+	}
+	for r := range numDropReasons {
+		if n := drops.n[r].Load(); n != 0 {
+			t.Errorf("%d series dropped as %s", n, r)
+		}
 	}
 }

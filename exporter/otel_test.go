@@ -76,7 +76,7 @@ func TestMetricProducerAttributionAndDrops(t *testing.T) {
 	e := New(nil, WithoutRuntimeMetrics(), WithDeviceLabeler(func(string) (string, string, string) { return "train-0", "ml", "trainer" }))
 	e.Register("pmsample", newFakeProducer(pmSnapshot()))
 	e.Register("again", newFakeProducer(pmSnapshot())) // every series a duplicate
-	mp := newMetricProducer(e.Producers(), nil, nil, &dropCounter{})
+	mp := newMetricProducer(e.Producers(), NamingOTel, nil, nil, &dropCounter{})
 	sm, err := mp.Produce(context.Background())
 	if err != nil {
 		t.Fatal(err)

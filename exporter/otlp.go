@@ -71,6 +71,9 @@ type OTLPConfig struct {
 	// ResourceAttributes are added to the resource last, overriding the
 	// detected and environment attributes.
 	ResourceAttributes map[string]string
+	// Naming picks the names and attributes pushed: NamingOTel (the zero value) or
+	// NamingPrometheus.
+	Naming Naming
 	// SelfMetrics, when set, is gathered at every export and pushed with the snapshots
 	// (Exporter.SelfMetrics: source_up, drops, build info, Go and process metrics).
 	SelfMetrics prometheus.Gatherer
@@ -80,6 +83,40 @@ type OTLPConfig struct {
 	Registerer prometheus.Registerer
 	// Logger receives export failures and dropped series; discarded when nil.
 	Logger *slog.Logger
+}
+
+// Naming is the naming scheme of the OTLP push.
+type Naming int
+
+const (
+	// NamingOTel pushes OpenTelemetry names, UCUM units and attribute keys
+	// (hw.power, hw.id, cupti.workload.pod.name; docs/metrics.md), for OTel-native backends.
+	NamingOTel Naming = iota
+	// NamingPrometheus pushes what /metrics serves: the Prometheus names (no unit, so
+	// that a Collector adds no suffix), labels as attributes and classic
+	// histograms, so that a Collector writing to Prometheus (prometheusremotewrite)
+	// gives the series a scrape would, and the dashboards and alerts read them
+	// (docs/fleet.md).
+	NamingPrometheus
+)
+
+// ParseNaming reads a naming scheme: "otel" (or empty) or "prometheus".
+func ParseNaming(s string) (Naming, error) {
+	switch s {
+	case "", "otel":
+		return NamingOTel, nil
+	case "prometheus":
+		return NamingPrometheus, nil
+	}
+	return 0, fmt.Errorf("%q is neither otel nor prometheus", s)
+}
+
+// String is the name ParseNaming reads.
+func (n Naming) String() string {
+	if n == NamingPrometheus {
+		return "prometheus"
+	}
+	return "otel"
 }
 
 // OTLP pushes the snapshots of a set of producers over OTLP at a fixed interval.
@@ -203,7 +240,7 @@ func NewOTLP(ctx context.Context, cfg OTLPConfig, producers ...Producer) (*OTLP,
 	if cfg.Timeout > 0 {
 		readerOpts = append(readerOpts, sdkmetric.WithTimeout(cfg.Timeout))
 	}
-	readerOpts = append(readerOpts, sdkmetric.WithProducer(newMetricProducer(producers, self, logger, drops)))
+	readerOpts = append(readerOpts, sdkmetric.WithProducer(newMetricProducer(producers, cfg.Naming, self, logger, drops)))
 	reader := sdkmetric.NewPeriodicReader(counted, readerOpts...)
 	provider := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader), sdkmetric.WithResource(res))
 	return &OTLP{provider: provider, target: target}, nil

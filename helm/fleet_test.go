@@ -31,15 +31,23 @@ func fleetValues(t *testing.T, first string) string {
 }
 
 // TestFleetGatewayValues: the values docs/fleet.md gives for the Collector gateway render,
-// and the variables they refer to with $(NAME) come earlier in the container's env, which
-// Kubernetes needs to expand them.
+// with the Prometheus naming and CuptiExporterDown for pushes, and the variables they refer
+// to with $(NAME) come earlier in the container's env, which Kubernetes needs to expand them.
 func TestFleetGatewayValues(t *testing.T) {
-	ms, _ := render(t, fleetValues(t, "extraEnv:"))
+	ms, _ := render(t, fleetValues(t, "extraArgs:"))
 	objs := decodeAll(t, ms)
+	for _, g := range decodeStrict(t, find(t, ms, "PrometheusRule")).(*prometheusRule).Spec.Groups {
+		for _, r := range g.Rules {
+			if r.Alert == "CuptiExporterDown" && !strings.Contains(r.Expr, "present_over_time(cupti_exporter_build_info") {
+				t.Errorf("CuptiExporterDown is %q; want it on pushes (exporterDown.via otlp)", r.Expr)
+			}
+		}
+	}
 	if _, ok := objs["ServiceMonitor/"+fullname]; ok {
 		t.Error("the gateway values render a ServiceMonitor; nothing scrapes on that path")
 	}
 	exp := container(t, objs["DaemonSet/"+fullname].(*appsv1.DaemonSet).Spec.Template.Spec, "exporter", false)
+	wantArgs(t, exp, "--otlp.naming=prometheus")
 	var defined []string
 	refRE := regexp.MustCompile(`\$\(([A-Z_]+)\)`)
 	for _, e := range exp.Env {

@@ -3,6 +3,7 @@ package helm
 import (
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"text/template"
@@ -101,17 +102,23 @@ func TestRulesParse(t *testing.T) {
 }
 
 // TestWriteRulesFile writes the rendered rule groups as a Prometheus rules file to
-// $CUPTI_RULES_OUT, for scripts/ci/check-rules.sh (promtool check rules / test rules).
+// $CUPTI_RULES_OUT, and those rendered for exporters that push through a Collector
+// (exporterDown.via otlp) to rules-otlp.yaml beside it, for scripts/ci/check-rules.sh
+// (promtool check rules / test rules).
 func TestWriteRulesFile(t *testing.T) {
 	out := os.Getenv("CUPTI_RULES_OUT")
 	if out == "" {
 		t.Skip("CUPTI_RULES_OUT not set: scripts/ci/check-rules.sh sets it to extract the rules for promtool")
 	}
-	b, err := yaml.Marshal(map[string]any{"groups": renderedRules(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(out, b, 0o644); err != nil {
-		t.Fatalf("writing rules file: %v", err)
+	for file, groups := range map[string][]ruleGroup{
+		out: renderedRules(t), filepath.Join(filepath.Dir(out), "rules-otlp.yaml"): renderRules(t, ", exporterDown: {via: otlp}"),
+	} {
+		b, err := yaml.Marshal(map[string]any{"groups": groups})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(file, b, 0o644); err != nil {
+			t.Fatalf("writing rules file: %v", err)
+		}
 	}
 }

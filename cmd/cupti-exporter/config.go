@@ -17,6 +17,7 @@ import (
 
 	"github.com/cupti-exporter/cupti-exporter/activity"
 	"github.com/cupti-exporter/cupti-exporter/attribution"
+	"github.com/cupti-exporter/cupti-exporter/exporter"
 	"github.com/cupti-exporter/cupti-exporter/idle"
 	"github.com/cupti-exporter/cupti-exporter/internal/strictyaml"
 	"github.com/cupti-exporter/cupti-exporter/pmsample"
@@ -93,6 +94,7 @@ type Config struct {
 		Insecure bool              `yaml:"insecure" help:"Push OTLP without TLS (false: OTEL_EXPORTER_OTLP_[METRICS_]INSECURE or the URL scheme decide)."`
 		Header   map[string]string `yaml:"header" help:"OTLP request header NAME=VALUE (repeatable); replaces OTEL_EXPORTER_OTLP_[METRICS_]HEADERS."`
 		Resource map[string]string `yaml:"resource_attribute" flag:"otlp.resource-attribute" help:"OTLP resource attribute NAME=VALUE (repeatable); overrides OTEL_RESOURCE_ATTRIBUTES."`
+		Naming   string            `yaml:"naming" help:"Names of what is pushed: otel (OpenTelemetry names and attributes, docs/metrics.md) or prometheus (the /metrics names and labels and classic histograms, for a Collector that writes to Prometheus: docs/fleet.md)."`
 	} `yaml:"otlp"`
 	Kubelet struct {
 		PodResourcesSocket string `yaml:"pod_resources_socket" help:"Kubelet pod-resources socket for pod attribution of GPUs; empty: off."`
@@ -148,6 +150,7 @@ func defaultConfig() Config {
 	c.Activity.PodHistograms = false
 	c.Activity.HistogramBuckets = formatBounds(activity.DefaultBuckets)
 	c.Web.MaxRequests = 40
+	c.OTLP.Naming = exporter.NamingOTel.String()
 	c.Health.Enabled = true
 	c.Health.Interval = Duration(time.Second)
 	c.Attribution.Enabled = true
@@ -253,6 +256,9 @@ func (c *Config) validate() error {
 		if err := pmsample.CheckOptions(samplerOptions(c)...); err != nil {
 			errs = append(errs, fmt.Errorf("pmsample.duty_cycle %g of pmsample.duty_period %s: %w", d, c.PMSample.DutyPeriod, err))
 		}
+	}
+	if _, err := exporter.ParseNaming(c.OTLP.Naming); err != nil {
+		errs = append(errs, fmt.Errorf("otlp.naming: %w", err))
 	}
 	if c.OTLP.Protocol != "" && c.OTLP.Protocol != "grpc" && c.OTLP.Protocol != "http" && c.OTLP.Protocol != "http/protobuf" {
 		errs = append(errs, fmt.Errorf("otlp.protocol must be grpc or http, got %q", c.OTLP.Protocol))

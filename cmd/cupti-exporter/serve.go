@@ -292,7 +292,9 @@ func serveSources(ctx context.Context, logger *slog.Logger, cfg *Config, pm pmSe
 	srv.Handle("/api/v1/pm-sampling/", pmSamplingAPI(cfg, pm))
 	otlpFromEnv, otlpEnvVar := exporter.OTLPFromEnv()
 	if cfg.OTLP.Endpoint != "" || otlpFromEnv {
+		naming, _ := exporter.ParseNaming(cfg.OTLP.Naming) // validated with the configuration
 		o, err := exporter.NewOTLP(ctx, exporter.OTLPConfig{
+			Naming:   naming,
 			Protocol: cfg.OTLP.Protocol, Endpoint: cfg.OTLP.Endpoint, Insecure: cfg.OTLP.Insecure,
 			Headers: cfg.OTLP.Header, Interval: time.Duration(cfg.OTLP.Interval), Timeout: time.Duration(cfg.OTLP.Timeout),
 			ResourceAttributes: cfg.OTLP.Resource, SelfMetrics: exp.SelfMetrics(),
@@ -317,7 +319,7 @@ func serveSources(ctx context.Context, logger *slog.Logger, cfg *Config, pm pmSe
 		}
 		t := o.Target() // what the exporter dials, not what it was given
 		logger.Info("pushing OTLP", "endpoint", t.Endpoint, "endpoint_from", t.From, "protocol", t.Protocol, "tls", t.TLS,
-			"interval", interval, "turned_on_by", otlpTurnedOnBy(cfg.OTLP.Endpoint, otlpEnvVar))
+			"interval", interval, "naming", naming.String(), "turned_on_by", otlpTurnedOnBy(cfg.OTLP.Endpoint, otlpEnvVar))
 	}
 
 	srvErr := make(chan error, 1)

@@ -20,8 +20,9 @@ trap 'rm -rf "$work"' EXIT
 # ServiceMonitor, PrometheusRule and its recording rules on) and writes spec.groups as rules.yaml.
 (cd "$root" && CUPTI_RULES_OUT="$work/rules.yaml" go test -count=1 -run '^TestWriteRulesFile$' ./helm/)
 test -s "$work/rules.yaml" || { echo "check-rules.sh: no rules written to $work/rules.yaml" >&2; exit 1; }
-cp "$root/helm/cupti-exporter/tests/rules_test.yaml" "$work/"
+test -s "$work/rules-otlp.yaml" || { echo "check-rules.sh: no rules written to $work/rules-otlp.yaml" >&2; exit 1; }
+cp "$root/helm/cupti-exporter/tests/rules_test.yaml" "$root/helm/cupti-exporter/tests/rules_otlp_test.yaml" "$work/"
 
 cd "$work"
-promtool check rules rules.yaml
-promtool test rules rules_test.yaml
+promtool check rules rules.yaml rules-otlp.yaml
+promtool test rules rules_test.yaml rules_otlp_test.yaml

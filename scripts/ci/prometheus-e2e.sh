@@ -14,7 +14,7 @@
 # by a Prometheus in agent mode that remote-writes to a central Prometheus, and pushing OTLP
 # to an OpenTelemetry Collector that remote-writes to a second one; every dashboard
 # expression and alert operand that returns data on a direct scrape must return data on both
-# central servers (the gateway path's exceptions: dashboards/otlp-gateway-allowlist.yaml).
+# central servers, and the gateway's CuptiExporterDown must fire for an exporter killed.
 #
 # Needs Go, the prometheus server (Debian: apt-get install -y prometheus; the service is
 # not started: the tests run their own servers on 127.0.0.1 with temporary storage) and the
