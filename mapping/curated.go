@@ -63,7 +63,7 @@ func (k Candidate) on(chip string) bool {
 const (
 	pct      = ".avg.pct_of_peak_sustained_elapsed"
 	pcieHelp = "Bytes transferred over PCIe by direction: rx from pcie__read_bytes, tx from pcie__write_bytes (DCGM PCIE_RX_BYTES, PCIE_TX_BYTES)."
-	nvlHelp  = "Bytes transferred over NVLink by direction: rx from nvlrx__bytes, tx from nvltx__bytes (DCGM NVLINK_RX_BYTES, NVLINK_TX_BYTES)."
+	nvlHelp  = "Bytes transferred over NVLink by direction, payload and protocol (packet headers) together, as DCGM counts them: rx from nvlrx__bytes, tx from nvltx__bytes (DCGM NVLINK_RX_BYTES, NVLINK_TX_BYTES)."
 )
 
 // OpenTelemetry names: the hardware semantic conventions where they define the quantity

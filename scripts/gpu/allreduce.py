@@ -7,12 +7,22 @@ def run(rank, world, secs):
     dist.init_process_group("nccl", rank=rank, world_size=world)
     torch.cuda.set_device(rank)
     t = torch.ones(64 << 20, device="cuda")  # 256 MiB
+    # Every rank must run the same number of all-reduces, or one waits for ever in an extra
+    # one: rank 0's clock decides, and the decision is broadcast before each of them.
+    go = torch.ones(1, device="cuda")
     t0, n = time.time(), 0
-    while time.time() - t0 < secs:
+    while True:
+        go.fill_(1.0 if rank != 0 or time.time() - t0 < secs else 0.0)
+        dist.broadcast(go, 0)
+        if go.item() == 0:
+            break
         dist.all_reduce(t); torch.cuda.synchronize(); n += 1
     if rank == 0:
-        gb = n * t.numel() * 4 / 1e9
-        print(f"allreduce: {n} x 256MiB in {time.time()-t0:.1f}s ({gb/(time.time()-t0):.1f} GB/s algbw)", flush=True)
+        size = t.numel() * 4
+        # A ring all-reduce sends and receives 2 (world-1)/world of the buffer per rank.
+        per_rank = n * size * 2 * (world - 1) / world
+        print(f"allreduce: {n} x 256MiB in {time.time()-t0:.1f}s ({n * size / 1e9 / (time.time()-t0):.1f} GB/s algbw); "
+              f"ring bytes sent per rank {per_rank:.0f}", flush=True)
     dist.destroy_process_group()
 
 if __name__ == "__main__":

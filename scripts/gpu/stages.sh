@@ -245,9 +245,28 @@ stage_multigpu() {
   start_exporter "$L/exp-multi.log" 9477 --no-activity.enabled ${MULTI_ARGS:-} || return
   sleep 3; scrape "$L/multi-0.txt"
   timeout 150 python3 scripts/gpu/allreduce.py 15 > "$L/allreduce.log" 2>&1; say "allreduce rc=$? $(tail -1 "$L/allreduce.log")"
-  scrape "$L/multi-1.txt"; stop_exporter 9477
+  sleep 2; scrape "$L/multi-1.txt"; stop_exporter 9477
   say "gpus sampled: $(grep '^cupti_pm_samples_total' "$L/multi-1.txt" | tr '\n' ' ')"
   say "nvlink/pcie series: $(grep -E '^cupti_(nvlink|pcie)_' "$L/multi-1.txt" | head -8 | tr '\n' ' ')"
+  # NVLink bytes each GPU sent and received during the all-reduce (every NVLink series: the
+  # default's, and any MULTI_ARGS metrics) against the ring's own count of bytes sent per rank.
+  python3 - "$L/multi-0.txt" "$L/multi-1.txt" "$L/allreduce.log" <<'PY' | tee -a "$S"
+import re, sys
+def read(path):
+    out = {}
+    for line in open(path):
+        if "nvl" in line and "bytes" in line and not line.startswith("#"):
+            series, value = line.rsplit(" ", 1)
+            out[series] = float(value)
+    return out
+m = re.search(r"ring bytes sent per rank (\d+)", open(sys.argv[3]).read())
+before, after = read(sys.argv[1]), read(sys.argv[2])
+for series, v in sorted(after.items()):
+    gpu = re.search(r'gpu="(\d+)"', series)
+    name = series.split("{")[0] + "".join(re.findall(r',(direction="\w+")', series))
+    ratio = f", {(v - before.get(series, 0)) / int(m.group(1)):.4f} of the ring's bytes per rank" if m else ""
+    print(f"gpu {gpu.group(1) if gpu else '?'} {name}: {v - before.get(series, 0):.6g}{ratio}")
+PY
 }
 
 stage_p2p() {
