@@ -5,13 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"regexp"
 	"slices"
 	"sort"
 	"strings"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/cupti-exporter/cupti-exporter/internal/strictyaml"
 )
 
 // Rule names the metrics that one Perfworks name (match) or a family of them (regex) becomes,
@@ -60,9 +61,13 @@ var (
 // the labels Prometheus gives a meaning.
 var reservedLabels = append(append([]string{}, DeviceLabelNames...), "pod", "namespace", "container", "le", "quantile", "job", "instance")
 
-// LoadRulesFile reads and checks a YAML rules file; see ParseRules.
+// MaxRulesFileBytes bounds a rules file, as the configuration file is bounded: the YAML
+// decoder holds several times a file's size, and rules files are a few KiB.
+const MaxRulesFileBytes = 1 << 20
+
+// LoadRulesFile reads and checks a YAML rules file of at most MaxRulesFileBytes; see ParseRules.
 func LoadRulesFile(path string) ([]Rule, error) {
-	data, err := os.ReadFile(path)
+	data, err := strictyaml.ReadFile(path, MaxRulesFileBytes, "a mapping rules file")
 	if err != nil {
 		return nil, fmt.Errorf("load mapping rules: %w", err)
 	}

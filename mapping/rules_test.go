@@ -1,6 +1,7 @@
 package mapping
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -140,5 +141,25 @@ func TestLoadRulesFile(t *testing.T) {
 	_, err = LoadRulesFile(filepath.Join(t.TempDir(), "missing.yaml"))
 	if err == nil || !strings.Contains(err.Error(), "load mapping rules") {
 		t.Errorf("missing file: %v", err)
+	}
+}
+
+// TestLoadRulesFileTooLarge: a rules file over MaxRulesFileBytes is refused with its size,
+// before the YAML decoder sees it; one of exactly that size is read.
+func TestLoadRulesFileTooLarge(t *testing.T) {
+	fits := []byte(goodRules + "#" + strings.Repeat("x", MaxRulesFileBytes-len(goodRules)-2) + "\n")
+	path := filepath.Join(t.TempDir(), "rules.yaml")
+	if err := os.WriteFile(path, fits, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if rules, err := LoadRulesFile(path); err != nil || len(rules) != 2 {
+		t.Fatalf("a rules file of exactly %d bytes: %v %+v", len(fits), err, rules)
+	}
+	if err := os.WriteFile(path, append(fits, '\n'), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf("%s: %d bytes, more than the %d a mapping rules file may have", path, len(fits)+1, MaxRulesFileBytes)
+	if _, err := LoadRulesFile(path); err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("err %v, want it to say %q", err, want)
 	}
 }

@@ -3,10 +3,8 @@ package main
 import (
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"net"
-	"os"
 	"regexp"
 	"slices"
 	"strconv"
@@ -108,7 +106,7 @@ type Config struct {
 		Extra []string `yaml:"extra" help:"Series an idle GPU does without by default, turned back on by group (comma separated): window_min (the PM _min_ratio gauges), zero_reasons (loss, drop and failure reasons, sampling states and NVML clock-event reasons and times at 0 before their first event), sampler_timing (the PM decode path's timings and the decode-gap histogram), nvml_detail (BAR1, free and reserved memory, copy and codec utilisation, MIG mode, lifetime ECC counts, the graphics clock and the non-SM maximum clocks); all: every one (docs/sizing.md)."`
 	} `yaml:"series"`
 	Mapping struct {
-		RulesFile string `yaml:"rules_file" help:"YAML file of extra metric mapping rules."`
+		RulesFile string `yaml:"rules_file" help:"YAML file of extra metric mapping rules (at most 1 MiB)."`
 	} `yaml:"mapping"`
 	Health struct {
 		Enabled  bool     `yaml:"enabled" help:"Read GPU health from NVML: memory, utilisation, power, energy, temperatures, clocks, throttling, XID errors, ECC, row remapping, PCIe replays, NVLink state, per-process memory, MIG."`
@@ -421,33 +419,11 @@ const maxConfigBytes = 1 << 20
 
 // loadConfigFile reads a YAML configuration over c. Unknown keys are errors.
 func loadConfigFile(path string, c *Config) error {
-	data, err := readCapped(path, maxConfigBytes)
+	data, err := strictyaml.ReadFile(path, maxConfigBytes, "a configuration file")
 	if err != nil {
 		return fmt.Errorf("reading config file: %w", err)
 	}
 	return parseConfig(data, path, c)
-}
-
-// readCapped reads a file of at most limit bytes; a larger one is an error naming both sizes,
-// and only limit+1 bytes of it are read.
-func readCapped(path string, limit int64) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, limit+1))
-	if err != nil {
-		return nil, err
-	}
-	if int64(len(data)) > limit {
-		size := "more"
-		if st, err := f.Stat(); err == nil && st.Mode().IsRegular() {
-			size = strconv.FormatInt(st.Size(), 10)
-		}
-		return nil, fmt.Errorf("%s: %s bytes, more than the %d (%s) a configuration file may have", path, size, limit, ByteSize(limit))
-	}
-	return data, nil
 }
 
 // parseConfig decodes YAML over c; errors name the file, the line, the key's dotted

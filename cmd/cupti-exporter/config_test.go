@@ -114,7 +114,7 @@ func TestConfigFileTooLarge(t *testing.T) {
 	big := "# " + strings.Repeat("x", maxConfigBytes) + "\n"
 	path := writeFile(t, big)
 	_, _, _, err := parse([]string{"--config.file", path}, io.Discard, io.Discard)
-	want := fmt.Sprintf("%s: %d bytes, more than the 1048576 (1MiB) a configuration file may have", path, len(big))
+	want := fmt.Sprintf("%s: %d bytes, more than the 1048576 a configuration file may have", path, len(big))
 	if err == nil || !strings.Contains(err.Error(), want) {
 		t.Fatalf("err %v, want it to say %q", err, want)
 	}
