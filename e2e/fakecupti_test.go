@@ -8,11 +8,14 @@ package e2e
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -21,6 +24,7 @@ import (
 
 	"github.com/cupti-exporter/cupti-exporter/internal/cupti/cuptitest"
 	"github.com/cupti-exporter/cupti-exporter/internal/testutil"
+	"github.com/cupti-exporter/cupti-exporter/recording"
 )
 
 // fakeCUPTI builds the fake libraries and returns the --cupti.library flag and the environment
@@ -249,4 +253,62 @@ func TestRecordMaxSize(t *testing.T) {
 		v, ok := series(fams, "cupti_pm_samples_total", map[string]string{"gpu": "1"})
 		return ok && v > 100
 	})
+}
+
+// `record` writes a goodbye when an activity process leaves, so that a replay ends its
+// presence there (before, none was written: a process stayed present to the recording's end,
+// and a two-GPU recording counted the 8 s after its workload exited as untraced time).
+func TestRecordWritesGoodbye(t *testing.T) {
+	lib, env := fakeCUPTI(t)
+	dir := t.TempDir()
+	file, sock := filepath.Join(dir, "goodbye.cuptirec"), filepath.Join(dir, "activity.sock")
+	cmd := exec.Command(binary, "record", lib, fakeMetricsFlag, "--no-health.enabled", "--activity.socket="+sock, "--output="+file, "--duration=3s")
+	cmd.Env = append(cmd.Environ(), env...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the activity socket", func() bool { _, err := os.Stat(sock); return err == nil })
+	c, enc := dialActivity(t, sock)
+	if err := enc.Hello(honest()); err != nil {
+		t.Fatal(err)
+	}
+	if err := enc.Records(0, kernels(10, "_Z4workv")); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond)
+	c.Close() // as a process that exits without a goodbye frame (os._exit)
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("record: %v\n%s", err, out.String())
+	}
+
+	f, err := os.Open(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	rd, err := recording.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var frames []string
+	for {
+		ev, err := rd.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch ev.Type {
+		case recording.FrameHello, recording.FrameGoodbye:
+			frames = append(frames, fmt.Sprintf("%s %d", ev.Type, ev.Process.Conn))
+		case recording.FrameActivity:
+			frames = append(frames, fmt.Sprintf("%s %d", ev.Type, ev.Activity.Conn))
+		}
+	}
+	if want := []string{"hello 1", "activity 1", "goodbye 1"}; !slices.Equal(frames, want) {
+		t.Errorf("activity frames %v, want %v", frames, want)
+	}
 }

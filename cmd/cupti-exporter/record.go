@@ -97,9 +97,21 @@ func runRecord(ctx context.Context, logger *slog.Logger, cfg *Config, cl *cli) e
 		tap := func(p *activity.Process, recs []activity.Record) {
 			keep(w.WriteActivity(now(), recording.ActivityBatch{Conn: connID(p), Records: recs}))
 		}
-		cov := coverageTap(func(p *activity.Process, spans []activity.Interval) {
-			keep(w.WriteCoverage(now(), recording.CoverageBatch{Conn: connID(p), Spans: spans}))
-		})
+		cov := processTap{
+			coverage: func(p *activity.Process, spans []activity.Interval) {
+				keep(w.WriteCoverage(now(), recording.CoverageBatch{Conn: connID(p), Spans: spans}))
+			},
+			// A replay ends the process's presence here; without it the process stays present
+			// to the recording's end, and the join counts that time as untraced.
+			gone: func(p *activity.Process) {
+				mu.Lock()
+				id, ok := conns[p]
+				mu.Unlock()
+				if ok {
+					keep(w.WriteGoodbye(now(), id))
+				}
+			},
+		}
 		budget := activity.NewBudget(int64(cfg.Activity.MemoryBudget))
 		agg := activity.NewAggregator(append(liveActivityOptions(s.Devices, budget), activity.WithRecordTap(tap), activity.WithListener(cov))...)
 		srv, err := receiver.NewServer(cfg.Activity.Socket, agg, logger, receiverOptions(cfg, budget)...)
@@ -187,11 +199,14 @@ func recordHealth(ctx context.Context, src interface{ Snapshot() *mapping.Snapsh
 	return done
 }
 
-// coverageTap is an activity.Listener that passes coverage spans to a function (the
-// recorder writes them); records reach the recorder through the record tap.
-type coverageTap func(p *activity.Process, spans []activity.Interval)
+// processTap is an activity.Listener that passes coverage spans and disconnections to
+// functions (the recorder writes them); records reach the recorder through the record tap.
+type processTap struct {
+	coverage func(p *activity.Process, spans []activity.Interval)
+	gone     func(p *activity.Process)
+}
 
-func (coverageTap) ProcessConnected(*activity.Process, activity.ProcessInfo)  {}
-func (coverageTap) Records(*activity.Process, []activity.Record)              {}
-func (f coverageTap) Coverage(p *activity.Process, spans []activity.Interval) { f(p, spans) }
-func (coverageTap) ProcessDisconnected(*activity.Process)                     {}
+func (processTap) ProcessConnected(*activity.Process, activity.ProcessInfo)  {}
+func (processTap) Records(*activity.Process, []activity.Record)              {}
+func (t processTap) Coverage(p *activity.Process, spans []activity.Interval) { t.coverage(p, spans) }
+func (t processTap) ProcessDisconnected(p *activity.Process)                 { t.gone(p) }

@@ -1,21 +1,15 @@
 """All-reduce between all visible GPUs through NCCL for SECONDS (one process per GPU)."""
 import os, sys, time
 import torch, torch.distributed as dist, torch.multiprocessing as mp
+from ncclrounds import rounds
 
 def run(rank, world, secs):
     os.environ.setdefault("MASTER_ADDR", "127.0.0.1"); os.environ.setdefault("MASTER_PORT", "29511")
     dist.init_process_group("nccl", rank=rank, world_size=world)
     torch.cuda.set_device(rank)
     t = torch.ones(64 << 20, device="cuda")  # 256 MiB
-    # Every rank must run the same number of all-reduces, or one waits for ever in an extra
-    # one: rank 0's clock decides, and the decision is broadcast before each of them.
-    go = torch.ones(1, device="cuda")
     t0, n = time.time(), 0
-    while True:
-        go.fill_(1.0 if rank != 0 or time.time() - t0 < secs else 0.0)
-        dist.broadcast(go, 0)
-        if go.item() == 0:
-            break
+    for _ in rounds(rank, secs):
         dist.all_reduce(t); torch.cuda.synchronize(); n += 1
     if rank == 0:
         size = t.numel() * 4

@@ -1,8 +1,9 @@
 """Each rank (one per visible GPU) alternates bf16 8192^3 matmuls and a 256 MiB NCCL all-reduce for
 SECONDS: the two-GPU attribution workload (tensor pipe busy in one kernel, NVLink in the other).
-Exits with os._exit after printing, so NCCL teardown cannot hang the run."""
+Every rank runs the same number of rounds (ncclrounds), so NCCL's teardown cannot hang."""
 import os, sys, time
 import torch, torch.distributed as dist, torch.multiprocessing as mp
+from ncclrounds import rounds
 
 def run(rank, world, secs):
     os.environ.setdefault("MASTER_ADDR", "127.0.0.1"); os.environ.setdefault("MASTER_PORT", "29513")
@@ -12,17 +13,15 @@ def run(rank, world, secs):
     t = torch.ones(64 << 20, device="cuda")  # 256 MiB
     dist.all_reduce(t); torch.cuda.synchronize()
     t0, n = time.time(), 0
-    while time.time() - t0 < secs:
+    for _ in rounds(rank, secs):  # the stop flag's .item() synchronises each round
         for _ in range(4):
             a @ b
         dist.all_reduce(t)
         n += 1
-        if n % 20 == 0:
-            torch.cuda.synchronize()
     torch.cuda.synchronize()
-    print(f"rank {rank}: {n} rounds of 4 matmuls + 1 all-reduce in {time.time()-t0:.1f}s", flush=True)
-    dist.barrier()
-    os._exit(0)
+    ring = n * t.numel() * 4 * 2 * (world - 1) / world  # bytes a ring all-reduce sends per rank
+    print(f"rank {rank}: {n} rounds of 4 matmuls + 1 all-reduce in {time.time()-t0:.1f}s; ring bytes sent per rank {ring:.0f}", flush=True)
+    dist.destroy_process_group()  # a normal exit: the injected library sends its last records
 
 if __name__ == "__main__":
     os.environ["NCCL_NVLS_ENABLE"] = "0"; os.environ["TORCH_SYMM_MEM_DISABLE_MULTICAST"] = "1"; os.environ["NVSHMEM_DISABLE_NVLS"] = "1"

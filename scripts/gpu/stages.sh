@@ -266,6 +266,12 @@ for series, v in sorted(after.items()):
     name = series.split("{")[0] + "".join(re.findall(r',(direction="\w+")', series))
     ratio = f", {(v - before.get(series, 0)) / int(m.group(1)):.4f} of the ring's bytes per rank" if m else ""
     print(f"gpu {gpu.group(1) if gpu else '?'} {name}: {v - before.get(series, 0):.6g}{ratio}")
+# One link's two ends: what GPU 0 sent, GPU 1 received, and back (they should agree).
+def delta(gpu, direction):
+    return sum(v - before.get(s, 0) for s, v in after.items()
+               if s.startswith("cupti_nvlink_bytes_total{") and f'gpu="{gpu}"' in s and f'direction="{direction}"' in s)
+if delta(1, "rx") and delta(0, "rx"):
+    print(f"nvlink ends: gpu 0 tx / gpu 1 rx {delta(0, 'tx') / delta(1, 'rx'):.4f}, gpu 1 tx / gpu 0 rx {delta(1, 'tx') / delta(0, 'rx'):.4f}")
 PY
 }
 

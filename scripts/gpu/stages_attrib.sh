@@ -57,8 +57,10 @@ stage_attrib2() {
   say "== attrib2 (two GPUs: matmul + NCCL all-reduce, both ranks injected)"
   export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
   mkdir -p /run/cupti-exporter
+  local mset=(--pmsample.metrics=$ATTR2_METRICS)
+  [ "$ATTR2_METRICS" = defaults ] && mset=() # the chip's curated default set
   "$BIN" record --output "$OUT/attrib2.rec" --duration 40s --pmsample.interval=1ms \
-    --pmsample.metrics=$ATTR2_METRICS --activity.socket=$SOCK > "$L/attrib2-record.log" 2>&1 &
+    "${mset[@]}" --activity.socket=$SOCK > "$L/attrib2-record.log" 2>&1 &
   local rp=$!; sleep 4
   CUDA_INJECTION64_PATH=$INJ CUPTI_EXPORTER_SOCKET=$SOCK timeout 60 python3 scripts/gpu/mm_allreduce.py 20 > "$L/attrib2-work.log" 2>&1
   say "mm_allreduce rc=$? $(tail -2 "$L/attrib2-work.log" | tr '\n' ' ')"
