@@ -250,6 +250,26 @@ func checkConservation(t *testing.T, a *Attributor, sent [2][]sentSample, final 
 				t.Fatalf("gpu %s %s: attributed %v, device total %v (final %v)", gpu, k, got[k], w, final)
 			}
 		}
+		// no class is active longer than it was sampled (times the highest ratio sent, when above 1)
+		bound := 1.0
+		for _, s := range sent[dev] {
+			bound = max(bound, s.sm*0.01)
+		}
+		for _, f := range snap.Families {
+			if f.Desc.Name != "cupti_kernel_sm_active_seconds_total" {
+				continue
+			}
+			for _, s := range f.Samples {
+				if s.LabelValues[0] != gpu {
+					continue
+				}
+				ran, _ := value(snap, "cupti_kernel_sampled_seconds_total", s.LabelValues[:3]...)
+				if s.Value > ran*bound*(1+1e-9)+1e-12 {
+					t.Fatalf("gpu %s kernel %q: %v active seconds in %v sampled seconds (ratio %.3f, at most %.3f was sent)",
+						gpu, s.LabelValues[2], s.Value, ran, s.Value/ran, bound)
+				}
+			}
+		}
 		// pods add up to the traced kernels
 		traced := func(name string) float64 {
 			var t float64

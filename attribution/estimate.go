@@ -156,13 +156,19 @@ func (a *Attributor) attribute(d *devState, chunk []psample, now time.Time) {
 					denom, useRate = dr, true
 				}
 			}
+			sc.part = sc.part[:0]
 			for i := lo; i < hi; i++ {
-				lc := sc.itemLC[i]
 				w := sc.itemW[i]
 				if useRate {
-					w *= sc.r[lc]
+					w *= sc.r[sc.itemLC[i]]
 				}
-				part := x * w / denom
+				sc.part = append(sc.part, x*w/denom)
+			}
+			if useRate && a.metrics[m].q == quantitySeconds {
+				sc.capActive(x, lo, hi)
+			}
+			for i := lo; i < hi; i++ {
+				lc, part := sc.itemLC[i], sc.part[i-lo]
 				sc.newA[lc] += part
 				sc.accK[lc].add(m, part)
 				if p := podAcc(sc.itemProc[i]); p != nil {
@@ -333,4 +339,72 @@ func grow(s []float64, n int) []float64 {
 	s = s[:n]
 	clear(s)
 	return s
+}
+
+// capActive bounds the rate split of a ratio's active seconds x over items lo..hi-1 (sc.part,
+// in proportion to time x rate): an item cannot be active longer
+// than it ran (its time, times the sample's ratio when the hardware gave one above 1),
+// whatever rate the fit gave its class. The excess goes to the other items in proportion to
+// their shares (water filling), so the sample's total is kept; the items' times add up to
+// the sample's, so it always fits.
+func (sc *scratch) capActive(x float64, lo, hi int32) {
+	var secs float64
+	for i := lo; i < hi; i++ {
+		secs += sc.itemW[i]
+	}
+	if secs /= 1e9; secs <= 0 || x <= 0 {
+		return
+	}
+	bound := max(1, x/secs) // active seconds per second an item may take
+	limit := func(j int32) float64 { return sc.itemW[lo+j] / 1e9 * bound }
+	over := false
+	for j := range hi - lo {
+		over = over || sc.part[j] > limit(j)
+	}
+	if !over {
+		return
+	}
+	sc.order = sc.order[:0] // the items not yet at their bound
+	for j := range hi - lo {
+		sc.order = append(sc.order, j)
+	}
+	// Cap the items over their bound at the current scale and share what is left among the
+	// others, until none is over: capping one only raises the others' scale, so an item over
+	// its bound stays over. Each round drops at least one item, usually all there are.
+	left, shares := x, 0.0
+	for _, j := range sc.order {
+		shares += sc.part[j]
+	}
+	for shares > 0 {
+		scale := left / shares
+		k, capped := 0, false
+		for _, j := range sc.order {
+			if l := limit(j); sc.part[j]*scale > l {
+				left -= l
+				shares -= sc.part[j]
+				sc.part[j], capped = l, true
+				continue
+			}
+			sc.order[k] = j
+			k++
+		}
+		sc.order = sc.order[:k]
+		if !capped {
+			for _, j := range sc.order {
+				sc.part[j] *= scale
+			}
+			return
+		}
+	}
+	// Every item with a share is full: what is left goes to the items without one (a rate of
+	// 0), by their room.
+	var room float64
+	for j := range hi - lo {
+		room += limit(j) - sc.part[j]
+	}
+	for j := range hi - lo {
+		if left > 0 && room > 0 {
+			sc.part[j] += left * (limit(j) - sc.part[j]) / room
+		}
+	}
 }

@@ -102,3 +102,50 @@ func TestRateRemovesEdgeBias(t *testing.T) {
 		t.Errorf("rate split SM active errors %+.4f (stream), %+.4f (spin), want within 1-2 %%", rsm, rspin)
 	}
 }
+
+// TestRateNeverExceedsKernelTime: a ratio's active seconds given to a kernel never exceed the
+// time it ran (times the sample's ratio when that is above 1), whatever rate the fit gives it.
+// Idle samples first teach the fit that idle time is inactive; then a 20 µs kernel opens every
+// 1 ms sample whose SM-active ratio is 0.9: uncapped, the rate split gave the kernel nearly all
+// of the 0.9 ms, 45 times the time it ran (the offline replay of run AZ showed (memset) at 2.98
+// and an NCCL broadcast at 8.7 times). Capped, it gets its 20 µs, the rest stays with (idle),
+// and the total is kept.
+func TestRateNeverExceedsKernelTime(t *testing.T) {
+	a, _ := newTest(t, WithEstimator(EstimatorRate))
+	p, info := newProc(7, "trainer", "0")
+	a.ProcessConnected(p, info)
+	const n = 200
+	busy := t0 + n*ms // the kernels' part starts after n idle samples
+	a.Coverage(p, []activity.Interval{{Start: uint64(t0 - ms), End: uint64(busy + (n+1)*ms)}})
+	recs := make([]activity.Record, n)
+	for i := range recs {
+		s := busy + int64(i)*ms
+		recs[i] = kernel(0, "tiny", s, s+20_000)
+	}
+	a.Records(p, recs)
+	a.AddBatch(pmsample.Batch{Device: 0, Metrics: testMetrics, Samples: samples(t0, ms, 2*n, func(s, e int64) []float64 {
+		if s < busy {
+			return []float64{0, 0}
+		}
+		return []float64{90, 1000}
+	})})
+	a.Flush()
+	snap := a.Snapshot()
+	ran, _ := value(snap, "cupti_kernel_sampled_seconds_total", "0", "GPU-aaaa", "tiny")
+	active, _ := value(snap, "cupti_kernel_sm_active_seconds_total", "0", "GPU-aaaa", "tiny")
+	idle, _ := value(snap, "cupti_kernel_sm_active_seconds_total", "0", "GPU-aaaa", "(idle)")
+	if !near(ran, n*20e-6, 1e-9) {
+		t.Fatalf("tiny ran %v s, want %v", ran, n*20e-6)
+	}
+	if active > ran*(1+1e-9) || active < 0.99*ran {
+		t.Errorf("tiny: %v active seconds in %v seconds of running (ratio %.2f), want the time it ran: no more than a kernel can be active, and no less while the rate says it was", active, ran, active/ran)
+	}
+	if !near(active+idle, n*0.9e-3, 1e-9) {
+		t.Errorf("active seconds %v + idle %v = %v, want the device's %v", active, idle, active+idle, n*0.9e-3)
+	}
+	// Bytes have no such bound: the rate split still gives the kernel far more than its 2 %
+	// time share of them.
+	if b, _ := value(snap, "cupti_kernel_pcie_bytes_total", "0", "GPU-aaaa", "tiny", "rx"); b < 10*0.02*n*1000 {
+		t.Errorf("tiny got %v of the %v PCIe bytes, hardly more than its time share: bytes must not be capped", b, n*1000)
+	}
+}

@@ -161,6 +161,8 @@ type scratch struct {
 	r, newA  []float64
 	priorA   []float64
 	priorE   []float64
+	part     []float64 // the parts of the current sample's items (estimate.go)
+	order    []int32   // the items in the order capActive fills them
 	gapW     []float64 // gap (idle + untraced) weight of sample s
 	sobs     []int32   // observation of sample s with active untraced processes, -1
 	own      []float64 // sample s's owner from context switches (ownership.go), -1: unknown
