@@ -14,8 +14,6 @@ import (
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
-	colmetrics "go.opentelemetry.io/proto/otlp/collector/metrics/v1"
-	"google.golang.org/grpc"
 
 	"github.com/cupti-exporter/cupti-exporter/activity"
 	"github.com/cupti-exporter/cupti-exporter/activity/wire"
@@ -127,17 +125,9 @@ func TestActivityIdentityClaims(t *testing.T) {
 // Invalid UTF-8 in a hello's pod fields is refused at the socket: OTLP pushes go on (before,
 // every push failed with "string field contains invalid UTF-8"), and it is counted.
 func TestActivityInvalidUTF8KeepsOTLP(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := newReceiver()
-	srv := grpc.NewServer()
-	colmetrics.RegisterMetricsServiceServer(srv, r)
-	go srv.Serve(l)
-	t.Cleanup(srv.Stop)
+	r, addr := serveOTLPgRPC(t)
 	// Hellos trusted: without the check at the socket the bad text would reach the labels.
-	p, sock := startFake(t, "--activity.trust-hello-pods", "--otlp.endpoint="+l.Addr().String(), "--otlp.protocol=grpc",
+	p, sock := startFake(t, "--activity.trust-hello-pods", "--otlp.endpoint="+addr, "--otlp.protocol=grpc",
 		"--otlp.insecure", "--otlp.interval=300ms")
 	_, enc := dialActivity(t, sock)
 	bad := honest()

@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"maps"
-	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -16,8 +15,6 @@ import (
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
-	colmetrics "go.opentelemetry.io/proto/otlp/collector/metrics/v1"
-	"google.golang.org/grpc"
 
 	"github.com/cupti-exporter/cupti-exporter/activity"
 	"github.com/cupti-exporter/cupti-exporter/attribution"
@@ -333,27 +330,11 @@ func TestMetricsDoc(t *testing.T) {
 		return fams
 	}
 	// Every family the series budget can turn on (docs/sizing.md), pushed over OTLP too.
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := newReceiver()
-	srv := grpc.NewServer()
-	colmetrics.RegisterMetricsServiceServer(srv, r)
-	go srv.Serve(l)
-	t.Cleanup(srv.Stop)
+	r, addr := serveOTLPgRPC(t)
 	all := replayedProc(t, file, "--attribution.kernel-families=all", "--attribution.pod-families=all", "--activity.pod-histograms", "--series.extra=all",
-		"--otlp.endpoint="+l.Addr().String(), "--otlp.insecure", "--otlp.interval=300ms")
+		"--otlp.endpoint="+addr, "--otlp.insecure", "--otlp.interval=300ms")
 	_, fams := all.scrape(t)
-	for drained := false; !drained; { // a push collected after the scrape: the second from here
-		select {
-		case <-r.got:
-		default:
-			drained = true
-		}
-	}
-	r.next(t)
-	pushed := pushedMetrics(r.next(t))
+	pushed := pushedMetrics(r.pushAfterScrape(t))
 	points := map[string][]map[string]string{}
 	for name, m := range pushed {
 		points[name] = m.points

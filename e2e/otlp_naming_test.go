@@ -3,7 +3,6 @@ package e2e
 import (
 	"fmt"
 	"maps"
-	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -12,8 +11,6 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/otlptranslator"
-	colmetrics "go.opentelemetry.io/proto/otlp/collector/metrics/v1"
-	"google.golang.org/grpc"
 
 	"github.com/cupti-exporter/cupti-exporter/recording/demo"
 )
@@ -30,27 +27,11 @@ func TestOTLPPrometheusNaming(t *testing.T) {
 	if err := os.WriteFile(file, demo.Recording(), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := newReceiver()
-	srv := grpc.NewServer()
-	colmetrics.RegisterMetricsServiceServer(srv, r)
-	go srv.Serve(l)
-	t.Cleanup(srv.Stop)
+	r, addr := serveOTLPgRPC(t)
 	p := replayedProc(t, file, "--attribution.kernel-families=all", "--attribution.pod-families=all", "--activity.pod-histograms",
-		"--series.extra=all", "--otlp.naming=prometheus", "--otlp.endpoint="+l.Addr().String(), "--otlp.insecure", "--otlp.interval=300ms")
+		"--series.extra=all", "--otlp.naming=prometheus", "--otlp.endpoint="+addr, "--otlp.insecure", "--otlp.interval=300ms")
 	_, fams := p.scrape(t)
-	for drained := false; !drained; { // a push collected after the scrape: the second from here
-		select {
-		case <-r.got:
-		default:
-			drained = true
-		}
-	}
-	r.next(t)
-	pushed := pushedMetrics(r.next(t))
+	pushed := pushedMetrics(r.pushAfterScrape(t))
 	for _, pb := range prometheusNamingProblems(fams, pushed) {
 		t.Error(pb)
 	}

@@ -30,6 +30,37 @@ func newReceiver() *receiver {
 	return &receiver{got: make(chan *colmetrics.ExportMetricsServiceRequest, 64)}
 }
 
+// serveOTLPgRPC serves an OTLP gRPC receiver on a free port until the test ends (its cleanup
+// runs after the exporter's, which starts later) and returns it with its address.
+func serveOTLPgRPC(t *testing.T) (*receiver, string) {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := newReceiver()
+	srv := grpc.NewServer()
+	colmetrics.RegisterMetricsServiceServer(srv, r)
+	go srv.Serve(l)
+	t.Cleanup(srv.Stop)
+	return r, l.Addr().String()
+}
+
+// pushAfterScrape returns an export made after a scrape that has just returned: the second
+// one from now (the first may have been collected before the scrape), older ones drained.
+func (r *receiver) pushAfterScrape(t *testing.T) *colmetrics.ExportMetricsServiceRequest {
+	t.Helper()
+	for drained := false; !drained; {
+		select {
+		case <-r.got:
+		default:
+			drained = true
+		}
+	}
+	r.next(t)
+	return r.next(t)
+}
+
 func (r *receiver) Export(_ context.Context, req *colmetrics.ExportMetricsServiceRequest) (*colmetrics.ExportMetricsServiceResponse, error) {
 	select {
 	case r.got <- req:
@@ -156,16 +187,8 @@ func checkOTLP(t *testing.T, p *exporterProc, r *receiver) {
 }
 
 func TestOTLPgRPC(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := newReceiver()
-	srv := grpc.NewServer()
-	colmetrics.RegisterMetricsServiceServer(srv, r)
-	go srv.Serve(l)
-	t.Cleanup(srv.Stop) // after the exporter stops (cleanups run last-in first-out)
-	p := start(t, "--demo", "--otlp.endpoint="+l.Addr().String(), "--otlp.protocol=grpc", "--otlp.insecure", "--otlp.interval=500ms")
+	r, addr := serveOTLPgRPC(t)
+	p := start(t, "--demo", "--otlp.endpoint="+addr, "--otlp.protocol=grpc", "--otlp.insecure", "--otlp.interval=500ms")
 	checkOTLP(t, p, r)
 }
 
@@ -193,11 +216,7 @@ func TestOTLPHTTPFromEnv(t *testing.T) {
 // dial localhost:4317), is refused at start with the fix; with a scheme, the start-up log
 // names the endpoint the push reaches, and the push reaches it.
 func TestOTLPEndpointFromEnvNeedsScheme(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
+	r, addr := serveOTLPgRPC(t)
 	code, out := runExitEnv(t, 30*time.Second, []string{"OTEL_EXPORTER_OTLP_ENDPOINT=" + addr},
 		"--demo", "--web.listen-address=127.0.0.1:0", "--web.health-listen-address=")
 	if code == 0 || !contains(out, `OTEL_EXPORTER_OTLP_ENDPOINT="`+addr+`" is not a URL`, "write http://"+addr) {
@@ -207,11 +226,6 @@ func TestOTLPEndpointFromEnvNeedsScheme(t *testing.T) {
 		t.Errorf("the SDK's own parse error was printed:\n%s", out)
 	}
 
-	r := newReceiver()
-	srv := grpc.NewServer()
-	colmetrics.RegisterMetricsServiceServer(srv, r)
-	go srv.Serve(l)
-	t.Cleanup(srv.Stop)
 	p := startEnv(t, []string{"OTEL_EXPORTER_OTLP_ENDPOINT=http://" + addr, "OTEL_METRIC_EXPORT_INTERVAL=500"}, "--demo")
 	r.next(t)
 	if !contains(p.out.String(), `msg="pushing OTLP" endpoint=`+addr+` endpoint_from=OTEL_EXPORTER_OTLP_ENDPOINT protocol=grpc tls=false`) {
