@@ -2,6 +2,11 @@
 # Attributes a recording made by stage attrib/attrib2 offline (no GPU: runs on the build machine),
 # with one estimator, and prints /metrics of the finished replay.
 #   scripts/gpu/attrib_offline.sh REC[.gz] ESTIMATOR [PORT] > metrics.txt
+# SPEED (default 0: as fast as it goes) is the replay speed. The join takes a process's
+# connection time from the wall clock, so only SPEED=1 places it where the recording did: at
+# other speeds a process counts as present from too early, and its untraced time is off (the
+# two-GPU recording of run AZ: 1.0 s of untraced time per GPU at SPEED=0, 0.0014 s at SPEED=1;
+# byte and ratio splits of traced kernels were the same).
 set -euo pipefail
 rec=$1 est=$2 port=${3:-19577}
 bin=${BIN:-./cupti-exporter}
