@@ -19,7 +19,9 @@
 //     workload under cupti.workload.pod.name etc. (k8s.* keys are the resource's,
 //     the exporter's own pod), "cupti." + the label for the rest), so every
 //     family, present or future, is renamed the same way. [ResolveOTLPTarget]
-//     decides the endpoint and refuses a variable without a scheme.
+//     decides the endpoint and refuses a variable without a scheme. With
+//     [NamingPrometheus] the push carries the Prometheus names, labels and classic
+//     histograms instead, for a Collector that writes to Prometheus.
 //
 // Families with the same name from different producers are merged. A family
 // whose kind or label names disagree with the first one of that name, and a
