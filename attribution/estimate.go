@@ -167,7 +167,7 @@ func (a *Attributor) attribute(d *devState, chunk []psample, now time.Time) {
 				sc.part = append(sc.part, x*w/denom)
 			}
 			if useRate && a.metrics[m].q == quantitySeconds {
-				sc.capActive(x, lo, hi)
+				sc.capActive(x, sc.wsum[s]/1e9, lo, hi)
 			}
 			for i := lo; i < hi; i++ {
 				lc, part := sc.itemLC[i], sc.part[i-lo]
@@ -343,18 +343,14 @@ func grow(s []float64, n int) []float64 {
 	return s
 }
 
-// capActive bounds the rate split of a ratio's active seconds x over items lo..hi-1 (sc.part,
-// in proportion to time x rate): an item cannot be active longer than it ran (its time,
-// times the sample's ratio when the hardware gave one above 1), whatever rate the fit gave
-// its class. The excess goes to the other items in proportion to their shares (water
-// filling), so the sample's total is kept; the items' times add up to the sample's, so it
-// always fits.
-func (sc *scratch) capActive(x float64, lo, hi int32) {
-	var secs float64
-	for i := lo; i < hi; i++ {
-		secs += sc.itemW[i]
-	}
-	if secs /= 1e9; secs <= 0 || x <= 0 {
+// capActive bounds the rate split of a ratio's active seconds x over the items lo..hi-1 of a
+// sample of secs seconds (sc.part, in proportion to time x rate; the items' times add up to
+// secs, the sample's wsum): an item cannot be active longer than it ran (its time, times the
+// sample's ratio when the hardware gave one above 1), whatever rate the fit gave its class.
+// The excess goes to the other items in proportion to their shares (water filling), so the
+// sample's total is kept; it always fits.
+func (sc *scratch) capActive(x, secs float64, lo, hi int32) {
+	if secs <= 0 || x <= 0 {
 		return
 	}
 	bound := max(1, x/secs) // active seconds per second an item may take
