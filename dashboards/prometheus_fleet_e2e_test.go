@@ -150,7 +150,7 @@ func TestFleetEndToEnd(t *testing.T) {
 	}
 	if len(problems) == 0 {
 		var stopped string
-		problems, stopped = checkPushStopped(gatewayCentral, exporters["demo"], replays)
+		problems, stopped = checkPushStopped(gatewayCentral, replays[0], exporters[replays[0].name])
 		summary = append(summary, stopped)
 	}
 	for _, p := range problems {
@@ -427,12 +427,12 @@ func checkFleetIdentity(p fleetPath, replays []replay) []string {
 	return problems
 }
 
-// checkPushStopped kills one exporter (the demo replay) and waits for the gateway path's
+// checkPushStopped kills the exporter of replay r and waits for the gateway path's
 // CuptiExporterDown (the chart's rule with gatewayRuleValues) to go pending for it, and for
 // it alone: on that path there is no up series, and an exporter that stops pushing is down.
-func checkPushStopped(central server, demoExporter *exec.Cmd, replays []replay) ([]string, string) {
-	if err := demoExporter.Process.Kill(); err != nil {
-		return []string{fmt.Sprintf("stopping the demo exporter: %v", err)}, ""
+func checkPushStopped(central server, r replay, exporter *exec.Cmd) ([]string, string) {
+	if err := exporter.Process.Kill(); err != nil {
+		return []string{fmt.Sprintf("stopping the %s exporter: %v", r.name, err)}, ""
 	}
 	killed := time.Now()
 	var got []string
@@ -462,9 +462,9 @@ func checkPushStopped(central server, demoExporter *exec.Cmd, replays []replay) 
 			break
 		}
 	}
-	if want := []string{replays[0].addr + " pending"}; replays[0].name != "demo" || !slices.Equal(got, want) {
-		return []string{fmt.Sprintf("gateway path: after the demo exporter stopped pushing, CuptiExporterDown is %v, want %v", got, want)}, ""
+	if want := []string{r.addr + " pending"}; !slices.Equal(got, want) {
+		return []string{fmt.Sprintf("gateway path: after the %s exporter stopped pushing, CuptiExporterDown is %v, want %v", r.name, got, want)}, ""
 	}
-	return nil, fmt.Sprintf("gateway path: CuptiExporterDown pending for the killed demo exporter, alone, %s after the kill (silentFor 10s)",
-		time.Since(killed).Round(time.Second))
+	return nil, fmt.Sprintf("gateway path: CuptiExporterDown pending for the killed %s exporter, alone, %s after the kill (silentFor 10s)",
+		r.name, time.Since(killed).Round(time.Second))
 }
