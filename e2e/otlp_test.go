@@ -240,6 +240,15 @@ type pushedMetric struct {
 	points                        []map[string]string
 }
 
+// pointAttrs are the attribute sets of a metric's data points, whatever their kind.
+func pointAttrs[P interface{ GetAttributes() []*commonpb.KeyValue }](points []P) []map[string]string {
+	out := make([]map[string]string, 0, len(points))
+	for _, p := range points {
+		out = append(out, attrs(p.GetAttributes()))
+	}
+	return out
+}
+
 // pushedMetrics reads an export. A name that comes twice (two scopes or resources) is
 // reported as a second metric under name + "#2", so that checks see it.
 func pushedMetrics(req *colmetrics.ExportMetricsServiceRequest) map[string]*pushedMetric {
@@ -248,31 +257,15 @@ func pushedMetrics(req *colmetrics.ExportMetricsServiceRequest) map[string]*push
 		for _, sm := range rm.GetScopeMetrics() {
 			for _, m := range sm.GetMetrics() {
 				pm := &pushedMetric{name: m.GetName(), unit: m.GetUnit(), description: m.GetDescription()}
-				var kvs [][]*commonpb.KeyValue
 				switch d := m.GetData().(type) {
 				case *metricspb.Metric_Gauge:
-					pm.kind = "Gauge"
-					for _, p := range d.Gauge.GetDataPoints() {
-						kvs = append(kvs, p.GetAttributes())
-					}
+					pm.kind, pm.points = "Gauge", pointAttrs(d.Gauge.GetDataPoints())
 				case *metricspb.Metric_Sum:
-					pm.kind = "Sum"
-					for _, p := range d.Sum.GetDataPoints() {
-						kvs = append(kvs, p.GetAttributes())
-					}
+					pm.kind, pm.points = "Sum", pointAttrs(d.Sum.GetDataPoints())
 				case *metricspb.Metric_Histogram:
-					pm.kind = "Histogram"
-					for _, p := range d.Histogram.GetDataPoints() {
-						kvs = append(kvs, p.GetAttributes())
-					}
+					pm.kind, pm.points = "Histogram", pointAttrs(d.Histogram.GetDataPoints())
 				case *metricspb.Metric_ExponentialHistogram:
-					pm.kind = "ExponentialHistogram"
-					for _, p := range d.ExponentialHistogram.GetDataPoints() {
-						kvs = append(kvs, p.GetAttributes())
-					}
-				}
-				for _, kv := range kvs {
-					pm.points = append(pm.points, attrs(kv))
+					pm.kind, pm.points = "ExponentialHistogram", pointAttrs(d.ExponentialHistogram.GetDataPoints())
 				}
 				key := pm.name
 				for i := 2; out[key] != nil; i++ {
