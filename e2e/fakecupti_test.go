@@ -216,6 +216,12 @@ func TestRecordReplayFakeCUPTI(t *testing.T) {
 	if err != nil {
 		t.Fatalf("record: %v\n%s", err, out)
 	}
+	waitReplayed(t, file)
+}
+
+// waitReplayed replays a recording of the fake's two GPUs and waits for GPU 1's samples.
+func waitReplayed(t *testing.T, file string) {
+	t.Helper()
 	p := start(t, "replay", file, "--replay.speed=20")
 	waitFor(t, "replayed samples", func() bool {
 		_, fams := p.scrape(t)
@@ -247,12 +253,7 @@ func TestRecordMaxSize(t *testing.T) {
 	if st.Size() < 256<<10 || st.Size() > 256<<10+512<<10 {
 		t.Errorf("file of %d bytes, want 256 KiB and at most one buffer more", st.Size())
 	}
-	p := start(t, "replay", file, "--replay.speed=20")
-	waitFor(t, "replayed samples", func() bool {
-		_, fams := p.scrape(t)
-		v, ok := series(fams, "cupti_pm_samples_total", map[string]string{"gpu": "1"})
-		return ok && v > 100
-	})
+	waitReplayed(t, file)
 }
 
 // `record` writes a goodbye when an activity process leaves, so that a replay ends its
@@ -270,13 +271,7 @@ func TestRecordWritesGoodbye(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, "the activity socket", func() bool { _, err := os.Stat(sock); return err == nil })
-	c, enc := dialActivity(t, sock)
-	if err := enc.Hello(honest()); err != nil {
-		t.Fatal(err)
-	}
-	if err := enc.Records(0, kernels(10, "_Z4workv")); err != nil {
-		t.Fatal(err)
-	}
+	c := sendKernels(t, sock, honest(), 10, "_Z4workv")
 	time.Sleep(200 * time.Millisecond)
 	c.Close() // as a process that exits without a goodbye frame (os._exit)
 	if err := cmd.Wait(); err != nil {

@@ -332,13 +332,7 @@ func TestActivitySocketRecreated(t *testing.T) {
 	if !contains(p.out.String(), "activity socket file removed: re-creating it") {
 		t.Error("no log line for the removed socket")
 	}
-	_, enc := dialActivity(t, sock)
-	if err := enc.Hello(honest()); err != nil {
-		t.Fatal(err)
-	}
-	if err := enc.Records(0, kernels(100, "_Z4realv")); err != nil {
-		t.Fatal(err)
-	}
+	sendKernels(t, sock, honest(), 100, "_Z4realv")
 	waitFor(t, "the records of a workload started after the removal", func() bool {
 		_, fams := p.scrape(t)
 		v, _ := series(fams, "cupti_activity_records_total", map[string]string{"kind": "kernel"})

@@ -36,6 +36,20 @@ func dialActivity(t *testing.T, sock string) (net.Conn, *wire.Encoder) {
 	return c, wire.NewEncoder(c)
 }
 
+// sendKernels connects to the activity socket as process p and sends n kernel records named
+// name; the connection stays open until the caller closes it or the test ends.
+func sendKernels(t *testing.T, sock string, p activity.Process, n int, name string) net.Conn {
+	t.Helper()
+	c, enc := dialActivity(t, sock)
+	if err := enc.Hello(p); err != nil {
+		t.Fatal(err)
+	}
+	if err := enc.Records(0, kernels(n, name)); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
 func kernels(n int, name string) []activity.Record {
 	recs := make([]activity.Record, n)
 	for i := range recs {
@@ -129,15 +143,9 @@ func TestActivityInvalidUTF8KeepsOTLP(t *testing.T) {
 	// Hellos trusted: without the check at the socket the bad text would reach the labels.
 	p, sock := startFake(t, "--activity.trust-hello-pods", "--otlp.endpoint="+addr, "--otlp.protocol=grpc",
 		"--otlp.insecure", "--otlp.interval=300ms")
-	_, enc := dialActivity(t, sock)
 	bad := honest()
 	bad.Pod, bad.Namespace, bad.Container = "trainer-\xff\xfe", "ml", "main\xc3"
-	if err := enc.Hello(bad); err != nil {
-		t.Fatal(err)
-	}
-	if err := enc.Records(0, kernels(10, "_Z4realv")); err != nil {
-		t.Fatal(err)
-	}
+	sendKernels(t, sock, bad, 10, "_Z4realv")
 	waitFor(t, "the records", func() bool {
 		_, fams := p.scrape(t)
 		v, _ := series(fams, "cupti_activity_records_total", map[string]string{"kind": "kernel"})
