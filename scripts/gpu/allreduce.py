@@ -1,7 +1,7 @@
 """All-reduce between all visible GPUs through NCCL for SECONDS (one process per GPU)."""
 import os, sys, time
 import torch, torch.distributed as dist, torch.multiprocessing as mp
-from ncclrounds import rounds
+from ncclrounds import ring_bytes, rounds
 
 def run(rank, world, secs):
     os.environ.setdefault("MASTER_ADDR", "127.0.0.1"); os.environ.setdefault("MASTER_PORT", "29511")
@@ -13,8 +13,7 @@ def run(rank, world, secs):
         dist.all_reduce(t); torch.cuda.synchronize(); n += 1
     if rank == 0:
         size = t.numel() * 4
-        # A ring all-reduce sends and receives 2 (world-1)/world of the buffer per rank.
-        per_rank = n * size * 2 * (world - 1) / world
+        per_rank = ring_bytes(n, size, world)
         print(f"allreduce: {n} x 256MiB in {time.time()-t0:.1f}s ({n * size / 1e9 / (time.time()-t0):.1f} GB/s algbw); "
               f"ring bytes sent per rank {per_rank:.0f}", flush=True)
     dist.destroy_process_group()

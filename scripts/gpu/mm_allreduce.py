@@ -3,7 +3,7 @@ SECONDS: the two-GPU attribution workload (tensor pipe busy in one kernel, NVLin
 Every rank runs the same number of rounds (ncclrounds), so NCCL's teardown cannot hang."""
 import os, sys, time
 import torch, torch.distributed as dist, torch.multiprocessing as mp
-from ncclrounds import rounds
+from ncclrounds import ring_bytes, rounds
 
 def run(rank, world, secs):
     os.environ.setdefault("MASTER_ADDR", "127.0.0.1"); os.environ.setdefault("MASTER_PORT", "29513")
@@ -19,7 +19,7 @@ def run(rank, world, secs):
         dist.all_reduce(t)
         n += 1
     torch.cuda.synchronize()
-    ring = n * t.numel() * 4 * 2 * (world - 1) / world  # bytes a ring all-reduce sends per rank
+    ring = ring_bytes(n, t.numel() * 4, world)
     print(f"rank {rank}: {n} rounds of 4 matmuls + 1 all-reduce in {time.time()-t0:.1f}s; ring bytes sent per rank {ring:.0f}", flush=True)
     dist.destroy_process_group()  # a normal exit: the injected library sends its last records
 

@@ -18,3 +18,9 @@ def rounds(rank, secs):
             return
         yield n
         n += 1
+
+
+def ring_bytes(rounds, size, world):
+    """Bytes a ring all-reduce of SIZE bytes sends (and receives) per rank in ROUNDS rounds:
+    2 (world-1)/world of the buffer each."""
+    return rounds * size * 2 * (world - 1) / world
