@@ -16,6 +16,7 @@ import (
 	"github.com/cupti-exporter/cupti-exporter/activity"
 	"github.com/cupti-exporter/cupti-exporter/attribution"
 	"github.com/cupti-exporter/cupti-exporter/exporter"
+	"github.com/cupti-exporter/cupti-exporter/gpmsource"
 	"github.com/cupti-exporter/cupti-exporter/idle"
 	"github.com/cupti-exporter/cupti-exporter/internal/strictyaml"
 	"github.com/cupti-exporter/cupti-exporter/pmsample"
@@ -114,6 +115,10 @@ type Config struct {
 		Library  string   `yaml:"library" help:"Path to libnvidia-ml.so.1; empty: the dynamic loader's search path."`
 		GPM      bool     `yaml:"gpm" help:"Also read NVML GPM (Hopper and newer): SM, tensor and DRAM bandwidth utilisation per health interval, as cupti_gpm_* labelled source=gpm; a separate unit from the PM counters."`
 	} `yaml:"health"`
+	GPM struct {
+		Mode     string   `yaml:"mode" help:"When NVML GPM (Hopper and newer, a unit apart from the PM counters) serves the curated metrics (cupti_sm_active_ratio, ...) under their own names, labelled source=\"gpm\": fill (on each GPU while PM sampling cannot read it: a profiler holds the counters, paused, no privilege, idle-released), only (always, with no PM session: the low-cost mode, no kHz maxima and no attribution to kernels; docs/performance.md), off."`
+		Interval Duration `yaml:"interval" help:"Time between two GPM samples of a GPU, 100ms to 10s (GPM refreshes every 100 ms: shorter pairs read 0 for work that ran)."`
+	} `yaml:"gpm"`
 }
 
 // defaultConfig is the built-in configuration.
@@ -151,6 +156,8 @@ func defaultConfig() Config {
 	c.OTLP.Naming = exporter.NamingOTel.String()
 	c.Health.Enabled = true
 	c.Health.Interval = Duration(time.Second)
+	c.GPM.Mode = string(gpmsource.ModeFill)
+	c.GPM.Interval = Duration(gpmsource.DefaultInterval)
 	c.Attribution.Enabled = true
 	c.Attribution.Watermark = Duration(attribution.DefaultWatermark)
 	c.Attribution.Estimator = attribution.DefaultEstimator
@@ -255,6 +262,12 @@ func (c *Config) validate() error {
 			errs = append(errs, fmt.Errorf("pmsample.duty_cycle %g of pmsample.duty_period %s: %w", d, c.PMSample.DutyPeriod, err))
 		}
 	}
+	switch gpmsource.Mode(c.GPM.Mode) {
+	case gpmsource.ModeFill, gpmsource.ModeOnly, gpmsource.ModeOff:
+	default:
+		errs = append(errs, fmt.Errorf("gpm.mode must be fill, only or off, got %q", c.GPM.Mode))
+	}
+	between("gpm.interval", c.GPM.Interval, gpmsource.MinInterval, 10*time.Second)
 	if _, err := exporter.ParseNaming(c.OTLP.Naming); err != nil {
 		errs = append(errs, fmt.Errorf("otlp.naming: %w", err))
 	}

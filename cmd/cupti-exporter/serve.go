@@ -44,6 +44,8 @@ func runServe(ctx context.Context, logger *slog.Logger, cfg *Config) error {
 	switch {
 	case !cfg.PMSample.Enabled:
 		pm.off, pm.offCode = "PM sampling disabled by configuration (pmsample.enabled=false)", exporter.ReasonDisabled
+	case cfg.gpmOnly():
+		pm.off, pm.offCode = "PM sampling off: gpm.mode=only serves the curated metrics from NVML GPM", exporter.ReasonDisabled
 	default:
 		lib, err := cupti.Open(cupti.Options{LibraryPath: cfg.CUPTI.Library})
 		if err != nil {
@@ -61,7 +63,7 @@ func runServe(ctx context.Context, logger *slog.Logger, cfg *Config) error {
 		pm.aggOpts = []pmsample.AggregatorOption{pmsample.WithStatus(s.Status)}
 		pm.idle, pm.idleMetrics = idleSetup(logger, cfg, s) // nil when off (idle.go)
 	}
-	if pm.off != "" {
+	if pm.off != "" && !cfg.gpmOnly() {
 		logger.Warn(pm.off)
 	}
 	kube, err := startPodInformer(ctx, logger, cfg)
@@ -244,15 +246,26 @@ func serveSources(ctx context.Context, logger *slog.Logger, cfg *Config, pm pmSe
 	srcErr := make(chan error, 1)
 	switch src := pm.src; {
 	case src == nil:
-		exp.RegisterStatus("pmsample", statusFunc(func() []exporter.Status {
-			return []exporter.Status{{Source: "pmsample", Ready: false, Reason: pm.off, Code: pm.offCode}}
-		}))
+		// Without PM sampling GPM serves the curated metrics of every GPU it reads (gpmsource).
+		if gpm, _ := startGPM(ctx, logger, cfg, exp, &pm, nil); gpm != nil {
+			exp.Register("gpm", gpm)
+		}
+		if !cfg.gpmOnly() { // with gpm.mode=only PM sampling is meant to be off
+			exp.RegisterStatus("pmsample", statusFunc(func() []exporter.Status {
+				return []exporter.Status{{Source: "pmsample", Ready: false, Reason: pm.off, Code: pm.offCode}}
+			}))
+		}
 	default:
 		opts := append(append([]pmsample.AggregatorOption{pmsample.WithWindow(time.Duration(cfg.PMSample.Window))}, budgetAggregatorOptions(cfg)...), pm.aggOpts...)
 		agg := pmsample.NewAggregator(pm.mapper, src.Devices(), src.Catalog(), logger, opts...)
-		exp.Register("pmsample", agg)
+		// GPM fills in the curated metrics of the GPUs PM sampling cannot read (gpmsource).
+		served, gpm := startGPM(ctx, logger, cfg, exp, &pm, agg)
+		exp.Register("pmsample", served)
 		var fed atomic.Bool
 		status := pm.status
+		if s, ok := src.(*pmsample.Sampler); ok && gpm != nil { // /readyz names who holds busy counters
+			status = func() []exporter.Status { ds := s.Status(); return withHolders(samplerStatus(ds), ds, gpm) }
+		}
 		if status == nil { // a recording: ready once its first batch is in
 			status = func() []exporter.Status {
 				if !fed.Load() {
