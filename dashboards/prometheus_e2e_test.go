@@ -76,7 +76,7 @@ func operatorLabels(pod string) map[string]string {
 
 // replay is one exporter process (or stand-in) that Prometheus scrapes.
 type replay struct {
-	name   string // "demo", "synthetic", "health" or "live"
+	name   string // "demo", "synthetic", "health", "live" or "gpm"
 	addr   string
 	gpus   int
 	only   []string        // if set, only these dashboards are evaluated against it
@@ -102,9 +102,12 @@ func TestPrometheusEndToEnd(t *testing.T) {
 
 	// The exporter and the synthetic two-GPU recording.
 	bin, synth := e2eExporter(t)
-	replays := []replay{{name: "demo", addr: testutil.FreeAddr(t), gpus: 1}, {name: "synthetic", addr: testutil.FreeAddr(t), gpus: 2},
-		{name: "health", addr: serveHealth(t), only: []string{"fleet-overview.json", "gpu-detail.json"}, panels: xidPanels},
-		{name: "live", addr: serveLive(t), only: []string{"fleet-overview.json", "gpu-detail.json"}, panels: livePanels}}
+	// The stand-ins listen first: a free address taken before them could be given to one of them
+	// (it happened: the synthetic replay found its port taken by the health stand-in).
+	standins := []replay{{name: "health", addr: serveHealth(t), only: []string{"fleet-overview.json", "gpu-detail.json"}, panels: xidPanels},
+		{name: "live", addr: serveLive(t), only: []string{"fleet-overview.json", "gpu-detail.json"}, panels: livePanels},
+		{name: "gpm", addr: serveGPM(t), only: []string{"fleet-overview.json", "gpu-detail.json"}, panels: gpmPanels}}
+	replays := append([]replay{{name: "demo", addr: testutil.FreeAddr(t), gpus: 1}, {name: "synthetic", addr: testutil.FreeAddr(t), gpus: 2}}, standins...)
 	// The synthetic recording lasts 60 s (idle, matmul, copies, tiny kernels, idle): at 4x
 	// every phase, copies included, is seen within 15 s.
 	// Each exporter's plain health listener gets a free port too (the default, :9478, would
@@ -171,6 +174,7 @@ func TestPrometheusEndToEnd(t *testing.T) {
 			problems = append(problems, checkRulesAndAlerts(t, s, replays)...)
 			problems = append(problems, checkValues(s, replays)...)
 			problems = append(problems, checkLive(s, replays, dashQs)...)
+			problems = append(problems, checkGPM(s, replays)...)
 		}
 		for i := range expected {
 			if !used[&expected[i]] {
