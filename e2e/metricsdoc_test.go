@@ -19,6 +19,7 @@ import (
 	"github.com/cupti-exporter/cupti-exporter/activity"
 	"github.com/cupti-exporter/cupti-exporter/attribution"
 	"github.com/cupti-exporter/cupti-exporter/exporter"
+	"github.com/cupti-exporter/cupti-exporter/gpmsource"
 	"github.com/cupti-exporter/cupti-exporter/health"
 	"github.com/cupti-exporter/cupti-exporter/kubepods"
 	"github.com/cupti-exporter/cupti-exporter/mapping"
@@ -85,6 +86,9 @@ var liveOnly = map[string]string{
 	"cupti_fp16_pipe_active_ratio":             "when it fits the single pass (not with the default set on H100/H200)",
 	"cupti_fp16_pipe_active_max_ratio":         "when it fits the single pass (not with the default set on H100/H200)",
 	"cupti_fp16_pipe_active_min_ratio":         "when it fits the single pass (not with the default set on H100/H200)",
+	"cupti_gpm_samples_total":                  "live, `--gpm.mode=only` (or `--series.extra=sampler_timing`): GPM pairs read into the curated metrics",
+	"cupti_gpm_read_failures_total":            "live, GPM (`--gpm.mode`): a reason from its first failed read",
+	"cupti_pm_counters_holder_info":            "live, while PM sampling is busy and the holder is known",
 }
 
 // offByDefault says when a family the defaults leave out is served: with which
@@ -110,13 +114,20 @@ func knownDescs(t *testing.T) map[string]*mapping.Desc {
 	t.Helper()
 	out := map[string]*mapping.Desc{}
 	for _, d := range slices.Concat(activity.Descs(), podresources.Descs(), pmsample.SelfDescs(), pmsample.IdleDescs(),
-		health.Descs(), attribution.Descs(), kubepods.Descs()) {
+		health.Descs(), attribution.Descs(), kubepods.Descs(), gpmsource.Descs()) {
 		out[d.Name] = d
 	}
 	props := catalogProperties(t)
 	m, err := mapping.New()
 	if err != nil {
 		t.Fatal(err)
+	}
+	mig, err := gpmsource.MIGDescs(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range mig {
+		out[d.Name] = d
 	}
 	for _, c := range m.Curated() {
 		n, err := mapping.ParseName(c.Perfworks)
@@ -194,6 +205,9 @@ func docFamilies(t *testing.T, demo map[string]*dto.MetricFamily) []docFamily {
 			when = "live only"
 			if strings.HasPrefix(n, "cupti_podresources_") {
 				when = "with `--kubelet.pod-resources-socket`"
+			}
+			if strings.HasPrefix(n, "cupti_mig_") {
+				when = "live, GPM (`--gpm.mode`) on a GPU in MIG mode: one series per GPU instance (not measured)"
 			}
 		}
 		ls := d.LabelNames
