@@ -8,6 +8,7 @@ cd "$(dirname "$0")/../.."
 mkdir -p .gpu
 go build -trimpath -ldflags="-s -w" -o .gpu/cupti-exporter ./cmd/cupti-exporter
 go build -trimpath -ldflags="-s -w" -o .gpu/wakeprobe ./scripts/gpu/wakeprobe
+go build -trimpath -ldflags="-s -w" -o .gpu/gpmprobe ./scripts/gpu/gpmprobe
 # the Go tests that need the real CUPTI (stage gotest)
 go test -c -o .gpu/cupti.test ./internal/cupti
 go test -c -o .gpu/pmsample.test ./pmsample
@@ -16,5 +17,5 @@ cp activity/inject/build/libcupti_exporter_inject.so .gpu/
 probes=${PROBES:-../shared/probes}
 [ -d .gpu/probes ] || cp -r "$probes" .gpu/probes
 # A device call carries at most 64 MiB: the binaries travel gzipped; validate.sh unpacks them.
-gzip -f .gpu/wakeprobe .gpu/cupti-exporter .gpu/cupti.test .gpu/pmsample.test
+gzip -f .gpu/gpmprobe .gpu/wakeprobe .gpu/cupti-exporter .gpu/cupti.test .gpu/pmsample.test
 ls -l .gpu

@@ -60,6 +60,8 @@ stage_layout() {
 
 source scripts/gpu/stages.sh
 for f in scripts/gpu/stages_*.sh; do source "$f"; done
+# Stopped by a timeout (timeout sends TERM), still bring the logs of the stage cut off back.
+trap 'cp "$S" "$L/" 2>/dev/null; tar -C "$LB" -czf "$OUT/logs.tar.gz" logs; exit 143' TERM
 
 for st in "$@"; do "stage_${st//-/_}"; cp "$S" "$L/" 2>/dev/null; tar -C "$LB" -czf "$OUT/logs.tar.gz" logs; done
 cp "$S" "$L/" 2>/dev/null

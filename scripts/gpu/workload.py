@@ -10,6 +10,11 @@ usage: workload.py MODE [SECONDS]
   loader    a DataLoader with the fork start method and 4 workers, feeding a GPU
   profiler  tiny kernels under torch.profiler (another CUPTI user in the process)
   p2p       N (the SECONDS argument) round trips of a 64 MiB tensor between GPU 0 and GPU 1
+  seq       phases given as NAME:SECONDS,... (the SECONDS argument): any of mm, fp16, tiny, copy, idle,
+            and fp32 / fp64 (element-wise multiply-adds), d2d (1 GiB device-to-device copies),
+            h2d (pinned host-to-device copies only), burst (bf16 matmuls 50 ms on, 50 ms off),
+            burst30 (4096^3 bf16 matmuls 30 ms on, 70 ms off), sgemm (fp32 4096^3, TF32 off),
+            dgemm (fp64 4096^3), d2dsmall (64 MiB device-to-device copies)
 Prints one summary line per phase with kernel/copy counts the script itself launched.
 """
 import sys, time, os
@@ -27,7 +32,7 @@ def phase(name, secs, fn):
 
 def main():
     mode = sys.argv[1]
-    secs = float(sys.argv[2]) if len(sys.argv) > 2 else 5.0
+    secs = float(sys.argv[2]) if len(sys.argv) > 2 and mode != "seq" else 5.0
     import torch
     dev = "cuda"
     a = torch.randn(8192, 8192, device=dev, dtype=torch.bfloat16)
@@ -76,6 +81,68 @@ def main():
             torch.cuda.synchronize(); n += 1
         return n
 
+    def elementwise(dtype, n=4 << 20, reps=50):
+        def run(s):
+            h = torch.randn(n, device=dev, dtype=dtype)
+            m = torch.full_like(h, 0.999)
+            t0, k = now(), 0
+            while now() - t0 < s:
+                for _ in range(reps):
+                    h.mul_(m).add_(m)
+                torch.cuda.synchronize(); k += 1
+            return k
+        return run
+
+    def d2d_of(nbytes):
+        def run(s):
+            src = torch.empty(nbytes, device=dev, dtype=torch.uint8)
+            dst = torch.empty_like(src)
+            t0, k = now(), 0
+            while now() - t0 < s:
+                dst.copy_(src); torch.cuda.synchronize(); k += 1
+            return k
+        return run
+
+    def h2d(s):
+        d = torch.empty_like(pinned, device=dev)
+        t0, k = now(), 0
+        while now() - t0 < s:
+            d.copy_(pinned, non_blocking=True); torch.cuda.synchronize(); k += 1
+        return k
+
+    def burst_of(x, y, on, off):
+        def run(s):
+            t0, k = now(), 0
+            while now() - t0 < s:
+                t1 = now()
+                while now() - t1 < on:
+                    x @ y; torch.cuda.synchronize(); k += 1
+                time.sleep(off)
+            return k
+        return run
+
+    def gemm(dtype, n=4096):
+        def run(s):
+            torch.backends.cuda.matmul.allow_tf32 = False
+            x = torch.randn(n, n, device=dev, dtype=dtype)
+            y = torch.randn_like(x)
+            t0, k = now(), 0
+            while now() - t0 < s:
+                x @ y; torch.cuda.synchronize(); k += 1
+            return k
+        return run
+
+    if mode == "seq":
+        a4 = torch.randn(4096, 4096, device=dev, dtype=torch.bfloat16)
+        fns = {"mm": mm, "fp16": fp16, "tiny": tiny, "copy": copy, "idle": idle,
+               "fp32": elementwise(torch.float32), "fp64": elementwise(torch.float64),
+               "d2d": d2d_of(1 << 30), "d2dsmall": d2d_of(64 << 20), "h2d": h2d,
+               "burst": burst_of(a, b, 0.05, 0.05), "burst30": burst_of(a4, a4, 0.03, 0.07),
+               "sgemm": gemm(torch.float32), "dgemm": gemm(torch.float64)}
+        for item in sys.argv[2].split(","):
+            name, s = item.split(":")
+            phase(name, float(s), fns[name])
+        return
     if mode == "mm": phase("mm", secs, mm)
     elif mode == "tiny": phase("tiny", secs, tiny)
     elif mode == "copy": phase("copy", secs, copy)
