@@ -2,9 +2,12 @@ package activity
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/cupti-exporter/cupti-exporter/activity/kernelname"
 )
 
 func TestShortKernelName(t *testing.T) {
@@ -58,6 +61,9 @@ func TestStripNestedLinear(t *testing.T) {
 		}
 	}
 }
+
+// The longest name demangled, and the bytes of a name read at all (activity/kernelname).
+const maxDemangleLen, maxShortenInput = 1024, 4096
 
 // Names longer than the demangler is trusted with are shortened as text, and whatever the
 // input, at most 4 KiB of it is read.
@@ -125,5 +131,55 @@ func TestNamesShortenedOutsideLock(t *testing.T) {
 		if want := ShortKernelName(recs[i].Name); s != want {
 			t.Fatalf("short name %d = %q, want %q", i, s, want)
 		}
+	}
+}
+
+// The k=40 name is shortened as text at once, and the Aggregator counts it. (Before, Add
+// never returned: this test failed by the 10 s below.)
+func TestHostileKernelNameCounted(t *testing.T) {
+	a := NewAggregator()
+	p := &Process{PID: 1, DeviceUUIDs: []string{"GPU-0"}}
+	name := castOperators(40)
+	done := make(chan struct{})
+	go func() {
+		a.Add(p, []Record{{Kind: KindKernel, Start: 1, End: 2, Name: name}})
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second): // it returns in microseconds; this only catches a hang
+		t.Fatal("Add of a 325-byte kernel name did not return in 10 s")
+	}
+	s := a.Snapshot()
+	want := name[:maxKernelNameLen-3] + "..."
+	if got := kernelNames(t, s); !slices.Contains(got, want) {
+		t.Errorf("kernel labels %q, want %q", got, want)
+	}
+	if v := mustSample(t, s, "cupti_activity_kernel_names_not_demangled_total", kernelname.CastOperators).Value; v != 1 {
+		t.Errorf("not demangled (cast_operators) = %v, want 1", v)
+	}
+	for _, r := range kernelname.Reasons {
+		mustSample(t, s, "cupti_activity_kernel_names_not_demangled_total", r)
+	}
+}
+
+// Past the demangling budget, names are shortened as text, counted, and not cached: the
+// next time, with budget, the same name is demangled.
+func TestNameCacheBudget(t *testing.T) {
+	c := newNameCache()
+	c.budget = kernelname.NewBudget(0, 0) // empty, never refilled
+	const name = "_ZN3foo3barEv"
+	if got := c.short(name); got != name {
+		t.Fatalf("over budget: %q, want the text", got)
+	}
+	if got := c.short(name); got != name {
+		t.Fatalf("over budget again: %q, want the text", got)
+	}
+	if n := c.notDemangled[slices.Index(kernelname.Reasons, kernelname.OverBudget)].Load(); n != 2 {
+		t.Errorf("counted %d over budget, want 2", n)
+	}
+	c.budget = kernelname.NewBudget(time.Second, 0)
+	if got := c.short(name); got != "foo::bar" {
+		t.Fatalf("with budget: %q, want foo::bar (the text was cached)", got)
 	}
 }

@@ -53,6 +53,13 @@ var (
 		Help:     "Kernel records counted under kernel=\"other\": their name is outside the top kernels by GPU time (--activity.top-kernels), or the name table is full.",
 		OTelName: "cupti.activity.kernels.folded", OTelUnit: "{record}",
 	}
+	namesNotDemangledDesc = &mapping.Desc{
+		Name: "cupti_activity_kernel_names_not_demangled_total", Kind: mapping.KindCounter,
+		Help: "Mangled kernel names shortened as text instead of demangled, by reason: too_long (over 1 KiB); " +
+			"cast_operators, template_copies, pack_expansions, local_names, substitutions, nesting (shapes on which " +
+			"demangling costs more than linear time); budget (the demangling CPU budget was spent: tried again later).",
+		OTelName: "cupti.activity.kernel_names.not_demangled", OTelUnit: "{name}", LabelNames: []string{"reason"},
+	}
 	tracedDesc = &mapping.Desc{
 		Name: "cupti_activity_traced_seconds_total", Kind: mapping.KindCounter, Unit: "seconds",
 		Help:     "Process-seconds that traced processes reported as traced (coverage spans), complete or lossy (records of the span were lost).",
@@ -113,6 +120,7 @@ func (a *Aggregator) buildLocked() *mapping.Snapshot {
 		a.invalidReportsFamily(),
 		a.podResolutionFamily(),
 		mapping.Family{Desc: foldedDesc, Samples: []mapping.Sample{a.counter(float64(a.kernels.folded))}},
+		a.names.notDemangledFamily(a.start),
 		mapping.Family{Desc: socketRecreatedDesc, Samples: []mapping.Sample{
 			a.counter(float64(a.recreated[0]), socketRecreateReasons[0]), a.counter(float64(a.recreated[1]), socketRecreateReasons[1])}},
 	)
@@ -145,6 +153,6 @@ func Descs() []*mapping.Desc {
 		memcpyBytesDesc, memcpyDurationDesc, memsetBytesDesc, memsetDurationDesc,
 		recordsDesc, droppedDesc, processesDesc, connectionsDesc, connDroppedDesc, tracedDesc,
 		memoryDesc, memoryBudgetDesc, socketRecreatedDesc,
-		podResolutionsDesc, identitiesDesc, refusedClaimsDesc, foldedDesc,
+		podResolutionsDesc, identitiesDesc, refusedClaimsDesc, foldedDesc, namesNotDemangledDesc,
 	}
 }
