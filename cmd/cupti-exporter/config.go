@@ -56,7 +56,7 @@ type Config struct {
 		// Giving the counters to profilers (package profilers, docs/pm-sampling.md "Sharing the counters").
 		GiveWay     bool     `yaml:"give_way" help:"Give a GPU's counters to a profiler found among the host's processes (Nsight Compute, Nsight Systems with --gpu-metrics-devices, DCGM's profiling module, pmsample.give_way_to) while it runs, and take them back when it exits (state yielded, cupti_pm_give_ways_total). Needs the host's PID namespace (the chart's hostPID)."`
 		GiveWayTo   []string `yaml:"give_way_to" help:"More process names (comm, comma separated; a trailing * matches a prefix) to give the counters to, counted as tool named."`
-		GiveWayPoll Duration `yaml:"give_way_poll" help:"How often the host's processes are looked at for profilers (10ms to 1s); ncu's target asked for the counters 0.3 s or more after its front end started (docs/pm-sampling.md)."`
+		GiveWayPoll Duration `yaml:"give_way_poll" help:"How often the host's processes are looked at for profilers (10ms to 1s); ncu's target asked for the counters more than 0.17 s after a 100ms poll saw its front end on an H100 (docs/pm-sampling.md)."`
 	} `yaml:"pmsample"`
 	CUPTI struct {
 		Library string `yaml:"library" help:"Path to libcupti.so (or its folder); empty: search the usual places."`
