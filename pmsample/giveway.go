@@ -66,6 +66,9 @@ func (s *Sampler) GiveWay(device int, h Holder) {
 	}
 	r.mu.Unlock()
 	if !first {
+		if r.status().State == StateYielded { // /readyz names the holder of now
+			r.setState(StateYielded, r.yieldReason())
+		}
 		return
 	}
 	r.log.Info("pm sampling gives way to a profiler", "tool", h.Tool, "pid", h.PID, "comm", h.Comm)

@@ -31,8 +31,8 @@ func TestGiveWayReleasesAndTakesBack(t *testing.T) {
 	}
 	// A second holder of the same GPU (the first one's target, another profiler): named, not counted.
 	s.GiveWay(0, Holder{Tool: "nsys", PID: 7, Comm: "nsys"})
-	if h := s.Status()[0].Holder; h == nil || h.PID != 7 {
-		t.Fatalf("holder after a second give-way = %+v, want pid 7", h)
+	if st := s.Status()[0]; st.Holder == nil || st.Holder.PID != 7 || !strings.Contains(st.Reason, "nsys (pid 7, nsys)") {
+		t.Fatalf("status after a second give-way = %+v, want pid 7 named", st)
 	}
 	n := c.sum(0, samplesOf)
 	time.Sleep(30 * time.Millisecond)

@@ -43,6 +43,7 @@ type Watcher struct {
 	// owned by Run (and New's first scan)
 	lastPID string
 	known   map[int]*seen   // every process seen alive
+	young   []int           // those first seen less than youngFor ago (and some older, pruned by Poll)
 	holders map[int]*holder // the profilers among them
 	given   map[int]int     // devices given away: the PID of the holder they went to
 	devices []pmsample.Device
@@ -128,6 +129,7 @@ func (w *Watcher) Drive(s Sampler) {
 func (w *Watcher) Run(ctx context.Context) {
 	t := time.NewTicker(w.poll)
 	defer t.Stop()
+	defer w.fs.Close()
 	for {
 		select {
 		case <-ctx.Done():
@@ -143,10 +145,13 @@ func (w *Watcher) Run(ctx context.Context) {
 // processes whose mappings a rule reads (every second); then gives and takes back GPUs.
 func (w *Watcher) Poll() {
 	now := w.now()
-	for pid, k := range w.known {
-		if now.Sub(k.first) >= youngFor {
+	young := w.young[:0]
+	for _, pid := range w.young {
+		k := w.known[pid]
+		if k == nil || now.Sub(k.first) >= youngFor {
 			continue
 		}
+		young = append(young, pid)
 		comm, start, ok := w.fs.Stat(pid)
 		switch {
 		case !ok || start != k.start:
@@ -155,6 +160,7 @@ func (w *Watcher) Poll() {
 			w.examine(pid, now, k.first)
 		}
 	}
+	w.young = young
 	if last := w.fs.LastPID(); last != w.lastPID || last == "" {
 		w.lastPID = last
 		w.list(now)
@@ -185,11 +191,17 @@ func (w *Watcher) list(now time.Time) {
 		return
 	}
 	w.scans++
+	first := w.scans == 1 // the processes already running at start are not young: not read again
 	alive := make(map[int]bool, len(pids))
 	for _, pid := range pids {
 		alive[pid] = true
 		if w.known[pid] == nil && pid != w.self {
+			if first {
+				w.examine(pid, now, now.Add(-youngFor))
+				continue
+			}
 			w.examine(pid, now, now)
+			w.young = append(w.young, pid)
 		}
 	}
 	for pid := range w.known {

@@ -26,8 +26,9 @@ const smallRead = 4 << 10
 // FS reads a /proc tree (the host's with hostPID; a fake one in tests). It is not safe for
 // concurrent use: it reuses one buffer.
 type FS struct {
-	Root string
-	buf  []byte
+	Root    string
+	buf     []byte
+	loadavg *os.File // kept open: LastPID runs every poll, and a pread regenerates the file
 }
 
 // Read reads at most limit bytes of Root/rel. A small read's result aliases the FS's buffer
@@ -94,12 +95,29 @@ func ParseStat(b []byte) (comm string, start uint64, ok bool) {
 // LastPID reads the newest PID the kernel handed out: the last field of /proc/loadavg
 // ("" when it cannot be read).
 func (fs *FS) LastPID() string {
-	b, err := fs.Read("loadavg", 128)
-	if err != nil {
+	if fs.loadavg == nil {
+		f, err := os.Open(filepath.Join(fs.Root, "loadavg"))
+		if err != nil {
+			return ""
+		}
+		fs.loadavg = f
+	}
+	var buf [128]byte
+	n, err := fs.loadavg.ReadAt(buf[:], 0)
+	if err != nil && !errors.Is(err, io.EOF) {
+		fs.Close() // opened again next time
 		return ""
 	}
-	b = bytes.TrimSpace(b)
+	b := bytes.TrimSpace(buf[:n])
 	return string(b[bytes.LastIndexByte(b, ' ')+1:])
+}
+
+// Close closes the file LastPID keeps open.
+func (fs *FS) Close() {
+	if fs.loadavg != nil {
+		fs.loadavg.Close()
+		fs.loadavg = nil
+	}
 }
 
 // PIDs lists the processes (the numeric entries) of the tree.

@@ -74,6 +74,12 @@ func TestFSReadsBounded(t *testing.T) {
 	if got := fs.LastPID(); got != "6789" {
 		t.Fatalf("LastPID = %q", got)
 	}
+	// The file stays open and is read again from its start: a new content shows.
+	must(t, os.WriteFile(filepath.Join(root, "loadavg"), []byte("0.10 0.20 0.30 2/345 6790\n"), 0o644))
+	if got := fs.LastPID(); got != "6790" {
+		t.Fatalf("LastPID after a change = %q", got)
+	}
+	fs.Close()
 	pids, err := fs.PIDs()
 	if err != nil || !slices.Equal(pids, []int{17}) {
 		t.Fatalf("PIDs = %v, %v; want [17] (not self, not loadavg)", pids, err)
