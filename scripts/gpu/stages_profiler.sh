@@ -15,7 +15,7 @@ build_profapp() { [ -x "$PA" ] || nvcc -O2 -o "$PA" scripts/gpu/profapp.cu > "$L
 # nsys: not on PATH on these machines; Nsight Compute carries a copy
 NSYS=${NSYS:-$(command -v nsys || ls -d /opt/nvidia/nsight-compute/*/host/target-linux-x64/nsys 2>/dev/null | head -1)}
 # ncu's summary of a run: rc, kernels profiled (==PROF== lines with "Profiling"), errors
-ncu_summary() { echo "rc=$2 profiled=$(grep -c '==PROF== Profiling' "$1") errors=$(grep -m2 -E '==ERROR==|==WARNING==' "$1" | tr '\n' ' ' | cut -c1-300)"; }
+ncu_summary() { echo "rc=${2#rc=} profiled=$(grep -c '==PROF== Profiling' "$1") errors=$(grep -m2 -E '==ERROR==|==WARNING==' "$1" | tr '\n' ' ' | cut -c1-300)"; }
 state_of() { curl -s "localhost:${1:-9477}/metrics" | awk '/^cupti_pm_sampling_state/ && $NF == 1 { match($0, /state="[^"]*"/); printf "%s ", substr($0, RSTART + 7, RLENGTH - 8) }'; }
 
 stage_profexplore() {
@@ -105,7 +105,7 @@ PY
   say "nsys with CUDA_INJECTION64_PATH set: rc=$rc $(grep -m3 -iE 'inject|error|warn' "$L/nsys-injected.log" | tr '\n' ' ' | cut -c1-300)"
 }
 
-# exp_log_since LOG N: the log lines after the first N
+# give_lines LOG: the exporter's give-way lines (found, given, gone, taken back, resumed)
 give_lines() { grep -hE 'profiler found|gives way|profiler gone|takes its counters back|resumed after a profiler' "$1" | sed -E 's/^time=[^ ]+ level=[A-Z]+ //' | cut -c1-300; }
 
 stage_profcoexist() {
