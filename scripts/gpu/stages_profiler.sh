@@ -199,7 +199,7 @@ stage_pmcost() {
   mkdir -p /run/cupti-exporter
   $W mm 400 > "$L/cost-load.log" 2>&1 & lp=$!; sleep 4
   local secs=${PMCOST_S:-15}
-  export CUPTI_EXPORTER_CPUPROFILE=$OUT/cpu-pmcost.pprof,8s,${secs}s
+  export CUPTI_EXPORTER_CPUPROFILE=$OUT/cpu-pmcost.pprof,5s,$((secs - 2))s # inside the measured window
   pmcost_run defaults "$secs"
   unset CUPTI_EXPORTER_CPUPROFILE
   pmcost_run no-health "$secs" --no-health.enabled
