@@ -54,14 +54,12 @@ func (p *process) environ(key string) (string, bool) {
 
 // maps reports whether a file the process maps has substr in its base name.
 func (p *process) maps(substr string) bool {
-	b, err := p.fs.Read(strconv.Itoa(p.pid)+"/maps", procfs.MaxMaps)
-	if err != nil {
-		return false
-	}
-	for line := range bytes.SplitSeq(b, []byte{'\n'}) {
+	found := false
+	_ = p.fs.Lines(strconv.Itoa(p.pid)+"/maps", procfs.MaxMaps, func(line []byte) bool {
 		if i := bytes.LastIndexByte(line, '/'); i >= 0 && bytes.Contains(line[i:], []byte(substr)) {
-			return true
+			found = true
 		}
-	}
-	return false
+		return !found
+	})
+	return found
 }

@@ -2,6 +2,7 @@
 package procfs
 
 import (
+	"bufio"
 	"bytes"
 	"errors"
 	"io"
@@ -53,6 +54,35 @@ func (fs *FS) Read(rel string, limit int) ([]byte, error) {
 		return nil, err
 	}
 	return b[:n], nil
+}
+
+// Lines calls fn with each line of Root/rel (without its newline) until fn returns false, the
+// file ends or limit bytes were read; lines longer than 4 KiB are cut. It reads in chunks, so a
+// large file (a process's maps) costs no buffer of its size.
+func (fs *FS) Lines(rel string, limit int, fn func(line []byte) bool) error {
+	f, err := os.Open(filepath.Join(fs.Root, rel))
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(io.LimitReader(f, int64(limit)))
+	sc.Buffer(make([]byte, 0, smallRead), smallRead)
+	sc.Split(cutLines)
+	for sc.Scan() {
+		if !fn(sc.Bytes()) {
+			return nil
+		}
+	}
+	return sc.Err()
+}
+
+// cutLines is bufio.ScanLines that hands out a too long line in pieces rather than failing.
+func cutLines(data []byte, atEOF bool) (int, []byte, error) {
+	adv, tok, err := bufio.ScanLines(data, atEOF)
+	if adv == 0 && tok == nil && err == nil && len(data) >= smallRead {
+		return len(data), data, nil
+	}
+	return adv, tok, err
 }
 
 // Stat reads a process's name and start time (clock ticks after boot) from /proc/PID/stat.

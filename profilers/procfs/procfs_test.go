@@ -84,6 +84,24 @@ func TestFSReadsBounded(t *testing.T) {
 	if err != nil || !slices.Equal(pids, []int{17}) {
 		t.Fatalf("PIDs = %v, %v; want [17] (not self, not loadavg)", pids, err)
 	}
+	// Lines: line by line, a too long line in pieces, stopped by fn or by the bound.
+	long := strings.Repeat("y", 10000)
+	must(t, os.WriteFile(filepath.Join(root, "17", "maps"), []byte("a\n"+long+"\nb /lib/x.so\nc\n"), 0o644))
+	var lines []int
+	must(t, fs.Lines("17/maps", MaxMaps, func(l []byte) bool { lines = append(lines, len(l)); return true }))
+	if want := []int{1, smallRead, smallRead, 10000 - 2*smallRead, 11, 1}; !slices.Equal(lines, want) {
+		t.Fatalf("line lengths %v, want %v", lines, want)
+	}
+	n := 0
+	must(t, fs.Lines("17/maps", MaxMaps, func([]byte) bool { n++; return n < 2 }))
+	if n != 2 {
+		t.Fatalf("Lines went on after fn said stop (%d lines)", n)
+	}
+	n = 0
+	must(t, fs.Lines("17/maps", 5, func([]byte) bool { n++; return true }))
+	if n != 2 { // "a\n" and the first 3 bytes of the long line
+		t.Fatalf("%d lines within a 5-byte bound, want 2", n)
+	}
 	if got := SplitNUL([]byte("a\x00b=c\x00\x00")); !slices.Equal(got, []string{"a", "b=c"}) {
 		t.Fatalf("SplitNUL = %q", got)
 	}
