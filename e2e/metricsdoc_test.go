@@ -81,6 +81,7 @@ var liveOnly = map[string]string{
 	"cupti_pm_idle_reacquires_total":           "live sampling with NVML (`--pmsample.idle-release-after`)",
 	"cupti_pm_idle_released_seconds_total":     "live sampling with NVML (`--pmsample.idle-release-after`)",
 	"cupti_pm_idle_missed_seconds_total":       "live sampling with NVML (`--pmsample.idle-release-after`)",
+	"cupti_pm_give_ways_total":                 "live sampling (`--pmsample.give-way`), from a GPU's first give-way to a tool",
 	"cupti_exporter_otlp_exports_total":        "OTLP on",
 	"cupti_nvlink_bytes_total":                 "GPUs with NVLink",
 	"cupti_fp16_pipe_active_ratio":             "when it fits the single pass (not with the default set on H100/H200)",
@@ -113,7 +114,7 @@ func offByDefault(name string) string {
 func knownDescs(t *testing.T) map[string]*mapping.Desc {
 	t.Helper()
 	out := map[string]*mapping.Desc{}
-	for _, d := range slices.Concat(activity.Descs(), podresources.Descs(), pmsample.SelfDescs(), pmsample.IdleDescs(),
+	for _, d := range slices.Concat(activity.Descs(), podresources.Descs(), pmsample.SelfDescs(), pmsample.IdleDescs(), pmsample.GiveWayDescs(),
 		health.Descs(), attribution.Descs(), kubepods.Descs(), gpmsource.Descs()) {
 		out[d.Name] = d
 	}

@@ -14,6 +14,10 @@ const (
 	DefaultWindow         = 10 * time.Second
 	DefaultBackoffMin     = time.Second
 	DefaultBackoffMax     = time.Minute
+	// DefaultBusyPoll is how often a device whose counters another client holds tries to take
+	// them (for the first minute; then every 5 s): the session is back within about this, plus
+	// a session's start, once the client lets them go.
+	DefaultBusyPoll = 500 * time.Millisecond
 	// PrivilegeRetry is how often a device retries after INSUFFICIENT_PRIVILEGES.
 	PrivilegeRetry = 5 * time.Minute
 )
@@ -31,10 +35,12 @@ type config struct {
 	devices        []int         // CUDA ordinals; nil: every visible device
 	backoffMin     time.Duration
 	backoffMax     time.Duration
+	busyPoll       time.Duration
 	privilegeRetry time.Duration
 	rateBackoff    bool          // lengthen the interval when the host cannot sustain the rate
 	pipeline       string        // PipelineSerial or PipelineDouble
 	stallFloor     time.Duration // least silence taken for a stalled session (tests lower it)
+	countersInUse  bool          // New must not read the counter availability (WithCountersInUse)
 }
 
 // Option configures a Sampler.
@@ -110,8 +116,9 @@ func WithDevices(ordinals ...int) Option {
 	return optionFunc(func(c *config) { c.devices = append([]int(nil), ordinals...) })
 }
 
-// WithBackoff sets the first and the largest retry delay after HARDWARE_BUSY and other
-// acquisition failures (default 1 s doubling up to 1 min). Non-positive values keep the defaults.
+// WithBackoff sets the first and the largest retry delay after acquisition failures other
+// than HARDWARE_BUSY (default 1 s doubling up to 1 min; busy counters: WithBusyPoll).
+// Non-positive values keep the defaults.
 func WithBackoff(first, maximum time.Duration) Option {
 	return optionFunc(func(c *config) {
 		if first > 0 {
@@ -121,6 +128,25 @@ func WithBackoff(first, maximum time.Duration) Option {
 			c.backoffMax = maximum
 		}
 	})
+}
+
+// WithBusyPoll sets how often a device whose counters another client holds tries to take them
+// during the first minute (default 500 ms; then every 5 s, or this if longer); a non-positive
+// value keeps the default.
+func WithBusyPoll(d time.Duration) Option {
+	return optionFunc(func(c *config) {
+		if d > 0 {
+			c.busyPoll = d
+		}
+	})
+}
+
+// WithCountersInUse tells New that a profiler was found on the host before it started
+// (package profilers): New then plans from the chip name without reading the counter
+// availability, which each device reads before its first session. On an H100, reading it
+// while ncu profiled made ncu fail (docs/gpu-validation.md run BK).
+func WithCountersInUse(inUse bool) Option {
+	return optionFunc(func(c *config) { c.countersInUse = inUse })
 }
 
 // WithRateBackoff makes a device whose decode loop cannot sustain the configured rate (as
@@ -167,6 +193,7 @@ func newConfig(opts []Option) (config, error) {
 		hardwareBuffer: DefaultHardwareBuffer,
 		backoffMin:     DefaultBackoffMin,
 		backoffMax:     DefaultBackoffMax,
+		busyPoll:       DefaultBusyPoll,
 		privilegeRetry: PrivilegeRetry,
 		pipeline:       PipelineSerial,
 		stallFloor:     time.Second,

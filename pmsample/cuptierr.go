@@ -10,7 +10,7 @@ import (
 // Errors the sampling loop acts on. cuptiDevice wraps binding errors into them (classify), so
 // the loop and its tests depend only on these.
 var (
-	errBusy       = errors.New("performance counters busy: another profiler (ncu, nsys, DCGM profiling, a second exporter) holds them; pause it or this exporter (POST /api/v1/pm-sampling/pause)")
+	errBusy       = errors.New("performance counters busy: another client (a profiler the exporter does not recognise, a second exporter) holds them; sampling resumes when they free")
 	errPrivileges = errors.New("no permission to use performance counters: run as root or with CAP_PERFMON (CAP_SYS_ADMIN before driver R565), or load the driver with NVreg_RestrictProfilingToAdminUsers=0")
 	errOverflow   = errors.New("hardware buffer overflowed: the session is recreated")
 )

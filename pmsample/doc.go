@@ -32,10 +32,15 @@
 //     the interval is lengthened to a sustainable one.
 //   - pause.go: Pause/Resume and the HTTP handler (POST /api/v1/pm-sampling/pause?duration=30s,
 //     POST /api/v1/pm-sampling/resume) that release and retake the counters for ncu, nsys or DCGM.
-//     HARDWARE_BUSY at SetConfig (another profiler holds the counters) puts the device in state
-//     busy and retries with exponential backoff (1 s doubling to 1 min by default) while the other
-//     devices keep sampling; INSUFFICIENT_PRIVILEGES is state error with the remedy, retried every
-//     5 min.
+//     HARDWARE_BUSY at SetConfig (a client the exporter does not know holds the counters) puts
+//     the device in state busy and tries again every 500 ms for a minute, then every 5 s, while
+//     the other devices keep sampling; INSUFFICIENT_PRIVILEGES is state error with the remedy,
+//     retried every 5 min.
+//   - giveway.go: GiveWay(device, holder) and TakeBack(device): package profilers gives a GPU's
+//     counters to a profiler it found on the host (state yielded, not ready, DeviceStatus.Holder
+//     names it; lost with reason yielded; cupti_pm_give_ways_total{tool}) and takes them back
+//     when it exits. WithCountersInUse keeps New from reading the counter availability while a
+//     profiler runs (on an H100 reads made a running ncu fail).
 //   - aggregate.go, window.go: the Aggregator consumes Batches from any Source (the sampler or a
 //     recording replay). Counters become monotonic totals (sum of value x scale); gauges become
 //     the time-weighted mean (weight = sample duration), max and min over a window (default 10 s,
@@ -57,7 +62,8 @@
 // statistics cover), cupti_pm_sampling_interval_seconds (in effect),
 // cupti_pm_decode_duration_seconds (last decode), cupti_pm_decode_gap_seconds (histogram of the
 // time between a session's decodes), cupti_pm_cupti_call_seconds_total{call},
-// cupti_pm_decode_thread_cpu_seconds_total, cupti_pm_sampling_state{state} (with WithStatus),
+// cupti_pm_decode_thread_cpu_seconds_total, cupti_pm_sampling_state{state} (with WithStatus;
+// states sampling, paused, busy, error, idle-released, yielded),
 // cupti_pm_observed_ratio{metric} for multiplexed metrics, and
 // cupti_pm_last_sample_timestamp_seconds. What an idle GPU does without by default
 // (docs/sizing.md "An idle GPU"): a reason's series appears at its first event and

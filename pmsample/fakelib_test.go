@@ -117,7 +117,7 @@ func runFakeHook(t *testing.T, faults string, hook func(Batch), opts ...Option) 
 		t.Fatal(err)
 	}
 	opts = append([]Option{WithMetrics(fakeMetrics(3)...), WithInterval(time.Millisecond), WithDecodePeriod(20 * time.Millisecond),
-		WithBackoff(10*time.Millisecond, 40*time.Millisecond), WithPrivilegeRetry(20 * time.Millisecond)}, opts...)
+		WithBackoff(10*time.Millisecond, 40*time.Millisecond), WithBusyPoll(10 * time.Millisecond), WithPrivilegeRetry(20 * time.Millisecond)}, opts...)
 	s, err := New(lib, m, slog.New(slog.DiscardHandler), opts...)
 	if err != nil {
 		t.Fatalf("New: %v", err)

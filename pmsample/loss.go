@@ -30,8 +30,10 @@ type Loss struct {
 //   - idle_release: from the first sign of work on an idle-released GPU to its first sample
 //     after the session was taken back (release.go); the released time itself is no loss.
 //   - duty_cycle: the session was released for the off phase of a duty cycle (WithDutyCycle).
+//   - yielded: the counters were given to a profiler found on the host (GiveWay), until the first
+//     sample after TakeBack.
 //   - gap: samples missing between two delivered ones with no event to explain them.
-var LostReasons = [...]string{"image_full", "overflow", "decode_error", "invalid", "incomplete", "out_of_range", "start", "rotation", "stall", "backoff", "paused", "busy", "error", "idle_release", "duty_cycle", "gap"}
+var LostReasons = [...]string{"image_full", "overflow", "decode_error", "invalid", "incomplete", "out_of_range", "start", "rotation", "stall", "backoff", "paused", "busy", "error", "idle_release", "duty_cycle", "yielded", "gap"}
 
 // Losses of decoded samples that are not delivered: split by an image re-initialisation, or
 // rejected by the Guard.

@@ -195,9 +195,13 @@ func (r *runner) idleReleased() (bool, string) {
 	return r.rel.released, r.rel.reason
 }
 
-// off reports whether the session must be let go now: a user pause or an idle release.
+// off reports whether the session must be let go now: a user pause, a profiler, or an idle
+// release.
 func (r *runner) off() bool {
 	if p, _ := r.paused(); p {
+		return true
+	}
+	if r.yielded() != nil {
 		return true
 	}
 	rel, _ := r.idleReleased()
@@ -231,6 +235,7 @@ func (r *runner) idleWait(ctx context.Context, sink func(Batch)) {
 // time that began with the activity.
 func (r *runner) observe(sink func(Batch)) func(Batch) {
 	return func(b Batch) {
+		r.noteTakeBack(b)
 		if len(b.Samples) > 0 {
 			r.mu.Lock()
 			if !r.rel.activity.IsZero() {

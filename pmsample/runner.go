@@ -29,6 +29,7 @@ type runner struct {
 	pausedUntil time.Time
 	wake        chan struct{} // poked by Pause/Resume, Release/Reacquire
 	rel         releaseState  // idle release (release.go)
+	yield       yieldState    // given to a profiler (giveway.go)
 	acq         acquireTimes  // durations of the last Enable, SetConfig and Start
 
 	// session state, owned by the run goroutine
@@ -90,6 +91,10 @@ func (r *runner) status() DeviceStatus {
 	if r.pause {
 		st.PausedUntil = r.pausedUntil
 	}
+	if st.State == StateYielded && r.yield.holder != nil {
+		h := *r.yield.holder
+		st.Holder = &h
+	}
 	if st.State == StatePaused {
 		st.Reason = "paused on request until resumed (PM counters not sampled)"
 		if !st.PausedUntil.IsZero() {
@@ -136,6 +141,11 @@ func (r *runner) run(ctx context.Context, sink func(Batch)) {
 			r.idle(ctx, until, sink)
 			continue
 		}
+		if r.yielded() != nil { // given to a profiler (giveway.go); a user pause wins
+			r.release()
+			r.yieldWait(ctx, sink)
+			continue
+		}
 		if rel, why := r.idleReleased(); rel { // idle release (release.go); a user pause wins
 			r.setState(StateIdle, why)
 			r.idleWait(ctx, sink)
@@ -152,15 +162,21 @@ func (r *runner) run(ctx context.Context, sink func(Batch)) {
 			r.idle(ctx, time.Now().Add(r.s.cfg.dutyOff), sink)
 			continue
 		}
+		if errors.Is(err, errBusy) { // another client holds the counters: watch for them to free
+			r.release()
+			if r.status().State != StateBusy {
+				r.log.Warn("pm counters busy: another client holds them; retrying until they free", "every", r.s.cfg.busyPoll, "err", err)
+			}
+			r.setState(StateBusy, err.Error())
+			r.loss.open("busy", r.now())
+			r.waitBusy(ctx, sink)
+			continue
+		}
 		if err != nil {
 			r.release()
 			delay := backoff
 			cause := "error"
 			switch {
-			case errors.Is(err, errBusy):
-				r.setState(StateBusy, err.Error())
-				backoff = min(backoff*2, r.s.cfg.backoffMax)
-				cause = "busy"
 			case errors.Is(err, errPrivileges):
 				r.setState(StateError, err.Error())
 				delay = r.s.cfg.privilegeRetry
@@ -216,6 +232,30 @@ func (r *runner) idle(ctx context.Context, until time.Time, sink func(Batch)) {
 			return
 		}
 	}
+}
+
+// busyFor is how long a busy episode retries every busy poll; after it, every busyPollLong.
+const (
+	busyFor      = time.Minute
+	busyPollLong = 5 * time.Second
+)
+
+// waitBusy waits before the next attempt to take counters another client holds: the busy poll
+// (500 ms) for the first minute of the episode, so the session is back within about that once
+// the client lets go, then 5 s (a client that holds them for long, such as DCGM's profiling
+// module, costs each attempt's Enable and refused SetConfig no more than that). Reading the
+// counter availability instead would be no cheaper: on an H100 it took 28 ms while the counters
+// were held and 200-235 ms while free, and reads made a running ncu fail (run BK). A pause, a
+// give-way, an idle release or ctx ending cuts the wait short.
+func (r *runner) waitBusy(ctx context.Context, sink func(Batch)) {
+	r.mu.Lock()
+	since := r.st.Since // of state busy
+	r.mu.Unlock()
+	poll := r.s.cfg.busyPoll
+	if time.Since(since) >= busyFor {
+		poll = max(poll, busyPollLong)
+	}
+	r.idle(ctx, time.Now().Add(poll), sink)
 }
 
 // clock is a device that reads the CUPTI clock (cuptiGetTimestamp), on which samples are stamped.

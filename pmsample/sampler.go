@@ -33,6 +33,8 @@ type DeviceStatus struct {
 	Since  time.Time `json:"since"`
 	// PausedUntil is when a timed pause ends; zero when not paused or paused until Resume.
 	PausedUntil time.Time `json:"paused_until,omitzero"`
+	// Holder is the profiler the counters were given to (state yielded); nil otherwise.
+	Holder *Holder `json:"holder,omitempty"`
 }
 
 // Sampler is the CUPTI PM Sampling source: one goroutine per device, locked to its OS thread,
@@ -102,9 +104,14 @@ func (s *Sampler) prepare(lib *cupti.Lib, m *mapping.Mapper, dev *Device, plans 
 		return nil, nil, fmt.Errorf("reading chip name: %w", err)
 	}
 	dev.Chip = chip
-	avail, err := lib.CounterAvailability(dev.Index)
-	if skipAvailability {
-		avail, err = nil, errors.New("skipped by a test")
+	var avail []byte
+	switch {
+	case s.cfg.countersInUse:
+		err = errors.New("a profiler was found on the host: not read until its counters are taken back")
+	case skipAvailability:
+		err = errors.New("skipped by a test")
+	default:
+		avail, err = lib.CounterAvailability(dev.Index)
 	}
 	if err != nil {
 		s.logger.Info("counter availability unknown; planning from the chip name", "gpu", dev.Index, "err", err)

@@ -154,7 +154,7 @@ func (p *scriptPM) set(f func(*scriptPM)) {
 
 func newTestSampler(t *testing.T, pms []*scriptPM, groups []Group, opts ...Option) *Sampler {
 	t.Helper()
-	cfg, err := newConfig(append([]Option{WithInterval(time.Millisecond), WithDecodePeriod(5 * time.Millisecond), WithBackoff(5*time.Millisecond, 20*time.Millisecond), WithPrivilegeRetry(10 * time.Millisecond)}, opts...))
+	cfg, err := newConfig(append([]Option{WithInterval(time.Millisecond), WithDecodePeriod(5 * time.Millisecond), WithBackoff(5*time.Millisecond, 20*time.Millisecond), WithBusyPoll(5 * time.Millisecond), WithPrivilegeRetry(10 * time.Millisecond)}, opts...))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -70,7 +70,7 @@ var (
 		LabelNames: mapping.DeviceLabelNames,
 	}
 	stateDesc = &mapping.Desc{
-		Name: "cupti_pm_sampling_state", Help: "1 for the current PM sampling state of the device (sampling, paused, busy, error, idle-released).",
+		Name: "cupti_pm_sampling_state", Help: "1 for the current PM sampling state of the device (sampling, paused, busy, error, idle-released, yielded: given to a profiler found on the host).",
 		Kind: mapping.KindGauge, OTelName: "cupti.pm.sampling.state", OTelUnit: "1",
 		LabelNames: withLabels("state"),
 	}
@@ -109,7 +109,7 @@ const (
 var cuptiCalls = [...]string{"decode", "sample_info", "evaluate", "reset", "session"}
 
 // States a device can be in; every one is reported, 1 for the current.
-var states = [...]State{StateSampling, StatePaused, StateBusy, StateError, StateIdle}
+var states = [...]State{StateSampling, StatePaused, StateBusy, StateError, StateIdle, StateYielded}
 
 func withLabels(extra ...string) []string {
 	return append(append([]string(nil), mapping.DeviceLabelNames...), extra...)

@@ -20,6 +20,7 @@ import (
 	"github.com/cupti-exporter/cupti-exporter/idle"
 	"github.com/cupti-exporter/cupti-exporter/internal/strictyaml"
 	"github.com/cupti-exporter/cupti-exporter/pmsample"
+	"github.com/cupti-exporter/cupti-exporter/profilers"
 )
 
 // Config is everything `serve` (and `replay`, `record`) can be told, from the YAML file
@@ -53,6 +54,10 @@ type Config struct {
 		IdlePowerRise    float64  `yaml:"idle_power_rise" help:"While a GPU is released, take its session back when its instant power draw rises this many watts above the lowest reading since the release (5 to 500; 0: power not read). The power rises before GPM sees the work."`
 		Pipeline         string   `yaml:"pipeline" help:"How each device's decode loop runs: serial (decode, evaluate and reset on one thread) or double (two counter data images; a second thread evaluates and resets one while the other is decoded into). double sustained 10 kHz with the default set on an H200 (docs/performance.md); use it below 200us."`
 		Backoff          bool     `yaml:"backoff" help:"When the host cannot decode and evaluate samples as fast as the interval asks (measured in the first second), lengthen the interval to one it sustains instead of losing samples; the effective interval is cupti_pm_sampling_interval_seconds."`
+		// Giving the counters to profilers (package profilers, docs/pm-sampling.md "Sharing the counters").
+		GiveWay     bool     `yaml:"give_way" help:"Give a GPU's counters to a profiler found among the host's processes (Nsight Compute, Nsight Systems with --gpu-metrics-devices, DCGM's profiling module, pmsample.give_way_to) while it runs, and take them back when it exits (state yielded, cupti_pm_give_ways_total). Needs the host's PID namespace (the chart's hostPID)."`
+		GiveWayTo   []string `yaml:"give_way_to" help:"More process names (comm, comma separated; a trailing * matches a prefix) to give the counters to, counted as tool named."`
+		GiveWayPoll Duration `yaml:"give_way_poll" help:"How often the host's processes are looked at for profilers (10ms to 1s); ncu's target asked for the counters more than 0.17 s after a 100ms poll saw its front end on an H100 (docs/pm-sampling.md)."`
 	} `yaml:"pmsample"`
 	CUPTI struct {
 		Library string `yaml:"library" help:"Path to libcupti.so (or its folder); empty: search the usual places."`
@@ -138,6 +143,9 @@ func defaultConfig() Config {
 	c.PMSample.IdlePoll = Duration(20 * time.Millisecond)
 	c.PMSample.IdleGPM = true
 	c.PMSample.IdlePowerRise = idle.DefaultPowerRise
+	c.PMSample.GiveWay = true
+	c.PMSample.GiveWayTo = []string{}
+	c.PMSample.GiveWayPoll = Duration(profilers.DefaultPoll)
 	c.Activity.Enabled = true
 	c.Activity.Socket = "/run/cupti-exporter/activity.sock"
 	c.Activity.SocketMode = "0660"
@@ -242,6 +250,9 @@ func (c *Config) validate() error {
 	}
 	if c.PMSample.IdlePoll < Duration(time.Millisecond) || c.PMSample.IdlePoll > Duration(time.Second) {
 		errs = append(errs, fmt.Errorf("pmsample.idle_poll must be between 1ms and 1s, got %s", c.PMSample.IdlePoll))
+	}
+	if c.PMSample.GiveWayPoll < Duration(10*time.Millisecond) || c.PMSample.GiveWayPoll > Duration(time.Second) {
+		errs = append(errs, fmt.Errorf("pmsample.give_way_poll must be between 10ms and 1s, got %s", c.PMSample.GiveWayPoll))
 	}
 	if w := c.PMSample.IdlePowerRise; w != 0 && !(w >= 5 && w <= 500) { // !(…) also refuses NaN
 		errs = append(errs, fmt.Errorf("pmsample.idle_power_rise must be 0 (off) or between 5 and 500 watts, got %g", w))

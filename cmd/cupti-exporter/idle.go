@@ -9,6 +9,7 @@ import (
 	"github.com/cupti-exporter/cupti-exporter/exporter"
 	"github.com/cupti-exporter/cupti-exporter/idle"
 	"github.com/cupti-exporter/cupti-exporter/pmsample"
+	"github.com/cupti-exporter/cupti-exporter/profilers"
 )
 
 // idleSetup builds the idle-release controller of a live sampler and the producer of its
@@ -27,4 +28,14 @@ func idleSetup(logger *slog.Logger, cfg *Config, s *pmsample.Sampler) (*idle.Con
 		idle.WithGPM(cfg.PMSample.IdleGPM),
 		idle.WithPowerRise(cfg.PMSample.IdlePowerRise))
 	return c, pmsample.NewIdleProducer(s)
+}
+
+// profilersSetup looks at the host's processes for profilers and returns the watcher that gives
+// them the counters (package profilers); nil when pmsample.give_way is off.
+func profilersSetup(logger *slog.Logger, cfg *Config) *profilers.Watcher {
+	if !cfg.PMSample.GiveWay {
+		return nil
+	}
+	return profilers.New(logger, profilers.WithProcRoot(cfg.Activity.ProcRoot),
+		profilers.WithPoll(time.Duration(cfg.PMSample.GiveWayPoll)), profilers.WithNames(cfg.PMSample.GiveWayTo...))
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/cupti-exporter/cupti-exporter/mapping"
 	"github.com/cupti-exporter/cupti-exporter/pmsample"
 	"github.com/cupti-exporter/cupti-exporter/podresources"
+	"github.com/cupti-exporter/cupti-exporter/profilers"
 )
 
 // otlpTurnedOnBy says what turned the push on: the configuration or a variable.
@@ -53,11 +54,17 @@ func runServe(ctx context.Context, logger *slog.Logger, cfg *Config) error {
 			break
 		}
 		defer lib.Close()
-		s, err := pmsample.New(lib, m, logger, samplerOptions(cfg)...)
+		pm.profilers = profilersSetup(logger, cfg) // nil when off; looks at the processes before New
+		opts := append(samplerOptions(cfg), pmsample.WithCountersInUse(pm.profilers != nil && pm.profilers.Found()))
+		s, err := pmsample.New(lib, m, logger, opts...)
 		if err != nil {
 			return fmt.Errorf("setting up PM sampling: %w", err)
 		}
 		defer s.Close()
+		if pm.profilers != nil {
+			pm.profilers.Drive(s) // before Run: a profiler already running keeps its GPUs
+			pm.giveWays = pmsample.NewGiveWayProducer(s)
+		}
 		pm.src, pm.pause = s, s.Handler()
 		pm.status = func() []exporter.Status { return samplerStatus(s.Status()) }
 		pm.aggOpts = []pmsample.AggregatorOption{pmsample.WithStatus(s.Status)}
@@ -134,6 +141,9 @@ type pmSetup struct {
 	// idle releases the session of idle GPUs (nil: off); idleMetrics are its counters.
 	idle        *idle.Controller
 	idleMetrics exporter.Producer
+	// profilers gives the counters to profilers on the host (nil: off); giveWays counts it.
+	profilers *profilers.Watcher
+	giveWays  exporter.Producer
 }
 
 // attribute sets up the attribution join when it is enabled and PM samples flow: it
@@ -278,6 +288,10 @@ func serveSources(ctx context.Context, logger *slog.Logger, cfg *Config, pm pmSe
 		if pm.idle != nil {
 			exp.Register("pmsample_idle", pm.idleMetrics)
 			go pm.idle.Run(ctx)
+		}
+		if pm.profilers != nil {
+			exp.Register("pmsample_give_way", pm.giveWays)
+			go pm.profilers.Run(ctx)
 		}
 		go func() {
 			srcErr <- src.Run(ctx, func(b pmsample.Batch) {

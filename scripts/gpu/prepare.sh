@@ -6,7 +6,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 mkdir -p .gpu
-go build -trimpath -ldflags="-s -w" -o .gpu/cupti-exporter ./cmd/cupti-exporter
+# PREPARE_TAGS=cpuprofile: a binary that writes a CPU profile when CUPTI_EXPORTER_CPUPROFILE is set
+# (cmd/cupti-exporter/cpuprofile.go; stage pmcost)
+go build -trimpath -tags "${PREPARE_TAGS:-}" -ldflags="-s -w" -o .gpu/cupti-exporter ./cmd/cupti-exporter
 go build -trimpath -ldflags="-s -w" -o .gpu/wakeprobe ./scripts/gpu/wakeprobe
 go build -trimpath -ldflags="-s -w" -o .gpu/gpmprobe ./scripts/gpu/gpmprobe
 # the Go tests that need the real CUPTI (stage gotest)

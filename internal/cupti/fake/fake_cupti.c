@@ -61,7 +61,10 @@
 #include "../cupti_decl.h"
 
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <pthread.h>
+#include <sys/file.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -579,6 +582,7 @@ struct CUpti_Profiler_Host_Object {
 
 struct CUpti_PmSampling_Object {
 	unsigned magic;
+	int hostfd; /* the host-wide claim on the device's counters (host_claim), -1: none */
 	int dev, configured, started, stopped, dead, keep_latest;
 	int ever_started, silent; /* silent: configured again after a Start (see cuptiPmSamplingSetConfig) */
 	int full_images; /* some image of this session had a COUNTER_DATA_FULL decode */
@@ -720,6 +724,44 @@ CUptiResult cuptiDeviceGetChipName(CUpti_Device_GetChipName_Params *p) {
 	return OK;
 }
 
+/* ---- host-wide counters --------------------------------------------------------------------- */
+
+/* One PM session per device exists host-wide, as on a real GPU: with $CUPTI_FAKE_HOST_DIR set, a
+ * configured session claims the device with an exclusive flock on DIR/counters-<dev> (released by
+ * Disable or by the process's exit), and while another session, of this process or another one,
+ * holds it SetConfig and the availability fill call return 26 HARDWARE_BUSY, as on an H100/H200
+ * (docs/gpu-validation.md run BK). Without the variable every process has its own counters. */
+static int host_open(int dev) {
+	const char *dir = getenv("CUPTI_FAKE_HOST_DIR");
+	if (!dir || !*dir)
+		return -1;
+	char path[600];
+	snprintf(path, sizeof path, "%s/counters-%d", dir, dev);
+	return open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+}
+
+/* host_claim returns the claiming fd (keep it open to hold), -1 without a host dir, -2 when busy. */
+static int host_claim(int dev) {
+	int fd = host_open(dev);
+	if (fd < 0)
+		return -1;
+	if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+		close(fd);
+		return -2;
+	}
+	return fd;
+}
+
+/* host_busy reports whether another session holds the device's counters. */
+static int host_busy(int dev) {
+	int fd = host_claim(dev);
+	if (fd == -2)
+		return 1;
+	if (fd >= 0)
+		close(fd);
+	return 0;
+}
+
 /* ---- PM sampling ----------------------------------------------------------------------------- */
 
 CUptiResult cuptiPmSamplingGetCounterAvailability(CUpti_PmSampling_GetCounterAvailability_Params *p) {
@@ -733,7 +775,7 @@ CUptiResult cuptiPmSamplingGetCounterAvailability(CUpti_PmSampling_GetCounterAva
 	LOCK();
 	int busy = F.busy_setconfig;
 	UNLOCK();
-	if (busy)
+	if (busy || host_busy((int)p->deviceIndex))
 		return E_BUSY;
 	if (p->counterAvailabilityImageSize < AVAIL_SIZE)
 		return E_PARAM;
@@ -756,6 +798,7 @@ CUptiResult cuptiPmSamplingEnable(CUpti_PmSampling_Enable_Params *p) {
 	else {
 		CUpti_PmSampling_Object *o = calloc(1, sizeof *o);
 		o->magic = PM_MAGIC;
+		o->hostfd = -1;
 		o->dev = (int)p->deviceIndex;
 		o->cat = catalog_for_locked(dev_chip_locked(p->deviceIndex));
 		o->time_trigger = time_trigger_supported(dev_chip_locked(p->deviceIndex));
@@ -820,7 +863,10 @@ CUptiResult cuptiPmSamplingSetConfig(CUpti_PmSampling_SetConfig_Params *p) {
 		r = E_BUSY;
 	} else if (passes != 1)
 		r = E_NOT_SUPPORTED;
-	else {
+	else if (o->hostfd < 0 && (o->hostfd = host_claim(o->dev)) == -2) {
+		o->hostfd = -1;
+		r = E_BUSY;
+	} else {
 		/* As an H200 with CUPTI 13.0 did (run M, 2026-11-23): SetConfig after a Start in the
 		 * same session succeeds, and the session then yields no sample until Disable. */
 		o->silent = o->silent || o->ever_started;
@@ -940,6 +986,8 @@ CUptiResult cuptiPmSamplingDisable(CUpti_PmSampling_Disable_Params *p) {
 	else {
 		enabled[o->dev] = NULL;
 		o->magic = 0;
+		if (o->hostfd >= 0)
+			close(o->hostfd);
 		free(o);
 		Q.sessions--;
 	}

@@ -1,0 +1,27 @@
+// Package profilers finds the processes on this host that want the GPUs' performance counters
+// (Nsight Compute, Nsight Systems sampling GPU metrics, DCGM's profiling module, processes the
+// user names) and gives them the counters: pmsample lets its session go (GiveWay) while such a
+// process lives and takes the counters back when the last one is gone (TakeBack).
+//
+// Why it watches processes: one PM session per GPU exists host-wide, and a profiler that asks
+// while the exporter samples is refused (ncu exits 9, "a driver resource was unavailable"),
+// while the exporter learns nothing. So the exporter must let go before the profiler asks:
+// Nsight Compute's front end starts before its target and lives until the target's last
+// kernel, so seeing it is early enough (docs/pm-sampling.md "Sharing the counters" has the
+// timings measured on the GPU).
+//
+// How: every poll (100 ms by default) Watcher reads /proc/loadavg, whose last field is the
+// newest PID the kernel handed out; only when it moved does it list /proc and examine the new
+// processes (stat for the name, and the command line or environment where a rule needs them).
+// Processes younger than a second are read again, since a fork shows the parent's name until
+// it execs. Each profiler found is checked every poll until it exits. The rules are a table
+// (rules.go). The netlink process connector would tell of every exec at once, but it answers
+// only in the host's network namespace (hostNetwork), which the chart does not use.
+//
+// Limits: the host's processes are visible only with the host's PID namespace (the chart's
+// hostPID); the environment and the mapped libraries of another user's process need
+// CAP_SYS_PTRACE (without it the rules that need them do not match: Nsight Compute is still
+// seen by its front end's name); a PM-sampling client that is not in the table and not named
+// (WithNames) is not seen before it asks, and pmsample then reports busy and takes the counters
+// back within its busy poll once they free.
+package profilers

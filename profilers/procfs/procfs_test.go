@@ -1,0 +1,115 @@
+package procfs
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// A real /proc/PID/stat line (fields 3..52) with the start time 12345 as field 22.
+func statLine(comm string, start string) string {
+	return "4242 (" + comm + ") S 1 4242 4242 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 " + start +
+		" 1000000 100 18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 17 3 0 0 0 0 0 0 0 0 0 0 0 0 0\n"
+}
+
+func TestParseStat(t *testing.T) {
+	for _, c := range []struct {
+		line, comm string
+		start      uint64
+		ok         bool
+	}{
+		{statLine("ncu", "12345"), "ncu", 12345, true},
+		{statLine("a) (b", "7"), "a) (b", 7, true}, // a name may hold parentheses and spaces
+		{statLine("", "9"), "", 9, true},
+		{"4242 (ncu) S 1 2 3", "", 0, false},                                         // cut short
+		{"4242 ncu S 1", "", 0, false},                                               // no name
+		{statLine("ncu", "x"), "", 0, false},                                         // not a number
+		{"1 (x) " + strings.Repeat("9 ", 19) + "18446744073709551616", "", 0, false}, // overflows uint64
+	} {
+		comm, start, ok := ParseStat([]byte(c.line))
+		if comm != c.comm || start != c.start || ok != c.ok {
+			t.Errorf("ParseStat(%q) = %q, %d, %v; want %q, %d, %v", c.line, comm, start, ok, c.comm, c.start, c.ok)
+		}
+	}
+}
+
+// FuzzParseStat: any input, no panic, linear time, and a parsed name lies inside the input.
+func FuzzParseStat(f *testing.F) {
+	f.Add([]byte(statLine("ncu", "12345")))
+	f.Add([]byte(statLine("a) (b", "7")))
+	f.Add([]byte("((((((((((((((((("))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		t0 := time.Now()
+		comm, _, ok := ParseStat(b)
+		if d := time.Since(t0); d > 50*time.Millisecond+time.Duration(len(b))*time.Microsecond {
+			t.Fatalf("ParseStat took %v for %d bytes", d, len(b))
+		}
+		if ok && !strings.Contains(string(b), "("+comm+")") {
+			t.Fatalf("name %q not in the input", comm)
+		}
+	})
+}
+
+func TestFSReadsBounded(t *testing.T) {
+	root := t.TempDir()
+	must(t, os.MkdirAll(filepath.Join(root, "17"), 0o755))
+	must(t, os.WriteFile(filepath.Join(root, "17", "stat"), []byte(statLine("nsys", "99")), 0o644))
+	must(t, os.WriteFile(filepath.Join(root, "17", "cmdline"), []byte(strings.Repeat("x", 10000)+"\x00"), 0o644))
+	must(t, os.MkdirAll(filepath.Join(root, "self"), 0o755))
+	must(t, os.WriteFile(filepath.Join(root, "loadavg"), []byte("0.10 0.20 0.30 2/345 6789\n"), 0o644))
+	fs := FS{Root: root}
+	if comm, start, ok := fs.Stat(17); comm != "nsys" || start != 99 || !ok {
+		t.Fatalf("Stat = %q %d %v", comm, start, ok)
+	}
+	if _, _, ok := fs.Stat(18); ok {
+		t.Fatal("Stat of a missing process succeeded")
+	}
+	b, err := fs.Read("17/cmdline", MaxCmdline)
+	if err != nil || len(b) != MaxCmdline {
+		t.Fatalf("Read = %d bytes, %v; want the bound %d", len(b), err, MaxCmdline)
+	}
+	if got := fs.LastPID(); got != "6789" {
+		t.Fatalf("LastPID = %q", got)
+	}
+	// The file stays open and is read again from its start: a new content shows.
+	must(t, os.WriteFile(filepath.Join(root, "loadavg"), []byte("0.10 0.20 0.30 2/345 6790\n"), 0o644))
+	if got := fs.LastPID(); got != "6790" {
+		t.Fatalf("LastPID after a change = %q", got)
+	}
+	fs.Close()
+	pids, err := fs.PIDs()
+	if err != nil || !slices.Equal(pids, []int{17}) {
+		t.Fatalf("PIDs = %v, %v; want [17] (not self, not loadavg)", pids, err)
+	}
+	// Lines: line by line, a too long line in pieces, stopped by fn or by the bound.
+	long := strings.Repeat("y", 10000)
+	must(t, os.WriteFile(filepath.Join(root, "17", "maps"), []byte("a\n"+long+"\nb /lib/x.so\nc\n"), 0o644))
+	var lines []int
+	must(t, fs.Lines("17/maps", MaxMaps, func(l []byte) bool { lines = append(lines, len(l)); return true }))
+	if want := []int{1, smallRead, smallRead, 10000 - 2*smallRead, 11, 1}; !slices.Equal(lines, want) {
+		t.Fatalf("line lengths %v, want %v", lines, want)
+	}
+	n := 0
+	must(t, fs.Lines("17/maps", MaxMaps, func([]byte) bool { n++; return n < 2 }))
+	if n != 2 {
+		t.Fatalf("Lines went on after fn said stop (%d lines)", n)
+	}
+	n = 0
+	must(t, fs.Lines("17/maps", 5, func([]byte) bool { n++; return true }))
+	if n != 2 { // "a\n" and the first 3 bytes of the long line
+		t.Fatalf("%d lines within a 5-byte bound, want 2", n)
+	}
+	if got := SplitNUL([]byte("a\x00b=c\x00\x00")); !slices.Equal(got, []string{"a", "b=c"}) {
+		t.Fatalf("SplitNUL = %q", got)
+	}
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}

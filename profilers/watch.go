@@ -1,0 +1,307 @@
+package profilers
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/cupti-exporter/cupti-exporter/pmsample"
+	"github.com/cupti-exporter/cupti-exporter/profilers/procfs"
+)
+
+// Sampler is what a Watcher drives: pmsample's *Sampler.
+type Sampler interface {
+	Devices() []pmsample.Device
+	GiveWay(device int, h pmsample.Holder)
+	TakeBack(device int)
+}
+
+// Defaults of a Watcher.
+const (
+	DefaultPoll = 100 * time.Millisecond
+	// youngFor is how long a new process's name is read again: a fork shows its parent's name
+	// until it execs.
+	youngFor = time.Second
+	// mapsPeriod is how often a process whose name matches a rule that reads its mappings is
+	// examined again (DCGM loads its profiling module when a profiling field is first watched).
+	mapsPeriod = time.Second
+)
+
+// Watcher finds profilers among the host's processes and gives them the GPUs' counters.
+type Watcher struct {
+	s     Sampler
+	log   *slog.Logger
+	fs    procfs.FS
+	poll  time.Duration
+	named []string
+	self  int
+	now   func() time.Time
+
+	// owned by Run (and New's first scan)
+	lastPID string
+	known   map[int]*seen   // every process seen alive
+	young   []int           // those first seen less than youngFor ago (and some older, pruned by Poll)
+	holders map[int]*holder // the profilers among them
+	given   map[int]int     // devices given away: the PID of the holder they went to
+	devices []pmsample.Device
+	scans   int // listings of /proc, for tests and the debug log
+	lastMap time.Time
+}
+
+// seen is a process as first examined.
+type seen struct {
+	comm      string
+	start     uint64
+	first     time.Time
+	candidate bool // its name matches a rule that reads its mappings
+}
+
+// holder is a profiler found, and the GPUs it gets by UUID (nil: every GPU).
+type holder struct {
+	pmsample.Holder
+	start uint64
+	uuids []string
+	since time.Time
+}
+
+// Option configures a Watcher.
+type Option func(*Watcher)
+
+// WithProcRoot reads another /proc tree (default /proc; tests use a fake one).
+func WithProcRoot(dir string) Option { return func(w *Watcher) { w.fs.Root = dir } }
+
+// WithPoll sets how often processes are looked at (default 100 ms); non-positive keeps it.
+func WithPoll(d time.Duration) Option {
+	return func(w *Watcher) {
+		if d > 0 {
+			w.poll = d
+		}
+	}
+}
+
+// WithNames adds process names (comm; a trailing '*' matches a prefix) to give way to, counted
+// with tool "named".
+func WithNames(names ...string) Option {
+	return func(w *Watcher) {
+		for _, n := range names {
+			if n = strings.TrimSpace(n); n != "" {
+				w.named = append(w.named, n)
+			}
+		}
+	}
+}
+
+// WithClock replaces time.Now (tests).
+func WithClock(now func() time.Time) Option { return func(w *Watcher) { w.now = now } }
+
+// New returns a Watcher that has looked at the processes already running once. Serve builds it
+// before the sampler: when Found, pmsample must not read the counters' availability at start
+// (pmsample.WithCountersInUse); then Drive hands it the sampler, which gives the profilers'
+// GPUs away before its Run first asks for them.
+func New(logger *slog.Logger, opts ...Option) *Watcher {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	w := &Watcher{log: logger.With("source", "profilers"), fs: procfs.FS{Root: "/proc"}, poll: DefaultPoll,
+		self: os.Getpid(), now: time.Now, known: map[int]*seen{}, holders: map[int]*holder{}, given: map[int]int{}}
+	for _, o := range opts {
+		o(w)
+	}
+	w.Poll()
+	return w
+}
+
+// Found reports whether a profiler runs now.
+func (w *Watcher) Found() bool { return len(w.holders) > 0 }
+
+// Drive makes s the sampler the Watcher gives GPUs from and takes them back to, and gives it
+// away to the profilers found so far.
+func (w *Watcher) Drive(s Sampler) {
+	w.s = s
+	w.devices = s.Devices()
+	w.apply()
+}
+
+// Run looks at the processes every poll until ctx ends.
+func (w *Watcher) Run(ctx context.Context) {
+	t := time.NewTicker(w.poll)
+	defer t.Stop()
+	defer w.fs.Close()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			w.Poll()
+		}
+	}
+}
+
+// Poll looks once: new processes (when the kernel handed out a PID since the last look),
+// processes younger than a second (an exec changes the name), the profilers found (gone?), the
+// processes whose mappings a rule reads (every second); then gives and takes back GPUs.
+func (w *Watcher) Poll() {
+	now := w.now()
+	young := w.young[:0]
+	for _, pid := range w.young {
+		k := w.known[pid]
+		if k == nil || now.Sub(k.first) >= youngFor {
+			continue
+		}
+		young = append(young, pid)
+		comm, start, ok := w.fs.Stat(pid)
+		switch {
+		case !ok || start != k.start:
+			delete(w.known, pid)
+		case comm != k.comm:
+			w.examine(pid, now, k.first)
+		}
+	}
+	w.young = young
+	if last := w.fs.LastPID(); last != w.lastPID || last == "" {
+		w.lastPID = last
+		w.list(now)
+	}
+	if now.Sub(w.lastMap) >= mapsPeriod {
+		w.lastMap = now
+		for pid, k := range w.known {
+			if k.candidate && w.holders[pid] == nil {
+				w.examine(pid, now, k.first)
+			}
+		}
+	}
+	for pid, h := range w.holders {
+		if _, start, ok := w.fs.Stat(pid); !ok || start != h.start {
+			delete(w.holders, pid)
+			delete(w.known, pid)
+			w.log.Info("profiler gone", "tool", h.Tool, "pid", pid, "comm", h.Comm, "lived", now.Sub(h.since).Round(time.Millisecond))
+		}
+	}
+	w.apply()
+}
+
+// list examines the processes not seen before and forgets those gone.
+func (w *Watcher) list(now time.Time) {
+	pids, err := w.fs.PIDs()
+	if err != nil {
+		w.log.Warn("listing processes", "root", w.fs.Root, "err", err)
+		return
+	}
+	w.scans++
+	first := w.scans == 1 // the processes already running at start are not young: not read again
+	alive := make(map[int]bool, len(pids))
+	for _, pid := range pids {
+		alive[pid] = true
+		if w.known[pid] == nil && pid != w.self {
+			if first {
+				w.examine(pid, now, now.Add(-youngFor))
+				continue
+			}
+			w.examine(pid, now, now)
+			w.young = append(w.young, pid)
+		}
+	}
+	for pid := range w.known {
+		if !alive[pid] {
+			delete(w.known, pid)
+		}
+	}
+}
+
+// examine reads one process and records it, as a holder when a rule matches.
+func (w *Watcher) examine(pid int, now, first time.Time) {
+	comm, start, ok := w.fs.Stat(pid)
+	if !ok {
+		return
+	}
+	w.known[pid] = &seen{comm: comm, start: start, first: first, candidate: candidate(comm)}
+	p := &process{fs: &w.fs, pid: pid, name: comm}
+	r, ok := match(p, w.named)
+	if !ok || w.holders[pid] != nil {
+		return
+	}
+	h := &holder{Holder: pmsample.Holder{Tool: r.tool, PID: pid, Comm: comm}, start: start, uuids: gpusOf(p), since: now}
+	w.holders[pid] = h
+	args := strings.Join(p.cmdline(), " ")
+	if len(args) > 200 {
+		args = args[:200] + "..."
+	}
+	w.log.Info("profiler found: giving it the gpu counters", "tool", r.tool, "pid", pid, "comm", comm, "cmdline", args, "gpus", describe(h.uuids))
+}
+
+// gpusOf reads which GPUs a process sees from its environment: the UUIDs in
+// CUDA_VISIBLE_DEVICES or NVIDIA_VISIBLE_DEVICES (a container's, set by the device plugin);
+// "none" or "void" in the latter: none (an empty list). Indices (relative to what the process
+// sees), MIG instances or an environment it cannot read (another user's process without
+// CAP_SYS_PTRACE): every GPU (nil).
+func gpusOf(p *process) []string {
+	for _, key := range []string{"CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES"} {
+		v, ok := p.environ(key)
+		if !ok {
+			continue
+		}
+		switch v = strings.TrimSpace(v); v {
+		case "", "all":
+			return nil
+		case "none", "void":
+			if key == "NVIDIA_VISIBLE_DEVICES" {
+				return []string{}
+			}
+			return nil
+		}
+		ids := strings.Split(v, ",")
+		for i := range ids {
+			ids[i] = strings.TrimSpace(ids[i])
+		}
+		if !slices.ContainsFunc(ids, func(id string) bool { return !strings.HasPrefix(id, "GPU-") }) {
+			return ids
+		}
+	}
+	return nil
+}
+
+// wants reports whether h wants device d.
+func (h *holder) wants(d pmsample.Device) bool {
+	return h.uuids == nil || slices.ContainsFunc(h.uuids, func(u string) bool { return strings.EqualFold(u, d.UUID) })
+}
+
+// apply gives every GPU that a holder wants to the earliest such holder, and takes back the
+// GPUs no holder wants any more.
+func (w *Watcher) apply() {
+	if w.s == nil {
+		return
+	}
+	want := map[int]*holder{}
+	for _, h := range w.holders {
+		for _, d := range w.devices {
+			if !h.wants(d) {
+				continue
+			}
+			if cur := want[d.Index]; cur == nil || h.since.Before(cur.since) || (h.since.Equal(cur.since) && h.PID < cur.PID) {
+				want[d.Index] = h
+			}
+		}
+	}
+	for _, d := range w.devices {
+		h, had := want[d.Index], w.given[d.Index]
+		switch {
+		case h != nil && h.PID != had:
+			w.given[d.Index] = h.PID
+			w.s.GiveWay(d.Index, h.Holder) // counted once per give-way; a new holder only updates the status
+		case h == nil && had != 0:
+			delete(w.given, d.Index)
+			w.s.TakeBack(d.Index)
+		}
+	}
+}
+
+// describe lists GPU UUIDs for the log ("all" for nil).
+func describe(uuids []string) string {
+	if uuids == nil {
+		return "all"
+	}
+	return "[" + strings.Join(uuids, ",") + "]"
+}

@@ -1,0 +1,254 @@
+package profilers
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cupti-exporter/cupti-exporter/pmsample"
+)
+
+// fakeHost is a /proc tree the tests write processes into.
+type fakeHost struct {
+	t    *testing.T
+	root string
+	last int
+}
+
+func newFakeHost(t *testing.T) *fakeHost {
+	h := &fakeHost{t: t, root: t.TempDir(), last: 100}
+	h.loadavg()
+	return h
+}
+
+func (h *fakeHost) loadavg() {
+	h.write("loadavg", fmt.Sprintf("0.00 0.01 0.05 1/200 %d\n", h.last))
+}
+
+func (h *fakeHost) write(rel, data string) {
+	h.t.Helper()
+	p := filepath.Join(h.root, rel)
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		h.t.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte(data), 0o644); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+// start adds a process (a new PID, as the kernel hands them out) and returns its PID.
+func (h *fakeHost) start(comm string, args []string, env map[string]string) int {
+	h.last++
+	h.exec(h.last, comm, args, env, uint64(h.last))
+	h.loadavg()
+	return h.last
+}
+
+// exec (re)writes a process's files: a new name, arguments and environment under the same PID.
+func (h *fakeHost) exec(pid int, comm string, args []string, env map[string]string, start uint64) {
+	d := fmt.Sprint(pid)
+	h.write(d+"/stat", fmt.Sprintf("%d (%s) S 1 %d %d 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 1 0 %d 1 1 1\n", pid, comm, pid, pid, start))
+	h.write(d+"/cmdline", strings.Join(args, "\x00")+"\x00")
+	var e []string
+	for k, v := range env {
+		e = append(e, k+"="+v)
+	}
+	h.write(d+"/environ", strings.Join(e, "\x00"))
+	h.write(d+"/maps", "")
+}
+
+func (h *fakeHost) exit(pid int) {
+	if err := os.RemoveAll(filepath.Join(h.root, fmt.Sprint(pid))); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+// recorder is a Sampler that records the give-ways and take-backs.
+type recorder struct {
+	mu     sync.Mutex
+	devs   []pmsample.Device
+	events []string
+}
+
+func (r *recorder) Devices() []pmsample.Device { return r.devs }
+func (r *recorder) GiveWay(d int, h pmsample.Holder) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.events = append(r.events, fmt.Sprintf("give %d %s %d %s", d, h.Tool, h.PID, h.Comm))
+}
+func (r *recorder) TakeBack(d int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.events = append(r.events, fmt.Sprintf("back %d", d))
+}
+
+// take returns the events since the last call.
+func (r *recorder) take() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	e := r.events
+	r.events = nil
+	return e
+}
+
+func twoGPUs() *recorder {
+	return &recorder{devs: []pmsample.Device{{Index: 0, UUID: "GPU-aaaa"}, {Index: 1, UUID: "GPU-bbbb"}}}
+}
+
+// clock is a settable time.
+type clock struct{ t time.Time }
+
+func (c *clock) now() time.Time      { return c.t }
+func (c *clock) add(d time.Duration) { c.t = c.t.Add(d) }
+func newClock() *clock               { return &clock{t: time.Unix(1_800_000_000, 0)} }
+func watcher(h *fakeHost, r *recorder, c *clock, opts ...Option) *Watcher {
+	w := New(nil, append([]Option{WithProcRoot(h.root), WithClock(c.now)}, opts...)...)
+	w.Drive(r)
+	return w
+}
+
+func want(t *testing.T, got []string, w ...string) {
+	t.Helper()
+	if !slices.Equal(got, w) {
+		t.Fatalf("events %q, want %q", got, w)
+	}
+}
+
+func TestWatcherGivesWayToNcuAndTakesBack(t *testing.T) {
+	h, r, c := newFakeHost(t), twoGPUs(), newClock()
+	h.start("bash", []string{"bash"}, nil)
+	w := watcher(h, r, c)
+	want(t, r.take())
+	ncu := h.start("ncu", []string{"ncu", "-c", "3", "./app"}, nil)
+	c.add(100 * time.Millisecond)
+	w.Poll()
+	want(t, r.take(), fmt.Sprintf("give 0 ncu %d ncu", ncu), fmt.Sprintf("give 1 ncu %d ncu", ncu))
+	// its target starts (injected): same give-way, nothing new
+	app := h.start("app", []string{"./app"}, map[string]string{"CUDA_INJECTION64_PATH": "/opt/nvidia/nsight-compute/2025.3.1/target/linux-desktop-glibc_2_11_3-x64/libTreeLauncherTargetInjection.so"})
+	c.add(100 * time.Millisecond)
+	w.Poll()
+	want(t, r.take())
+	h.exit(app)
+	c.add(100 * time.Millisecond)
+	w.Poll()
+	want(t, r.take()) // ncu still runs
+	h.exit(ncu)
+	c.add(100 * time.Millisecond)
+	w.Poll()
+	want(t, r.take(), "back 0", "back 1")
+}
+
+func TestWatcherProfilerAlreadyRunning(t *testing.T) {
+	h, r, c := newFakeHost(t), twoGPUs(), newClock()
+	ncu := h.start("ncu", []string{"ncu", "./app"}, nil)
+	w := New(nil, WithProcRoot(h.root), WithClock(c.now)) // looks once, before the sampler exists
+	if !w.Found() {
+		t.Fatal("Found() = false with ncu running")
+	}
+	w.Drive(r) // gives way before the sampler's Run
+	want(t, r.take(), fmt.Sprintf("give 0 ncu %d ncu", ncu), fmt.Sprintf("give 1 ncu %d ncu", ncu))
+}
+
+func TestWatcherSeesAYoungProcessExec(t *testing.T) {
+	h, r, c := newFakeHost(t), twoGPUs(), newClock()
+	w := watcher(h, r, c)
+	pid := h.start("python3", []string{"python3", "run.py"}, nil) // forked, not yet exec'd
+	c.add(100 * time.Millisecond)
+	w.Poll()
+	want(t, r.take())
+	h.exec(pid, "ncu", []string{"ncu", "./app"}, nil, uint64(pid)) // exec: no new PID
+	c.add(100 * time.Millisecond)
+	w.Poll()
+	want(t, r.take(), fmt.Sprintf("give 0 ncu %d ncu", pid), fmt.Sprintf("give 1 ncu %d ncu", pid))
+	// A process older than youngFor is not read again: an exec that late goes unseen (a limit).
+	old := h.start("python3", []string{"python3"}, nil)
+	c.add(100 * time.Millisecond)
+	w.Poll()
+	c.add(youngFor)
+	h.exec(old, "ncu", []string{"ncu"}, nil, uint64(old))
+	w.Poll()
+	want(t, r.take())
+}
+
+func TestWatcherListsOnlyWhenAPIDWasHandedOut(t *testing.T) {
+	h, r, c := newFakeHost(t), twoGPUs(), newClock()
+	w := watcher(h, r, c)
+	n := w.scans
+	for range 5 {
+		c.add(100 * time.Millisecond)
+		w.Poll()
+	}
+	if w.scans != n {
+		t.Fatalf("%d listings of /proc with no PID handed out, want 0", w.scans-n)
+	}
+	h.start("sleep", []string{"sleep", "1"}, nil)
+	w.Poll()
+	if w.scans != n+1 {
+		t.Fatalf("%d listings after a new PID, want 1", w.scans-n)
+	}
+}
+
+func TestWatcherGivesOnlyTheProfilersGPUs(t *testing.T) {
+	h, r, c := newFakeHost(t), twoGPUs(), newClock()
+	w := watcher(h, r, c)
+	// A pod's container: the device plugin's NVIDIA_VISIBLE_DEVICES names its GPU by UUID.
+	a := h.start("ncu", []string{"ncu"}, map[string]string{"NVIDIA_VISIBLE_DEVICES": "GPU-bbbb"})
+	w.Poll()
+	want(t, r.take(), fmt.Sprintf("give 1 ncu %d ncu", a))
+	// Indices (relative to what the process sees) say nothing about the host's GPUs: all.
+	b := h.start("nsys", []string{"nsys", "profile", "--gpu-metrics-devices=0"}, map[string]string{"CUDA_VISIBLE_DEVICES": "0"})
+	w.Poll()
+	want(t, r.take(), fmt.Sprintf("give 0 nsys %d nsys", b))
+	h.exit(a)
+	w.Poll()
+	// GPU 1 goes to the other holder (no take-back between): it is given again, to it.
+	want(t, r.take(), fmt.Sprintf("give 1 nsys %d nsys", b))
+	h.exit(b)
+	w.Poll()
+	want(t, r.take(), "back 0", "back 1")
+	// A container without GPUs gets none.
+	h.start("ncu", []string{"ncu"}, map[string]string{"NVIDIA_VISIBLE_DEVICES": "void"})
+	w.Poll()
+	want(t, r.take())
+}
+
+func TestWatcherDCGMLoadsItsModuleLater(t *testing.T) {
+	h, r, c := newFakeHost(t), twoGPUs(), newClock()
+	eng := h.start("nv-hostengine", []string{"nv-hostengine", "-n"}, nil)
+	w := watcher(h, r, c)
+	c.add(2 * mapsPeriod)
+	w.Poll()
+	want(t, r.take())
+	h.write(fmt.Sprint(eng)+"/maps", "7f00-7f10 r-xp 00000000 08:01 1234 /usr/lib/x86_64-linux-gnu/libdcgmmoduleprofiling.so.4\n")
+	c.add(mapsPeriod / 2)
+	w.Poll()
+	want(t, r.take()) // mappings are read once a second
+	c.add(mapsPeriod)
+	w.Poll()
+	want(t, r.take(), fmt.Sprintf("give 0 dcgm %d nv-hostengine", eng), fmt.Sprintf("give 1 dcgm %d nv-hostengine", eng))
+}
+
+func TestWatcherPIDReusedIsNotTheProfiler(t *testing.T) {
+	h, r, c := newFakeHost(t), twoGPUs(), newClock()
+	w := watcher(h, r, c)
+	ncu := h.start("ncu", []string{"ncu"}, nil)
+	w.Poll()
+	r.take()
+	h.exec(ncu, "bash", []string{"bash"}, nil, 999999) // ncu gone, its PID reused at once
+	c.add(youngFor)
+	w.Poll()
+	want(t, r.take(), "back 0", "back 1")
+}
+
+func TestWatcherNamedTools(t *testing.T) {
+	h, r, c := newFakeHost(t), twoGPUs(), newClock()
+	w := watcher(h, r, c, WithNames(" my-sampler ", ""))
+	pid := h.start("my-sampler", []string{"my-sampler"}, nil)
+	w.Poll()
+	want(t, r.take(), fmt.Sprintf("give 0 named %d my-sampler", pid), fmt.Sprintf("give 1 named %d my-sampler", pid))
+}

@@ -1,0 +1,216 @@
+# Issue 32: profilers beside the exporter (give way by itself, coexistence table), the PM path's
+# own CPU. Stages:
+#   profexplore  how ncu and nsys start, what they load, what each neighbour sees beside the
+#                exporter, the availability probe, a CPU profile of the exporter at 1 ms (run BK)
+#   profcoexist  the give-way on the GPU: ncu (defaults, the issue's --metrics, a PyTorch target)
+#                while the exporter runs at its defaults, an exporter started while ncu profiles,
+#                nsys with and without GPU metrics, nvidia-smi and a GPM reader, ncu with the
+#                injection variable set; resume latency after each (exporter log)
+#   pmcost       the PM path's CPU at 1 ms: the defaults (CPU profile with a cpuprofile build),
+#                without NVML health, decode periods PMCOST_DP (250ms 500ms 1s 2s), and pmprobe
+#                on the same set and load, in one run
+
+PA=$G/profapp
+build_profapp() { [ -x "$PA" ] || nvcc -O2 -o "$PA" scripts/gpu/profapp.cu > "$L/build-profapp.log" 2>&1 || say "profapp build failed: $(tail -3 "$L/build-profapp.log")"; }
+# nsys: not on PATH on these machines; Nsight Compute carries a copy
+NSYS=${NSYS:-$(command -v nsys || ls -d /opt/nvidia/nsight-compute/*/host/target-linux-x64/nsys 2>/dev/null | head -1)}
+# ncu's summary of a run: rc, kernels profiled (==PROF== lines with "Profiling"), errors
+ncu_summary() { echo "rc=${2#rc=} profiled=$(grep -c '==PROF== Profiling' "$1") errors=$(grep -m2 -E '==ERROR==|==WARNING==' "$1" | tr '\n' ' ' | cut -c1-300)"; }
+state_of() { curl -s "localhost:${1:-9477}/metrics" | awk '/^cupti_pm_sampling_state/ && $NF == 1 { match($0, /state="[^"]*"/); printf "%s ", substr($0, RSTART + 7, RLENGTH - 8) }'; }
+
+stage_profexplore() {
+  say "== profexplore (issue 32)"
+  build_profapp
+  say "ncu: $(ncu --version 2>&1 | tail -1); nsys: $NSYS $("$NSYS" --version 2>&1 | head -1)"
+  say "gpu metrics flags: $("$NSYS" profile --help 2>&1 | grep -oE -- '--gpu-metrics-[a-z-]+' | sort -u | tr '\n' ' ')"
+  say "dcgm: $(command -v nv-hostengine dcgmi dcgm-exporter 2>&1 | tr '\n' ' ') processes: $(ls /proc | grep -c '^[0-9]')"
+  # (a) how ncu and nsys start: every new process, its environment and libraries
+  say "ncu is $(command -v ncu) -> $(readlink -f "$(command -v ncu)"); $(ls /opt/nvidia/nsight-compute/*/ 2>/dev/null | tr '\n' ' ' | cut -c1-300)"
+  python3 scripts/gpu/procwatch.py 90 "$L/watch-ncu.jsonl" 2 & wp=$!; sleep 0.5
+  echo "ncu_start $(date +%s.%N)" > "$L/ncu-alone.log"
+  timeout 60 ncu -c 3 "$PA" 3 0 200 >> "$L/ncu-alone.log" 2>&1; rc=$?
+  echo "ncu_end $(date +%s.%N)" >> "$L/ncu-alone.log"; sleep 0.5; kill $wp; wait $wp 2>/dev/null
+  say "ncu alone: $(ncu_summary "$L/ncu-alone.log" $rc)"
+  python3 scripts/gpu/procwatch.py 90 "$L/watch-nsys.jsonl" 2 & wp=$!; sleep 0.5
+  echo "nsys_start $(date +%s.%N)" > "$L/nsys-alone.log"
+  timeout 60 "$NSYS" profile --gpu-metrics-devices=0 -o /tmp/nsys-alone -f true "$PA" 3 0 200 >> "$L/nsys-alone.log" 2>&1; rc=$?
+  echo "nsys_end $(date +%s.%N)" >> "$L/nsys-alone.log"; sleep 0.5; kill $wp; wait $wp 2>/dev/null
+  say "nsys --gpu-metrics-devices=0 alone rc=$rc: $(grep -m3 -iE 'error|fail|warn|metric' "$L/nsys-alone.log" | tr '\n' ' ' | cut -c1-400)"
+  # (b) probe of the counters' availability: free, then while ncu profiles kernels 100 ms apart
+  PMSAMPLE_GPU=1 PMSAMPLE_PROBE_SECONDS=1 "$G/pmsample.test" -test.run GPUAvailabilityProbe -test.v > "$L/probe-free.log" 2>&1
+  say "probe, counters free: $(grep -m1 'probe summary' "$L/probe-free.log")"
+  (timeout 60 ncu -c 20 "$PA" 20 100 200 > "$L/ncu-probe.log" 2>&1; echo "rc=$?" >> "$L/ncu-probe.log") & np=$!
+  PMSAMPLE_GPU=1 PMSAMPLE_PROBE_SECONDS=10 PMSAMPLE_PROBE_EVERY=20ms "$G/pmsample.test" -test.run GPUAvailabilityProbe -test.v > "$L/probe-ncu.log" 2>&1
+  wait $np; say "probe during ncu -c 20 (kernels 100 ms apart): $(grep -m1 'probe summary' "$L/probe-ncu.log"); changes: $(grep -c 'probe [0-9]' "$L/probe-ncu.log"); ncu $(ncu_summary "$L/ncu-probe.log" "$(tail -1 "$L/ncu-probe.log")")"
+  # (c) a CPU profile of the exporter at the defaults (1 ms) under a matmul
+  mkdir -p /run/cupti-exporter
+  $W mm 60 > "$L/prof-load.log" 2>&1 & lp=$!; sleep 4
+  export CUPTI_EXPORTER_CPUPROFILE=$OUT/cpu-defaults.pprof,8s,20s
+  start_exporter "$L/exp-prof.log" 9477 || return
+  unset CUPTI_EXPORTER_CPUPROFILE
+  pid=$(cat "$L/exporter.9477.pid"); sleep 8
+  scrape "$L/prof0.txt"; c0=$(proc_cpu_s $pid); python3 scripts/gpu/threads.py $pid > "$L/prof-thr0.json"
+  sleep 20
+  scrape "$L/prof1.txt"; c1=$(proc_cpu_s $pid); python3 scripts/gpu/threads.py $pid "$L/prof-thr0.json" > "$L/prof-thr.json"
+  n=$(python3 -c "print($(val "$L/prof1.txt" '^cupti_pm_samples_total') - $(val "$L/prof0.txt" '^cupti_pm_samples_total'))")
+  cu=$(python3 -c "print($(val "$L/prof1.txt" '^cupti_pm_cupti_call_seconds_total') - $(val "$L/prof0.txt" '^cupti_pm_cupti_call_seconds_total'))")
+  say "exporter defaults under mm, 20 s: cpu=$(python3 -c "print(round($c1-$c0,2))") s samples=$n us/sample=$(python3 -c "print(round(($c1-$c0)*1e6/$n,1))") cupti us/sample=$(python3 -c "print(round($cu*1e6/$n,1))") ratio=$(python3 -c "print(round(($c1-$c0)/$cu,3))") rss=$(proc_rss_mb $pid) MB"
+  say "  by call: $(for c in decode sample_info evaluate reset session; do printf '%s=%s ' $c $(python3 -c "print(round(($(val "$L/prof1.txt" "^cupti_pm_cupti_call_seconds_total.*call=\"$c\"") - $(val "$L/prof0.txt" "^cupti_pm_cupti_call_seconds_total.*call=\"$c\""))*1e6/$n,1))"); done)"
+  say "  threads: $(cat "$L/prof-thr.json")"
+  grep -E '^(Rss|Pss|Anonymous|Private)' /proc/$pid/smaps_rollup | tr -s ' ' | tr '\n' ' ' | sed 's/^/  smaps: /' | tee -a "$S"; echo | tee -a "$S"
+  awk '$6 ~ /\// { print $6 }' /proc/$pid/maps | sort -u > "$L/prof-maps.txt"
+  python3 - "$pid" > "$L/prof-rss-by-map.txt" <<'PY'
+import sys, collections
+pid = sys.argv[1]; cur = None; rss = collections.Counter()
+for l in open(f"/proc/{pid}/smaps"):
+    f = l.split()
+    if not f[0].endswith(":"):
+        cur = f[5] if len(f) > 5 else "[anon]"
+    elif f[0] == "Rss:":
+        rss[cur] += int(f[1])
+for k, v in rss.most_common(15): print(f"{v/1024:8.1f} MB {k}")
+PY
+  say "  rss by mapping: $(head -8 "$L/prof-rss-by-map.txt" | tr -s ' ' | tr '\n' ';')"
+  stop_exporter 9477; kill $lp 2>/dev/null; wait $lp 2>/dev/null
+  # (d) neighbours beside the exporter at its defaults (idle release off so that an idle GPU keeps its session)
+  start_exporter "$L/exp-nb.log" 9477 --pmsample.idle-release-after=0 || return
+  sleep 3; say "exporter state: $(state_of)"
+  echo "ncu_start $(date +%s.%N)" > "$L/ncu-beside.log"; timeout 60 ncu -c 3 "$PA" 3 0 200 >> "$L/ncu-beside.log" 2>&1; rc=$?
+  say "ncu -c 3 (defaults) beside: $(ncu_summary "$L/ncu-beside.log" $rc); exporter: $(state_of)"
+  timeout 60 ncu --metrics sm__cycles_active.avg,dram__bytes_read.sum -c 3 "$PA" 3 0 200 > "$L/ncu-beside-m.log" 2>&1; rc=$?
+  say "ncu --metrics (issue's command) beside: $(ncu_summary "$L/ncu-beside-m.log" $rc)"
+  PMSAMPLE_GPU=1 PMSAMPLE_PROBE_SECONDS=1 "$G/pmsample.test" -test.run GPUAvailabilityProbe -test.v > "$L/probe-held.log" 2>&1
+  say "probe while the exporter holds: $(grep -m1 'probe summary' "$L/probe-held.log")"
+  # give way simulated: pause when an ncu process appears (100 ms poll), resume when it is gone
+  python3 scripts/gpu/procwatch.py 90 "$L/watch-giveway.jsonl" 100 --pause-on=ncu & wp=$!; sleep 0.5
+  echo "ncu_start $(date +%s.%N)" > "$L/ncu-giveway.log"; timeout 60 ncu -c 3 "$PA" 3 0 200 >> "$L/ncu-giveway.log" 2>&1; rc=$?
+  echo "ncu_end $(date +%s.%N)" >> "$L/ncu-giveway.log"
+  say "ncu with pause on sight (100 ms poll): $(ncu_summary "$L/ncu-giveway.log" $rc)"
+  for i in $(seq 1 30); do sleep 0.1; echo "$(date +%s.%N) $(curl -s localhost:9477/metrics | grep '^cupti_pm_last_sample_timestamp_seconds' | head -1)" >> "$L/giveway-last.txt"; done
+  kill $wp; wait $wp 2>/dev/null; say "  watcher: $(grep -E '"ev": "(pause|resume)"' "$L/watch-giveway.jsonl" | python3 -c "import sys,json; [print(d['ev'], round(d['t0'],3), round(d['t1']-d['t0'],3), end='; ') for d in map(json.loads, sys.stdin)]") last sample: $(tail -1 "$L/giveway-last.txt")"
+  timeout 60 "$NSYS" profile -t cuda -o /tmp/nsys-b1 -f true "$PA" 3 0 200 > "$L/nsys-beside.log" 2>&1; rc=$?
+  say "nsys -t cuda beside: rc=$rc $(grep -m3 -iE 'error|fail|warn' "$L/nsys-beside.log" | tr '\n' ' ' | cut -c1-300); exporter: $(state_of)"
+  (for i in $(seq 1 20); do echo "$(date +%s.%N) $(state_of)"; sleep 0.5; done > "$L/nsys-gm-state.txt") & sp=$!
+  timeout 60 "$NSYS" profile --gpu-metrics-devices=0 -o /tmp/nsys-b2 -f true "$PA" 3 0 200 > "$L/nsys-gm-beside.log" 2>&1; rc=$?
+  say "nsys --gpu-metrics-devices=0 beside: rc=$rc $(grep -m3 -iE 'error|fail|warn|metric' "$L/nsys-gm-beside.log" | tr '\n' ' ' | cut -c1-400); exporter states: $(awk '{print $2}' "$L/nsys-gm-state.txt" | sort | uniq -c | tr '\n' ' ')"
+  wait $sp # (run BK waited for every child here, the exporter too, and was cut at its limit)
+  timeout 20 nvidia-smi --query-gpu=utilization.gpu,power.draw --format=csv,noheader > "$L/smi-beside.txt" 2>&1; say "nvidia-smi query beside rc=$?: $(cat "$L/smi-beside.txt")"
+  timeout 20 nvidia-smi dmon --gpm-metrics 1,2,3,10 -c 3 > "$L/smi-gpm-beside.txt" 2>&1; say "nvidia-smi dmon --gpm-metrics beside rc=$?: $(tail -2 "$L/smi-gpm-beside.txt" | tr '\n' ';')"
+  say "exporter after the neighbours: $(state_of) samples=$(curl -s localhost:9477/metrics | awk '/^cupti_pm_samples_total/ { s += $NF } END { print s }')"
+  stop_exporter 9477
+  # (e) ncu and nsys with the injection library's variable set (a pod the webhook wired)
+  CUDA_INJECTION64_PATH=$INJ timeout 60 ncu -c 1 "$PA" 1 0 200 > "$L/ncu-injected.log" 2>&1; rc=$?
+  say "ncu with CUDA_INJECTION64_PATH set: $(ncu_summary "$L/ncu-injected.log" $rc) $(grep -m2 -iE 'inject|another' "$L/ncu-injected.log" | tr '\n' ' ' | cut -c1-300)"
+  CUDA_INJECTION64_PATH=$INJ CUPTI_EXPORTER_SOCKET=/tmp/none.sock timeout 60 "$NSYS" profile -t cuda -o /tmp/nsys-inj -f true "$PA" 1 0 200 > "$L/nsys-injected.log" 2>&1; rc=$?
+  say "nsys with CUDA_INJECTION64_PATH set: rc=$rc $(grep -m3 -iE 'inject|error|warn' "$L/nsys-injected.log" | tr '\n' ' ' | cut -c1-300)"
+}
+
+# give_lines LOG: the exporter's give-way lines (found, given, gone, taken back, resumed)
+give_lines() { grep -hE 'profiler found|gives way|profiler gone|takes its counters back|resumed after a profiler' "$1" | sed -E 's/^time=[^ ]+ level=[A-Z]+ //' | cut -c1-300; }
+
+stage_profcoexist() {
+  say "== profcoexist (issue 32: the give-way on the GPU)"
+  build_profapp; mkdir -p /run/cupti-exporter
+  say "dcgm: $(command -v nv-hostengine dcgmi dcgm-exporter 2>&1 | tr '\n' ' ') (none: DCGM not measured)"
+  # the exporter at its defaults (start_exporter adds only the listener, the pause API and every series)
+  start_exporter "$L/exp-co.log" 9477 || return
+  sleep 3; say "exporter: $(state_of)"
+  for run in "defaults:-c 3" "metrics:--metrics sm__cycles_active.avg,dram__bytes_read.sum -c 3"; do
+    name=${run%%:*}; args=${run#*:}
+    echo "ncu_start $(date +%s.%N)" > "$L/ncu-co-$name.log"
+    timeout 90 ncu $args "$PA" 3 0 200 >> "$L/ncu-co-$name.log" 2>&1; rc=$?
+    echo "ncu_end $(date +%s.%N)" >> "$L/ncu-co-$name.log"; sleep 1.5
+    say "ncu $args beside the exporter: $(ncu_summary "$L/ncu-co-$name.log" $rc); ncu ended $(awk '/^ncu_end/ {print $2}' "$L/ncu-co-$name.log"); exporter: $(state_of)"
+  done
+  timeout 120 ncu -c 5 $W mm 3 > "$L/ncu-co-torch.log" 2>&1; rc=$?; sleep 1.5
+  say "ncu -c 5 on a PyTorch matmul beside the exporter: $(ncu_summary "$L/ncu-co-torch.log" $rc); exporter: $(state_of)"
+  timeout 60 "$NSYS" profile -t cuda -o /tmp/nsys-co1 -f true "$PA" 3 0 200 > "$L/nsys-co-trace.log" 2>&1; rc=$?
+  say "nsys -t cuda beside: rc=$rc; exporter: $(state_of)"
+  (for i in $(seq 1 40); do echo "$(date +%s.%N) $(state_of)"; sleep 0.25; done > "$L/nsys-co-state.txt") & sp=$!
+  timeout 60 "$NSYS" profile --gpu-metrics-devices=all -o /tmp/nsys-co2 -f true "$PA" 20 100 200 > "$L/nsys-co-gm.log" 2>&1; rc=$?
+  wait $sp
+  say "nsys --gpu-metrics-devices=all beside: rc=$rc $(grep -m2 -iE 'illegal|error|metrics' "$L/nsys-co-gm.log" | tr '\n' ' ' | cut -c1-300); exporter states: $(awk '{print $2}' "$L/nsys-co-state.txt" | sort | uniq -c | tr '\n' ' ')"
+  $W mm 12 > "$L/co-gpm-load.log" 2>&1 & lp=$!; sleep 3
+  timeout 20 nvidia-smi --query-gpu=utilization.gpu,power.draw --format=csv,noheader > "$L/co-smi.txt" 2>&1; say "nvidia-smi query beside rc=$?: $(cat "$L/co-smi.txt")"
+  timeout 20 nvidia-smi dmon --gpm-metrics 1,2,5,10 -c 3 > "$L/co-gpm.txt" 2>&1; say "nvidia-smi dmon --gpm-metrics beside rc=$?: $(tail -2 "$L/co-gpm.txt" | tr '\n' ';')"
+  scrape "$L/co-gpm-scrape.txt"; say "  exporter meanwhile: $(state_of) sm_active=$(val "$L/co-gpm-scrape.txt" '^cupti_sm_active_ratio')"
+  kill $lp 2>/dev/null; wait $lp 2>/dev/null
+  scrape "$L/co-end.txt"
+  say "give-ways: $(grep '^cupti_pm_give_ways_total' "$L/co-end.txt" | sed 's/{.*tool=/ tool=/' | tr '\n' ' '); lost as yielded: $(val "$L/co-end.txt" '^cupti_pm_lost_seconds_total.*yielded') s"
+  give_lines "$L/exp-co.log" > "$L/co-giveway.txt"; say "$(cat "$L/co-giveway.txt")"
+  stop_exporter 9477
+  # an exporter started while ncu profiles (kernels 100 ms apart), then ncu's exit
+  echo "ncu_start $(date +%s.%N)" > "$L/ncu-co-first.log"
+  (timeout 90 ncu -c 30 "$PA" 30 100 200 >> "$L/ncu-co-first.log" 2>&1; echo "rc=$?" >> "$L/ncu-co-first.log"; echo "ncu_end $(date +%s.%N)" >> "$L/ncu-co-first.log") & np=$!
+  sleep 4; start_exporter "$L/exp-co2.log" 9477 || return
+  sleep 1; say "exporter started while ncu profiles: $(state_of) $(curl -s localhost:9477/readyz | grep -m1 pmsample | cut -c1-200)"
+  wait $np; sleep 2
+  say "ncu -c 30 (kernels 100 ms apart): $(ncu_summary "$L/ncu-co-first.log" "$(grep '^rc=' "$L/ncu-co-first.log")"); ended $(awk '/^ncu_end/ {print $2}' "$L/ncu-co-first.log"); exporter: $(state_of)"
+  give_lines "$L/exp-co2.log" | tee -a "$S"
+  stop_exporter 9477
+  # a pod the webhook wired: the injection variable set
+  CUDA_INJECTION64_PATH=$INJ timeout 60 ncu -c 1 "$PA" 1 0 200 > "$L/ncu-co-injected.log" 2>&1; rc=$?
+  say "ncu with CUDA_INJECTION64_PATH set: $(ncu_summary "$L/ncu-co-injected.log" $rc) $(grep -m2 -iE 'inject|another' "$L/ncu-co-injected.log" | tr '\n' ' ' | cut -c1-300)"
+  CUDA_INJECTION64_PATH=$INJ timeout 60 env -u CUDA_INJECTION64_PATH ncu -c 1 "$PA" 1 0 200 > "$L/ncu-co-uninjected.log" 2>&1; rc=$?
+  say "the same through env -u CUDA_INJECTION64_PATH: $(ncu_summary "$L/ncu-co-uninjected.log" $rc)"
+  CUDA_INJECTION64_PATH=$INJ CUPTI_EXPORTER_SOCKET=/tmp/none.sock timeout 60 "$NSYS" profile -t cuda -o /tmp/nsys-co3 -f true "$PA" 1 0 200 > "$L/nsys-co-injected.log" 2>&1; rc=$?
+  say "nsys with CUDA_INJECTION64_PATH set: rc=$rc $(grep -m2 -iE 'inject|error' "$L/nsys-co-injected.log" | tr '\n' ' ' | cut -c1-300)"
+}
+
+# The curated default set as the exporter plans it on one GH100 without NVLink peers (9 + DRAM
+# bytes + the context-switch counter), for pmprobe beside it.
+DEF12=${DEF12:-$DEFSET,dram__bytes_read.sum,dram__bytes_write.sum,FE_A.TriageCompute.gpu__gr_cycles_active_cmd_ctxsw.sum}
+
+# pmcost_run NAME SECONDS ARGS...: the exporter under the matmul, CPU and CUPTI calls per sample
+pmcost_run() {
+  local name=$1 secs=$2; shift 2
+  start_exporter "$L/exp-cost-$name.log" 9477 "$@" || return
+  local pid; pid=$(cat "$L/exporter.9477.pid"); sleep 4
+  scrape "$L/cost0-$name.txt"; local c0; c0=$(proc_cpu_s $pid); python3 scripts/gpu/threads.py $pid > "$L/cost-thr0-$name.json"
+  sleep "$secs"
+  scrape "$L/cost1-$name.txt"; local c1; c1=$(proc_cpu_s $pid); python3 scripts/gpu/threads.py $pid "$L/cost-thr0-$name.json" > "$L/cost-thr-$name.json"
+  local rss; rss=$(proc_rss_mb $pid)
+  local anon; anon=$(awk '/^Anonymous/ {printf "%.0f", $2/1024}' /proc/$pid/smaps_rollup)
+  python3 - "$L/cost0-$name.txt" "$L/cost1-$name.txt" "$c0" "$c1" "$secs" "$name" "$rss" "$anon" <<'PY' | tee -a "$S"
+import sys, re
+def vals(f):
+    out = {}
+    for l in open(f):
+        if l.startswith("#"): continue
+        m = re.match(r'(\w+)(\{[^}]*\})? (\S+)', l)
+        if m: out[m.group(1) + (m.group(2) or "")] = float(m.group(3))
+    return out
+a, b = vals(sys.argv[1]), vals(sys.argv[2])
+d = lambda k: sum(v - a.get(n, 0) for n, v in b.items() if n.startswith(k))
+call = lambda c: sum(v - a.get(n, 0) for n, v in b.items() if n.startswith("cupti_pm_cupti_call_seconds_total") and f'call="{c}"' in n)
+n = d("cupti_pm_samples_total"); cpu = float(sys.argv[4]) - float(sys.argv[3]); cu = d("cupti_pm_cupti_call_seconds_total")
+lost = sum(v - a.get(k, 0) for k, v in b.items() if k.startswith("cupti_pm_samples_lost_total"))
+us = lambda x: x * 1e6 / max(n, 1)
+print(f"{sys.argv[6]}: {n:.0f} samples in {sys.argv[5]} s, lost {lost:.0f}; process {us(cpu):.1f} us/sample, CUPTI calls {us(cu):.1f} "
+      f"(decode {us(call('decode')):.1f}, evaluate {us(call('evaluate')):.1f}, reset {us(call('reset')):.1f}, sample_info {us(call('sample_info')):.1f}, session {us(call('session')):.1f}); "
+      f"ratio {cpu / max(cu, 1e-9):.3f}; {100 * cpu / float(sys.argv[5]):.1f} % of a core; RSS {sys.argv[7]} MB (anonymous {sys.argv[8]} MB)")
+PY
+  say "  threads: $(cat "$L/cost-thr-$name.json")"
+  stop_exporter 9477
+}
+
+stage_pmcost() {
+  say "== pmcost (issue 32 item 5: the PM path's CPU at 1 ms)"
+  mkdir -p /run/cupti-exporter
+  $W mm 400 > "$L/cost-load.log" 2>&1 & lp=$!; sleep 4
+  local secs=${PMCOST_S:-15}
+  export CUPTI_EXPORTER_CPUPROFILE=$OUT/cpu-pmcost.pprof,5s,$((secs - 2))s # inside the measured window
+  pmcost_run defaults "$secs"
+  unset CUPTI_EXPORTER_CPUPROFILE
+  pmcost_run no-health "$secs" --no-health.enabled
+  for dp in ${PMCOST_DP:-250ms 500ms 1s 2s}; do pmcost_run "decode-$dp" "$secs" --pmsample.decode-period=$dp; done
+  if [ -x "$G/pmprobe" ]; then
+    "$G/pmprobe" sample $((secs + 6)) 1000000 "$DEF12" 2> "$L/cost-probe.err" |
+      while IFS= read -r line; do printf '%s\t%s\n' "$(date +%s.%N)" "$line"; done > "$L/cost-probe.tsv" &
+    pw=$!; sleep 4; pp=$(pgrep -n -f "pmprobe sample"); python3 scripts/gpu/threads.py $pp > "$L/cost-probe-thr0.json"
+    sleep "$secs"; python3 scripts/gpu/threads.py $pp "$L/cost-probe-thr0.json" > "$L/cost-probe-thr.json"; prss=$(proc_rss_mb $pp)
+    wait $pw
+    say "pmprobe, the same 12 metrics at 1 ms: rss=${prss}MB $(awk -F'\t' '$3 ~ /^[0-9]+$/ { n += $3; d += $4; e += $5 } END { printf "samples=%d decode+eval us/sample=%.2f (decode %.2f, evaluate %.2f)", n, (d + e) / n, d / n, e / n }' "$L/cost-probe.tsv"); threads $(cat "$L/cost-probe-thr.json")"
+  fi
+  kill $lp 2>/dev/null; wait $lp 2>/dev/null
+}
