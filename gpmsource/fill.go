@@ -64,7 +64,7 @@ func (f *Fill) Snapshot() *mapping.Snapshot {
 			return byPM, false
 		case gpmGPU && st.wanted:
 			return byGPM, st.reading
-		case known && (ps.State == pmsample.StatePaused || ps.State == pmsample.StateBusy || ps.State == pmsample.StateError):
+		case known && (ps.State == pmsample.StatePaused || ps.State == pmsample.StateYielded || ps.State == pmsample.StateBusy || ps.State == pmsample.StateError):
 			return byNone, false
 		}
 		return byPM, false

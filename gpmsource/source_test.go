@@ -213,6 +213,16 @@ func TestFillWhilePMCannot(t *testing.T) {
 		t.Errorf("status while every GPU samples: want none, got %+v", fill.Status())
 	}
 
+	pm.set(1, pmsample.StateYielded) // given way to a profiler: GPM fills in as while busy
+	steps(s, f, 10)
+	snap = fill.Snapshot()
+	checkOneSource(t, s, snap)
+	if sm1 := seriesOf(snap, "cupti_sm_active_ratio", u1); len(sm1) != 1 || sm1[0][SourceLabel] != GPMSource {
+		t.Errorf("GPU 1 yielded to a profiler: want GPM's series labelled gpm, got %v", sm1)
+	}
+	pm.set(1, pmsample.StateSampling)
+	steps(s, f, 1)
+
 	pm.set(1, pmsample.StatePaused) // paused, and GPM cannot read either
 	f.mu.Lock()
 	f.fail[1] = nvml.ERROR_GPU_IS_LOST
