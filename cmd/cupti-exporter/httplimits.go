@@ -50,8 +50,8 @@ func planDescriptors(cfg *Config, activitySocket bool, limit, open int) (descrip
 		return b, fmt.Errorf("the descriptor limit (RLIMIT_NOFILE) is %d: with %d open, %s, only %d web connections fit, fewer than %d; raise the limit (ulimit -n, systemd LimitNOFILE=, the container runtime's nofile)%s",
 			limit, open, b.reserves(cfg), fit, minAutoConnections, b.activityHint(cfg))
 	case want > fit:
-		return b, fmt.Errorf("web.max_connections %d does not fit the descriptor limit (RLIMIT_NOFILE) %d: with %d open, %s, %d web connections of %d descriptors fit; lower web.max_connections to %d or less (0 picks it), or raise the limit (ulimit -n, systemd LimitNOFILE=, the container runtime's nofile)%s",
-			want, limit, open, b.reserves(cfg), fit, b.perConnection, fit, b.activityHint(cfg))
+		return b, fmt.Errorf("web.max_connections %d does not fit the descriptor limit (RLIMIT_NOFILE) %d: with %d open, %s, %d web connections fit (%s); lower web.max_connections to %d or less (0 picks it), or raise the limit (ulimit -n, systemd LimitNOFILE=, the container runtime's nofile)%s",
+			want, limit, open, b.reserves(cfg), fit, b.each(), fit, b.activityHint(cfg))
 	default:
 		b.webConnections = want
 	}
@@ -68,6 +68,14 @@ func (b descriptorBudget) reserves(cfg *Config) string {
 		s += fmt.Sprintf(", %d for the health listener", b.health)
 	}
 	return s
+}
+
+// each says what one web connection takes.
+func (b descriptorBudget) each() string {
+	if b.perConnection == 1 {
+		return "1 descriptor each"
+	}
+	return fmt.Sprintf("%d descriptors each: --web.config.file's file is read at each TLS handshake and request", b.perConnection)
 }
 
 func (b descriptorBudget) activityHint(cfg *Config) string {
