@@ -20,6 +20,12 @@ var selfOTel = map[string]struct{ name, unit string }{
 	"cupti_exporter_build_info":               {"cupti.exporter.build_info", "1"},
 	"cupti_exporter_otlp_exports_total":       {"cupti.exporter.otlp.exports", "{export}"},
 	"cupti_exporter_collect_duration_seconds": {"cupti.exporter.collect.duration", "s"},
+
+	// The HTTP server's (Server.SelfMetrics).
+	"cupti_exporter_http_connections":              {"cupti.exporter.http.active_connections", "{connection}"},
+	"cupti_exporter_http_connections_limit":        {"cupti.exporter.http.connection_limit", "{connection}"},
+	"cupti_exporter_http_connections_closed_total": {"cupti.exporter.http.closed_connections", "{connection}"},
+	"cupti_exporter_scrapes_refused_total":         {"cupti.exporter.scrapes.refused", "{scrape}"},
 }
 
 // SelfOTelName returns the OpenTelemetry name and unit of a family the exporter's

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log"
 	"log/slog"
 	"net"
 	"net/http"
@@ -13,10 +14,13 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/coreos/go-systemd/v22/activation"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/prometheus/common/version"
 	"github.com/prometheus/exporter-toolkit/web"
+
+	"github.com/cupti-exporter/cupti-exporter/internal/httplimit"
 )
 
 // DefaultListenAddress is the port assigned to cupti-exporter.
@@ -30,6 +34,30 @@ const DefaultHealthListenAddress = ":9478"
 // shutdownTimeout bounds how long Run waits for requests in flight when its
 // context ends.
 const shutdownTimeout = 5 * time.Second
+
+// Connection bounds of the listeners (docs/security.md, "HTTP listeners").
+const (
+	// DefaultMaxConnections is the most connections a main listener holds at once. One
+	// connection holds 20-50 KB (buffers, goroutine, TLS state): 512 hold at most 25 MB.
+	DefaultMaxConnections = 512
+	// HealthMaxConnections is the most connections the health listener holds: kubelet
+	// opens one per probe and closes it.
+	HealthMaxConnections = 32
+	// DefaultIdleTimeout closes keep-alive connections idle this long; longer than the
+	// usual scrape intervals (15 s to 1 min), so that Prometheus reuses its connection.
+	DefaultIdleTimeout = 2 * time.Minute
+	// DefaultWriteTimeout bounds a request from the end of its header to the last byte of
+	// its response: the wait for a render, the render and the transfer of a big exposition
+	// to a slow client over TLS; as long as the longest usual scrape timeout.
+	DefaultWriteTimeout = 2 * time.Minute
+	// readHeaderTimeout bounds a TLS handshake and a request header (slow headers).
+	readHeaderTimeout = 10 * time.Second
+	// readTimeout bounds a whole request, header and body (the pause API's is a few bytes).
+	readTimeout = 30 * time.Second
+	// maxHeaderBytes bounds a request header: Prometheus sends a few hundred bytes; a
+	// bearer token or basic auth fits many times over.
+	maxHeaderBytes = 16 << 10
+)
 
 // ServerConfig configures a Server.
 type ServerConfig struct {
@@ -49,6 +77,15 @@ type ServerConfig struct {
 	SystemdSocket bool
 	// MaxRequests limits concurrent scrapes (0: no limit); more get 503.
 	MaxRequests int
+	// MaxConnections is the most connections each main listener holds at once (past it a
+	// newcomer replaces the connection waiting longest without a request);
+	// DefaultMaxConnections when 0.
+	MaxConnections int
+	// IdleTimeout closes keep-alive connections idle this long; DefaultIdleTimeout when 0.
+	IdleTimeout time.Duration
+	// WriteTimeout bounds a request from its header to the end of its response;
+	// DefaultWriteTimeout when 0.
+	WriteTimeout time.Duration
 
 	// Registry is gathered on the telemetry path (normally Exporter.Registry()).
 	// The handler's own promhttp_metric_handler_* metrics are registered in it.
@@ -62,10 +99,13 @@ type ServerConfig struct {
 // package, so the web config's TLS and basic auth apply to all of them; the
 // optional health listener serves /healthz and /readyz alone, in plain HTTP.
 type Server struct {
-	logger *slog.Logger
-	cfg    ServerConfig
-	mux    *http.ServeMux
-	health *http.ServeMux
+	logger  *slog.Logger
+	cfg     ServerConfig
+	mux     *http.ServeMux
+	health  *http.ServeMux
+	conns   *httplimit.Metrics
+	refused *refusals
+	self    *prometheus.Registry // the server's self-metrics, for the OTLP outlet
 
 	mu         sync.Mutex
 	addrs      []net.Addr
@@ -87,9 +127,42 @@ func NewServer(logger *slog.Logger, cfg ServerConfig) *Server {
 	if cfg.Registry == nil {
 		cfg.Registry = prometheus.NewRegistry()
 	}
-	s := &Server{logger: logger, cfg: cfg, mux: http.NewServeMux(), health: http.NewServeMux(), started: make(chan struct{})}
+	if cfg.MaxConnections <= 0 {
+		cfg.MaxConnections = DefaultMaxConnections
+	}
+	if cfg.IdleTimeout <= 0 {
+		cfg.IdleTimeout = DefaultIdleTimeout
+	}
+	if cfg.WriteTimeout <= 0 {
+		cfg.WriteTimeout = DefaultWriteTimeout
+	}
+	s := &Server{logger: logger, cfg: cfg, mux: http.NewServeMux(), health: http.NewServeMux(),
+		conns: httplimit.NewMetrics("cupti_exporter"), refused: newRefusals(), self: prometheus.NewRegistry(), started: make(chan struct{})}
+	own := serverCollector{s}
+	if err := cfg.Registry.Register(own); err != nil { // a second Server on one registry
+		logger.Warn("HTTP server self-metrics not registered", "err", err)
+	}
+	s.self.MustRegister(own)
 	s.routes()
 	return s
+}
+
+// SelfMetrics gathers the server's own metrics (connections by listener, refused scrapes),
+// which it also registers in ServerConfig.Registry, for the OTLP outlet (OTLPConfig.SelfMetrics).
+func (s *Server) SelfMetrics() prometheus.Gatherer { return s.self }
+
+// serverCollector emits cupti_exporter_http_connections*, and
+// cupti_exporter_scrapes_refused_total.
+type serverCollector struct{ s *Server }
+
+func (c serverCollector) Describe(ch chan<- *prometheus.Desc) {
+	c.s.conns.Describe(ch)
+	ch <- scrapesRefusedDesc
+}
+
+func (c serverCollector) Collect(ch chan<- prometheus.Metric) {
+	c.s.conns.Collect(ch)
+	c.s.refused.collect(ch)
 }
 
 func (s *Server) routes() {
@@ -98,9 +171,11 @@ func (s *Server) routes() {
 		ErrorHandling:       promhttp.ContinueOnError,
 		MaxRequestsInFlight: s.cfg.MaxRequests,
 		EnableOpenMetrics:   true,
+		AcceptedFormats:     acceptedFormats,
+		OfferedCompressions: offeredCompressions,
 		Registry:            s.cfg.Registry,
 	})
-	s.mux.Handle(s.cfg.TelemetryPath, promhttp.InstrumentMetricHandler(s.cfg.Registry, coalesceRequests(metrics, s.cfg.MaxRequests)))
+	s.mux.Handle(s.cfg.TelemetryPath, promhttp.InstrumentMetricHandler(s.cfg.Registry, coalesceRequests(metrics, s.cfg.MaxRequests, s.refused)))
 	for _, mux := range []*http.ServeMux{s.mux, s.health} {
 		mux.HandleFunc("/healthz", healthz)
 		mux.HandleFunc("/readyz", s.readyz)
@@ -217,15 +292,28 @@ func (s *Server) Run(ctx context.Context) error {
 	}()
 	var servers []*http.Server
 	var serve []func() error
+	// add serves h on l under the listener's bounds, through the web config (TLS, basic
+	// auth) when webConfig.
+	add := func(l net.Listener, name string, maxConns int, h http.Handler, webConfig bool) {
+		ll := httplimit.NewListener(l, name, maxConns, s.conns)
+		listeners = append(listeners, ll)
+		srv := s.newHTTPServer(h, ll)
+		servers = append(servers, srv)
+		if webConfig {
+			serve = append(serve, func() error { return web.Serve(ll, srv, flags, s.logger) })
+		} else {
+			serve = append(serve, func() error { return srv.Serve(ll) })
+		}
+		s.logger.Info("HTTP listener limits", "listener", name, "address", l.Addr().String(), "max_connections", maxConns,
+			"idle_timeout", s.cfg.IdleTimeout, "write_timeout", s.cfg.WriteTimeout, "read_timeout", readTimeout,
+			"read_header_timeout", readHeaderTimeout, "max_header_bytes", maxHeaderBytes)
+	}
 	if addr := s.cfg.HealthListenAddress; addr != "" {
 		l, err := net.Listen("tcp", addr)
 		if err != nil {
 			return listenError(addr, "--web.health-listen-address", err)
 		}
-		listeners = append(listeners, l)
-		srv := s.newHTTPServer(s.health)
-		servers = append(servers, srv)
-		serve = append(serve, func() error { return srv.Serve(l) })
+		add(l, "health", HealthMaxConnections, s.health, false)
 		s.mu.Lock()
 		s.healthAddr = l.Addr()
 		s.mu.Unlock()
@@ -233,9 +321,16 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 
 	if s.cfg.SystemdSocket {
-		srv := s.newHTTPServer(s.mux)
-		servers = append(servers, srv)
-		serve = append(serve, func() error { return web.ListenAndServe(srv, flags, s.logger) })
+		ls, err := activation.Listeners()
+		if err != nil {
+			return fmt.Errorf("systemd socket activation: %w", err)
+		}
+		if len(ls) == 0 {
+			return errors.New("systemd socket activation: no sockets passed (--web.systemd-socket without a .socket unit?)")
+		}
+		for _, l := range ls {
+			add(l, "web", s.cfg.MaxConnections, s.mux, true)
+		}
 		close(s.started)
 		return s.serveUntil(ctx, servers, serve)
 	}
@@ -250,13 +345,10 @@ func (s *Server) Run(ctx context.Context) error {
 			}
 			return listenError(addr, "--web.listen-address", err)
 		}
-		listeners = append(listeners, l)
 		addrs = append(addrs, l.Addr())
 		// One http.Server per listener: web.Serve wraps the server's handler, so
 		// sharing one between listeners would race.
-		srv := s.newHTTPServer(s.mux)
-		servers = append(servers, srv)
-		serve = append(serve, func() error { return web.Serve(l, srv, flags, s.logger) })
+		add(l, "web", s.cfg.MaxConnections, s.mux, true)
 	}
 	s.mu.Lock()
 	s.addrs = addrs
@@ -265,12 +357,36 @@ func (s *Server) Run(ctx context.Context) error {
 	return s.serveUntil(ctx, servers, serve)
 }
 
-func (s *Server) newHTTPServer(h http.Handler) *http.Server {
-	return &http.Server{
-		Handler:           h,
-		ReadHeaderTimeout: 10 * time.Second,
-		ErrorLog:          slog.NewLogLogger(s.logger.Handler(), slog.LevelWarn),
+// newHTTPServer is an http.Server for h on l, with the listener's bounds.
+func (s *Server) newHTTPServer(h http.Handler, l *httplimit.Listener) *http.Server {
+	srv := &http.Server{Handler: h, ErrorLog: serverLog(s.logger)}
+	httplimit.Settings{
+		ReadHeaderTimeout: readHeaderTimeout,
+		ReadTimeout:       readTimeout,
+		WriteTimeout:      s.cfg.WriteTimeout,
+		IdleTimeout:       s.cfg.IdleTimeout,
+		MaxHeaderBytes:    maxHeaderBytes,
+	}.Apply(srv, l)
+	return srv
+}
+
+// serverLog is the http.Server error log: warnings, except the TLS handshake errors of
+// clients that closed or were closed by a limit (counted in
+// cupti_exporter_http_connections_closed_total), which a flood would repeat by the thousand.
+func serverLog(logger *slog.Logger) *log.Logger {
+	return log.New(serverLogWriter{logger}, "", 0)
+}
+
+type serverLogWriter struct{ logger *slog.Logger }
+
+func (w serverLogWriter) Write(p []byte) (int, error) {
+	msg := strings.TrimSuffix(string(p), "\n")
+	level := slog.LevelWarn
+	if strings.HasPrefix(msg, "http: TLS handshake error") {
+		level = slog.LevelDebug
 	}
+	w.logger.Log(context.Background(), level, msg)
+	return len(p), nil
 }
 
 // serveUntil runs serve[i] for every server until ctx ends or one fails.

@@ -36,6 +36,11 @@ type Config struct {
 		HealthListenAddress string `yaml:"health_listen_address" help:"Address to serve only /healthz and /readyz on, in plain HTTP without the web config (for kubelet probes when TLS or auth is on); without a host (:9478) it takes web.listen_address's host; empty: off."`
 		EnablePMSamplingAPI bool   `yaml:"enable_pm_sampling_api" flag:"web.enable-pm-sampling-api" help:"Serve POST /api/v1/pm-sampling/pause and /resume on the listen address (under the web config); off: they answer 404."`
 		MaxRequests         int    `yaml:"max_requests" help:"Most concurrent scrapes served (more get 503); concurrent scrapes share one collection. 0: no limit."`
+
+		// Connection bounds of both listeners (docs/security.md, "HTTP listeners").
+		MaxConnections int      `yaml:"max_connections" help:"Most connections the listen address holds at once; past it a newcomer replaces the connection waiting longest without a request, else is closed (docs/security.md). 0: 512, or fewer if the descriptor limit (RLIMIT_NOFILE) cannot hold them beside the activity socket's reserve; a value that does not fit is refused."`
+		IdleTimeout    Duration `yaml:"idle_timeout" help:"Close keep-alive HTTP connections without a request for this long (both listeners); keep it above the scrape interval."`
+		WriteTimeout   Duration `yaml:"write_timeout" help:"Longest time from a request's header to the end of its response (waiting for a render, rendering, and sending to a slow client); keep it above the scrape timeout."`
 	} `yaml:"web"`
 	PMSample struct {
 		Enabled      bool     `yaml:"enabled" help:"Sample device counters with CUPTI PM Sampling."`
@@ -161,6 +166,8 @@ func defaultConfig() Config {
 	c.Activity.PodHistograms = false
 	c.Activity.HistogramBuckets = formatBounds(activity.DefaultBuckets)
 	c.Web.MaxRequests = 40
+	c.Web.IdleTimeout = Duration(exporter.DefaultIdleTimeout)
+	c.Web.WriteTimeout = Duration(exporter.DefaultWriteTimeout)
 	c.OTLP.Naming = exporter.NamingOTel.String()
 	c.Health.Enabled = true
 	c.Health.Interval = Duration(time.Second)
@@ -305,6 +312,11 @@ func (c *Config) validate() error {
 	if c.Web.MaxRequests < 0 {
 		errs = append(errs, fmt.Errorf("web.max_requests must not be negative (0: no limit), got %d", c.Web.MaxRequests))
 	}
+	if c.Web.MaxConnections < 0 {
+		errs = append(errs, fmt.Errorf("web.max_connections must not be negative (0: picked from the descriptor limit), got %d", c.Web.MaxConnections))
+	}
+	between("web.idle_timeout", c.Web.IdleTimeout, time.Second, time.Hour)
+	between("web.write_timeout", c.Web.WriteTimeout, time.Second, time.Hour)
 	if err := c.checkListenAddresses(); err != nil {
 		errs = append(errs, err)
 	}

@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/cupti-exporter/cupti-exporter/activity"
 	"github.com/cupti-exporter/cupti-exporter/activity/receiver"
 	"github.com/cupti-exporter/cupti-exporter/attribution"
@@ -307,12 +309,19 @@ func serveSources(ctx context.Context, logger *slog.Logger, cfg *Config, pm pmSe
 		}()
 	}
 
+	maxConns, err := httpServerLimits(logger, cfg, pm.live && cfg.Activity.Enabled)
+	if err != nil {
+		return err
+	}
 	srv := exporter.NewServer(logger, exporter.ServerConfig{
 		ListenAddresses:     []string{cfg.Web.ListenAddress},
 		HealthListenAddress: cfg.healthListenAddress(),
 		WebConfigFile:       cfg.Web.ConfigFile,
 		TelemetryPath:       cfg.Web.TelemetryPath,
 		MaxRequests:         cfg.Web.MaxRequests,
+		MaxConnections:      maxConns,
+		IdleTimeout:         time.Duration(cfg.Web.IdleTimeout),
+		WriteTimeout:        time.Duration(cfg.Web.WriteTimeout),
 		Registry:            exp.Registry(),
 		Status:              exp,
 	})
@@ -324,7 +333,7 @@ func serveSources(ctx context.Context, logger *slog.Logger, cfg *Config, pm pmSe
 			Naming:   naming,
 			Protocol: cfg.OTLP.Protocol, Endpoint: cfg.OTLP.Endpoint, Insecure: cfg.OTLP.Insecure,
 			Headers: cfg.OTLP.Header, Interval: time.Duration(cfg.OTLP.Interval), Timeout: time.Duration(cfg.OTLP.Timeout),
-			ResourceAttributes: cfg.OTLP.Resource, SelfMetrics: exp.SelfMetrics(),
+			ResourceAttributes: cfg.OTLP.Resource, SelfMetrics: prometheus.Gatherers{exp.SelfMetrics(), srv.SelfMetrics()},
 			Registerer: exp.Registry(), Logger: logger,
 		}, exp.Producers()...)
 		if err != nil {

@@ -18,6 +18,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/cupti-exporter/cupti-exporter/exporter"
+	"github.com/cupti-exporter/cupti-exporter/internal/httplimit"
 	"github.com/cupti-exporter/cupti-exporter/kubepods"
 	"github.com/cupti-exporter/cupti-exporter/webhook"
 )
@@ -94,9 +96,13 @@ func runWebhook(ctx context.Context, logger *slog.Logger, cfg *Config, f *webhoo
 	if err != nil {
 		return err
 	}
+	if err := webhookDescriptors(logger, f.healthListen != ""); err != nil {
+		return err
+	}
 	server := webhook.NewServer(mutator, logger)
+	conns := httplimit.NewMetrics("cupti_webhook")
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(server, namespaces, certs, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(server, namespaces, certs, conns, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
 	namespaces.Start(ctx)
 	go func() {
@@ -110,13 +116,14 @@ func runWebhook(ctx context.Context, logger *slog.Logger, cfg *Config, f *webhoo
 
 	mux := http.NewServeMux()
 	mux.Handle(webhook.MutatePath, server)
-	httpsLn, err := net.Listen("tcp", f.listen)
+	ln, err := net.Listen("tcp", f.listen)
 	if err != nil {
 		return fmt.Errorf("webhook listener: %w", err)
 	}
-	https := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second,
-		WriteTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelDebug),
+	httpsLn := httplimit.NewListener(ln, "https", webhookMaxConnections, conns)
+	https := &http.Server{Handler: mux, ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelDebug),
 		TLSConfig: &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: certs.GetCertificate}}
+	webhookHTTPS.Apply(https, httpsLn)
 
 	health := http.NewServeMux()
 	health.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
@@ -136,11 +143,14 @@ func runWebhook(ctx context.Context, logger *slog.Logger, cfg *Config, f *webhoo
 			httpsLn.Close()
 			return fmt.Errorf("health listener: %w", err)
 		}
-		plain = &http.Server{Handler: health, ReadHeaderTimeout: 5 * time.Second}
-		go func() { errc <- plain.Serve(ln) }()
+		healthLn := httplimit.NewListener(ln, "health", exporter.HealthMaxConnections, conns)
+		plain = &http.Server{Handler: health, ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelDebug)}
+		webhookHealth.Apply(plain, healthLn)
+		go func() { errc <- plain.Serve(healthLn) }()
 	}
 	go func() { errc <- https.ServeTLS(httpsLn, "", "") }()
-	logger.Info("admission webhook listening", "address", httpsLn.Addr().String(), "wiring", f.wiringFile)
+	logger.Info("admission webhook listening", "address", httpsLn.Addr().String(), "wiring", f.wiringFile,
+		"max_connections", webhookMaxConnections, "idle_timeout", webhookHTTPS.IdleTimeout)
 
 	select {
 	case <-ctx.Done():
@@ -158,6 +168,46 @@ func runWebhook(ctx context.Context, logger *slog.Logger, cfg *Config, f *webhoo
 	if err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
+	return nil
+}
+
+// Connection bounds of the webhook's listeners (docs/security.md, "HTTP listeners").
+const (
+	// webhookMaxConnections is the most connections the HTTPS listener holds: the API
+	// servers keep a few each (HTTP/2).
+	webhookMaxConnections = 128
+	// webhookOtherReserve is the descriptors kept for the rest: the Kubernetes API
+	// connections, certificate files.
+	webhookOtherReserve = 64
+)
+
+var (
+	// webhookHTTPS bounds the admission listener. The API server gives a webhook 10 s by
+	// default (timeoutSeconds, at most 30); its client closes idle connections after
+	// 90 s, so the webhook waits longer, and a POST is never sent on a connection the
+	// webhook is closing.
+	webhookHTTPS = httplimit.Settings{ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second,
+		WriteTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 16 << 10}
+	// webhookHealth bounds the health listener (probes and a small /metrics).
+	webhookHealth = httplimit.Settings{ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second,
+		WriteTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 16 << 10}
+)
+
+// webhookDescriptors checks that the listeners' connections fit the descriptor limit.
+func webhookDescriptors(logger *slog.Logger, health bool) error {
+	limit, open, err := httplimit.Descriptors()
+	if err != nil {
+		return err
+	}
+	need := webhookMaxConnections + 1 + webhookOtherReserve
+	if health {
+		need += exporter.HealthMaxConnections + 1
+	}
+	if open+need > limit {
+		return fmt.Errorf("the descriptor limit (RLIMIT_NOFILE) is %d: with %d open, the webhook's listeners and connections need %d more; raise the limit (ulimit -n, the container runtime's nofile)",
+			limit, open, need)
+	}
+	logger.Debug("webhook descriptors", "nofile", limit, "open", open, "needed", need)
 	return nil
 }
 
