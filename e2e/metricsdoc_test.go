@@ -25,6 +25,7 @@ import (
 	"github.com/cupti-exporter/cupti-exporter/pmsample"
 	"github.com/cupti-exporter/cupti-exporter/podresources"
 	"github.com/cupti-exporter/cupti-exporter/recording/demo"
+	"github.com/cupti-exporter/cupti-exporter/resourceslices"
 )
 
 var update = flag.Bool("update", false, "rewrite docs/metrics.md from what --demo emits")
@@ -110,7 +111,7 @@ func knownDescs(t *testing.T) map[string]*mapping.Desc {
 	t.Helper()
 	out := map[string]*mapping.Desc{}
 	for _, d := range slices.Concat(activity.Descs(), podresources.Descs(), pmsample.SelfDescs(), pmsample.IdleDescs(),
-		health.Descs(), attribution.Descs(), kubepods.Descs()) {
+		health.Descs(), attribution.Descs(), kubepods.Descs(), resourceslices.Descs()) {
 		out[d.Name] = d
 	}
 	props := catalogProperties(t)
@@ -194,6 +195,9 @@ func docFamilies(t *testing.T, demo map[string]*dto.MetricFamily) []docFamily {
 			when = "live only"
 			if strings.HasPrefix(n, "cupti_podresources_") {
 				when = "with `--kubelet.pod-resources-socket`"
+			}
+			if strings.HasPrefix(n, "cupti_resourceslices_") {
+				when = "with `--kubelet.pod-resources-socket` and `--kubernetes.resource-slices`"
 			}
 		}
 		ls := d.LabelNames
