@@ -113,7 +113,7 @@ func New(client kubernetes.Interface, driver, node string, opts ...Option) (*Inf
 }
 
 // Run starts the informer and returns when ctx ends. Until the first list is stored,
-// Resolve answers podresources.ResultUnknownDevice.
+// Resolve answers podresources.ResultUnknownDevice for what it does not hold yet.
 func (i *Informer) Run(ctx context.Context) {
 	i.factory.Start(ctx.Done())
 	go func() {
@@ -215,11 +215,10 @@ func trimSlice(obj any) (any, error) {
 	return t, nil
 }
 
-// device finds a device of the newest generation of its pool in the cache.
+// device finds a device of the newest generation of its pool in the cache. A cache still
+// being filled answers for what it holds (the change notifications of the first list may
+// come before it counts as synced).
 func (i *Informer) device(pool, name string) (resourcev1.Device, bool) {
-	if !i.informer.HasSynced() {
-		return resourcev1.Device{}, false
-	}
 	idx := i.informer.GetIndexer()
 	objs, err := idx.ByIndex(deviceIndex, pool+"/"+name)
 	if err != nil || len(objs) == 0 {
