@@ -229,30 +229,6 @@ func TestNewRefusesMissingParts(t *testing.T) {
 	}
 }
 
-func TestParseMIGName(t *testing.T) {
-	for _, tc := range []struct {
-		name           string
-		profile, start int
-		ok             bool
-	}{
-		{"gpu-0-mig-1g10gb-19-0", 19, 0, true},
-		{"gpu-3-mig-1g10gb-me-20-6", 20, 6, true}, // a profile name with a dash
-		{"gpu-12-mig-7g80gb-0-0", 0, 0, true},
-		{"gpu-0", 0, 0, false},
-		{"gpu-0-mig-19-0", 0, 0, false}, // no profile name
-		{"gpu-x-mig-1g10gb-19-0", 0, 0, false},
-		{"gpu-0-mig-1g10gb-19-", 0, 0, false},
-		{"gpu-0-mig-1g10gb-1a-0", 0, 0, false},
-		{"gpu-0-mig-1g10gb-19-99999999999999999999", 0, 0, false},
-		{"nic-0-mig-1g10gb-19-0", 0, 0, false},
-	} {
-		p, s, ok := parseMIGName(tc.name)
-		if ok != tc.ok || (ok && (p != tc.profile || s != tc.start)) {
-			t.Errorf("parseMIGName(%q) = %d, %d, %v; want %d, %d, %v", tc.name, p, s, ok, tc.profile, tc.start, tc.ok)
-		}
-	}
-}
-
 // sample returns the value of one series of the snapshot, failing when absent.
 func sample(t *testing.T, s *mapping.Snapshot, name string, labels ...string) float64 {
 	t.Helper()

@@ -1,10 +1,10 @@
 package resourceslices
 
 import (
-	"strconv"
 	"strings"
 
 	"github.com/cupti-exporter/cupti-exporter/podresources"
+	"github.com/cupti-exporter/cupti-exporter/resourceslices/migname"
 )
 
 // Attributes NVIDIA's GPU driver (k8s-dra-driver-gpu) publishes on each device of its
@@ -42,7 +42,7 @@ func (i *Informer) Resolve(pool, name string) (uuid, result string) {
 	// A MIG device created on demand ("dynamic MIG"): the slice lists the partition before
 	// it exists, named after its GPU instance profile and placement; NVML names the MIG
 	// device once the driver created it for the claim.
-	profile, start, ok := parseMIGName(name)
+	profile, start, ok := migname.Parse(name)
 	if !ok {
 		return "", podresources.ResultNoUUID
 	}
@@ -53,54 +53,4 @@ func (i *Informer) Resolve(pool, name string) (uuid, result string) {
 		return uuid, podresources.ResultMIG
 	}
 	return "", podresources.ResultMIGNotFound
-}
-
-// parseMIGName reads the GPU instance profile ID and placement start out of the name
-// NVIDIA's driver gives a MIG partition, gpu-<minor>-mig-<profile name>-<profile ID>-<placement
-// start> (for example gpu-0-mig-1g10gb-19-0 or gpu-3-mig-1g10gb-me-20-6).
-func parseMIGName(name string) (profileID, placementStart int, ok bool) {
-	rest, found := strings.CutPrefix(name, "gpu-")
-	if !found {
-		return 0, 0, false
-	}
-	minor, rest, found := strings.Cut(rest, "-mig-")
-	if !found || !digits(minor) {
-		return 0, 0, false
-	}
-	// The profile name may hold dashes; the last two fields are the numbers.
-	head, startText, found := cutLast(rest, "-")
-	if !found {
-		return 0, 0, false
-	}
-	profileName, profileText, found := cutLast(head, "-")
-	if !found || profileName == "" || !digits(profileText) || !digits(startText) {
-		return 0, 0, false
-	}
-	profileID, err1 := strconv.Atoi(profileText)
-	placementStart, err2 := strconv.Atoi(startText)
-	if err1 != nil || err2 != nil {
-		return 0, 0, false
-	}
-	return profileID, placementStart, true
-}
-
-func cutLast(s, sep string) (before, after string, found bool) {
-	if k := strings.LastIndex(s, sep); k >= 0 {
-		return s[:k], s[k+len(sep):], true
-	}
-	return s, "", false
-}
-
-// digits reports whether s is a short run of decimal digits (profile IDs and placements
-// are small; the bound keeps Atoi from overflowing).
-func digits(s string) bool {
-	if s == "" || len(s) > 6 {
-		return false
-	}
-	for _, c := range s {
-		if c < '0' || c > '9' {
-			return false
-		}
-	}
-	return true
 }
