@@ -14,11 +14,12 @@
 // the parent GPU (WithMIGLookup; package health reads it). Only a pool's newest
 // generation counts.
 //
-// A list or watch that fails (RBAC missing: forbidden; a cluster without the
-// resource.k8s.io/v1 API: not_served) is counted in
+// A list or watch that fails (RBAC missing: forbidden) is counted in
 // cupti_resourceslices_watch_errors_total{reason} and logged, and the cache keeps what it
-// had; devices it cannot map stay unattributed and are counted by podresources. Nothing here
-// removes a device series.
+// had; devices it cannot map stay unattributed and are counted by podresources. A cluster
+// that does not serve resource.k8s.io/v1 ResourceSlices (before Kubernetes 1.34) is not
+// listed at all: Run asks discovery again every 5 minutes and counts each answer as
+// not_served. Nothing here removes a device series.
 //
 // Self-metrics (Snapshot): cupti_resourceslices_synced, cupti_resourceslices_devices{type},
 // cupti_resourceslices_watch_errors_total{reason}.

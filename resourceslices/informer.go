@@ -35,6 +35,8 @@ type Informer struct {
 	mig          MIGLookup
 	onChange     func()
 	start        time.Time
+	served       func(context.Context) (bool, error) // whether the API server serves resource.k8s.io/v1 ResourceSlices
+	recheck      time.Duration                       // how often a cluster that does not is asked again
 
 	watchErrors [len(errorReasons)]atomic.Uint64
 	warnedMu    sync.Mutex
@@ -80,7 +82,19 @@ func New(client kubernetes.Interface, driver, node string, opts ...Option) (*Inf
 	case node == "":
 		return nil, errors.New("resourceslices: no node name: set --kubernetes.node-name or $NODE_NAME (the downward API's spec.nodeName)")
 	}
-	i := &Informer{driver: driver, node: node, log: slog.Default(), warned: map[string]bool{}}
+	i := &Informer{driver: driver, node: node, log: slog.Default(), warned: map[string]bool{}, recheck: notServedRecheck}
+	i.served = func(ctx context.Context) (bool, error) {
+		list, err := client.Discovery().ServerResourcesForGroupVersionWithContext(ctx, resourcev1.SchemeGroupVersion.String())
+		if err != nil {
+			return false, err
+		}
+		for _, r := range list.APIResources {
+			if r.Name == "resourceslices" {
+				return true, nil
+			}
+		}
+		return false, nil
+	}
 	for _, o := range opts {
 		o(i)
 	}
@@ -112,9 +126,31 @@ func New(client kubernetes.Interface, driver, node string, opts ...Option) (*Inf
 	return i, nil
 }
 
+// notServedRecheck is how often a cluster that does not serve resource.k8s.io/v1
+// ResourceSlices is asked again, rather than listing them (and failing) every 30 s from
+// every node: its control plane may be upgraded under a running exporter.
+const notServedRecheck = 5 * time.Minute
+
 // Run starts the informer and returns when ctx ends. Until the first list is stored,
-// Resolve answers podresources.ResultUnknownDevice for what it does not hold yet.
+// Resolve answers podresources.ResultUnknownDevice for what it does not hold yet. On a
+// cluster without resource.k8s.io/v1 ResourceSlices (Kubernetes before 1.34) it waits,
+// asking discovery again every 5 minutes, and counts each answer as not_served.
 func (i *Informer) Run(ctx context.Context) {
+	for {
+		ok, err := i.served(ctx)
+		if ok || (err != nil && !apierrors.IsNotFound(err)) {
+			break // served, or discovery failed otherwise: the informer retries and counts
+		}
+		if err == nil {
+			err = apierrors.NewNotFound(resourcev1.Resource("resourceslices"), "")
+		}
+		i.watchError(nil, err)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(i.recheck):
+		}
+	}
 	i.factory.Start(ctx.Done())
 	go func() {
 		if cache.WaitForCacheSync(ctx.Done(), i.informer.HasSynced) {

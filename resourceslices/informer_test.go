@@ -56,9 +56,17 @@ func device(name string, a map[resourcev1.QualifiedName]resourcev1.DeviceAttribu
 		"memory": {Value: resource.MustParse("80Gi")}}}
 }
 
+// servedClient is a fake clientset whose discovery lists resource.k8s.io/v1 ResourceSlices,
+// as a Kubernetes 1.34 or later API server does.
+func servedClient(objs ...runtime.Object) *fake.Clientset {
+	client := fake.NewClientset(objs...)
+	client.Resources = []*metav1.APIResourceList{{GroupVersion: "resource.k8s.io/v1", APIResources: []metav1.APIResource{{Name: "resourceslices", Kind: "ResourceSlice"}}}}
+	return client
+}
+
 func startInformer(t *testing.T, objs []runtime.Object, opts ...Option) (*Informer, *fake.Clientset) {
 	t.Helper()
-	client := fake.NewClientset(objs...)
+	client := servedClient(objs...)
 	i, err := New(client, podresources.GPUDriver, "node-1", opts...)
 	if err != nil {
 		t.Fatal(err)
@@ -196,7 +204,7 @@ func TestOnChangeFollowsTheCache(t *testing.T) {
 // A forbidden list (no RBAC for resourceslices) is counted by reason; Resolve answers
 // unknown_device instead of blocking or failing.
 func TestForbiddenListIsCounted(t *testing.T) {
-	client := fake.NewClientset()
+	client := servedClient()
 	client.PrependReactor("list", "resourceslices", func(k8stesting.Action) (bool, runtime.Object, error) {
 		return true, nil, apierrors.NewForbidden(schema.GroupResource{Group: "resource.k8s.io", Resource: "resourceslices"}, "",
 			errors.New(`User "system:serviceaccount:monitoring:cupti" cannot list resource "resourceslices"`))
@@ -216,6 +224,39 @@ func TestForbiddenListIsCounted(t *testing.T) {
 	if v := sample(t, i.Snapshot(), "cupti_resourceslices_synced"); v != 0 {
 		t.Errorf("synced = %v with every list forbidden; want 0", v)
 	}
+}
+
+// A cluster that does not serve resource.k8s.io/v1 (before Kubernetes 1.34): counted as
+// not_served and asked again later, without listing; once it does, the cache fills.
+func TestNotServedWaitsForTheAPI(t *testing.T) {
+	client := fake.NewClientset(gpuSlice("s", 1, device("gpu-0", attrs("type", "gpu", "uuid", "GPU-1"))))
+	var lists atomic.Int64
+	client.PrependReactor("list", "resourceslices", func(k8stesting.Action) (bool, runtime.Object, error) {
+		lists.Add(1)
+		return false, nil, nil
+	})
+	i, err := New(client, podresources.GPUDriver, "node-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	i.recheck = 20 * time.Millisecond
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { i.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	testutil.WaitFor(t, "not_served counted twice", 5*time.Second, 5*time.Millisecond, func() bool {
+		return sample(t, i.Snapshot(), "cupti_resourceslices_watch_errors_total", "not_served") >= 2
+	})
+	if n := lists.Load(); n != 0 {
+		t.Errorf("%d lists of an API the server does not serve; want none", n)
+	}
+	client.Lock()
+	client.Resources = servedClient().Resources
+	client.Unlock()
+	testutil.WaitFor(t, "the slice once the API is served", 5*time.Second, 5*time.Millisecond, func() bool {
+		u, _ := i.Resolve("node-1", "gpu-0")
+		return u == "GPU-1"
+	})
 }
 
 func TestNewRefusesMissingParts(t *testing.T) {

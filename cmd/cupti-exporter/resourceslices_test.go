@@ -144,6 +144,7 @@ func TestDynamicMIGThroughNVML(t *testing.T) {
 	defer g.Stop()
 
 	client := fake.NewClientset()
+	client.Resources = []*metav1.APIResourceList{{GroupVersion: "resource.k8s.io/v1", APIResources: []metav1.APIResource{{Name: "resourceslices"}}}}
 	pods := (*podresources.Client)(nil)
 	slices, err := resourceslices.New(client, podresources.GPUDriver, "node-1", resourceslices.WithMIGLookup(migLookup(nv)),
 		resourceslices.WithOnChange(func() { pods.Rebuild() }))
