@@ -31,6 +31,8 @@ type gpuState struct {
 	errCache    []cachedValue // their values, repeated between reads
 	lastProcs   time.Time     // the previous process observation (WithProcessListener)
 	lastUtilTS  uint64        // newest per-process utilisation sample read (NVML's µs)
+
+	migs map[string]migPlacement // MIG UUID -> its GPU instance's placement, of the last collection
 }
 
 // errorEvery: error and link counters (ECC, retired pages, remapped rows, PCIe replays,
@@ -303,18 +305,24 @@ func (g *gpuState) collectMIG(add func(*descT, float64, ...string)) {
 	}
 	add(migModeDesc, b01(cur == nvml.DEVICE_MIG_ENABLE))
 	if cur != nvml.DEVICE_MIG_ENABLE {
+		g.migs = nil
 		return
 	}
 	n, ret := g.dev.GetMaxMigDeviceCount()
 	if !g.ok("mig_count", ret) {
 		return
 	}
+	seen := make(map[string]migPlacement, len(g.migs))
+	defer func() { g.migs = seen }()
 	for i := range n {
 		mig, ret := g.dev.GetMigDeviceHandleByIndex(i)
 		if ret != nvml.SUCCESS {
 			continue // an empty slot answers NOT_FOUND
 		}
 		gi, r1 := mig.GetGpuInstanceId()
+		if r1 == nvml.SUCCESS {
+			g.placeMIG(mig, gi, seen)
+		}
 		ci, r2 := mig.GetComputeInstanceId()
 		m, r3 := mig.GetMemoryInfo()
 		if r1 != nvml.SUCCESS || r2 != nvml.SUCCESS || r3 != nvml.SUCCESS {
@@ -329,6 +337,36 @@ func (g *gpuState) collectMIG(add func(*descT, float64, ...string)) {
 		add(migMemDesc, float64(m.Used), gs, cs, profile)
 		add(migMemTotalDesc, float64(m.Total), gs, cs, profile)
 	}
+}
+
+// migPlacement is where a MIG device's GPU instance sits: its profile ID and the start of
+// its placement, which is how NVIDIA's DRA driver names a MIG device it creates on demand.
+type migPlacement struct{ profileID, start int }
+
+// placeMIG records the MIG device's UUID with its GPU instance's profile and placement in
+// seen. The placement of a UUID already known is not read again (a GPU instance keeps it
+// for life; a new one gets a new UUID).
+func (g *gpuState) placeMIG(mig nvml.Device, gi int, seen map[string]migPlacement) {
+	uuid, ret := mig.GetUUID()
+	if ret != nvml.SUCCESS || uuid == "" {
+		return
+	}
+	if p, ok := g.migs[uuid]; ok {
+		seen[uuid] = p
+		return
+	}
+	if g.skip("mig_placement") {
+		return
+	}
+	inst, ret := g.dev.GetGpuInstanceById(gi)
+	if !g.ok("mig_placement", ret) {
+		return
+	}
+	info, ret := inst.GetInfo()
+	if !g.ok("mig_placement", ret) {
+		return
+	}
+	seen[uuid] = migPlacement{profileID: int(info.ProfileId), start: int(info.Placement.Start)}
 }
 
 // field reads one NVML field value as a float.

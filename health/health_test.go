@@ -363,6 +363,7 @@ func TestMIGInstances(t *testing.T) {
 	d.GetMigModeFunc = func() (int, int, nvml.Return) { return nvml.DEVICE_MIG_ENABLE, nvml.DEVICE_MIG_ENABLE, nvml.SUCCESS }
 	d.GetMaxMigDeviceCountFunc = func() (int, nvml.Return) { return 7, nvml.SUCCESS }
 	mig := &mock.Device{
+		GetUUIDFunc:              func() (string, nvml.Return) { return "MIG-5d3c1b2a-0000-5000-8000-000000000005", nvml.SUCCESS },
 		GetGpuInstanceIdFunc:     func() (int, nvml.Return) { return 5, nvml.SUCCESS },
 		GetComputeInstanceIdFunc: func() (int, nvml.Return) { return 0, nvml.SUCCESS },
 		GetMemoryInfoFunc:        func() (nvml.Memory, nvml.Return) { return nvml.Memory{Total: 10 << 30, Used: 1 << 30}, nvml.SUCCESS },
@@ -373,6 +374,14 @@ func TestMIGInstances(t *testing.T) {
 			return mig, nvml.SUCCESS
 		}
 		return nil, nvml.ERROR_NOT_FOUND
+	}
+	d.GetGpuInstanceByIdFunc = func(id int) (nvml.GpuInstance, nvml.Return) {
+		if id != 5 {
+			return nil, nvml.ERROR_NOT_FOUND
+		}
+		return &mock.GpuInstance{GetInfoFunc: func() (nvml.GpuInstanceInfo, nvml.Return) {
+			return nvml.GpuInstanceInfo{Id: 5, ProfileId: 19, Placement: nvml.GpuInstancePlacement{Start: 4, Size: 1}}, nvml.SUCCESS
+		}}, nvml.SUCCESS
 	}
 	for _, dd := range srv.Devices[1:] {
 		dd.(*server.Device).GetMigModeFunc = func() (int, int, nvml.Return) { return 0, 0, nvml.SUCCESS }
@@ -386,6 +395,9 @@ func TestMIGInstances(t *testing.T) {
 	}
 	if v, _ := series(t, snap, "cupti_gpu_mig_memory_used_bytes", map[string]string{"gpu": "0", "gpu_instance_id": "5", "compute_instance_id": "0", "profile": "1g.10gb"}); v != 1<<30 {
 		t.Errorf("MIG instance memory = %v, want 1 GiB", v)
+	}
+	if u, ok := src.MIGDeviceUUID(d.UUID, 19, 4); !ok || u != "MIG-5d3c1b2a-0000-5000-8000-000000000005" {
+		t.Errorf("MIG device of profile 19 at 4 = %q, %v; want its UUID", u, ok)
 	}
 }
 
