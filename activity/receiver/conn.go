@@ -234,7 +234,7 @@ func (s *Server) startPlausible(t uint64) bool {
 	if t > latest() {
 		return false
 	}
-	btime, err := s.boot.get(s.cfg.procRoot)
+	btime, err := s.ident.boot.get(s.cfg.procRoot)
 	return err != nil || t >= btime*1_000_000_000
 }
 

@@ -6,6 +6,7 @@ import (
 	"net"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/cupti-exporter/cupti-exporter/activity"
 	"github.com/cupti-exporter/cupti-exporter/activity/wire"
@@ -22,15 +23,16 @@ func cgroupOf(i int) string {
 // ninth container was then refused (limit) and lost all its records. Now the newcomer takes
 // a slot from the identity holding the most (evicted_fair_share).
 func TestConnectionSlotsFairShare(t *testing.T) {
-	const btime, ticks = 1_795_000_000, 42
+	const btime, ticks = 1_795_000_000, 42 // as moveTo writes them
 	root := t.TempDir()
 	srv, agg := startServer(t, WithProcRoot(root))
 	hello := activity.Process{PID: 7, StartTime: btime*1e9 + ticks*1e7, DeviceUUIDs: []string{"GPU-a"}}
 	// Every connection of this test comes from this process: its /proc entry is rewritten with
-	// the next container's cgroup once the previous container's connections are identified.
+	// the next container's cgroup once the previous container's connections are identified
+	// (and the receiver's cache of this process's entry has expired: moveTo).
 	var held []net.Conn
 	for i := range DefaultMaxConnections / DefaultMaxConnectionsPerIdentity {
-		writeFakeProc(t, root, 7, btime, ticks, cgroupOf(i))
+		moveTo(t, root, cgroupOf(i))
 		for range DefaultMaxConnectionsPerIdentity {
 			c := dial(t, srv.Path())
 			if err := wire.NewEncoder(c).Hello(hello); err != nil {
@@ -43,7 +45,7 @@ func TestConnectionSlotsFairShare(t *testing.T) {
 			return value(t, s, "cupti_activity_processes") == want
 		})
 	}
-	writeFakeProc(t, root, 7, btime, ticks, cgroupOf(99))
+	moveTo(t, root, cgroupOf(99))
 	c := dial(t, srv.Path())
 	enc := wire.NewEncoder(c)
 	recs := make([]activity.Record, 1000)
@@ -71,6 +73,14 @@ func TestConnectionSlotsFairShare(t *testing.T) {
 	if v := value(t, s, "cupti_activity_dropped_connections_total", "evicted_fair_share"); v != 1 {
 		t.Errorf("evicted_fair_share %g, want 1", v)
 	}
+}
+
+// moveTo rewrites this process's entry in the fake /proc at root with cgroup, and waits until
+// the receiver reads it anew (its cache keeps an entry procCacheTTL).
+func moveTo(t *testing.T, root, cgroup string) {
+	t.Helper()
+	writeFakeProc(t, root, 7, 1_795_000_000, 42, cgroup)
+	time.Sleep(procCacheTTL + 50*time.Millisecond)
 }
 
 // valueOr0 is value, 0 for a series that does not exist.

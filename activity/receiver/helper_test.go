@@ -5,6 +5,7 @@ package receiver
 // entry, as a workload is).
 
 import (
+	"bufio"
 	"errors"
 	"fmt"
 	"io"
@@ -34,14 +35,17 @@ func TestMain(m *testing.M) {
 //
 //	connect-exit: hello (its own PID, the start time of CX_RECEIVER_START: "self" or a number),
 //	              then exit without waiting for the receiver
-//	short:        hello with its true start time, a life of CX_RECEIVER_LIFE (a duration, default
-//	              none), 100 kernel records, goodbye, exit
+//	short:        hello with its true start time, "connected" on stdout, a line on stdin, then
+//	              a life of CX_RECEIVER_LIFE (a duration), 100 kernel records, goodbye, exit
 //	hold:         wait until stdin closes (a process that holds its PID)
+//	flood:        dial CX_RECEIVER_QUEUED connections and hold them, print "ready", wait to be killed
 func helper(mode, sock string) error {
 	switch mode {
 	case "hold":
 		_, err := io.Copy(io.Discard, os.Stdin)
 		return err
+	case "flood":
+		return flood(sock)
 	case "connect-exit", "short":
 	default:
 		return fmt.Errorf("unknown helper mode %q", mode)
@@ -65,6 +69,10 @@ func helper(mode, sock string) error {
 		return err
 	}
 	if mode == "short" {
+		fmt.Println("connected")
+		if _, err := bufio.NewReader(os.Stdin).ReadString('\n'); err != nil {
+			return err
+		}
 		if life, err := time.ParseDuration(os.Getenv("CX_RECEIVER_LIFE")); err == nil {
 			time.Sleep(life)
 		}
@@ -86,6 +94,17 @@ func startHelper(t testing.TB, mode, sock string, env ...string) *exec.Cmd {
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), append([]string{"CX_RECEIVER_HELPER=" + mode, "CX_RECEIVER_SOCKET=" + sock}, env...)...)
 	cmd.Stderr = os.Stderr
+	if mode == "flood" {
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		waitLine(t, bufio.NewReader(out)) // "ready"
+		return cmd
+	}
 	if mode == "hold" {
 		if _, err := cmd.StdinPipe(); err != nil {
 			t.Fatal(err)
@@ -110,4 +129,46 @@ func dialRetry(sock string) (net.Conn, error) {
 		time.Sleep(wait)
 		wait = min(2*wait, 5*time.Second)
 	}
+}
+
+// flood dials CX_RECEIVER_QUEUED connections to sock and holds them (silent: the receiver
+// evicts them in turn, or refuses them), retrying a full backlog after a millisecond.
+func flood(sock string) error {
+	queued, err := strconv.Atoi(os.Getenv("CX_RECEIVER_QUEUED"))
+	if err != nil {
+		return err
+	}
+	held := make([]net.Conn, 0, queued)
+	for len(held) < queued {
+		c, err := net.Dial("unix", sock)
+		if err != nil {
+			time.Sleep(time.Millisecond)
+			continue
+		}
+		held = append(held, c)
+	}
+	fmt.Println("ready")
+	select {}
+}
+
+// startShort starts a short-lived helper on sock, returns once it has said hello, and gives
+// the function that starts its life (it exits life later).
+func startShort(t testing.TB, sock string, life time.Duration) (*exec.Cmd, func()) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), "CX_RECEIVER_HELPER=short", "CX_RECEIVER_SOCKET="+sock, "CX_RECEIVER_LIFE="+life.String())
+	cmd.Stderr = os.Stderr
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitLine(t, bufio.NewReader(out)) // "connected"
+	return cmd, func() { io.WriteString(in, "go\n") }
 }

@@ -117,11 +117,18 @@ func takeCreds(c net.Conn, pf *peerPidfd) creds {
 	return cr
 }
 
-// identify reads the /proc entry of the peer of cr under root and closes cr's pidfd. With a
-// pidfd the entry is the connecting process's only if that process is still alive after the
-// read (its PID cannot have been reused while it lives): otherwise it is gone, and the peer
-// only claimed.
-func identify(cr creds, root string, boot *bootTime) peer {
+// identifier reads the /proc entries of peers.
+type identifier struct {
+	root  string // where /proc is (WithProcRoot)
+	boot  bootTime
+	cache procCache
+}
+
+// identify reads the /proc entry of the peer of cr and closes cr's pidfd. With a pidfd the
+// entry is the connecting process's only if that process is still alive after the read (its
+// PID cannot have been reused while it lives): otherwise it is gone, and the peer only
+// claimed.
+func (id *identifier) identify(cr creds) peer {
 	p := peer{pid: cr.pid, uid: cr.uid, err: cr.err}
 	if cr.pidfd >= 0 {
 		defer unix.Close(cr.pidfd)
@@ -133,15 +140,97 @@ func identify(cr creds, root string, boot *bootTime) peer {
 		p.err = errNotVisible
 		return p
 	}
-	p.proc, p.err = readProc(root, p.pid, boot)
-	if cr.pidfd >= 0 {
-		if err := unix.PidfdSendSignal(cr.pidfd, 0, nil, 0); errors.Is(err, unix.ESRCH) {
-			p.proc, p.err = procEntry{}, errExited // whatever was read may be another process's
-		} else {
-			p.pinned = p.err == nil // alive (EPERM too: it exists, it is not ours to signal)
-		}
+	if cr.pidfd < 0 {
+		p.proc, p.err = readProc(id.root, p.pid, &id.boot)
+		return p
+	}
+	key, keyed := id.cache.key(cr.pidfd)
+	if e, ok := id.cache.get(key, p.pid); keyed && ok {
+		p.proc, p.pinned = e, true
+		return p
+	}
+	p.proc, p.err = readProc(id.root, p.pid, &id.boot)
+	if err := unix.PidfdSendSignal(cr.pidfd, 0, nil, 0); errors.Is(err, unix.ESRCH) {
+		p.proc, p.err = procEntry{}, errExited // whatever was read may be another process's
+		return p
+	}
+	p.pinned = p.err == nil // alive (EPERM too: it exists, it is not ours to signal)
+	if p.pinned && keyed {
+		id.cache.put(key, p.pid, p.proc)
 	}
 	return p
+}
+
+// procCache keeps the /proc entries of processes identified through a pidfd for a moment,
+// by the pidfd's inode, which names one process for the life of the system where pidfds
+// live in pidfs (Linux 6.9). A flood of connections from one process then costs a read of
+// /proc every procCacheTTL, not one per connection: the backlog drains fast, and a
+// short-lived process queued behind the flood is more likely alive when its turn comes.
+// Only the cgroup of an entry can change (a process moved to another cgroup), hence the short
+// life of an entry.
+type procCache struct {
+	once  sync.Once
+	pidfs bool // pidfds have inodes of their own
+
+	mu      sync.Mutex
+	entries map[uint64]cachedProc
+}
+
+type cachedProc struct {
+	pid int32
+	e   procEntry
+	at  time.Time
+}
+
+const (
+	procCacheTTL = 250 * time.Millisecond
+	procCacheMax = 4096
+)
+
+// pidfsMagic is the file system type of pidfds in pidfs (PIDFS_MAGIC).
+const pidfsMagic = 0x50494446
+
+// key is the inode of pidfd, when pidfds have inodes of their own.
+func (c *procCache) key(pidfd int) (uint64, bool) {
+	c.once.Do(func() {
+		var fs unix.Statfs_t
+		c.pidfs = unix.Fstatfs(pidfd, &fs) == nil && fs.Type == pidfsMagic
+	})
+	var st unix.Stat_t
+	if !c.pidfs || unix.Fstat(pidfd, &st) != nil {
+		return 0, false
+	}
+	return st.Ino, true
+}
+
+func (c *procCache) get(key uint64, pid int32) (procEntry, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.entries[key]
+	if !ok || e.pid != pid || time.Since(e.at) > procCacheTTL {
+		return procEntry{}, false
+	}
+	return e.e, true
+}
+
+func (c *procCache) put(key uint64, pid int32, e procEntry) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := time.Now()
+	if len(c.entries) >= procCacheMax {
+		for k, old := range c.entries {
+			if now.Sub(old.at) > procCacheTTL {
+				delete(c.entries, k)
+			}
+		}
+		if len(c.entries) >= procCacheMax {
+			clear(c.entries)
+		}
+	}
+	if c.entries == nil {
+		c.entries = make(map[uint64]cachedProc)
+	}
+	c.entries[key] = cachedProc{pid: pid, e: e, at: now}
 }
 
 // peerPidfdSupported says whether this kernel has SO_PEERPIDFD (Linux 6.5).

@@ -144,8 +144,8 @@ type Server struct {
 	file atomic.Pointer[socketFile] // the socket file it listens on, and whether it is missing
 
 	pidfd      peerPidfd     // whether the kernel has SO_PEERPIDFD
-	boot       bootTime      // /proc/stat's btime, cached
-	handshakes chan struct{} // a slot per connection being identified (maxHandshakes)
+	ident      identifier    // reads the /proc entries of peers
+	handshakes chan struct{} // a slot per connection being registered or refused (maxHandshakes)
 
 	mu      sync.Mutex
 	conns   map[net.Conn]*connState
@@ -159,9 +159,9 @@ type Server struct {
 	drain   []byte // the buffer for refused connections' unread bytes, under drainMu
 }
 
-// maxHandshakes bounds the connections being identified at once (each holds its socket and a
-// pidfd while its /proc entry is read); past it the accept loop waits, and connections wait
-// in the kernel's backlog, holding no descriptor of the exporter.
+// maxHandshakes bounds the connections being registered or refused at once (each holds its
+// socket and a goroutine); past it the accept loop waits, and connections wait in the kernel's
+// backlog, holding no descriptor of the exporter.
 const maxHandshakes = 64
 
 // connState is what the server knows of one connection, for its eviction policy.
@@ -222,6 +222,7 @@ func NewServer(path string, agg *activity.Aggregator, logger *slog.Logger, opts 
 		handshakes: make(chan struct{}, maxHandshakes),
 	}
 	s.pidfd.off.Store(cfg.noPidfd)
+	s.ident.root = cfg.procRoot
 	s.ln.Store(ln)
 	s.file.Store(file)
 	return s, nil
@@ -317,33 +318,23 @@ func (s *Server) Serve(ctx context.Context) error {
 			continue
 		}
 		backoff = 0
-		// Who connected is taken first: the kernel's credentials and, where it has
-		// SO_PEERPIDFD, a pidfd that pins the process (identity.go). Without one, /proc is read
-		// here, before anything else, while the PID is most likely still the peer's.
+		// Who connected is taken first, before anything else: the kernel's credentials and,
+		// where it has SO_PEERPIDFD, a pidfd that pins the process, then its /proc entry
+		// (identity.go). Registering, refusing and serving happen on the connection's own
+		// goroutine, so that the backlog drains at the pace of identification alone: a
+		// short-lived process must still be alive when its turn comes.
 		opened := time.Now()
-		cr := takeCreds(c, &s.pidfd)
-		var pe *peer
-		if cr.pidfd < 0 {
-			p := identify(cr, s.cfg.procRoot, &s.boot)
-			pe = &p
-		}
+		pe := s.ident.identify(takeCreds(c, &s.pidfd))
 		s.handshakes <- struct{}{}
 		s.wg.Add(1)
-		go s.handle(c, cr, pe, opened)
+		go s.handle(c, pe, opened)
 	}
 }
 
-// handle identifies a new connection (unless the accept loop did), registers it or refuses
-// it, and serves it. The accept loop only takes the kernel's credentials, so that
-// connections do not wait in the backlog while others are identified: a short-lived process
-// must still be alive when its /proc entry is read.
-func (s *Server) handle(c net.Conn, cr creds, pe *peer, opened time.Time) {
+// handle registers a new connection or refuses it, and serves it.
+func (s *Server) handle(c net.Conn, pe peer, opened time.Time) {
 	defer s.wg.Done()
-	if pe == nil {
-		p := identify(cr, s.cfg.procRoot, &s.boot)
-		pe = &p
-	}
-	cs := s.track(c, *pe, opened)
+	cs := s.track(c, pe, opened)
 	<-s.handshakes
 	if cs == nil {
 		return
