@@ -150,15 +150,38 @@ func (id *identifier) identify(cr creds) peer {
 		return p
 	}
 	p.proc, p.err = readProc(id.root, p.pid, &id.boot)
-	if err := unix.PidfdSendSignal(cr.pidfd, 0, nil, 0); errors.Is(err, unix.ESRCH) {
+	if !alive(cr.pidfd) {
 		p.proc, p.err = procEntry{}, errExited // whatever was read may be another process's
 		return p
 	}
-	p.pinned = p.err == nil // alive (EPERM too: it exists, it is not ours to signal)
+	p.pinned = p.err == nil
 	if p.pinned && keyed {
 		id.cache.put(key, p.pid, p.proc)
 	}
 	return p
+}
+
+// alive says whether the process of pidfd has not been reaped: its PID is still its own.
+// PIDFD_GET_INFO (Linux 6.13) answers ESRCH once it is; before, a pidfd polls readable once its
+// process has exited, which is taken as gone (a zombie's PID is still its own, but the process
+// is short-lived anyway). Neither needs a permission the exporter may lack (signal 0 would, for
+// another user's process without CAP_KILL) nor a syscall a seccomp profile may refuse.
+func alive(pidfd int) bool {
+	info := unix.PidfdInfo{Mask: unix.PIDFD_INFO_PID}
+	switch err := unix.IoctlPidfdInfo(pidfd, &info); {
+	case err == nil:
+		return true
+	case errors.Is(err, unix.ESRCH):
+		return false
+	}
+	return !exited(pidfd)
+}
+
+// exited says whether the process of pidfd has exited: its pidfd polls readable (Linux 5.3).
+func exited(pidfd int) bool {
+	fds := []unix.PollFd{{Fd: int32(pidfd), Events: unix.POLLIN}}
+	n, err := unix.Poll(fds, 0)
+	return err != nil || n > 0 && fds[0].Revents&unix.POLLIN != 0
 }
 
 // procCache keeps the /proc entries of processes identified through a pidfd for a moment,

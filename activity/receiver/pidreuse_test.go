@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/cupti-exporter/cupti-exporter/activity"
 	"github.com/cupti-exporter/cupti-exporter/activity/wire"
 	"github.com/cupti-exporter/cupti-exporter/mapping"
@@ -153,5 +155,24 @@ func TestIdentityPaths(t *testing.T) {
 				t.Errorf("connected as %v pid %d, want verified %d", p.Identity, p.PID, os.Getpid())
 			}
 		})
+	}
+}
+
+// alive and its fallback for kernels without PIDFD_GET_INFO (exited) follow a real process: alive
+// while it runs, gone once it has exited and been reaped.
+func TestPidfdAlive(t *testing.T) {
+	cmd := startHelper(t, "hold", "")
+	fd, err := unix.PidfdOpen(cmd.Process.Pid, 0)
+	if err != nil {
+		t.Skipf("no pidfd_open: %v", err)
+	}
+	defer unix.Close(fd)
+	if !alive(fd) || exited(fd) {
+		t.Errorf("a running process: alive %v, exited %v", alive(fd), exited(fd))
+	}
+	cmd.Process.Kill()
+	cmd.Wait()
+	if alive(fd) || !exited(fd) {
+		t.Errorf("a reaped process: alive %v, exited %v", alive(fd), exited(fd))
 	}
 }
