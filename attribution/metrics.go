@@ -75,7 +75,7 @@ var (
 	}
 	uncertainDesc = &mapping.Desc{
 		Name: "cupti_attribution_uncertain_ratio", Kind: mapping.KindGauge, Unit: "ratio",
-		Help:     "Share of the recently attributed sample time (one-minute half-life) whose split over processes rested on an estimate: NVML's period shares (an untraced process on a GPU whose turns are not known), the rate fit alone between the records of several processes, or turns the context-switch counter left in doubt. The per-pod numbers of such time carry the error of docs/attribution.md's table for the sharing mode.",
+		Help:     "Share of the recently attributed sample time (one-minute half-life) whose split over processes rested on an estimate: NVML's period shares (an untraced process on a GPU whose turns are not known), the rate fit alone between the records of several processes, or turns the context-switch counter left in doubt. The per-pod numbers of such time carry the error of docs/attribution.md's table for the sharing mode. A GPU has the series from its first such split on.",
 		OTelName: "cupti.attribution.uncertain", OTelUnit: "1", LabelNames: deviceLabelNames,
 	}
 	podUncertainDesc = &mapping.Desc{

@@ -68,7 +68,13 @@ func TestTimeSlicedManyProcesses(t *testing.T) {
 						t.Errorf("(untraced): %.4g bytes, truth %.4g (%+.1f %%, bound 15 %%)", untr, untrTruth, 100*e)
 					}
 				}
-				t.Logf("bytes errors: %s", strings.Join(errs, ", "))
+				// The gauge says which of these rest on an estimate: the turns an untraced
+				// process took, not the turns of traced ones alone.
+				u, _ := value(snap, "cupti_attribution_uncertain_ratio", "0")
+				t.Logf("bytes errors: %s; uncertain %.2f", strings.Join(errs, ", "), u)
+				if untrTruth > 0 && u < 0.5 || untrTruth == 0 && u > 0.2 {
+					t.Errorf("uncertain ratio %.2f with untraced processes %v", u, untrTruth > 0)
+				}
 			})
 		}
 	}

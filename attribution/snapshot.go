@@ -113,11 +113,9 @@ func (a *Attributor) build(now time.Time) {
 			present = d.presentE / d.sampledE
 		}
 		gauge(untracedPresentDesc, present, d.gpu, d.uuid)
-		uncertain := 0.0
-		if d.sampledE > 0 {
-			uncertain = min(1, d.uncertainE/d.sampledE)
+		if d.uncertainE > 0 && d.sampledE > 0 { // from the first estimated split on (an idle GPU's series budget)
+			gauge(uncertainDesc, min(1, d.uncertainE/d.sampledE), d.gpu, d.uuid)
 		}
-		gauge(uncertainDesc, uncertain, d.gpu, d.uuid)
 		counter(lateRecordsDesc, float64(d.late), d.gpu, d.uuid)
 		counter(lateSecondsDesc, d.lateSeconds, d.gpu, d.uuid)
 		counter(joinSecondsDesc, d.joinSeconds, d.gpu, d.uuid)
