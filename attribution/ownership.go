@@ -5,25 +5,18 @@ import (
 	"strings"
 )
 
-// Ownership from context switches. Time-slicing gives each context on a GPU turns of about
-// 2 ms (H100: 2.09 ms while two have work, scripts/gpu/tsprobe.cu), and every switch costs
-// the front end about 250,000 cycles processing context-switch commands, which PM sampling
-// counts (gpu__gr_cycles_active_cmd_ctxsw). So a sample without such cycles is owned by one
-// context, and with one traced and one untraced process on the GPU the owner alternates at
-// every switch. A traced kernel's record spans its neighbour's turns, so the records alone
-// cannot say whose a covered sample is; the alternation can, once its phase is known, and
-// the segments in which the traced process runs no kernel give the phase (they cannot be
-// its own). A covered sample is then the traced kernels' (phi 0) or the untraced process's
-// (phi 1); a sample holding a switch is split in half. Measured live on an H100 at the
-// defaults (docs/attribution.md, run AT): the traced pod within +0.07 % and -2.5 % where
-// NVML's period shares alone gave +11 % to +26 %.
+// The GPU's context-switch counter. Every switch between the contexts that time-slice a GPU
+// costs the front end cycles processing context-switch commands, which PM sampling counts
+// (gpu__gr_cycles_active_cmd_ctxsw): a sample without such cycles is one context's alone.
+// turns.go tells whose.
 
 const (
-	// ctxswMin is the switch cycles above which a sample holds a switch (a switch costs
-	// about 250,000; one split across two samples leaves a few thousand in one of them).
+	// ctxswMin is the switch cycles above which a sample holds a switch (measured on an H100,
+	// run BB: one switch costs 150,000-320,000; a sample without one counts 0, and one split
+	// across two samples leaves a few thousand in one of them).
 	ctxswMin = 50_000
-	// ctxswPerSwitch converts a run of samples' switch cycles into a number of switches
-	// (two switches inside one 1 ms sample happen when a turn is cut short).
+	// ctxswPerSwitch converts a run of samples' switch cycles into a number of switches (two
+	// switches 350,000-550,000, three 600,000-700,000: a turn cut short inside a run).
 	ctxswPerSwitch = 220_000
 )
 

@@ -9,7 +9,7 @@ import (
 //
 // Time-slicing gives each context with work a turn of about 2 ms (H100: 2.09 ms) in a fixed
 // rotation that skips contexts with nothing to run, and every switch costs the front end about
-// 250,000 cycles that PM sampling counts (ownership.go). So the samples between two switches
+// 220,000 cycles that PM sampling counts (ownership.go). So the samples between two switches
 // (a segment) are one context's; measured on an H100 (run BB), no segment held the record
 // edges of two processes. Which context's, the records and the samples say in part:
 //
