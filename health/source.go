@@ -161,7 +161,7 @@ func (s *Source) Collect() {
 			s.reacquire(g)
 		}
 		if !g.lost {
-			procs := g.collect(b, s.cfg.podResolver)
+			procs := g.collect(b, s.cfg.podResolver, s.cfg.procRoot)
 			if s.cfg.onProcesses != nil && !g.lost && procs != nil {
 				g.observeProcesses(procs, s.cfg.now(), s.cfg.interval, s.cfg.onProcesses)
 			}
