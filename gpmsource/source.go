@@ -15,6 +15,7 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
 	"github.com/cupti-exporter/cupti-exporter/internal/gpm"
+	"github.com/cupti-exporter/cupti-exporter/internal/nvmlpci"
 	"github.com/cupti-exporter/cupti-exporter/mapping"
 	"github.com/cupti-exporter/cupti-exporter/pmsample"
 )
@@ -210,7 +211,7 @@ func (s *Source) identify(i int, dev nvml.Device) pmsample.Device {
 	out := pmsample.Device{Index: i, UUID: uuid}
 	out.Model, _ = dev.GetName()
 	if pci, ret := dev.GetPciInfo(); ret == nvml.SUCCESS {
-		out.PCIBusID = busID(cString(pci.BusId[:]))
+		out.PCIBusID = nvmlpci.BusID(pci)
 	}
 	if a, ret := dev.GetArchitecture(); ret == nvml.SUCCESS {
 		out.Chip = chips[a]
@@ -473,25 +474,4 @@ func (s *Source) free() {
 			in.pair.Free()
 		}
 	}
-}
-
-// busID turns NVML's "00000000:19:00.0" into CUDA's "0000:19:00.0" (lower case), the pci_bus_id
-// PM series carry.
-func busID(raw string) string {
-	raw = strings.ToLower(raw)
-	if dom, rest, ok := strings.Cut(raw, ":"); ok && len(dom) > 4 && strings.Trim(dom[:len(dom)-4], "0") == "" {
-		return dom[len(dom)-4:] + ":" + rest
-	}
-	return raw
-}
-
-func cString(b []int8) string {
-	out := make([]byte, 0, len(b))
-	for _, c := range b {
-		if c == 0 {
-			break
-		}
-		out = append(out, byte(c))
-	}
-	return string(out)
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/cupti-exporter/cupti-exporter/internal/gpm"
 	"github.com/cupti-exporter/cupti-exporter/internal/nvmlfield"
+	"github.com/cupti-exporter/cupti-exporter/internal/nvmlpci"
 	"github.com/cupti-exporter/cupti-exporter/mapping"
 )
 
@@ -59,7 +60,7 @@ func (g *gpuState) identify(dev nvml.Device, resolve func(string) (string, bool)
 	name, _ := dev.GetName()
 	var bus string
 	if pci, ret := dev.GetPciInfo(); ret == nvml.SUCCESS {
-		bus = busID(cString(pci.BusId[:]))
+		bus = nvmlpci.BusID(pci)
 	}
 	g.uuid = uuid
 	g.gpu = gpuLabel(uuid, g.index, resolve)

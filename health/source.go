@@ -262,24 +262,3 @@ func gpuLabel(uuid string, index int, resolve func(string) (string, bool)) strin
 	}
 	return strconv.Itoa(index)
 }
-
-// busID turns NVML's "00000000:19:00.0" into CUDA's "0000:19:00.0" (lower case), the
-// pci_bus_id the PM series carry.
-func busID(raw string) string {
-	raw = strings.ToLower(raw)
-	if dom, rest, ok := strings.Cut(raw, ":"); ok && len(dom) > 4 && strings.Trim(dom[:len(dom)-4], "0") == "" {
-		return dom[len(dom)-4:] + ":" + rest
-	}
-	return raw
-}
-
-func cString(b []int8) string {
-	out := make([]byte, 0, len(b))
-	for _, c := range b {
-		if c == 0 {
-			break
-		}
-		out = append(out, byte(c))
-	}
-	return string(out)
-}
