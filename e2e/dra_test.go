@@ -13,7 +13,6 @@ import (
 	"bytes"
 	"context"
 	"net"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -23,12 +22,8 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 	"google.golang.org/grpc"
-	"helm.sh/helm/v3/pkg/chart/loader"
-	"helm.sh/helm/v3/pkg/chartutil"
-	"helm.sh/helm/v3/pkg/engine"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -36,7 +31,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	podresourcesv1 "k8s.io/kubelet/pkg/apis/podresources/v1"
-	"sigs.k8s.io/yaml"
 
 	"github.com/cupti-exporter/cupti-exporter/internal/testutil"
 	"github.com/cupti-exporter/cupti-exporter/recording"
@@ -170,50 +164,16 @@ func nodeRecording(t *testing.T, n int) (string, []string) {
 // ServiceAccount, ClusterRole and ClusterRoleBinding; it returns the DaemonSet as rendered.
 func installExporterRBAC(t *testing.T, ctx context.Context, c kubernetes.Interface, release string, values map[string]any) *appsv1.DaemonSet {
 	t.Helper()
-	ch, err := loader.Load("../helm/cupti-exporter")
-	if err != nil {
-		t.Fatal(err)
-	}
-	rv, err := chartutil.ToRenderValues(ch, values, chartutil.ReleaseOptions{Name: release, Namespace: whNamespace, IsInstall: true, Revision: 1}, chartutil.DefaultCapabilities)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := engine.Render(ch, rv)
-	if err != nil {
-		t.Fatal(err)
+	files := func(f string) bool {
+		return slices.Contains([]string{"serviceaccount.yaml", "rbac.yaml", "daemonset.yaml"}, f)
 	}
 	var ds *appsv1.DaemonSet
-	for _, f := range []string{"serviceaccount.yaml", "rbac.yaml", "daemonset.yaml"} {
-		for _, doc := range strings.Split(out["cupti-exporter/templates/"+f], "\n---") {
-			var head metav1.TypeMeta
-			if err := yaml.Unmarshal([]byte(doc), &head); err != nil || head.Kind == "" {
-				continue
-			}
-			decode := func(into any) {
-				if err := yaml.UnmarshalStrict([]byte(doc), into); err != nil {
-					t.Fatalf("%s: %v", head.Kind, err)
-				}
-			}
-			switch head.Kind {
-			case "ServiceAccount":
-				var o corev1.ServiceAccount
-				decode(&o)
-				_, err = c.CoreV1().ServiceAccounts(whNamespace).Create(ctx, &o, metav1.CreateOptions{})
-			case "ClusterRole":
-				var o rbacv1.ClusterRole
-				decode(&o)
-				_, err = c.RbacV1().ClusterRoles().Create(ctx, &o, metav1.CreateOptions{})
-			case "ClusterRoleBinding":
-				var o rbacv1.ClusterRoleBinding
-				decode(&o)
-				_, err = c.RbacV1().ClusterRoleBindings().Create(ctx, &o, metav1.CreateOptions{})
-			case "DaemonSet":
-				ds = &appsv1.DaemonSet{}
-				decode(ds)
-			}
-			if err != nil {
-				t.Fatalf("creating %s: %v", head.Kind, err)
-			}
+	for _, d := range renderChart(t, release, values, files) {
+		if d.kind == "DaemonSet" {
+			ds = &appsv1.DaemonSet{}
+			d.decode(t, ds)
+		} else {
+			createRendered(t, ctx, c, d)
 		}
 	}
 	if ds == nil {
@@ -294,27 +254,12 @@ func steadyScrape(t *testing.T, p *exporterProc) map[string]*dto.MetricFamily {
 }
 
 func TestDRAAgainstAPIServer(t *testing.T) {
-	bin := os.Getenv("KUBE_BIN_DIR")
-	if bin == "" {
-		t.Skip("KUBE_BIN_DIR is not set: build kube-apiserver and etcd with scripts/ci/kube-apiserver.sh (.ci/run does)")
-	}
 	begin := time.Now()
 	ctx := context.Background()
-	cfg := startAPIServer(t, bin)
-	c, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg, c := startAPIServer(t)
 	recPath, gpus := nodeRecording(t, 6)
 	for _, ns := range []string{whNamespace, "ml"} {
-		mustCreate(t, func() error {
-			_, err := c.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
-			return err
-		})
-		mustCreate(t, func() error { // no controller-manager: the ServiceAccount admission needs it
-			_, err := c.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{})
-			return err
-		})
+		createNamespace(t, ctx, c, ns, nil)
 	}
 	// The chart with its defaults, and a second release without the ResourceSlice rule.
 	ds := installExporterRBAC(t, ctx, c, "cupti", nil)

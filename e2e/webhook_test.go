@@ -20,6 +20,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -34,7 +35,6 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -82,9 +82,14 @@ func startProcess(t *testing.T, name string, args ...string) (stop func()) {
 	}
 }
 
-// startAPIServer starts etcd and kube-apiserver and returns an admin client config.
-func startAPIServer(t *testing.T, bin string) *rest.Config {
+// startAPIServer starts etcd and kube-apiserver from the folder KUBE_BIN_DIR names, skipping
+// the test where it is not set, and returns an admin client config and a client of it.
+func startAPIServer(t *testing.T) (*rest.Config, *kubernetes.Clientset) {
 	t.Helper()
+	bin := os.Getenv("KUBE_BIN_DIR")
+	if bin == "" {
+		t.Skip("KUBE_BIN_DIR is not set: build kube-apiserver and etcd with scripts/ci/kube-apiserver.sh (.ci/run does)")
+	}
 	dir := t.TempDir()
 	etcdPort, peerPort, apiPort := freePort(t), freePort(t), freePort(t)
 	etcdURL := fmt.Sprintf("http://127.0.0.1:%d", etcdPort)
@@ -124,7 +129,11 @@ func startAPIServer(t *testing.T, bin string) *rest.Config {
 		resp.Body.Close()
 		return resp.StatusCode == http.StatusOK
 	})
-	return cfg
+	c, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg, c
 }
 
 func write(t *testing.T, name string, b []byte) {
@@ -134,38 +143,106 @@ func write(t *testing.T, name string, b []byte) {
 	}
 }
 
-// renderWebhookChart renders the chart with the webhook on and returns its documents.
-func renderWebhookChart(t *testing.T) [][]byte {
+// chartDoc is one document the chart rendered.
+type chartDoc struct {
+	kind string
+	yaml []byte
+}
+
+// decode fills into from the document strictly: a field the API type lacks fails the test.
+func (d chartDoc) decode(t *testing.T, into any) {
 	t.Helper()
-	c, err := loader.Load("../helm/cupti-exporter")
+	if err := yaml.UnmarshalStrict(d.yaml, into); err != nil {
+		t.Fatalf("%s: %v", d.kind, err)
+	}
+}
+
+// renderChart renders the chart as `helm install` does, release in whNamespace with values,
+// and returns the documents of the YAML templates whose file name keep accepts, in file order.
+func renderChart(t *testing.T, release string, values map[string]any, keep func(file string) bool) []chartDoc {
+	t.Helper()
+	ch, err := loader.Load("../helm/cupti-exporter")
 	if err != nil {
 		t.Fatal(err)
 	}
-	vals := map[string]any{"webhook": map[string]any{"enabled": true}}
-	rv, err := chartutil.ToRenderValues(c, vals, chartutil.ReleaseOptions{Name: whRelease, Namespace: whNamespace, IsInstall: true, Revision: 1}, chartutil.DefaultCapabilities)
+	rv, err := chartutil.ToRenderValues(ch, values, chartutil.ReleaseOptions{Name: release, Namespace: whNamespace, IsInstall: true, Revision: 1}, chartutil.DefaultCapabilities)
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, err := engine.Render(c, rv)
+	out, err := engine.Render(ch, rv)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var files []string
 	for f := range out {
-		if strings.Contains(f, "webhook") && strings.HasSuffix(f, ".yaml") {
+		if strings.HasSuffix(f, ".yaml") && keep(path.Base(f)) {
 			files = append(files, f)
 		}
 	}
 	sort.Strings(files)
-	var docs [][]byte
+	var docs []chartDoc
 	for _, f := range files {
-		for _, d := range strings.Split(out[f], "\n---") {
-			if strings.Contains(d, "kind:") {
-				docs = append(docs, []byte(d))
+		for _, doc := range strings.Split(out[f], "\n---") {
+			var head metav1.TypeMeta
+			if err := yaml.Unmarshal([]byte(doc), &head); err != nil {
+				t.Fatalf("%s: %v", f, err)
+			}
+			if head.Kind != "" { // not a document the template left empty
+				docs = append(docs, chartDoc{kind: head.Kind, yaml: []byte(doc)})
 			}
 		}
 	}
 	return docs
+}
+
+// createRendered creates the object of a rendered document, of a kind the API server stores
+// as sent with no kubelet or controllers (in whNamespace where namespaced), and returns what
+// it stored. Any other kind fails the test.
+func createRendered(t *testing.T, ctx context.Context, c kubernetes.Interface, d chartDoc) any {
+	t.Helper()
+	switch d.kind {
+	case "ConfigMap":
+		return createDecoded(t, ctx, d, c.CoreV1().ConfigMaps(whNamespace).Create)
+	case "Secret":
+		return createDecoded(t, ctx, d, c.CoreV1().Secrets(whNamespace).Create)
+	case "ServiceAccount":
+		return createDecoded(t, ctx, d, c.CoreV1().ServiceAccounts(whNamespace).Create)
+	case "Role":
+		return createDecoded(t, ctx, d, c.RbacV1().Roles(whNamespace).Create)
+	case "RoleBinding":
+		return createDecoded(t, ctx, d, c.RbacV1().RoleBindings(whNamespace).Create)
+	case "ClusterRole":
+		return createDecoded(t, ctx, d, c.RbacV1().ClusterRoles().Create)
+	case "ClusterRoleBinding":
+		return createDecoded(t, ctx, d, c.RbacV1().ClusterRoleBindings().Create)
+	}
+	t.Fatalf("unexpected kind %s in the chart", d.kind)
+	return nil
+}
+
+func createDecoded[T any](t *testing.T, ctx context.Context, d chartDoc, create func(context.Context, *T, metav1.CreateOptions) (*T, error)) *T {
+	t.Helper()
+	var o T
+	d.decode(t, &o)
+	got, err := create(ctx, &o, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("creating %s: %v", d.kind, err)
+	}
+	return got
+}
+
+// createNamespace creates a namespace with labels and its default ServiceAccount, which the
+// API server's ServiceAccount admission needs and no controller-manager creates here.
+func createNamespace(t *testing.T, ctx context.Context, c kubernetes.Interface, name string, labels map[string]string) {
+	t.Helper()
+	mustCreate(t, func() error {
+		_, err := c.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}, metav1.CreateOptions{})
+		return err
+	})
+	mustCreate(t, func() error {
+		_, err := c.CoreV1().ServiceAccounts(name).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{})
+		return err
+	})
 }
 
 // webhookObjects are the chart's webhook objects, as the test applies them.
@@ -181,67 +258,28 @@ type webhookObjects struct {
 // the test runs the webhook on. Everything else is as rendered.
 func installChart(t *testing.T, ctx context.Context, c kubernetes.Interface, url string) webhookObjects {
 	t.Helper()
-	mustCreate(t, func() error {
-		_, err := c.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: whNamespace}}, metav1.CreateOptions{})
-		return err
-	})
+	createNamespace(t, ctx, c, whNamespace, nil)
 	var objs webhookObjects
-	for _, doc := range renderWebhookChart(t) {
-		var head metav1.TypeMeta
-		if err := yaml.Unmarshal(doc, &head); err != nil {
-			t.Fatal(err)
-		}
-		decode := func(into any) {
-			if err := yaml.UnmarshalStrict(doc, into); err != nil {
-				t.Fatalf("%s: %v", head.Kind, err)
-			}
-		}
-		var err error
-		switch head.Kind {
+	webhookFiles := func(f string) bool { return strings.Contains(f, "webhook") }
+	for _, d := range renderChart(t, whRelease, map[string]any{"webhook": map[string]any{"enabled": true}}, webhookFiles) {
+		switch d.kind {
 		case "ConfigMap":
-			var o corev1.ConfigMap
-			decode(&o)
-			objs.wiring = o.Data["wiring.yaml"]
-			_, err = c.CoreV1().ConfigMaps(whNamespace).Create(ctx, &o, metav1.CreateOptions{})
-		case "Secret":
-			var o corev1.Secret
-			decode(&o)
-			_, err = c.CoreV1().Secrets(whNamespace).Create(ctx, &o, metav1.CreateOptions{})
-		case "ServiceAccount":
-			var o corev1.ServiceAccount
-			decode(&o)
-			_, err = c.CoreV1().ServiceAccounts(whNamespace).Create(ctx, &o, metav1.CreateOptions{})
-		case "Role":
-			var o rbacv1.Role
-			decode(&o)
-			_, err = c.RbacV1().Roles(whNamespace).Create(ctx, &o, metav1.CreateOptions{})
-		case "RoleBinding":
-			var o rbacv1.RoleBinding
-			decode(&o)
-			_, err = c.RbacV1().RoleBindings(whNamespace).Create(ctx, &o, metav1.CreateOptions{})
-		case "ClusterRole":
-			var o rbacv1.ClusterRole
-			decode(&o)
-			_, err = c.RbacV1().ClusterRoles().Create(ctx, &o, metav1.CreateOptions{})
-		case "ClusterRoleBinding":
-			var o rbacv1.ClusterRoleBinding
-			decode(&o)
-			_, err = c.RbacV1().ClusterRoleBindings().Create(ctx, &o, metav1.CreateOptions{})
+			objs.wiring = createRendered(t, ctx, c, d).(*corev1.ConfigMap).Data["wiring.yaml"]
 		case "MutatingWebhookConfiguration":
 			var o admissionregistrationv1.MutatingWebhookConfiguration
-			decode(&o)
+			d.decode(t, &o)
 			o.Webhooks[0].ClientConfig.Service = nil
 			o.Webhooks[0].ClientConfig.URL = &url
-			objs.config, err = c.AdmissionregistrationV1().MutatingWebhookConfigurations().Create(ctx, &o, metav1.CreateOptions{})
+			var err error
+			if objs.config, err = c.AdmissionregistrationV1().MutatingWebhookConfigurations().Create(ctx, &o, metav1.CreateOptions{}); err != nil {
+				t.Fatalf("creating %s: %v", d.kind, err)
+			}
 		case "Deployment":
 			objs.deployment = &appsv1.Deployment{}
-			decode(objs.deployment)
+			d.decode(t, objs.deployment)
 		case "Service", "PodDisruptionBudget":
 		default:
-			t.Fatalf("unexpected kind %s in the webhook templates", head.Kind)
-		}
-		if err != nil {
-			t.Fatalf("creating %s: %v", head.Kind, err)
+			createRendered(t, ctx, c, d)
 		}
 	}
 	if objs.deployment == nil || objs.config == nil || objs.wiring == "" {
@@ -334,16 +372,8 @@ func envOf(c corev1.Container) map[string]corev1.EnvVar {
 }
 
 func TestWebhookAgainstAPIServer(t *testing.T) {
-	bin := os.Getenv("KUBE_BIN_DIR")
-	if bin == "" {
-		t.Skip("KUBE_BIN_DIR is not set: build kube-apiserver and etcd with scripts/ci/kube-apiserver.sh (.ci/run does)")
-	}
 	ctx := context.Background()
-	cfg := startAPIServer(t, bin)
-	c, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg, c := startAPIServer(t)
 	port, healthPort := freePort(t), freePort(t)
 	objs := installChart(t, ctx, c, fmt.Sprintf("https://127.0.0.1:%d%s", port, webhook.MutatePath))
 	wiringFile := filepath.Join(t.TempDir(), "wiring.yaml")
@@ -373,15 +403,7 @@ func TestWebhookAgainstAPIServer(t *testing.T) {
 		"off":    {webhook.InjectKey: "disabled"},
 	}
 	for name, labels := range namespaces {
-		mustCreate(t, func() error {
-			_, err := c.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}, metav1.CreateOptions{})
-			return err
-		})
-		// No controller-manager: the ServiceAccount admission needs the default account.
-		mustCreate(t, func() error {
-			_, err := c.CoreV1().ServiceAccounts(name).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{})
-			return err
-		})
+		createNamespace(t, ctx, c, name, labels)
 	}
 	create := func(ns string, p *corev1.Pod) *corev1.Pod {
 		t.Helper()
