@@ -67,29 +67,8 @@ func cpuTicks(t *testing.T, pid int) int64 {
 func TestHostileKernelNames(t *testing.T) {
 	p, sock := startFake(t)
 	pid := p.cmd.Process.Pid
-	var idle []time.Duration // scrapes without the flood: a loaded machine is slow without any client
-	for range 20 {
-		start := time.Now()
-		p.scrape(t)
-		idle = append(idle, time.Since(start))
-		time.Sleep(20 * time.Millisecond)
-	}
-	stop := make(chan struct{})
-	var scraper sync.WaitGroup
-	var during []time.Duration
-	scraper.Go(func() {
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			start := time.Now()
-			p.scrape(t)
-			during = append(during, time.Since(start))
-			time.Sleep(20 * time.Millisecond)
-		}
-	})
+	idle := p.scrapeTimes(t, 20) // scrapes without the flood: a loaded machine is slow without any client
+	stopScraping := p.scrapeMeanwhile(t)
 
 	const conns, perBatch = 4, 64
 	cpu0 := cpuTicks(t, pid)
@@ -142,8 +121,7 @@ func TestHostileKernelNames(t *testing.T) {
 		t.Errorf("%g kernel records counted after 15 s, want %d", counted, sent)
 	}
 	cpu := time.Duration(cpuTicks(t, pid)-cpu0) * 10 * time.Millisecond
-	close(stop)
-	scraper.Wait()
+	during := stopScraping()
 
 	_, fams := p.scrape(t)
 	notDemangled := map[string]float64{}

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -223,31 +224,8 @@ func TestActivityNameFloodKeepsMetricsFast(t *testing.T) {
 		return id + strings.Repeat("<", wire.MaxString-len(id))
 	}
 	// Scrapes without the flood first: a loaded machine is slow without any client.
-	var control time.Duration
-	for range 10 {
-		start := time.Now()
-		p.scrape(t)
-		control = max(control, time.Since(start))
-		time.Sleep(20 * time.Millisecond)
-	}
-	var wg sync.WaitGroup
-	stop := make(chan struct{})
-	var slowest time.Duration
-	var scrapes int
-	wg.Go(func() {
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			start := time.Now()
-			p.scrape(t)
-			slowest = max(slowest, time.Since(start))
-			scrapes++
-			time.Sleep(20 * time.Millisecond)
-		}
-	})
+	control := slices.Max(p.scrapeTimes(t, 10))
+	stopScraping := p.scrapeMeanwhile(t)
 	var flood sync.WaitGroup
 	for c := range 3 {
 		_, enc := dialActivity(t, sock)
@@ -269,9 +247,9 @@ func TestActivityNameFloodKeepsMetricsFast(t *testing.T) {
 	}
 	flood.Wait()
 	time.Sleep(500 * time.Millisecond)
-	close(stop)
-	wg.Wait()
-	t.Logf("%d scrapes during the flood, slowest %v (without it: %v)", scrapes, slowest, control)
+	during := stopScraping()
+	slowest := slices.Max(during)
+	t.Logf("%d scrapes during the flood, slowest %v (without it: %v)", len(during), slowest, control)
 	if slowest > 2*time.Second+control {
 		t.Errorf("a scrape took %v during the name flood", slowest)
 	}

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -115,6 +116,44 @@ func (p *exporterProc) scrape(t testing.TB) ([]byte, map[string]*dto.MetricFamil
 		t.Fatalf("parsing exposition: %v", err)
 	}
 	return body, fams
+}
+
+// scrapeTimes scrapes p n times, 20 ms apart, and returns how long each scrape took.
+func (p *exporterProc) scrapeTimes(t testing.TB, n int) []time.Duration {
+	t.Helper()
+	var took []time.Duration
+	for range n {
+		start := time.Now()
+		p.scrape(t)
+		took = append(took, time.Since(start))
+		time.Sleep(20 * time.Millisecond)
+	}
+	return took
+}
+
+// scrapeMeanwhile scrapes p every 20 ms in the background until the function it returns is
+// called; that returns how long each scrape took (one scrape at least).
+func (p *exporterProc) scrapeMeanwhile(t testing.TB) (stop func() []time.Duration) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	var took []time.Duration
+	wg.Go(func() {
+		for {
+			start := time.Now()
+			p.scrape(t)
+			took = append(took, time.Since(start))
+			select {
+			case <-done:
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	})
+	return func() []time.Duration {
+		close(done)
+		wg.Wait()
+		return took
+	}
 }
 
 // runExit runs the binary to completion and returns its exit code and output.
