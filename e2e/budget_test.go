@@ -11,6 +11,7 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/cupti-exporter/cupti-exporter/internal/testutil"
 	"github.com/cupti-exporter/cupti-exporter/recording/demo"
 )
 
@@ -41,23 +42,29 @@ func replayNode(t testing.TB, spec demo.NodeSpec, args ...string) *exporterProc 
 	// A window longer than the test keeps the PM gauges of the finished replay, as a live
 	// node serves them.
 	p := start(t, append([]string{"replay", path, "--replay.speed=0", "--pmsample.window=10m"}, args...)...)
-	last, steady := -1, 0
-	deadline := time.Now().Add(60 * time.Second)
-	for steady < 3 {
-		if time.Now().After(deadline) {
-			t.Fatalf("scrapes not steady after 60 s (last %d series)", last)
-		}
-		time.Sleep(time.Second)
-		body, _ := p.scrape(t)
-		n := seriesIn(body)
-		if n == last && strings.Contains(p.out.String(), "PM sample source finished") {
-			steady++
-		} else {
-			steady = 0
-		}
-		last = n
-	}
+	steadyScrape(t, p, 4, time.Second)
 	return p
+}
+
+// steadyScrape waits until the replay is over and n scrapes in a row, every apart, serve as
+// many series (the attribution catches up after the replay), and returns the last one.
+func steadyScrape(t testing.TB, p *exporterProc, n int, every time.Duration) map[string]*dto.MetricFamily {
+	t.Helper()
+	last, same := -1, 0
+	var fams map[string]*dto.MetricFamily
+	testutil.WaitFor(t, "steady scrapes", 60*time.Second, every, func() bool {
+		var body []byte
+		body, fams = p.scrape(t)
+		k := seriesIn(body)
+		if k == last && strings.Contains(p.out.String(), "PM sample source finished") {
+			same++
+		} else {
+			same = 0
+		}
+		last = k
+		return same >= n-1
+	})
+	return fams
 }
 
 // seriesIn counts the samples of a text exposition.

@@ -232,27 +232,6 @@ func deviceSeries(fams map[string]*dto.MetricFamily) map[string][]map[string]str
 	return out
 }
 
-// steadyScrape waits until the replay is over and three scrapes half a second apart serve
-// as many series (the attribution catches up after the replay), and returns the last.
-func steadyScrape(t *testing.T, p *exporterProc) map[string]*dto.MetricFamily {
-	t.Helper()
-	last, steady := -1, 0
-	var fams map[string]*dto.MetricFamily
-	testutil.WaitFor(t, "steady scrapes", 30*time.Second, 500*time.Millisecond, func() bool {
-		var body []byte
-		body, fams = p.scrape(t)
-		n := seriesIn(body)
-		if n == last && strings.Contains(p.out.String(), "PM sample source finished") {
-			steady++
-		} else {
-			steady = 0
-		}
-		last = n
-		return steady >= 2
-	})
-	return fams
-}
-
 func TestDRAAgainstAPIServer(t *testing.T) {
 	begin := time.Now()
 	ctx := context.Background()
@@ -421,8 +400,8 @@ func TestDRAAgainstAPIServer(t *testing.T) {
 		return ok && value(m) == 4
 	})
 	// Both replays over and attributed, the same recording's series on both sides.
-	series = deviceSeries(steadyScrape(t, p))
-	fams = steadyScrape(t, forbidden)
+	series = deviceSeries(steadyScrape(t, p, 3, 500*time.Millisecond))
+	fams = steadyScrape(t, forbidden, 3, 500*time.Millisecond)
 	forbiddenSeries := deviceSeries(fams)
 	for i, uuid := range gpus {
 		if len(forbiddenSeries[uuid]) != len(series[uuid]) {
