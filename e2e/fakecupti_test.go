@@ -278,24 +278,8 @@ func TestRecordWritesGoodbye(t *testing.T) {
 		t.Fatalf("record: %v\n%s", err, out.String())
 	}
 
-	f, err := os.Open(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	rd, err := recording.NewReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var frames []string
-	for {
-		ev, err := rd.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
+	for _, ev := range recordedEvents(t, file) {
 		switch ev.Type {
 		case recording.FrameHello, recording.FrameGoodbye:
 			frames = append(frames, fmt.Sprintf("%s %d", ev.Type, ev.Process.Conn))
@@ -305,5 +289,30 @@ func TestRecordWritesGoodbye(t *testing.T) {
 	}
 	if want := []string{"hello 1", "activity 1", "goodbye 1"}; !slices.Equal(frames, want) {
 		t.Errorf("activity frames %v, want %v", frames, want)
+	}
+}
+
+// recordedEvents returns the events of a recording file; a bad frame fails the test.
+func recordedEvents(t *testing.T, file string) []recording.Event {
+	t.Helper()
+	f, err := os.Open(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	rd, err := recording.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var evs []recording.Event
+	for {
+		ev, err := rd.Next()
+		if errors.Is(err, io.EOF) {
+			return evs
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		evs = append(evs, ev)
 	}
 }

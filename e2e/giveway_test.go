@@ -1,8 +1,6 @@
 package e2e
 
 import (
-	"errors"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -74,26 +72,11 @@ func TestServeGivesWayToAProfiler(t *testing.T) {
 // recordedSamples counts the samples of a GPU in a recording.
 func recordedSamples(t *testing.T, file string, gpu int) int {
 	t.Helper()
-	f, err := os.Open(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	rd, err := recording.NewReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
 	n := 0
-	for {
-		ev, err := rd.Next()
-		if errors.Is(err, io.EOF) {
-			return n
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
+	for _, ev := range recordedEvents(t, file) {
 		if ev.Type == recording.FrameBatch && ev.Batch.Device == gpu {
 			n += len(ev.Batch.Samples)
 		}
 	}
+	return n
 }
