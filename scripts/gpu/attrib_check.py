@@ -9,27 +9,8 @@ dropped records, and the utilisation of the top kernels (tensor pipe, SM active,
 bytes per second of kernel time)."""
 import re
 import sys
-from collections import defaultdict
 
-LINE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(.*)\})?\s+(\S+)')
-LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
-
-
-def read(path):
-    out = defaultdict(list)
-    for line in open(path):
-        if line.startswith('#'):
-            continue
-        m = LINE.match(line)
-        if not m:
-            continue
-        labels = dict(LABEL.findall(m.group(3) or ''))
-        out[m.group(1)].append((labels, float(m.group(4))))
-    return out
-
-
-def total(fams, name, **want):
-    return sum(v for l, v in fams.get(name, []) if all(l.get(k) == x for k, x in want.items()))
+from exposition import read, total
 
 
 def main():

@@ -10,27 +10,9 @@ usage: attrib_share_check.py CASE METRICS MANIFEST [--tsv]
 Prints one line per process and a summary line starting with "CASE |"; with --tsv a
 tab-separated row (case, traced errors, untraced error, worst tensor share, uncertain share)."""
 import json
-import re
 import sys
-from collections import defaultdict
 
-LINE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(.*)\})?\s+(\S+)')
-LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
-
-
-def read(path):
-    out = defaultdict(list)
-    for line in open(path):
-        if line.startswith('#'):
-            continue
-        m = LINE.match(line)
-        if m:
-            out[m.group(1)].append((dict(LABEL.findall(m.group(3) or '')), float(m.group(4))))
-    return out
-
-
-def total(fams, name, **want):
-    return sum(v for l, v in fams.get(name, []) if all(l.get(k) == x for k, x in want.items()))
+from exposition import read, total
 
 
 def main():

@@ -9,27 +9,10 @@ PMON is `nvidia-smi pmon -s u` output of the run (NVML's per-process SM %, the s
 exporter reads), used for the NVML shares and, with only untraced processes, the split by time
 shares. Prints one compact line per quantity, prefixed with RUN."""
 import json
-import re
 import sys
 from collections import defaultdict
 
-LINE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(.*)\})?\s+(\S+)')
-LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
-
-
-def read(path):
-    out = defaultdict(list)
-    for line in open(path):
-        if line.startswith('#'):
-            continue
-        m = LINE.match(line)
-        if m:
-            out[m.group(1)].append((dict(LABEL.findall(m.group(3) or '')), float(m.group(4))))
-    return out
-
-
-def total(fams, name, **want):
-    return sum(v for l, v in fams.get(name, []) if all(l.get(k) == x for k, x in want.items()))
+from exposition import read, total
 
 
 def truth(path):
