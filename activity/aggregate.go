@@ -45,7 +45,11 @@ type Aggregator struct {
 	connDrops  map[string]uint64
 	recreated  [2]uint64 // socket file re-created: removed, replaced
 	conns      uint64
-	invalid    map[string]uint64 // sender reports refused, by reason (senderdrops.go)
+	// idDevices counts, by identity (deviceOwner), the devices of the table its connected
+	// processes use; devEvictions the devices taken out of the table, by reason (devices.go).
+	idDevices    map[string]int
+	devEvictions [len(deviceEvictionReasons)]uint64
+	invalid      map[string]uint64 // sender reports refused, by reason (senderdrops.go)
 
 	podResolutions map[string]uint64 // connections by how their pod labels were decided
 	identities     map[string]uint64 // connections by identity (identity.go)
@@ -67,8 +71,10 @@ type Aggregator struct {
 type device struct {
 	gpu, uuid string
 	unknown   bool
-	refs      int       // connected processes using it
-	last      time.Time // when the last of them left
+	refs      int            // connected processes using it
+	owners    map[string]int // their identities (deviceOwner), with how many processes each
+	last      time.Time      // when the last of them left
+	used      time.Time      // when a record was last counted on it
 }
 
 // deviceKey is what interns a device.
@@ -86,8 +92,9 @@ func (a *Aggregator) deviceStateBytes() int64 {
 
 // procState is what the Aggregator knows of one connected process.
 type procState struct {
-	devs []*device    // by CUDA ordinal
-	pods []*podSeries // by CUDA ordinal, filled lazily
+	devs   []*device    // by CUDA ordinal
+	pods   []*podSeries // by CUDA ordinal, filled lazily
+	sender *senderState // its process's, across reconnects
 
 	pod         *podRef   // interned labels, set when connected
 	podAnswer   podAnswer // taken before connecting, without the lock
@@ -113,8 +120,20 @@ func senderOf(p *Process) senderID {
 type senderState struct {
 	last  map[string]uint64
 	conns int
+	first time.Time // when the exporter first heard of the process (plausible.go)
 	seen  time.Time
 	conn  *Process // the connection whose drop report was taken last (senderdrops.go)
+}
+
+// senderLocked returns the state of p's process, made on first use; a.mu is held.
+func (a *Aggregator) senderLocked(p *Process) *senderState {
+	id := senderOf(p)
+	s := a.senders[id]
+	if s == nil {
+		s = &senderState{last: make(map[string]uint64), first: a.cfg.now()}
+		a.senders[id] = s
+	}
+	return s
 }
 
 // histSeriesOf is the device and pod of a histogram's key under split s: dev and pod
@@ -148,6 +167,7 @@ func NewAggregator(opts ...Option) *Aggregator {
 		refusedClaims:  make(map[[2]string]uint64),
 		dropped:        make(map[string]uint64),
 		connDrops:      make(map[string]uint64),
+		idDevices:      make(map[string]int),
 	}
 	a.nodeDevice, a.nodePod = &device{}, &podRef{}
 	a.start = a.cfg.now()
@@ -176,17 +196,14 @@ func (a *Aggregator) connectLocked(p *Process, ps *procState) *procState {
 	if old, ok := a.procs[p]; ok {
 		return old
 	}
+	owner := deviceOwner(p)
 	for i, d := range ps.devs {
-		ps.devs[i] = a.internLocked(d)
+		ps.devs[i] = a.internLocked(d, owner)
 	}
 	a.procs[p] = ps
 	a.startPodLocked(ps, ps.podAnswer, p.Identity, a.cfg.now())
-	id := senderOf(p)
-	s := a.senders[id]
-	if s == nil {
-		s = &senderState{last: make(map[string]uint64)}
-		a.senders[id] = s
-	}
+	s := a.senderLocked(p)
+	ps.sender = s
 	s.conns++
 	if p.Identity != IdentityUnchecked {
 		a.identities[p.Identity.String()]++
@@ -225,21 +242,23 @@ func (a *Aggregator) deviceExists(uuid string, id Identity) bool {
 }
 
 // internLocked returns the interned twin of d, interning d when new, or d marked unknown when
-// the host does not have it or it passes the device limit or the memory budget.
-func (a *Aggregator) internLocked(d *device) *device {
+// the host does not have it or it passes the device limits (devices.go) or the memory budget.
+// owner is the identity of the process that uses it (deviceOwner).
+func (a *Aggregator) internLocked(d *device, owner string) *device {
 	if d.unknown {
 		return d
 	}
 	k := deviceKey{d.gpu, d.uuid}
 	in := a.devices[k]
 	if in == nil {
-		if len(a.devices) >= maxDevices || !a.cfg.budget.Reserve(a.deviceStateBytes()) {
+		if !a.roomForDeviceLocked(owner) || !a.cfg.budget.Reserve(a.deviceStateBytes()) {
 			return &device{gpu: d.gpu, uuid: d.uuid, unknown: true}
 		}
 		in = d
 		a.devices[k] = in
 	}
 	in.refs++
+	a.ownLocked(in, owner, 1)
 	return in
 }
 
@@ -276,10 +295,12 @@ func (a *Aggregator) disconnectLocked(p *Process) bool {
 	now := a.cfg.now()
 	delete(a.procs, p)
 	ps.pod.procs--
+	owner := deviceOwner(p)
 	for _, d := range ps.devs {
 		if !d.unknown {
 			d.refs--
 			d.last = now
+			a.ownLocked(d, owner, -1)
 		}
 	}
 	for _, s := range ps.pods {
@@ -324,17 +345,26 @@ func (a *Aggregator) Add(p *Process, recs []Record) {
 	now := a.cfg.now()
 	a.retryPodLocked(p, ps, now)
 	a.kernels.maybeRerank(now, a.cfg.rerankInterval)
+	life := lifeLimit{start: lifeStart(p, ps.sender), now: uint64(now.UnixNano())}
+	implausible := 0
 	for i := range recs {
 		r := &recs[i]
-		var dur float64
+		var ns uint64
 		if r.End > r.Start {
-			dur = float64(r.End-r.Start) / 1e9 // division keeps 1000 ns == 1e-6 exactly
+			ns = r.End - r.Start
 		}
+		dur := float64(ns) / 1e9 // division keeps 1000 ns == 1e-6 exactly
 		dev := a.deviceOf(ps, r.Device)
 		if dev == nil {
 			a.dropped["unknown_device"]++
 			continue
 		}
+		if ns > life.maxDuration(r.End) {
+			a.dropped[implausibleDuration]++
+			implausible++
+			continue
+		}
+		dev.used = now
 		switch r.Kind {
 		case KindKernel:
 			hdev, hpod := a.histSeriesOf(a.cfg.kernelSplit, dev, ps.pod)
@@ -354,6 +384,9 @@ func (a *Aggregator) Add(p *Process, recs []Record) {
 	a.namesFull.Store(len(a.kernels.byMangled) >= maxTrackedNames)
 	a.mu.Unlock()
 	a.gen.Add(1)
+	if implausible > 0 && len(a.cfg.listeners) > 0 {
+		recs = plausibleOnly(recs, life, implausible) // the join and the idle controller never see them
+	}
 	for _, l := range a.cfg.listeners {
 		l.Records(p, recs)
 	}
@@ -405,12 +438,7 @@ func (a *Aggregator) deviceOf(ps *procState, ordinal uint32) *device {
 func (a *Aggregator) SenderDrops(p *Process, cumulative map[string]uint64) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	id := senderOf(p)
-	s := a.senders[id]
-	if s == nil {
-		s = &senderState{last: make(map[string]uint64)}
-		a.senders[id] = s
-	}
+	s := a.senderLocked(p)
 	s.seen = a.cfg.now()
 	err := a.takeSenderDropsLocked(p, s, cumulative)
 	a.gen.Add(1)
@@ -517,14 +545,27 @@ func (a *Aggregator) expireLocked(now time.Time) {
 // hold memory (or series) forever.
 func (a *Aggregator) expireDevicesLocked(now time.Time) {
 	gone := map[*device]bool{}
-	for k, d := range a.devices {
+	for _, d := range a.devices {
 		if d.refs <= 0 && now.Sub(d.last) >= a.cfg.seriesTTL {
 			gone[d] = true
-			delete(a.devices, k)
 		}
 	}
+	a.forgetDevicesLocked(gone)
+}
+
+// forgetDevicesLocked removes devices from the table with their series and returns their
+// memory to the budget; processes still holding one have its later records dropped
+// (unknown_device).
+func (a *Aggregator) forgetDevicesLocked(gone map[*device]bool) {
 	if len(gone) == 0 {
 		return
+	}
+	for d := range gone {
+		delete(a.devices, deviceKey{d.gpu, d.uuid})
+		for owner := range d.owners {
+			a.ownLocked(d, owner, -d.owners[owner])
+		}
+		d.unknown = true
 	}
 	for k := range a.kernels.series {
 		if gone[k.dev] {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 
 	"github.com/cupti-exporter/cupti-exporter/mapping"
@@ -18,19 +19,30 @@ const MaxDropDelta = 1 << 40
 const (
 	invalidDropsBackwards = "drops_backwards" // a cumulative counter went down on one connection
 	invalidDropsJump      = "drops_jump"      // a counter grew by more than MaxDropDelta in one report
+	// a counter passed what the process could have made in its life (plausible.go), or
+	// version_refused passed 1
+	invalidDropsImplausible = "drops_implausible"
 )
 
-var invalidReasons = []string{invalidDropsBackwards, invalidDropsJump}
+var invalidReasons = []string{invalidDropsBackwards, invalidDropsJump, invalidDropsImplausible}
+
+// versionRefused is the one drop reason that is not a record count: 1 for a process that
+// refused to trace (docs/wire-format.md).
+const versionRefused = "version_refused"
 
 var invalidDesc = &mapping.Desc{
 	Name: "cupti_activity_invalid_reports_total", Kind: mapping.KindCounter,
 	Help: "Reports from traced processes refused as implausible, by reason (drops_backwards: a cumulative " +
-		"drop counter went down; drops_jump: it grew by more than 2^40 in one report).",
+		"drop counter went down; drops_jump: it grew by more than 2^40 in one report; drops_implausible: it passed " +
+		"the records the process could have made in its life, 10^8 a second, or version_refused passed 1; " +
+		"coverage_implausible: a traced span ending in the future or longer than the process's life; " +
+		"launch_ahead: a launch hint in the future).",
 	OTelName: "cupti.activity.reports.invalid", OTelUnit: "{report}", LabelNames: []string{"reason"},
 }
 
 // takeSenderDropsLocked validates one report of cumulative counters and adds the
-// increases. A report of an older connection of the same process (it may drain after a
+// increases. A counter may not go down, jump by more than MaxDropDelta, nor pass the records
+// the process could have made since it started (lifeLimit.maxCount). A report of an older connection of the same process (it may drain after a
 // newer one: the library sends its final counters on a fresh connection when the
 // exporter stopped reading) carries lower counts: it is stale, not invalid, and ignored.
 // a.mu is held.
@@ -44,6 +56,7 @@ func (a *Aggregator) takeSenderDropsLocked(p *Process, s *senderState, cumulativ
 		s.conn = p
 	}
 	var errs []error
+	most := lifeLimit{start: lifeStart(p, s), now: uint64(a.cfg.now().UnixNano())}.maxCount()
 	reasons := make([]string, 0, len(cumulative))
 	for r := range cumulative {
 		reasons = append(reasons, r)
@@ -59,6 +72,12 @@ func (a *Aggregator) takeSenderDropsLocked(p *Process, s *senderState, cumulativ
 		case v-prev > MaxDropDelta:
 			a.countInvalidLocked(invalidDropsJump)
 			errs = append(errs, fmt.Errorf("drop counter %s jumped by %d (from %d to %d), more than %d", reason, v-prev, prev, v, uint64(MaxDropDelta)))
+		case reason == versionRefused && v > 1:
+			a.countInvalidLocked(invalidDropsImplausible)
+			errs = append(errs, fmt.Errorf("drop counter %s is %d: a process refuses to trace once", reason, v))
+		case v > most:
+			a.countInvalidLocked(invalidDropsImplausible)
+			errs = append(errs, fmt.Errorf("drop counter %s is %d, more than the %d records the process could have made in its life", reason, v, most))
 		default:
 			a.dropped[reason] = addSat(a.dropped[reason], v-prev)
 			s.last[reason] = v
@@ -68,6 +87,15 @@ func (a *Aggregator) takeSenderDropsLocked(p *Process, s *senderState, cumulativ
 		return fmt.Errorf("refusing drop report of pid %d: %w", p.PID, errors.Join(errs...))
 	}
 	return nil
+}
+
+// InvalidReport counts a report of a traced process refused as implausible by the receiver
+// (reason coverage_implausible or launch_ahead): cupti_activity_invalid_reports_total.
+func (a *Aggregator) InvalidReport(reason string) {
+	a.mu.Lock()
+	a.countInvalidLocked(reason)
+	a.mu.Unlock()
+	a.gen.Add(1)
 }
 
 func (a *Aggregator) countInvalidLocked(reason string) {
@@ -91,5 +119,10 @@ func (a *Aggregator) invalidReportsFamily() mapping.Family {
 	for _, r := range invalidReasons {
 		f.Samples = append(f.Samples, a.counter(float64(a.invalid[r]), r))
 	}
-	return f
+	for r, v := range a.invalid { // the receiver's reasons, once seen
+		if !slices.Contains(invalidReasons, r) {
+			f.Samples = append(f.Samples, a.counter(float64(v), r))
+		}
+	}
+	return sorted(f)
 }

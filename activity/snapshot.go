@@ -30,7 +30,7 @@ var (
 	}
 	connDroppedDesc = &mapping.Desc{
 		Name: "cupti_activity_dropped_connections_total", Kind: mapping.KindCounter,
-		Help:     "Activity connections refused or closed by the receiver, by reason (malformed, limit, read_error, hello_timeout, evicted_no_hello, evicted_idle, evicted_claimed, memory_budget, identity_refused, identity_limit).",
+		Help:     "Activity connections refused or closed by the receiver, by reason (malformed, limit, read_error, hello_timeout, evicted_no_hello, evicted_idle, evicted_claimed, evicted_fair_share, memory_budget, identity_refused, identity_limit).",
 		OTelName: "cupti.activity.connections.dropped", OTelUnit: "{connection}", LabelNames: []string{"reason"},
 	}
 	socketRecreatedDesc = &mapping.Desc{
@@ -77,7 +77,7 @@ var (
 	// Receiver-side reasons.
 	receiverDropReasons   = []string{"unknown_kind", "unknown_device", "refused_connection"}
 	socketRecreateReasons = []string{"removed", "replaced"}
-	connDropReasons       = []string{"malformed", "limit", "read_error", "hello_timeout", "evicted_no_hello", "evicted_idle", "evicted_claimed", "memory_budget", "identity_refused", "identity_limit"}
+	connDropReasons       = []string{"malformed", "limit", "read_error", "hello_timeout", "evicted_no_hello", "evicted_idle", "evicted_claimed", "evicted_fair_share", "memory_budget", "identity_refused", "identity_limit"}
 )
 
 // buildLocked copies the state into a new snapshot; a.mu is held.
@@ -119,6 +119,7 @@ func (a *Aggregator) buildLocked() *mapping.Snapshot {
 		mapping.Family{Desc: tracedDesc, Samples: []mapping.Sample{
 			a.counter(a.tracedSeconds, "complete"), a.counter(a.lossySeconds, "lossy")}},
 		a.invalidReportsFamily(),
+		a.deviceEvictionsFamily(),
 		a.podResolutionFamily(),
 		mapping.Family{Desc: foldedDesc, Samples: []mapping.Sample{a.counter(float64(a.kernels.folded))}},
 		a.names.notDemangledFamily(a.start),
@@ -154,7 +155,7 @@ func Descs() []*mapping.Desc {
 		memcpyBytesDesc, memcpyDurationDesc, memsetBytesDesc, memsetDurationDesc,
 		recordsDesc, droppedDesc, processesDesc, connectionsDesc, connDroppedDesc, tracedDesc,
 		memoryDesc, memoryBudgetDesc, socketRecreatedDesc,
-		podResolutionsDesc, identitiesDesc, refusedClaimsDesc, foldedDesc, namesNotDemangledDesc,
+		podResolutionsDesc, identitiesDesc, refusedClaimsDesc, foldedDesc, namesNotDemangledDesc, deviceEvictionsDesc,
 		podTimeDesc, splitDroppedDesc,
 	}
 }

@@ -124,7 +124,7 @@ func (a *Attributor) device(index int, uuid string) *devState {
 	}
 	gpu := strconv.Itoa(index)
 	d := &devState{gpu: gpu, uuid: uuid, labels: []string{gpu, uuid},
-		kernels: map[string]*acc{}, pods: map[podKey]*acc{}, carried: map[int32]*classRate{}}
+		kernels: map[string]*acc{}, pods: map[podKey]*acc{}, carried: map[rateKey]*classRate{}}
 	a.devs[index] = d
 	a.devOrder = append(a.devOrder, d)
 	list := slices.Clone(a.devOrder)
@@ -348,6 +348,13 @@ func (a *Attributor) gc(now time.Time) {
 			}
 		}
 		if done {
+			for _, d := range a.devOrder { // its kernels' rates
+				for k := range d.carried {
+					if k.pid == ps.pid && k.pid != 0 {
+						delete(d.carried, k)
+					}
+				}
+			}
 			delete(a.procs, p)
 			a.slots[ps.slot] = nil
 			a.freeSlots = append(a.freeSlots, ps.slot)

@@ -32,10 +32,17 @@
 //     their shares say they ran moves to them (processes.go), so the rate fit splits a
 //     sample between a traced kernel and an untraced process; their parts are labelled
 //     kernel="(untraced)" and, per pod, source="nvml";
+//   - where PM sampling counts the GPU's context switches, each time-sliced sample goes to the
+//     context whose turn it was (turns.go: an HMM over the segments between switches, the
+//     record edges and the learned rotation), traced or untraced; the MPS server's clients
+//     are one context (the server never a workload), split among themselves by rate; a MIG
+//     GPU is not split by process;
 //   - each metric's value (bytes for counters; active seconds = ratio x sample time for
 //     ratios) is split over those parts by the estimator: "overlap" (by weight) or "rate"
-//     (by weight x the class's estimated rate, fitted by EM over the chunk and carried over
-//     with decay; see docs/attribution.md for the bias it removes).
+//     (by exposure x the class's estimated rate, a class being a kernel name of one process,
+//     fitted by EM over the chunk and carried over with decay; see docs/attribution.md for
+//     the bias it removes); how much of the split rested on an estimate is served too
+//     (cupti_attribution_uncertain_ratio, cupti_pod_uncertain_seconds_total).
 //
 // The shares of a sample sum to one, so for every metric and device the attributed parts
 // (kernels, other, (idle), (untraced)) add up to the device total of the samples attributed,

@@ -73,12 +73,17 @@ func (a *Attributor) attribute(d *devState, chunk []psample, now time.Time) {
 
 	// Exposure (seconds) by local class, and the sampled seconds.
 	sc.exp = grow(sc.exp, nl)
+	s := 0
 	for i, lc := range sc.itemLC {
+		for int32(i) >= sc.off[s+1] {
+			s++
+		}
 		w := sc.itemW[i] / 1e9
-		sc.exp[lc] += w
+		sc.exp[lc] += sc.itemX[i] / 1e9
 		sc.accK[lc].sampled += w
 		if p := podAcc(sc.itemProc[i]); p != nil {
 			p.sampled += w
+			p.uncertain += w * sc.unc[s]
 		}
 		switch c := sc.classes[lc]; {
 		case c == classIdle || c == classQuiet:
@@ -152,7 +157,7 @@ func (a *Attributor) attribute(d *devState, chunk []psample, now time.Time) {
 			if rate {
 				var dr float64
 				for i := lo; i < hi; i++ {
-					dr += sc.itemW[i] * sc.r[sc.itemLC[i]]
+					dr += sc.itemX[i] * sc.r[sc.itemLC[i]]
 				}
 				if dr > 0 {
 					denom, useRate = dr, true
@@ -162,7 +167,7 @@ func (a *Attributor) attribute(d *devState, chunk []psample, now time.Time) {
 			for i := lo; i < hi; i++ {
 				w := sc.itemW[i]
 				if useRate {
-					w *= sc.r[sc.itemLC[i]]
+					w = sc.itemX[i] * sc.r[sc.itemLC[i]]
 				}
 				sc.part = append(sc.part, x*w/denom)
 			}
@@ -180,7 +185,7 @@ func (a *Attributor) attribute(d *devState, chunk []psample, now time.Time) {
 		}
 		if a.cfg.estimator == EstimatorRate {
 			for lc, c := range sc.classes {
-				cr := d.rate(c)
+				cr := d.rate(rateKey{c, sc.lpid[lc]})
 				cr.grow(int(m) + 1)
 				cr.a[m] = cr.a[m]*decay + sc.newA[lc]
 			}
@@ -189,7 +194,7 @@ func (a *Attributor) attribute(d *devState, chunk []psample, now time.Time) {
 	}
 	if a.cfg.estimator == EstimatorRate {
 		for lc, c := range sc.classes {
-			cr := d.rate(c)
+			cr := d.rate(rateKey{c, sc.lpid[lc]})
 			cr.e = cr.e*decay + sc.exp[lc]
 		}
 	}
@@ -204,7 +209,7 @@ func (a *Attributor) fit(d *devState, m int32, v []float64, decay float64) bool 
 	sc.priorA, sc.priorE = grow(sc.priorA, nl), grow(sc.priorE, nl)
 	var sumA, sumE, sumV, sumW float64
 	for lc, c := range sc.classes {
-		if cr := d.carried[c]; cr != nil {
+		if cr := d.carried[rateKey{c, sc.lpid[lc]}]; cr != nil {
 			sc.priorE[lc] = cr.e * decay
 			if int(m) < len(cr.a) {
 				sc.priorA[lc] = cr.a[m] * decay
@@ -257,7 +262,7 @@ func (a *Attributor) fit(d *devState, m int32, v []float64, decay float64) bool 
 			}
 			var dr float64
 			for i := lo; i < hi; i++ {
-				dr += sc.itemW[i] * sc.r[sc.itemLC[i]]
+				dr += sc.itemX[i] * sc.r[sc.itemLC[i]]
 			}
 			if dr <= 0 {
 				for i := lo; i < hi; i++ {
@@ -266,7 +271,7 @@ func (a *Attributor) fit(d *devState, m int32, v []float64, decay float64) bool 
 				continue
 			}
 			for i := lo; i < hi; i++ {
-				sc.newA[sc.itemLC[i]] += x * sc.itemW[i] * sc.r[sc.itemLC[i]] / dr
+				sc.newA[sc.itemLC[i]] += x * sc.itemX[i] * sc.r[sc.itemLC[i]] / dr
 			}
 		}
 		for lc, c := range sc.classes {
@@ -291,11 +296,11 @@ func (cr *classRate) grow(n int) {
 	}
 }
 
-func (d *devState) rate(c int32) *classRate {
-	cr := d.carried[c]
+func (d *devState) rate(k rateKey) *classRate {
+	cr := d.carried[k]
 	if cr == nil {
 		cr = &classRate{}
-		d.carried[c] = cr
+		d.carried[k] = cr
 	}
 	return cr
 }
@@ -354,7 +359,7 @@ func (sc *scratch) capActive(x, secs float64, lo, hi int32) {
 		return
 	}
 	bound := max(1, x/secs) // active seconds per second an item may take
-	limit := func(j int32) float64 { return sc.itemW[lo+j] / 1e9 * bound }
+	limit := func(j int32) float64 { return max(sc.itemW[lo+j], sc.itemRun[lo+j]) / 1e9 * bound }
 	over := false
 	for j := range hi - lo {
 		over = over || sc.part[j] > limit(j)

@@ -75,12 +75,14 @@ type psample struct {
 
 // acc is one attributed series set (a kernel label or a pod on one device).
 type acc struct {
-	sampled float64   // seconds
-	vals    []float64 // by metric index
-	has     []bool    // by metric index: got a value
-	start   time.Time
-	last    time.Time
-	prio    mapping.Priority // of a pod series: the highest of the processes it speaks for
+	sampled float64 // seconds
+	// uncertain: seconds of sampled whose split rested on an estimate (a pod series only).
+	uncertain float64
+	vals      []float64 // by metric index
+	has       []bool    // by metric index: got a value
+	start     time.Time
+	last      time.Time
+	prio      mapping.Priority // of a pod series: the highest of the processes it speaks for
 }
 
 func (c *acc) add(m int32, v float64) {
@@ -90,6 +92,13 @@ func (c *acc) add(m int32, v float64) {
 	}
 	c.vals[m] += v
 	c.has[m] = true
+}
+
+// rateKey is what the rate estimator fits one rate to: a class on a device, per process for a
+// kernel (pid 0: every process's: idle, untraced, an untraced process's own class).
+type rateKey struct {
+	class int32
+	pid   uint32
 }
 
 // classRate is the rate estimator's memory of one class on one device: decayed exposure
@@ -111,8 +120,8 @@ type devState struct {
 	newest    int64      // end of the newest sample received
 	lastBatch time.Time
 
-	carried map[int32]*classRate // rate estimator state by class id
-	owner   ownerState           // turn alternation (ownership.go)
+	carried map[rateKey]*classRate // rate estimator state by class id and process
+	turn    turnState              // whose turn each sample was (turns.go)
 	// switches: its samples count context-switch cycles, so an untraced process NVML lists
 	// counts as active even in a period none of NVML's draws credited it (ownership.go
 	// tells its turns).
@@ -123,6 +132,8 @@ type devState struct {
 	// Decayed seconds of attributed samples, and of those with an untraced process present
 	// (NVML showed one active, or a traced process did not trace part of the sample).
 	presentE, sampledE float64
+	// Decayed seconds of attributed samples whose split rested on an estimate (see unc).
+	uncertainE float64
 
 	kernels        map[string]*acc // by kernel label
 	pods           map[podKey]*acc
@@ -142,40 +153,63 @@ type scratch struct {
 	itemLC   []int32   // local class of each item
 	itemProc []int32   // process slot (-1: idle/untraced)
 	itemW    []float64 // weight: overlap ns, concurrent kernels sharing
-	off      []int32   // items of sample s: off[s]..off[s+1]
-	wsum     []float64 // sum of weights of sample s
-	active   []int32
-	ev       []event
-	gs       []float64
-	loc      []int32 // class id -> local class, -1
-	slotOf   []int32 // local class -> 1 + its item in the current sample, 0: none
-	classes  []int32 // local class -> class id
-	accK     []*acc
-	accP     []*acc // by proc slot
-	u        []span
-	uPre     []int64
-	rows     []int32 // metric index -> row of v, -1
-	metrics  []int32 // row -> metric index
-	v        []float64
-	exp      []float64 // exposure seconds by local class
-	r, newA  []float64
-	priorA   []float64
-	priorE   []float64
-	part     []float64 // the parts of the current sample's items (estimate.go)
-	order    []int32   // the items in the order capActive fills them
-	gapW     []float64 // gap (idle + untraced) weight of sample s
-	sobs     []int32   // observation of sample s with active untraced processes, -1
-	own      []float64 // sample s's owner from context switches (ownership.go), -1: unknown
-	par      []int8    // sample s's turn parity, parSwitch or parUnknown
-	segStart []int32   // owned segments of the chunk: [segStart, segEnd)
-	segEnd   []int32
-	segVote  []bool   // the segment is not the traced process's
-	upods    []podKey // pod of the untraced item -2-k
-	upodIdx  map[podKey]int32
-	accU     []*acc // pod series of upods[k]
+	// itemRun: how long the item's records span the sample (ns; concurrent kernels each
+	// their own), what bounds a ratio's active time given to it (capActive)
+	itemRun []float64
+	// itemX: the item's exposure, the time the rate fit says it moved bytes at its rate (ns):
+	// its records' span in the sample (kernels running side by side each run their whole
+	// span), or its owned time where the turns are known; the weight for gaps.
+	itemX   []float64
+	off     []int32   // items of sample s: off[s]..off[s+1]
+	wsum    []float64 // sum of weights of sample s
+	active  []int32
+	ev      []event
+	gs      []float64
+	loc     []int32         // class id -> local class shared by every process, -1
+	locP    map[int64]int32 // (class id, process slot) -> a kernel's local class for that process
+	lpid    []uint32        // local class -> the pid of its process, 0: every process's
+	slotOf  []int32         // local class -> 1 + its item in the current sample, 0: none
+	classes []int32         // local class -> class id
+	accK    []*acc
+	accP    []*acc // by proc slot
+	u       []span
+	uPre    []int64
+	rows    []int32 // metric index -> row of v, -1
+	metrics []int32 // row -> metric index
+	v       []float64
+	exp     []float64 // exposure seconds by local class
+	r, newA []float64
+	priorA  []float64
+	priorE  []float64
+	part    []float64 // the parts of the current sample's items (estimate.go)
+	order   []int32   // the items in the order capActive fills them
+	gapW    []float64 // gap (idle + untraced) weight of sample s
+	sobs    []int32   // observation of sample s with active untraced processes, -1
+	sobsAll []int32   // the observations the chunk's samples meet
+	// Turns (turns.go): each traced process's covered time in sample s and whether one of its
+	// records starts or ends in it (entries tcOff[s]..tcOff[s+1]); the chunk's contexts, each
+	// sample's segment (-1: it holds a switch) and owner distribution over the contexts.
+	tcSlot []int32
+	tcCov  []float64
+	tcEv   []bool
+	tcOff  []int32
+	tCtx   []turnCtx
+	tSeg   []int32
+	tCum   []float64 // a switch sample's run cycles before and after it (2 per sample)
+	tUnc   []float64 // 1 - the likeliest owner's probability, by sample
+	// unc is how far sample s's split rested on an estimate (0..1): NVML's period shares (1),
+	// records of several processes told apart by the rate fit alone (1), or an owner the
+	// turns left in doubt (1 - its probability).
+	unc     []float64
+	tOwn    []float64
+	tHas    []bool
+	upods   []podKey // pod of the untraced item -2-k
+	upodIdx map[podKey]int32
+	accU    []*acc // pod series of upods[k]
 	// the rebuilt item arrays (applyNVML), swapped with the ones above
 	itemLC2, itemProc2 []int32
-	itemW2             []float64
+	itemW2, itemRun2   []float64
+	itemX2             []float64
 	off2               []int32
 	bytes              int64 // capacity of the buffers above after the last join
 }
@@ -253,21 +287,30 @@ func (a *Attributor) join(d *devState, chunk []psample, ready []rec, end int64, 
 	for len(sc.loc) < len(a.classes.names) {
 		sc.loc = append(sc.loc, -1)
 	}
-	sc.classes = sc.classes[:0]
-	local := func(class int32) int32 {
-		for int(class) >= len(sc.loc) { // an untraced process's class, named by applyNVML
-			sc.loc = append(sc.loc, -1)
+	sc.classes, sc.lpid = sc.classes[:0], sc.lpid[:0]
+	clear(sc.locP)
+	if sc.locP == nil {
+		sc.locP = map[int64]int32{}
+	}
+	// A kernel's rate is fitted per process: pods that run the same kernel names at other
+	// launch widths or sizes move bytes at other rates (measured, run BB).
+	kernelLocal := func(class, slot int32) int32 {
+		if slot < 0 || class < firstNamedClass && class != classMemcpy && class != classMemset && class != classOther {
+			return sc.local(class)
 		}
-		if l := sc.loc[class]; l >= 0 {
+		key := int64(class)<<32 | int64(uint32(slot))
+		if l, ok := sc.locP[key]; ok {
 			return l
 		}
 		l := int32(len(sc.classes))
-		sc.loc[class] = l
-		sc.classes = append(sc.classes, class)
+		sc.locP[key] = l
+		sc.classes, sc.lpid = append(sc.classes, class), append(sc.lpid, a.slots[slot].pid)
 		return l
 	}
-	sc.itemLC, sc.itemProc, sc.itemW = sc.itemLC[:0], sc.itemProc[:0], sc.itemW[:0]
+	local := sc.local
+	sc.itemLC, sc.itemProc, sc.itemW, sc.itemRun, sc.itemX = sc.itemLC[:0], sc.itemProc[:0], sc.itemW[:0], sc.itemRun[:0], sc.itemX[:0]
 	sc.off, sc.wsum, sc.gapW = append(sc.off[:0], 0), sc.wsum[:0], sc.gapW[:0]
+	sc.tcSlot, sc.tcCov, sc.tcEv, sc.tcOff = sc.tcSlot[:0], sc.tcCov[:0], sc.tcEv[:0], append(sc.tcOff[:0], 0)
 	sc.active = sc.active[:0]
 	next := 0
 	for _, s := range chunk {
@@ -300,19 +343,22 @@ func (a *Attributor) join(d *devState, chunk []psample, ready []rec, end int64, 
 		first := len(sc.itemLC)
 		item := func(r rec, w float64) {
 			wsum += w
-			lc := local(r.class)
+			run := float64(min(r.end, hi) - max(r.start, lo)) // it ran (or waited for its turn) this long
+			lc := kernelLocal(r.class, r.proc)
 			for int(lc) >= len(sc.slotOf) {
 				sc.slotOf = append(sc.slotOf, 0)
 			}
 			// one item per class and process in a sample: the split is linear in the weight
 			if i := sc.slotOf[lc] - 1; i >= 0 && sc.itemProc[i] == r.proc {
 				sc.itemW[i] += w
+				sc.itemRun[i] = min(sc.itemRun[i]+run, float64(hi-lo))
+				sc.itemX[i] = sc.itemRun[i]
 				return
 			}
 			sc.slotOf[lc] = int32(len(sc.itemLC)) + 1
 			sc.itemLC = append(sc.itemLC, lc)
 			sc.itemProc = append(sc.itemProc, r.proc)
-			sc.itemW = append(sc.itemW, w)
+			sc.itemW, sc.itemRun, sc.itemX = append(sc.itemW, w), append(sc.itemRun, run), append(sc.itemX, run)
 		}
 		switch len(sc.active) {
 		case 0:
@@ -336,16 +382,28 @@ func (a *Attributor) join(d *devState, chunk []psample, ready []rec, end int64, 
 		}
 		if idleW > 0 {
 			sc.itemLC, sc.itemProc, sc.itemW = append(sc.itemLC, local(classIdle)), append(sc.itemProc, -1), append(sc.itemW, idleW)
+			sc.itemRun, sc.itemX = append(sc.itemRun, idleW), append(sc.itemX, idleW)
 			wsum += idleW
 		}
 		if untracedW > 0 {
 			sc.itemLC, sc.itemProc, sc.itemW = append(sc.itemLC, local(classUntraced)), append(sc.itemProc, -1), append(sc.itemW, untracedW)
+			sc.itemRun, sc.itemX = append(sc.itemRun, untracedW), append(sc.itemX, untracedW)
 			wsum += untracedW
 		}
 		for _, lc := range sc.itemLC[first:] {
 			if int(lc) < len(sc.slotOf) {
 				sc.slotOf[lc] = 0
 			}
+		}
+		if d.switches { // what the turns need: each process's covered time and record edges
+			first := len(sc.tcSlot)
+			for _, ri := range sc.active {
+				r := ready[ri]
+				if x, y := max(r.start, lo), min(r.end, hi); y > x && r.proc >= 0 {
+					sc.turnCover(first, r.proc, float64(y-x), (r.start > lo && r.start < hi) || (r.end > lo && r.end < hi))
+				}
+			}
+			sc.tcOff = append(sc.tcOff, int32(len(sc.tcSlot)))
 		}
 		sc.off = append(sc.off, int32(len(sc.itemLC)))
 		sc.wsum = append(sc.wsum, wsum)
@@ -354,9 +412,26 @@ func (a *Attributor) join(d *devState, chunk []psample, ready []rec, end int64, 
 	a.applyNVML(d, chunk, local)
 	a.present(d, chunk)
 	a.attribute(d, chunk, now)
-	for _, c := range sc.classes {
-		sc.loc[c] = -1
+	for lc, c := range sc.classes {
+		if sc.lpid[lc] == 0 {
+			sc.loc[c] = -1
+		}
 	}
+}
+
+// local is the chunk's local class of class id c shared by every process (idle, untraced,
+// an untraced process's class), created at its first use.
+func (sc *scratch) local(class int32) int32 {
+	for int(class) >= len(sc.loc) { // an untraced process's class, named by applyNVML
+		sc.loc = append(sc.loc, -1)
+	}
+	if l := sc.loc[class]; l >= 0 {
+		return l
+	}
+	l := int32(len(sc.classes))
+	sc.loc[class] = l
+	sc.classes, sc.lpid = append(sc.classes, class), append(sc.lpid, 0)
+	return l
 }
 
 // sweep splits [lo, hi) among the active records that overlap it: a record's weight is the

@@ -101,8 +101,8 @@ func (a *Attributor) MemoryBytes() int64 { return a.mem.pub.Load() }
 // shed frees the buffers whose size follows the records and samples of a join (the
 // per-class ones stay: they are bounded by the class table).
 func (sc *scratch) shed() {
-	sc.itemLC, sc.itemProc, sc.itemW, sc.off, sc.wsum, sc.gapW = nil, nil, nil, nil, nil, nil
-	sc.itemLC2, sc.itemProc2, sc.itemW2, sc.off2 = nil, nil, nil, nil
+	sc.itemLC, sc.itemProc, sc.itemW, sc.itemRun, sc.itemX, sc.off, sc.wsum, sc.gapW = nil, nil, nil, nil, nil, nil, nil, nil
+	sc.itemLC2, sc.itemProc2, sc.itemW2, sc.itemRun2, sc.itemX2, sc.off2 = nil, nil, nil, nil, nil, nil
 	sc.active, sc.ev, sc.gs, sc.v, sc.sobs, sc.u, sc.uPre = nil, nil, nil, nil, nil, nil, nil
 }
 
@@ -112,7 +112,8 @@ func (sc *scratch) scratchBytes() int64 {
 	n := i32 * (cap(sc.itemLC) + cap(sc.itemProc) + cap(sc.off) + cap(sc.active) + cap(sc.loc) + cap(sc.slotOf) +
 		cap(sc.classes) + cap(sc.rows) + cap(sc.metrics) + cap(sc.sobs) + cap(sc.itemLC2) + cap(sc.itemProc2) + cap(sc.off2) + cap(sc.order))
 	n += f64 * (cap(sc.itemW) + cap(sc.wsum) + cap(sc.gs) + cap(sc.v) + cap(sc.exp) + cap(sc.r) + cap(sc.newA) +
-		cap(sc.priorA) + cap(sc.priorE) + cap(sc.gapW) + cap(sc.itemW2) + cap(sc.uPre) + 2*cap(sc.u) + cap(sc.part))
+		cap(sc.priorA) + cap(sc.priorE) + cap(sc.gapW) + cap(sc.itemW2) + cap(sc.uPre) + 2*cap(sc.u) + cap(sc.part) +
+		cap(sc.itemRun) + cap(sc.itemRun2) + cap(sc.itemX) + cap(sc.itemX2))
 	n += 16*cap(sc.ev) + 8*(cap(sc.accK)+cap(sc.accP)+cap(sc.accU))
 	return int64(n)
 }

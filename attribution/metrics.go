@@ -73,6 +73,16 @@ var (
 		Help:     "Share of the recently attributed sample time (one-minute half-life) during which a process the join does not trace was present on the GPU: NVML showed an untraced process running, or a traced process did not trace part of it. Per-kernel and per-pod numbers of such time are estimates (docs/attribution.md, \"Untraced processes\").",
 		OTelName: "cupti.attribution.untraced_present", OTelUnit: "1", LabelNames: deviceLabelNames,
 	}
+	uncertainDesc = &mapping.Desc{
+		Name: "cupti_attribution_uncertain_ratio", Kind: mapping.KindGauge, Unit: "ratio",
+		Help:     "Share of the recently attributed sample time (one-minute half-life) whose split over processes rested on an estimate: NVML's period shares (an untraced process on a GPU whose turns are not known), the rate fit alone between the records of several processes, or turns the context-switch counter left in doubt. The per-pod numbers of such time carry the error of docs/attribution.md's table for the sharing mode. A GPU has the series from its first such split on.",
+		OTelName: "cupti.attribution.uncertain", OTelUnit: "1", LabelNames: deviceLabelNames,
+	}
+	podUncertainDesc = &mapping.Desc{
+		Name: "cupti_pod_uncertain_seconds_total", Kind: mapping.KindCounter, Unit: "seconds",
+		Help:     "Of cupti_pod_sampled_seconds_total, the seconds whose split rested on an estimate (see cupti_attribution_uncertain_ratio); only pods that had such time have the series.",
+		OTelName: "cupti.attribution.pod.uncertain_time", OTelUnit: "s", LabelNames: podLabelNames,
+	}
 	droppedObsDesc = &mapping.Desc{
 		Name: "cupti_attribution_dropped_process_observations_total", Kind: mapping.KindCounter,
 		Help:     "NVML process observations the join could not use, by reason (invalid: end <= start; unknown_device; late: the attributed frontier had passed their period; full: more than 64 held for a GPU, the oldest dropped).",
@@ -122,7 +132,7 @@ func Descs() []*mapping.Desc {
 	return []*mapping.Desc{
 		kernelSampledDesc, podSampledDesc, kindSecondsDesc, lagDesc, lateRecordsDesc, lateSecondsDesc,
 		pendingDesc, joinSecondsDesc, droppedRecordsDesc, droppedSamplesDesc, badCoverageDesc,
-		untracedPresentDesc, droppedObsDesc, memoryDesc, foldedClassesDesc,
+		untracedPresentDesc, uncertainDesc, podUncertainDesc, droppedObsDesc, memoryDesc, foldedClassesDesc,
 	}
 }
 

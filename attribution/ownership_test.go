@@ -79,10 +79,17 @@ func TestOwnershipClassifiesTurns(t *testing.T) {
 	g := makeSlicedGPU(rand.New(rand.NewPCG(0, 21)), procs, span, 2*ms, true)
 	g.switches = true
 	var conf [3][3]int // truth (traced, untraced, both) x owner given (traced, untraced, split)
-	ownershipHook = func(chunk []psample, own []float64) {
+	turnsHook = func(chunk []psample, ctxs []turnCtx, own []float64, has []bool) {
+		n := len(ctxs)
 		for s, smp := range chunk {
-			if own[s] < 0 {
+			if !has[s] {
 				continue
+			}
+			var traced float64
+			for c, ctx := range ctxs {
+				if ctx.slot >= 0 {
+					traced += own[s*n+c]
+				}
 			}
 			var ran [2]bool
 			for i := g.search(smp.start); i < len(g.exec) && g.exec[i].start < smp.end; i++ {
@@ -94,11 +101,17 @@ func TestOwnershipClassifiesTurns(t *testing.T) {
 			if ran[0] != ran[1] {
 				truth = map[bool]int{true: 0, false: 1}[ran[0]]
 			}
-			given := map[float64]int{0: 0, 1: 1, 0.5: 2}[own[s]]
+			given := 2
+			switch {
+			case traced > 0.9:
+				given = 0
+			case traced < 0.1:
+				given = 1
+			}
 			conf[truth][given]++
 		}
 	}
-	defer func() { ownershipHook = nil }()
+	defer func() { turnsHook = nil }()
 	runShared(t, g, span)
 	t.Logf("samples by truth (traced, untraced, both) x owner given (traced, untraced, split): %v", conf)
 	for who := range 2 {

@@ -2,6 +2,7 @@ package attribution
 
 import (
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -17,7 +18,10 @@ type ProcessObservation struct {
 	GPU, UUID  string // the device, by UUID or else by gpu label
 	Start, End time.Time
 	Shares     bool // SMShare was read; without it the processes' activity is unknown
-	Processes  []ObservedProcess
+	// MIG: the GPU is split into MIG instances, whose processes run side by side; the join
+	// then splits nothing by process (docs/attribution.md, "MIG").
+	MIG       bool
+	Processes []ObservedProcess
 }
 
 // ObservedProcess is one process of a ProcessObservation.
@@ -28,7 +32,16 @@ type ObservedProcess struct {
 	SMShare float64
 	// The process's pod, resolved from its cgroup ("" when not in a pod or unresolved).
 	Namespace, Pod, Container string
+	// MPS is its part in the Multi-Process Service: MPSServer, MPSClient or "".
+	MPS string
 }
+
+// MPS roles of an ObservedProcess. The MPS server runs its clients' kernels in its own
+// context, so NVML lists it beside them; it is never a workload of its own.
+const (
+	MPSServer = "server"
+	MPSClient = "client"
+)
 
 // Pod series sources: a pod's series are from its kernel records, or estimated from NVML's
 // per-process shares for a pod whose processes are not traced.
@@ -51,6 +64,7 @@ var obsDropReasons = []string{"invalid", "unknown_device", "late", "full"}
 type nvmlObs struct {
 	start, end int64
 	shares     bool
+	mig        bool // the GPU is in MIG mode: nothing is split by process
 	procs      []ObservedProcess
 
 	classified bool
@@ -68,6 +82,7 @@ type uproc struct {
 	class int32
 	pod   podKey
 	share float64 // NaN: unknown
+	mps   bool    // an MPS client: it runs in the server's context, beside the other clients
 }
 
 // ObserveProcesses takes one NVML observation of the processes on a GPU. Observations of a
@@ -118,7 +133,7 @@ func (a *Attributor) ObserveProcesses(o ProcessObservation) {
 	if len(procs) > maxObservedProcs {
 		procs = procs[:maxObservedProcs]
 	}
-	obs := nvmlObs{start: start, end: end, shares: o.Shares, procs: make([]ObservedProcess, len(procs))}
+	obs := nvmlObs{start: start, end: end, shares: o.Shares, mig: o.MIG, procs: make([]ObservedProcess, len(procs))}
 	for i, p := range procs {
 		switch {
 		case !o.Shares || math.IsNaN(p.SMShare):
@@ -145,6 +160,9 @@ func (a *Attributor) classify(d *devState, o *nvmlObs) {
 		return
 	}
 	o.classified = true
+	if o.mig { // processes in MIG instances run side by side: no turns, no shares to split by
+		return
+	}
 	var tracing []*proc
 	for _, ps := range a.procs {
 		if ps.presStart < o.end && ps.presEnd > o.start && ps.onDevice(d) {
@@ -153,6 +171,9 @@ func (a *Attributor) classify(d *devState, o *nvmlObs) {
 	}
 	o.nTraced = len(tracing)
 	for _, p := range o.procs {
+		if p.MPS == MPSServer { // runs its clients' kernels: their time, not its own
+			continue
+		}
 		traced := false
 		for _, ps := range tracing {
 			if ps.pid == p.PID || (p.Pod != "" && ps.pod.pod == p.Pod && ps.pod.namespace == p.Namespace && ps.pod.container == p.Container) {
@@ -167,7 +188,7 @@ func (a *Attributor) classify(d *devState, o *nvmlObs) {
 				o.tShare += p.SMShare
 			}
 		case math.IsNaN(p.SMShare) || p.SMShare > 0 || d.switches:
-			u := uproc{share: p.SMShare, pod: podKey{namespace: p.Namespace, pod: p.Pod, container: p.Container, source: sourceNVML}}
+			u := uproc{share: p.SMShare, mps: p.MPS == MPSClient, pod: podKey{namespace: p.Namespace, pod: p.Pod, container: p.Container, source: sourceNVML}}
 			key := "pid " + strconv.FormatUint(uint64(p.PID), 10)
 			if p.Pod != "" {
 				key = "pod " + p.Namespace + "/" + p.Pod + "/" + p.Container
@@ -222,12 +243,13 @@ func (o *nvmlObs) hasUnknown() bool {
 	return false
 }
 
-// applyNVML moves the part of each sample that NVML's observations give to untraced
-// processes from the traced items and the gaps (built by join) to items of their own; a.mu
-// is held.
+// applyNVML moves the part of each sample that belongs to untraced processes (NVML's
+// observations) from the traced items and the gaps (built by join) to items of their own,
+// and, where the device counts context switches, gives each sample to the context whose
+// turn it was (turns.go); a.mu is held.
 func (a *Attributor) applyNVML(d *devState, chunk []psample, local func(int32) int32) {
 	sc := &d.sc
-	sc.sobs, sc.upods = sc.sobs[:0], sc.upods[:0]
+	sc.sobs, sc.sobsAll, sc.upods = sc.sobs[:0], sc.sobsAll[:0], sc.upods[:0]
 	clear(sc.upodIdx)
 	any := false
 	j := 0
@@ -240,7 +262,14 @@ func (a *Attributor) applyNVML(d *devState, chunk []psample, local func(int32) i
 		if j < len(d.nvml) && d.nvml[j].start <= mid {
 			o := &d.nvml[j]
 			a.classify(d, o)
-			if len(o.untraced) > 0 {
+			if n := len(sc.sobsAll); n == 0 || sc.sobsAll[n-1] != int32(j) {
+				sc.sobsAll = append(sc.sobsAll, int32(j))
+			}
+			switch {
+			case o.mig:
+				idx = int32(j)
+				any = true
+			case len(o.untraced) > 0:
 				idx = int32(j)
 				gap := sc.gapW[s]
 				o.p += float64(smp.end - smp.start)
@@ -251,94 +280,286 @@ func (a *Attributor) applyNVML(d *devState, chunk []psample, local func(int32) i
 		}
 		sc.sobs = append(sc.sobs, idx)
 	}
-	if !any {
+	turns := a.turns(d, chunk)
+	sc.unc = grow(sc.unc, len(chunk))
+
+	if !any && !turns {
+		for s := range chunk {
+			sc.unc[s] = a.overlapping(d, s)
+		}
 		return
 	}
-	a.ownership(d, chunk)
-	// Rebuild the items: traced items scaled by 1-phi, gap items by 1-fGap, and the
-	// untraced processes' items after them.
-	lc2, proc2, w2 := sc.itemLC2[:0], sc.itemProc2[:0], sc.itemW2[:0]
+	// Rebuild the items: by owner where the turns are known, else traced items scaled by
+	// 1-phi and gap items by 1-fGap (NVML's period shares); the untraced processes' items
+	// after them.
+	b := &itemBuilder{lc: sc.itemLC2[:0], proc: sc.itemProc2[:0], w: sc.itemW2[:0], run: sc.itemRun2[:0], x: sc.itemX2[:0], local: local, sc: sc}
 	off2 := append(sc.off2[:0], 0)
 	if sc.upodIdx == nil {
 		sc.upodIdx = map[podKey]int32{}
 	}
+	untracedTurns := false
+	for _, ctx := range sc.tCtx {
+		untracedTurns = untracedTurns || ctx.key.kind == ctxUntraced || ctx.key.kind == ctxMPS && len(ctx.slots) == 0
+	}
 	for s := range chunk {
 		lo, hi := sc.off[s], sc.off[s+1]
-		oi := sc.sobs[s]
-		if oi < 0 {
-			lc2, proc2, w2 = append(lc2, sc.itemLC[lo:hi]...), append(proc2, sc.itemProc[lo:hi]...), append(w2, sc.itemW[lo:hi]...)
-			off2 = append(off2, int32(len(lc2)))
+		switch {
+		case sc.sobs[s] >= 0 && d.nvml[sc.sobs[s]].mig:
+			// A MIG GPU: its instances run side by side and the samples cover all of them; no
+			// split by process says whose the counters are (docs/attribution.md, "MIG").
+			b.add(local(classUntraced), -1, sc.wsum[s], sc.wsum[s], sc.wsum[s])
+			sc.unc[s] = 1
+		case turns && sc.tHas[s] && a.owned(d, chunk, s):
+			a.byOwner(d, chunk, s, b)
+			sc.unc[s] = sc.tUnc[s]
+			if untracedTurns {
+				// Whose turns an untraced process took the rotation says, not a record: within
+				// 5 % in some cases measured, off by 10-50 % in others (docs/attribution.md).
+				sc.unc[s] = 1
+			}
+		case sc.sobs[s] >= 0 && d.nvml[sc.sobs[s]].mpsUntraced():
+			a.byMPS(d, chunk, s, b)
+			sc.unc[s] = 1
+		case sc.sobs[s] >= 0:
+			a.byShares(d, chunk, s, b)
+			sc.unc[s] = 1
+		default:
+			sc.unc[s] = a.overlapping(d, s)
+			b.lc, b.proc, b.w = append(b.lc, sc.itemLC[lo:hi]...), append(b.proc, sc.itemProc[lo:hi]...), append(b.w, sc.itemW[lo:hi]...)
+			b.run, b.x = append(b.run, sc.itemRun[lo:hi]...), append(b.x, sc.itemX[lo:hi]...)
+		}
+		off2 = append(off2, int32(len(b.lc)))
+	}
+	sc.itemLC, sc.itemLC2 = b.lc, sc.itemLC
+	sc.itemProc, sc.itemProc2 = b.proc, sc.itemProc
+	sc.itemW, sc.itemW2 = b.w, sc.itemW
+	sc.itemRun, sc.itemRun2 = b.run, sc.itemRun
+	sc.itemX, sc.itemX2 = b.x, sc.itemX
+	sc.off, sc.off2 = off2, sc.off
+}
+
+// itemBuilder collects the rebuilt items of a chunk (applyNVML).
+type itemBuilder struct {
+	lc, proc  []int32
+	w, run, x []float64
+	local     func(int32) int32
+	sc        *scratch
+}
+
+// add appends an item of weight w whose records span run ns of the sample (capActive) and
+// whose exposure is x ns (the rate fit).
+func (b *itemBuilder) add(lc, proc int32, w, run, x float64) {
+	if w > 0 {
+		b.lc, b.proc, b.w = append(b.lc, lc), append(b.proc, proc), append(b.w, w)
+		b.run, b.x = append(b.run, max(run, w)), append(b.x, x)
+	}
+}
+
+// untraced adds an untraced process's item: its class, and its pod's series (-2-k).
+func (b *itemBuilder) untraced(class int32, pod podKey, w float64) {
+	if w > 0 {
+		b.add(b.local(class), b.podIndex(pod), w, w, w)
+	}
+}
+
+// podIndex is the item process index (-2-k) of an untraced pod's series k.
+func (b *itemBuilder) podIndex(pod podKey) int32 {
+	sc := b.sc
+	k, ok := sc.upodIdx[pod]
+	if !ok {
+		k = int32(len(sc.upods))
+		sc.upodIdx[pod] = k
+		sc.upods = append(sc.upods, pod)
+	}
+	return -2 - k
+}
+
+// owned reports whether sample s is split by owner: the GPU worked in it, or a traced
+// record spans it (an idle sample keeps its idle and untraced gaps).
+func (a *Attributor) owned(d *devState, chunk []psample, s int) bool {
+	sc := &d.sc
+	return sc.tcOff[s+1] > sc.tcOff[s] || a.busy(chunk[s])
+}
+
+// byOwner appends sample s's items split by its owner distribution (turns.go): a traced
+// process that owns the sample gets the time its records span in it, the rest of its turn
+// is quiet (it ran nothing: the counters are not idle's); an untraced process that owns it
+// gets the whole sample.
+func (a *Attributor) byOwner(d *devState, chunk []psample, s int, b *itemBuilder) {
+	sc := &d.sc
+	n := len(sc.tCtx)
+	g := sc.tOwn[s*n : (s+1)*n]
+	T := float64(chunk[s].end - chunk[s].start)
+	lo, hi := sc.off[s], sc.off[s+1]
+	var quiet float64
+	for c, ctx := range sc.tCtx {
+		if ctx.key.kind == ctxUntraced || g[c] <= 0 {
 			continue
 		}
-		o := &d.nvml[oi]
-		phi, fGap := o.split()
-		if own := sc.own[s]; own >= 0 { // the owner is known from the turns (ownership.go)
-			phi, fGap = own, 1 // a gap is never the traced process's: its part is the untraced one's
+		// The context's processes: one traced process, or the MPS server's traced clients
+		// (they run side by side: their time is the longest any of them covers).
+		mine := func(p int32) bool { return p == ctx.slot || (ctx.slot < 0 && slices.Contains(ctx.slots, p)) }
+		var cov, w float64
+		for i := sc.tcOff[s]; i < sc.tcOff[s+1]; i++ {
+			if mine(sc.tcSlot[i]) {
+				cov = max(cov, min(sc.tcCov[i], T))
+			}
 		}
-		var uw float64
 		for i := lo; i < hi; i++ {
-			lc, f := sc.itemLC[i], 1-phi
-			switch sc.classes[lc] {
-			case classIdle: // nothing ran: idle, with no share of the counters
-				lc, f = local(classQuiet), 1-fGap
-			case classUntraced:
-				f = 1 - fGap
-			}
-			uw += sc.itemW[i] * (1 - f)
-			if w := sc.itemW[i] * f; w > 0 {
-				lc2, proc2, w2 = append(lc2, lc), append(proc2, sc.itemProc[i]), append(w2, w)
+			if mine(sc.itemProc[i]) {
+				w += sc.itemW[i]
 			}
 		}
-		if hi == lo { // a sample no record or gap reached (cannot happen: gaps cover it)
-			uw = float64(chunk[s].end - chunk[s].start)
+		if w <= 0 {
+			quiet += g[c] * T
+			continue
 		}
-		var total float64
-		for _, u := range o.untraced {
-			if !math.IsNaN(u.share) {
-				total += u.share
-			}
-		}
-		for _, u := range o.untraced {
-			f := 1 / float64(len(o.untraced))
-			if total > 0 && !math.IsNaN(u.share) {
-				f = u.share / total
-			}
-			if w := uw * f; w > 0 {
-				k, ok := sc.upodIdx[u.pod]
-				if !ok {
-					k = int32(len(sc.upods))
-					sc.upodIdx[u.pod] = k
-					sc.upods = append(sc.upods, u.pod)
+		for i := lo; i < hi; i++ {
+			if mine(sc.itemProc[i]) {
+				nw := sc.itemW[i] * g[c] * cov / w
+				x := nw // alone in its turn, it ran its owned time
+				if ctx.key.kind == ctxMPS {
+					x = sc.itemX[i] * g[c] // the MPS server's clients run side by side
 				}
-				lc2, proc2, w2 = append(lc2, local(u.class)), append(proc2, -2-k), append(w2, w)
+				b.add(sc.itemLC[i], sc.itemProc[i], nw, sc.itemRun[i], x)
 			}
 		}
-		off2 = append(off2, int32(len(lc2)))
+		quiet += g[c] * (T - cov)
 	}
-	sc.itemLC, sc.itemLC2 = lc2, sc.itemLC
-	sc.itemProc, sc.itemProc2 = proc2, sc.itemProc
-	sc.itemW, sc.itemW2 = w2, sc.itemW
-	sc.off, sc.off2 = off2, sc.off
+	// Items of traced processes that are not states (a process that left before the chunk
+	// yet has a record in it) keep nothing: their time is the owners'.
+	b.add(b.local(classQuiet), -1, quiet, quiet, quiet)
+	for c, ctx := range sc.tCtx {
+		if ctx.key.kind == ctxUntraced {
+			b.untraced(ctx.class, ctx.pod, g[c]*T)
+		}
+	}
+}
+
+// mpsUntraced reports whether every untraced process of o is an MPS client: they run side
+// by side with the traced clients in the server's context, and NVML credits their time to
+// the server (measured, run BB), so no share tells their part.
+func (o *nvmlObs) mpsUntraced() bool {
+	for _, u := range o.untraced {
+		if !u.mps {
+			return false
+		}
+	}
+	return len(o.untraced) > 0
+}
+
+// byMPS appends sample s's items with the observation's untraced MPS clients beside the
+// traced ones: in a sample in which the GPU worked, each untraced client runs the whole of
+// it, side by side with the traced kernels (its exposure is the sample), and takes an equal
+// part of the time with them; the time no traced kernel spans is theirs. The rate fit then
+// gives them what the traced kernels' rates do not explain.
+func (a *Attributor) byMPS(d *devState, chunk []psample, s int, b *itemBuilder) {
+	sc := &d.sc
+	lo, hi := sc.off[s], sc.off[s+1]
+	o := &d.nvml[sc.sobs[s]]
+	T := float64(chunk[s].end - chunk[s].start)
+	if !a.busy(chunk[s]) {
+		b.lc, b.proc, b.w = append(b.lc, sc.itemLC[lo:hi]...), append(b.proc, sc.itemProc[lo:hi]...), append(b.w, sc.itemW[lo:hi]...)
+		b.run, b.x = append(b.run, sc.itemRun[lo:hi]...), append(b.x, sc.itemX[lo:hi]...)
+		return
+	}
+	var procs []int32
+	for i := lo; i < hi; i++ {
+		if p := sc.itemProc[i]; p >= 0 && !slices.Contains(procs, p) {
+			procs = append(procs, p)
+		}
+	}
+	nu := float64(len(o.untraced))
+	keep := float64(len(procs)) / (float64(len(procs)) + nu)
+	var gap float64
+	for i := lo; i < hi; i++ {
+		if sc.itemProc[i] < 0 {
+			gap += sc.itemW[i]
+			continue
+		}
+		b.add(sc.itemLC[i], sc.itemProc[i], sc.itemW[i]*keep, sc.itemRun[i], sc.itemX[i])
+	}
+	uw := gap + (sc.wsum[s]-gap)*(1-keep)
+	for _, u := range o.untraced {
+		b.add(b.local(u.class), b.podIndex(u.pod), uw/nu, T, T)
+	}
+}
+
+// byShares appends sample s's items split by NVML's period shares (no turns known): the
+// traced items keep 1-phi of their weight, the gaps 1-fGap, and the untraced processes of
+// the observation take the rest in proportion to their shares.
+func (a *Attributor) byShares(d *devState, chunk []psample, s int, b *itemBuilder) {
+	sc := &d.sc
+	lo, hi := sc.off[s], sc.off[s+1]
+	o := &d.nvml[sc.sobs[s]]
+	phi, fGap := o.split()
+	var uw float64
+	for i := lo; i < hi; i++ {
+		lc, f := sc.itemLC[i], 1-phi
+		switch sc.classes[lc] {
+		case classIdle: // nothing ran: idle, with no share of the counters
+			lc, f = b.local(classQuiet), 1-fGap
+		case classUntraced:
+			f = 1 - fGap
+		}
+		uw += sc.itemW[i] * (1 - f)
+		b.add(lc, sc.itemProc[i], sc.itemW[i]*f, sc.itemRun[i], sc.itemX[i]*f)
+	}
+	if hi == lo { // a sample no record or gap reached (cannot happen: gaps cover it)
+		uw = float64(chunk[s].end - chunk[s].start)
+	}
+	var total float64
+	for _, u := range o.untraced {
+		if !math.IsNaN(u.share) {
+			total += u.share
+		}
+	}
+	for _, u := range o.untraced {
+		f := 1 / float64(len(o.untraced))
+		if total > 0 && !math.IsNaN(u.share) {
+			f = u.share / total
+		}
+		b.untraced(u.class, u.pod, uw*f)
+	}
 }
 
 // presentHalfLife is the half-life of the untraced-present share (the gauge).
 const presentHalfLife = time.Minute
+
+// overlapping is 1 when two or more traced processes have items in sample s, else 0: only
+// the rate fit tells their parts apart there (no turns known).
+func (a *Attributor) overlapping(d *devState, s int) float64 {
+	sc := &d.sc
+	first := int32(-1)
+	for i := sc.off[s]; i < sc.off[s+1]; i++ {
+		switch p := sc.itemProc[i]; {
+		case p < 0:
+		case first < 0:
+			first = p
+		case p != first:
+			return 1
+		}
+	}
+	return 0
+}
 
 // present adds the chunk's samples to the decayed seconds of the untraced-present gauge: a
 // sample counts when NVML showed an untraced process active in it or some process on the
 // device did not trace part of it; a.mu is held.
 func (a *Attributor) present(d *devState, chunk []psample) {
 	sc := &d.sc
-	var all, present float64
+	var all, present, uncertain float64
 	for s, smp := range chunk {
 		t := float64(smp.end-smp.start) / 1e9
 		all += t
 		if (len(sc.sobs) > s && sc.sobs[s] >= 0) || sc.measure(smp.start, smp.end) > 0 {
 			present += t
 		}
+		uncertain += t * sc.unc[s]
 	}
 	decay := math.Exp2(-float64(chunk[len(chunk)-1].end-chunk[0].start) / float64(presentHalfLife))
 	d.presentE = d.presentE*decay + present
+	d.uncertainE = d.uncertainE*decay + uncertain
 	d.sampledE = d.sampledE*decay + all
 }
 

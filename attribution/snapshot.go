@@ -92,6 +92,9 @@ func (a *Attributor) build(now time.Time) {
 			}
 			prio = c.prio
 			put(podSampledDesc, c.sampled, c.start, d.gpu, d.uuid, k.namespace, k.pod, k.container, k.source)
+			if c.uncertain > 0 {
+				put(podUncertainDesc, c.uncertain, c.start, d.gpu, d.uuid, k.namespace, k.pod, k.container, k.source)
+			}
 			a.putMetrics(put, c, func(m *metric) *mapping.Desc { return served(m.pod, m.servePod) }, d.gpu, d.uuid, k.namespace, k.pod, k.container, k.source)
 			prio = mapping.PriorityNormal
 		}
@@ -110,6 +113,9 @@ func (a *Attributor) build(now time.Time) {
 			present = d.presentE / d.sampledE
 		}
 		gauge(untracedPresentDesc, present, d.gpu, d.uuid)
+		if d.uncertainE > 0 && d.sampledE > 0 { // from the first estimated split on (an idle GPU's series budget)
+			gauge(uncertainDesc, min(1, d.uncertainE/d.sampledE), d.gpu, d.uuid)
+		}
 		counter(lateRecordsDesc, float64(d.late), d.gpu, d.uuid)
 		counter(lateSecondsDesc, d.lateSeconds, d.gpu, d.uuid)
 		counter(joinSecondsDesc, d.joinSeconds, d.gpu, d.uuid)

@@ -466,6 +466,9 @@ func whoUses() *dashboard.DashboardBuilder {
 		Stacking(stacked))
 	d.WithPanel(series("Untraced process present", "Share of each GPU's recently attributed time (one-minute half-life) during which a process the exporter does not trace was on the GPU (NVML showed it running, or a traced process traced only part of the time). Where it is high, the per-pod numbers beside it are estimates: docs/attribution.md, \"Untraced processes\", says how accurate.", "percentunit", 12,
 		query(`max by (instance, gpu) (cupti_attribution_untraced_present_ratio{`+gpuSel+`})`, "{{instance}} GPU {{gpu}}")))
+	d.WithPanel(series("Estimated under uncertainty", "Share of each GPU's recently attributed time (one-minute half-life) whose split over processes rested on an estimate, and of each pod's sampled time: an untraced process whose turns the GPU's context-switch counter does not tell, NVML's period shares, clients of the MPS server told apart by their kernels' rates alone, a MIG GPU. Read the per-pod numbers of such time with the error docs/attribution.md measured for the way the GPU is shared.", "percentunit", 12,
+		query(`max by (instance, gpu) (cupti_attribution_uncertain_ratio{`+gpuSel+`})`, "{{instance}} GPU {{gpu}}"),
+		query(while("cupti_pod_uncertain_seconds_total", "cupti_pod_sampled_seconds_total", psel, "namespace, pod"), "{{namespace}}/{{pod}}")))
 	d.WithPanel(series("Tensor pipe while each pod ran", "Tensor pipe active while the pod's kernels ran: attributed active seconds over the pod's sampled seconds.", "percentunit", 12,
 		query(while("cupti_pod_tensor_pipe_active_seconds_total", "cupti_pod_sampled_seconds_total", psel, "namespace, pod"), "{{namespace}}/{{pod}}")))
 	d.WithPanel(series("DRAM bandwidth by pod", "Device memory bytes per second attributed to each pod's kernels, read and write."+sourceNote, "Bps", 12,

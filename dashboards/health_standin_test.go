@@ -176,6 +176,7 @@ func healthyGPU(d *nvmlserver.Device, i int, start time.Time) {
 	}
 	d.GetNvLinkErrorCounterFunc = func(int, nvml.NvLinkErrorCounter) (uint64, nvml.Return) { return 0, ok }
 	d.GetComputeRunningProcessesFunc = func() ([]nvml.ProcessInfo, nvml.Return) { return nil, ok }
+	d.GetMPSComputeRunningProcessesFunc = func() ([]nvml.ProcessInfo, nvml.Return) { return nil, ok }
 	d.GetSupportedEventTypesFunc = func() (uint64, nvml.Return) { return nvml.EventTypeXidCriticalError, ok }
 	d.RegisterEventsFunc = func(uint64, nvml.EventSet) nvml.Return { return ok }
 }

@@ -190,7 +190,7 @@ func TestHostileActivityClients(t *testing.T) {
 	}
 	defer c.Close()
 	enc := wire.NewEncoder(c)
-	if err := enc.Hello(activity.Process{PID: uint32(os.Getpid()), Executable: "/bin/evil",
+	if err := enc.Hello(activity.Process{PID: uint32(os.Getpid()), StartTime: selfStartTime(), Executable: "/bin/evil",
 		DeviceUUIDs: []string{gpu1, "GPU-00000000-dead-beef-0000-000000000000"}}); err != nil {
 		t.Fatal(err)
 	}
@@ -207,10 +207,12 @@ func TestHostileActivityClients(t *testing.T) {
 		t.Fatal(err)
 	}
 	var fams map[string]*dto.MetricFamily
-	waitFor(t, "the records counted", func() bool {
+	// Evictions are counted as the evicted connections' goroutines end: wait for them too.
+	waitFor(t, "the records and evictions counted", func() bool {
 		_, fams = p.scrape(t)
 		v, _ := series(fams, "cupti_activity_records_total", map[string]string{"kind": "kernel"})
-		return v == 5
+		e, _ := series(fams, "cupti_activity_dropped_connections_total", map[string]string{"reason": "evicted_no_hello"})
+		return v == 5 && e >= 256-32+1
 	})
 	if v, _ := series(fams, "cupti_activity_dropped_records_total", map[string]string{"reason": "unknown_device"}); v != 4995 {
 		t.Errorf("unknown_device drops %g, want 4995", v)

@@ -5,9 +5,11 @@ package e2e
 // speaks for a process or pod that did not send it.
 
 import (
+	"bytes"
 	"fmt"
 	"net"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -21,9 +23,34 @@ import (
 
 const fakeGPU0 = "GPU-f0010203-0405-0607-0809-0a0b0c0d0e0f" // the fake's device 0
 
-// honest is this test process's true hello (no start time claimed: the kernel's is taken).
+// honest is this test process's true hello, with its start time as the injection library
+// computes it (a hello without one is refused).
 func honest() activity.Process {
-	return activity.Process{PID: uint32(os.Getpid()), Executable: "/usr/bin/python3", DeviceUUIDs: []string{fakeGPU0}}
+	return activity.Process{PID: uint32(os.Getpid()), StartTime: selfStartTime(), Executable: "/usr/bin/python3", DeviceUUIDs: []string{fakeGPU0}}
+}
+
+// selfStartTime is this process's start time as the injection library sends it: /proc/stat's
+// btime plus /proc/self/stat's start time in clock ticks (100 a second), in ns.
+func selfStartTime() uint64 {
+	stat, err := os.ReadFile("/proc/self/stat")
+	if err != nil {
+		panic(err)
+	}
+	fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+	ticks, err := strconv.ParseUint(fields[22-3], 10, 64)
+	if err != nil {
+		panic(err)
+	}
+	sys, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		panic(err)
+	}
+	_, after, _ := strings.Cut(string(sys), "\nbtime ")
+	btime, err := strconv.ParseUint(strings.Fields(after)[0], 10, 64)
+	if err != nil {
+		panic(err)
+	}
+	return btime*1_000_000_000 + ticks*10_000_000
 }
 
 func dialActivity(t *testing.T, sock string) (net.Conn, *wire.Encoder) {

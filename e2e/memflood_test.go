@@ -169,7 +169,7 @@ func flood(sock string, more func() bool, sent *atomic.Int64) *sync.WaitGroup {
 			}
 			defer conn.Close()
 			enc := wire.NewEncoder(conn)
-			if enc.Hello(activity.Process{PID: uint32(os.Getpid()), Executable: "/bin/flood", DeviceUUIDs: []string{fakeGPU0, fakeGPU1}}) != nil {
+			if enc.Hello(activity.Process{PID: uint32(os.Getpid()), StartTime: selfStartTime(), Executable: "/bin/flood", DeviceUUIDs: []string{fakeGPU0, fakeGPU1}}) != nil {
 				return
 			}
 			for b := 0; more(); b++ {

@@ -26,6 +26,7 @@ import (
 	"github.com/cupti-exporter/cupti-exporter/pmsample"
 	"github.com/cupti-exporter/cupti-exporter/podresources"
 	"github.com/cupti-exporter/cupti-exporter/recording/demo"
+	"github.com/cupti-exporter/cupti-exporter/resourceslices"
 )
 
 var update = flag.Bool("update", false, "rewrite docs/metrics.md from what --demo emits")
@@ -115,7 +116,7 @@ func knownDescs(t *testing.T) map[string]*mapping.Desc {
 	t.Helper()
 	out := map[string]*mapping.Desc{}
 	for _, d := range slices.Concat(activity.Descs(), podresources.Descs(), pmsample.SelfDescs(), pmsample.IdleDescs(), pmsample.GiveWayDescs(),
-		health.Descs(), attribution.Descs(), kubepods.Descs(), gpmsource.Descs()) {
+		health.Descs(), attribution.Descs(), kubepods.Descs(), gpmsource.Descs(), resourceslices.Descs()) {
 		out[d.Name] = d
 	}
 	props := catalogProperties(t)
@@ -209,6 +210,9 @@ func docFamilies(t *testing.T, demo map[string]*dto.MetricFamily) []docFamily {
 			}
 			if strings.HasPrefix(n, "cupti_mig_") {
 				when = "live, GPM (`--gpm.mode`) on a GPU in MIG mode: one series per GPU instance (not measured)"
+			}
+			if strings.HasPrefix(n, "cupti_resourceslices_") {
+				when = "with `--kubelet.pod-resources-socket` and `--kubernetes.resource-slices`"
 			}
 		}
 		ls := d.LabelNames

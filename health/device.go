@@ -3,6 +3,7 @@ package health
 import (
 	"log/slog"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -31,6 +32,9 @@ type gpuState struct {
 	errCache    []cachedValue // their values, repeated between reads
 	lastProcs   time.Time     // the previous process observation (WithProcessListener)
 	lastUtilTS  uint64        // newest per-process utilisation sample read (NVML's µs)
+	migOn       bool          // MIG mode was on at the last collection
+
+	migs map[string]migPlacement // MIG UUID -> its GPU instance's placement, of the last collection
 }
 
 // errorEvery: error and link counters (ECC, retired pages, remapped rows, PCIe replays,
@@ -105,7 +109,7 @@ func (g *gpuState) ok(field string, ret nvml.Return) bool {
 
 // collect reads every supported field of the GPU into b; it returns the compute processes
 // NVML listed (nil when the list could not be read).
-func (g *gpuState) collect(b *builder, podOf func(uint32) (string, string, string, bool)) []Process {
+func (g *gpuState) collect(b *builder, podOf func(uint32) (string, string, string, bool), procRoot string) []Process {
 	l := g.labels
 	add := func(d *descT, v float64, extra ...string) { b.add(d, v, append(l[:len(l):len(l)], extra...)...) }
 	// Memory as nvidia-smi shows it: the v2 query leaves the driver's reserved memory out
@@ -212,7 +216,7 @@ func (g *gpuState) collect(b *builder, podOf func(uint32) (string, string, strin
 	for _, c := range g.errCache {
 		add(c.d, c.v, c.extra...)
 	}
-	procs := g.collectProcesses(b, podOf)
+	procs := g.collectProcesses(b, podOf, procRoot)
 	g.collectMIG(add)
 	return procs
 }
@@ -272,13 +276,19 @@ func (g *gpuState) collectErrors(add func(*descT, float64, ...string)) {
 	}
 }
 
-func (g *gpuState) collectProcesses(b *builder, podOf func(uint32) (string, string, string, bool)) []Process {
+func (g *gpuState) collectProcesses(b *builder, podOf func(uint32) (string, string, string, bool), procRoot string) []Process {
 	if g.skip("processes") {
 		return nil
 	}
 	procs, ret := g.dev.GetComputeRunningProcesses()
 	if !g.ok("processes", ret) {
 		return nil
+	}
+	clients := g.mpsClients()
+	for _, c := range clients { // a client the compute list leaves out is a compute process all the same
+		if !slices.ContainsFunc(procs, func(p nvml.ProcessInfo) bool { return p.Pid == c.Pid }) {
+			procs = append(procs, c)
+		}
 	}
 	out := make([]Process, 0, len(procs))
 	for _, p := range procs {
@@ -287,9 +297,29 @@ func (g *gpuState) collectProcesses(b *builder, podOf func(uint32) (string, stri
 			pod, ns, ctr, _ = podOf(p.Pid)
 		}
 		b.add(procMemDesc, float64(p.UsedGpuMemory), append(append([]string{}, g.labels...), strconv.FormatUint(uint64(p.Pid), 10), ns, pod, ctr)...)
-		out = append(out, Process{PID: p.Pid, SMShare: math.NaN(), Namespace: ns, Pod: pod, Container: ctr})
+		q := Process{PID: p.Pid, SMShare: math.NaN(), Namespace: ns, Pod: pod, Container: ctr}
+		switch {
+		case slices.ContainsFunc(clients, func(c nvml.ProcessInfo) bool { return c.Pid == p.Pid }):
+			q.MPS = MPSClient
+		case isMPSServer(procRoot, p.Pid):
+			q.MPS = MPSServer
+		}
+		out = append(out, q)
 	}
 	return out
+}
+
+// mpsClients lists the MPS clients on the GPU (nvmlDeviceGetMPSComputeRunningProcesses); none
+// where MPS is not running or the driver does not say.
+func (g *gpuState) mpsClients() []nvml.ProcessInfo {
+	if g.skip("mps_processes") {
+		return nil
+	}
+	clients, ret := g.dev.GetMPSComputeRunningProcesses()
+	if !g.ok("mps_processes", ret) {
+		return nil
+	}
+	return clients
 }
 
 // collectMIG reports MIG mode and, when it is on, each MIG device's memory.
@@ -302,19 +332,26 @@ func (g *gpuState) collectMIG(add func(*descT, float64, ...string)) {
 		return
 	}
 	add(migModeDesc, b01(cur == nvml.DEVICE_MIG_ENABLE))
+	g.migOn = cur == nvml.DEVICE_MIG_ENABLE
 	if cur != nvml.DEVICE_MIG_ENABLE {
+		g.migs = nil
 		return
 	}
 	n, ret := g.dev.GetMaxMigDeviceCount()
 	if !g.ok("mig_count", ret) {
 		return
 	}
+	seen := make(map[string]migPlacement, len(g.migs))
+	defer func() { g.migs = seen }()
 	for i := range n {
 		mig, ret := g.dev.GetMigDeviceHandleByIndex(i)
 		if ret != nvml.SUCCESS {
 			continue // an empty slot answers NOT_FOUND
 		}
 		gi, r1 := mig.GetGpuInstanceId()
+		if r1 == nvml.SUCCESS {
+			g.placeMIG(mig, gi, seen)
+		}
 		ci, r2 := mig.GetComputeInstanceId()
 		m, r3 := mig.GetMemoryInfo()
 		if r1 != nvml.SUCCESS || r2 != nvml.SUCCESS || r3 != nvml.SUCCESS {
@@ -329,6 +366,36 @@ func (g *gpuState) collectMIG(add func(*descT, float64, ...string)) {
 		add(migMemDesc, float64(m.Used), gs, cs, profile)
 		add(migMemTotalDesc, float64(m.Total), gs, cs, profile)
 	}
+}
+
+// migPlacement is where a MIG device's GPU instance sits: its profile ID and the start of
+// its placement, which is how NVIDIA's DRA driver names a MIG device it creates on demand.
+type migPlacement struct{ profileID, start int }
+
+// placeMIG records the MIG device's UUID with its GPU instance's profile and placement in
+// seen. The placement of a UUID already known is not read again (a GPU instance keeps it
+// for life; a new one gets a new UUID).
+func (g *gpuState) placeMIG(mig nvml.Device, gi int, seen map[string]migPlacement) {
+	uuid, ret := mig.GetUUID()
+	if ret != nvml.SUCCESS || uuid == "" {
+		return
+	}
+	if p, ok := g.migs[uuid]; ok {
+		seen[uuid] = p
+		return
+	}
+	if g.skip("mig_placement") {
+		return
+	}
+	inst, ret := g.dev.GetGpuInstanceById(gi)
+	if !g.ok("mig_placement", ret) {
+		return
+	}
+	info, ret := inst.GetInfo()
+	if !g.ok("mig_placement", ret) {
+		return
+	}
+	seen[uuid] = migPlacement{profileID: int(info.ProfileId), start: int(info.Placement.Start)}
 }
 
 // field reads one NVML field value as a float.

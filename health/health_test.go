@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"context"
 	"log/slog"
+	"maps"
 	"math"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -30,6 +33,7 @@ type reading struct {
 	events           uint64
 	nvlinkErrs       uint64
 	procs            []nvml.ProcessInfo
+	mps              []nvml.ProcessInfo // MPS clients
 	unsupported      map[string]bool
 	lost             atomic.Bool
 	calls            map[string]*atomic.Int64
@@ -108,6 +112,7 @@ func fakeGPU(d *server.Device, r *reading) {
 	}
 	d.GetNvLinkErrorCounterFunc = func(int, nvml.NvLinkErrorCounter) (uint64, nvml.Return) { return r.nvlinkErrs, r.ret("nvlink") }
 	d.GetComputeRunningProcessesFunc = func() ([]nvml.ProcessInfo, nvml.Return) { return r.procs, r.ret("processes") }
+	d.GetMPSComputeRunningProcessesFunc = func() ([]nvml.ProcessInfo, nvml.Return) { return r.mps, r.ret("mps_processes") }
 	d.GetProcessUtilizationFunc = func(uint64) ([]nvml.ProcessUtilizationSample, nvml.Return) { return nil, nvml.ERROR_NOT_FOUND }
 	d.GetSupportedEventTypesFunc = func() (uint64, nvml.Return) { return nvml.EventTypeXidCriticalError, nvml.SUCCESS }
 	d.RegisterEventsFunc = func(uint64, nvml.EventSet) nvml.Return { return nvml.SUCCESS }
@@ -363,6 +368,7 @@ func TestMIGInstances(t *testing.T) {
 	d.GetMigModeFunc = func() (int, int, nvml.Return) { return nvml.DEVICE_MIG_ENABLE, nvml.DEVICE_MIG_ENABLE, nvml.SUCCESS }
 	d.GetMaxMigDeviceCountFunc = func() (int, nvml.Return) { return 7, nvml.SUCCESS }
 	mig := &mock.Device{
+		GetUUIDFunc:              func() (string, nvml.Return) { return "MIG-5d3c1b2a-0000-5000-8000-000000000005", nvml.SUCCESS },
 		GetGpuInstanceIdFunc:     func() (int, nvml.Return) { return 5, nvml.SUCCESS },
 		GetComputeInstanceIdFunc: func() (int, nvml.Return) { return 0, nvml.SUCCESS },
 		GetMemoryInfoFunc:        func() (nvml.Memory, nvml.Return) { return nvml.Memory{Total: 10 << 30, Used: 1 << 30}, nvml.SUCCESS },
@@ -373,6 +379,14 @@ func TestMIGInstances(t *testing.T) {
 			return mig, nvml.SUCCESS
 		}
 		return nil, nvml.ERROR_NOT_FOUND
+	}
+	d.GetGpuInstanceByIdFunc = func(id int) (nvml.GpuInstance, nvml.Return) {
+		if id != 5 {
+			return nil, nvml.ERROR_NOT_FOUND
+		}
+		return &mock.GpuInstance{GetInfoFunc: func() (nvml.GpuInstanceInfo, nvml.Return) {
+			return nvml.GpuInstanceInfo{Id: 5, ProfileId: 19, Placement: nvml.GpuInstancePlacement{Start: 4, Size: 1}}, nvml.SUCCESS
+		}}, nvml.SUCCESS
 	}
 	for _, dd := range srv.Devices[1:] {
 		dd.(*server.Device).GetMigModeFunc = func() (int, int, nvml.Return) { return 0, 0, nvml.SUCCESS }
@@ -386,6 +400,9 @@ func TestMIGInstances(t *testing.T) {
 	}
 	if v, _ := series(t, snap, "cupti_gpu_mig_memory_used_bytes", map[string]string{"gpu": "0", "gpu_instance_id": "5", "compute_instance_id": "0", "profile": "1g.10gb"}); v != 1<<30 {
 		t.Errorf("MIG instance memory = %v, want 1 GiB", v)
+	}
+	if u, ok := src.MIGDeviceUUID(d.UUID, 19, 4); !ok || u != "MIG-5d3c1b2a-0000-5000-8000-000000000005" {
+		t.Errorf("MIG device of profile 19 at 4 = %q, %v; want its UUID", u, ok)
 	}
 }
 
@@ -547,5 +564,71 @@ func TestProcessListener(t *testing.T) {
 	g1 := got["1"][1]
 	if g1.Shares || len(g1.Procs) != 1 || !math.IsNaN(g1.Procs[0].SMShare) {
 		t.Errorf("gpu 1 without per-process utilisation: %+v, want the running list with NaN shares", g1)
+	}
+}
+
+// TestMPSProcesses: under MPS NVML lists the MPS server among the compute processes (the
+// clients' kernels run in its context) and the clients in its MPS list. The server is told
+// by its command line under the host's /proc and the clients by that list (one the compute
+// list leaves out is added); without MPS nothing is marked, and a driver without the MPS
+// list still marks the server.
+func TestMPSProcesses(t *testing.T) {
+	root := t.TempDir()
+	for pid, argv0 := range map[string]string{"300": "/usr/bin/nvidia-cuda-mps-server", "100": "python3", "400": "nvidia-cuda-mps-control"} {
+		if err := os.MkdirAll(filepath.Join(root, pid), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(root, pid, "cmdline"), []byte(argv0+"\x00-d\x00"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	srv, rs := newFakeServer(t)
+	rs[0].procs = []nvml.ProcessInfo{{Pid: 300}, {Pid: 100}, {Pid: 400}, {Pid: 500}}
+	rs[0].mps = []nvml.ProcessInfo{{Pid: 100}, {Pid: 101}}
+	rs[1].procs = []nvml.ProcessInfo{{Pid: 300}, {Pid: 100}}
+	rs[1].unsupported["mps_processes"] = true
+	rs[2].procs = []nvml.ProcessInfo{{Pid: 100}}
+	got := map[string]map[uint32]string{}
+	src := New(srv, nil, WithoutEvents(), WithProcRoot(root), WithProcessListener(func(p Processes) {
+		got[p.GPU] = map[uint32]string{}
+		for _, q := range p.Procs {
+			got[p.GPU][q.PID] = q.MPS
+		}
+	}))
+	started(t, src)
+	src.Collect()
+	for gpu, want := range map[string]map[uint32]string{
+		"0": {300: MPSServer, 100: MPSClient, 101: MPSClient, 400: "", 500: ""},
+		"1": {300: MPSServer, 100: ""},
+		"2": {100: ""},
+	} {
+		if !maps.Equal(got[gpu], want) {
+			t.Errorf("gpu %s: MPS roles %v, want %v", gpu, got[gpu], want)
+		}
+	}
+}
+
+// TestMIGProcesses: on a GPU in MIG mode (go-nvml's mock with MIG switched on and a GPU
+// instance made) the processes NVML lists for the whole GPU come with MIG set, so the join
+// knows they ran side by side in instances; a GPU without MIG says so too.
+func TestMIGProcesses(t *testing.T) {
+	srv, rs := newFakeServer(t)
+	d0 := srv.Devices[0].(*server.Device)
+	if r1, r2 := d0.SetMigMode(nvml.DEVICE_MIG_ENABLE); r1 != nvml.SUCCESS || r2 != nvml.SUCCESS {
+		t.Fatalf("SetMigMode: %v %v", r1, r2)
+	}
+	d0.GetMaxMigDeviceCountFunc = func() (int, nvml.Return) { return 7, nvml.SUCCESS }
+	d0.GetMigDeviceHandleByIndexFunc = func(int) (nvml.Device, nvml.Return) { return nil, nvml.ERROR_NOT_FOUND }
+	rs[0].procs = []nvml.ProcessInfo{{Pid: 100, GpuInstanceId: 1, ComputeInstanceId: 0}, {Pid: 200, GpuInstanceId: 2, ComputeInstanceId: 0}}
+	rs[1].procs = []nvml.ProcessInfo{{Pid: 300}}
+	got := map[string]Processes{}
+	src := New(srv, nil, WithoutEvents(), WithProcessListener(func(p Processes) { got[p.GPU] = p }))
+	started(t, src)
+	src.Collect()
+	if p := got["0"]; !p.MIG || len(p.Procs) != 2 {
+		t.Errorf("MIG GPU 0: MIG %v, %d processes; want MIG and both instances' processes", p.MIG, len(p.Procs))
+	}
+	if p := got["1"]; p.MIG || len(p.Procs) != 1 {
+		t.Errorf("GPU 1 without MIG: MIG %v, %d processes", p.MIG, len(p.Procs))
 	}
 }

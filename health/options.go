@@ -12,6 +12,7 @@ type config struct {
 	interval    time.Duration
 	gpuResolver func(uuid string) (gpu string, ok bool)
 	podResolver func(pid uint32) (pod, namespace, container string, ok bool)
+	procRoot    string // where /proc is: the MPS server is told by its command line
 	onProcesses func(Processes)
 	events      bool
 	gpm         bool
@@ -19,7 +20,7 @@ type config struct {
 }
 
 func newConfig(opts []Option) config {
-	c := config{interval: DefaultInterval, events: true, now: time.Now}
+	c := config{interval: DefaultInterval, events: true, now: time.Now, procRoot: "/proc"}
 	for _, o := range opts {
 		o(&c)
 	}
@@ -48,6 +49,10 @@ func WithGPUResolver(f func(uuid string) (gpu string, ok bool)) Option {
 func WithPodResolver(f func(pid uint32) (pod, namespace, container string, ok bool)) Option {
 	return func(c *config) { c.podResolver = f }
 }
+
+// WithProcRoot sets where the host's /proc is mounted (default /proc), read for the command
+// line of the processes NVML lists: the MPS server is known by it.
+func WithProcRoot(dir string) Option { return func(c *config) { c.procRoot = dir } }
 
 // WithProcessListener hands f, after every collection of each GPU, the compute processes
 // NVML lists on it with their share of SM time since the previous collection (Processes).

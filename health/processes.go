@@ -1,7 +1,12 @@
 package health
 
 import (
+	"bytes"
+	"io"
 	"math"
+	"os"
+	"path/filepath"
+	"strconv"
 	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
@@ -17,7 +22,10 @@ type Processes struct {
 	// Shares reports whether SMShare was read for this period (the driver supports
 	// per-process utilisation and answered); without it every SMShare is NaN.
 	Shares bool
-	Procs  []Process
+	// MIG: the GPU is split into MIG instances; its processes run side by side in them, each
+	// in its own instance, not in turns on the whole GPU.
+	MIG   bool
+	Procs []Process
 }
 
 // Process is one compute process on a GPU.
@@ -28,6 +36,41 @@ type Process struct {
 	// has no sample of it (it reports only processes that ran); NaN when unknown.
 	SMShare                   float64
 	Namespace, Pod, Container string // from the pod resolver; "" when unknown
+	// MPS is the process's part in NVIDIA's Multi-Process Service: MPSServer, MPSClient, or
+	// "" (not under MPS, or not known).
+	MPS string
+}
+
+// MPS roles (Process.MPS). Under MPS the clients' kernels run in the server's context, so
+// NVML lists the server beside its clients; it has no work of its own.
+const (
+	MPSServer = "server" // nvidia-cuda-mps-server, known by its command line
+	MPSClient = "client" // listed by nvmlDeviceGetMPSComputeRunningProcesses
+)
+
+// mpsServerCommand is the MPS server's executable (the control daemon,
+// nvidia-cuda-mps-control, starts it; its comm is truncated to "nvidia-cuda-mps" like the
+// daemon's, so the command line tells them apart).
+const mpsServerCommand = "nvidia-cuda-mps-server"
+
+// maxCmdlineBytes bounds the read of /proc/<pid>/cmdline: argv[0] is all that is used.
+const maxCmdlineBytes = 4096
+
+// isMPSServer reports whether pid runs the MPS server, by argv[0] of its command line under
+// procRoot (the host's /proc: the exporter needs the host's PID namespace, as for pods).
+// An unreadable or vanished process is not the server.
+func isMPSServer(procRoot string, pid uint32) bool {
+	f, err := os.Open(filepath.Join(procRoot, strconv.FormatUint(uint64(pid), 10), "cmdline"))
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxCmdlineBytes))
+	if err != nil {
+		return false
+	}
+	arg0, _, _ := bytes.Cut(b, []byte{0})
+	return filepath.Base(string(arg0)) == mpsServerCommand
 }
 
 // maxObservedProcesses bounds the processes reported per GPU and collection (NVML's lists
@@ -57,7 +100,7 @@ func (g *gpuState) observeProcesses(procs []Process, now time.Time, interval tim
 			}
 		}
 	}
-	listen(Processes{GPU: g.gpu, UUID: g.uuid, Start: start, End: now, Shares: shares != nil, Procs: procs})
+	listen(Processes{GPU: g.gpu, UUID: g.uuid, Start: start, End: now, Shares: shares != nil, MIG: g.migOn, Procs: procs})
 }
 
 // readShares returns each process's mean SM utilisation (0..1) over the samples NVML took

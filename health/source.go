@@ -44,6 +44,14 @@ type Source struct {
 	info []string // driver, NVML and CUDA driver versions, set by init
 
 	snap atomic.Pointer[mapping.Snapshot]
+	migs atomic.Pointer[map[migKey]string] // MIG UUID by GPU, profile and placement, from the last collection
+}
+
+// migKey names a MIG device by its GPU (UUID, lower case) and its GPU instance's profile
+// ID and placement start.
+type migKey struct {
+	gpu              string
+	profileID, start int
 }
 
 // New returns a Source reading through lib (nvml.New() for the real library, a mock in
@@ -153,7 +161,7 @@ func (s *Source) Collect() {
 			s.reacquire(g)
 		}
 		if !g.lost {
-			procs := g.collect(b, s.cfg.podResolver)
+			procs := g.collect(b, s.cfg.podResolver, s.cfg.procRoot)
 			if s.cfg.onProcesses != nil && !g.lost && procs != nil {
 				g.observeProcesses(procs, s.cfg.now(), s.cfg.interval, s.cfg.onProcesses)
 			}
@@ -176,8 +184,30 @@ func (s *Source) Collect() {
 	}
 	s.status = status
 	s.mu.Unlock()
+	migs := map[migKey]string{}
+	for _, g := range gpus {
+		if g.lost {
+			continue
+		}
+		for uuid, p := range g.migs {
+			migs[migKey{strings.ToLower(g.uuid), p.profileID, p.start}] = uuid
+		}
+	}
+	s.migs.Store(&migs)
 	b.add(collectDesc, time.Since(t0).Seconds())
 	s.snap.Store(b.snapshot(s.cfg.now()))
+}
+
+// MIGDeviceUUID returns the UUID of the MIG device whose GPU instance has profile
+// giProfileID and starts at placementStart on the GPU gpuUUID, as the last collection found
+// it (ok false: no such MIG device, MIG off, or not collected yet). It never calls NVML.
+func (s *Source) MIGDeviceUUID(gpuUUID string, giProfileID, placementStart int) (string, bool) {
+	m := s.migs.Load()
+	if m == nil {
+		return "", false
+	}
+	uuid, ok := (*m)[migKey{strings.ToLower(gpuUUID), giProfileID, placementStart}]
+	return uuid, ok
 }
 
 // freeGPM releases the GPM samples of every GPU.

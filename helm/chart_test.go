@@ -516,18 +516,31 @@ func checkHealthProbes(t *testing.T, c corev1.Container, port int32) {
 	}
 }
 
-// checkPodInformerRBAC checks the pod informer's permissions: a ClusterRole reading pods
-// and nothing else, bound to the DaemonSet's ServiceAccount, and NODE_NAME from the
-// downward API.
+// RBAC rules of the node exporter's informers: nothing beyond get, list and watch.
+var (
+	podRule   = rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list", "watch"}}
+	sliceRule = rbacv1.PolicyRule{APIGroups: []string{"resource.k8s.io"}, Resources: []string{"resourceslices"}, Verbs: []string{"get", "list", "watch"}}
+)
+
+// checkPodInformerRBAC checks the informers' permissions with the default values: a
+// ClusterRole reading pods and resourceslices and nothing else, bound to the DaemonSet's
+// ServiceAccount, and NODE_NAME from the downward API.
 func checkPodInformerRBAC(t *testing.T, objs map[string]any, spec corev1.PodSpec) {
+	t.Helper()
+	checkInformerRBAC(t, objs, spec, podRule, sliceRule)
+}
+
+// checkInformerRBAC checks that the ClusterRole holds exactly the rules want, bound to the
+// DaemonSet's ServiceAccount, with NODE_NAME from the downward API (each watch is narrowed
+// to this node with it).
+func checkInformerRBAC(t *testing.T, objs map[string]any, spec corev1.PodSpec, want ...rbacv1.PolicyRule) {
 	t.Helper()
 	role, ok := objs["ClusterRole/"+clusterName].(*rbacv1.ClusterRole)
 	if !ok {
 		t.Fatalf("no ClusterRole %s", clusterName)
 	}
-	want := []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list", "watch"}}}
 	if !reflect.DeepEqual(role.Rules, want) {
-		t.Errorf("ClusterRole rules %+v; want only get/list/watch on pods", role.Rules)
+		t.Errorf("ClusterRole rules %+v; want exactly %+v", role.Rules, want)
 	}
 	b := objs["ClusterRoleBinding/"+clusterName].(*rbacv1.ClusterRoleBinding)
 	if b.RoleRef.Kind != "ClusterRole" || b.RoleRef.Name != clusterName {
@@ -542,6 +555,64 @@ func checkPodInformerRBAC(t *testing.T, objs map[string]any, spec corev1.PodSpec
 		found = found || (e.Name == "NODE_NAME" && e.ValueFrom != nil && e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "spec.nodeName")
 	}
 	if !found {
-		t.Error("NODE_NAME is not set from spec.nodeName: the informer would watch every node's pods")
+		t.Error("NODE_NAME is not set from spec.nodeName: the informers would watch every node's pods and slices")
 	}
+}
+
+// TestResourceSlicesRBAC: the ResourceSlice informer (DRA-allocated GPUs) gets get, list
+// and watch on resourceslices and nothing more, and the node exporter's flag is "on"
+// exactly where that RBAC and the token are rendered ("off" elsewhere: never auto, which
+// would log forbidden watches).
+func TestResourceSlicesRBAC(t *testing.T) {
+	for _, tc := range []struct {
+		name, values string
+		rules        []rbacv1.PolicyRule // nil: no ClusterRole
+		slicesFlag   string
+	}{
+		{"defaults", "", []rbacv1.PolicyRule{podRule, sliceRule}, "on"},
+		{"slices off", "kubernetes: {resourceSlices: {enabled: false}}", []rbacv1.PolicyRule{podRule}, "off"},
+		{"pod informer off", "kubernetes: {podInformer: {enabled: false}}", []rbacv1.PolicyRule{sliceRule}, "on"},
+		{"both off", "kubernetes: {podInformer: {enabled: false}, resourceSlices: {enabled: false}}", nil, "off"},
+		{"no PodResources API", "kubelet: {podResources: {enabled: false}}", []rbacv1.PolicyRule{podRule}, "off"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ms, _ := render(t, tc.values)
+			objs := decodeAll(t, ms)
+			spec := objs["DaemonSet/"+fullname].(*appsv1.DaemonSet).Spec.Template.Spec
+			exp := container(t, spec, "exporter", false)
+			var flags []string
+			for _, a := range exp.Args {
+				if strings.HasPrefix(a, "--kubernetes.resource-slices") {
+					flags = append(flags, a)
+				}
+			}
+			if want := "--kubernetes.resource-slices=" + tc.slicesFlag; len(flags) != 1 || flags[0] != want {
+				t.Errorf("resource-slices flags %q; want exactly [%s]", flags, want)
+			}
+			token := spec.AutomountServiceAccountToken != nil && *spec.AutomountServiceAccountToken
+			if tc.rules == nil {
+				if _, ok := objs["ClusterRole/"+clusterName]; ok || token {
+					t.Errorf("no informer, yet ClusterRole rendered %v, token mounted %v", ok, token)
+				}
+				return
+			}
+			checkInformerRBAC(t, objs, spec, tc.rules...)
+			if !token {
+				t.Error("an informer on without the service account token")
+			}
+		})
+	}
+
+	t.Run("sidecar", func(t *testing.T) {
+		out, err := renderWithPod(t, "mode: sidecar\nkubernetes: {resourceSlices: {enabled: true}}")
+		if err != nil {
+			t.Fatal(err)
+		}
+		pod := decodeStrict(t, manifest{Source: "zz-test-pod.yaml", Kind: "Pod", Name: "trainer", Body: []byte(out["cupti-exporter/templates/zz-test-pod.yaml"])}).(*corev1.Pod)
+		// No PodResources socket there, so auto is off; the flag is left out, so that a
+		// workload's sidecar does not depend on this exporter version.
+		c := container(t, pod.Spec, "cupti-exporter", true)
+		noArgPrefix(t, c, "--kubernetes.resource-slices")
+		noArgPrefix(t, c, "--kubelet.pod-resources-socket")
+	})
 }

@@ -28,7 +28,7 @@ func TestPodInformerFlag(t *testing.T) {
 		want         string
 	}{
 		{"node defaults", "", "--kubernetes.pod-informer=on"},
-		{"node, informer disabled", "kubernetes: {podInformer: {enabled: false}}", "--kubernetes.pod-informer=off"},
+		{"node, informer disabled", "kubernetes: {podInformer: {enabled: false}, resourceSlices: {enabled: false}}", "--kubernetes.pod-informer=off"},
 		{"node, existing service account", "serviceAccount: {create: false, name: gpu}", "--kubernetes.pod-informer=on"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

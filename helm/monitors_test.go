@@ -120,7 +120,7 @@ func TestSchemaScrapeOptions(t *testing.T) {
 }
 
 func TestPodInformerOff(t *testing.T) {
-	for _, values := range []string{"kubernetes: {podInformer: {enabled: false}}", "mode: sidecar\npodMonitor: {enabled: true}"} {
+	for _, values := range []string{"kubernetes: {podInformer: {enabled: false}, resourceSlices: {enabled: false}}", "mode: sidecar\npodMonitor: {enabled: true}"} {
 		ms, _ := render(t, values)
 		for _, k := range kinds(ms) {
 			if strings.HasPrefix(k, "ClusterRole") {

@@ -37,6 +37,10 @@ type Client struct {
 
 	refreshMu sync.Mutex // one refresh at a time
 
+	buildMu sync.Mutex                               // one build of the map at a time; guards the two below
+	last    *podresourcesv1.ListPodResourcesResponse // the last good answer, rebuilt when ResourceSlices change
+	warned  map[draDevice]string                     // unmapped DRA devices already logged, with why
+
 	mu          sync.Mutex // guards the fields below
 	up          bool
 	lastGood    time.Time
@@ -110,22 +114,64 @@ func (c *Client) Refresh(ctx context.Context) error {
 	resp, err := c.list(ctx)
 	elapsed := c.cfg.now().Sub(begin)
 
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.lastElapsed = elapsed
 	if err != nil {
-		reason := errorReason(err)
-		c.errors[reason]++
+		c.mu.Lock()
+		c.lastElapsed = elapsed
+		c.errors[errorReason(err)]++
 		c.up = false
-		if !c.lastGood.IsZero() && c.cfg.now().Sub(c.lastGood) > c.cfg.maxStaleness {
-			c.devices.Store(nil) // too old to trust
+		stale := !c.lastGood.IsZero() && c.cfg.now().Sub(c.lastGood) > c.cfg.maxStaleness
+		c.mu.Unlock()
+		if stale { // too old to trust
+			c.buildMu.Lock()
+			c.last = nil
+			c.devices.Store(nil)
+			c.buildMu.Unlock()
 		}
 		return err
 	}
-	m := buildDeviceMap(resp, &c.cfg)
-	c.devices.Store(&m)
+	c.buildMu.Lock()
+	c.last = resp
+	c.build()
+	c.buildMu.Unlock()
+	c.mu.Lock()
+	c.lastElapsed = elapsed
 	c.up, c.lastGood = true, c.cfg.now()
+	c.mu.Unlock()
 	return nil
+}
+
+// Rebuild maps the last kubelet answer again, without asking the kubelet: call it when what
+// the DRA resolver knows changes (a ResourceSlice added or updated), so that a DRA device
+// is attributed at once rather than at the next refresh. It does nothing before the first
+// good answer.
+func (c *Client) Rebuild() {
+	c.buildMu.Lock()
+	defer c.buildMu.Unlock()
+	if c.last != nil {
+		c.build()
+	}
+}
+
+// build publishes the map of c.last and logs each DRA device that newly fails to map.
+// The caller holds buildMu.
+func (c *Client) build() {
+	m := buildDeviceMap(c.last, &c.cfg, c.cfg.resolve)
+	c.devices.Store(&m)
+	for d, why := range m.unresolved {
+		if c.warned[d] != why {
+			c.log.Warn("a GPU allocated through DRA is not attributed: its UUID is not known",
+				"driver", GPUDriver, "pool", d.pool, "device", d.device, "result", why, "hint", unresolvedHint[why])
+		}
+	}
+	c.warned = m.unresolved // bounded by the devices of the last answer
+}
+
+// unresolvedHint says what to check for each result that leaves a DRA device unmapped.
+var unresolvedHint = map[string]string{
+	ResultUnknownDevice: "no ResourceSlice of driver " + GPUDriver + " on this node lists it yet: see cupti_resourceslices_watch_errors_total (RBAC: get, list, watch on resourceslices.resource.k8s.io)",
+	ResultMIGNotFound:   "a MIG device the driver creates on demand that NVML does not list: it is created when the pod starts; NVML health must be on (--health.enabled) and may read MIG instances",
+	ResultNoUUID:        "its ResourceSlice entry has no uuid attribute",
+	resultNoSlices:      "the ResourceSlice informer is off (--kubernetes.resource-slices)",
 }
 
 func (c *Client) list(ctx context.Context) (*podresourcesv1.ListPodResourcesResponse, error) {
@@ -141,25 +187,32 @@ func (c *Client) list(ctx context.Context) (*podresourcesv1.ListPodResourcesResp
 	return resp, nil
 }
 
-// Lookup returns the container holding the device with this UUID. ok is false when no
-// container holds it, when several do (a shared GPU), or before the first refresh.
+// Lookup returns the pod and container holding the device with this UUID, through the
+// device plugin or a DRA ResourceClaim. Several containers of one pod give the pod with an
+// empty container. ok is false when no pod holds it, when several pods do (a shared GPU,
+// time-sliced or one claim in several pods), or before the first refresh.
 func (c *Client) Lookup(uuid string) (pod, namespace, container string, ok bool) {
-	owners := c.Owners(uuid)
-	if len(owners) != 1 {
-		return "", "", "", false
-	}
-	o := owners[0]
-	return o.Pod, o.Namespace, o.Container, true
+	return holder(c.Owners(uuid))
 }
 
-// Owners returns every container holding the device, sorted by namespace, pod and
-// container. The slice is shared: do not modify it.
+// Owners returns every container holding the device, sorted by namespace, pod, container
+// and claim. The slice is shared: do not modify it.
 func (c *Client) Owners(uuid string) []Owner {
 	m := c.devices.Load()
 	if m == nil {
 		return nil
 	}
-	return (*m)[deviceKey(uuid)]
+	return m.owners[deviceKey(uuid)]
+}
+
+// Claims returns the GPU and MIG devices that DRA ResourceClaims gave to containers in the
+// last answer, sorted by UUID and holder. The slice is shared: do not modify it.
+func (c *Client) Claims() []ClaimDevice {
+	m := c.devices.Load()
+	if m == nil {
+		return nil
+	}
+	return m.claims
 }
 
 // Close releases the connection. Calls after Close fail; Close is idempotent.

@@ -10,14 +10,40 @@ import (
 // Owner is a container that holds a device.
 type Owner struct {
 	Pod, Namespace, Container string
+	// Claim is the ResourceClaim through which DRA gave the device; empty for the device
+	// plugin.
+	Claim string
 }
 
-// deviceMap is an immutable map from device ID to the containers holding it, sorted.
-type deviceMap map[string][]Owner
+// ClaimDevice is a GPU or MIG device that a DRA ResourceClaim gave to a container.
+type ClaimDevice struct {
+	UUID   string // as the ResourceSlice (or NVML, for a MIG device created on demand) names it
+	Device string // the driver's device name in its ResourceSlice ("gpu-0", "gpu-0-mig-1g10gb-19-0")
+	Owner  Owner
+}
 
-// buildDeviceMap keeps the devices of matching resources from a List response.
-func buildDeviceMap(resp *podresourcesv1.ListPodResourcesResponse, c *config) deviceMap {
-	m := deviceMap{}
+// deviceMap is what one kubelet answer says, immutable once built.
+type deviceMap struct {
+	owners map[string][]Owner // device key (deviceKey) -> its holders, sorted
+	claims []ClaimDevice      // DRA allocations mapped to a UUID, sorted by UUID and owner
+	dra    map[string]int     // distinct DRA devices of the GPU driver, by result
+	// unresolved are the DRA devices of the GPU driver not mapped to a UUID, with why.
+	unresolved map[draDevice]string
+}
+
+// buildDeviceMap keeps the devices of matching resources and of the GPU DRA driver from a
+// List response; resolve maps a DRA device to its UUID (nil: no ResourceSlice informer).
+func buildDeviceMap(resp *podresourcesv1.ListPodResourcesResponse, c *config, resolve DeviceResolver) deviceMap {
+	m := deviceMap{owners: map[string][]Owner{}, dra: map[string]int{}, unresolved: map[draDevice]string{}}
+	for _, r := range draResults {
+		m.dra[r] = 0
+	}
+	add := func(key string, o Owner) {
+		if key != "" && !contains(m.owners[key], o) {
+			m.owners[key] = append(m.owners[key], o)
+		}
+	}
+	resolved := map[draDevice]draResolution{} // each distinct device once, however many hold it
 	for _, pod := range resp.GetPodResources() {
 		for _, ctr := range pod.GetContainers() {
 			owner := Owner{Pod: pod.GetName(), Namespace: pod.GetNamespace(), Container: ctr.GetName()}
@@ -26,28 +52,60 @@ func buildDeviceMap(resp *podresourcesv1.ListPodResourcesResponse, c *config) de
 					continue
 				}
 				for _, id := range dev.GetDeviceIds() {
-					key := deviceKey(id)
-					if key == "" || contains(m[key], owner) {
+					add(deviceKey(id), owner)
+				}
+			}
+			for _, dr := range ctr.GetDynamicResources() {
+				o := owner
+				o.Claim = dr.GetClaimName()
+				for _, cr := range dr.GetClaimResources() {
+					if cr.GetDriverName() != GPUDriver || cr.GetDeviceName() == "" {
+						continue // another driver's device (a NIC, ...), or not a device
+					}
+					d := draDevice{pool: cr.GetPoolName(), device: cr.GetDeviceName()}
+					res, seen := resolved[d]
+					if !seen {
+						res = resolveDRA(resolve, d)
+						resolved[d] = res
+						m.dra[res.result]++
+					}
+					if res.uuid == "" {
+						m.unresolved[d] = res.result
 						continue
 					}
-					m[key] = append(m[key], owner)
+					key := deviceKey(res.uuid)
+					if !contains(m.owners[key], o) {
+						m.claims = append(m.claims, ClaimDevice{UUID: res.uuid, Device: d.device, Owner: o})
+					}
+					add(key, o)
 				}
 			}
 		}
 	}
-	for _, owners := range m {
-		sort.Slice(owners, func(i, j int) bool {
-			a, b := owners[i], owners[j]
-			if a.Namespace != b.Namespace {
-				return a.Namespace < b.Namespace
-			}
-			if a.Pod != b.Pod {
-				return a.Pod < b.Pod
-			}
-			return a.Container < b.Container
-		})
+	for _, owners := range m.owners {
+		sort.Slice(owners, func(i, j int) bool { return ownerLess(owners[i], owners[j]) })
 	}
+	sort.Slice(m.claims, func(i, j int) bool {
+		a, b := m.claims[i], m.claims[j]
+		if a.UUID != b.UUID {
+			return a.UUID < b.UUID
+		}
+		return ownerLess(a.Owner, b.Owner)
+	})
 	return m
+}
+
+func ownerLess(a, b Owner) bool {
+	if a.Namespace != b.Namespace {
+		return a.Namespace < b.Namespace
+	}
+	if a.Pod != b.Pod {
+		return a.Pod < b.Pod
+	}
+	if a.Container != b.Container {
+		return a.Container < b.Container
+	}
+	return a.Claim < b.Claim
 }
 
 // deviceKey normalises a device ID: the replica suffix of time-sliced GPUs
@@ -66,10 +124,30 @@ func contains(owners []Owner, o Owner) bool {
 	return false
 }
 
-// counts returns how many devices have one holder and how many have several.
+// holder is the one pod (and container, when it is one) that holds a device: all owners
+// in one pod name the pod, all in one container the container too. ok is false when no
+// one or several pods hold it (a shared GPU is never credited to one of its pods).
+func holder(owners []Owner) (pod, namespace, container string, ok bool) {
+	if len(owners) == 0 {
+		return "", "", "", false
+	}
+	first := owners[0]
+	container = first.Container
+	for _, o := range owners[1:] {
+		if o.Pod != first.Pod || o.Namespace != first.Namespace {
+			return "", "", "", false
+		}
+		if o.Container != container {
+			container = "" // several containers of one pod: the pod holds it
+		}
+	}
+	return first.Pod, first.Namespace, container, true
+}
+
+// counts returns how many devices one pod holds and how many several pods share.
 func (m deviceMap) counts() (exclusive, shared int) {
-	for _, owners := range m {
-		if len(owners) == 1 {
+	for _, owners := range m.owners {
+		if _, _, _, ok := holder(owners); ok {
 			exclusive++
 		} else {
 			shared++

@@ -22,7 +22,18 @@
 // kernel and copy series carry that pod (docs/kubernetes.md, "How processes are
 // attributed to pods").
 //
+// GPUs and MIG devices given through Dynamic Resource Allocation appear in the same answer
+// as DynamicResources (claim, driver, pool, device name; kubelet feature gate
+// KubeletPodResourcesDynamicResources, beta and on by default since Kubernetes 1.34). With
+// WithDRA the devices of NVIDIA's driver (GPUDriver) are mapped to their GPU or MIG UUID by
+// a DeviceResolver (package resourceslices reads the driver's ResourceSlices) and join the
+// map with the claim as Owner.Claim; Rebuild maps the last answer again when the resolver
+// learns more. Each device's mapping is counted by result
+// (cupti_podresources_dra_devices{result}), and cupti_podresources_claim_info names the
+// claim and holder of every mapped device.
+//
 // Device IDs of time-sliced GPUs ("GPU-...::2") are reduced to the GPU UUID. A GPU given
-// to more than one container is ambiguous: Lookup reports it as not owned (ok is false)
-// rather than guessing, and Owners lists every holder.
+// to containers of several pods (time-slicing, or one ResourceClaim in several pods) is
+// ambiguous: Lookup reports it as not owned (ok is false) rather than guessing, and Owners
+// lists every holder. Several containers of one pod give the pod, container left empty.
 package podresources

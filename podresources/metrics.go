@@ -30,22 +30,50 @@ var (
 	}
 	devicesDesc = &mapping.Desc{
 		Name: "cupti_podresources_devices", Kind: mapping.KindGauge,
-		Help:     "GPU devices assigned to containers in the current map, by sharing (exclusive: one container; shared: several, not attributed).",
+		Help:     "GPU and MIG devices assigned to containers in the current map (device plugin and DRA), by sharing (exclusive: one pod holds it; shared: several pods, not attributed).",
 		OTelName: "cupti.podresources.devices", OTelUnit: "{device}",
 		LabelNames: []string{"sharing"},
+	}
+	draDevicesDesc = &mapping.Desc{
+		Name: "cupti_podresources_dra_devices", Kind: mapping.KindGauge,
+		Help: "Devices of NVIDIA's DRA driver (gpu.nvidia.com) allocated to containers in the last kubelet answer, by how they mapped to a UUID: " +
+			"gpu, mig; or why not (not attributed): unknown_device (no ResourceSlice of this node lists it), mig_not_found (a MIG device created on demand that NVML does not list), " +
+			"no_uuid (listed without a uuid), no_resource_slices (the ResourceSlice informer is off).",
+		OTelName: "cupti.podresources.dra.devices", OTelUnit: "{device}",
+		LabelNames: []string{"result"},
+	}
+	claimInfoDesc = &mapping.Desc{
+		Name: "cupti_podresources_claim_info", Kind: mapping.KindGauge,
+		Help: "A GPU or MIG device (uuid) that a DRA ResourceClaim gave to a container, with the claim and the driver's device name; value 1. " +
+			"One series per container holding it: several pods on one uuid share the device, and its device series carry no pod.",
+		OTelName: "cupti.podresources.claim.info", OTelUnit: "1",
+		LabelNames: []string{"uuid", "claim", "device", "namespace", "pod", "container"},
 	}
 )
 
 // Descs lists the families Snapshot emits, for Describe.
 func Descs() []*mapping.Desc {
-	return []*mapping.Desc{upDesc, errorsDesc, lastRefreshDesc, durationDesc, devicesDesc}
+	return []*mapping.Desc{upDesc, errorsDesc, lastRefreshDesc, durationDesc, devicesDesc, draDevicesDesc, claimInfoDesc}
 }
 
 // Snapshot returns the client's self-metrics. It never blocks on the kubelet.
 func (c *Client) Snapshot() *mapping.Snapshot {
 	var exclusive, shared int
+	dra := make([]mapping.Sample, len(draResults))
+	for i, r := range draResults {
+		dra[i] = mapping.Sample{LabelValues: []string{r}}
+	}
+	var claims []mapping.Sample
 	if m := c.devices.Load(); m != nil {
 		exclusive, shared = m.counts()
+		for i, r := range draResults {
+			dra[i].Value = float64(m.dra[r])
+		}
+		claims = make([]mapping.Sample, len(m.claims))
+		for i, d := range m.claims {
+			o := d.Owner
+			claims[i] = mapping.Sample{LabelValues: []string{d.UUID, o.Claim, d.Device, o.Namespace, o.Pod, o.Container}, Value: 1}
+		}
 	}
 
 	c.mu.Lock()
@@ -78,6 +106,8 @@ func (c *Client) Snapshot() *mapping.Snapshot {
 				{LabelValues: []string{"exclusive"}, Value: float64(exclusive)},
 				{LabelValues: []string{"shared"}, Value: float64(shared)},
 			}},
+			{Desc: draDevicesDesc, Samples: dra},
+			{Desc: claimInfoDesc, Samples: claims},
 		},
 	}
 }

@@ -26,6 +26,7 @@ type config struct {
 	timeout      time.Duration
 	maxStaleness time.Duration
 	resources    []string
+	resolve      DeviceResolver
 	logger       *slog.Logger
 	now          func() time.Time
 }
@@ -64,6 +65,14 @@ func WithMaxStaleness(d time.Duration) Option {
 // WithResources replaces DefaultResources. A trailing "*" matches any suffix.
 func WithResources(names ...string) Option {
 	return optionFunc(func(c *config) { c.resources = append([]string(nil), names...) })
+}
+
+// WithDRA reads the devices NVIDIA's DRA driver (GPUDriver) allocated through
+// ResourceClaims, from the DynamicResources of the kubelet's answer, and maps each to its
+// GPU or MIG UUID with resolve. Without it such devices are counted
+// (cupti_podresources_dra_devices{result="no_resource_slices"}) but not attributed.
+func WithDRA(resolve DeviceResolver) Option {
+	return optionFunc(func(c *config) { c.resolve = resolve })
 }
 
 // WithLogger sets the logger (default slog.Default()).

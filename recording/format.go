@@ -18,7 +18,7 @@ const (
 	Magic = "CUPTIREC"
 	// 2: activity records carry src_device (peer-to-peer copies); 3: coverage frames;
 	// 4: health family and health frames; 5: NVML process frames.
-	Version = 5
+	Version = 6
 	// MinVersion is the oldest version a reader accepts (version 1 lacks src_device).
 	MinVersion = 1
 
@@ -110,7 +110,8 @@ type ProcessesEvent struct {
 	UUID      string            `json:"uuid"`
 	Start     uint64            `json:"start_ns"`
 	End       uint64            `json:"end_ns"`
-	Shares    bool              `json:"shares"` // the driver answered per-process utilisation
+	Shares    bool              `json:"shares"`        // the driver answered per-process utilisation
+	MIG       bool              `json:"mig,omitempty"` // the GPU is in MIG mode (version 6)
 	Processes []ObservedProcess `json:"processes"`
 }
 
@@ -122,7 +123,16 @@ type ObservedProcess struct {
 	Namespace string   `json:"namespace,omitempty"`
 	Pod       string   `json:"pod,omitempty"`
 	Container string   `json:"container,omitempty"`
+	// MPS is the process's part in the Multi-Process Service (version 6): MPSServer,
+	// MPSClient or "" (not under MPS).
+	MPS string `json:"mps,omitempty"`
 }
+
+// MPS roles of an ObservedProcess (version 6), as the health source reports them.
+const (
+	MPSServer = "server"
+	MPSClient = "client"
+)
 
 // maxObservedProcesses bounds the processes of one processes frame (the health source
 // reports at most 256 per GPU).

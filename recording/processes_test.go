@@ -21,7 +21,9 @@ func TestProcessesReplay(t *testing.T) {
 	half := 0.5
 	want := ProcessesEvent{GPU: "0", UUID: "GPU-0", Start: t0, End: t0 + 1e9, Shares: true, Processes: []ObservedProcess{
 		{PID: 11, SMShare: &half, Namespace: "ml", Pod: "train-0", Container: "main"},
-		{PID: 12}, // share unknown
+		{PID: 12},                 // share unknown
+		{PID: 13, MPS: MPSServer}, // version 6
+		{PID: 14, MPS: MPSClient},
 	}}
 	for _, err := range []error{
 		w.WriteDevices(t0, testDevices), w.WriteCatalog(t0, testCatalog),
@@ -51,14 +53,17 @@ func TestProcessesReplay(t *testing.T) {
 	if e.Start-want.Start != sampleStart-t0 || e.End-e.Start != 1e9 {
 		t.Errorf("period [%d, %d) shifted by %d, samples by %d", e.Start, e.End, e.Start-want.Start, sampleStart-t0)
 	}
-	if e.GPU != "0" || e.UUID != "GPU-0" || !e.Shares || len(e.Processes) != 2 {
+	if e.GPU != "0" || e.UUID != "GPU-0" || !e.Shares || len(e.Processes) != 4 {
 		t.Fatalf("observation %+v", e)
 	}
 	if p := e.Processes[0]; p.PID != 11 || p.SMShare == nil || *p.SMShare != 0.5 || p.Pod != "train-0" || p.Namespace != "ml" || p.Container != "main" {
 		t.Errorf("process 0: %+v", p)
 	}
-	if p := e.Processes[1]; p.PID != 12 || p.SMShare != nil {
+	if p := e.Processes[1]; p.PID != 12 || p.SMShare != nil || p.MPS != "" {
 		t.Errorf("process 1 (unknown share): %+v", p)
+	}
+	if e.Processes[2].MPS != MPSServer || e.Processes[3].MPS != MPSClient {
+		t.Errorf("MPS roles %q, %q; want server, client", e.Processes[2].MPS, e.Processes[3].MPS)
 	}
 }
 
@@ -70,6 +75,7 @@ func TestProcessesRejects(t *testing.T) {
 		`{"gpu":"0","start_ns":5,"end_ns":6,"processes":[{"pid":1,"sm_share":1.5}]}`:                                            "outside 0..1",
 		`{"gpu":"0","start_ns":5,"end_ns":6,"processes":[{"pid":1,"sm_share":-1}]}`:                                             "outside 0..1",
 		`{"gpu":"0","start_ns":5,"end_ns":6,"processes":[` + strings.Repeat(`{"pid":1},`, maxObservedProcesses) + `{"pid":2}]}`: "processes in one frame",
+		`{"gpu":"0","start_ns":5,"end_ns":6,"processes":[{"pid":1,"mps":"daemon"}]}`:                                            "unknown MPS role",
 		`not json`: "invalid",
 	} {
 		ev := Event{Type: FrameProcesses}
@@ -81,5 +87,12 @@ func TestProcessesRejects(t *testing.T) {
 	ev := Event{Type: FrameProcesses}
 	if err := old.decode(&ev, []byte(`{"gpu":"0","start_ns":5,"end_ns":6}`)); err == nil || !strings.Contains(err.Error(), "version-4") {
 		t.Errorf("processes frame in a version-4 file: %v", err)
+	}
+	v5 := &Reader{version: 5, header: Header{Version: 5}}
+	if err := v5.decode(&ev, []byte(`{"gpu":"0","start_ns":5,"end_ns":6,"processes":[{"pid":1,"mps":"server"}]}`)); err == nil || !strings.Contains(err.Error(), "version-5") {
+		t.Errorf("an MPS role in a version-5 file: %v", err)
+	}
+	if err := v5.decode(&ev, []byte(`{"gpu":"0","start_ns":5,"end_ns":6,"processes":[{"pid":1,"sm_share":0.5}]}`)); err != nil {
+		t.Errorf("a version-5 processes frame: %v", err)
 	}
 }

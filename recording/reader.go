@@ -241,7 +241,7 @@ func (r *Reader) decode(ev *Event, p []byte) error {
 		if err := json.Unmarshal(p, ev.Procs); err != nil {
 			return err
 		}
-		return checkProcesses(ev.Procs)
+		return checkProcesses(ev.Procs, r.version)
 	case FrameEnd:
 		if len(p) != 0 {
 			return errors.New("end frame with payload")
@@ -254,10 +254,14 @@ func (r *Reader) decode(ev *Event, p []byte) error {
 }
 
 // checkProcesses refuses a processes frame no health source writes: a period that ends
-// before it starts, too many processes, or a share outside 0..1.
-func checkProcesses(j *ProcessesEvent) error {
+// before it starts, too many processes, a share outside 0..1, an unknown MPS role, or an MPS
+// role in a recording older than version 6.
+func checkProcesses(j *ProcessesEvent, version int) error {
 	if j.End <= j.Start {
 		return fmt.Errorf("processes period [%d, %d) is empty", j.Start, j.End)
+	}
+	if j.MIG && version < 6 {
+		return fmt.Errorf("MIG processes frame in a version-%d recording", version)
 	}
 	if len(j.Processes) > maxObservedProcesses {
 		return fmt.Errorf("%d processes in one frame (at most %d)", len(j.Processes), maxObservedProcesses)
@@ -265,6 +269,12 @@ func checkProcesses(j *ProcessesEvent) error {
 	for _, p := range j.Processes {
 		if s := p.SMShare; s != nil && !(*s >= 0 && *s <= 1) {
 			return fmt.Errorf("process %d: SM share %v outside 0..1", p.PID, *s)
+		}
+		switch {
+		case p.MPS != "" && version < 6:
+			return fmt.Errorf("process %d: MPS role in a version-%d recording", p.PID, version)
+		case p.MPS != "" && p.MPS != MPSServer && p.MPS != MPSClient:
+			return fmt.Errorf("process %d: unknown MPS role %q", p.PID, p.MPS)
 		}
 	}
 	return nil

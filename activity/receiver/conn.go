@@ -112,10 +112,14 @@ func (s *Server) decode(r io.Reader, cs *connState) {
 			s.agg.Connect(p)
 			s.log.Debug("activity process connected", "pid", p.PID, "identity", p.Identity, "executable", p.Executable, "pod", p.Pod)
 		case wire.FrameRecords:
-			s.agg.Add(p, m.Records)
+			s.agg.Add(p, s.screenRecords(m.Records))
 		case wire.FrameCoverage:
-			s.agg.Coverage(p, m.Coverage)
+			s.agg.Coverage(p, s.screenCoverage(m.Coverage, lifeOf(p, cs)))
 		case wire.FrameLaunch:
+			if m.Launch.Time > latest() {
+				s.agg.InvalidReport("launch_ahead") // it would wake the GPU's PM session until then
+				continue
+			}
 			s.agg.Launched(p, m.Launch.Time)
 		case wire.FrameDrops, wire.FrameGoodbye:
 			for i, v := range m.Drops {
@@ -133,6 +137,61 @@ func (s *Server) decode(r io.Reader, cs *connState) {
 	}
 }
 
+// maxAhead is how far past the exporter's clock a time a sender reports may be: CUPTI reports
+// a kernel after it has ended, and its clock follows the system's, which a step may move.
+const maxAhead = time.Minute
+
+// latest is the latest time (ns since the epoch) a sender may report now.
+func latest() uint64 { return uint64(time.Now().Add(maxAhead).UnixNano()) }
+
+// screenRecords removes from recs, in place, the records that end after latest(), counted
+// as ends_ahead: a kernel is reported after it ends, so these are made up (or of another
+// time base), and one would hold its GPU busy for the idle controller until then. The
+// Aggregator checks the rest against the sender's life.
+func (s *Server) screenRecords(recs []activity.Record) []activity.Record {
+	limit := latest()
+	kept := recs[:0]
+	for _, r := range recs {
+		if r.End <= limit {
+			kept = append(kept, r)
+		}
+	}
+	if n := len(recs) - len(kept); n > 0 {
+		s.agg.DroppedRecords("ends_ahead", uint64(n))
+	}
+	return kept
+}
+
+// lifeOf is when the process of p began, as far as the receiver can tell: its start time
+// (the kernel's when verified), else when its connection was accepted.
+func lifeOf(p *activity.Process, cs *connState) uint64 {
+	switch {
+	case p.StartTime != 0:
+		return p.StartTime
+	case cs != nil:
+		return uint64(cs.opened.UnixNano())
+	}
+	return 0
+}
+
+// screenCoverage removes from spans, in place, those that end after latest() or last
+// longer than the process has lived since start (with the start-time slack), counted as
+// coverage_implausible: traced seconds are node-wide, and one made-up span added 1.6e10.
+func (s *Server) screenCoverage(spans []activity.Interval, start uint64) []activity.Interval {
+	limit := latest()
+	now := uint64(time.Now().UnixNano())
+	kept := spans[:0]
+	for _, sp := range spans {
+		life := max(sp.End, now) - min(start, max(sp.End, now)) + startTimeSlack
+		if sp.End <= limit && sp.End-sp.Start <= life {
+			kept = append(kept, sp)
+			continue
+		}
+		s.agg.InvalidReport("coverage_implausible")
+	}
+	return kept
+}
+
 // errNoPeer: a connection served without a socket (benchmarks) has no peer to ask.
 var errNoPeer = errors.New("no peer credentials")
 
@@ -145,7 +204,8 @@ func (s *Server) checkHello(cs *connState, p *activity.Process) bool {
 		pe = cs.peer
 	}
 	claimed := *p
-	if bad := sanitizeHello(p); len(bad) > 0 {
+	bad := sanitizeHello(p)
+	if len(bad) > 0 {
 		for _, claim := range bad {
 			s.agg.ClaimRefused(claim, activity.ClaimInvalid)
 		}
@@ -158,7 +218,24 @@ func (s *Server) checkHello(cs *connState, p *activity.Process) bool {
 			"claim", claim, "peer_pid", pe.pid, "hello_pid", claimed.PID, "hello_start_time", claimed.StartTime, "peer_start_time", pe.proc.startTime)
 		return false
 	}
+	if p.Identity == activity.IdentityClaimed && p.StartTime != 0 && !s.startPlausible(p.StartTime) {
+		// Nothing checks a claimed start time, but it bounds what the process may report
+		// (activity.MaxSenderRecordRate): one before the node booted or in the future is none.
+		p.StartTime = 0
+		s.agg.ClaimRefused(claimStartTime, activity.ClaimInvalid)
+		s.warn.Warn("invalid_hello", "activity hello: claims refused as invalid text", "claims", []string{claimStartTime}, "pid", pe.pid)
+	}
 	return true
+}
+
+// startPlausible says whether a process could have started at t (ns since the epoch): after
+// the node booted (when /proc says when) and not in the future.
+func (s *Server) startPlausible(t uint64) bool {
+	if t > latest() {
+		return false
+	}
+	btime, err := s.ident.boot.get(s.cfg.procRoot)
+	return err != nil || t >= btime*1_000_000_000
 }
 
 // helloBytes is the memory a process's hello holds for the life of its connection.

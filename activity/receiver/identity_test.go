@@ -234,7 +234,7 @@ func TestIdentityVerifiedRealProc(t *testing.T) {
 	var tap connTap
 	agg := activity.NewAggregator(activity.WithListener(&tap))
 	srv, _ := startServerAgg(t, agg, WithProcRoot("/proc"))
-	self, err := readProc("/proc", int32(os.Getpid()))
+	self, err := readProc("/proc", int32(os.Getpid()), new(bootTime))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -34,7 +34,7 @@ func TestServerLaunch(t *testing.T) {
 	go func() { done <- srv.Serve(ctx) }()
 	defer func() { cancel(); <-done }()
 	enc := wire.NewEncoder(dial(t, srv.Path()))
-	const at = 1_800_000_000_000_000_042
+	const at = 1_750_000_000_000_000_042 // in the past: a launch hint in the future is refused
 	if err := errors.Join(enc.Hello(selfProc()), enc.Launch(wire.Launch{Time: at, API: wire.LaunchRuntime, CBID: 211})); err != nil {
 		t.Fatal(err)
 	}

@@ -25,7 +25,7 @@ func TestIdentityConnectionLimit(t *testing.T) {
 	const btime, ticks = 1_795_000_000, 42
 	root := fakeProc(t, 7, btime, ticks, realCgroup)
 	srv, agg := startServer(t, WithProcRoot(root), WithMaxConnectionsPerIdentity(4))
-	hello := activity.Process{PID: 7, DeviceUUIDs: []string{"GPU-a"}}
+	hello := activity.Process{PID: 7, StartTime: btime*1e9 + ticks*1e7, DeviceUUIDs: []string{"GPU-a"}}
 	silent := dial(t, srv.Path())
 	for range 3 {
 		if err := wire.NewEncoder(dial(t, srv.Path())).Hello(hello); err != nil {
@@ -80,7 +80,7 @@ func TestVerifiedNewcomerEvictsClaimed(t *testing.T) {
 	writeFakeProc(t, root, 7, btime, ticks, realCgroup)
 	enc := wire.NewEncoder(dial(t, srv.Path()))
 	hello := proc(7)
-	hello.StartTime = 0 // the kernel's
+	hello.StartTime = btime*1e9 + ticks*1e7 // the kernel's
 	recs := make([]activity.Record, 100)
 	for i := range recs {
 		recs[i] = activity.Record{Kind: activity.KindKernel, Start: 1, End: 2, Name: "_Z4realv"}

@@ -2,6 +2,7 @@ package receiver
 
 import (
 	"strings"
+	"unicode"
 	"unicode/utf8"
 
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -15,10 +16,11 @@ const maxUUIDLen = 64
 
 // sanitizeHello drops, once per connection, the text of a hello that could not be a label
 // value or is not what it claims to be: pod, namespace and container names that Kubernetes
-// would not accept (invalid UTF-8 among them: one such label stopped every OTLP push),
-// device UUIDs that are not UUID text (that device's records are then refused as
-// unknown_device), and invalid UTF-8 in the executable and cgroup (replaced). It returns the
-// claims it refused.
+// would not accept (invalid UTF-8 and control characters among them: one such label stopped
+// every OTLP push), device UUIDs that are not UUID text (that device's records are then
+// refused as unknown_device), and invalid UTF-8 (replaced) and control characters (removed:
+// ESC, CR, NUL... which terminals, dashboards and log pipelines interpret) in the executable
+// and cgroup. It returns the claims it refused.
 func sanitizeHello(p *activity.Process) (refused []string) {
 	check := func(claim string, v *string, valid func(string) []string) {
 		if *v != "" && len(valid(*v)) > 0 {
@@ -43,12 +45,20 @@ func sanitizeHello(p *activity.Process) (refused []string) {
 		claim string
 		v     *string
 	}{{"executable", &p.Executable}, {"cgroup", &p.Cgroup}} {
-		if !utf8.ValidString(*f.v) {
-			*f.v = strings.ToValidUTF8(*f.v, "\uFFFD")
+		if !utf8.ValidString(*f.v) || strings.ContainsFunc(*f.v, unicode.IsControl) {
+			*f.v = strings.Map(dropControl, strings.ToValidUTF8(*f.v, "\uFFFD"))
 			refused = append(refused, f.claim)
 		}
 	}
 	return refused
+}
+
+// dropControl is a strings.Map function that removes control characters.
+func dropControl(r rune) rune {
+	if unicode.IsControl(r) {
+		return -1
+	}
+	return r
 }
 
 // validUUID accepts what CUDA and NVML print for a device: letters, digits, '-', and '/'

@@ -39,6 +39,13 @@ type config struct {
 	procRoot     string
 	maxPerID     int
 	checkEvery   time.Duration
+	noPidfd      bool // tests: take identity as on kernels without SO_PEERPIDFD
+}
+
+// withoutPeerPidfd makes the server take identity as it does on kernels without
+// SO_PEERPIDFD (before Linux 6.5): /proc read right after the accept, start time to the tick.
+func withoutPeerPidfd() Option {
+	return func(c *config) { c.noPidfd = true }
 }
 
 // WithMaxConnectionsPerIdentity bounds the connections of one verified identity (the
@@ -136,15 +143,26 @@ type Server struct {
 	ln   atomic.Pointer[net.UnixListener]
 	file atomic.Pointer[socketFile] // the socket file it listens on, and whether it is missing
 
-	mu     sync.Mutex
-	conns  map[net.Conn]*connState
-	ids    map[string]*identityState // verified identities with connections, by key
-	closed bool
-	wg     sync.WaitGroup
+	pidfd      peerPidfd     // whether the kernel has SO_PEERPIDFD
+	ident      identifier    // reads the /proc entries of peers
+	handshakes chan struct{} // a slot per connection being registered or refused (maxHandshakes)
 
-	warn  limitedLog // refusals and drops, at most a line a second per reason
-	drain []byte     // the accept loop's buffer for refused connections' unread bytes
+	mu      sync.Mutex
+	conns   map[net.Conn]*connState
+	ids     map[string]*identityState // verified identities with connections, by key
+	claimed int                       // connections the kernel could not name: one group for fair shares
+	closed  bool
+	wg      sync.WaitGroup
+
+	warn    limitedLog // refusals and drops, at most a line a second per reason
+	drainMu sync.Mutex
+	drain   []byte // the buffer for refused connections' unread bytes, under drainMu
 }
+
+// maxHandshakes bounds the connections being registered or refused at once (each holds its
+// socket and a goroutine); past it the accept loop waits, and connections wait in the kernel's
+// backlog, holding no descriptor of the exporter.
+const maxHandshakes = 64
 
 // connState is what the server knows of one connection, for its eviction policy.
 type connState struct {
@@ -200,7 +218,11 @@ func NewServer(path string, agg *activity.Aggregator, logger *slog.Logger, opts 
 		conns: make(map[net.Conn]*connState),
 		ids:   make(map[string]*identityState),
 		warn:  limitedLog{log: log, every: time.Second},
+
+		handshakes: make(chan struct{}, maxHandshakes),
 	}
+	s.pidfd.off.Store(cfg.noPidfd)
+	s.ident.root = cfg.procRoot
 	s.ln.Store(ln)
 	s.file.Store(file)
 	return s, nil
@@ -296,69 +318,103 @@ func (s *Server) Serve(ctx context.Context) error {
 			continue
 		}
 		backoff = 0
-		cs := s.track(c, readPeer(c, s.cfg.procRoot))
-		if cs == nil {
-			continue
-		}
-		s.agg.ConnectionAccepted()
-		go s.serveConn(cs)
+		// Who connected is taken first, before anything else: the kernel's credentials and,
+		// where it has SO_PEERPIDFD, a pidfd that pins the process, then its /proc entry
+		// (identity.go). Registering, refusing and serving happen on the connection's own
+		// goroutine, so that the backlog drains at the pace of identification alone: a
+		// short-lived process must still be alive when its turn comes.
+		opened := time.Now()
+		pe := s.ident.identify(takeCreds(c, &s.pidfd))
+		s.handshakes <- struct{}{}
+		s.wg.Add(1)
+		go s.handle(c, pe, opened)
 	}
 }
 
+// handle registers a new connection or refuses it, and serves it.
+func (s *Server) handle(c net.Conn, pe peer, opened time.Time) {
+	defer s.wg.Done()
+	cs := s.track(c, pe, opened)
+	<-s.handshakes
+	if cs == nil {
+		return
+	}
+	s.agg.ConnectionAccepted()
+	s.serveConn(cs)
+}
+
 // track registers c, or refuses it (closing it) when the server is closed, or full with no
-// connection to evict, or out of memory budget. When full, it makes room by closing the
-// oldest connection that has not said hello (reason evicted_no_hello: a real sender says
-// hello as soon as it connects), else the one silent longest if silent for the idle
-// timeout (evicted_idle); so silent clients cannot lock real senders out.
-func (s *Server) track(c net.Conn, pe peer) *connState {
+// connection to evict, or out of memory budget. When full, it makes room (evictLocked), so
+// that neither silent clients nor a few containers can lock real senders out. The refusal
+// (draining what the sender wrote) happens outside s.mu.
+func (s *Server) track(c net.Conn, pe peer, opened time.Time) *connState {
+	cs, refusal := s.register(c, pe, opened)
+	switch refusal {
+	case "":
+	case "closed":
+		c.Close()
+	case "identity_limit":
+		s.refuse(c, refusal)
+		s.warn.Warn(refusal, "activity connection refused: its container holds too many connections",
+			"max", s.cfg.maxPerID, "pid", pe.pid)
+	case "limit":
+		s.refuse(c, refusal)
+		s.warn.Warn(refusal, "activity connection refused: too many connections, none to replace", "max", s.cfg.maxConns)
+	case "memory_budget":
+		s.refuse(c, refusal)
+		s.warn.Warn(refusal, "activity connection refused: receiver memory budget reached", "budget_bytes", s.cfg.budget.Limit())
+	}
+	return cs
+}
+
+// register adds c to the server's tables, or says why not.
+func (s *Server) register(c net.Conn, pe peer, opened time.Time) (*connState, string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
-		c.Close()
-		return nil
+		return nil, "closed"
 	}
 	key := identityKey(pe)
 	id := s.ids[key]
 	if key != "" && id != nil && id.conns >= s.cfg.maxPerID && !s.evictOwnLocked(id) {
-		s.refuse(c, "identity_limit")
-		s.warn.Warn("identity_limit", "activity connection refused: its container holds too many connections",
-			"max", s.cfg.maxPerID, "pid", pe.pid)
-		return nil
+		return nil, "identity_limit"
 	}
-	verified := key != ""
-	if len(s.conns) >= s.cfg.maxConns && !s.evictLocked(verified) {
-		s.refuse(c, "limit")
-		s.warn.Warn("limit", "activity connection refused: too many connections, none idle to replace", "max", s.cfg.maxConns)
-		return nil
+	if len(s.conns) >= s.cfg.maxConns && !s.evictLocked(key) {
+		return nil, "limit"
 	}
 	if !s.cfg.budget.Reserve(connBaseBytes) {
-		s.evictLocked(verified) // frees room for the sender's next try, if a connection can go
-		s.refuse(c, "memory_budget")
-		s.warn.Warn("memory_budget", "activity connection refused: receiver memory budget reached", "budget_bytes", s.cfg.budget.Limit())
-		return nil
+		s.evictLocked(key) // frees room for the sender's next try, if a connection can go
+		return nil, "memory_budget"
 	}
-	now := time.Now()
-	cs := &connState{c: c, peer: pe, opened: now}
-	if verified {
+	cs := &connState{c: c, peer: pe, opened: opened}
+	if key != "" {
 		if id == nil {
 			id = &identityState{key: key}
 			s.ids[key] = id
 		}
 		id.conns++
 		cs.id = id
+	} else {
+		s.claimed++
 	}
-	cs.last.Store(now.UnixNano())
+	cs.last.Store(opened.UnixNano())
 	s.conns[c] = cs
-	s.wg.Add(1)
-	return cs
+	return cs, ""
 }
 
-// evictLocked closes one connection to make room, per track's policy, for a newcomer (one
-// the kernel named, when verified); s.mu is held. In order: the oldest connection without
-// hello; for a verified newcomer, the claimed connection (one the kernel could not name)
-// that holds the most memory, the oldest of equals; the one silent longest, if silent for
-// the idle timeout.
-func (s *Server) evictLocked(verified bool) bool {
+// evictLocked closes one connection to make room for a newcomer of identity key ("" when
+// the kernel could not name it); s.mu is held. In order:
+//   - the oldest connection without hello (evicted_no_hello: a real sender says hello as soon
+//     as it connects);
+//   - for a verified newcomer, the claimed connection (one the kernel could not name) that
+//     holds the most memory, the oldest of equals (evicted_claimed);
+//   - the connection silent longest of the identity holding the most connections, when it
+//     holds at least two more than the newcomer's (evicted_fair_share): a few containers
+//     cannot keep a newcomer out, and equals do not take slots from each other in turn (the
+//     claimed connections count as one identity);
+//   - the one silent longest, if silent for the idle timeout (evicted_idle).
+func (s *Server) evictLocked(key string) bool {
+	verified := key != ""
 	var noHello, claimed, idle *connState
 	for _, cs := range s.conns {
 		if cs.evicted.Load() != nil {
@@ -383,15 +439,52 @@ func (s *Server) evictLocked(verified bool) bool {
 	case victim != nil:
 	case claimed != nil:
 		victim, reason = claimed, "evicted_claimed"
-	case idle != nil && time.Since(time.Unix(0, idle.last.Load())) >= s.cfg.idleTimeout:
-		victim, reason = idle, "evicted_idle"
 	default:
-		return false
+		if v := s.fairShareVictimLocked(key); v != nil {
+			victim, reason = v, "evicted_fair_share"
+		} else if idle != nil && time.Since(time.Unix(0, idle.last.Load())) >= s.cfg.idleTimeout {
+			victim, reason = idle, "evicted_idle"
+		} else {
+			return false
+		}
 	}
 	victim.evicted.Store(&reason)
 	s.forgetLocked(victim) // its goroutine counts it and releases its memory
 	victim.c.Close()
 	return true
+}
+
+// fairShareVictimLocked returns the connection silent longest of the identity holding the
+// most connections, if that identity holds at least two more than the newcomer's (key); nil
+// otherwise. s.mu is held.
+func (s *Server) fairShareVictimLocked(key string) *connState {
+	own := s.claimed
+	if key != "" {
+		own = 0
+		if id := s.ids[key]; id != nil {
+			own = id.conns
+		}
+	}
+	var hog *identityState // nil with most > 0: the claimed group
+	most := 0
+	if key != "" {
+		most = s.claimed
+	}
+	for k, id := range s.ids {
+		if k != key && (id.conns > most || id.conns == most && hog != nil && id.bytes.Load() > hog.bytes.Load()) {
+			hog, most = id, id.conns
+		}
+	}
+	if most < own+2 {
+		return nil
+	}
+	var victim *connState
+	for _, cs := range s.conns {
+		if cs.id == hog && cs.evicted.Load() == nil && (victim == nil || cs.last.Load() < victim.last.Load()) {
+			victim = cs
+		}
+	}
+	return victim
 }
 
 // evictOwnLocked closes the oldest connection of identity id that has not said hello, to
@@ -431,6 +524,8 @@ func (s *Server) forgetLocked(cs *connState) {
 		if id.conns--; id.conns <= 0 {
 			delete(s.ids, id.key)
 		}
+	} else {
+		s.claimed--
 	}
 }
 
@@ -440,7 +535,6 @@ func (s *Server) untrack(cs *connState) {
 	s.mu.Unlock()
 	cs.c.Close()
 	s.cfg.budget.Release(connBaseBytes)
-	s.wg.Done()
 }
 
 func (s *Server) isClosed() bool {

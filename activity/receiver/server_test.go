@@ -90,11 +90,15 @@ func dial(t *testing.T, path string) net.Conn {
 	return c
 }
 
-// selfProc is the honest hello of this test process (no start time claimed), which the
-// kernel verifies against the real /proc.
+// selfProc is the honest hello of this test process, with its start time as the injection
+// library computes it, which the kernel verifies against the real /proc.
 func selfProc() activity.Process {
 	p := proc(uint32(os.Getpid()))
-	p.StartTime = 0
+	self, err := readProc("/proc", int32(os.Getpid()), new(bootTime))
+	if err != nil {
+		panic(err)
+	}
+	p.StartTime = self.startTime
 	return p
 }
 

@@ -122,9 +122,12 @@ const drainMax = 256 << 10
 // trace: the sender counts only what it fails to write. They are read without waiting and
 // counted (cupti_activity_dropped_records_total{reason="refused_connection"}); what the
 // sender writes later fails and is counted by it (queue_full, on its next connection).
-// Called by the accept loop only (s.drain is its buffer).
+// Refusals share one buffer (s.drain, under s.drainMu): a flood of them cannot make the
+// receiver hold a buffer each.
 func (s *Server) refuse(c net.Conn, reason string) {
 	if uc, ok := c.(*net.UnixConn); ok {
+		s.drainMu.Lock()
+		defer s.drainMu.Unlock()
 		if s.drain == nil {
 			s.drain = make([]byte, drainMax)
 		}

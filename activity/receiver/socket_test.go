@@ -45,7 +45,13 @@ func TestSocketRecreated(t *testing.T) {
 	waitFor(t, agg, "the removal counted", func(s *mapping.Snapshot) bool {
 		return value(t, s, "cupti_activity_socket_recreations_total", "removed") == 1
 	})
-	waitFor(t, agg, "the socket back", func(*mapping.Snapshot) bool { _, err := os.Stat(path); return err == nil && srv.SocketProblem() == "" })
+	// Back: the file at the path is the one the server listens on (it exists from the bind,
+	// a moment before the listen: a connect in between is refused).
+	back := func(*mapping.Snapshot) bool {
+		fi, err := os.Stat(path)
+		return err == nil && os.SameFile(fi, srv.file.Load().info) && srv.SocketProblem() == ""
+	}
+	waitFor(t, agg, "the socket back", back)
 	sendOne(t, path)
 	waitFor(t, agg, "the record", func(s *mapping.Snapshot) bool { return kernels(s) == 1 })
 
@@ -59,7 +65,7 @@ func TestSocketRecreated(t *testing.T) {
 	waitFor(t, agg, "the replacement counted", func(s *mapping.Snapshot) bool {
 		return value(t, s, "cupti_activity_socket_recreations_total", "replaced") == 1
 	})
-	waitFor(t, agg, "the socket back", func(*mapping.Snapshot) bool { return srv.SocketProblem() == "" })
+	waitFor(t, agg, "the socket back", back)
 	sendOne(t, path)
 	waitFor(t, agg, "the record", func(s *mapping.Snapshot) bool { return kernels(s) == 2 })
 
@@ -80,7 +86,7 @@ func TestSocketRecreated(t *testing.T) {
 		t.Errorf("replaced %g after more checks, want still 2", v)
 	}
 	os.Remove(path)
-	waitFor(t, agg, "the socket back", func(*mapping.Snapshot) bool { return srv.SocketProblem() == "" })
+	waitFor(t, agg, "the socket back", back)
 	sendOne(t, path)
 	waitFor(t, agg, "the record", func(s *mapping.Snapshot) bool { return kernels(s) == 3 })
 	// Closing removes the file it listens on, not left behind after a re-creation.

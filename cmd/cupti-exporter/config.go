@@ -110,8 +110,10 @@ type Config struct {
 	} `yaml:"kubelet"`
 	Kubernetes struct {
 		PodInformer string `yaml:"pod_informer" help:"Attribute traced processes to pods from their cgroup through an informer of this node's pods: auto (on when KUBERNETES_SERVICE_HOST is set and the node name is known), on or off."`
-		NodeName    string `yaml:"node_name" help:"This node's name, for the pod informer; empty: $NODE_NAME."`
-		Kubeconfig  string `yaml:"kubeconfig" help:"Kubeconfig file for the pod informer (out of cluster); empty: the pod's service account."`
+		NodeName    string `yaml:"node_name" help:"This node's name, for the pod and ResourceSlice informers; empty: $NODE_NAME."`
+		Kubeconfig  string `yaml:"kubeconfig" help:"Kubeconfig file for the pod and ResourceSlice informers (out of cluster); empty: the pod's service account."`
+		// ResourceSlices: docs/kubernetes.md "GPUs allocated through DRA".
+		ResourceSlices string `yaml:"resource_slices" help:"Map GPUs that NVIDIA's DRA driver (gpu.nvidia.com) allocates through ResourceClaims to their UUIDs, through an informer of this node's ResourceSlices, so that their device series carry the pod: auto (on with kubelet.pod_resources_socket, in a cluster or with a kubeconfig, and the node name known), on or off."`
 	} `yaml:"kubernetes"`
 	Series struct {
 		Extra []string `yaml:"extra" help:"Series an idle GPU does without by default, turned back on by group (comma separated): window_min (the PM _min_ratio gauges), zero_reasons (loss, drop and failure reasons, sampling states and NVML clock-event reasons and times at 0 before their first event), sampler_timing (the PM decode path's timings and the decode-gap histogram), nvml_detail (BAR1, free and reserved memory, copy and codec utilisation, MIG mode, lifetime ECC counts, the graphics clock and the non-SM maximum clocks); all: every one (docs/sizing.md)."`
@@ -181,6 +183,7 @@ func defaultConfig() Config {
 	c.Attribution.KernelFamilies = slices.Clone(attribution.BudgetKernelFamilies)
 	c.Attribution.PodFamilies = slices.Clone(attribution.BudgetPodFamilies)
 	c.Kubernetes.PodInformer = "auto"
+	c.Kubernetes.ResourceSlices = "auto"
 	c.Series.Extra = []string{}
 	return c
 }
@@ -296,6 +299,11 @@ func (c *Config) validate() error {
 	case "auto", "on", "off":
 	default:
 		errs = append(errs, fmt.Errorf("kubernetes.pod_informer must be auto, on or off, got %q", c.Kubernetes.PodInformer))
+	}
+	switch c.Kubernetes.ResourceSlices {
+	case "auto", "on", "off":
+	default:
+		errs = append(errs, fmt.Errorf("kubernetes.resource_slices must be auto, on or off, got %q", c.Kubernetes.ResourceSlices))
 	}
 	if _, err := c.socketMode(); err != nil {
 		errs = append(errs, err)

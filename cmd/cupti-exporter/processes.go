@@ -20,10 +20,10 @@ import (
 // "Untraced processes"). It runs on the health goroutine.
 func observeProcesses(a *attribution.Attributor) func(health.Processes) {
 	return func(p health.Processes) {
-		o := attribution.ProcessObservation{GPU: p.GPU, UUID: p.UUID, Start: p.Start, End: p.End, Shares: p.Shares,
+		o := attribution.ProcessObservation{GPU: p.GPU, UUID: p.UUID, Start: p.Start, End: p.End, Shares: p.Shares, MIG: p.MIG,
 			Processes: make([]attribution.ObservedProcess, len(p.Procs))}
 		for i, q := range p.Procs {
-			o.Processes[i] = attribution.ObservedProcess{PID: q.PID, SMShare: q.SMShare, Namespace: q.Namespace, Pod: q.Pod, Container: q.Container}
+			o.Processes[i] = attribution.ObservedProcess{PID: q.PID, SMShare: q.SMShare, Namespace: q.Namespace, Pod: q.Pod, Container: q.Container, MPS: q.MPS}
 		}
 		a.ObserveProcesses(o)
 	}
@@ -32,9 +32,9 @@ func observeProcesses(a *attribution.Attributor) func(health.Processes) {
 // recordedProcesses is p as a recording's processes frame (NaN shares become unknown).
 func recordedProcesses(p health.Processes) recording.ProcessesEvent {
 	e := recording.ProcessesEvent{GPU: p.GPU, UUID: p.UUID, Start: uint64(p.Start.UnixNano()), End: uint64(p.End.UnixNano()),
-		Shares: p.Shares, Processes: make([]recording.ObservedProcess, len(p.Procs))}
+		Shares: p.Shares, MIG: p.MIG, Processes: make([]recording.ObservedProcess, len(p.Procs))}
 	for i, q := range p.Procs {
-		e.Processes[i] = recording.ObservedProcess{PID: q.PID, Namespace: q.Namespace, Pod: q.Pod, Container: q.Container}
+		e.Processes[i] = recording.ObservedProcess{PID: q.PID, Namespace: q.Namespace, Pod: q.Pod, Container: q.Container, MPS: q.MPS}
 		if !math.IsNaN(q.SMShare) {
 			s := q.SMShare
 			e.Processes[i].SMShare = &s
@@ -46,9 +46,9 @@ func recordedProcesses(p health.Processes) recording.ProcessesEvent {
 // replayedProcesses is a recorded processes frame as the health source reported it.
 func replayedProcesses(e recording.ProcessesEvent) health.Processes {
 	p := health.Processes{GPU: e.GPU, UUID: e.UUID, Start: time.Unix(0, int64(e.Start)), End: time.Unix(0, int64(e.End)),
-		Shares: e.Shares, Procs: make([]health.Process, len(e.Processes))}
+		Shares: e.Shares, MIG: e.MIG, Procs: make([]health.Process, len(e.Processes))}
 	for i, q := range e.Processes {
-		p.Procs[i] = health.Process{PID: q.PID, SMShare: math.NaN(), Namespace: q.Namespace, Pod: q.Pod, Container: q.Container}
+		p.Procs[i] = health.Process{PID: q.PID, SMShare: math.NaN(), Namespace: q.Namespace, Pod: q.Pod, Container: q.Container, MPS: q.MPS}
 		if q.SMShare != nil {
 			p.Procs[i].SMShare = *q.SMShare
 		}

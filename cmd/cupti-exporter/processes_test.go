@@ -114,12 +114,15 @@ func TestUntracedPodFromNVML(t *testing.T) {
 // TestRecordedProcessesRoundTrip: what the health source saw of a GPU's processes survives a
 // recording (record writes it, replay feeds it to the join): an unknown share stays unknown.
 func TestRecordedProcessesRoundTrip(t *testing.T) {
-	in := health.Processes{GPU: "0", UUID: "GPU-0", Start: time.Unix(10, 5), End: time.Unix(11, 7), Shares: true, Procs: []health.Process{
-		{PID: 7, SMShare: 0.25, Namespace: "ml", Pod: "p", Container: "c"}, {PID: 8, SMShare: math.NaN()},
+	in := health.Processes{GPU: "0", UUID: "GPU-0", Start: time.Unix(10, 5), End: time.Unix(11, 7), Shares: true, MIG: true, Procs: []health.Process{
+		{PID: 7, SMShare: 0.25, Namespace: "ml", Pod: "p", Container: "c", MPS: health.MPSClient}, {PID: 8, SMShare: math.NaN(), MPS: health.MPSServer},
 	}}
 	out := replayedProcesses(recordedProcesses(in))
-	if !out.Start.Equal(in.Start) || !out.End.Equal(in.End) || out.GPU != "0" || out.UUID != "GPU-0" || !out.Shares || len(out.Procs) != 2 {
+	if !out.Start.Equal(in.Start) || !out.End.Equal(in.End) || out.GPU != "0" || out.UUID != "GPU-0" || !out.Shares || !out.MIG || len(out.Procs) != 2 {
 		t.Fatalf("round trip: %+v", out)
+	}
+	if out.Procs[1].MPS != health.MPSServer {
+		t.Errorf("process 1: MPS role %q, want the server", out.Procs[1].MPS)
 	}
 	if p := out.Procs[0]; p != in.Procs[0] {
 		t.Errorf("process 0: %+v, want %+v", p, in.Procs[0])

@@ -24,7 +24,6 @@ import (
 	"github.com/cupti-exporter/cupti-exporter/internal/cupti"
 	"github.com/cupti-exporter/cupti-exporter/mapping"
 	"github.com/cupti-exporter/cupti-exporter/pmsample"
-	"github.com/cupti-exporter/cupti-exporter/podresources"
 	"github.com/cupti-exporter/cupti-exporter/profilers"
 )
 
@@ -203,22 +202,18 @@ func (pm *pmSetup) devices() []pmsample.Device {
 func serveSources(ctx context.Context, logger *slog.Logger, cfg *Config, pm pmSetup, act *activity.Aggregator, extra ...namedProducer) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	var (
-		expOpts []exporter.Option
-		pods    *podresources.Client
-		err     error
-	)
-	if sock := cfg.Kubelet.PodResourcesSocket; sock != "" {
-		if pods, err = podresources.New(sock, podresources.WithLogger(logger)); err != nil {
-			return fmt.Errorf("setting up pod attribution: %w", err)
-		}
+	var expOpts []exporter.Option
+	pods, resSlices, err := newPodResources(ctx, logger, cfg, pm) // resourceslices.go
+	if err != nil {
+		return err
+	}
+	if pods != nil {
 		defer pods.Close()
-		go pods.Run(ctx)
 		expOpts = append(expOpts, exporter.WithDeviceLabeler(func(uuid string) (string, string, string) {
 			pod, ns, ctr, _ := pods.Lookup(uuid)
 			return pod, ns, ctr
 		}))
-		logger.Info("attributing GPUs to pods", "socket", sock)
+		logger.Info("attributing GPUs to pods", "socket", cfg.Kubelet.PodResourcesSocket)
 	}
 	exp := exporter.New(logger, expOpts...)
 	exp.Register("activity", act)
@@ -246,6 +241,9 @@ func serveSources(ctx context.Context, logger *slog.Logger, cfg *Config, pm pmSe
 	}
 	if pods != nil {
 		exp.Register("podresources", pods)
+	}
+	if resSlices != nil {
+		exp.Register("resourceslices", resSlices)
 	}
 	for _, x := range extra {
 		if x.p != nil {

@@ -109,6 +109,7 @@ PY
 give_lines() { grep -hE 'profiler found|gives way|profiler gone|takes its counters back|resumed after a profiler' "$1" | sed -E 's/^time=[^ ]+ level=[A-Z]+ //' | cut -c1-300; }
 
 stage_profcoexist() {
+  # PROFCO_SKIP (words): slow (the PyTorch ncu and the nsys runs), inject (ncu/nsys with CUDA_INJECTION64_PATH)
   say "== profcoexist (issue 32: the give-way on the GPU)"
   build_profapp; mkdir -p /run/cupti-exporter
   say "dcgm: $(command -v nv-hostengine dcgmi dcgm-exporter 2>&1 | tr '\n' ' ') (none: DCGM not measured)"
@@ -122,14 +123,16 @@ stage_profcoexist() {
     echo "ncu_end $(date +%s.%N)" >> "$L/ncu-co-$name.log"; sleep 1.5
     say "ncu $args beside the exporter: $(ncu_summary "$L/ncu-co-$name.log" $rc); ncu ended $(awk '/^ncu_end/ {print $2}' "$L/ncu-co-$name.log"); exporter: $(state_of)"
   done
-  timeout 120 ncu -c 5 $W mm 3 > "$L/ncu-co-torch.log" 2>&1; rc=$?; sleep 1.5
-  say "ncu -c 5 on a PyTorch matmul beside the exporter: $(ncu_summary "$L/ncu-co-torch.log" $rc); exporter: $(state_of)"
-  timeout 60 "$NSYS" profile -t cuda -o /tmp/nsys-co1 -f true "$PA" 3 0 200 > "$L/nsys-co-trace.log" 2>&1; rc=$?
-  say "nsys -t cuda beside: rc=$rc; exporter: $(state_of)"
-  (for i in $(seq 1 40); do echo "$(date +%s.%N) $(state_of)"; sleep 0.25; done > "$L/nsys-co-state.txt") & sp=$!
-  timeout 60 "$NSYS" profile --gpu-metrics-devices=all -o /tmp/nsys-co2 -f true "$PA" 20 100 200 > "$L/nsys-co-gm.log" 2>&1; rc=$?
-  wait $sp
-  say "nsys --gpu-metrics-devices=all beside: rc=$rc $(grep -m2 -iE 'illegal|error|metrics' "$L/nsys-co-gm.log" | tr '\n' ' ' | cut -c1-300); exporter states: $(awk '{print $2}' "$L/nsys-co-state.txt" | sort | uniq -c | tr '\n' ' ')"
+  if [[ " ${PROFCO_SKIP:-} " != *" slow "* ]]; then # PROFCO_SKIP=slow: no PyTorch ncu, no nsys
+    timeout 120 ncu -c 5 $W mm 3 > "$L/ncu-co-torch.log" 2>&1; rc=$?; sleep 1.5
+    say "ncu -c 5 on a PyTorch matmul beside the exporter: $(ncu_summary "$L/ncu-co-torch.log" $rc); exporter: $(state_of)"
+    timeout 60 "$NSYS" profile -t cuda -o /tmp/nsys-co1 -f true "$PA" 3 0 200 > "$L/nsys-co-trace.log" 2>&1; rc=$?
+    say "nsys -t cuda beside: rc=$rc; exporter: $(state_of)"
+    (for i in $(seq 1 40); do echo "$(date +%s.%N) $(state_of)"; sleep 0.25; done > "$L/nsys-co-state.txt") & sp=$!
+    timeout 60 "$NSYS" profile --gpu-metrics-devices=all -o /tmp/nsys-co2 -f true "$PA" 20 100 200 > "$L/nsys-co-gm.log" 2>&1; rc=$?
+    wait $sp
+    say "nsys --gpu-metrics-devices=all beside: rc=$rc $(grep -m2 -iE 'illegal|error|metrics' "$L/nsys-co-gm.log" | tr '\n' ' ' | cut -c1-300); exporter states: $(awk '{print $2}' "$L/nsys-co-state.txt" | sort | uniq -c | tr '\n' ' ')"
+  fi
   $W mm 12 > "$L/co-gpm-load.log" 2>&1 & lp=$!; sleep 3
   timeout 20 nvidia-smi --query-gpu=utilization.gpu,power.draw --format=csv,noheader > "$L/co-smi.txt" 2>&1; say "nvidia-smi query beside rc=$?: $(cat "$L/co-smi.txt")"
   timeout 20 nvidia-smi dmon --gpm-metrics 1,2,5,10 -c 3 > "$L/co-gpm.txt" 2>&1; say "nvidia-smi dmon --gpm-metrics beside rc=$?: $(tail -2 "$L/co-gpm.txt" | tr '\n' ';')"
@@ -148,6 +151,7 @@ stage_profcoexist() {
   say "ncu -c 30 (kernels 100 ms apart): $(ncu_summary "$L/ncu-co-first.log" "$(grep '^rc=' "$L/ncu-co-first.log")"); ended $(awk '/^ncu_end/ {print $2}' "$L/ncu-co-first.log"); exporter: $(state_of)"
   give_lines "$L/exp-co2.log" | tee -a "$S"
   stop_exporter 9477
+  [[ " ${PROFCO_SKIP:-} " == *" inject "* ]] && return # PROFCO_SKIP=inject: not the injected-pod runs
   # a pod the webhook wired: the injection variable set
   CUDA_INJECTION64_PATH=$INJ timeout 60 ncu -c 1 "$PA" 1 0 200 > "$L/ncu-co-injected.log" 2>&1; rc=$?
   say "ncu with CUDA_INJECTION64_PATH set: $(ncu_summary "$L/ncu-co-injected.log" $rc) $(grep -m2 -iE 'inject|another' "$L/ncu-co-injected.log" | tr '\n' ' ' | cut -c1-300)"

@@ -165,6 +165,10 @@ a valid file (overwriting in place would corrupt their mapping).
 {{- if and .Values.kubelet.podResources.enabled (not $sidecar) }}
 - --kubelet.pod-resources-socket=/var/lib/kubelet/pod-resources/kubelet.sock
 {{- end }}
+{{- /* Node mode only: a sidecar has no PodResources socket, so its auto is off already. */}}
+{{- if not $sidecar }}
+- --kubernetes.resource-slices={{ if eq (include "cupti-exporter.resourceSlices" .) "true" }}on{{ else }}off{{ end }}
+{{- end }}
 {{- if and .Values.config (not $sidecar) }}
 - --config.file=/etc/cupti-exporter/config/config.yml
 {{- end }}
@@ -235,6 +239,18 @@ metricRelabelings:
 {{/* Whether the pod informer's RBAC and token are rendered (node mode only). */}}
 {{- define "cupti-exporter.podInformer" -}}
 {{- if and (eq .Values.mode "node") .Values.kubernetes.podInformer.enabled }}true{{ end }}
+{{- end }}
+
+{{/* "true" when the node exporter maps DRA-allocated GPUs through the ResourceSlices of its
+node: it reads the kubelet PodResources API and kubernetes.resourceSlices is on. */}}
+{{- define "cupti-exporter.resourceSlices" -}}
+{{- if and (eq .Values.mode "node") .Values.kubelet.podResources.enabled (.Values.kubernetes.resourceSlices | default dict).enabled }}true{{ end }}
+{{- end }}
+
+{{/* "true" when the node exporter talks to the Kubernetes API (pod informer or ResourceSlice
+informer): the ClusterRole and the service account token come with it. */}}
+{{- define "cupti-exporter.kubeAPI" -}}
+{{- if or (eq (include "cupti-exporter.podInformer" .) "true") (eq (include "cupti-exporter.resourceSlices" .) "true") }}true{{ end }}
 {{- end }}
 
 {{/* The selector of the exporter's up series in alerts. */}}

@@ -7,8 +7,8 @@
 //	go run ./scripts/gpu/recfilter -drop-pod-prefix ghost- IN.rec OUT.rec
 //
 // With -dump it prints the recording as text instead, one line per PM sample ("S start end
-// value..." in the recording's metric order), kernel record ("K pod start end name") and NVML
-// process observation ("N start end processes"), for analyses such as
+// value..." in the order of the last "M name..." line), kernel record ("K pod start end name") and NVML
+// process observation ("N start end pid:share[:mps-server|mps-client]..."), for analyses such as
 // scripts/gpu/attrib_ctxsw.py:
 //
 //	go run ./scripts/gpu/recfilter -dump IN.rec > IN.txt
@@ -136,6 +136,7 @@ func dump(in string) error {
 	out := bufio.NewWriter(os.Stdout)
 	defer out.Flush()
 	pods := map[uint64]string{}
+	var metrics string
 	for {
 		ev, err := rd.Next()
 		if errors.Is(err, io.EOF) {
@@ -146,6 +147,10 @@ func dump(in string) error {
 		}
 		switch ev.Type {
 		case recording.FrameBatch:
+			if m := strings.Join(ev.Batch.Metrics, " "); m != metrics {
+				metrics = m
+				fmt.Fprintf(out, "M %s\n", m)
+			}
 			for _, s := range ev.Batch.Samples {
 				fmt.Fprintf(out, "S %d %d", s.Start, s.End)
 				for _, v := range s.Values {
@@ -169,6 +174,9 @@ func dump(in string) error {
 					share = fmt.Sprint(*p.SMShare)
 				}
 				fmt.Fprintf(out, " %d:%s", p.PID, share)
+				if p.MPS != "" {
+					fmt.Fprintf(out, ":mps-%s", p.MPS)
+				}
 			}
 			fmt.Fprintln(out)
 		}

@@ -1,0 +1,659 @@
+package attribution
+
+import (
+	"math"
+	"slices"
+)
+
+// Whose turn each sample was, for any number of contexts time-slicing a GPU.
+//
+// Time-slicing gives each context with work a turn of about 2 ms (H100: 2.09 ms) in a fixed
+// rotation that skips contexts with nothing to run, and every switch costs the front end about
+// 220,000 cycles that PM sampling counts (ownership.go). So the samples between two switches
+// (a segment) are one context's; measured on an H100 (run BB), no segment held the record
+// edges of two processes. Which context's, the records and the samples say in part:
+//
+//   - a traced process owns a segment only while one of its records spans it (its records
+//     span the turns of the others too, so coverage alone does not say whose it is);
+//   - a record that starts or ends inside a segment makes it that process's turn (a kernel
+//     starts and ends only while its context runs), and no other's;
+//   - an untraced process (NVML lists it) can own any segment in which the GPU works;
+//   - the rotation: after a context's turn comes the next context in a fixed cyclic order
+//     that has work (a traced process has work while one of its records spans the switch;
+//     an untraced one, with a probability).
+//
+// A hidden Markov model over the segments puts that together: its states are the contexts,
+// its emissions the evidence above, its transitions the rotation, for each cyclic order of
+// the contexts (up to maxTurnStates of them); the order that explains the segments best,
+// over a decayed history, is used. Forward-backward gives each segment a distribution over
+// its owner; a sample that holds switches averages the owners of the turns that pass in it.
+// Under MPS the clients run in the server's one context: they are one state (the group),
+// split among themselves by the rate fit.
+
+const (
+	// emitNoCover is the emission of a traced process in a segment none of its records
+	// spans (it cannot run then; not 0, so that a record lost or late does not break the
+	// chain).
+	emitNoCover = 1e-4
+	// emitOtherEvent is the emission of a context in a segment in which another process's
+	// record starts or ends (not 0: the clocks of records and samples agree to about 10 µs).
+	emitOtherEvent = 1e-3
+	// runUntraced is the prior chance that an untraced process has work at a switch, worth
+	// rhoPrior switches; the turns it takes and those it is passed over in teach the rest
+	// (tuned on the tune set of run BB: workloads that keep work queued have it at a switch
+	// nearly always).
+	runUntraced = 0.99
+	rhoPrior    = 20.0
+	// emitIdle is the emission of an untraced process in a segment in which the GPU did
+	// nothing.
+	emitIdle = 1e-3
+	// transSelf is the chance that a context follows itself across a switch (a switch to a
+	// context that is no state, such as the exporter's own).
+	transSelf = 0.02
+	// runTraced and runNotTraced: whether a traced process has work at a switch, as its
+	// records say (one spans the switch, or none does).
+	runTraced, runNotTraced = 0.98, 0.02
+	// orderHalfLife is the half-life, in segments, of the evidence for a cyclic order.
+	orderHalfLife = 5000.0
+	// maxTurnStates bounds the contexts the model tells apart ((n-1)! orders); with more,
+	// NVML's shares split the samples (and the uncertainty gauge says so).
+	maxTurnStates = 5
+)
+
+// ctxKey names a context across chunks: a traced process (slot and pid: slots are reused),
+// an untraced process (its class) or the MPS server's clients.
+type ctxKey struct {
+	kind uint8 // ctxTraced, ctxUntraced, ctxMPS
+	id   int64
+}
+
+const (
+	ctxTraced uint8 = iota
+	ctxUntraced
+	ctxMPS
+)
+
+// turnCtx is one state of a chunk's model.
+type turnCtx struct {
+	key   ctxKey
+	slot  int32   // traced: the process slot; -1 otherwise
+	class int32   // untraced: its class
+	pod   podKey  // untraced: its pod series
+	slots []int32 // the MPS group: its traced clients
+}
+
+// turnState carries the model of one device across chunks.
+type turnState struct {
+	marker   float64 // switch cycles of the run of switch samples in progress
+	inMarker bool
+	pending  int // switches since the last segment of the last chunk
+	keys     []ctxKey
+	alpha    []float64             // owner distribution of the last segment, by keys
+	orders   map[string]float64    // decayed log-likelihood of each cyclic order
+	q        map[ctxKey][2]float64 // decayed owned segments with a record edge, and all owned
+	rho      map[ctxKey][2]float64 // an untraced context's decayed turns taken and passed over
+}
+
+// turnCover records, for each sample of a chunk, each traced process's covered time and
+// whether one of its records starts or ends inside the sample (join fills it).
+func (sc *scratch) turnCover(first int, slot int32, t float64, event bool) {
+	for i := first; i < len(sc.tcSlot); i++ {
+		if sc.tcSlot[i] == slot {
+			sc.tcCov[i] += t
+			sc.tcEv[i] = sc.tcEv[i] || event
+			return
+		}
+	}
+	sc.tcSlot, sc.tcCov, sc.tcEv = append(sc.tcSlot, slot), append(sc.tcCov, t), append(sc.tcEv, event)
+}
+
+// turnContexts lists the chunk's contexts: the traced processes present on the device (the
+// MPS clients among them as one group), and the untraced processes NVML shows (untraced MPS
+// clients in the group too); a.mu is held.
+func (a *Attributor) turnContexts(d *devState, lo, hi int64) {
+	sc := &d.sc
+	sc.tCtx = sc.tCtx[:0]
+	mps := map[uint32]bool{}
+	untracedMPS := false
+	seen := map[int32]bool{}
+	for _, oi := range sc.sobsAll {
+		o := &d.nvml[oi]
+		for _, p := range o.procs {
+			if p.MPS == MPSClient {
+				mps[p.PID] = true
+			}
+		}
+		for _, u := range o.untraced {
+			if u.mps {
+				untracedMPS = true
+				continue
+			}
+			if !seen[u.class] {
+				seen[u.class] = true
+				sc.tCtx = append(sc.tCtx, turnCtx{key: ctxKey{ctxUntraced, int64(u.class)}, slot: -1, class: u.class, pod: u.pod})
+			}
+		}
+	}
+	var group []int32
+	for _, ps := range a.slots {
+		if ps == nil || ps.presStart >= hi || ps.presEnd <= lo || !ps.onDevice(d) {
+			continue
+		}
+		if mps[ps.pid] {
+			group = append(group, ps.slot)
+			continue
+		}
+		sc.tCtx = append(sc.tCtx, turnCtx{key: ctxKey{ctxTraced, int64(ps.slot)<<32 | int64(ps.pid)}, slot: ps.slot, class: -1})
+	}
+	if len(group) > 0 || untracedMPS {
+		sc.tCtx = append(sc.tCtx, turnCtx{key: ctxKey{kind: ctxMPS}, slot: -1, class: -1, slots: group})
+	}
+}
+
+// turns sets sc.tOwn (a distribution over sc.tCtx per sample, where sc.tHas) for the
+// chunk's samples when the device counts context switches and two or more contexts share
+// it; a.mu is held.
+func (a *Attributor) turns(d *devState, chunk []psample) bool {
+	sc := &d.sc
+	st := &d.turn
+	sc.tHas = sc.tHas[:0]
+	if !d.switches || len(chunk) == 0 {
+		sc.tCtx = sc.tCtx[:0]
+		return false
+	}
+	lo, hi := chunk[0].start, chunk[len(chunk)-1].end
+	a.turnContexts(d, lo, hi)
+	n := len(sc.tCtx)
+
+	// The segments (runs of samples without a switch) and the switches between them.
+	type segment struct {
+		first, last int // samples
+		steps       int // switches since the segment before (the likeliest count)
+	}
+	var segs []segment
+	steps := st.pending
+	sc.tSeg, sc.tCum = sc.tSeg[:0], sc.tCum[:0]
+	counter := false
+	for _, smp := range chunk {
+		c := a.switchCycles(smp)
+		switch {
+		case math.IsNaN(c):
+			sc.tSeg, sc.tCum = append(sc.tSeg, -1), append(sc.tCum, 0, 0)
+			continue
+		case c > ctxswMin:
+			counter = true
+			sc.tSeg, sc.tCum = append(sc.tSeg, -1), append(sc.tCum, st.marker, st.marker+c) // the run's cycles before and after it
+			st.marker += c
+			st.inMarker = true
+			continue
+		}
+		counter = true
+		sc.tCum = append(sc.tCum, 0, 0)
+		var cycles float64
+		if st.inMarker {
+			cycles = st.marker
+			st.marker, st.inMarker = 0, false
+		}
+		s := len(sc.tSeg)
+		if k := len(segs); k > 0 && steps == 0 && cycles == 0 && segs[k-1].last == s-1 {
+			segs[k-1].last = s
+		} else {
+			segs = append(segs, segment{first: s, last: s, steps: steps + switchCount(cycles)})
+		}
+		sc.tSeg = append(sc.tSeg, int32(len(segs)-1))
+		steps = 0
+	}
+	st.pending = steps
+	if !counter || n < 2 || n > maxTurnStates || len(segs) == 0 {
+		st.keys, st.alpha = st.keys[:0], st.alpha[:0]
+		return false
+	}
+	K := len(segs)
+
+	// Evidence: each context's coverage and record edges in each segment, and whether it had
+	// work at the switches before each segment (traced: a record spans them).
+	type evid struct {
+		cov  float64
+		edge bool
+		run  bool
+	}
+	ev := make([]evid, K*n)
+	busy := make([]bool, K)
+	ctxOf := map[int32]int{}
+	for c, ctx := range sc.tCtx {
+		if ctx.slot >= 0 {
+			ctxOf[ctx.slot] = c
+		}
+		for _, sl := range ctx.slots {
+			ctxOf[sl] = c
+		}
+	}
+	for k, sg := range segs {
+		var secs float64
+		from := sg.first
+		if k > 0 {
+			from = segs[k-1].last + 1 // the switch samples before the segment
+		}
+		for s := from; s <= sg.last; s++ {
+			in := s >= sg.first
+			if in {
+				secs += float64(chunk[s].end - chunk[s].start)
+				busy[k] = busy[k] || a.busy(chunk[s])
+			}
+			for i := sc.tcOff[s]; i < sc.tcOff[s+1]; i++ {
+				c, ok := ctxOf[sc.tcSlot[i]]
+				if !ok {
+					continue
+				}
+				e := &ev[k*n+c]
+				e.run = true
+				if in {
+					e.cov += sc.tcCov[i]
+					e.edge = e.edge || sc.tcEv[i]
+				}
+			}
+		}
+		for c := range n {
+			ev[k*n+c].cov /= secs
+		}
+	}
+	if st.q == nil {
+		st.q = map[ctxKey][2]float64{}
+	}
+	qOf := make([]float64, n)
+	for c, ctx := range sc.tCtx {
+		q := st.q[ctx.key]
+		qOf[c] = min(0.95, max(0.05, (q[0]+0.5)/(q[1]+1)))
+	}
+	// How often each untraced context has work at a switch (learned from the turns it took
+	// and those it was passed over in).
+	if st.rho == nil {
+		st.rho = map[ctxKey][2]float64{}
+	}
+	rhoOf := make([]float64, n)
+	for c, ctx := range sc.tCtx {
+		r := st.rho[ctx.key]
+		rhoOf[c] = min(0.995, max(0.05, (r[0]+runUntraced*rhoPrior)/(r[0]+r[1]+rhoPrior)))
+	}
+	em := make([]float64, K*n)
+	for k := range K {
+		row := em[k*n : (k+1)*n]
+		for c, ctx := range sc.tCtx {
+			e := ev[k*n+c]
+			switch {
+			case !busy[k] && ctx.key.kind == ctxUntraced:
+				row[c] = emitIdle
+			case ctx.key.kind == ctxUntraced:
+				row[c] = 1
+			case ctx.key.kind == ctxMPS && len(ctx.slots) == 0: // untraced clients only
+				row[c] = 1
+			case e.cov <= 0:
+				row[c] = emitNoCover
+			case e.edge:
+				row[c] = qOf[c]
+			default:
+				row[c] = 1 - qOf[c]
+			}
+			for x := range n {
+				if x != c && ev[k*n+x].edge {
+					row[c] *= emitOtherEvent
+				}
+			}
+		}
+	}
+
+	// Transitions of a cyclic order at the switch before segment k: the next context that has
+	// work, in the order.
+	runP := func(k, c int) float64 {
+		ctx := sc.tCtx[c]
+		switch {
+		case ctx.key.kind == ctxUntraced || ctx.key.kind == ctxMPS && len(ctx.slots) == 0:
+			return rhoOf[c]
+		case ev[k*n+c].run:
+			return runTraced
+		}
+		return runNotTraced
+	}
+	trans := func(order []int, k int, A []float64) {
+		pos := make([]int, n)
+		for i, c := range order {
+			pos[c] = i
+		}
+		for b := range n {
+			// A switch happened, so another context had work: the first in the order after b
+			// (b itself again only through a context that is no state, transSelf).
+			row := A[b*n : (b+1)*n]
+			skip := 1.0
+			var sum float64
+			for j := 1; j < n; j++ {
+				c := order[(pos[b]+j)%n]
+				p := runP(k, c)
+				row[c] = skip * p
+				sum += row[c]
+				skip *= 1 - p
+			}
+			for c := range n {
+				row[c] *= (1 - transSelf) / sum
+			}
+			row[b] = transSelf
+		}
+	}
+	stepF := func(p []float64, A []float64, out []float64) { // out = p A
+		clear(out)
+		for b := range n {
+			for c := range n {
+				out[c] += p[b] * A[b*n+c]
+			}
+		}
+	}
+	stepB := func(p []float64, A []float64, out []float64) { // out = A p
+		clear(out)
+		for b := range n {
+			for c := range n {
+				out[b] += A[b*n+c] * p[c]
+			}
+		}
+	}
+	norm := func(p []float64) float64 {
+		var s float64
+		for _, x := range p {
+			s += x
+		}
+		if s <= 0 || math.IsNaN(s) {
+			for i := range p {
+				p[i] = 1 / float64(len(p))
+			}
+			return 0
+		}
+		for i := range p {
+			p[i] /= s
+		}
+		return s
+	}
+	prior := make([]float64, n)
+	for c, ctx := range sc.tCtx {
+		prior[c] = 1e-3
+		if i := slices.Index(st.keys, ctx.key); i >= 0 {
+			prior[c] += st.alpha[i]
+		}
+	}
+	norm(prior)
+	As := make([]float64, K*n*n) // the transitions into each segment, of the order in use
+	alpha := make([]float64, K*n)
+	tmp, tmp2 := make([]float64, n), make([]float64, n)
+	forward := func(order []int) float64 {
+		var ll float64
+		for k, sg := range segs {
+			A := As[k*n*n : (k+1)*n*n]
+			trans(order, k, A)
+			src := prior
+			if k > 0 {
+				src = alpha[(k-1)*n : k*n]
+			}
+			propagate(src, A, sg.steps, tmp, stepF)
+			row := alpha[k*n : (k+1)*n]
+			for c := range n {
+				row[c] = tmp[c] * em[k*n+c]
+			}
+			ll += math.Log(max(norm(row), 1e-300))
+		}
+		return ll
+	}
+
+	// The cyclic order: every one of the contexts (the first kept first), scored on this
+	// chunk, the best over the decayed history used.
+	if st.orders == nil {
+		st.orders = map[string]float64{}
+	}
+	decay := math.Exp2(-float64(K) / orderHalfLife)
+	var best []int
+	bestScore := math.Inf(-1)
+	rest := make([]int, n-1)
+	for i := range rest {
+		rest[i] = i + 1
+	}
+	permute(rest, func(p []int) {
+		order := append([]int{0}, p...)
+		key := orderKey(sc.tCtx, order)
+		score := st.orders[key]*decay + forward(order)
+		st.orders[key] = score
+		if score > bestScore {
+			best, bestScore = order, score
+		}
+	})
+	if len(st.orders) > 4*120 { // contexts came and went: forget orders of old sets
+		for k, v := range st.orders {
+			if v < bestScore-1e6 {
+				delete(st.orders, k)
+			}
+		}
+	}
+	forward(best)
+
+	// Backward, and the owners.
+	beta := make([]float64, K*n)
+	gamma := make([]float64, K*n)
+	for c := range n {
+		beta[(K-1)*n+c] = 1
+	}
+	for k := K - 2; k >= 0; k-- {
+		for c := range n {
+			tmp[c] = em[(k+1)*n+c] * beta[(k+1)*n+c]
+		}
+		A := As[(k+1)*n*n : (k+2)*n*n]
+		propagate(tmp, A, segs[k+1].steps, beta[k*n:(k+1)*n], stepB)
+		norm(beta[k*n : (k+1)*n])
+	}
+	for k := range K {
+		for c := range n {
+			gamma[k*n+c] = alpha[k*n+c] * beta[k*n+c]
+		}
+		norm(gamma[k*n : (k+1)*n])
+	}
+	// The untraced contexts' turns taken and passed over, from the expected transitions of
+	// the switches counted once.
+	order := best
+	pos := make([]int, n)
+	for i, c := range order {
+		pos[c] = i
+	}
+	var taken, passed [maxTurnStates]float64
+	xi := make([]float64, n*n)
+	for k := 1; k < K; k++ {
+		if segs[k].steps != 1 {
+			continue
+		}
+		A := As[k*n*n : (k+1)*n*n]
+		var z float64
+		for b := range n {
+			for c := range n {
+				x := alpha[(k-1)*n+b] * A[b*n+c] * em[k*n+c] * beta[k*n+c]
+				xi[b*n+c] = x
+				z += x
+			}
+		}
+		if z <= 0 {
+			continue
+		}
+		for b := range n {
+			for c := range n {
+				x := xi[b*n+c] / z
+				if x < 1e-4 || b == c {
+					continue
+				}
+				taken[c] += x
+				for j := pos[b] + 1; order[j%n] != c; j++ {
+					passed[order[j%n]] += x
+				}
+			}
+		}
+	}
+	for c, ctx := range sc.tCtx {
+		if ctx.key.kind == ctxUntraced || ctx.key.kind == ctxMPS && len(ctx.slots) == 0 {
+			r := st.rho[ctx.key]
+			st.rho[ctx.key] = [2]float64{r[0]*decay + taken[c], r[1]*decay + passed[c]}
+		}
+	}
+	// How often each context's turns hold one of its record edges (the emission's q).
+	for c, ctx := range sc.tCtx {
+		if ctx.key.kind == ctxUntraced || (ctx.key.kind == ctxMPS && len(ctx.slots) == 0) {
+			continue
+		}
+		q := st.q[ctx.key]
+		q[0] *= decay
+		q[1] *= decay
+		for k := range K {
+			if busy[k] && ev[k*n+c].cov > 0 {
+				g := gamma[k*n+c]
+				q[1] += g
+				if ev[k*n+c].edge {
+					q[0] += g
+				}
+			}
+		}
+		st.q[ctx.key] = q
+	}
+	st.keys, st.alpha = st.keys[:0], st.alpha[:0]
+	for c, ctx := range sc.tCtx {
+		st.keys = append(st.keys, ctx.key)
+		st.alpha = append(st.alpha, alpha[(K-1)*n+c])
+	}
+
+	// Each sample's owner distribution: its segment's; a sample that holds switches averages
+	// the owners of the turns that pass in it (given the segments on both sides).
+	sc.tOwn = grow(sc.tOwn, len(chunk)*n)
+	sc.tUnc = grow(sc.tUnc, len(chunk))
+	doubt := func(k int) float64 { return 1 - slices.Max(gamma[k*n:(k+1)*n]) }
+	next := 0 // the first segment after sample s
+	turn := make([]float64, n)
+	for s := range chunk {
+		row := sc.tOwn[s*n : (s+1)*n]
+		sc.tHas = append(sc.tHas, true)
+		if k := sc.tSeg[s]; k >= 0 {
+			copy(row, gamma[int(k)*n:int(k+1)*n])
+			sc.tUnc[s] = doubt(int(k))
+			next = int(k) + 1
+			continue
+		}
+		if math.IsNaN(a.switchCycles(chunk[s])) {
+			sc.tHas[s] = false
+			continue
+		}
+		before := prior
+		if next > 0 {
+			before = gamma[(next-1)*n : next*n]
+		}
+		var after, A []float64
+		m := max(st.pending+switchCount(st.marker), 1) // the run's switches, as far as the chunk goes
+		if next < K {
+			after, m, A = gamma[next*n:(next+1)*n], max(segs[next].steps, 1), As[next*n*n:(next+1)*n*n]
+		} else {
+			A = As[(K-1)*n*n : K*n*n]
+		}
+		switch {
+		case next > 0 && next < K:
+			sc.tUnc[s] = max(doubt(next-1), doubt(next))
+		case next > 0:
+			sc.tUnc[s] = doubt(next - 1)
+		default:
+			sc.tUnc[s] = doubt(0)
+		}
+		first := min(m, int(sc.tCum[2*s]/ctxswPerSwitch))
+		last := min(m, max(first+1, int(math.Round(sc.tCum[2*s+1]/ctxswPerSwitch))))
+		clear(row)
+		for i := first; i <= last; i++ {
+			copy(turn, before)
+			for range min(i, 2*n) {
+				stepF(turn, A, tmp2)
+				copy(turn, tmp2)
+			}
+			if after != nil {
+				copy(tmp, after)
+				for range min(m-i, 2*n) {
+					stepB(tmp, A, tmp2)
+					copy(tmp, tmp2)
+				}
+				for c := range n {
+					turn[c] *= tmp[c]
+				}
+			}
+			norm(turn)
+			for c := range n {
+				row[c] += turn[c] / float64(last-first+1)
+			}
+		}
+	}
+	if turnsHook != nil {
+		turnsHook(chunk, sc.tCtx, sc.tOwn, sc.tHas)
+	}
+	return true
+}
+
+// switchCount is the likeliest number of switches in a run of switch samples holding cycles
+// (at least one for a run: measured on an H100, run BB, one switch costs 150,000-320,000
+// cycles, two 350,000-550,000, three 600,000-700,000).
+func switchCount(cycles float64) int {
+	if cycles <= 0 {
+		return 0
+	}
+	return max(1, int(math.Round(cycles/ctxswPerSwitch)))
+}
+
+// propagate moves an owner distribution p across the steps switches before a segment; step
+// is one switch's move (forward or backward through A). (Counting the switches of a run
+// with odds, each switch's cycles give or take 35,000-60,000, explained the H100 recordings
+// of run BB worse than the likeliest count.)
+func propagate(p, A []float64, steps int, out []float64, step func(p, A, out []float64)) {
+	n := len(p)
+	cur, nxt := make([]float64, n), make([]float64, n)
+	copy(cur, p)
+	for range min(steps, 2*n) {
+		step(cur, A, nxt)
+		cur, nxt = nxt, cur
+	}
+	copy(out, cur)
+}
+
+// orderKey names a cyclic order of the chunk's contexts by their keys, from the least key
+// on (the same cycle whichever context the chunk lists first).
+func orderKey(ctxs []turnCtx, order []int) string {
+	less := func(x, y ctxKey) bool { return x.kind < y.kind || x.kind == y.kind && x.id < y.id }
+	first := 0
+	for i, c := range order {
+		if less(ctxs[c].key, ctxs[order[first]].key) {
+			first = i
+		}
+	}
+	b := make([]byte, 0, len(order)*9)
+	for j := range order {
+		k := ctxs[order[(first+j)%len(order)]].key
+		b = append(b, k.kind)
+		for i := range 8 {
+			b = append(b, byte(k.id>>(8*i)))
+		}
+	}
+	return string(b)
+}
+
+// permute calls f with every permutation of p (Heap's algorithm; p is reordered).
+func permute(p []int, f func([]int)) {
+	var gen func(k int)
+	gen = func(k int) {
+		if k <= 1 {
+			f(p)
+			return
+		}
+		for i := range k {
+			gen(k - 1)
+			if k%2 == 0 {
+				p[i], p[k-1] = p[k-1], p[i]
+			} else {
+				p[0], p[k-1] = p[k-1], p[0]
+			}
+		}
+	}
+	gen(len(p))
+}
+
+// turnsHook, when set (tests), sees every chunk's owner distributions.
+var turnsHook func(chunk []psample, ctxs []turnCtx, own []float64, has []bool)

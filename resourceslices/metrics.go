@@ -1,0 +1,74 @@
+package resourceslices
+
+import (
+	"time"
+
+	resourcev1 "k8s.io/api/resource/v1"
+
+	"github.com/cupti-exporter/cupti-exporter/mapping"
+)
+
+var (
+	syncedDesc = &mapping.Desc{
+		Name: "cupti_resourceslices_synced", Kind: mapping.KindGauge,
+		Help:     "Whether the cache of this node's ResourceSlices of NVIDIA's DRA driver has been filled from the API server (1) or not yet (0).",
+		OTelName: "cupti.resourceslices.synced", OTelUnit: "1",
+	}
+	devicesDesc = &mapping.Desc{
+		Name: "cupti_resourceslices_devices", Kind: mapping.KindGauge,
+		Help:     "Devices the cached ResourceSlices of NVIDIA's DRA driver list for this node, by type (gpu, mig, other), all generations counted.",
+		OTelName: "cupti.resourceslices.devices", OTelUnit: "{device}", LabelNames: []string{"type"},
+	}
+	watchErrorsDesc = &mapping.Desc{
+		Name: "cupti_resourceslices_watch_errors_total", Kind: mapping.KindCounter,
+		Help: "Failed lists or watches of this node's ResourceSlices, by reason (forbidden: RBAC; not_served: no resource.k8s.io/v1 API; other); " +
+			"the cache keeps its last state and retries.",
+		OTelName: "cupti.resourceslices.watch.errors", OTelUnit: "{error}", LabelNames: []string{"reason"},
+	}
+)
+
+// Descs lists the families Snapshot emits.
+func Descs() []*mapping.Desc {
+	return []*mapping.Desc{syncedDesc, devicesDesc, watchErrorsDesc}
+}
+
+// deviceTypes are the values of the type label: what the driver publishes, folded.
+var deviceTypes = []string{"gpu", typeMIG, "other"}
+
+// Snapshot returns the informer's self-metrics. It never blocks on the API server.
+func (i *Informer) Snapshot() *mapping.Snapshot {
+	synced := 0.0
+	if i.informer.HasSynced() {
+		synced = 1
+	}
+	byType := map[string]int{}
+	for _, o := range i.informer.GetStore().List() {
+		s, ok := o.(*resourcev1.ResourceSlice)
+		if !ok {
+			continue
+		}
+		for _, d := range s.Spec.Devices {
+			t := stringAttr(d, attrType)
+			if t != "gpu" && t != typeMIG {
+				t = "other"
+			}
+			byType[t]++
+		}
+	}
+	devices := make([]mapping.Sample, len(deviceTypes))
+	for k, t := range deviceTypes {
+		devices[k] = mapping.Sample{LabelValues: []string{t}, Value: float64(byType[t])}
+	}
+	errs := make([]mapping.Sample, len(errorReasons))
+	for k, r := range errorReasons {
+		errs[k] = mapping.Sample{LabelValues: []string{r}, Value: float64(i.watchErrors[k].Load()), Start: i.start}
+	}
+	return &mapping.Snapshot{
+		Time: time.Now(),
+		Families: []mapping.Family{
+			{Desc: syncedDesc, Samples: []mapping.Sample{{Value: synced}}},
+			{Desc: devicesDesc, Samples: devices},
+			{Desc: watchErrorsDesc, Samples: errs},
+		},
+	}
+}

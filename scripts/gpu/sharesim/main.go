@@ -1,0 +1,201 @@
+// Command sharesim attributes a recording offline through the attribution join, on the
+// recording's own clock (each frame at the time it was written, so presence and watermarks
+// are where they were live, at any speed), optionally hiding the activity connections of some
+// pods so that processes traced while recording count as untraced (they stay in NVML's
+// process lists, as an untraced process does). It prints the attribution's families and the
+// device's DRAM read total as Prometheus text, which scripts/gpu/attrib_share_check.py reads
+// like a scrape (issue 31: scripts/gpu/share_offline.sh runs every case of stage
+// attrib_share_record's recordings).
+//
+//	go run ./scripts/gpu/sharesim [-hide pod,pod] [-estimator rate] REC[.gz] > metrics.txt
+package main
+
+import (
+	"bufio"
+	"compress/gzip"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/cupti-exporter/cupti-exporter/activity"
+	"github.com/cupti-exporter/cupti-exporter/attribution"
+	"github.com/cupti-exporter/cupti-exporter/mapping"
+	"github.com/cupti-exporter/cupti-exporter/pmsample"
+	"github.com/cupti-exporter/cupti-exporter/recording"
+)
+
+func main() {
+	hide := flag.String("hide", "", "comma-separated pods whose connections are dropped (their processes replay as untraced)")
+	est := flag.String("estimator", attribution.DefaultEstimator, "attribution estimator")
+	flag.Parse()
+	if flag.NArg() != 1 {
+		fmt.Fprintln(os.Stderr, "usage: sharesim [-hide pod,pod] [-estimator rate] REC[.gz]")
+		os.Exit(2)
+	}
+	hidden := map[string]bool{}
+	for _, p := range strings.Split(*hide, ",") {
+		if p != "" {
+			hidden[p] = true
+		}
+	}
+	if err := run(flag.Arg(0), hidden, *est, os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "sharesim:", err)
+		os.Exit(1)
+	}
+}
+
+func open(path string) (io.ReadCloser, error) {
+	f, err := os.Open(path)
+	if err != nil || !strings.HasSuffix(path, ".gz") {
+		return f, err
+	}
+	z, err := gzip.NewReader(f)
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return struct {
+		io.Reader
+		io.Closer
+	}{z, f}, nil
+}
+
+func run(path string, hidden map[string]bool, est string, w io.Writer) error {
+	f, err := open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	rd, err := recording.NewReader(bufio.NewReaderSize(f, 1<<20))
+	if err != nil {
+		return err
+	}
+	m, err := mapping.New()
+	if err != nil {
+		return err
+	}
+	var (
+		clock    time.Time
+		devices  []pmsample.Device
+		attr     *attribution.Attributor
+		agg      *activity.Aggregator
+		procs    = map[uint64]*activity.Process{}
+		dramRead = map[int]float64{}
+	)
+	now := func() time.Time { return clock }
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	for {
+		ev, err := rd.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return err
+		}
+		clock = time.Unix(0, int64(ev.Time))
+		switch ev.Type {
+		case recording.FrameDevices:
+			devices = ev.Devices
+		case recording.FrameCatalog:
+			attr, err = attribution.New(devices, ev.Catalog, m, logger, attribution.WithClock(now), attribution.WithEstimator(est),
+				attribution.WithKernelFamilies(nil), attribution.WithPodFamilies(nil))
+			if err != nil {
+				return err
+			}
+			agg = activity.NewAggregator(activity.WithGPUResolver(func(uuid string) (string, bool) {
+				for _, d := range devices {
+					if strings.EqualFold(d.UUID, uuid) {
+						return strconv.Itoa(d.Index), true
+					}
+				}
+				return "", false
+			}), activity.WithListener(attr), activity.WithTrustHelloPods(true)) // as the live stage runs (--activity.trust-hello-pods)
+		case recording.FrameBatch:
+			if attr == nil {
+				return errors.New("a PM batch before the catalog")
+			}
+			for j, name := range ev.Batch.Metrics {
+				if name == "dram__bytes_read.sum" {
+					for _, s := range ev.Batch.Samples {
+						dramRead[ev.Batch.Device] += s.Values[j]
+					}
+				}
+			}
+			attr.AddBatch(*ev.Batch)
+		case recording.FrameHello:
+			if hidden[ev.Process.Process.Pod] {
+				continue
+			}
+			p := *ev.Process.Process
+			procs[ev.Process.Conn] = &p
+			agg.Connect(&p)
+		case recording.FrameActivity:
+			if p := procs[ev.Activity.Conn]; p != nil {
+				agg.Add(p, ev.Activity.Records)
+			}
+		case recording.FrameCoverage:
+			if p := procs[ev.Coverage.Conn]; p != nil {
+				agg.Coverage(p, ev.Coverage.Spans)
+			}
+		case recording.FrameGoodbye:
+			if p := procs[ev.Process.Conn]; p != nil {
+				agg.Disconnect(p)
+				delete(procs, ev.Process.Conn)
+			}
+		case recording.FrameProcesses:
+			if attr != nil {
+				attr.ObserveProcesses(observation(*ev.Procs))
+			}
+		}
+	}
+	if attr == nil {
+		return errors.New("no catalog in the recording")
+	}
+	clock = clock.Add(time.Minute)
+	attr.Flush()
+	return write(w, attr.Snapshot(), dramRead)
+}
+
+// observation is a recorded processes frame as the binary hands it to the join.
+func observation(e recording.ProcessesEvent) attribution.ProcessObservation {
+	o := attribution.ProcessObservation{GPU: e.GPU, UUID: e.UUID, Start: time.Unix(0, int64(e.Start)), End: time.Unix(0, int64(e.End)), Shares: e.Shares, MIG: e.MIG}
+	for _, q := range e.Processes {
+		share := math.NaN()
+		if q.SMShare != nil {
+			share = *q.SMShare
+		}
+		o.Processes = append(o.Processes, attribution.ObservedProcess{PID: q.PID, SMShare: share, Namespace: q.Namespace,
+			Pod: q.Pod, Container: q.Container, MPS: q.MPS})
+	}
+	return o
+}
+
+func write(w io.Writer, snap *mapping.Snapshot, dramRead map[int]float64) error {
+	bw := bufio.NewWriter(w)
+	for dev, v := range dramRead {
+		fmt.Fprintf(bw, "cupti_dram_read_bytes_total{gpu=\"%d\"} %g\n", dev, v)
+	}
+	var lines []string
+	for _, f := range snap.Families {
+		for _, s := range f.Samples {
+			var l []string
+			for i, n := range f.Desc.LabelNames {
+				l = append(l, fmt.Sprintf("%s=%q", n, s.LabelValues[i]))
+			}
+			lines = append(lines, fmt.Sprintf("%s{%s} %g", f.Desc.Name, strings.Join(l, ","), s.Value))
+		}
+	}
+	sort.Strings(lines)
+	for _, l := range lines {
+		fmt.Fprintln(bw, l)
+	}
+	return bw.Flush()
+}
