@@ -104,6 +104,8 @@ def summary(path, log, slow="strag-1"):
                 elif not on:
                     first = None
             line += f"; {slow} named from {first - start:.0f} s after the slowdown" if first else f"; {slow} never named for good"
+            pend = min((float(r["t"]) for r in ph if r["pod"] == slow and r["alert"]), default=None)
+            line += f"; CuptiTrainingStraggler on {slow} from {pend - start:.0f} s (pending; firing after the rule's for:)" if pend else "; no alert"
         wrong = sorted({r["pod"] for r in ph if r["straggler"] and r["pod"] != slow})
         if wrong:
             line += f"; WRONG RANK NAMED {wrong}"
