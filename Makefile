@@ -12,7 +12,7 @@ LDFLAGS := -X $(VERSION_PKG).Version=$(VERSION) -X $(VERSION_PKG).Revision=$(REV
 	-X $(VERSION_PKG).Branch=$(BRANCH) -X $(VERSION_PKG).BuildUser=$(shell id -un 2>/dev/null)@$(shell hostname 2>/dev/null) \
 	-X $(VERSION_PKG).BuildDate=$(shell date -u +%Y%m%d-%H:%M:%S)
 
-.PHONY: all build test demo docs chart-dashboards synthetic synthetic-node otelcol image clean
+.PHONY: all build test demo docs chart-dashboards synthetic synthetic-node synthetic-training otelcol image clean
 
 all: build
 
@@ -44,6 +44,10 @@ synthetic:
 # The busy node of the sizing guide (docs/sizing.md): 8 GPUs, 30 traced pods, 5,000 kernel names.
 synthetic-node:
 	$(GO) run ./recording/internal/gensynthetic -o node.cuptirec -gpus 8 -pods 30 -kernel-names 5000
+
+# Two training jobs of two ranks on four GPUs, one rank of "pretrain" 30 % slower (docs/training.md).
+synthetic-training:
+	$(GO) run ./recording/internal/gensynthetic -o training.cuptirec -training
 
 # The OpenTelemetry Collector the e2e test pushes to (built once, cached; prints its path).
 otelcol:

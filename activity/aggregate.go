@@ -57,6 +57,8 @@ type Aggregator struct {
 
 	tracedSeconds, lossySeconds float64 // coverage reported by processes
 
+	split splitState // the per-pod time split (timesplit.go)
+
 	snapMu  sync.Mutex // serialises rebuilds
 	snap    atomic.Pointer[mapping.Snapshot]
 	snapGen atomic.Uint64
@@ -99,6 +101,7 @@ type procState struct {
 	podPending  bool      // the resolver answered PodPending: ask again at podRetry
 	podRetry    time.Time
 	podDeadline time.Time // give up then (counted as timed_out)
+	tl          *timeline // the time split's records and spans (timesplit.go)
 }
 
 // senderID names a process across reconnects: its sender-side drop counters are
@@ -271,6 +274,7 @@ func (a *Aggregator) gpuLabel(uuid string, ordinal int) string {
 // Disconnect marks a process gone (goodbye or end of its connection). Its per-pod series
 // stay for the series TTL.
 func (a *Aggregator) Disconnect(p *Process) {
+	a.finishSplit(p)
 	a.mu.Lock()
 	known := a.disconnectLocked(p)
 	a.mu.Unlock()
@@ -374,6 +378,7 @@ func (a *Aggregator) Add(p *Process, recs []Record) {
 			a.dropped["unknown_kind"]++
 			continue
 		}
+		a.observeSplitLocked(ps, r, (*shorts)[i])
 		a.records[r.Kind]++
 	}
 	a.namesFull.Store(len(a.kernels.byMangled) >= maxTrackedNames)

@@ -215,6 +215,9 @@ type podSeries struct {
 	h           *histogram
 	start, last time.Time
 	refs        int // connected processes caching this series
+
+	split    [numSplitStates]float64 // the time split (timesplit.go), seconds by state
+	hasSplit bool
 }
 
 func (s *podSeries) observe(dur float64) {

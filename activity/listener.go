@@ -66,6 +66,7 @@ func (a *Aggregator) Coverage(p *Process, spans []Interval) {
 	a.tracedSeconds += traced
 	a.lossySeconds += lossy
 	a.mu.Unlock()
+	a.splitCoverage(p, spans, false)
 	a.gen.Add(1)
 	for _, l := range a.cfg.listeners {
 		l.Coverage(p, spans)

@@ -88,6 +88,7 @@ func (a *Aggregator) buildLocked() *mapping.Snapshot {
 	fs = a.kernels.families(fs)
 	fs = a.podFamilies(fs)
 	fs = a.memFamilies(fs)
+	fs = a.splitFamilies(fs)
 
 	rec := mapping.Family{Desc: recordsDesc}
 	for _, k := range []Kind{KindKernel, KindMemcpy, KindMemset} {
@@ -155,5 +156,6 @@ func Descs() []*mapping.Desc {
 		recordsDesc, droppedDesc, processesDesc, connectionsDesc, connDroppedDesc, tracedDesc,
 		memoryDesc, memoryBudgetDesc, socketRecreatedDesc,
 		podResolutionsDesc, identitiesDesc, refusedClaimsDesc, foldedDesc, namesNotDemangledDesc, deviceEvictionsDesc,
+		podTimeDesc, splitDroppedDesc,
 	}
 }

@@ -50,6 +50,10 @@ const (
 	e2eDeadline  = 120 * time.Second
 )
 
+// rulesTrainingTest's input series are checked as rulesTest's (kube_pod_labels against the
+// kube-state-metrics stand-in of training_e2e_test.go).
+const rulesTrainingTest = "../helm/cupti-exporter/tests/rules_training_test.yaml"
+
 // What Grafana's built-in variables become: Grafana's $__rate_interval with a 1 s scrape
 // interval is 4 s; a little more keeps rates from flickering empty between scrapes.
 var grafanaBuiltins = map[string]string{"__rate_interval": "10s", "__interval": "1s", "__range": "1m"}
@@ -81,6 +85,8 @@ type replay struct {
 	gpus   int
 	only   []string        // if set, only these dashboards are evaluated against it
 	panels map[string]bool // if set, only the panels of these titles (and no variable) are judged
+
+	target map[string]string // if set, its target labels instead of operatorLabels (not an exporter)
 }
 
 // server is one Prometheus.
@@ -107,6 +113,7 @@ func TestPrometheusEndToEnd(t *testing.T) {
 	standins := []replay{{name: "health", addr: serveHealth(t), only: []string{"fleet-overview.json", "gpu-detail.json"}, panels: xidPanels},
 		{name: "live", addr: serveLive(t), only: []string{"fleet-overview.json", "gpu-detail.json"}, panels: livePanels},
 		{name: "gpm", addr: serveGPM(t), only: []string{"fleet-overview.json", "gpu-detail.json"}, panels: gpmPanels}}
+	standins = append(standins, trainingReplays(t, dir, bin)...) // training_e2e_test.go
 	replays := append([]replay{{name: "demo", addr: testutil.FreeAddr(t), gpus: 1}, {name: "synthetic", addr: testutil.FreeAddr(t), gpus: 2}}, standins...)
 	// The synthetic recording lasts 60 s (idle, matmul, copies, tiny kernels, idle): at 4x
 	// every phase, copies included, is seen within 15 s.
@@ -175,6 +182,7 @@ func TestPrometheusEndToEnd(t *testing.T) {
 			problems = append(problems, checkValues(s, replays)...)
 			problems = append(problems, checkLive(s, replays, dashQs)...)
 			problems = append(problems, checkGPM(s, replays)...)
+			problems = append(problems, checkTraining(s, replays)...)
 		}
 		for i := range expected {
 			if !used[&expected[i]] {
@@ -252,7 +260,11 @@ func promConfig(replays []replay, rulesFile string) []byte {
 	}
 	var sc []staticConfig
 	for _, r := range replays {
-		sc = append(sc, staticConfig{Targets: []string{r.addr}, Labels: operatorLabels("gpu-cupti-exporter-" + r.name)})
+		ls := operatorLabels("gpu-cupti-exporter-" + r.name)
+		if r.target != nil {
+			ls = r.target
+		}
+		sc = append(sc, staticConfig{Targets: []string{r.addr}, Labels: ls})
 	}
 	cfg := map[string]any{
 		"global":     map[string]any{"scrape_interval": "1s", "scrape_timeout": "1s", "evaluation_interval": "1s"},
@@ -606,7 +618,9 @@ func recordedSeries(t *testing.T) []promQuery {
 
 // expectedAlerts are the alerts the stand-ins raise by design, by the replay whose instance
 // they name: the health stand-in's GPU 7 raises XID 79 and falls off the bus (serveHealth).
-var expectedAlerts = map[string]string{"CuptiGPUXidResetRequired": "health", "CuptiGPULost": "health"}
+// The training replay's slowed rank raises CuptiTrainingStraggler (pending: its for is longer
+// than the check; checkTraining checks whom it names).
+var expectedAlerts = map[string]string{"CuptiGPUXidResetRequired": "health", "CuptiGPULost": "health", "CuptiTrainingStraggler": "training"}
 
 // loadAlerts are alerts a replay may raise when this machine is loaded, by alert: the replay
 // and the reason label. The live stand-in's fake decodes run on the CI machine's CPUs, and a
@@ -763,6 +777,16 @@ var liveOnlyFamilies = map[string]struct {
 // checkRuleTestLabels compares each input series of rules_test.yaml with the series
 // Prometheus stored from the replays.
 func checkRuleTestLabels(t *testing.T, servers []server) []string {
+	t.Helper()
+	var problems []string
+	for _, f := range []string{rulesTest, rulesTrainingTest} {
+		problems = append(problems, checkRuleTestFileLabels(t, servers, f)...)
+	}
+	return problems
+}
+
+// checkRuleTestFileLabels checks the input series of one promtool test file.
+func checkRuleTestFileLabels(t *testing.T, servers []server, rulesTest string) []string {
 	t.Helper()
 	raw, err := os.ReadFile(rulesTest)
 	if err != nil {

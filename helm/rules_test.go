@@ -37,7 +37,7 @@ var alertSeverities = []struct{ alert, severity string }{
 	{"CuptiPageableCopies", "info"}, {"CuptiGPUXidResetRequired", "critical"}, {"CuptiGPUXidError", "warning"},
 	{"CuptiGPUUncorrectableECC", "critical"}, {"CuptiGPURowRemapPending", "warning"}, {"CuptiGPURowRemapFailed", "critical"},
 	{"CuptiGPULost", "critical"}, {"CuptiGPUThermalThrottling", "warning"}, {"CuptiGPUPowerThrottling", "info"},
-	{"CuptiPodResourcesDown", "warning"},
+	{"CuptiPodResourcesDown", "warning"}, {"CuptiTrainingStraggler", "warning"},
 }
 
 // alertTemplateFuncs stubs the functions Prometheus offers alert templates, so the

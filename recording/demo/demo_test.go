@@ -111,8 +111,12 @@ func TestGenerateNode(t *testing.T) {
 	if err := r.Run(context.Background(), func(pmsample.Batch) {}); err != nil {
 		t.Fatal(err)
 	}
-	if len(sink.pods) != 5 || len(sink.names) != 40 || sink.coverage == 0 {
-		t.Errorf("%d pods, %d kernel names, %d coverage spans; want 5, 40 and some", len(sink.pods), len(sink.names), sink.coverage)
+	colls := map[string]bool{} // every pod's collective kernel, the 5 pods use 4 names
+	for p := range 5 {
+		colls[nodeCollectives[p%len(nodeCollectives)]] = true
+	}
+	if len(sink.pods) != 5 || len(sink.names) != 40+len(colls) || sink.coverage == 0 {
+		t.Errorf("%d pods, %d kernel names, %d coverage spans; want 5, 40 + %d collectives and some", len(sink.pods), len(sink.names), sink.coverage, len(colls))
 	}
 	if _, err := (NodeSpec{GPUs: 0}).withDefaults(); err == nil {
 		t.Error("a node of no GPU was accepted")

@@ -16,8 +16,9 @@ import (
 // NodeSpec shapes a generated recording of one node: GPUs of which the first
 // min(Pods, GPUs) run work, Pods traced processes (one per pod) spread over the GPUs
 // round-robin, each launching kernels whose names come from KernelNames distinct names
-// (a few popular ones and a long tail, every name launched at least once), with copies,
-// fills and coverage spans, and the GPUs' NVML health every second. It is the fleet-sizing
+// (a few popular ones and a long tail, every name launched at least once) and one
+// collective-communication kernel a batch (nodeCollectives), with copies, fills and coverage
+// spans, and the GPUs' NVML health every second. It is the fleet-sizing
 // workload: docs/sizing.md counts the series a node of this shape serves.
 type NodeSpec struct {
 	GPUs        int
@@ -166,7 +167,7 @@ func GenerateNode(w io.Writer, tsv string, spec NodeSpec) error {
 		}
 		if busy(t) {
 			for p := 0; p < spec.Pods; p++ {
-				recs := nodeActivity(rng, zipf, names, synthStart+t, spec.KernelsPerBatch)
+				recs := nodeActivity(rng, zipf, names, nodeCollectives[p%len(nodeCollectives)], synthStart+t, spec.KernelsPerBatch)
 				conn := uint64(p + 1)
 				if err := rw.WriteActivity(at, recording.ActivityBatch{Conn: conn, Records: recs}); err != nil {
 					return err
@@ -191,11 +192,21 @@ func GenerateNode(w io.Writer, tsv string, spec NodeSpec) error {
 	return rw.Close(synthStart + duration)
 }
 
+// nodeCollectives are the collective-communication kernels of the node's pods, mostly NCCL's,
+// mangled as CUPTI reports them (activity.CollectiveLibrary recognises them).
+var nodeCollectives = []string{
+	"_Z40ncclDevKernel_AllReduce_Sum_bf16_RING_LL24ncclDevKernelArgsStorageILm4096EE",
+	"_Z31ncclDevKernel_AllGather_RING_LL24ncclDevKernelArgsStorageILm4096EE",
+	"_Z40ncclDevKernel_AllReduce_Sum_bf16_RING_LL24ncclDevKernelArgsStorageILm4096EE",
+	"_ZN7deep_ep9intranode8dispatchILi8ELi768ELi8192EEEvP4int4PfPiPlS3_S4_S4_PKS1_PKfPKlS9_PKbPKiiiiiiiiii",
+	"_ZN4vllm26cross_device_reduce_1stageI13__nv_bfloat16Li8EEEvPNS_8RankDataENS_11RankSignalsEPNS_6SignalEPT_ii",
+}
+
 // nodeActivity is one pod's records of the batch that starts at start: n kernels one after
 // the other (20 µs to 5 ms; names 80 % from the popular head, 20 % uniform over all of
-// them), two copies and a fill.
-func nodeActivity(rng *rand.Rand, zipf *rand.Zipf, names []string, start uint64, n int) []activity.Record {
-	recs := make([]activity.Record, 0, n+3)
+// them), then the collective kernel comm (0.5 to 4 ms), two copies and a fill.
+func nodeActivity(rng *rand.Rand, zipf *rand.Zipf, names []string, comm string, start uint64, n int) []activity.Record {
+	recs := make([]activity.Record, 0, n+4)
 	at := start
 	for i := 0; i < n; i++ {
 		k := 0
@@ -210,6 +221,7 @@ func nodeActivity(rng *rand.Rand, zipf *rand.Zipf, names []string, start uint64,
 		recs = append(recs, activity.Record{Kind: activity.KindKernel, Stream: 7, Start: at, End: at + d, Name: names[k]})
 		at += d + 1e3
 	}
+	recs = append(recs, activity.Record{Kind: activity.KindKernel, Stream: 9, Start: at, End: at + uint64(0.5e6+3.5e6*rng.Float64()), Name: comm})
 	recs = append(recs,
 		activity.Record{Kind: activity.KindMemcpy, Stream: 8, Start: start, End: start + 2e6, Bytes: 64 << 20,
 			CopyKind: 1, SrcKind: 2, DstKind: 3},

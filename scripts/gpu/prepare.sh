@@ -18,6 +18,11 @@ make -s -C activity/inject
 cp activity/inject/build/libcupti_exporter_inject.so .gpu/
 probes=${PROBES:-../shared/probes}
 [ -d .gpu/probes ] || cp -r "$probes" .gpu/probes
+# The straggler stages (stages_straggler.sh): the chart's alert and recording rules as a rules file,
+# and Debian's Prometheus (the GPU machine has none; 14 MB gzipped) when this machine has it.
+CUPTI_RULES_OUT="$PWD/.gpu/rules.yaml" go test -count=1 -run '^TestWriteRulesFile$' ./helm/ > /dev/null
+rm -f .gpu/rules-otlp.yaml
+if command -v prometheus > /dev/null; then cp "$(command -v prometheus)" .gpu/prometheus; gzip -f .gpu/prometheus; fi
 # A device call carries at most 64 MiB: the binaries travel gzipped; validate.sh unpacks them.
 gzip -f .gpu/gpmprobe .gpu/wakeprobe .gpu/cupti-exporter .gpu/cupti.test .gpu/pmsample.test
 ls -l .gpu
