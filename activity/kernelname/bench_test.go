@@ -20,6 +20,18 @@ func BenchmarkCheckedWorst(b *testing.B) {
 	}
 }
 
+// The costliest pack expansion check admits (worstPackAdmitted), and PyTorch's torch.randn
+// kernel, whose copy count (1,152) the bound once refused. check's doc cites these figures.
+func BenchmarkCheckedPack(b *testing.B) {
+	b.Run("pack", func(b *testing.B) {
+		s := worstPackAdmitted()
+		loopCPU(b, func() { Short(s) })
+	})
+	b.Run("randn", func(b *testing.B) {
+		loopCPU(b, func() { Short(randnKernel) })
+	})
+}
+
 // check alone, on a 1 KiB name: what a refused name costs.
 func BenchmarkCheck(b *testing.B) {
 	s := hostileShapes[0].make(160)[:1024]

@@ -31,6 +31,14 @@ func FuzzShort(f *testing.F) {
 	for _, runs := range []int{2, 4} {
 		f.Add(worstAdmitted(runs, 500))
 	}
+	f.Add(worstPackAdmitted())
+	if b, err := os.ReadFile("testdata/realnames.txt"); err == nil {
+		for _, name := range strings.Split(string(b), "\n") {
+			if !strings.HasPrefix(name, "#") {
+				f.Add(name)
+			}
+		}
+	}
 	if file, err := os.Open("testdata/kernelnames.tsv"); err == nil {
 		sc := bufio.NewScanner(file)
 		sc.Buffer(nil, 1<<20)

@@ -8,7 +8,7 @@ const (
 	TooLong        = "too_long"        // over 1 KiB
 	CastOperators  = "cast_operators"  // more than one possible conversion operator ("cv")
 	TemplateCopies = "template_copies" // substitutions copying template parameters
-	PackExpansions = "pack_expansions" // a pack expansion that a template parameter can expand
+	PackExpansions = "pack_expansions" // pack expansions whose copies could pass maxPackWork
 	LocalNames     = "local_names"     // nested local names or lambdas
 	Substitutions  = "substitutions"   // more substitution references than realistic names have
 	Nesting        = "nesting"         // nesting or pointer chains deeper than realistic names
@@ -25,7 +25,10 @@ var Reasons = []string{TooLong, CastOperators, TemplateCopies, PackExpansions, L
 // cuSPARSE, FlashAttention, vLLM, AMReX) have at most 5 'Z', 4 "Ul", no "cv", a copy growth
 // of 12, a nesting of 16, runs of 2 qualifiers and 13 in all, chains of 5 names and a
 // substitution every 10 bytes; of the 29,907 mangled names of LLVM's demangler tests
-// (general C++), check admits all but 57.
+// (general C++), check admits all but 57. testdata/realnames.txt (325 kernel names from
+// public profiler output, PyTorch's random, AMP, fused-optimizer and foreach kernels among
+// them) has copy growths up to 62,208 by copyTargets' count and pack work up to 20,300:
+// all but 4 are admitted (3 over 1 KiB, one growth of 62,208).
 const (
 	maxDemangleLen    = 1024
 	maxCasts          = 1
@@ -36,6 +39,7 @@ const (
 	maxQualifiers     = 64
 	maxNameChain      = 128
 	minBytesPerSubstn = 8
+	maxPackWork       = 32768
 )
 
 // check reads a mangled name once and returns "" when it may be demangled, else the
@@ -57,12 +61,20 @@ const (
 //     CPU at 160 bytes, doubling every 10. Copies make new nodes only once a template
 //     parameter was read, and an entry holds no copy made after it, so the references read
 //     after the first template parameter grow the tree at most prod(1 + references to t)
-//     times over their targets t (copyTargets): at most 16.
+//     times over their targets t (copyTargets): at most 4,096. The count takes every
+//     reference after the first template parameter as a copy, though most copy nothing
+//     (their targets hold none): PyTorch's torch.randn kernel counts 1,152 and demangles in
+//     0.4 ms; the doubling shape above at 3^7 costs 0.04-0.4 ms, at 3^12 33 ms.
 //   - Pack expansions (Dp, and sp in an expression) are expanded in simplify once per
 //     argument of their pack, copying their pattern each time: a 256-byte name took 14 ms,
-//     1 KiB 0.3 s. A pack is found only through a template parameter, and sp is read only
-//     in an expression, which only X, Q, A, Dt, DT, DO, DB, DU or Dv can start: a name
-//     with both a possible expansion and a template parameter is refused.
+//     1 KiB 0.3 s. A pack is found only through a template parameter, its arguments are
+//     written between J and E (at most the bytes after the first J), and sp is read only
+//     in an expression, which only X, Q, A, Dt, DT, DO, DB, DU or Dv can start. Their cost
+//     grows with the arguments times the arguments and the pattern: a name with a possible
+//     expansion and a template parameter is refused when packWork passes maxPackWork. The
+//     costliest pack shape admitted (176 ints expanded over T_, worstPackAdmitted) takes
+//     about 3 ms; PyTorch's AMP and foreach kernels ("DpT1_" after a pack of lambdas) count
+//     up to 20,300.
 //   - The rest is at most quadratic in the length: each substitution reference and each
 //     local name's encoding walks the tree once, and printing compares every node with the
 //     nodes it is nested in, for at most 4 KiB of output. At most 1 KiB, at most 8 local
@@ -86,6 +98,9 @@ func check(name string) string {
 	param := false      // a template parameter was read
 	expression := false // an expression may have started
 	pack := false       // a pack expansion may have been read
+	firstJ := -1        // where the first argument pack may start
+	firstPack := -1     // where the first pack expansion may start
+	refAfterPack := false
 	for i := 0; i < len(name); i++ {
 		c := name[i]
 		var next byte
@@ -108,6 +123,7 @@ func check(name string) string {
 			if id, end, ok := seqID(name, i+1); ok {
 				refs++
 				refEnd = end
+				refAfterPack = refAfterPack || firstPack >= 0
 				if param && !copies.add(id) {
 					return TemplateCopies
 				}
@@ -116,12 +132,22 @@ func check(name string) string {
 			switch next {
 			case 'p':
 				pack = true
+				if firstPack < 0 {
+					firstPack = i
+				}
 			case 't', 'T', 'O', 'B', 'U', 'v':
 				expression = true
 			}
 		case 's':
 			if next == 'p' && expression {
 				pack = true
+				if firstPack < 0 {
+					firstPack = i
+				}
+			}
+		case 'J':
+			if firstJ < 0 {
+				firstJ = i
 			}
 		case 'X', 'Q', 'A':
 			expression = true
@@ -151,7 +177,7 @@ func check(name string) string {
 	switch {
 	case casts > maxCasts:
 		return CastOperators
-	case pack && param:
+	case pack && param && packWork(name, firstJ, firstPack, refAfterPack, copies.growth()) > maxPackWork:
 		return PackExpansions
 	case localNames > maxLocalNames || lambdas > maxLambdas:
 		return LocalNames
@@ -174,10 +200,10 @@ type copyTargets struct {
 }
 
 // maxCopyGrowth bounds prod(1 + references to t); every target at least doubles it, so
-// there are at most 4 of them.
+// there are at most 12 of them.
 const (
-	maxCopyGrowth  = 16
-	maxCopyTargets = 4
+	maxCopyGrowth  = 4096
+	maxCopyTargets = 12
 )
 
 // add counts a reference to id and reports whether the growth stays within maxCopyGrowth.
@@ -194,11 +220,32 @@ func (c *copyTargets) add(id string) bool {
 		c.n++
 	}
 	c.counts[i]++
-	growth := 1
+	return c.growth() <= maxCopyGrowth
+}
+
+// growth is prod(1 + references to t) over the targets counted so far.
+func (c *copyTargets) growth() int {
+	g := 1
 	for j := range c.n {
-		growth *= 1 + c.counts[j]
+		g *= 1 + c.counts[j]
 	}
-	return growth <= maxCopyGrowth
+	return g
+}
+
+// packWork bounds the work of pack expansions: the arguments of any pack (at most the bytes
+// after the first J; one without a J) times the arguments and the pattern (the bytes after
+// the first expansion, or, when a substitution reference follows it and may name a larger
+// tree, the whole name grown by its copies).
+func packWork(name string, firstJ, firstPack int, refAfterPack bool, growth int) int {
+	args := 1
+	if firstJ >= 0 {
+		args = len(name) - firstJ
+	}
+	pattern := len(name) - firstPack
+	if refAfterPack {
+		pattern = len(name) * growth
+	}
+	return args * (args + pattern)
 }
 
 // seqID reads the sequence ID of a substitution reference whose 'S' is at start-1: the

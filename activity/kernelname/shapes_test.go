@@ -85,3 +85,14 @@ func worstAdmitted(runs, pad int) string {
 	}
 	return s + "Ev"
 }
+
+// worstPackAdmitted is the costliest pack shape check admits: a pack of as many ints as
+// maxPackWork allows, expanded over a template parameter (the pack's work grows with the
+// square of its arguments; a longer pattern takes arguments away).
+func worstPackAdmitted() string {
+	s := "_ZZ1fIJiEEvDpT_E1x"
+	for n := 2; check("_ZZ1fIJ"+strings.Repeat("i", n)+"EEvDpT_E1x") == ""; n++ {
+		s = "_ZZ1fIJ" + strings.Repeat("i", n) + "EEvDpT_E1x"
+	}
+	return s
+}
