@@ -5,7 +5,6 @@ import (
 	"io"
 	"math"
 	"math/rand/v2"
-	"strings"
 	"time"
 
 	"github.com/cupti-exporter/cupti-exporter/activity"
@@ -152,12 +151,7 @@ func GenerateNode(w io.Writer, tsv string, spec NodeSpec) error {
 				smp := pmsample.Sample{Start: synthStart + s, End: synthStart + s + synthInterval, Values: make([]float64, len(metrics))}
 				for i, m := range metrics {
 					v := level(bareBase(m), ph) * load(d.Index) * (1 + 0.05*rng.NormFloat64())
-					if strings.HasSuffix(m, ".sum") {
-						v = math.Round(v * float64(synthInterval) / 1e9)
-					} else {
-						v = math.Min(v, 100)
-					}
-					smp.Values[i] = math.Max(v, 0)
+					smp.Values[i] = sampleValue(m, v)
 				}
 				b.Samples = append(b.Samples, smp)
 			}

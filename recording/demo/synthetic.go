@@ -178,13 +178,7 @@ func Generate(w io.Writer, tsv string) error {
 				load := synthLoad(d.Index)
 				for i, m := range metrics {
 					v := level(bareBase(m), phaseAt(s)) * load * (1 + 0.05*rng.NormFloat64())
-					if strings.HasSuffix(m, ".sum") { // bytes in this sample
-						v *= float64(synthInterval) / 1e9
-						v = math.Round(v)
-					} else {
-						v = math.Min(v, 100)
-					}
-					smp.Values[i] = math.Max(v, 0)
+					smp.Values[i] = sampleValue(m, v)
 				}
 				b.Samples = append(b.Samples, smp)
 			}
@@ -255,4 +249,14 @@ func activityFor(rng *rand.Rand, t uint64) []activity.Record {
 		})
 	}
 	return recs
+}
+
+// sampleValue turns a metric's generated level into what one PM sample holds: a counter
+// (".sum") the whole count of one sample interval at that rate per second, a ratio or
+// percentage at most 100; never below zero.
+func sampleValue(metric string, level float64) float64 {
+	if strings.HasSuffix(metric, ".sum") {
+		return max(math.Round(level*float64(synthInterval)/1e9), 0)
+	}
+	return max(math.Min(level, 100), 0)
 }

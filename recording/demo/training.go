@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"fmt"
 	"io"
-	"math"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -284,12 +283,7 @@ func GenerateTraining(w io.Writer, tsv string, spec TrainingSpec) error {
 						v += f * trainLevel(bareBase(m), pmState(st))
 					}
 					v *= 1 + 0.03*rng.NormFloat64()
-					if strings.HasSuffix(m, ".sum") {
-						v = math.Round(v * float64(synthInterval) / 1e9)
-					} else {
-						v = math.Min(v, 100)
-					}
-					smp.Values[i] = math.Max(v, 0)
+					smp.Values[i] = sampleValue(m, v)
 				}
 				b.Samples = append(b.Samples, smp)
 			}
