@@ -75,8 +75,8 @@ func (l *Listener) admit(c *conn) bool {
 		victim = l.oldestWaitingLocked()
 		if victim == nil {
 			l.mu.Unlock()
+			l.metrics.closed(l.name, ReasonLimit) // counted before the client can see the close
 			c.Conn.Close()
-			l.metrics.closed(l.name, ReasonLimit)
 			return false
 		}
 		victim.forgetLocked(ReasonEvicted)
