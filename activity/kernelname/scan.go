@@ -94,13 +94,12 @@ func check(name string) string {
 	}
 	var casts, refs, localNames, lambdas, depth, maxD, run, maxRun, qualifiers int
 	var copies copyTargets
-	refEnd := 0         // where the sequence ID of the last reference ends
-	param := false      // a template parameter was read
-	expression := false // an expression may have started
-	pack := false       // a pack expansion may have been read
-	firstJ := -1        // where the first argument pack may start
-	firstPack := -1     // where the first pack expansion may start
-	refAfterPack := false
+	refEnd := 0           // where the sequence ID of the last reference ends
+	param := false        // a template parameter was read
+	expression := false   // an expression may have started
+	firstJ := -1          // where the first argument pack may start
+	firstPack := -1       // where the first pack expansion may start (-1: none may have been read)
+	refAfterPack := false // a substitution reference was read after firstPack
 	for i := 0; i < len(name); i++ {
 		c := name[i]
 		var next byte
@@ -131,7 +130,6 @@ func check(name string) string {
 		case 'D':
 			switch next {
 			case 'p':
-				pack = true
 				if firstPack < 0 {
 					firstPack = i
 				}
@@ -139,11 +137,8 @@ func check(name string) string {
 				expression = true
 			}
 		case 's':
-			if next == 'p' && expression {
-				pack = true
-				if firstPack < 0 {
-					firstPack = i
-				}
+			if next == 'p' && expression && firstPack < 0 {
+				firstPack = i
 			}
 		case 'J':
 			if firstJ < 0 {
@@ -177,7 +172,7 @@ func check(name string) string {
 	switch {
 	case casts > maxCasts:
 		return CastOperators
-	case pack && param && packWork(name, firstJ, firstPack, refAfterPack, copies.growth()) > maxPackWork:
+	case firstPack >= 0 && param && packWork(name, firstJ, firstPack, refAfterPack, copies.growth()) > maxPackWork:
 		return PackExpansions
 	case localNames > maxLocalNames || lambdas > maxLambdas:
 		return LocalNames
