@@ -9,15 +9,25 @@ def rounds(rank, secs):
     Each rank stopping on its own clock leaves one of them waiting for ever in a collective
     the others never join (allreduce.py hung so on two H100s, run AV): rank 0 decides, and
     broadcasts the decision before each round."""
-    go = torch.ones(1, device="cuda")
-    t0, n = time.time(), 0
-    while True:
-        go.fill_(1.0 if rank != 0 or time.time() - t0 < secs else 0.0)
-        dist.broadcast(go, 0)
-        if go.item() == 0:
-            return
+    t0 = time.time()
+    for n, _ in enumerate(decisions(rank, lambda: 0 if time.time() - t0 < secs else None)):
         yield n
-        n += 1
+
+
+def decisions(rank, decide):
+    """Yields, before each round, the whole number rank 0's decide() returned, the same on
+    every rank, until it returns None (see rounds): one broadcast a round, which also
+    synchronises the host with the GPU."""
+    ctl = torch.zeros(2, device="cuda")  # [go, decision]
+    while True:
+        if rank == 0:
+            d = decide()
+            ctl[0], ctl[1] = (0.0, 0.0) if d is None else (1.0, float(d))
+        dist.broadcast(ctl, 0)
+        go, d = ctl.tolist()
+        if go == 0:
+            return
+        yield int(d)
 
 
 def ring_bytes(rounds, size, world):

@@ -3,14 +3,15 @@ every rank runs MATMULS bf16 8192^3 matmuls, then one 256 MiB NCCL all-reduce; i
 the last rank runs extra matmuls (10 % or 30 % more compute). Phases follow a schedule of rank 0's
 clock, given as NAME:SECONDS,... where NAME is "balanced" or "slowPCT" (slow10, slow30).
 
-Rank 0 decides, before each round, whether to go on and in which phase (one broadcast of both, as
-ncclrounds does, so that no rank waits for ever in a collective the others never join), and logs each
+Rank 0 decides, before each round, whether to go on and in which phase (ncclrounds.decisions, so
+that no rank waits for ever in a collective the others never join), and logs each
 phase's start (Unix seconds) to PHASE_LOG. Each rank labels itself as a pod for the exporter
 (POD_NAME=strag-RANK, POD_NAMESPACE=ml; the exporter runs with --activity.trust-hello-pods).
 
 usage: straggler.py SCHEDULE PHASE_LOG [MATMULS]"""
 import os, sys, time
 import torch, torch.distributed as dist, torch.multiprocessing as mp
+from ncclrounds import decisions
 
 
 def parse(schedule):
@@ -31,20 +32,15 @@ def run(rank, world, schedule, log, matmuls):
     grad = torch.ones(64 << 20, device="cuda")  # 256 MiB
     dist.all_reduce(grad); torch.cuda.synchronize()
     phases = parse(schedule)
-    ctl = torch.zeros(2, device="cuda")  # [go, phase index]
     t0, n, current = time.time(), 0, -1
     ends = [sum(p[1] for p in phases[:i + 1]) for i in range(len(phases))]
     counts = [0] * len(phases)
-    while True:
-        if rank == 0:
-            el = time.time() - t0
-            idx = next((i for i, e in enumerate(ends) if el < e), -1)
-            ctl[0], ctl[1] = (1.0 if idx >= 0 else 0.0), float(max(idx, 0))
-        dist.broadcast(ctl, 0)
-        go, idx = ctl.tolist()  # synchronises the round
-        if go == 0:
-            break
-        idx = int(idx)
+
+    def phase():  # on rank 0's clock: the next round's phase, None past the schedule
+        el = time.time() - t0
+        return next((i for i, e in enumerate(ends) if el < e), None)
+
+    for idx in decisions(rank, phase):
         if idx != current:
             current = idx
             if rank == 0:
