@@ -71,8 +71,7 @@ type Aggregator struct {
 type device struct {
 	gpu, uuid string
 	unknown   bool
-	refs      int            // connected processes using it
-	owners    map[string]int // their identities (deviceOwner), with how many processes each
+	owners    map[string]int // identities (deviceOwner) of the connected processes using it, with how many each
 	last      time.Time      // when the last of them left
 	used      time.Time      // when a record was last counted on it
 }
@@ -257,7 +256,6 @@ func (a *Aggregator) internLocked(d *device, owner string) *device {
 		in = d
 		a.devices[k] = in
 	}
-	in.refs++
 	a.ownLocked(in, owner, 1)
 	return in
 }
@@ -298,7 +296,6 @@ func (a *Aggregator) disconnectLocked(p *Process) bool {
 	owner := deviceOwner(p)
 	for _, d := range ps.devs {
 		if !d.unknown {
-			d.refs--
 			d.last = now
 			a.ownLocked(d, owner, -1)
 		}
@@ -546,7 +543,7 @@ func (a *Aggregator) expireLocked(now time.Time) {
 func (a *Aggregator) expireDevicesLocked(now time.Time) {
 	gone := map[*device]bool{}
 	for _, d := range a.devices {
-		if d.refs <= 0 && now.Sub(d.last) >= a.cfg.seriesTTL {
+		if !d.inUse() && now.Sub(d.last) >= a.cfg.seriesTTL {
 			gone[d] = true
 		}
 	}

@@ -40,6 +40,9 @@ func deviceOwner(p *Process) string {
 	return "unchecked"
 }
 
+// inUse says whether a connected process uses d.
+func (d *device) inUse() bool { return len(d.owners) > 0 }
+
 // ownLocked adds n processes of owner to those using d (n < 0 removes them).
 func (a *Aggregator) ownLocked(d *device, owner string, n int) {
 	if d.owners == nil {
@@ -76,7 +79,7 @@ func (a *Aggregator) roomForDeviceLocked(owner string) bool {
 	}
 	var unused *device
 	for _, d := range a.devices {
-		if d.refs <= 0 && (unused == nil || d.last.Before(unused.last)) {
+		if !d.inUse() && (unused == nil || d.last.Before(unused.last)) {
 			unused = d
 		}
 	}
