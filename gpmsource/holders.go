@@ -68,8 +68,12 @@ func (s *Source) findHolders(now time.Time) {
 			if ret != nvml.SUCCESS {
 				continue
 			}
+			self := uint32(os.Getpid())
 			for _, p := range procs {
-				if h, ok := holderOf(s.cfg.procRoot, int(p.Pid)); ok && p.Pid != uint32(os.Getpid()) {
+				if p.Pid == self {
+					continue // the exporter holds a CUDA context too: no need to read its maps
+				}
+				if h, ok := holderOf(s.cfg.procRoot, int(p.Pid)); ok {
 					found[uuid] = append(found[uuid], h)
 				}
 			}
