@@ -348,12 +348,13 @@ func (a *Attributor) gc(now time.Time) {
 			}
 		}
 		if done {
-			for _, d := range a.devOrder { // its kernels' rates
+			for _, d := range a.devOrder { // its kernels' rates, and its turns' record
 				for k := range d.carried {
 					if k.pid == ps.pid && k.pid != 0 {
 						delete(d.carried, k)
 					}
 				}
+				delete(d.turn.q, tracedKey(ps))
 			}
 			delete(a.procs, p)
 			a.slots[ps.slot] = nil

@@ -73,6 +73,9 @@ const (
 	ctxMPS
 )
 
+// tracedKey is the context of a traced process.
+func tracedKey(ps *proc) ctxKey { return ctxKey{ctxTraced, int64(ps.slot)<<32 | int64(ps.pid)} }
+
 // turnCtx is one state of a chunk's model.
 type turnCtx struct {
 	key   ctxKey
@@ -143,7 +146,7 @@ func (a *Attributor) turnContexts(d *devState, lo, hi int64) {
 			group = append(group, ps.slot)
 			continue
 		}
-		sc.tCtx = append(sc.tCtx, turnCtx{key: ctxKey{ctxTraced, int64(ps.slot)<<32 | int64(ps.pid)}, slot: ps.slot, class: -1})
+		sc.tCtx = append(sc.tCtx, turnCtx{key: tracedKey(ps), slot: ps.slot, class: -1})
 	}
 	if len(group) > 0 || untracedMPS {
 		sc.tCtx = append(sc.tCtx, turnCtx{key: ctxKey{kind: ctxMPS}, slot: -1, class: -1, slots: group})

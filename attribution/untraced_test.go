@@ -244,6 +244,32 @@ func runShared(t *testing.T, g *sharedGPU, span int64) *mapping.Snapshot {
 			t.Errorf("conservation: %s attributed %v, device %v", name, got, device[i])
 		}
 	}
+	// Once the traced processes are gone and collected, no device keeps their rates or
+	// their turns' record (the join must not grow with process churn).
+	for _, p := range procs {
+		if p != nil {
+			a.ProcessDisconnected(p)
+		}
+	}
+	clk.advance(5 * time.Second)
+	for _, p := range procs { // the receiver's next batch runs the join's upkeep
+		if p != nil {
+			a.Records(p, nil)
+			break
+		}
+	}
+	for _, d := range a.devOrder {
+		for k := range d.turn.q {
+			if k.kind == ctxTraced {
+				t.Errorf("GPU %s still holds the turns of traced context %x after its process was collected", d.gpu, k.id)
+			}
+		}
+		for k := range d.carried {
+			if k.pid != 0 {
+				t.Errorf("GPU %s still holds a rate of pid %d after its process was collected", d.gpu, k.pid)
+			}
+		}
+	}
 	return snap
 }
 
