@@ -299,7 +299,7 @@ func (a *Attributor) applyNVML(d *devState, chunk []psample, local func(int32) i
 	}
 	untracedTurns := false
 	for _, ctx := range sc.tCtx {
-		untracedTurns = untracedTurns || ctx.key.kind == ctxUntraced || ctx.key.kind == ctxMPS && len(ctx.slots) == 0
+		untracedTurns = untracedTurns || ctx.recordless()
 	}
 	for s := range chunk {
 		lo, hi := sc.off[s], sc.off[s+1]

@@ -85,6 +85,12 @@ type turnCtx struct {
 	slots []int32 // the MPS group: its traced clients
 }
 
+// recordless says whether no record of the context shows its turns: an untraced process, or
+// the MPS server's clients when none is traced.
+func (c turnCtx) recordless() bool {
+	return c.key.kind == ctxUntraced || c.key.kind == ctxMPS && len(c.slots) == 0
+}
+
 // turnState carries the model of one device across chunks.
 type turnState struct {
 	marker   float64 // switch cycles of the run of switch samples in progress
@@ -310,7 +316,7 @@ func (a *Attributor) turns(d *devState, chunk []psample) bool {
 	runP := func(k, c int) float64 {
 		ctx := sc.tCtx[c]
 		switch {
-		case ctx.key.kind == ctxUntraced || ctx.key.kind == ctxMPS && len(ctx.slots) == 0:
+		case ctx.recordless():
 			return rhoOf[c]
 		case ev[k*n+c].run:
 			return runTraced
@@ -492,14 +498,14 @@ func (a *Attributor) turns(d *devState, chunk []psample) bool {
 		}
 	}
 	for c, ctx := range sc.tCtx {
-		if ctx.key.kind == ctxUntraced || ctx.key.kind == ctxMPS && len(ctx.slots) == 0 {
+		if ctx.recordless() {
 			r := st.rho[ctx.key]
 			st.rho[ctx.key] = [2]float64{r[0]*decay + taken[c], r[1]*decay + passed[c]}
 		}
 	}
 	// How often each context's turns hold one of its record edges (the emission's q).
 	for c, ctx := range sc.tCtx {
-		if ctx.key.kind == ctxUntraced || (ctx.key.kind == ctxMPS && len(ctx.slots) == 0) {
+		if ctx.recordless() {
 			continue
 		}
 		q := st.q[ctx.key]
