@@ -356,7 +356,7 @@ func (a *Aggregator) Add(p *Process, recs []Record) {
 			a.dropped["unknown_device"]++
 			continue
 		}
-		if ns > life.maxDuration(r.End) {
+		if !life.allows(r) {
 			a.dropped[implausibleDuration]++
 			implausible++
 			continue

@@ -44,15 +44,27 @@ type lifeLimit struct {
 	start, now uint64 // ns since the epoch
 }
 
-// maxDuration is the longest a record ending at end could have lasted: from the process's
-// start (less the slack) to its end, or to now if it ends earlier (a replay shifts
-// timestamps, tests use small ones), and never over MaxRecordDuration.
-func (l lifeLimit) maxDuration(end uint64) uint64 {
-	until := max(end, l.now)
-	if until <= l.start {
+// LifeSpan is the longest that anything of a process that began at start and ending at end
+// could have lasted, seen at now: from the start (less the slack) to its end, or to now if it
+// ends earlier (a replay shifts timestamps, tests use small ones). The receiver bounds
+// coverage spans by it.
+func LifeSpan(start, now, end uint64) uint64 {
+	until := max(end, now)
+	if until <= start {
 		return lifeSlack
 	}
-	return min(until-l.start+lifeSlack, MaxRecordDuration)
+	return until - start + lifeSlack
+}
+
+// maxDuration is the longest a record ending at end could have lasted: its LifeSpan, never
+// over MaxRecordDuration.
+func (l lifeLimit) maxDuration(end uint64) uint64 {
+	return min(LifeSpan(l.start, l.now, end), MaxRecordDuration)
+}
+
+// allows says whether r lasts no longer than its process could have lived.
+func (l lifeLimit) allows(r *Record) bool {
+	return r.End <= r.Start || r.End-r.Start <= l.maxDuration(r.End)
 }
 
 // maxCount is the most records the process could have made (and so dropped) by now.
@@ -71,9 +83,9 @@ func (l lifeLimit) maxCount() uint64 {
 // plausibleOnly copies the records of recs that life allows (implausible of them do not).
 func plausibleOnly(recs []Record, life lifeLimit, implausible int) []Record {
 	out := make([]Record, 0, len(recs)-implausible)
-	for _, r := range recs {
-		if r.End <= r.Start || r.End-r.Start <= life.maxDuration(r.End) {
-			out = append(out, r)
+	for i := range recs {
+		if life.allows(&recs[i]) {
+			out = append(out, recs[i])
 		}
 	}
 	return out

@@ -175,15 +175,14 @@ func lifeOf(p *activity.Process, cs *connState) uint64 {
 }
 
 // screenCoverage removes from spans, in place, those that end after latest() or last
-// longer than the process has lived since start (with the start-time slack), counted as
+// longer than the process has lived since start (activity.LifeSpan), counted as
 // coverage_implausible: traced seconds are node-wide, and one made-up span added 1.6e10.
 func (s *Server) screenCoverage(spans []activity.Interval, start uint64) []activity.Interval {
 	limit := latest()
 	now := uint64(time.Now().UnixNano())
 	kept := spans[:0]
 	for _, sp := range spans {
-		life := max(sp.End, now) - min(start, max(sp.End, now)) + startTimeSlack
-		if sp.End <= limit && sp.End-sp.Start <= life {
+		if sp.End <= limit && sp.End-sp.Start <= activity.LifeSpan(start, now, sp.End) {
 			kept = append(kept, sp)
 			continue
 		}
