@@ -1,10 +1,8 @@
 package gpmsource
 
 import (
-	"bufio"
-	"io"
+	"bytes"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -13,6 +11,7 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
 	"github.com/cupti-exporter/cupti-exporter/pmsample"
+	"github.com/cupti-exporter/cupti-exporter/profilers/procfs"
 )
 
 // Holder is a process that holds a GPU's PM counters: one using the GPU (NVML lists it) that
@@ -73,7 +72,7 @@ func (s *Source) findHolders(now time.Time) {
 				if p.Pid == self {
 					continue // the exporter holds a CUDA context too: no need to read its maps
 				}
-				if h, ok := holderOf(s.cfg.procRoot, int(p.Pid)); ok {
+				if h, ok := holderOf(&s.proc, int(p.Pid)); ok {
 					found[uuid] = append(found[uuid], h)
 				}
 			}
@@ -91,36 +90,26 @@ func (s *Source) Holders(uuid string) []Holder {
 
 // holderOf reads /proc/<pid>/maps for a profiling library, and names the profiler among the
 // process's parents.
-func holderOf(proc string, pid int) (Holder, bool) {
-	dir := filepath.Join(proc, strconv.Itoa(pid))
-	f, err := os.Open(filepath.Join(dir, "maps"))
-	if err != nil {
-		return Holder{}, false
-	}
-	defer f.Close()
+func holderOf(fs *procfs.FS, pid int) (Holder, bool) {
 	best, rank := "", len(holderLibraries)
-	sc := bufio.NewScanner(io.LimitReader(f, maxMapsBytes))
-	sc.Buffer(make([]byte, 0, 64<<10), 64<<10)
-	for sc.Scan() && rank > 0 {
-		line := sc.Text()
-		i := strings.LastIndexByte(line, '/')
-		if i < 0 {
-			continue
-		}
-		base := line[i+1:]
-		for r, lib := range holderLibraries[:rank] {
-			if strings.Contains(base, lib) {
-				best, rank = base, r
-				break
+	fs.Lines(strconv.Itoa(pid)+"/maps", maxMapsBytes, func(line []byte) bool {
+		if i := bytes.LastIndexByte(line, '/'); i >= 0 {
+			base := line[i+1:]
+			for r, lib := range holderLibraries[:rank] {
+				if bytes.Contains(base, []byte(lib)) {
+					best, rank = string(base), r
+					break
+				}
 			}
 		}
-	}
+		return rank > 0
+	})
 	if best == "" {
 		return Holder{}, false
 	}
-	h := Holder{PID: pid, Command: comm(dir), Library: best}
-	for up, p := 0, parent(dir); up < 4 && p > 1; up, p = up+1, parent(filepath.Join(proc, strconv.Itoa(p))) {
-		if c := comm(filepath.Join(proc, strconv.Itoa(p))); slices.Contains(profilers, c) {
+	h := Holder{PID: pid, Command: comm(fs, pid), Library: best}
+	for up, p := 0, parent(fs, pid); up < 4 && p > 1; up, p = up+1, parent(fs, p) {
+		if c := comm(fs, p); slices.Contains(profilers, c) {
 			h.Tool = c + " (pid " + strconv.Itoa(p) + ")"
 			break
 		}
@@ -128,14 +117,14 @@ func holderOf(proc string, pid int) (Holder, bool) {
 	return h, true
 }
 
-func comm(dir string) string {
-	b, _ := os.ReadFile(filepath.Join(dir, "comm"))
+func comm(fs *procfs.FS, pid int) string {
+	b, _ := fs.Read(strconv.Itoa(pid)+"/comm", procfs.MaxStat)
 	return strings.TrimSpace(string(b))
 }
 
-// parent is the PPid of /proc/<pid>/status, 0 when unknown.
-func parent(dir string) int {
-	b, err := os.ReadFile(filepath.Join(dir, "status"))
+// parent is the PPid of /proc/<pid>/status (in its first lines), 0 when unknown.
+func parent(fs *procfs.FS, pid int) int {
+	b, err := fs.Read(strconv.Itoa(pid)+"/status", procfs.MaxStatus)
 	if err != nil {
 		return 0
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/cupti-exporter/cupti-exporter/internal/nvmlpci"
 	"github.com/cupti-exporter/cupti-exporter/mapping"
 	"github.com/cupti-exporter/cupti-exporter/pmsample"
+	"github.com/cupti-exporter/cupti-exporter/profilers/procfs"
 )
 
 // initRetry is how long Run waits before trying NVML again after Init failed.
@@ -49,6 +50,7 @@ type Source struct {
 
 	holders   atomic.Pointer[map[string][]Holder] // by lower-case UUID
 	holdersAt time.Time                           // last look for holders (Collect's goroutine)
+	proc      procfs.FS                           // where holders are looked for (Collect's goroutine)
 
 	initErr atomic.Pointer[string] // why NVML could not be read; nil once it was
 
@@ -69,7 +71,8 @@ func New(lib nvml.Interface, m *mapping.Mapper, logger *slog.Logger, opts ...Opt
 	if err != nil {
 		return nil, err
 	}
-	s := &Source{cfg: cfg, lib: lib, log: logger.With("source", "gpm"), m: m, ms: ms, curatedDesc: map[*mapping.Desc]bool{}}
+	s := &Source{cfg: cfg, lib: lib, log: logger.With("source", "gpm"), m: m, ms: ms, curatedDesc: map[*mapping.Desc]bool{},
+		proc: procfs.FS{Root: cfg.procRoot}}
 	for _, r := range ms {
 		met, err := m.Map(r.perfworks, r.props)
 		if err != nil {

@@ -16,6 +16,7 @@ import (
 // mapping list is read to the bound (a rule can then miss the rest, never more work).
 const (
 	MaxStat    = 1 << 10
+	MaxStatus  = 4 << 10 // the fields read (PPid) are in its first lines
 	MaxCmdline = 4 << 10
 	MaxEnviron = 128 << 10
 	MaxMaps    = 4 << 20
