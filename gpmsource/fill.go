@@ -57,7 +57,7 @@ func (f *Fill) Snapshot() *mapping.Snapshot {
 	gs := f.src.curated()
 	states := *f.src.state.Load()
 	pmStates := f.src.pmStates()
-	who := func(uuid string) (serving, bool) {
+	decide := func(uuid string) (serving, bool) {
 		st, gpmGPU := states[strings.ToLower(uuid)]
 		switch ps, known := pmStates[strings.ToLower(uuid)]; {
 		case known && ps.State == pmsample.StateSampling && !st.wanted:
@@ -68,6 +68,19 @@ func (f *Fill) Snapshot() *mapping.Snapshot {
 			return byNone, false
 		}
 		return byPM, false
+	}
+	type answer struct {
+		w       serving
+		reading bool
+	}
+	answers := map[string]answer{} // by uuid label: each GPU decided once, not once a sample
+	who := func(uuid string) (serving, bool) {
+		a, ok := answers[uuid]
+		if !ok {
+			a.w, a.reading = decide(uuid)
+			answers[uuid] = a
+		}
+		return a.w, a.reading
 	}
 	out := &mapping.Snapshot{}
 	var curated []mapping.Family // the labelled curated families, PM's and GPM's series joined
