@@ -126,8 +126,9 @@ func coalesceRequests(h http.Handler, maxInFlight int, refused *refusals) *coale
 }
 
 func (c *coalescingHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	r, key := canonical(r)
-	if r.URL.RawQuery != "" { // a name[] filter
+	want := canonical(r)
+	key := want.key()
+	if want.query != "" { // a name[] filter
 		if n := c.filtered.Add(1); n > maxFiltered {
 			c.filtered.Add(-1)
 			c.refused.inc(refusedFiltered)
@@ -165,7 +166,7 @@ func (c *coalescingHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	} else {
-		c.render(call, r)
+		c.render(call, want.request(r))
 	}
 	if call.refused != "" {
 		c.refused.inc(call.refused)
@@ -213,24 +214,36 @@ var (
 	offeredCompressions = []promhttp.Compression{promhttp.Identity, promhttp.Gzip}
 )
 
-// canonical returns a copy of r that asks for the response r gets, in canonical form, and
-// the key naming that response: the format (with its name escaping) and compression
-// negotiated from the Accept and Accept-Encoding headers, and the set of name[] filters.
-// The copy carries exactly these (Accept: the format; Accept-Encoding: the compression; the
-// query: the sorted filters), so the response it renders is the one its key names.
-func canonical(r *http.Request) (*http.Request, string) {
-	format := expfmt.NegotiateAccept(r.Header, acceptedFormats...)
-	enc := negotiateCompression(r.Header.Values("Accept-Encoding"))
-	var query string
+// wanted is the response a request gets, in canonical form: the format (with its name
+// escaping) and compression negotiated from the Accept and Accept-Encoding headers, and the
+// set of name[] filters (sorted, encoded as a query).
+type wanted struct {
+	format     expfmt.Format
+	enc, query string
+}
+
+// canonical is the response r gets.
+func canonical(r *http.Request) wanted {
+	w := wanted{format: expfmt.NegotiateAccept(r.Header, acceptedFormats...), enc: negotiateCompression(r.Header.Values("Accept-Encoding"))}
 	if names := r.URL.Query()["name[]"]; len(names) > 0 {
 		slices.Sort(names)
-		query = url.Values{"name[]": slices.Compact(names)}.Encode()
+		w.query = url.Values{"name[]": slices.Compact(names)}.Encode()
 	}
+	return w
+}
+
+// key names the response.
+func (w wanted) key() string { return string(w.format) + "\x00" + w.enc + "\x00" + w.query }
+
+// request is a copy of r that carries exactly what w says (Accept: the format;
+// Accept-Encoding: the compression; the query: the filters), so that the response it renders
+// is the one w's key names. Only the request that renders needs it.
+func (w wanted) request(r *http.Request) *http.Request {
 	c := r.Clone(r.Context())
-	c.Header.Set("Accept", string(format))
-	c.Header.Set("Accept-Encoding", enc)
-	c.URL.RawQuery = query
-	return c, string(format) + "\x00" + enc + "\x00" + query
+	c.Header.Set("Accept", string(w.format))
+	c.Header.Set("Accept-Encoding", w.enc)
+	c.URL.RawQuery = w.query
+	return c
 }
 
 // negotiateCompression picks the offered compression as promhttp does (the highest q; of

@@ -121,7 +121,7 @@ func TestCanonicalRequest(t *testing.T) {
 			}
 			r := httptest.NewRequest("GET", "/metrics", nil)
 			r.Header.Set("Accept", accept)
-			c, _ := canonical(r)
+			c := canonical(r).request(r)
 			want := expfmt.NegotiateAccept(r.Header, acceptedFormats...)
 			if got := expfmt.NegotiateAccept(c.Header, acceptedFormats...); got != want || c.Header.Get("Accept") != string(want) {
 				t.Errorf("Accept %q: canonical Accept %q negotiates %q, want %q", accept, c.Header.Get("Accept"), got, want)
@@ -139,8 +139,9 @@ func TestCanonicalRequest(t *testing.T) {
 		r.Header.Set("Accept", tc.accept)
 		r.Header.Set("Accept-Encoding", tc.encoding)
 		r.Header.Set("User-Agent", tc.target)
-		c, key := canonical(r)
-		keys = append(keys, key)
+		w := canonical(r)
+		c := w.request(r)
+		keys = append(keys, w.key())
 		if c.Header.Get("Accept-Encoding") != "gzip" || c.URL.RawQuery != "" {
 			t.Errorf("%+v: canonical Accept-Encoding %q, query %q", tc, c.Header.Get("Accept-Encoding"), c.URL.RawQuery)
 		}
@@ -153,8 +154,7 @@ func TestCanonicalRequest(t *testing.T) {
 		r := httptest.NewRequest("GET", target, nil)
 		r.Header.Set("Accept", accept)
 		r.Header.Set("Accept-Encoding", encoding)
-		_, k := canonical(r)
-		return k
+		return canonical(r).key()
 	}
 	text := "text/plain;version=0.0.4"
 	for _, other := range []string{
