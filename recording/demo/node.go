@@ -80,14 +80,6 @@ func GenerateNode(w io.Writer, tsv string, spec NodeSpec) error {
 	if err != nil {
 		return err
 	}
-	metrics, err := curatedMetrics()
-	if err != nil {
-		return err
-	}
-	catalog, err := loadCatalog(tsv, metrics)
-	if err != nil {
-		return err
-	}
 	duration := uint64(spec.Duration)
 	devices := nodeDevices(spec.GPUs)
 	podsOn := make([]int, spec.GPUs) // pods per device
@@ -109,7 +101,7 @@ func GenerateNode(w io.Writer, tsv string, spec NodeSpec) error {
 			spec.Duration, spec.GPUs, spec.Pods, spec.KernelNames),
 		IntervalNS: synthInterval,
 	}
-	rw, err := openSynthWriter(w, h, devices, catalog)
+	rw, metrics, err := openSynthWriter(w, tsv, h, devices)
 	if err != nil {
 		return err
 	}

@@ -79,23 +79,32 @@ func level(base, ph string) float64 {
 	return v.idle
 }
 
-// loadCatalog reads the properties of the named metrics' base metrics from the GH100
-// catalog TSV (metric_type, base_metric, hw_unit, dim_unit).
-// openSynthWriter starts a generated recording: its header, devices and catalog, at synthStart.
-func openSynthWriter(w io.Writer, h recording.Header, devices []pmsample.Device, catalog []pmsample.CatalogEntry) (*recording.Writer, error) {
+// openSynthWriter starts a generated recording at synthStart: its header, devices and the
+// catalog of the curated metrics (read from the GH100 catalog TSV), which it returns.
+func openSynthWriter(w io.Writer, tsv string, h recording.Header, devices []pmsample.Device) (*recording.Writer, []string, error) {
+	metrics, err := curatedMetrics()
+	if err != nil {
+		return nil, nil, err
+	}
+	catalog, err := loadCatalog(tsv, metrics)
+	if err != nil {
+		return nil, nil, err
+	}
 	rw, err := recording.NewWriter(w, h, synthStart)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if err := rw.WriteDevices(synthStart, devices); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if err := rw.WriteCatalog(synthStart, catalog); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return rw, nil
+	return rw, metrics, nil
 }
 
+// loadCatalog reads the properties of the named metrics' base metrics from the GH100
+// catalog TSV (metric_type, base_metric, hw_unit, dim_unit).
 func loadCatalog(tsv string, metrics []string) ([]pmsample.CatalogEntry, error) {
 	f, err := os.Open(tsv)
 	if err != nil {
@@ -137,14 +146,6 @@ func loadCatalog(tsv string, metrics []string) ([]pmsample.CatalogEntry, error) 
 // PM-sampling catalog (testdata/gh100_pm_sampling_base_metrics.tsv). The output depends
 // only on the inputs.
 func Generate(w io.Writer, tsv string) error {
-	metrics, err := curatedMetrics()
-	if err != nil {
-		return err
-	}
-	catalog, err := loadCatalog(tsv, metrics)
-	if err != nil {
-		return err
-	}
 	h := recording.Header{
 		Created:     "2026-11-21T22:52:00Z",
 		Producer:    "cupti-exporter synthetic generator (recording/demo)",
@@ -152,7 +153,7 @@ func Generate(w io.Writer, tsv string) error {
 		Description: "SYNTHETIC data, not measured: 60 s on 2 GH100 devices, phases idle, matmul, copies, tiny kernels, idle; NVML health every second",
 		IntervalNS:  synthInterval,
 	}
-	rw, err := openSynthWriter(w, h, synthDevices, catalog)
+	rw, metrics, err := openSynthWriter(w, tsv, h, synthDevices)
 	if err != nil {
 		return err
 	}

@@ -176,14 +176,6 @@ func GenerateTraining(w io.Writer, tsv string, spec TrainingSpec) error {
 	if gpus < 1 || gpus > 64 || spec.Duration < 5*time.Second || spec.Duration > time.Hour {
 		return fmt.Errorf("training spec: want 1-64 GPUs in all and 5s-1h, got %d and %s", gpus, spec.Duration)
 	}
-	metrics, err := curatedMetrics()
-	if err != nil {
-		return err
-	}
-	catalog, err := loadCatalog(tsv, metrics)
-	if err != nil {
-		return err
-	}
 	duration := uint64(spec.Duration)
 	devices := nodeDevices(gpus)
 	var desc []string
@@ -202,7 +194,7 @@ func GenerateTraining(w io.Writer, tsv string, spec TrainingSpec) error {
 			spec.Duration, gpus, strings.Join(desc, "; ")),
 		IntervalNS: synthInterval,
 	}
-	rw, err := openSynthWriter(w, h, devices, catalog)
+	rw, metrics, err := openSynthWriter(w, tsv, h, devices)
 	if err != nil {
 		return err
 	}
