@@ -19,10 +19,7 @@ const podInformerSyncWait = 10 * time.Second
 // podInformerSettings decides whether the pod informer runs and for which node, from
 // kubernetes.pod_informer, kubernetes.node_name and the environment (getenv).
 func podInformerSettings(cfg *Config, getenv func(string) string) (node string, on bool, err error) {
-	node = cfg.Kubernetes.NodeName
-	if node == "" {
-		node = getenv("NODE_NAME")
-	}
+	node = nodeName(cfg, getenv)
 	switch cfg.Kubernetes.PodInformer {
 	case "off":
 		return node, false, nil
@@ -33,8 +30,22 @@ func podInformerSettings(cfg *Config, getenv func(string) string) (node string, 
 		return node, true, nil
 	}
 	// auto: in a cluster (or with an explicit kubeconfig) and knowing the node.
-	inCluster := getenv("KUBERNETES_SERVICE_HOST") != "" || cfg.Kubernetes.Kubeconfig != ""
-	return node, inCluster && node != "", nil
+	return node, inCluster(cfg, getenv) && node != "", nil
+}
+
+// nodeName is this node's name: kubernetes.node_name, else $NODE_NAME (the downward API's
+// spec.nodeName); "" when neither says.
+func nodeName(cfg *Config, getenv func(string) string) string {
+	if cfg.Kubernetes.NodeName != "" {
+		return cfg.Kubernetes.NodeName
+	}
+	return getenv("NODE_NAME")
+}
+
+// inCluster says whether the Kubernetes API can be reached without more settings: in a pod
+// (the service's environment) or with an explicit kubeconfig.
+func inCluster(cfg *Config, getenv func(string) string) bool {
+	return getenv("KUBERNETES_SERVICE_HOST") != "" || cfg.Kubernetes.Kubeconfig != ""
 }
 
 // startPodInformer starts the pod informer when configured (nil when off) and waits a

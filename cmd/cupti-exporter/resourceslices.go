@@ -18,10 +18,7 @@ import (
 // and the environment (getenv). It maps devices the kubelet reports for DRA claims, so it
 // is off without the PodResources API.
 func resourceSliceSettings(cfg *Config, getenv func(string) string) (node string, on bool, err error) {
-	node = cfg.Kubernetes.NodeName
-	if node == "" {
-		node = getenv("NODE_NAME")
-	}
+	node = nodeName(cfg, getenv)
 	mode := cfg.Kubernetes.ResourceSlices
 	switch {
 	case mode == "off":
@@ -33,8 +30,7 @@ func resourceSliceSettings(cfg *Config, getenv func(string) string) (node string
 	case mode == "on":
 		return node, true, nil
 	}
-	inCluster := getenv("KUBERNETES_SERVICE_HOST") != "" || cfg.Kubernetes.Kubeconfig != ""
-	return node, inCluster && node != "" && cfg.Kubelet.PodResourcesSocket != "", nil
+	return node, inCluster(cfg, getenv) && node != "" && cfg.Kubelet.PodResourcesSocket != "", nil
 }
 
 // newPodResources sets up the GPU-to-pod map of the kubelet's PodResources API (nil when
