@@ -248,8 +248,8 @@ func MIGDescs(m *mapping.Mapper) ([]*mapping.Desc, error) {
 		if err != nil {
 			return nil, err
 		}
-		for _, d := range []*mapping.Desc{met.Desc, met.Max, met.Min} {
-			if d != nil && !slices.ContainsFunc(out, func(o *mapping.Desc) bool { return o.Name == md.of(d).Name }) {
+		for _, d := range met.Descs() {
+			if !slices.ContainsFunc(out, func(o *mapping.Desc) bool { return o.Name == md.of(d).Name }) {
 				out = append(out, md.of(d))
 			}
 		}

@@ -78,10 +78,8 @@ func New(lib nvml.Interface, m *mapping.Mapper, logger *slog.Logger, opts ...Opt
 		if err != nil {
 			return nil, err
 		}
-		for _, d := range []*mapping.Desc{met.Desc, met.Max, met.Min} {
-			if d != nil {
-				s.curatedDesc[d] = true
-			}
+		for _, d := range met.Descs() {
+			s.curatedDesc[d] = true
 		}
 	}
 	s.state.Store(&map[string]gpuState{})

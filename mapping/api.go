@@ -40,3 +40,14 @@ type Metric struct {
 
 	owner string // what owns its series: the Perfworks name, or "curated NAME" for any candidate of a curated metric
 }
+
+// Descs are the families of the metric that are set: Desc, then Max and Min for a gauge.
+func (m Metric) Descs() []*Desc {
+	out := make([]*Desc, 0, 3)
+	for _, d := range []*Desc{m.Desc, m.Max, m.Min} {
+		if d != nil {
+			out = append(out, d)
+		}
+	}
+	return out
+}

@@ -173,6 +173,20 @@ func TestSharedDesc(t *testing.T) {
 	}
 }
 
+// TestDescs: a counter is one family, a gauge its mean, maximum and minimum.
+func TestDescs(t *testing.T) {
+	m, _ := New()
+	props := catalogProps(t)
+	counter := mapFull(t, m, props, "PCI.TriageCompute.pcie__read_bytes.sum")
+	if d := counter.Descs(); len(d) != 1 || d[0] != counter.Desc {
+		t.Errorf("counter: Descs %v, want its Desc alone", d)
+	}
+	gauge := mapFull(t, m, props, "sm__cycles_active.avg.pct_of_peak_sustained_elapsed")
+	if d := gauge.Descs(); len(d) != 3 || d[0] != gauge.Desc || d[1] != gauge.Max || d[2] != gauge.Min || d[1] == nil || d[2] == nil {
+		t.Errorf("gauge: Descs %v, want Desc, Max, Min", d)
+	}
+}
+
 func TestMapErrors(t *testing.T) {
 	counter := Properties{Type: TypeCounter, HWUnit: "dram", DimUnit: "byte"}
 	tests := []struct {

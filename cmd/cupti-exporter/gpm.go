@@ -72,10 +72,8 @@ func plannedFamilies(m *mapping.Mapper, cat []pmsample.CatalogEntry) func(string
 		if err != nil {
 			continue
 		}
-		for _, d := range []*mapping.Desc{met.Desc, met.Max, met.Min} {
-			if d != nil {
-				names[d.Name] = true
-			}
+		for _, d := range met.Descs() {
+			names[d.Name] = true
 		}
 	}
 	return func(name string) bool { return names[name] }
