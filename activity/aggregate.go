@@ -321,8 +321,8 @@ func (a *Aggregator) Add(p *Process, recs []Record) {
 	if len(recs) == 0 {
 		return
 	}
-	shorts := a.shortNames(recs)
-	defer shortsPool.Put(shorts)
+	names := a.kernelNames(recs)
+	defer namesPool.Put(names)
 	a.mu.Lock()
 	ps := a.procs[p]
 	if ps == nil {
@@ -365,7 +365,7 @@ func (a *Aggregator) Add(p *Process, recs []Record) {
 		switch r.Kind {
 		case KindKernel:
 			hdev, hpod := a.histSeriesOf(a.cfg.kernelSplit, dev, ps.pod)
-			a.kernels.observe(hdev, hpod, r.Name, (*shorts)[i], dur, a.cfg.buckets, a.cfg.maxBuckets, now)
+			a.kernels.observe(hdev, hpod, r.Name, (*names)[i].short, dur, a.cfg.buckets, a.cfg.maxBuckets, now)
 			a.podSeriesOf(ps, r.Device, dev, now).observe(dur)
 		case KindMemcpy:
 			a.observeMemcpy(ps, dev, r, dur, now)
@@ -375,7 +375,7 @@ func (a *Aggregator) Add(p *Process, recs []Record) {
 			a.dropped["unknown_kind"]++
 			continue
 		}
-		a.observeSplitLocked(ps, r, (*shorts)[i])
+		a.observeSplitLocked(ps, r, (*names)[i].class)
 		a.records[r.Kind]++
 	}
 	a.namesFull.Store(len(a.kernels.byMangled) >= maxTrackedNames)
@@ -389,31 +389,33 @@ func (a *Aggregator) Add(p *Process, recs []Record) {
 	}
 }
 
-var shortsPool = sync.Pool{New: func() any { return new([]string) }}
+var namesPool = sync.Pool{New: func() any { return new([]kernelName) }}
 
-// shortNames shortens the kernel names of recs before Add takes the lock, so that no
-// connection holds it while a name is shortened: the result holds, by index, the short name
-// of each kernel record (consecutive records repeat names, and the cache keeps them across
-// batches). While the kernel table is full, names it does not know are not shortened.
-func (a *Aggregator) shortNames(recs []Record) *[]string {
-	shorts := shortsPool.Get().(*[]string)
-	*shorts = slices.Grow((*shorts)[:0], len(recs))[:len(recs)]
+// kernelNames shortens (and classes) the kernel names of recs before Add takes the lock, so
+// that no connection holds it while a name is shortened: the result holds, by index, the
+// short name and class of each kernel record (consecutive records repeat names, and the cache
+// keeps them across batches). While the kernel table is full, names it does not know are not
+// shortened.
+func (a *Aggregator) kernelNames(recs []Record) *[]kernelName {
+	names := namesPool.Get().(*[]kernelName)
+	*names = slices.Grow((*names)[:0], len(recs))[:len(recs)]
 	full := a.namesFull.Load()
-	var last, lastShort string
+	var last string
+	var lastName kernelName
 	haveLast := false
 	for i := range recs {
 		r := &recs[i]
 		switch {
 		case r.Kind != KindKernel || full:
-			(*shorts)[i] = ""
+			(*names)[i] = kernelName{}
 		case haveLast && r.Name == last:
-			(*shorts)[i] = lastShort
+			(*names)[i] = lastName
 		default:
-			last, lastShort, haveLast = r.Name, a.names.short(r.Name), true
-			(*shorts)[i] = lastShort
+			last, lastName, haveLast = r.Name, a.names.name(r.Name), true
+			(*names)[i] = lastName
 		}
 	}
-	return shorts
+	return names
 }
 
 // deviceOf returns the interned labels of a CUDA ordinal of process ps, or nil when the

@@ -76,38 +76,3 @@ func CollectiveLibrary(short string) string {
 	}
 	return ""
 }
-
-// classCache remembers the class of recent short kernel names, so that a record costs a map
-// lookup (or nothing, when it repeats the previous name) rather than a scan of the table.
-// It is used under the Aggregator's lock.
-type classCache struct {
-	m         map[string]workClass
-	last      string
-	lastClass workClass
-}
-
-// maxClassNames bounds the names the cache keeps; when full it starts over.
-const maxClassNames = 2 * maxTrackedNames
-
-// of returns the class of a kernel of short name short ("" when the Aggregator did not
-// shorten it: the name table was full; such a kernel counts as compute).
-func (c *classCache) of(short string) workClass {
-	if short == "" {
-		return classCompute
-	}
-	if short == c.last && c.m != nil {
-		return c.lastClass
-	}
-	cl, ok := c.m[short]
-	if !ok {
-		if CollectiveLibrary(short) != "" {
-			cl = classComm
-		}
-		if c.m == nil || len(c.m) >= maxClassNames {
-			c.m = make(map[string]workClass)
-		}
-		c.m[short] = cl
-	}
-	c.last, c.lastClass = short, cl
-	return cl
-}

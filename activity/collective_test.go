@@ -35,25 +35,19 @@ func TestCollectiveLibrary(t *testing.T) {
 	}
 }
 
-// The cache answers what the table says, for repeated and new names, and starts over when
-// full instead of growing.
-func TestClassCache(t *testing.T) {
-	var c classCache
-	for i := range 3 * maxClassNames {
-		name := "gemm_" + string(rune('a'+i%26)) + string(rune('a'+i/26%26)) + string(rune('a'+i/676))
-		if c.of(name) != classCompute {
-			t.Fatalf("%s: not compute", name)
-		}
-		if len(c.m) > maxClassNames {
-			t.Fatalf("cache holds %d names, bound %d", len(c.m), maxClassNames)
-		}
-	}
+// The name cache gives each kernel name the class the table says, for new and repeated
+// names, and a kernel the name table had no room for (no short name) is compute.
+func TestKernelNameClass(t *testing.T) {
+	c := newNameCache()
 	for range 2 {
-		if c.of("ncclDevKernel_AllGather_RING_LL") != classComm || c.of("gemm") != classCompute {
+		if c.name("ncclDevKernel_AllGather_RING_LL").class != classComm || c.name("gemm").class != classCompute {
 			t.Fatal("wrong class")
 		}
 	}
-	if c.of("") != classCompute {
-		t.Error("a kernel without a short name (name table full) is compute")
+	a := NewAggregator()
+	a.namesFull.Store(true)
+	names := a.kernelNames([]Record{{Kind: KindKernel, Name: "ncclDevKernel_AllGather_RING_LL"}})
+	if n := (*names)[0]; n.short != "" || n.class != classCompute {
+		t.Errorf("name table full: %+v, want no short name and compute", n)
 	}
 }

@@ -94,7 +94,7 @@ func (a *Aggregator) Launched(p *Process, at uint64) {
 // name: its short name while it is in the top K, "other" otherwise. Consumers that label
 // by kernel (attribution) call it so that both share one bounded label set.
 func (a *Aggregator) KernelLabel(mangled string) string {
-	short := a.names.short(mangled)
+	short := a.names.name(mangled).short
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	r := a.kernels.rank(mangled, short)

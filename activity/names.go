@@ -57,43 +57,55 @@ type nameCache struct {
 	seed   maphash.Seed
 	budget *kernelname.Budget
 	mu     sync.Mutex
-	m      map[uint64]string
+	m      map[uint64]kernelName
 
 	notDemangled []atomic.Uint64 // by index in kernelname.Reasons
 }
 
 func newNameCache() *nameCache {
 	return &nameCache{
-		seed: maphash.MakeSeed(), budget: kernelname.NewBudget(demangleBurst, demangleRate), m: make(map[uint64]string),
+		seed: maphash.MakeSeed(), budget: kernelname.NewBudget(demangleBurst, demangleRate), m: make(map[uint64]kernelName),
 		notDemangled: make([]atomic.Uint64, len(kernelname.Reasons)),
 	}
 }
 
-// short returns the short name of mangled, computing it without holding any lock when it
-// is not cached. When full the cache starts over. A name shortened as text because the
-// budget was spent is not cached: it is demangled once the budget allows.
-func (c *nameCache) short(mangled string) string {
+// kernelName is what the Aggregator knows of a kernel name: its short name, and its class
+// for the per-pod time split (a collective of the table in collective.go, or compute). The
+// zero value is a kernel the name table had no room for: no short name, compute.
+type kernelName struct {
+	short string
+	class workClass
+}
+
+// name returns the short name and class of mangled, computing them without holding any
+// lock when they are not cached. When full the cache starts over. A name shortened as text
+// because the budget was spent is not cached: it is demangled once the budget allows.
+func (c *nameCache) name(mangled string) kernelName {
 	k := maphash.String(c.seed, mangled)
 	c.mu.Lock()
-	s, ok := c.m[k]
+	n, ok := c.m[k]
 	c.mu.Unlock()
 	if ok {
-		return s
+		return n
 	}
 	s, reason := c.budget.Short(mangled)
 	if i := slices.Index(kernelname.Reasons, reason); i >= 0 {
 		c.notDemangled[i].Add(1)
 	}
+	n = kernelName{short: s}
+	if CollectiveLibrary(s) != "" {
+		n.class = classComm
+	}
 	if reason == kernelname.OverBudget {
-		return s
+		return n
 	}
 	c.mu.Lock()
 	if len(c.m) >= maxCachedNames {
 		clear(c.m)
 	}
-	c.m[k] = s
+	c.m[k] = n
 	c.mu.Unlock()
-	return s
+	return n
 }
 
 // notDemangledFamily is cupti_activity_kernel_names_not_demangled_total.

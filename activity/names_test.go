@@ -117,19 +117,19 @@ func TestNamesShortenedOutsideLock(t *testing.T) {
 		id := fmt.Sprint(i)
 		recs[i] = Record{Kind: KindKernel, Start: 1, End: 2, Name: fmt.Sprintf("_Z%dk%sv", 1+len(id), id)}
 	}
-	done := make(chan *[]string)
+	done := make(chan *[]kernelName)
 	a.mu.Lock()
-	go func() { done <- a.shortNames(recs) }()
-	var shorts *[]string
+	go func() { done <- a.kernelNames(recs) }()
+	var names *[]kernelName
 	select {
-	case shorts = <-done:
+	case names = <-done:
 	case <-time.After(10 * time.Second):
-		t.Fatal("shortNames waited for the Aggregator's lock")
+		t.Fatal("kernelNames waited for the Aggregator's lock")
 	}
 	a.mu.Unlock()
-	for i, s := range *shorts {
-		if want := ShortKernelName(recs[i].Name); s != want {
-			t.Fatalf("short name %d = %q, want %q", i, s, want)
+	for i, n := range *names {
+		if want := ShortKernelName(recs[i].Name); n.short != want {
+			t.Fatalf("short name %d = %q, want %q", i, n.short, want)
 		}
 	}
 }
@@ -169,17 +169,17 @@ func TestNameCacheBudget(t *testing.T) {
 	c := newNameCache()
 	c.budget = kernelname.NewBudget(0, 0) // empty, never refilled
 	const name = "_ZN3foo3barEv"
-	if got := c.short(name); got != name {
+	if got := c.name(name).short; got != name {
 		t.Fatalf("over budget: %q, want the text", got)
 	}
-	if got := c.short(name); got != name {
+	if got := c.name(name).short; got != name {
 		t.Fatalf("over budget again: %q, want the text", got)
 	}
 	if n := c.notDemangled[slices.Index(kernelname.Reasons, kernelname.OverBudget)].Load(); n != 2 {
 		t.Errorf("counted %d over budget, want 2", n)
 	}
 	c.budget = kernelname.NewBudget(time.Second, 0)
-	if got := c.short(name); got != "foo::bar" {
+	if got := c.name(name).short; got != "foo::bar" {
 		t.Fatalf("with budget: %q, want foo::bar (the text was cached)", got)
 	}
 }

@@ -100,22 +100,21 @@ type timeline struct {
 	events    []splitEvent
 }
 
-// splitState is the Aggregator's part of the split: the class of kernel names and the drops.
+// splitState is the Aggregator's part of the split: the drops.
 type splitState struct {
-	classes classCache
 	dropped [4]uint64 // by splitDropReasons
 }
 
-// observeSplitLocked adds record r of process ps (short: its short kernel name) to the
-// process's timeline; a.mu is held.
-func (a *Aggregator) observeSplitLocked(ps *procState, r *Record, short string) {
+// observeSplitLocked adds record r of process ps to the process's timeline (kernel: the
+// class of its name); a.mu is held.
+func (a *Aggregator) observeSplitLocked(ps *procState, r *Record, kernel workClass) {
 	if r.End <= r.Start {
 		return
 	}
 	var class workClass
 	switch r.Kind {
 	case KindKernel:
-		class = a.split.classes.of(short)
+		class = kernel
 	case KindMemcpy:
 		class = classCopy
 		if r.CopyKind == copyPtoP {
