@@ -323,11 +323,7 @@ func (a *Attributor) turns(d *devState, chunk []psample) bool {
 		}
 		return runNotTraced
 	}
-	trans := func(order []int, k int, A []float64) {
-		pos := make([]int, n)
-		for i, c := range order {
-			pos[c] = i
-		}
+	trans := func(order, pos []int, k int, A []float64) { // pos: positions(order)
 		for b := range n {
 			// A switch happened, so another context had work: the first in the order after b
 			// (b itself again only through a context that is no state, transSelf).
@@ -387,19 +383,23 @@ func (a *Attributor) turns(d *devState, chunk []psample) bool {
 		}
 	}
 	norm(prior)
-	As := make([]float64, K*n*n) // the transitions into each segment, of the order in use
-	alpha := make([]float64, K*n)
+	// The transitions into each segment and the forward distributions: of the best order so
+	// far (As, alpha), and of the order being scored (wAs, wAlpha), swapped when it is better.
+	As, alpha := make([]float64, K*n*n), make([]float64, K*n)
+	wAs, wAlpha := make([]float64, K*n*n), make([]float64, K*n)
 	tmp, tmp2 := make([]float64, n), make([]float64, n)
-	forward := func(order []int) float64 {
+	pos, buf := make([]int, n), make([]float64, 2*n)
+	forward := func(order []int, As, alpha []float64) float64 {
+		positions(order, pos)
 		var ll float64
 		for k, sg := range segs {
 			A := As[k*n*n : (k+1)*n*n]
-			trans(order, k, A)
+			trans(order, pos, k, A)
 			src := prior
 			if k > 0 {
 				src = alpha[(k-1)*n : k*n]
 			}
-			propagate(src, A, sg.steps, tmp, stepF)
+			propagate(src, A, sg.steps, tmp, stepF, buf)
 			row := alpha[k*n : (k+1)*n]
 			for c := range n {
 				row[c] = tmp[c] * em[k*n+c]
@@ -424,10 +424,11 @@ func (a *Attributor) turns(d *devState, chunk []psample) bool {
 	permute(rest, func(p []int) {
 		order := append([]int{0}, p...)
 		key := orderKey(sc.tCtx, order)
-		score := st.orders[key]*decay + forward(order)
+		score := st.orders[key]*decay + forward(order, wAs, wAlpha)
 		st.orders[key] = score
 		if score > bestScore {
 			best, bestScore = order, score
+			As, wAs, alpha, wAlpha = wAs, As, wAlpha, alpha
 		}
 	})
 	if len(st.orders) > 4*120 { // contexts came and went: forget orders of old sets
@@ -437,7 +438,6 @@ func (a *Attributor) turns(d *devState, chunk []psample) bool {
 			}
 		}
 	}
-	forward(best)
 
 	// Backward, and the owners.
 	beta := make([]float64, K*n)
@@ -450,7 +450,7 @@ func (a *Attributor) turns(d *devState, chunk []psample) bool {
 			tmp[c] = em[(k+1)*n+c] * beta[(k+1)*n+c]
 		}
 		A := As[(k+1)*n*n : (k+2)*n*n]
-		propagate(tmp, A, segs[k+1].steps, beta[k*n:(k+1)*n], stepB)
+		propagate(tmp, A, segs[k+1].steps, beta[k*n:(k+1)*n], stepB, buf)
 		norm(beta[k*n : (k+1)*n])
 	}
 	for k := range K {
@@ -462,10 +462,7 @@ func (a *Attributor) turns(d *devState, chunk []psample) bool {
 	// The untraced contexts' turns taken and passed over, from the expected transitions of
 	// the switches counted once.
 	order := best
-	pos := make([]int, n)
-	for i, c := range order {
-		pos[c] = i
-	}
+	positions(order, pos)
 	var taken, passed [maxTurnStates]float64
 	xi := make([]float64, n*n)
 	for k := 1; k < K; k++ {
@@ -608,13 +605,20 @@ func switchCount(cycles float64) int {
 	return max(1, int(math.Round(cycles/ctxswPerSwitch)))
 }
 
+// positions sets pos[c] to context c's place in order.
+func positions(order, pos []int) {
+	for i, c := range order {
+		pos[c] = i
+	}
+}
+
 // propagate moves an owner distribution p across the steps switches before a segment; step
-// is one switch's move (forward or backward through A). (Counting the switches of a run
-// with odds, each switch's cycles give or take 35,000-60,000, explained the H100 recordings
-// of run BB worse than the likeliest count.)
-func propagate(p, A []float64, steps int, out []float64, step func(p, A, out []float64)) {
+// is one switch's move (forward or backward through A); buf (2 len(p)) is its scratch.
+// (Counting the switches of a run with odds, each switch's cycles give or take
+// 35,000-60,000, explained the H100 recordings of run BB worse than the likeliest count.)
+func propagate(p, A []float64, steps int, out []float64, step func(p, A, out []float64), buf []float64) {
 	n := len(p)
-	cur, nxt := make([]float64, n), make([]float64, n)
+	cur, nxt := buf[:n], buf[n:2*n]
 	copy(cur, p)
 	for range min(steps, 2*n) {
 		step(cur, A, nxt)
