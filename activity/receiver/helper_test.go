@@ -88,12 +88,18 @@ func helper(mode, sock string) error {
 	return nil // exits with the connection open in the kernel's hands: nothing waits for the receiver
 }
 
-// startHelper starts the test binary as a helper client in mode.
-func startHelper(t testing.TB, mode, sock string, env ...string) *exec.Cmd {
-	t.Helper()
+// helperCmd is the test binary as a helper client in mode on sock, not started.
+func helperCmd(mode, sock string, env ...string) *exec.Cmd {
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), append([]string{"CX_RECEIVER_HELPER=" + mode, "CX_RECEIVER_SOCKET=" + sock}, env...)...)
 	cmd.Stderr = os.Stderr
+	return cmd
+}
+
+// startHelper starts the test binary as a helper client in mode.
+func startHelper(t testing.TB, mode, sock string, env ...string) *exec.Cmd {
+	t.Helper()
+	cmd := helperCmd(mode, sock, env...)
 	if mode == "flood" {
 		out, err := cmd.StdoutPipe()
 		if err != nil {
@@ -155,9 +161,7 @@ func flood(sock string) error {
 // the function that starts its life (it exits life later).
 func startShort(t testing.TB, sock string, life time.Duration) (*exec.Cmd, func()) {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), "CX_RECEIVER_HELPER=short", "CX_RECEIVER_SOCKET="+sock, "CX_RECEIVER_LIFE="+life.String())
-	cmd.Stderr = os.Stderr
+	cmd := helperCmd("short", sock, "CX_RECEIVER_LIFE="+life.String())
 	in, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
