@@ -93,15 +93,24 @@ func (h healthStatus) Status() []exporter.Status {
 // stop; it returns the address.
 func serveExporter(t *testing.T, exp *exporter.Exporter, stop func()) string {
 	t.Helper()
+	return serveHandler(t, promhttp.HandlerFor(exp.Registry(), promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError}), stop)
+}
+
+// serveHandler serves h on a free local port until the test ends, then calls stop (if any);
+// it returns the address.
+func serveHandler(t *testing.T, h http.Handler, stop func()) string {
+	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	hs := &http.Server{Handler: promhttp.HandlerFor(exp.Registry(), promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})}
+	hs := &http.Server{Handler: h}
 	go hs.Serve(l)
 	t.Cleanup(func() {
 		hs.Close()
-		stop()
+		if stop != nil {
+			stop()
+		}
 	})
 	return l.Addr().String()
 }

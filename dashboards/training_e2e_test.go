@@ -3,7 +3,6 @@ package dashboards
 import (
 	"fmt"
 	"math"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -66,17 +65,10 @@ func serveKubeStateMetrics(t *testing.T) string {
 		b.WriteString("} 1\n")
 	}
 	body := b.String()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+	return serveHandler(t, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
 		_, _ = w.Write([]byte(body))
-	})}
-	go hs.Serve(l)
-	t.Cleanup(func() { hs.Close() })
-	return l.Addr().String()
+	}), nil)
 }
 
 // trainingReplays generates the training node's recording, starts its replay (4x, looping)
