@@ -11,9 +11,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -24,7 +22,6 @@ import (
 
 	"github.com/cupti-exporter/cupti-exporter/activity"
 	"github.com/cupti-exporter/cupti-exporter/activity/wire"
-	"github.com/cupti-exporter/cupti-exporter/internal/testutil"
 )
 
 // cgroupMover moves this process between cgroups it creates under a cgroup2 mount (else the
@@ -116,23 +113,8 @@ func (m *cgroupMover) enter(dir string) {
 func startActivityOnly(t *testing.T) (*exporterProc, string) {
 	t.Helper()
 	sock := filepath.Join(t.TempDir(), "activity.sock")
-	p := &exporterProc{addr: testutil.FreeAddr(t), out: &testutil.SyncBuffer{}}
-	p.cmd = exec.Command(binary, "serve", "--no-pmsample.enabled", "--no-health.enabled", "--activity.socket="+sock,
-		"--web.listen-address="+p.addr, "--web.health-listen-address=127.0.0.1:0", "--log.level=debug")
-	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
-	p.proc = testutil.Start(t, p.cmd, func() {
-		if t.Failed() {
-			t.Logf("exporter output:\n%s", p.out.String())
-		}
-	})
-	waitFor(t, "/metrics", func() bool {
-		resp, err := http.Get("http://" + p.addr + "/metrics")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	})
+	p := launch(t, nil, nil, "serve", "--no-pmsample.enabled", "--no-health.enabled", "--activity.socket="+sock)
+	p.waitServing(t, "/metrics", 15*time.Second, nil)
 	return p, sock
 }
 

@@ -20,8 +20,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/cupti-exporter/cupti-exporter/internal/testutil"
 )
 
 // startLimited is startEnv under prlimit --nofile=nofile.
@@ -31,29 +29,8 @@ func startLimited(t *testing.T, nofile int, env []string, args ...string) *expor
 	if err != nil {
 		t.Skip("prlimit (util-linux) not found")
 	}
-	p := &exporterProc{addr: testutil.FreeAddr(t), out: &testutil.SyncBuffer{}}
-	p.cmd = exec.Command(prlimit, append([]string{fmt.Sprintf("--nofile=%d:%d", nofile, nofile), binary},
-		append(args, "--web.listen-address="+p.addr, "--web.health-listen-address=127.0.0.1:0", "--log.level=debug")...)...)
-	p.cmd.Env = append(os.Environ(), env...)
-	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
-	p.proc = testutil.Start(t, p.cmd, func() {
-		if t.Failed() {
-			t.Logf("exporter output:\n%s", p.out.String())
-		}
-	})
-	testutil.WaitFor(t, "the exporter ready", 30*time.Second, 100*time.Millisecond, func() bool {
-		select {
-		case <-p.proc.Done():
-			t.Fatalf("exporter exited early (%v):\n%s", p.proc.Err(), p.out.String())
-		default:
-		}
-		resp, err := http.Get("http://" + p.addr + "/readyz")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	})
+	p := launch(t, []string{prlimit, fmt.Sprintf("--nofile=%d:%d", nofile, nofile)}, env, args...)
+	p.waitServing(t, "/readyz", 30*time.Second, nil)
 	return p
 }
 

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -59,9 +60,23 @@ func start(t testing.TB, args ...string) *exporterProc {
 // startEnv is start with extra environment variables.
 func startEnv(t testing.TB, env []string, args ...string) *exporterProc {
 	t.Helper()
+	p := launch(t, nil, env, args...)
+	// Ready, and no replayed source still waiting for its first batch (/readyz turns ready
+	// with the first source that produces: a recording's health frames can come before its
+	// first PM batch).
+	p.waitServing(t, "/readyz", 30*time.Second, func(body string) bool { return !strings.Contains(body, "waiting for the first batch") })
+	return p
+}
+
+// launch starts the binary with args (behind prefix, a wrapper such as prlimit, when given)
+// on a free listen address, with extra environment variables.
+func launch(t testing.TB, prefix, env []string, args ...string) *exporterProc {
+	t.Helper()
 	p := &exporterProc{addr: testutil.FreeAddr(t), out: &testutil.SyncBuffer{}}
 	// The health listener (default :9478) gets a port of its own: tests run side by side.
-	p.cmd = exec.Command(binary, append(args, "--web.listen-address="+p.addr, "--web.health-listen-address=127.0.0.1:0", "--log.level=debug")...)
+	argv := append(slices.Clone(prefix), binary)
+	argv = append(argv, append(args, "--web.listen-address="+p.addr, "--web.health-listen-address=127.0.0.1:0", "--log.level=debug")...)
+	p.cmd = exec.Command(argv[0], argv[1:]...)
 	p.cmd.Env = append(os.Environ(), env...)
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
 	p.proc = testutil.Start(t, p.cmd, func() {
@@ -69,28 +84,31 @@ func startEnv(t testing.TB, env []string, args ...string) *exporterProc {
 			t.Logf("exporter output:\n%s", p.out.String())
 		}
 	})
-	deadline := time.Now().Add(30 * time.Second)
+	return p
+}
+
+// waitServing waits up to timeout for path to answer 200 with a body ready accepts (nil:
+// any), failing the test if the exporter exits first.
+func (p *exporterProc) waitServing(t testing.TB, path string, timeout time.Duration, ready func(body string) bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
 	for time.Now().Before(deadline) {
 		select {
 		case <-p.proc.Done():
 			t.Fatalf("exporter exited early (%v):\n%s", p.proc.Err(), p.out.String())
 		default:
 		}
-		// Ready, and no replayed source still waiting for its first batch (/readyz turns
-		// ready with the first source that produces: a recording's health frames can come
-		// before its first PM batch).
-		resp, err := http.Get("http://" + p.addr + "/readyz")
+		resp, err := http.Get("http://" + p.addr + path)
 		if err == nil {
 			body, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK && !strings.Contains(string(body), "waiting for the first batch") {
-				return p
+			if resp.StatusCode == http.StatusOK && (ready == nil || ready(string(body))) {
+				return
 			}
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	t.Fatalf("exporter not ready after 30 s:\n%s", p.out.String())
-	return nil
+	t.Fatalf("exporter not serving %s after %s:\n%s", path, timeout, p.out.String())
 }
 
 // scrape returns the text exposition of /metrics and its parsed families.
