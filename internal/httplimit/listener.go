@@ -33,9 +33,8 @@ var reasons = [...]string{ReasonLimit, ReasonEvicted, ReasonTimeout}
 // own bounds (in-flight scrapes, timeouts) keep short.
 type Listener struct {
 	net.Listener
-	name    string
-	max     int
-	metrics *Metrics
+	max    int
+	counts *counts // its name's in the Metrics
 
 	mu    sync.Mutex
 	conns map[*conn]struct{}
@@ -47,8 +46,9 @@ func NewListener(l net.Listener, name string, maxConns int, m *Metrics) *Listene
 	if maxConns < 1 {
 		maxConns = 1
 	}
-	m.add(name, maxConns)
-	return &Listener{Listener: l, name: name, max: maxConns, metrics: m, conns: make(map[*conn]struct{})}
+	c := m.get(name)
+	c.limit.Add(int64(maxConns))
+	return &Listener{Listener: l, max: maxConns, counts: c, conns: make(map[*conn]struct{})}
 }
 
 // Accept returns the next connection it admits; those it refuses are closed and counted.
@@ -75,14 +75,14 @@ func (l *Listener) admit(c *conn) bool {
 		victim = l.oldestWaitingLocked()
 		if victim == nil {
 			l.mu.Unlock()
-			l.metrics.closed(l.name, ReasonLimit) // counted before the client can see the close
+			l.counts.close(ReasonLimit) // counted before the client can see the close
 			c.Conn.Close()
 			return false
 		}
 		victim.forgetLocked(ReasonEvicted)
 	}
 	l.conns[c] = struct{}{}
-	l.metrics.opened(l.name, 1)
+	l.counts.open.Add(1)
 	l.mu.Unlock()
 	if victim != nil {
 		victim.Conn.Close() // its server goroutine sees the error and ends
@@ -217,9 +217,9 @@ func (c *conn) Close() error {
 func (c *conn) forgetLocked(reason string) {
 	c.gone = true
 	delete(c.l.conns, c)
-	c.l.metrics.opened(c.l.name, -1)
+	c.l.counts.open.Add(-1)
 	if reason != "" {
-		c.l.metrics.closed(c.l.name, reason)
+		c.l.counts.close(reason)
 	}
 }
 

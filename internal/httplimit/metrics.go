@@ -52,11 +52,8 @@ func (m *Metrics) get(name string) *counts {
 	return c
 }
 
-func (m *Metrics) add(name string, limit int) { m.get(name).limit.Add(int64(limit)) }
-func (m *Metrics) opened(name string, d int)  { m.get(name).open.Add(int64(d)) }
-
-func (m *Metrics) closed(name, reason string) {
-	c := m.get(name)
+// close counts a connection a limit closed for reason.
+func (c *counts) close(reason string) {
 	for i, r := range reasons {
 		if r == reason {
 			c.closed[i].Add(1)
