@@ -113,9 +113,7 @@ func (m *cgroupMover) enter(dir string) {
 func startActivityOnly(t *testing.T) (*exporterProc, string) {
 	t.Helper()
 	sock := filepath.Join(t.TempDir(), "activity.sock")
-	p := launch(t, nil, nil, "serve", "--no-pmsample.enabled", "--no-health.enabled", "--activity.socket="+sock)
-	p.waitServing(t, "/metrics", 15*time.Second, nil)
-	return p, sock
+	return startServing(t, nil, nil, "/metrics", 15*time.Second, nil, "serve", "--no-pmsample.enabled", "--no-health.enabled", "--activity.socket="+sock), sock
 }
 
 func metric(fams map[string]*dto.MetricFamily, name string, l map[string]string) float64 {

@@ -29,9 +29,7 @@ func startLimited(t *testing.T, nofile int, env []string, args ...string) *expor
 	if err != nil {
 		t.Skip("prlimit (util-linux) not found")
 	}
-	p := launch(t, []string{prlimit, fmt.Sprintf("--nofile=%d:%d", nofile, nofile)}, env, args...)
-	p.waitServing(t, "/readyz", 30*time.Second, nil)
-	return p
+	return startServing(t, []string{prlimit, fmt.Sprintf("--nofile=%d:%d", nofile, nofile)}, env, "/readyz", 30*time.Second, nil, args...)
 }
 
 // openFDs counts the descriptors process pid has open.

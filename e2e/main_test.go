@@ -60,12 +60,30 @@ func start(t testing.TB, args ...string) *exporterProc {
 // startEnv is start with extra environment variables.
 func startEnv(t testing.TB, env []string, args ...string) *exporterProc {
 	t.Helper()
-	p := launch(t, nil, env, args...)
 	// Ready, and no replayed source still waiting for its first batch (/readyz turns ready
 	// with the first source that produces: a recording's health frames can come before its
 	// first PM batch).
-	p.waitServing(t, "/readyz", 30*time.Second, func(body string) bool { return !strings.Contains(body, "waiting for the first batch") })
-	return p
+	return startServing(t, nil, env, "/readyz", 30*time.Second, func(body string) bool { return !strings.Contains(body, "waiting for the first batch") }, args...)
+}
+
+// startServing launches the binary (launch) and waits until path serves (waitServing). The
+// listen address is a port FreeAddr found free and let go, which the exporter's own health
+// listener (port 0) or another process can take first (seen once in CI): a start that fails
+// with "address already in use" is tried again on new ports, at most three times.
+func startServing(t testing.TB, prefix, env []string, path string, timeout time.Duration, ready func(body string) bool, args ...string) *exporterProc {
+	t.Helper()
+	for try := 1; ; try++ {
+		p := launch(t, prefix, env, args...)
+		err := p.waitServing(path, timeout, ready)
+		if err == nil {
+			return p
+		}
+		if lost := strings.Contains(p.out.String(), "address already in use"); lost && try < 3 {
+			t.Logf("start %d lost its port, trying again: %v", try, err)
+			continue
+		}
+		t.Fatalf("%v:\n%s", err, p.out.String())
+	}
 }
 
 // launch starts the binary with args (behind prefix, a wrapper such as prlimit, when given)
@@ -88,14 +106,13 @@ func launch(t testing.TB, prefix, env []string, args ...string) *exporterProc {
 }
 
 // waitServing waits up to timeout for path to answer 200 with a body ready accepts (nil:
-// any), failing the test if the exporter exits first.
-func (p *exporterProc) waitServing(t testing.TB, path string, timeout time.Duration, ready func(body string) bool) {
-	t.Helper()
+// any); it fails when the exporter exits first or the time is up.
+func (p *exporterProc) waitServing(path string, timeout time.Duration, ready func(body string) bool) error {
 	deadline := time.Now().Add(timeout)
 	for time.Now().Before(deadline) {
 		select {
 		case <-p.proc.Done():
-			t.Fatalf("exporter exited early (%v):\n%s", p.proc.Err(), p.out.String())
+			return fmt.Errorf("exporter exited early (%v)", p.proc.Err())
 		default:
 		}
 		resp, err := http.Get("http://" + p.addr + path)
@@ -103,12 +120,12 @@ func (p *exporterProc) waitServing(t testing.TB, path string, timeout time.Durat
 			body, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK && (ready == nil || ready(string(body))) {
-				return
+				return nil
 			}
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	t.Fatalf("exporter not serving %s after %s:\n%s", path, timeout, p.out.String())
+	return fmt.Errorf("exporter not serving %s after %s", path, timeout)
 }
 
 // scrape returns the text exposition of /metrics and its parsed families.
