@@ -29,8 +29,10 @@ type gpuState struct {
 	errs        map[string]uint64
 	gpm         *gpm.Pair // GPM samples, when WithGPM and supported
 	log         *slog.Logger
-	errTick     int           // collections since the error counters were last read
-	errCache    []cachedValue // their values, repeated between reads
+	slowTick    int           // collections since the slow fields were last read
+	slowCache   []cachedValue // their values, repeated between reads
+	static      []cachedValue // fields fixed while the driver holds the GPU (maximum clocks)
+	staticRead  bool          // static holds them: read since the GPU was (re)identified
 	lastProcs   time.Time     // the previous process observation (WithProcessListener)
 	lastUtilTS  uint64        // newest per-process utilisation sample read (NVML's µs)
 	migOn       bool          // MIG mode was on at the last collection
@@ -38,11 +40,16 @@ type gpuState struct {
 	migs map[string]migPlacement // MIG UUID -> its GPU instance's placement, of the last collection
 }
 
-// errorEvery: error and link counters (ECC, retired pages, remapped rows, PCIe replays,
-// NVLink state and errors) change rarely and are more than half of a collection's NVML calls
-// (18 NVLink links × 6 calls on an H200), so they are read every errorEvery collections (10 s
-// at the default interval) and repeated in between. XID errors are events and arrive at once.
-const errorEvery = 10
+// slowEvery: the slow fields are read every slowEvery collections (10 s at the default
+// interval) and repeated in between. They are the error and link counters (ECC, retired pages,
+// remapped rows, PCIe replays, NVLink state and errors), which change rarely and are more than
+// half of a collection's NVML calls (18 NVLink links × 6 calls on an H200), and the energy and
+// clock-event (violation) counters, cumulative counters that dashboards and alerts read as
+// rates over minutes, and among NVML's dearest calls: on an H100 they were 0.26 s of the 0.44 s
+// health spent in 20 s of collections (docs/gpu-validation.md run BK). XID errors are events
+// and arrive at once; power, clocks, temperatures, utilisation and the clock-event reasons
+// are read every collection.
+const slowEvery = 10
 
 type cachedValue struct {
 	d     *descT
@@ -52,7 +59,8 @@ type cachedValue struct {
 
 func (g *gpuState) identify(dev nvml.Device, resolve func(string) (string, bool)) {
 	g.dev, g.lost, g.lostReason = dev, false, ""
-	g.errTick, g.errCache = 0, nil // read the error counters at the next collection
+	g.slowTick, g.slowCache = 0, nil    // read the slow fields at the next collection
+	g.static, g.staticRead = nil, false // and the static ones: a reset or new driver may change them
 	if g.gpm != nil {
 		g.gpm.Restart() // a sample from before a reset does not pair with one after it
 	}
@@ -165,11 +173,6 @@ func (g *gpuState) collect(b *builder, podOf func(uint32) (string, string, strin
 			add(powerLimitDesc, float64(mw)/1000)
 		}
 	}
-	if !g.skip("energy") {
-		if mj, ret := g.dev.GetTotalEnergyConsumption(); g.ok("energy", ret) {
-			add(energyDesc, float64(mj)/1000)
-		}
-	}
 	if !g.skip("temperature") {
 		if c, ret := g.dev.GetTemperature(nvml.TEMPERATURE_GPU); g.ok("temperature", ret) {
 			add(tempDesc, float64(c))
@@ -186,17 +189,66 @@ func (g *gpuState) collect(b *builder, podOf func(uint32) (string, string, strin
 				add(clockDesc, float64(mhz)*1e6, c.name)
 			}
 		}
-		if !g.skip("max_clock_" + c.name) {
-			if mhz, ret := g.dev.GetMaxClockInfo(c.t); g.ok("max_clock_"+c.name, ret) {
-				add(maxClockDesc, float64(mhz)*1e6, c.name)
-			}
-		}
 	}
 	if !g.skip("clock_events") {
 		if mask, ret := g.dev.GetCurrentClocksEventReasons(); g.ok("clock_events", ret) {
 			for _, r := range clockEventReasons {
 				add(clockEventDesc, b01(mask&r.bit != 0), r.name)
 			}
+		}
+	}
+	if !g.staticRead {
+		g.static, g.staticRead = g.readStatic()
+	}
+	if g.slowTick%slowEvery == 0 {
+		g.slowCache = g.slowCache[:0]
+		keep := func(d *descT, v float64, extra ...string) {
+			g.slowCache = append(g.slowCache, cachedValue{d, v, append([]string(nil), extra...)})
+		}
+		g.collectCounters(keep)
+		g.collectErrors(keep)
+	}
+	g.slowTick++
+	for _, c := range g.static {
+		add(c.d, c.v, c.extra...)
+	}
+	for _, c := range g.slowCache {
+		add(c.d, c.v, c.extra...)
+	}
+	procs := g.collectProcesses(b, podOf, procRoot)
+	g.collectMIG(add)
+	return procs
+}
+
+// descT shortens the builder signatures.
+type descT = mapping.Desc
+
+// readStatic reads the fields that stay fixed while the driver holds the GPU: its maximum
+// clocks (nvmlDeviceGetMaxClockInfo, 1.5 ms of CPU a call on an H100 in run BK). done is false
+// when a read failed for a reason other than not being supported: they are read again at the
+// next collection. identify clears them, so a GPU that was reset or came back is read anew.
+func (g *gpuState) readStatic() (out []cachedValue, done bool) {
+	done = true
+	for _, c := range clockDomains {
+		f := "max_clock_" + c.name
+		if g.skip(f) {
+			continue
+		}
+		mhz, ret := g.dev.GetMaxClockInfo(c.t)
+		if g.ok(f, ret) {
+			out = append(out, cachedValue{maxClockDesc, float64(mhz) * 1e6, []string{c.name}})
+		} else if !g.unsupported[f] {
+			done = false
+		}
+	}
+	return out, done
+}
+
+// collectCounters reads the cumulative energy and clock-event (violation) counters.
+func (g *gpuState) collectCounters(add func(*descT, float64, ...string)) {
+	if !g.skip("energy") {
+		if mj, ret := g.dev.GetTotalEnergyConsumption(); g.ok("energy", ret) {
+			add(energyDesc, float64(mj)/1000)
 		}
 	}
 	for _, p := range violationPolicies {
@@ -207,23 +259,7 @@ func (g *gpuState) collect(b *builder, podOf func(uint32) (string, string, strin
 			}
 		}
 	}
-	if g.errTick%errorEvery == 0 {
-		g.errCache = g.errCache[:0]
-		g.collectErrors(func(d *descT, v float64, extra ...string) {
-			g.errCache = append(g.errCache, cachedValue{d, v, append([]string(nil), extra...)})
-		})
-	}
-	g.errTick++
-	for _, c := range g.errCache {
-		add(c.d, c.v, c.extra...)
-	}
-	procs := g.collectProcesses(b, podOf, procRoot)
-	g.collectMIG(add)
-	return procs
 }
-
-// descT shortens the builder signatures.
-type descT = mapping.Desc
 
 func (g *gpuState) collectErrors(add func(*descT, float64, ...string)) {
 	for _, e := range eccCounters {

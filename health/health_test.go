@@ -30,6 +30,8 @@ type reading struct {
 	energyMJ         uint64
 	tempC            uint32
 	smMHz, memMHz    uint32
+	maxMHz           uint32
+	maxFails         int // GetMaxClockInfo answers UNKNOWN this many more times
 	events           uint64
 	nvlinkErrs       uint64
 	procs            []nvml.ProcessInfo
@@ -37,11 +39,15 @@ type reading struct {
 	unsupported      map[string]bool
 	lost             atomic.Bool
 	calls            map[string]*atomic.Int64
+	all              *atomic.Int64 // every call, when set
 }
 
 func (r *reading) ret(field string) nvml.Return {
 	if c := r.calls[field]; c != nil {
 		c.Add(1)
+	}
+	if r.all != nil {
+		r.all.Add(1)
 	}
 	switch {
 	case r.lost.Load():
@@ -92,7 +98,16 @@ func fakeGPU(d *server.Device, r *reading) {
 		}
 		return r.smMHz, r.ret("clock")
 	}
-	d.GetMaxClockInfoFunc = func(nvml.ClockType) (uint32, nvml.Return) { return 1980, r.ret("max_clock") }
+	d.GetMaxClockInfoFunc = func(nvml.ClockType) (uint32, nvml.Return) {
+		if ret := r.ret("max_clock"); ret != nvml.SUCCESS {
+			return 0, ret
+		}
+		if r.maxFails > 0 {
+			r.maxFails--
+			return 0, nvml.ERROR_UNKNOWN
+		}
+		return r.maxMHz, nvml.SUCCESS
+	}
 	d.GetCurrentClocksEventReasonsFunc = func() (uint64, nvml.Return) { return r.events, r.ret("clock_events") }
 	d.GetViolationStatusFunc = func(p nvml.PerfPolicyType) (nvml.ViolationTime, nvml.Return) {
 		return nvml.ViolationTime{ViolationTime: uint64(p+1) * 1e9}, r.ret("violation")
@@ -123,7 +138,7 @@ func newFakeServer(t testing.TB) (*server.Server, []*reading) {
 	s := dgxh100.New()
 	rs := make([]*reading, len(s.Devices))
 	for i, d := range s.Devices {
-		rs[i] = &reading{powerMW: 312500, limitMW: 700000, energyMJ: 123456789, tempC: 44, smMHz: 1980, memMHz: 2619,
+		rs[i] = &reading{powerMW: 312500, limitMW: 700000, energyMJ: 123456789, tempC: 44, smMHz: 1980, memMHz: 2619, maxMHz: 1980,
 			events: 0x1 | 0x4, unsupported: map[string]bool{}, calls: map[string]*atomic.Int64{"memory_temperature": {}}}
 		fakeGPU(d.(*server.Device), rs[i])
 	}
@@ -407,18 +422,31 @@ func TestMIGInstances(t *testing.T) {
 }
 
 // BenchmarkCollect8GPUs is one health collection of a DGX H100 (8 GPUs) against the mock:
-// the cost of the exporter's side of a collection (target: <= 5 ms of CPU).
+// the cost of the exporter's side of a collection (target: <= 5 ms of CPU). The mock's calls
+// cost nothing; what NVML's cost on a GPU is the calls made, reported as nvml_calls/op and, of
+// those, the ones measured dear on an H100 (energy, violation status, maximum clocks, over 1 ms
+// of CPU each in run BK) as dear_calls/op.
 func BenchmarkCollect8GPUs(b *testing.B) {
 	srv, rs := newFakeServer(b)
+	var all, dear atomic.Int64
 	for _, r := range rs {
 		r.procs = []nvml.ProcessInfo{{Pid: 100, UsedGpuMemory: 1 << 30}}
+		r.all = &all
+		for _, f := range []string{"energy", "violation", "max_clock"} {
+			r.calls[f] = &dear
+		}
 	}
 	src := New(srv, nil, WithoutEvents())
 	started(b, src)
+	all.Store(0)
 	b.ReportAllocs()
+	n := 0
 	for b.Loop() {
 		src.Collect()
+		n++
 	}
+	b.ReportMetric(float64(all.Load())/float64(n), "nvml_calls/op")
+	b.ReportMetric(float64(dear.Load())/float64(n), "dear_calls/op")
 }
 
 // TestFamiliesLint serves a full collection through the exporter's registry and lints it
@@ -490,6 +518,83 @@ func TestErrorCountersReadEveryTenth(t *testing.T) {
 	// 18 links x 5 counters per read, two reads
 	if n := rs[0].calls["nvlink"].Load(); n != 2*18*5 {
 		t.Errorf("NVLink error counters read %d times in 12 collections, want %d (two reads)", n, 2*18*5)
+	}
+}
+
+// TestMaxClocksReadOncePerIdentify checks that the maximum clocks, fixed while the driver
+// holds the GPU, are read at the first collection only and served at every one, read again
+// after a read that failed for a passing reason, and read anew when the GPU comes back after
+// being lost (a reset or another driver may change them).
+func TestMaxClocksReadOncePerIdentify(t *testing.T) {
+	srv, rs := newFakeServer(t)
+	rs[0].calls["max_clock"] = &atomic.Int64{}
+	src := New(srv, nil, WithoutEvents())
+	started(t, src)
+	want := func(i int, mhz float64) {
+		t.Helper()
+		for _, c := range []string{"sm", "memory", "graphics"} {
+			if v, ok := series(t, src.Snapshot(), "cupti_gpu_max_clock_hertz", map[string]string{"gpu": "0", "clock": c}); !ok || v != mhz*1e6 {
+				t.Fatalf("collection %d: max %s clock %v (present %v), want %v MHz", i, c, v, ok, mhz)
+			}
+		}
+	}
+	for i := range 5 {
+		src.Collect()
+		if i == 1 {
+			rs[0].maxMHz = 2100 // not seen: not read again while the GPU stays
+		}
+		want(i, 1980)
+	}
+	if n := rs[0].calls["max_clock"].Load(); n != 3 {
+		t.Errorf("max clocks read %d times in 5 collections, want 3 (once per clock)", n)
+	}
+	rs[0].lost.Store(true)
+	src.Collect()
+	rs[0].lost.Store(false)
+	src.Collect() // back: identified again, the max clocks read anew
+	want(6, 2100)
+	rs[0].lost.Store(true)
+	src.Collect()
+	rs[0].lost.Store(false)
+	rs[0].maxFails = 1 // the first read after the return fails: served without it, read again next time
+	rs[0].maxMHz = 1755
+	src.Collect()
+	if _, ok := series(t, src.Snapshot(), "cupti_gpu_max_clock_hertz", map[string]string{"gpu": "0", "clock": "sm"}); ok {
+		t.Error("max SM clock served though its read failed")
+	}
+	src.Collect()
+	want(9, 1755)
+}
+
+// TestCountersReadEveryTenth checks that the energy and clock-event (violation) counters are
+// read on the first collection and every tenth after it, repeated in between.
+func TestCountersReadEveryTenth(t *testing.T) {
+	srv, rs := newFakeServer(t)
+	rs[0].calls["energy"] = &atomic.Int64{}
+	rs[0].calls["violation"] = &atomic.Int64{}
+	src := New(srv, nil, WithoutEvents())
+	started(t, src)
+	for i := range 12 {
+		src.Collect()
+		if i == 4 {
+			rs[0].energyMJ += 5000 // not read before the eleventh collection
+		}
+		want := 123456.789
+		if i >= 10 {
+			want += 5
+		}
+		if v, ok := series(t, src.Snapshot(), "cupti_gpu_energy_joules_total", map[string]string{"gpu": "0"}); !ok || math.Abs(v-want) > 1e-6 {
+			t.Fatalf("collection %d: energy %v (present %v), want %v", i, v, ok, want)
+		}
+		if v, ok := series(t, src.Snapshot(), "cupti_gpu_clock_event_seconds_total", map[string]string{"gpu": "0", "reason": "thermal"}); !ok || v != 2 {
+			t.Fatalf("collection %d: thermal clock-event seconds %v (present %v), want 2", i, v, ok)
+		}
+	}
+	if n := rs[0].calls["energy"].Load(); n != 2 {
+		t.Errorf("energy read %d times in 12 collections, want 2", n)
+	}
+	if n := rs[0].calls["violation"].Load(); n != 2*int64(len(violationPolicies)) {
+		t.Errorf("violation counters read %d times in 12 collections, want %d", n, 2*len(violationPolicies))
 	}
 }
 
