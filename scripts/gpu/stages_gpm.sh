@@ -118,3 +118,70 @@ stage_gpmcompare() {
   say "exporter :9477 pid $(cat "$L/exporter.9477.pid")"
   stop_exporter 9481; stop_exporter 9479; stop_exporter 9477
 }
+
+# gpmcost (issue 32 item 3, run CA): what NVML's calls cost and what gpm.mode=only costs above
+# them, under one bf16 matmul on GPU 0. nvmlcost (nvmlcost.c, built here against the carried
+# nvml.h): (a) every call NVML health makes and GPM's sample and metrics calls, thread CPU per
+# call (`calls`); (b) the floor alone, one nvmlGpmSampleGet and one nvmlGpmMetricsGet of the
+# exporter's 9 ids every 100 ms and nothing else, GPMCOST_FLOOR_S (10) s; (c) side by side for
+# GPMCOST_S (25) s: the floor again and four exporters in gpm.mode=only without activity, the
+# build before the change (.gpu/cupti-exporter-main) and this one, each with and without NVML
+# health at its defaults; each process's CPU over the same window, RSS; a CPU profile of this
+# build without health ($OUT/cpu-gpmonly.pprof, a cpuprofile build). About 60 s.
+stage_gpmcost() {
+  say "== gpmcost (issue 32 item 3: gpm.mode=only against NVML's floor)"
+  nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee -a "$S"
+  gcc -O2 -Wno-deprecated-declarations -o "$G/nvmlcost" scripts/gpu/nvmlcost.c -I"$G" -l:libnvidia-ml.so.1 > "$L/build-nvmlcost.log" 2>&1 ||
+    { say "nvmlcost build failed: $(tail -3 "$L/build-nvmlcost.log")"; return; }
+  local secs=${GPMCOST_S:-25} p
+  $W mm 300 > "$L/gpmcost-load.log" 2>&1 & local lp=$!; sleep 4
+  "$G/nvmlcost" calls 20 > "$L/nvmlcost-calls.txt" 2>&1; say "nvmlcost calls rc=$?:"; tee -a "$S" < "$L/nvmlcost-calls.txt"
+  "$G/nvmlcost" floor "${GPMCOST_FLOOR_S:-10}" 100 9 2>&1 | sed 's/^/alone: /' | tee -a "$S"
+  local main=$G/cupti-exporter-main
+  SERIES_EXTRA= BIN=$main start_exporter "$L/exp-gpmcost-before-bare.log" 9477 --gpm.mode=only --no-activity.enabled --no-health.enabled || return
+  export CUPTI_EXPORTER_CPUPROFILE=$OUT/cpu-gpmonly.pprof,5s,$((secs - 2))s
+  SERIES_EXTRA= start_exporter "$L/exp-gpmcost-after-bare.log" 9479 --gpm.mode=only --no-activity.enabled --no-health.enabled || return
+  unset CUPTI_EXPORTER_CPUPROFILE
+  SERIES_EXTRA= BIN=$main start_exporter "$L/exp-gpmcost-before-health.log" 9481 --gpm.mode=only --no-activity.enabled || return
+  SERIES_EXTRA= start_exporter "$L/exp-gpmcost-after-health.log" 9483 --gpm.mode=only --no-activity.enabled || return
+  sleep 3
+  local c0=() c1=() t0 t1
+  t0=$(date +%s.%N); for p in 9477 9479 9481 9483; do c0+=("$(cpu_of $p)"); done
+  python3 scripts/gpu/threads.py "$(cat "$L/exporter.9479.pid")" > "$L/gpmcost-thr0.json"
+  "$G/nvmlcost" floor "$secs" 100 9 > "$L/gpmcost-floor.txt" 2>&1
+  t1=$(date +%s.%N); for p in 9477 9479 9481 9483; do c1+=("$(cpu_of $p)"); done
+  python3 scripts/gpu/threads.py "$(cat "$L/exporter.9479.pid")" "$L/gpmcost-thr0.json" > "$L/gpmcost-thr.json"
+  say "side by side: $(sed 's/^floor: /nvmlcost floor: /' "$L/gpmcost-floor.txt")"
+  local i=0 name
+  for name in "before, no health" "after, no health" "before, health" "after, health"; do
+    p=$((9477 + 2 * i))
+    say "  gpm.mode=only $name (:$p): $(python3 -c "print(f'{(${c1[$i]}-${c0[$i]})/($t1-$t0)*100:.2f} % of a core over {$t1-$t0:.1f} s')"), RSS $(rss_of $p) kB, GPM pairs $(curl -s localhost:$p/metrics | awk '/^cupti_gpm_samples_total/ { s += $NF } END { print s + 0 }')"
+    i=$((i + 1))
+  done
+  say "  threads of :9479: $(cat "$L/gpmcost-thr.json")"
+  for p in 9483 9481 9479 9477; do stop_exporter $p; done
+  kill $lp 2>/dev/null; wait $lp 2>/dev/null
+}
+
+# gpmids (issue 32 item 3, run CB): which GPM metric costs what (nvmlcost ids: each of the
+# exporter's 9 ids alone and the 9 without each), and gpm.mode=only at 5 Hz
+# (--gpm.interval=200ms) without health beside nvmlcost's floor at 200 ms, GPMIDS_S (20) s,
+# under one bf16 matmul. About 45 s.
+stage_gpmids() {
+  say "== gpmids (issue 32 item 3: per metric, 5 Hz)"
+  [ -x "$G/nvmlcost" ] || gcc -O2 -Wno-deprecated-declarations -o "$G/nvmlcost" scripts/gpu/nvmlcost.c -I"$G" -l:libnvidia-ml.so.1 > "$L/build-nvmlcost.log" 2>&1 ||
+    { say "nvmlcost build failed: $(tail -3 "$L/build-nvmlcost.log")"; return; }
+  local secs=${GPMIDS_S:-20}
+  $W mm 200 > "$L/gpmids-load.log" 2>&1 & local lp=$!; sleep 4
+  "$G/nvmlcost" ids 20 > "$L/nvmlcost-ids.txt" 2>&1; say "nvmlcost ids rc=$?:"; tee -a "$S" < "$L/nvmlcost-ids.txt"
+  SERIES_EXTRA= start_exporter "$L/exp-gpmids.log" 9479 --gpm.mode=only --gpm.interval=200ms --no-activity.enabled --no-health.enabled || return
+  sleep 3
+  local c0 c1 t0 t1
+  t0=$(date +%s.%N); c0=$(cpu_of 9479)
+  "$G/nvmlcost" floor "$secs" 200 9 > "$L/gpmids-floor.txt" 2>&1
+  t1=$(date +%s.%N); c1=$(cpu_of 9479)
+  say "5 Hz side by side: $(sed 's/^floor: /nvmlcost floor: /' "$L/gpmids-floor.txt")"
+  say "  gpm.mode=only --gpm.interval=200ms, no health: $(python3 -c "print(f'{($c1-$c0)/($t1-$t0)*100:.2f} % of a core over {$t1-$t0:.1f} s')"), RSS $(rss_of 9479) kB"
+  stop_exporter 9479
+  kill $lp 2>/dev/null; wait $lp 2>/dev/null
+}

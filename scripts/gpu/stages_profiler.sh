@@ -9,6 +9,9 @@
 #   pmcost       the PM path's CPU at 1 ms: the defaults (CPU profile with a cpuprofile build),
 #                without NVML health, decode periods PMCOST_DP (250ms 500ms 1s 2s), and pmprobe
 #                on the same set and load, in one run
+#   pmcostab     the same before / after a change (.gpu/cupti-exporter-main against this build,
+#                interleaved), and this build's decode periods with the attribution lag (runs CA, CB)
+#   pmcostdp     the decode periods 100 ms and 250 ms on a workload of another shape (run CB)
 
 PA=$G/profapp
 build_profapp() { [ -x "$PA" ] || nvcc -O2 -o "$PA" scripts/gpu/profapp.cu > "$L/build-profapp.log" 2>&1 || say "profapp build failed: $(tail -3 "$L/build-profapp.log")"; }
@@ -195,7 +198,46 @@ print(f"{sys.argv[6]}: {n:.0f} samples in {sys.argv[5]} s, lost {lost:.0f}; proc
       f"ratio {cpu / max(cu, 1e-9):.3f}; {100 * cpu / float(sys.argv[5]):.1f} % of a core; RSS {sys.argv[7]} MB (anonymous {sys.argv[8]} MB)")
 PY
   say "  threads: $(cat "$L/cost-thr-$name.json")"
+  [ -n "${PMCOST_LAG:-}" ] && pmcost_lag "$name"
   stop_exporter 9477
+}
+
+# pmcost_lag NAME: after the measured window, 6 scrapes 0.7 s apart: how old the newest PM
+# sample is at a scrape (scrape time - cupti_pm_last_sample_timestamp_seconds) and the
+# attribution lag (the largest cupti_attribution_lag_seconds).
+pmcost_lag() {
+  local i t f=$L/cost-lag-$1.txt; : > "$f"
+  for i in $(seq 1 6); do
+    t=$(date +%s.%N); curl -s localhost:9477/metrics > "$L/cost-lag.tmp"
+    echo "$t $(awk '/^cupti_pm_last_sample_timestamp_seconds/ { if ($NF > m) m = $NF } END { printf "%.3f", m }' "$L/cost-lag.tmp") $(awk '/^cupti_attribution_lag_seconds/ { if ($NF > m) m = $NF } END { printf "%.3f", m }' "$L/cost-lag.tmp")" >> "$f"
+    sleep 0.7
+  done
+  say "  $1: newest sample's age at a scrape $(awk '{ a = $1 - $2; s += a; if (a > m) m = a } END { printf "mean %.2f max %.2f s", s / NR, m }' "$f"); attribution lag $(awk '{ s += $3; if ($3 > m) m = $3 } END { printf "mean %.2f max %.2f s", s / NR, m }' "$f")"
+}
+
+# pmcostab (issue 32 item 5, runs CA, CB): the PM path's CPU at 1 ms at the defaults under one
+# uninjected bf16 matmul (as run BK), the build before the change (.gpu/cupti-exporter-main) and
+# this one interleaved, PMCOST_ROUNDS (2) rounds of PMCOST_S (12) s each, a CPU profile of this
+# build's first run ($OUT/cpu-pmcost-after.pprof, a cpuprofile build); this build without NVML
+# health; then, under an injected bf16 matmul (so attribution has a pod to join), this build at
+# the decode periods PMCOST_DP (100ms 250ms 1s 2s): CPU, RSS, the newest sample's age and the
+# attribution lag. About 3.5 minutes.
+stage_pmcostab() {
+  say "== pmcostab (issue 32 item 5: before / after, decode periods)"
+  mkdir -p /run/cupti-exporter
+  local secs=${PMCOST_S:-12} r dp
+  $W mm 600 > "$L/costab-load.log" 2>&1 & local lp=$!; sleep 4
+  for r in $(seq 1 "${PMCOST_ROUNDS:-2}"); do
+    BIN=$G/cupti-exporter-main pmcost_run "before-$r" "$secs"
+    [ "$r" = 1 ] && export CUPTI_EXPORTER_CPUPROFILE=$OUT/cpu-pmcost-after.pprof,5s,$((secs - 1))s
+    pmcost_run "after-$r" "$secs"
+    unset CUPTI_EXPORTER_CPUPROFILE
+  done
+  pmcost_run after-no-health "$secs" --no-health.enabled
+  kill $lp 2>/dev/null; wait $lp 2>/dev/null
+  CUDA_INJECTION64_PATH=$INJ CUPTI_EXPORTER_SOCKET=$SOCK $W mm 600 > "$L/costab-load2.log" 2>&1 & lp=$!; sleep 4
+  for dp in ${PMCOST_DP:-100ms 250ms 1s 2s}; do PMCOST_LAG=1 pmcost_run "decode-$dp" "$secs" --pmsample.decode-period="$dp"; done
+  kill $lp 2>/dev/null; wait $lp 2>/dev/null
 }
 
 stage_pmcost() {
@@ -216,5 +258,22 @@ stage_pmcost() {
     wait $pw
     say "pmprobe, the same 12 metrics at 1 ms: rss=${prss}MB $(awk -F'\t' '$3 ~ /^[0-9]+$/ { n += $3; d += $4; e += $5 } END { printf "samples=%d decode+eval us/sample=%.2f (decode %.2f, evaluate %.2f)", n, (d + e) / n, d / n, e / n }' "$L/cost-probe.tsv"); threads $(cat "$L/cost-probe-thr.json")"
   fi
+  kill $lp 2>/dev/null; wait $lp 2>/dev/null
+}
+
+# pmcostdp (issue 32 item 5, run CB): the default decode period's check on a workload of
+# another shape than pmcostab's (an injected matmul in 30 % bursts, 30 ms on, 70 ms off):
+# 100 ms and 250 ms interleaved, PMCOST_ROUNDS (2) rounds of PMCOST_S (12) s at 1 ms, then
+# both at 100 us with the double pipeline (one round): CPU, RSS, the newest sample's age,
+# the attribution lag. About 2.5 minutes.
+stage_pmcostdp() {
+  say "== pmcostdp (issue 32 item 5: decode period 100 ms against 250 ms, bursts)"
+  mkdir -p /run/cupti-exporter
+  local secs=${PMCOST_S:-12} r dp
+  CUDA_INJECTION64_PATH=$INJ CUPTI_EXPORTER_SOCKET=$SOCK $W seq burst30:600 > "$L/costdp-load.log" 2>&1 & local lp=$!; sleep 5
+  for r in $(seq 1 "${PMCOST_ROUNDS:-2}"); do
+    for dp in 100ms 250ms; do PMCOST_LAG=1 pmcost_run "bursts-$dp-$r" "$secs" --pmsample.decode-period=$dp; done
+  done
+  for dp in 100ms 250ms; do PMCOST_LAG=1 pmcost_run "bursts-100us-$dp" "$secs" --pmsample.interval=100us --pmsample.pipeline=double --pmsample.decode-period=$dp; done
   kill $lp 2>/dev/null; wait $lp 2>/dev/null
 }
