@@ -16,6 +16,8 @@ go test -c -o .gpu/cupti.test ./internal/cupti
 go test -c -o .gpu/pmsample.test ./pmsample
 make -s -C activity/inject
 cp activity/inject/build/libcupti_exporter_inject.so .gpu/
+# nvml.h of the go-nvml the exporter binds, for the C probe nvmlcost (stages gpmcost, gpmids)
+cp "$(go list -m -f '{{.Dir}}' github.com/NVIDIA/go-nvml)/pkg/nvml/nvml.h" .gpu/nvml.h && chmod u+w .gpu/nvml.h
 probes=${PROBES:-../shared/probes}
 [ -d .gpu/probes ] || cp -r "$probes" .gpu/probes
 # The straggler stages (stages_straggler.sh): the chart's alert and recording rules as a rules file,
@@ -24,5 +26,5 @@ CUPTI_RULES_OUT="$PWD/.gpu/rules.yaml" go test -count=1 -run '^TestWriteRulesFil
 rm -f .gpu/rules-otlp.yaml
 if command -v prometheus > /dev/null; then cp "$(command -v prometheus)" .gpu/prometheus; gzip -f .gpu/prometheus; fi
 # A device call carries at most 64 MiB: the binaries travel gzipped; validate.sh unpacks them.
-gzip -f .gpu/gpmprobe .gpu/wakeprobe .gpu/cupti-exporter .gpu/cupti.test .gpu/pmsample.test
+gzip -f .gpu/nvml.h .gpu/gpmprobe .gpu/wakeprobe .gpu/cupti-exporter .gpu/cupti.test .gpu/pmsample.test
 ls -l .gpu
