@@ -504,6 +504,9 @@ func (r *runner) newBatch(g int, startNS uint64) (*Batch, func(start, end uint64
 	n := len(metrics)
 	guard := r.guardOf(metrics)
 	var buf []float64 // values of many samples share one allocation
+	// A decode period's samples, and a quarter more for a late decode: the batch's slices are
+	// made once at that size (made at the first sample; an idle decode allocates nothing).
+	expect := int(r.s.cfg.decodePeriod/r.interval)*5/4 + 1
 	return b, func(start, end uint64, vals []float64) {
 		switch {
 		case vals != nil && len(vals) == 0: // incompleteSample
@@ -523,8 +526,11 @@ func (r *runner) newBatch(g int, startNS uint64) (*Batch, func(start, end uint64
 				return
 			}
 			r.loss.sample(start, end)
+			if b.Samples == nil {
+				b.Samples = make([]Sample, 0, expect)
+			}
 			if len(buf)+n > cap(buf) {
-				buf = make([]float64, 0, n*256)
+				buf = make([]float64, 0, n*max(expect-len(b.Samples), 64))
 			}
 			i := len(buf)
 			buf = append(buf, vals...)
