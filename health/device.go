@@ -29,6 +29,7 @@ type gpuState struct {
 	errs        map[string]uint64
 	gpm         *gpm.Pair // GPM samples, when WithGPM and supported
 	log         *slog.Logger
+	slowEvery   int           // collections from one read of the slow fields to the next
 	slowTick    int           // collections since the slow fields were last read
 	slowCache   []cachedValue // their values, repeated between reads
 	static      []cachedValue // fields fixed while the driver holds the GPU (maximum clocks)
@@ -40,8 +41,8 @@ type gpuState struct {
 	migs map[string]migPlacement // MIG UUID -> its GPU instance's placement, of the last collection
 }
 
-// slowEvery: the slow fields are read every slowEvery collections (10 s at the default
-// interval) and repeated in between. They are the error and link counters (ECC, retired pages,
+// slowPeriod: the slow fields are read every slowPeriod (every collection when the interval is
+// as long) and repeated in between. They are the error and link counters (ECC, retired pages,
 // remapped rows, PCIe replays, NVLink state and errors), which change rarely and are more than
 // half of a collection's NVML calls (18 NVLink links × 6 calls on an H200), and the energy and
 // clock-event (violation) counters, cumulative counters that dashboards and alerts read as
@@ -49,7 +50,10 @@ type gpuState struct {
 // health spent in 20 s of collections (docs/gpu-validation.md run BK). XID errors are events
 // and arrive at once; power, clocks, temperatures, utilisation and the clock-event reasons
 // are read every collection.
-const slowEvery = 10
+const slowPeriod = 10 * time.Second
+
+// slowEvery is how many collections of interval apart make slowPeriod (at least one).
+func slowEvery(interval time.Duration) int { return max(1, int(slowPeriod/interval)) }
 
 type cachedValue struct {
 	d     *descT
@@ -200,7 +204,7 @@ func (g *gpuState) collect(b *builder, podOf func(uint32) (string, string, strin
 	if !g.staticRead {
 		g.static, g.staticRead = g.readStatic()
 	}
-	if g.slowTick%slowEvery == 0 {
+	if g.slowTick%max(g.slowEvery, 1) == 0 {
 		g.slowCache = g.slowCache[:0]
 		keep := func(d *descT, v float64, extra ...string) {
 			g.slowCache = append(g.slowCache, cachedValue{d, v, append([]string(nil), extra...)})

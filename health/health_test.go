@@ -598,6 +598,27 @@ func TestCountersReadEveryTenth(t *testing.T) {
 	}
 }
 
+// TestSlowFieldsEveryTenSeconds checks that the slow fields are read every 10 s whatever the
+// interval: every 100th collection at 100 ms, every collection at a minute.
+func TestSlowFieldsEveryTenSeconds(t *testing.T) {
+	for _, c := range []struct {
+		interval    time.Duration
+		collections int
+		reads       int64
+	}{{100 * time.Millisecond, 201, 3}, {time.Minute, 3, 3}, {20 * time.Second, 2, 2}} {
+		srv, rs := newFakeServer(t)
+		rs[0].calls["energy"] = &atomic.Int64{}
+		src := New(srv, nil, WithoutEvents(), WithInterval(c.interval))
+		started(t, src)
+		for range c.collections {
+			src.Collect()
+		}
+		if n := rs[0].calls["energy"].Load(); n != c.reads {
+			t.Errorf("interval %v: energy read %d times in %d collections, want %d", c.interval, n, c.collections, c.reads)
+		}
+	}
+}
+
 // TestProcessListener checks the processes handed to the attribution join: NVML's running
 // list with each process's mean SM share since the last collection (0 for a listed process
 // with no sample, a process that ran but is no longer listed added), its pod, the period,

@@ -123,7 +123,7 @@ func (s *Source) init() *DeviceStatus {
 	s.info = []string{driver, nvmlVer, strconv.Itoa(cudaVer)}
 	gpus := make([]*gpuState, 0, n)
 	for i := range n {
-		g := &gpuState{index: i, unsupported: map[string]bool{}, errs: map[string]uint64{}, log: s.log}
+		g := &gpuState{index: i, unsupported: map[string]bool{}, errs: map[string]uint64{}, log: s.log, slowEvery: slowEvery(s.cfg.interval)}
 		if dev, ret := s.lib.DeviceGetHandleByIndex(i); ret == nvml.SUCCESS {
 			g.identify(dev, s.cfg.gpuResolver)
 		} else {
