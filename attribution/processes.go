@@ -355,10 +355,11 @@ func (b *itemBuilder) add(lc, proc int32, w, run, x float64) {
 	}
 }
 
-// untraced adds an untraced process's item: its class, and its pod's series (-2-k).
-func (b *itemBuilder) untraced(class int32, pod podKey, w float64) {
+// untraced adds an untraced process's item of weight w and exposure x: its class, and its
+// pod's series (-2-k).
+func (b *itemBuilder) untraced(class int32, pod podKey, w, x float64) {
 	if w > 0 {
-		b.add(b.local(class), b.podIndex(pod), w, w, w)
+		b.add(b.local(class), b.podIndex(pod), w, w, x)
 	}
 }
 
@@ -390,6 +391,7 @@ func (a *Attributor) byOwner(d *devState, chunk []psample, s int, b *itemBuilder
 	n := len(sc.tCtx)
 	g := sc.tOwn[s*n : (s+1)*n]
 	T := float64(chunk[s].end - chunk[s].start)
+	act := a.activeShare(chunk[s])
 	lo, hi := sc.off[s], sc.off[s+1]
 	var quiet float64
 	for c, ctx := range sc.tCtx {
@@ -417,7 +419,7 @@ func (a *Attributor) byOwner(d *devState, chunk []psample, s int, b *itemBuilder
 		for i := lo; i < hi; i++ {
 			if mine(sc.itemProc[i]) {
 				nw := sc.itemW[i] * g[c] * cov / w
-				x := nw // alone in its turn, it ran its owned time
+				x := nw * act // alone in its turn, it ran its owned time while the GPU worked
 				if ctx.key.kind == ctxMPS {
 					x = sc.itemX[i] * g[c] // the MPS server's clients run side by side
 				}
@@ -431,7 +433,7 @@ func (a *Attributor) byOwner(d *devState, chunk []psample, s int, b *itemBuilder
 	b.add(b.local(classQuiet), -1, quiet, quiet, quiet)
 	for c, ctx := range sc.tCtx {
 		if ctx.key.kind == ctxUntraced {
-			b.untraced(ctx.class, ctx.pod, g[c]*T)
+			b.untraced(ctx.class, ctx.pod, g[c]*T, g[c]*T*act)
 		}
 	}
 }
@@ -480,8 +482,9 @@ func (a *Attributor) byMPS(d *devState, chunk []psample, s int, b *itemBuilder) 
 		b.add(sc.itemLC[i], sc.itemProc[i], sc.itemW[i]*keep, sc.itemRun[i], sc.itemX[i])
 	}
 	uw := gap + (sc.wsum[s]-gap)*(1-keep)
+	x := T * a.activeShare(chunk[s]) // it ran while the GPU worked
 	for _, u := range o.untraced {
-		b.add(b.local(u.class), b.podIndex(u.pod), uw/nu, T, T)
+		b.add(b.local(u.class), b.podIndex(u.pod), uw/nu, T, x)
 	}
 }
 
@@ -519,7 +522,7 @@ func (a *Attributor) byShares(d *devState, chunk []psample, s int, b *itemBuilde
 		if total > 0 && !math.IsNaN(u.share) {
 			f = u.share / total
 		}
-		b.untraced(u.class, u.pod, uw*f)
+		b.untraced(u.class, u.pod, uw*f, uw*f)
 	}
 }
 
