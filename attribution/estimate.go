@@ -354,12 +354,25 @@ func grow(s []float64, n int) []float64 {
 // sample's ratio when the hardware gave one above 1), whatever rate the fit gave its class.
 // The excess goes to the other items in proportion to their shares (water filling), so the
 // sample's total is kept; it always fits.
+//
+// An untraced process's item has no such bound: its time is an estimate (NVML's shares, the
+// turns), not a record's span, and where the estimate falls short the active time is still
+// more likely its own than that of a kernel whose class the fit found inactive: bounded, a
+// tensor pod left untraced gave 6-18 % of its tensor-active seconds to a traced pod that never
+// used the pipe, most of it in samples holding a context switch (issue 31, run BB's
+// recordings; docs/attribution.md).
 func (sc *scratch) capActive(x, secs float64, lo, hi int32) {
 	if secs <= 0 || x <= 0 {
 		return
 	}
 	bound := max(1, x/secs) // active seconds per second an item may take
-	limit := func(j int32) float64 { return max(sc.itemW[lo+j], sc.itemRun[lo+j]) / 1e9 * bound }
+	estimated := func(j int32) bool { return sc.itemProc[lo+j] <= -2 }
+	limit := func(j int32) float64 {
+		if estimated(j) {
+			return math.Inf(1)
+		}
+		return max(sc.itemW[lo+j], sc.itemRun[lo+j]) / 1e9 * bound
+	}
 	over := false
 	for j := range hi - lo {
 		over = over || sc.part[j] > limit(j)
@@ -368,14 +381,24 @@ func (sc *scratch) capActive(x, secs float64, lo, hi int32) {
 		return
 	}
 	left := sc.waterFill(x, hi-lo, limit)
-	// Every item with a share is full: what is left goes to the items without one (a rate of
-	// 0), by their room.
-	var room float64
+	// Every item with a share is full: what is left goes to the untraced processes' items
+	// without one, by their time, else to the items without one by their room.
+	var room, free float64
 	for j := range hi - lo {
-		room += limit(j) - sc.part[j]
+		if estimated(j) {
+			free += sc.itemW[lo+j]
+		} else {
+			room += limit(j) - sc.part[j]
+		}
 	}
 	for j := range hi - lo {
-		if left > 0 && room > 0 {
+		switch {
+		case left <= 0:
+		case free > 0:
+			if estimated(j) {
+				sc.part[j] += left * sc.itemW[lo+j] / free
+			}
+		case room > 0:
 			sc.part[j] += left * (limit(j) - sc.part[j]) / room
 		}
 	}

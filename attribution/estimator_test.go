@@ -206,3 +206,35 @@ func TestWaterFill(t *testing.T) {
 		}
 	}
 }
+
+// TestCapActiveUntracedEstimate: an untraced process's time in a sample is an estimate, so it
+// does not bound its active seconds: a traced kernel the fit found inactive (rate 0) keeps
+// none of the tensor seconds the untraced process's rate claims, where a bound on the
+// estimate pushed the excess onto the traced kernel (issue 31: 6-18 % of a tensor pod's
+// tensor seconds went to a pod that never used the pipe). Traced kernels stay bounded.
+func TestCapActiveUntracedEstimate(t *testing.T) {
+	const ms = 1e6
+	cases := []struct {
+		name  string
+		parts []float64 // the rate split before the cap: traced kernel, untraced process
+		want  []float64
+	}{
+		{"untraced share over its estimated time", []float64{0, 0.9e-3}, []float64{0, 0.9e-3}},
+		{"traced kernel over its span", []float64{0.8e-3, 0.1e-3}, []float64{0.6e-3, 0.3e-3}},
+		{"untraced without a share takes what the traced cannot", []float64{0.9e-3, 0}, []float64{0.6e-3, 0.3e-3}},
+	}
+	for _, c := range cases {
+		sc := scratch{
+			itemProc: []int32{0, -2}, // a traced process's kernel, an untraced process
+			itemW:    []float64{0.6 * ms, 0.4 * ms},
+			itemRun:  []float64{0.6 * ms, 0.4 * ms},
+			part:     slices.Clone(c.parts),
+		}
+		sc.capActive(0.9e-3, 1e-3, 0, 2)
+		for j := range c.want {
+			if !near(sc.part[j], c.want[j], 1e-9) {
+				t.Errorf("%s: item %d got %g active seconds, want %g (parts %v)", c.name, j, sc.part[j], c.want[j], sc.part)
+			}
+		}
+	}
+}

@@ -14,6 +14,9 @@ import (
 const (
 	smActive = "TPC.TriageCompute.sm__cycles_active.avg.pct_of_peak_sustained_elapsed"
 	pcieRead = "PCI.TriageCompute.pcie__read_bytes.sum"
+	// grActive is the graphics engine's activity, which the default set holds beside the
+	// context-switch counter (the simulations with switches send it).
+	grActive = "FE_B.TriageCompute.gr__cycles_active.sum.pct_of_peak_sustained_elapsed"
 )
 
 var (
@@ -21,6 +24,7 @@ var (
 	testCatalog = []pmsample.CatalogEntry{
 		{Name: smActive, Properties: mapping.Properties{Type: mapping.TypeCounter, HWUnit: "sm", DimUnit: "gpc_cycle"}},
 		{Name: pcieRead, Properties: mapping.Properties{Type: mapping.TypeCounter, HWUnit: "pcie", DimUnit: "byte"}},
+		{Name: grActive, Properties: mapping.Properties{Type: mapping.TypeCounter, HWUnit: "gr", DimUnit: "gpc_cycle"}},
 	}
 	testDevices = []pmsample.Device{{Index: 0, UUID: "GPU-aaaa"}, {Index: 1, UUID: "GPU-bbbb"}}
 )

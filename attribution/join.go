@@ -197,6 +197,7 @@ type scratch struct {
 	tSeg   []int32
 	tCum   []float64 // a switch sample's run cycles before and after it (2 per sample)
 	tUnc   []float64 // 1 - the likeliest owner's probability, by sample
+	tOwnT  []float64 // byOwner's scratch: each context's time, room and weight in a sample
 	// unc is how far sample s's split rested on an estimate (0..1): NVML's period shares (1),
 	// records of several processes told apart by the rate fit alone (1), or an owner the
 	// turns left in doubt (1 - its probability).

@@ -151,6 +151,7 @@ type metric struct {
 	perfworks string
 	ok        bool // false: not attributable (left out)
 	ctxsw     bool // context-switch cycles: tells the owner of a sample (ownership.go), not attributed
+	engine    bool // the graphics engine's active share: how much of a sample anything ran (ownership.go)
 	q         quantity
 	scale     float64
 	labels    []string // the source metric's constant label values (direction)

@@ -355,10 +355,11 @@ func (b *itemBuilder) add(lc, proc int32, w, run, x float64) {
 	}
 }
 
-// untraced adds an untraced process's item: its class, and its pod's series (-2-k).
-func (b *itemBuilder) untraced(class int32, pod podKey, w float64) {
+// untraced adds an untraced process's item of weight w and exposure x: its class, and its
+// pod's series (-2-k).
+func (b *itemBuilder) untraced(class int32, pod podKey, w, x float64) {
 	if w > 0 {
-		b.add(b.local(class), b.podIndex(pod), w, w, w)
+		b.add(b.local(class), b.podIndex(pod), w, w, x)
 	}
 }
 
@@ -385,53 +386,113 @@ func (a *Attributor) owned(d *devState, chunk []psample, s int) bool {
 // process that owns the sample gets the time its records span in it, the rest of its turn
 // is quiet (it ran nothing: the counters are not idle's); an untraced process that owns it
 // gets the whole sample.
+//
+// A sample that holds a switch is shared by the turns that pass in it, each by its owners'
+// odds, but a traced process's part is at most the time its records span there, and a
+// process one of whose records starts or ends there ran that span (a kernel starts and ends
+// only in its turn; one resumed in the sample may have spanned another's turn there, which
+// this overstates); what a turn cannot take goes to the others, not to quiet. Measured on
+// run BB's recordings, sharing by odds alone cost a bursty pod (a burst that ends early in
+// the sample) 9 % of its bytes with every process traced (docs/attribution.md).
 func (a *Attributor) byOwner(d *devState, chunk []psample, s int, b *itemBuilder) {
 	sc := &d.sc
 	n := len(sc.tCtx)
 	g := sc.tOwn[s*n : (s+1)*n]
 	T := float64(chunk[s].end - chunk[s].start)
+	act := a.activeShare(chunk[s])
 	lo, hi := sc.off[s], sc.off[s+1]
-	var quiet float64
+	// Each context's time in the sample (tm), the most it can have (room: what its records
+	// span; an untraced context, the whole sample) and its items' weight (ws).
+	sc.tOwnT = grow(sc.tOwnT, 3*n)
+	tm, room, ws := sc.tOwnT[:n], sc.tOwnT[n:2*n], sc.tOwnT[2*n:3*n]
+	switchSample := sc.tSeg[s] < 0
 	for c, ctx := range sc.tCtx {
-		if ctx.key.kind == ctxUntraced || g[c] <= 0 {
+		room[c] = T
+		edge := false // one of its records starts or ends in the sample
+		if ctx.key.kind != ctxUntraced {
+			mine := func(p int32) bool { return p == ctx.slot || (ctx.slot < 0 && slices.Contains(ctx.slots, p)) }
+			room[c] = 0
+			for i := sc.tcOff[s]; i < sc.tcOff[s+1]; i++ {
+				if mine(sc.tcSlot[i]) {
+					room[c] = max(room[c], min(sc.tcCov[i], T)) // the MPS server's clients run side by side
+					edge = edge || sc.tcEv[i]
+				}
+			}
+			for i := lo; i < hi; i++ {
+				if mine(sc.itemProc[i]) {
+					ws[c] += sc.itemW[i]
+				}
+			}
+			if ws[c] <= 0 {
+				room[c] = 0
+			}
+		}
+		switch {
+		case !switchSample:
+			tm[c] = g[c] * room[c]
+		case edge && g[c] > minEdgeOdds:
+			tm[c] = room[c]
+		default:
+			tm[c] = min(g[c]*T, room[c])
+		}
+	}
+	if switchSample {
+		fillTurns(tm, room, g, T)
+	}
+	quiet := T
+	for c := range n {
+		quiet -= tm[c]
+	}
+	quiet = max(quiet, 0)
+	for c, ctx := range sc.tCtx {
+		if ctx.key.kind == ctxUntraced || tm[c] <= 0 {
 			continue
 		}
-		// The context's processes: one traced process, or the MPS server's traced clients
-		// (they run side by side: their time is the longest any of them covers).
 		mine := func(p int32) bool { return p == ctx.slot || (ctx.slot < 0 && slices.Contains(ctx.slots, p)) }
-		var cov, w float64
-		for i := sc.tcOff[s]; i < sc.tcOff[s+1]; i++ {
-			if mine(sc.tcSlot[i]) {
-				cov = max(cov, min(sc.tcCov[i], T))
-			}
-		}
 		for i := lo; i < hi; i++ {
 			if mine(sc.itemProc[i]) {
-				w += sc.itemW[i]
-			}
-		}
-		if w <= 0 {
-			quiet += g[c] * T
-			continue
-		}
-		for i := lo; i < hi; i++ {
-			if mine(sc.itemProc[i]) {
-				nw := sc.itemW[i] * g[c] * cov / w
-				x := nw // alone in its turn, it ran its owned time
+				nw := sc.itemW[i] * tm[c] / ws[c]
+				x := nw * act // alone in its turn, it ran its owned time while the GPU worked
 				if ctx.key.kind == ctxMPS {
 					x = sc.itemX[i] * g[c] // the MPS server's clients run side by side
 				}
 				b.add(sc.itemLC[i], sc.itemProc[i], nw, sc.itemRun[i], x)
 			}
 		}
-		quiet += g[c] * (T - cov)
 	}
 	// Items of traced processes that are not states (a process that left before the chunk
 	// yet has a record in it) keep nothing: their time is the owners'.
 	b.add(b.local(classQuiet), -1, quiet, quiet, quiet)
 	for c, ctx := range sc.tCtx {
 		if ctx.key.kind == ctxUntraced {
-			b.untraced(ctx.class, ctx.pod, g[c]*T)
+			b.untraced(ctx.class, ctx.pod, tm[c], tm[c]*act)
+		}
+	}
+}
+
+// minEdgeOdds: a record edge in a switch sample gives its process the records' span there
+// unless the turns all but rule it out (a record's clock may be 10 µs off the sample's).
+const minEdgeOdds = 0.05
+
+// fillTurns gives the time the turns of a switch sample could not take (their records span
+// less than their odds' share) to the others, by their odds, none above its room.
+func fillTurns(tm, room, g []float64, T float64) {
+	for range len(tm) {
+		left := T
+		var odds float64
+		for c := range tm {
+			left -= tm[c]
+			if tm[c] < room[c] {
+				odds += g[c]
+			}
+		}
+		if left <= 1e-9*T || odds <= 0 {
+			return
+		}
+		for c := range tm {
+			if tm[c] < room[c] {
+				tm[c] = min(room[c], tm[c]+left*g[c]/odds)
+			}
 		}
 	}
 }
@@ -480,8 +541,9 @@ func (a *Attributor) byMPS(d *devState, chunk []psample, s int, b *itemBuilder) 
 		b.add(sc.itemLC[i], sc.itemProc[i], sc.itemW[i]*keep, sc.itemRun[i], sc.itemX[i])
 	}
 	uw := gap + (sc.wsum[s]-gap)*(1-keep)
+	x := T * a.activeShare(chunk[s]) // it ran while the GPU worked
 	for _, u := range o.untraced {
-		b.add(b.local(u.class), b.podIndex(u.pod), uw/nu, T, T)
+		b.add(b.local(u.class), b.podIndex(u.pod), uw/nu, T, x)
 	}
 }
 
@@ -519,7 +581,7 @@ func (a *Attributor) byShares(d *devState, chunk []psample, s int, b *itemBuilde
 		if total > 0 && !math.IsNaN(u.share) {
 			f = u.share / total
 		}
-		b.untraced(u.class, u.pod, uw*f)
+		b.untraced(u.class, u.pod, uw*f, uw*f)
 	}
 }
 

@@ -27,18 +27,26 @@ func TestTimeSlicedManyProcesses(t *testing.T) {
 	traced := func(pid uint32, pod string, s, rate float64, names [2]string) simProc {
 		return simProc{pid: pid, pod: pod, traced: true, stream: s, rate: rate, names: names, pause: 0.3}
 	}
+	bursty := func(pid uint32, pod string, s, rate float64, names [2]string) simProc {
+		return simProc{pid: pid, pod: pod, traced: true, stream: s, rate: rate, names: names, pause: 0.9}
+	}
 	untraced := func(pid uint32, s, rate float64, names [2]string) simProc {
 		return simProc{pid: pid, stream: s, rate: rate, names: names, pause: 0.3}
 	}
 	cases := []struct {
 		name  string
 		procs []simProc
+		bound float64 // of a traced pod's error (default 8 %)
 	}{
-		{"2 traced + 1 untraced", []simProc{traced(10, "pod0", 0.7, 1000, stream), traced(11, "pod1", 0.3, 1000, stream), untraced(20, 0.6, 1500, other)}},
-		{"1 traced + 2 untraced", []simProc{traced(10, "pod0", 0.5, 1000, stream), untraced(20, 0.6, 1500, other), untraced(21, 0.4, 800, stream)}},
+		{"2 traced + 1 untraced", []simProc{traced(10, "pod0", 0.7, 1000, stream), traced(11, "pod1", 0.3, 1000, stream), untraced(20, 0.6, 1500, other)}, 0},
+		{"1 traced + 2 untraced", []simProc{traced(10, "pod0", 0.5, 1000, stream), untraced(20, 0.6, 1500, other), untraced(21, 0.4, 800, stream)}, 0},
 		{"3 traced + 1 untraced", []simProc{traced(10, "pod0", 0.7, 1000, stream), traced(11, "pod1", 0.3, 1000, stream),
-			traced(12, "pod2", 0.5, 2000, other), untraced(20, 0.6, 1500, other)}},
-		{"3 traced", []simProc{traced(10, "pod0", 0.7, 1000, stream), traced(11, "pod1", 0.3, 1000, stream), traced(12, "pod2", 0.5, 2000, other)}},
+			traced(12, "pod2", 0.5, 2000, other), untraced(20, 0.6, 1500, other)}, 0},
+		{"3 traced", []simProc{traced(10, "pod0", 0.7, 1000, stream), traced(11, "pod1", 0.3, 1000, stream), traced(12, "pod2", 0.5, 2000, other)}, 0},
+		// A pod whose kernels end early in a sample holding a switch gave the rest of its
+		// share to quiet (-4.2 % to -5.4 % here; -9 % on run BB's recordings); now to the
+		// other turns.
+		{"3 traced, one bursty", []simProc{bursty(10, "pod0", 0.9, 1500, stream), traced(11, "pod1", 0.7, 1000, stream), traced(12, "pod2", 0.5, 2000, other)}, 0.035},
 	}
 	for _, c := range cases {
 		for seed := range uint64(3) {
@@ -56,8 +64,12 @@ func TestTimeSlicedManyProcesses(t *testing.T) {
 					got := byLabels(snap, "cupti_pod_pcie_bytes_total", map[string]string{"pod": sp.pod, "source": "kernel"})
 					e := got/g.bytes[p] - 1
 					errs = append(errs, fmt.Sprintf("%s %+.3f", sp.pod, e))
-					if math.Abs(e) > 0.08 {
-						t.Errorf("traced %s: %.4g bytes, truth %.4g (%+.1f %%, bound 8 %%)", sp.pod, got, g.bytes[p], 100*e)
+					bound := c.bound
+					if bound == 0 {
+						bound = 0.08
+					}
+					if math.Abs(e) > bound {
+						t.Errorf("traced %s: %.4g bytes, truth %.4g (%+.1f %%, bound %.1f %%)", sp.pod, got, g.bytes[p], 100*e, 100*bound)
 					}
 				}
 				if untrTruth > 0 {
@@ -216,4 +228,64 @@ func TestMPSClients(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestUntracedIdleEdges is issue 31's regression for the untraced process's exposure: a
+// sample it owns in which the GPU hardly worked (here: it starts up alone with short, light
+// kernels while the traced pod waits; in the H100 recordings of run BB, 0.37 s of the 4.1 s
+// an untraced client owned had the engine active less than half the time, nearly all within
+// one second) exposes it to the rate fit only for the time the graphics engine was active.
+// Counted whole, those samples lowered its rate, and the samples shared at a context switch
+// gave it too little for the rest of the run: on the recordings, an untraced client −26 %
+// (−8 % by active time); here the untraced process −22 % and the traced pod +33 % before,
+// within 8 % after (−5 %, +8 %: samples holding a switch are shared as byOwner says).
+func TestUntracedIdleEdges(t *testing.T) {
+	const span, warm = 12 * int64(time.Second), 2 * int64(time.Second)
+	procs := []simProc{
+		{pid: 10, pod: "pod0", traced: true, stream: 0.6, rate: 1000, names: [2]string{"stream", "spin"}, pause: 0.3},
+		{pid: 20, stream: 0.6, rate: 1500, names: [2]string{"copy_big", "wait"}, pause: 0.3},
+	}
+	for seed := range uint64(3) {
+		t.Run(fmt.Sprintf("seed%d", seed), func(t *testing.T) {
+			g := makeSlicedGPU(rand.New(rand.NewPCG(seed, 41)), procs, span-warm, 2*ms, true)
+			g.switches = true
+			g.startUp(1, warm, 30*time.Microsecond, 10)
+			snap := runShared(t, g, span)
+			got := byLabels(snap, "cupti_kernel_pcie_bytes_total", map[string]string{"kernel": labelUntraced})
+			pod := byLabels(snap, "cupti_pod_pcie_bytes_total", map[string]string{"pod": "pod0", "source": "kernel"})
+			eu, et := got/g.bytes[1]-1, pod/g.bytes[0]-1
+			t.Logf("untraced %+.3f, traced %+.3f", eu, et)
+			if math.Abs(eu) > 0.08 || math.Abs(et) > 0.08 {
+				t.Errorf("untraced %+.1f %%, traced pod %+.1f %% (bound 8 %%)", 100*eu, 100*et)
+			}
+		})
+	}
+}
+
+// startUp delays the timeline by warm, in which process p runs alone a kernel of length k
+// every millisecond moving rate bytes/ms (a process starting up while the others wait).
+func (g *sharedGPU) startUp(p int, warm int64, k time.Duration, rate float64) {
+	for i := range g.exec {
+		g.exec[i].start += warm
+		g.exec[i].end += warm
+	}
+	for _, recs := range g.recs {
+		for i := range recs {
+			recs[i].Start += uint64(warm)
+			recs[i].End += uint64(warm)
+		}
+	}
+	var pre []simExec
+	for t := t0; t+int64(k) <= t0+warm; t += ms {
+		pre = append(pre, simExec{t, t + int64(k), p, rate / float64(ms)})
+		g.bytes[p] += rate / float64(ms) * float64(k)
+	}
+	g.exec = append(pre, g.exec...)
+	if !g.procs[p].traced {
+		return
+	}
+	for _, x := range pre {
+		g.recs[p] = append(g.recs[p], kernel(0, g.procs[p].names[0], x.start, x.end))
+	}
+	slices.SortFunc(g.recs[p], func(a, b activity.Record) int { return int(a.Start - b.Start) })
 }

@@ -145,7 +145,7 @@ func (g *sharedGPU) valueAt(s, e int64) []float64 {
 			cycles += ctxswPerSwitch
 		}
 	}
-	return []float64{100 * active / float64(e-s), bytes, cycles}
+	return []float64{100 * active / float64(e-s), bytes, cycles, 100 * active / float64(e-s)}
 }
 
 // search is the first exec span that ends after t.
@@ -229,7 +229,7 @@ func runShared(t *testing.T, g *sharedGPU, span int64) *mapping.Snapshot {
 		}
 		metrics := testMetrics
 		if g.switches {
-			metrics = append(slices.Clip(testMetrics), switchMetric)
+			metrics = append(slices.Clip(testMetrics), switchMetric, grActive)
 		}
 		a.AddBatch(pmsample.Batch{Device: 0, Metrics: metrics, Samples: ss})
 	}
