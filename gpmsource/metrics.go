@@ -59,8 +59,7 @@ func ids(id ...nvml.GpmMetricId) []nvml.GpmMetricId { return id }
 // time, its maximum and minimum those of one-second means.
 var dearIDs = []nvml.GpmMetricId{nvml.GPM_METRIC_GRAPHICS_UTIL}
 
-// dearPeriod is the span of the pairs the dear metrics are read over. With an interval as long,
-// or a window shorter than two of them, they are read every pair like the others.
+// dearPeriod is the span of the pairs the dear metrics are read over.
 const dearPeriod = time.Second
 
 // splitDear parts ms into the metrics read every pair and those read from a dear id.

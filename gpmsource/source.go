@@ -204,7 +204,7 @@ func (s *Source) init() string {
 		if !nvlinkUp(dev) {
 			g.ms = slices.DeleteFunc(g.ms, func(m resolved) bool { return m.nvlink })
 		}
-		if s.cfg.interval < dearPeriod && s.cfg.window >= 2*dearPeriod { // else the window could hold none of its pairs
+		if s.cfg.interval < dearPeriod {
 			s.slowPair(g)
 		}
 		g.ids = idsOf(g.ms)

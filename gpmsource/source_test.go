@@ -356,17 +356,6 @@ func TestDearMetricOncePerSecond(t *testing.T) {
 	if g.asked[gr] != 4 || g.asked[sm] != 4 {
 		t.Errorf("at 1 s: graphics asked %d times, SM %d; want 4 and 4 (one pair)", g.asked[gr], g.asked[sm])
 	}
-	// A window shorter than two dear periods could hold none of the slow pairs: one pair.
-	h := newFakeNVML(t, tr, 1)
-	short := newTestSource(t, h, m, WithMode(ModeOnly), WithWindow(1500*time.Millisecond))
-	steps(short, h, 10)
-	if h.asked[gr] != 9 {
-		t.Errorf("1.5 s window: graphics asked %d times in 10 reads, want 9 (every pair)", h.asked[gr])
-	}
-	u1, _ := h.Devices[0].GetUUID()
-	if got := seriesOf(short.Fill(nil).Snapshot(), "cupti_graphics_engine_active_ratio", u1); len(got) != 1 {
-		t.Errorf("1.5 s window: graphics engine active %v, want one series", got)
-	}
 }
 
 // TestPMFamiliesOnly: in fill mode GPM fills only the families PM sampling's plan serves.
