@@ -3,8 +3,6 @@ package gpmsource
 import (
 	"fmt"
 	"math"
-	"slices"
-	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
@@ -49,30 +47,6 @@ var metrics = []metric{
 }
 
 func ids(id ...nvml.GpmMetricId) []nvml.GpmMetricId { return id }
-
-// dearIDs are the GPM metrics whose nvmlGpmMetricsGet costs far more CPU than the others'. On
-// an H100 (driver 580.159.04; docs/gpu-validation.md run CB) GRAPHICS_UTIL cost 1.42 ms of CPU
-// a call, every other id of the table above 1-8 µs, and nvmlGpmSampleGet 0.26 ms: read with
-// the others every 100 ms it was four fifths of the cost of GPM mode (1.8 % of a core per GPU
-// at 10 Hz against 0.3 % without it). A family read from one of these is read over pairs
-// dearPeriod apart instead (splitDear): its window mean and counter are those of the same
-// time, its maximum and minimum those of one-second means.
-var dearIDs = []nvml.GpmMetricId{nvml.GPM_METRIC_GRAPHICS_UTIL}
-
-// dearPeriod is the span of the pairs the dear metrics are read over.
-const dearPeriod = time.Second
-
-// splitDear parts ms into the metrics read every pair and those read from a dear id.
-func splitDear(ms []resolved) (every, dear []resolved) {
-	for _, m := range ms {
-		if slices.ContainsFunc(m.ids, func(id nvml.GpmMetricId) bool { return slices.Contains(dearIDs, id) }) {
-			dear = append(dear, m)
-		} else {
-			every = append(every, m)
-		}
-	}
-	return every, dear
-}
 
 // mib is the size of the unit of GPM's link rates.
 const mib = 1 << 20

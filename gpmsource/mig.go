@@ -146,10 +146,7 @@ func (s *Source) migLayout(g *gpu) bool {
 		if ret != nvml.SUCCESS {
 			continue
 		}
-		// Every metric on one pair, the dear ones too (not split as the GPU's are: unmeasured
-		// under MIG).
-		ms := slices.Concat(g.ms, g.slowMS)
-		g.mig = append(g.mig, &instance{gi: gi, profile: found[gi], pair: p, ms: ms, ids: idsOf(ms)})
+		g.mig = append(g.mig, &instance{gi: gi, profile: found[gi], pair: p, ms: g.ms, ids: g.ids})
 	}
 	if len(found) > 0 {
 		s.log.Info("MIG mode: reading GPM per GPU instance", "gpu", g.label.Index, "instances", len(g.mig))

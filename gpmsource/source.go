@@ -106,28 +106,6 @@ type gpu struct {
 	failures map[string]uint64 // by reason
 	mig      []*instance       // its MIG GPU instances, when in MIG mode
 	migSeen  time.Time         // when the MIG layout was read
-
-	// The metrics read from a dear GPM metric (dearIDs), over their own pairs of samples
-	// taken dearPeriod apart; slow is nil when there are none (or the interval is as long).
-	slow       *gpm.Pair
-	slowMS     []resolved
-	slowIDs    []nvml.GpmMetricId
-	slowProbed bool
-	slowEnd    uint64 // ns, end of the newest slow pair; 0: none yet
-}
-
-// restart makes the next reads of g begin new pairs.
-func (g *gpu) restart() {
-	g.pair.Restart()
-	g.lastEnd = 0
-	g.restartSlow()
-}
-
-func (g *gpu) restartSlow() {
-	if g.slow != nil {
-		g.slow.Restart()
-		g.slowEnd = 0
-	}
 }
 
 // gpuState is what Fill needs of a GPU: whether GPM serves it now, and why not.
@@ -204,9 +182,6 @@ func (s *Source) init() string {
 		if !nvlinkUp(dev) {
 			g.ms = slices.DeleteFunc(g.ms, func(m resolved) bool { return m.nvlink })
 		}
-		if s.cfg.interval < dearPeriod {
-			s.slowPair(g)
-		}
 		g.ids = idsOf(g.ms)
 		labels := pmsample.Device{Index: i, UUID: g.label.UUID, Model: g.label.Model, Chip: g.label.Chip, PCIBusID: g.label.PCIBusID}
 		g.agg = pmsample.NewAggregator(s.m, []pmsample.Device{labels}, catalog(s.ms), s.log, s.aggOptions()...)
@@ -218,20 +193,6 @@ func (s *Source) init() string {
 	s.started.Store(true)
 	s.log.Info("reading GPM for the curated metrics", "gpus", len(gpus), "of", n, "interval", s.cfg.interval, "mode", s.cfg.mode)
 	return ""
-}
-
-// slowPair moves g's metrics read from a dear GPM metric to their own pair of samples.
-func (s *Source) slowPair(g *gpu) {
-	every, dear := splitDear(g.ms)
-	if len(dear) == 0 {
-		return
-	}
-	p, ret := gpm.Alloc(s.lib)
-	if ret != nvml.SUCCESS { // read with the others, as dear as they are
-		s.log.Warn("GPM samples cannot be allocated for the metrics read once a second; read every pair", "gpu", g.label.Index, "err", nvml.ErrorString(ret))
-		return
-	}
-	g.ms, g.slowMS, g.slowIDs, g.slow = every, dear, idsOf(dear), p
 }
 
 func (s *Source) aggOptions() []pmsample.AggregatorOption {
@@ -304,8 +265,8 @@ func (s *Source) Collect() {
 		w := want(g.label.UUID)
 		switch {
 		case w && !g.reading:
-			g.restart() // a pair never spans time GPM did not serve
-			g.reading = true
+			g.pair.Restart() // a pair never spans time GPM did not serve
+			g.reading, g.lastEnd = true, 0
 		case !w:
 			g.reading = false
 		}
@@ -344,78 +305,12 @@ func (s *Source) wanted() func(uuid string) bool {
 	}
 }
 
-// read reads g's pair (readPair) and, once it read, the dear metrics when their period is up
-// (readSlow); after a failure the slow pair starts anew too.
-func (s *Source) read(g *gpu, agg *pmsample.Aggregator, now time.Time) string {
-	problem := s.readPair(g, agg, now)
-	switch {
-	case g.slow == nil:
-	case problem == "":
-		s.readSlow(g, agg, uint64(now.UnixNano()))
-	default:
-		g.restartSlow()
-	}
-	return problem
-}
-
-// readSlow takes a sample of g's slow pair once per dearPeriod (half an interval early at most,
-// so that a late tick does not put the next pair a whole interval late) and adds
-// the dear metrics over the span since the previous one to agg as a sample of their own.
-// A failure leaves their time out (a gap in their window) and starts the pair anew.
-func (s *Source) readSlow(g *gpu, agg *pmsample.Aggregator, ns uint64) {
-	if g.slowEnd > 0 && ns < g.slowEnd+uint64(dearPeriod-s.cfg.interval/2) {
-		return
-	}
-	mg, sampled, asked := g.slow.Take(s.lib, g.dev, g.slowIDs...)
-	switch {
-	case sampled != nvml.SUCCESS:
-		g.failures["sample"]++
-		g.restartSlow()
-		return
-	case mg == nil:
-		g.slowEnd = ns
-		return
-	case asked != nvml.SUCCESS:
-		g.failures["metrics"]++
-		g.slowEnd = ns
-		return
-	}
-	r := readingsOf(mg, g.slowIDs)
-	if !g.slowProbed {
-		g.slowProbed = true
-		if g.slowMS = s.served(g.slowMS, r, "gpu", g.label.Index); len(g.slowMS) == 0 {
-			g.slow.Free()
-			g.slow = nil
-			return
-		}
-		g.slowIDs = idsOf(g.slowMS)
-	}
-	if stale(r) {
-		g.slow.Stale()
-		g.failures["no_refresh"]++
-		return
-	}
-	start := g.slowEnd
-	g.slowEnd = ns
-	if start == 0 || start >= ns {
-		return
-	}
-	b, bad := sampleOf(g.index, g.slowMS, r, start, ns, s.cfg.interval)
-	for reason, detail := range bad {
-		g.failures[reason]++
-		s.log.Debug("GPM reading left out", "gpu", g.label.Index, "reason", reason, "detail", detail)
-	}
-	if len(b.Metrics) > 0 {
-		agg.Add(b)
-	}
-}
-
-// readPair takes a GPM sample of g and, with its previous one, adds a sample of the curated metrics
+// read takes a GPM sample of g and, with its previous one, adds a sample of the curated metrics
 // to agg. It returns what failed, "" on success (the first sample of a pair has nothing to add).
 // A tick that comes less than 90 % of the interval after the previous sample (the ticker
 // catching up after a slow NVML call) is skipped: GPM refreshes every 100 ms, and a shorter
 // pair reads 0 for work that ran (at 50 ms, every other pair of a busy H100 read 0).
-func (s *Source) readPair(g *gpu, agg *pmsample.Aggregator, now time.Time) string {
+func (s *Source) read(g *gpu, agg *pmsample.Aggregator, now time.Time) string {
 	ns := uint64(now.UnixNano())
 	if g.lastEnd > 0 && ns < g.lastEnd+uint64(s.cfg.interval)*9/10 {
 		return ""
@@ -576,9 +471,6 @@ func (s *Source) free() {
 	defer s.mu.Unlock()
 	for _, g := range s.gpus {
 		g.pair.Free()
-		if g.slow != nil {
-			g.slow.Free()
-		}
 		for _, in := range g.mig {
 			in.pair.Free()
 		}

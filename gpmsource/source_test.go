@@ -276,18 +276,12 @@ func TestOnlyMode(t *testing.T) {
 			t.Errorf("%s %s: want one series from GPM, gpu 0, chip GH100; got %v", x.family, x.direction, got)
 			continue
 		}
-		// Read every 100 ms from 100 ms to 3 s; a dear metric over its own pairs, from 100 ms
-		// to 2.1 s (pairs ending 1.1 and 2.1 s).
-		end := 3 * time.Second
-		if _, dear := splitDear([]resolved{{metric: x}}); len(dear) > 0 {
-			end = 2100 * time.Millisecond
-		}
 		w := 0.0
 		for _, id := range x.ids {
-			w += tr.mean(id, 100*time.Millisecond, end)
+			w += tr.mean(id, 100*time.Millisecond, 3*time.Second)
 		}
 		if x.mibps {
-			w *= mib * (end - 100*time.Millisecond).Seconds()
+			w *= mib * 2.9
 		} else {
 			w /= 100
 		}
@@ -314,47 +308,6 @@ func TestOnlyMode(t *testing.T) {
 	}
 	if st := fill.Status(); len(st) != 2 || !st[0].Ready || !strings.Contains(st[0].Reason, "gpm.mode=only") {
 		t.Errorf("status: want both GPUs ready in GPM mode, got %+v", st)
-	}
-}
-
-// TestDearMetricOncePerSecond: the graphics engine's GPM metric cost 1.42 ms of CPU a call on
-// an H100, the others 1-8 µs (run CB), so it is read over pairs a second apart while the
-// others are read every pair; its window mean is that of the same time; a failed read starts
-// its pair anew; at an interval of a second or more every metric is read on one pair.
-func TestDearMetricOncePerSecond(t *testing.T) {
-	tr := loadTrace(t, traceFile)
-	f := newFakeNVML(t, tr, 1)
-	m, _ := mapping.New()
-	s := newTestSource(t, f, m, WithMode(ModeOnly), WithWindow(time.Minute))
-	steps(s, f, 50) // 100 ms to 5 s
-	gr, sm := nvml.GPM_METRIC_GRAPHICS_UTIL, nvml.GPM_METRIC_SM_UTIL
-	if f.asked[gr] != 4 || f.asked[sm] != 49 {
-		t.Errorf("in 5 s: graphics asked %d times, SM %d; want 4 (pairs ending 1.1, 2.1, 3.1, 4.1 s) and 49", f.asked[gr], f.asked[sm])
-	}
-	u0, _ := f.Devices[0].GetUUID()
-	want := tr.mean(gr, 100*time.Millisecond, 4100*time.Millisecond) / 100
-	if got := seriesOf(s.Fill(nil).Snapshot(), "cupti_graphics_engine_active_ratio", u0); len(got) != 1 || math.Abs(value(t, got[0])-want) > 1e-12 {
-		t.Errorf("graphics engine active: got %v, want the mean over 0.1-4.1 s, %v", got, want)
-	}
-	// A failed sample: the pair after it begins anew, a dearPeriod before its first reading.
-	f.fail[0] = nvml.ERROR_UNKNOWN
-	steps(s, f, 1) // 5.1 s
-	delete(f.fail, 0)
-	clear(f.asked)
-	steps(s, f, 10) // 5.2 s: new first samples; 6.1 s: not yet a dearPeriod (less half an interval) on
-	if f.asked[gr] != 0 {
-		t.Errorf("graphics asked %d times within 0.9 s of the new pair, want 0 (its pair starts anew)", f.asked[gr])
-	}
-	steps(s, f, 2) // 6.3 s
-	if f.asked[gr] != 1 {
-		t.Errorf("graphics asked %d times 1.1 s after the new pair began, want 1", f.asked[gr])
-	}
-
-	g := newFakeNVML(t, tr, 1)
-	slow := newTestSource(t, g, m, WithMode(ModeOnly), WithInterval(time.Second))
-	steps(slow, g, 5)
-	if g.asked[gr] != 4 || g.asked[sm] != 4 {
-		t.Errorf("at 1 s: graphics asked %d times, SM %d; want 4 and 4 (one pair)", g.asked[gr], g.asked[sm])
 	}
 }
 
@@ -420,7 +373,6 @@ func TestOutOfRange(t *testing.T) {
 	if got := seriesOf(snap, "cupti_sm_active_ratio", u0); len(got) != 0 {
 		t.Errorf("out-of-range readings served: %v", got)
 	}
-	// 9 pairs (the graphics engine's own pair, dearIDs, ends only after a second)
 	if got := seriesOf(snap, "cupti_gpm_read_failures_total", u0); len(got) != 1 || got[0]["reason"] != "invalid" || value(t, got[0]) != 9 {
 		t.Errorf("want 9 pairs counted invalid, got %v", got)
 	}
@@ -562,7 +514,6 @@ func BenchmarkCollect8GPUs(b *testing.B) {
 		b.Fatal(msg)
 	}
 	fill := s.Fill(nil)
-	clear(f.asked)
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := range b.N {
@@ -572,7 +523,4 @@ func BenchmarkCollect8GPUs(b *testing.B) {
 			_ = fill.Snapshot()
 		}
 	}
-	// What NVML's side costs on a GPU: GRAPHICS_UTIL was 1.42 ms of CPU a metrics call on an
-	// H100 (run CB), every other id 1-8 µs.
-	b.ReportMetric(float64(f.asked[nvml.GPM_METRIC_GRAPHICS_UTIL])/float64(b.N), "graphics_asks/op")
 }
