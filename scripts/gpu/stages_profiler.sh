@@ -277,3 +277,37 @@ stage_pmcostdp() {
   for dp in 100ms 250ms; do PMCOST_LAG=1 pmcost_run "bursts-100us-$dp" "$secs" --pmsample.interval=100us --pmsample.pipeline=double --pmsample.decode-period=$dp; done
   kill $lp 2>/dev/null; wait $lp 2>/dev/null
 }
+
+# nsyswatch (issue 32 item 1, run BZ): how soon Nsight Systems with GPU metrics checks the
+# counters after it starts, against how soon the exporter (defaults, give-way on) sees it and
+# lets go. A watcher lists nsys's processes every 10 ms (pgrep); nsys runs with
+# --gpu-metrics-devices=all on profapp, beside the exporter, then again with the exporter
+# paused through its API first (the documented workaround); NSYSW_RUNS ("beside paused") says
+# which runs, in order. About 20 s a run.
+stage_nsyswatch() {
+  say "== nsyswatch (issue 32: nsys --gpu-metrics-devices beside the give-way)"
+  build_profapp; mkdir -p /run/cupti-exporter
+  start_exporter "$L/exp-nsysw.log" 9477 || return
+  sleep 3; say "exporter: $(state_of)"
+  local run rc t0 t1 wp i=0
+  for run in ${NSYSW_RUNS:-beside paused}; do
+    i=$((i + 1))
+    if [ "$run" = paused ]; then
+      curl -s -X POST "localhost:9477/api/v1/pm-sampling/pause?duration=2m" > /dev/null; sleep 0.5; say "paused: $(state_of)"
+    fi
+    (while :; do pgrep -a nsys | sed "s/^/$(date +%s.%N) /"; pgrep -a -f QdstrmImporter | sed "s/^/$(date +%s.%N) /"; sleep 0.01; done > "$L/nsysw-$run$i-ps.txt") & wp=$!
+    t0=$(date +%s.%N)
+    timeout 60 "$NSYS" profile --gpu-metrics-devices=all -o "/tmp/nsysw-$run$i" -f true "$PA" 20 100 200 > "$L/nsysw-$run$i.log" 2>&1; rc=$?
+    t1=$(date +%s.%N)
+    kill $wp 2>/dev/null; wait $wp 2>/dev/null
+    say "nsys --gpu-metrics-devices=all ($run): rc=$rc after $(python3 -c "print(f'{$t1-$t0:.3f}')") s (started $t0) $(grep -m3 -iE 'illegal|already|metrics for' "$L/nsysw-$run$i.log" | tr '\n' ' ' | cut -c1-240)"
+    say "  nsys processes seen: first $(head -1 "$L/nsysw-$run$i-ps.txt" | cut -c1-160); $(awk '{print $2, $3}' "$L/nsysw-$run$i-ps.txt" | sort -u | head -6 | tr '\n' ';')"
+    if [ "$run" = paused ]; then
+      curl -s -X POST "localhost:9477/api/v1/pm-sampling/resume" > /dev/null; sleep 1
+    fi
+  done
+  sleep 1; say "exporter: $(state_of)"
+  give_lines "$L/exp-nsysw.log" | sed 's/^/  /' | tee -a "$S"
+  grep -hE 'profiler found|gives way|profiler gone|takes its counters back' "$L/exp-nsysw.log" | grep -oE '^time=[^ ]+' | sed 's/^/  at /' | tee -a "$S"
+  stop_exporter 9477
+}
