@@ -104,6 +104,7 @@ type fakeNVML struct {
 	migGIs  map[int][]int       // GPU index -> its GPU instances (MIG mode)
 	procs   map[int][]uint32    // GPU index -> compute processes
 	queries int
+	asked   map[nvml.GpmMetricId]int // metrics calls that asked for each id
 }
 
 type sampleAt struct {
@@ -140,7 +141,7 @@ func newFakeNVML(t testing.TB, tr *trace, gpus int) *fakeNVML {
 	srv.Devices = srv.Devices[:gpus]
 	f := &fakeNVML{Server: srv, tr: tr, clock: &fakeClock{t0: time.Unix(1_800_000_000, 0)},
 		taken: map[nvml.GpmSample]sampleAt{}, fail: map[int]nvml.Return{}, scale: map[int]float64{},
-		migGIs: map[int][]int{}, procs: map[int][]uint32{}}
+		migGIs: map[int][]int{}, procs: map[int][]uint32{}, asked: map[nvml.GpmMetricId]int{}}
 	srv.DeviceGetCountFunc = func() (int, nvml.Return) { return len(srv.Devices), nvml.SUCCESS }
 	srv.GpmSampleAllocFunc = func() (nvml.GpmSample, nvml.Return) {
 		f.mu.Lock()
@@ -234,6 +235,7 @@ func (f *fakeNVML) metrics(m *nvml.GpmMetricsGetType) nvml.Return {
 	for i := range m.NumMetrics {
 		x := &m.Metrics[i]
 		id := nvml.GpmMetricId(x.MetricId)
+		f.asked[id]++
 		if r, ok := f.tr.refused[id]; ok {
 			x.NvmlReturn = uint32(r)
 			continue

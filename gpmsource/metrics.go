@@ -3,6 +3,8 @@ package gpmsource
 import (
 	"fmt"
 	"math"
+	"slices"
+	"strings"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
@@ -59,10 +61,30 @@ type resolved struct {
 	props     mapping.Properties
 }
 
-// resolve finds each metric's curated Perfworks name in the mapper's table.
-func resolve(m *mapping.Mapper) ([]resolved, error) {
+// Families returns the curated families GPM can serve, in the table's order.
+func Families() []string {
+	var out []string
+	for _, x := range metrics {
+		if !slices.Contains(out, x.family) {
+			out = append(out, x.family)
+		}
+	}
+	return out
+}
+
+// resolve finds each metric's curated Perfworks name in the mapper's table, for the families
+// wanted (nil: every one); a wanted family GPM does not serve is an error.
+func resolve(m *mapping.Mapper, wanted []string) ([]resolved, error) {
+	for _, f := range wanted {
+		if !slices.Contains(Families(), f) {
+			return nil, fmt.Errorf("gpm: family %q is not one GPM serves (%s)", f, strings.Join(Families(), ", "))
+		}
+	}
 	var out []resolved
 	for _, x := range metrics {
+		if len(wanted) > 0 && !slices.Contains(wanted, x.family) {
+			continue
+		}
 		found := false
 		for _, c := range m.Curated() {
 			if c.Name != x.family || labelValue(c.Labels, "direction") != x.direction {

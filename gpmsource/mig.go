@@ -237,7 +237,7 @@ func (s *Source) migFamilies() []mapping.Family {
 
 // MIGDescs lists the MIG families a GPU in MIG mode adds (for the metrics reference).
 func MIGDescs(m *mapping.Mapper) ([]*mapping.Desc, error) {
-	ms, err := resolve(m)
+	ms, err := resolve(m, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -40,6 +40,7 @@ type config struct {
 	pmFamily  func(name string) bool
 	procRoot  string
 	selfAll   bool
+	families  []string // served families; nil: every one GPM serves
 	now       func() time.Time
 }
 
@@ -51,6 +52,12 @@ func newConfig(opts []Option) config {
 	}
 	return c
 }
+
+// WithFamilies limits the curated families GPM serves to these names (nil or empty: every one
+// it serves, Families()); New refuses a name GPM does not serve. Leaving out
+// cupti_graphics_engine_active_ratio is what makes gpm.mode=only cheap: its GPM metric is most
+// of NVML's cost of a read (docs/performance.md "GPM mode").
+func WithFamilies(names []string) Option { return func(c *config) { c.families = names } }
 
 // WithMode sets when GPM serves the curated metrics (ModeFill by default).
 func WithMode(m Mode) Option { return func(c *config) { c.mode = m } }

@@ -67,7 +67,7 @@ func New(lib nvml.Interface, m *mapping.Mapper, logger *slog.Logger, opts ...Opt
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	ms, err := resolve(m)
+	ms, err := resolve(m, cfg.families)
 	if err != nil {
 		return nil, err
 	}

@@ -524,3 +524,37 @@ func BenchmarkCollect8GPUs(b *testing.B) {
 		}
 	}
 }
+
+// TestFamilies: WithFamilies limits what GPM serves and asks NVML for (leaving out the graphics
+// engine, whose GPM metric is most of a read's cost on an H100: runs CC, CD), and a family GPM
+// does not serve is refused with the ones it does.
+func TestFamilies(t *testing.T) {
+	tr := loadTrace(t, traceFile)
+	f := newFakeNVML(t, tr, 1)
+	m, _ := mapping.New()
+	var some []string
+	for _, fam := range Families() {
+		if fam != "cupti_graphics_engine_active_ratio" {
+			some = append(some, fam)
+		}
+	}
+	s := newTestSource(t, f, m, WithMode(ModeOnly), WithFamilies(some))
+	steps(s, f, 10)
+	if n := f.asked[nvml.GPM_METRIC_GRAPHICS_UTIL]; n != 0 {
+		t.Errorf("graphics asked %d times, want 0", n)
+	}
+	if n := f.asked[nvml.GPM_METRIC_SM_UTIL]; n != 9 {
+		t.Errorf("SM asked %d times in 10 reads, want 9", n)
+	}
+	u0, _ := f.Devices[0].GetUUID()
+	snap := s.Fill(nil).Snapshot()
+	if got := seriesOf(snap, "cupti_graphics_engine_active_ratio", u0); len(got) != 0 {
+		t.Errorf("graphics engine served though left out: %v", got)
+	}
+	if got := seriesOf(snap, "cupti_sm_active_ratio", u0); len(got) != 1 {
+		t.Errorf("SM active: want one series, got %v", got)
+	}
+	if _, err := New(f, m, nil, WithFamilies([]string{"cupti_sm_occupancy_ratio"})); err == nil || !strings.Contains(err.Error(), "cupti_sm_active_ratio") {
+		t.Errorf("a family GPM does not serve: err %v, want a refusal naming the ones it serves", err)
+	}
+}

@@ -66,6 +66,7 @@ func TestConfigErrors(t *testing.T) {
 		{"idle poll", "", []string{"--pmsample.idle-poll=2s"}, []string{"pmsample.idle_poll must be between 1ms and 1s"}},
 		{"gpm mode", "", []string{"--gpm.mode=always"}, []string{`gpm.mode must be fill, only or off, got "always"`}},
 		{"gpm interval below GPM's refresh", "gpm:\n  interval: 50ms\n", nil, []string{"gpm.interval must be between 100ms and 10s, got 50ms"}},
+		{"gpm family GPM does not serve", "gpm:\n  families: [cupti_sm_active_ratio, cupti_sm_occupancy_ratio]\n", nil, []string{`gpm.families: "cupti_sm_occupancy_ratio" is not a family GPM serves`}},
 		{"idle power rise", "pmsample:\n  idle_power_rise: 2\n", nil, []string{"pmsample.idle_power_rise must be 0 (off) or between 5 and 500 watts, got 2"}},
 		{"idle power rise NaN", "", []string{"--pmsample.idle-power-rise=NaN"}, []string{"pmsample.idle_power_rise must be 0 (off) or between 5 and 500 watts, got NaN"}},
 		{"idle power rise text", "", []string{"--pmsample.idle-power-rise=lots"}, []string{"lots"}},

@@ -38,12 +38,13 @@ func startGPM(ctx context.Context, logger *slog.Logger, cfg *Config, exp *export
 		gpmsource.WithSelfMetrics(cfg.extraSeries("sampler_timing")),
 		gpmsource.WithPMDevices(pm.devices),
 		gpmsource.WithProcRoot(cfg.Activity.ProcRoot),
+		gpmsource.WithFamilies(cfg.GPM.Families),
 	}
 	if s, ok := pm.src.(*pmsample.Sampler); ok {
 		opts = append(opts, gpmsource.WithPMStatus(s.Status), gpmsource.WithPMFamilies(plannedFamilies(pm.mapper, s.Catalog())))
 	}
 	src, err := gpmsource.New(nvml.New(libOpts...), pm.mapper, logger, opts...)
-	if err != nil { // the curated table lacks a family GPM serves: a build defect
+	if err != nil { // the curated table lacks a family GPM serves: a build defect (gpm.families is validated)
 		logger.Error("GPM source not started", "err", err)
 		return pmAgg, nil
 	}

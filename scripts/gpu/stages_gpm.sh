@@ -185,3 +185,29 @@ stage_gpmids() {
   stop_exporter 9479
   kill $lp 2>/dev/null; wait $lp 2>/dev/null
 }
+
+# gpmfamilies (issue 32 item 3, run CE): gpm.mode=only with every family against
+# --gpm.families without the graphics engine (whose GPM metric is most of NVML's cost of a read,
+# runs CC and CD), with and without NVML health, side by side under one bf16 matmul for
+# GPMFAM_S (25) s. About 40 s.
+stage_gpmfamilies() {
+  say "== gpmfamilies (issue 32 item 3: gpm.mode=only without the graphics engine's metric)"
+  local secs=${GPMFAM_S:-25} p i=0 name c0=() c1=() t0 t1
+  local fams=cupti_sm_active_ratio,cupti_tensor_pipe_active_ratio,cupti_dram_active_ratio,cupti_fp64_pipe_active_ratio,cupti_fp32_pipe_active_ratio,cupti_pcie_bytes_total,cupti_nvlink_bytes_total
+  $W mm 300 > "$L/gpmfam-load.log" 2>&1 & local lp=$!; sleep 4
+  SERIES_EXTRA= start_exporter "$L/exp-gpmfam-all.log" 9477 --gpm.mode=only --no-activity.enabled --no-health.enabled || return
+  SERIES_EXTRA= start_exporter "$L/exp-gpmfam-nogr.log" 9479 --gpm.mode=only --gpm.families="$fams" --no-activity.enabled --no-health.enabled || return
+  SERIES_EXTRA= start_exporter "$L/exp-gpmfam-nogr-health.log" 9481 --gpm.mode=only --gpm.families="$fams" --no-activity.enabled || return
+  sleep 3
+  t0=$(date +%s.%N); for p in 9477 9479 9481; do c0+=("$(cpu_of $p)"); done
+  sleep "$secs"
+  t1=$(date +%s.%N); for p in 9477 9479 9481; do c1+=("$(cpu_of $p)"); done
+  for name in "every family, no health" "no graphics engine, no health" "no graphics engine, health"; do
+    p=$((9477 + 2 * i))
+    scrape "$L/gpmfam-$p.txt" "$p"
+    say "  gpm.mode=only, $name (:$p): $(python3 -c "print(f'{(${c1[$i]}-${c0[$i]})/($t1-$t0)*100:.2f} % of a core over {$t1-$t0:.1f} s')"), RSS $(rss_of $p) kB, sm_active=$(val "$L/gpmfam-$p.txt" '^cupti_sm_active_ratio') graphics=$(val "$L/gpmfam-$p.txt" '^cupti_graphics_engine_active_ratio')"
+    i=$((i + 1))
+  done
+  for p in 9481 9479 9477; do stop_exporter $p; done
+  kill $lp 2>/dev/null; wait $lp 2>/dev/null
+}
