@@ -7,7 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/cupti-exporter/cupti-exporter/mapping"
+	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
 
 // Aggregator turns activity records into Prometheus-style families: histograms of kernel,
@@ -60,7 +60,7 @@ type Aggregator struct {
 	split splitState // the per-pod time split (timesplit.go)
 
 	snapMu  sync.Mutex // serialises rebuilds
-	snap    atomic.Pointer[mapping.Snapshot]
+	snap    atomic.Pointer[snapshot.Snapshot]
 	snapGen atomic.Uint64
 }
 
@@ -496,7 +496,7 @@ const snapshotMaxAge = 10 * time.Second
 // changed since the last one (or it is older than 10 s), holding the aggregation lock for
 // the copy only (no I/O, no waiting on connections); otherwise it returns the published
 // snapshot without locking.
-func (a *Aggregator) Snapshot() *mapping.Snapshot {
+func (a *Aggregator) Snapshot() *snapshot.Snapshot {
 	if s := a.fresh(); s != nil {
 		return s
 	}
@@ -514,7 +514,7 @@ func (a *Aggregator) Snapshot() *mapping.Snapshot {
 	return s
 }
 
-func (a *Aggregator) fresh() *mapping.Snapshot {
+func (a *Aggregator) fresh() *snapshot.Snapshot {
 	s := a.snap.Load()
 	if s == nil || a.snapGen.Load() != a.gen.Load() || a.cfg.now().Sub(s.Time) >= snapshotMaxAge {
 		return nil

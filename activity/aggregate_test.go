@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cupti-exporter/cupti-exporter/mapping"
+	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
 
 // fakeClock is a settable clock for withClock.
@@ -29,7 +29,7 @@ func (c *fakeClock) advance(d time.Duration) {
 	c.mu.Unlock()
 }
 
-func family(t *testing.T, s *mapping.Snapshot, name string) mapping.Family {
+func family(t *testing.T, s *snapshot.Snapshot, name string) snapshot.Family {
 	t.Helper()
 	for _, f := range s.Families {
 		if f.Desc.Name == name {
@@ -37,11 +37,11 @@ func family(t *testing.T, s *mapping.Snapshot, name string) mapping.Family {
 		}
 	}
 	t.Fatalf("no family %s", name)
-	return mapping.Family{}
+	return snapshot.Family{}
 }
 
 // sample returns the sample with exactly these label values, or nil.
-func sample(t *testing.T, s *mapping.Snapshot, name string, labels ...string) *mapping.Sample {
+func sample(t *testing.T, s *snapshot.Snapshot, name string, labels ...string) *snapshot.Sample {
 	t.Helper()
 	f := family(t, s, name)
 	for i := range f.Samples {
@@ -52,7 +52,7 @@ func sample(t *testing.T, s *mapping.Snapshot, name string, labels ...string) *m
 	return nil
 }
 
-func mustSample(t *testing.T, s *mapping.Snapshot, name string, labels ...string) *mapping.Sample {
+func mustSample(t *testing.T, s *snapshot.Snapshot, name string, labels ...string) *snapshot.Sample {
 	t.Helper()
 	sm := sample(t, s, name, labels...)
 	if sm == nil {
@@ -61,7 +61,7 @@ func mustSample(t *testing.T, s *mapping.Snapshot, name string, labels ...string
 	return sm
 }
 
-func labelSets(f mapping.Family) [][]string {
+func labelSets(f snapshot.Family) [][]string {
 	var out [][]string
 	for _, s := range f.Samples {
 		out = append(out, s.LabelValues)
@@ -145,7 +145,7 @@ func TestAggregatorKernels(t *testing.T) {
 	}
 }
 
-func kernelNames(t *testing.T, s *mapping.Snapshot) []string {
+func kernelNames(t *testing.T, s *snapshot.Snapshot) []string {
 	var names []string
 	for _, sm := range family(t, s, "cupti_kernel_duration_seconds").Samples {
 		names = append(names, sm.LabelValues[5])

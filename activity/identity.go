@@ -3,7 +3,7 @@ package activity
 import (
 	"fmt"
 
-	"github.com/cupti-exporter/cupti-exporter/mapping"
+	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
 
 // Identity says how far the exporter could check who a connected process is. The socket is
@@ -54,13 +54,13 @@ func (i *Identity) UnmarshalText(b []byte) error {
 }
 
 var (
-	identitiesDesc = &mapping.Desc{
-		Name: "cupti_activity_identities_total", Kind: mapping.KindCounter,
+	identitiesDesc = &snapshot.Desc{
+		Name: "cupti_activity_identities_total", Kind: snapshot.KindCounter,
 		Help:     "Traced-process connections by how their identity was checked at hello (verified: the kernel named the process and its /proc entry agreed; claimed: only the hello says who it is; refused: the kernel contradicted the hello, the connection was closed).",
 		OTelName: "cupti.activity.identities", OTelUnit: "{connection}", LabelNames: []string{"identity"},
 	}
-	refusedClaimsDesc = &mapping.Desc{
-		Name: "cupti_activity_refused_claims_total", Kind: mapping.KindCounter,
+	refusedClaimsDesc = &snapshot.Desc{
+		Name: "cupti_activity_refused_claims_total", Kind: snapshot.KindCounter,
 		Help:     "Claims of hellos the exporter refused, by claim (pid, start_time, pod, namespace, container, device_uuid, executable, cgroup) and reason (invalid: not valid text of its kind; contradicted: the kernel says otherwise).",
 		OTelName: "cupti.activity.refused_claims", OTelUnit: "{claim}", LabelNames: []string{"claim", "reason"},
 	}
@@ -96,12 +96,12 @@ func (a *Aggregator) ClaimRefused(claim, reason string) {
 
 // identityFamilies appends cupti_activity_identities_total and
 // cupti_activity_refused_claims_total.
-func (a *Aggregator) identityFamilies(fs []mapping.Family) []mapping.Family {
-	ids := mapping.Family{Desc: identitiesDesc}
+func (a *Aggregator) identityFamilies(fs []snapshot.Family) []snapshot.Family {
+	ids := snapshot.Family{Desc: identitiesDesc}
 	for _, s := range identityStates {
 		ids.Samples = append(ids.Samples, a.counter(float64(a.identities[s]), s))
 	}
-	claims := mapping.Family{Desc: refusedClaimsDesc}
+	claims := snapshot.Family{Desc: refusedClaimsDesc}
 	for k, v := range a.refusedClaims {
 		claims.Samples = append(claims.Samples, a.counter(float64(v), k[0], k[1]))
 	}

@@ -1,6 +1,6 @@
 package activity
 
-import "github.com/cupti-exporter/cupti-exporter/mapping"
+import "github.com/cupti-exporter/cupti-exporter/snapshot"
 
 // Interval is a span of time during which a traced process recorded its activity, on the
 // CUPTI time base (ns, Unix epoch on Linux). The injection library reports them so that
@@ -20,7 +20,7 @@ type ProcessInfo struct {
 	Pod, Namespace, Container string
 	// PodPriority ranks the pod labels for the exporter's cardinality cap: verified when the
 	// kernel's cgroup named the pod, claimed when only a hello did.
-	PodPriority mapping.Priority
+	PodPriority snapshot.Priority
 	// GPUs is the host GPU label ("0", "1", ... as PM series carry it) by CUDA ordinal in
 	// the process; an ordinal the resolver does not know keeps the ordinal itself.
 	GPUs []string

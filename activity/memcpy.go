@@ -3,30 +3,30 @@ package activity
 import (
 	"time"
 
-	"github.com/cupti-exporter/cupti-exporter/mapping"
+	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
 
 var (
 	memcpyLabels = []string{"gpu", "uuid", "namespace", "pod", "container", "copy_kind", "host_memory", "src_gpu"}
 	memsetLabels = []string{"gpu", "uuid", "namespace", "pod", "container", "memory"}
 
-	memcpyBytesDesc = &mapping.Desc{
-		Name: "cupti_memcpy_bytes_total", Kind: mapping.KindCounter, Unit: "bytes",
+	memcpyBytesDesc = &snapshot.Desc{
+		Name: "cupti_memcpy_bytes_total", Kind: snapshot.KindCounter, Unit: "bytes",
 		Help:     "Bytes copied by CUDA memcpy operations by GPU (the destination of peer-to-peer copies), pod, copy kind, host memory kind and source GPU of peer-to-peer copies.",
 		OTelName: "cupti.memcpy.io", OTelUnit: "By", LabelNames: memcpyLabels,
 	}
-	memcpyDurationDesc = &mapping.Desc{
-		Name: "cupti_memcpy_duration_seconds", Kind: mapping.KindHistogram, Unit: "seconds",
+	memcpyDurationDesc = &snapshot.Desc{
+		Name: "cupti_memcpy_duration_seconds", Kind: snapshot.KindHistogram, Unit: "seconds",
 		Help:     "Duration of CUDA memcpy operations by GPU (the destination of peer-to-peer copies), pod, copy kind, host memory kind and source GPU of peer-to-peer copies.",
 		OTelName: "cupti.memcpy.duration", OTelUnit: "s", LabelNames: memcpyLabels,
 	}
-	memsetBytesDesc = &mapping.Desc{
-		Name: "cupti_memset_bytes_total", Kind: mapping.KindCounter, Unit: "bytes",
+	memsetBytesDesc = &snapshot.Desc{
+		Name: "cupti_memset_bytes_total", Kind: snapshot.KindCounter, Unit: "bytes",
 		Help:     "Bytes set by CUDA memset operations by GPU, pod and memory kind.",
 		OTelName: "cupti.memset.io", OTelUnit: "By", LabelNames: memsetLabels,
 	}
-	memsetDurationDesc = &mapping.Desc{
-		Name: "cupti_memset_duration_seconds", Kind: mapping.KindHistogram, Unit: "seconds",
+	memsetDurationDesc = &snapshot.Desc{
+		Name: "cupti_memset_duration_seconds", Kind: snapshot.KindHistogram, Unit: "seconds",
 		Help:     "Duration of CUDA memset operations by GPU, pod and memory kind.",
 		OTelName: "cupti.memset.duration", OTelUnit: "s", LabelNames: memsetLabels,
 	}
@@ -176,26 +176,26 @@ func (a *Aggregator) observeMemset(ps *procState, dev *device, r *Record, dur fl
 }
 
 // memFamilies appends the memcpy and memset families.
-func (a *Aggregator) memFamilies(fs []mapping.Family) []mapping.Family {
-	cb, cd := mapping.Family{Desc: memcpyBytesDesc}, mapping.Family{Desc: memcpyDurationDesc}
+func (a *Aggregator) memFamilies(fs []snapshot.Family) []snapshot.Family {
+	cb, cd := snapshot.Family{Desc: memcpyBytesDesc}, snapshot.Family{Desc: memcpyDurationDesc}
 	memcpyLabels := func(k memcpyKey) []string {
 		return []string{k.dev.gpu, k.dev.uuid, k.pod.namespace, k.pod.pod, k.pod.container, copyKindLabel(k.copy), k.host, k.src}
 	}
 	for k, s := range a.memcpy {
-		cb.Samples = append(cb.Samples, mapping.Sample{LabelValues: memcpyLabels(k), Value: s.bytes, Start: s.start})
+		cb.Samples = append(cb.Samples, snapshot.Sample{LabelValues: memcpyLabels(k), Value: s.bytes, Start: s.start})
 	}
 	for k, s := range a.memcpyHist {
-		cd.Samples = append(cd.Samples, mapping.Sample{LabelValues: memcpyLabels(k), Histogram: s.h.value(), Start: s.start})
+		cd.Samples = append(cd.Samples, snapshot.Sample{LabelValues: memcpyLabels(k), Histogram: s.h.value(), Start: s.start})
 	}
-	sb, sd := mapping.Family{Desc: memsetBytesDesc}, mapping.Family{Desc: memsetDurationDesc}
+	sb, sd := snapshot.Family{Desc: memsetBytesDesc}, snapshot.Family{Desc: memsetDurationDesc}
 	memsetLabels := func(k memsetKey) []string {
 		return []string{k.dev.gpu, k.dev.uuid, k.pod.namespace, k.pod.pod, k.pod.container, k.mem}
 	}
 	for k, s := range a.memset {
-		sb.Samples = append(sb.Samples, mapping.Sample{LabelValues: memsetLabels(k), Value: s.bytes, Start: s.start})
+		sb.Samples = append(sb.Samples, snapshot.Sample{LabelValues: memsetLabels(k), Value: s.bytes, Start: s.start})
 	}
 	for k, s := range a.memsetHist {
-		sd.Samples = append(sd.Samples, mapping.Sample{LabelValues: memsetLabels(k), Histogram: s.h.value(), Start: s.start})
+		sd.Samples = append(sd.Samples, snapshot.Sample{LabelValues: memsetLabels(k), Histogram: s.h.value(), Start: s.start})
 	}
 	return append(fs, sorted(cb), sorted(cd), sorted(sb), sorted(sd))
 }

@@ -3,7 +3,7 @@ package activity
 import (
 	"time"
 
-	"github.com/cupti-exporter/cupti-exporter/mapping"
+	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
 
 // Pod names the Kubernetes container a process runs in, as a pod resolver answers it.
@@ -62,20 +62,20 @@ type podRef struct {
 	procs int
 	// prio is how its series rank under the exporter's cardinality cap: verified once the
 	// kernel's cgroup of some process named it, claimed while only hellos did.
-	prio mapping.Priority
+	prio snapshot.Priority
 }
 
 // podPriority ranks labels decided by result for a process of identity id: labels the pod
 // resolver found from the kernel's cgroup are verified, a recording's are taken as given,
 // others speak only for a hello.
-func podPriority(result string, id Identity) mapping.Priority {
+func podPriority(result string, id Identity) snapshot.Priority {
 	switch {
 	case result == resolvedCgroup || result == resolvedCgroupLate:
-		return mapping.PriorityVerified
+		return snapshot.PriorityVerified
 	case id == IdentityUnchecked:
-		return mapping.PriorityNormal
+		return snapshot.PriorityNormal
 	}
-	return mapping.PriorityClaimed
+	return snapshot.PriorityClaimed
 }
 
 // How a connection's pod labels were decided (cupti_activity_pod_resolutions_total).
@@ -92,8 +92,8 @@ const (
 
 var podResolutionResults = []string{resolvedCgroup, resolvedCgroupLate, resolvedHello, resolvedNone, resolvedTimedOut, resolvedUnverified}
 
-var podResolutionsDesc = &mapping.Desc{
-	Name: "cupti_activity_pod_resolutions_total", Kind: mapping.KindCounter,
+var podResolutionsDesc = &snapshot.Desc{
+	Name: "cupti_activity_pod_resolutions_total", Kind: snapshot.KindCounter,
 	Help:     "Traced-process connections by how their pod labels were decided (cgroup: by the pod resolver; cgroup_late: by the resolver on a retry; hello: the process's POD_NAME/POD_NAMESPACE, trusted; none; timed_out: the resolver never knew the pod; unverified: the hello named a pod nothing could check, labels left empty).",
 	OTelName: "cupti.activity.pod_resolutions", OTelUnit: "{connection}", LabelNames: []string{"result"},
 }
@@ -164,9 +164,9 @@ func (a *Aggregator) askPod(p *Process) podAnswer {
 func (a *Aggregator) internPodLocked(id podID) *podRef {
 	r := a.pods[id]
 	if r == nil {
-		r = &podRef{podID: id, prio: mapping.PriorityClaimed}
+		r = &podRef{podID: id, prio: snapshot.PriorityClaimed}
 		if id == (podID{}) { // no pod: the series of every process outside pods
-			r.prio = mapping.PriorityNormal
+			r.prio = snapshot.PriorityNormal
 		}
 		a.pods[id] = r
 	}
@@ -307,8 +307,8 @@ func (a *Aggregator) expirePodsLocked(now time.Time) {
 }
 
 // podResolutionFamily is cupti_activity_pod_resolutions_total.
-func (a *Aggregator) podResolutionFamily() mapping.Family {
-	f := mapping.Family{Desc: podResolutionsDesc}
+func (a *Aggregator) podResolutionFamily() snapshot.Family {
+	f := snapshot.Family{Desc: podResolutionsDesc}
 	for _, r := range podResolutionResults {
 		f.Samples = append(f.Samples, a.counter(float64(a.podResolutions[r]), r))
 	}

@@ -4,7 +4,7 @@ import (
 	"cmp"
 	"slices"
 
-	"github.com/cupti-exporter/cupti-exporter/mapping"
+	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
 
 // The per-pod time split: where each traced process's time on each GPU went. Within every
@@ -36,8 +36,8 @@ const (
 var splitStates = [numSplitStates]string{"compute", "communication", "overlap", "copy", "idle"}
 
 var (
-	podTimeDesc = &mapping.Desc{
-		Name: "cupti_pod_time_seconds_total", Kind: mapping.KindCounter, Unit: "seconds",
+	podTimeDesc = &snapshot.Desc{
+		Name: "cupti_pod_time_seconds_total", Kind: snapshot.KindCounter, Unit: "seconds",
 		Help: "Traced time of each pod's processes on each GPU, by what the GPU ran for them: compute kernels (compute), " +
 			"collective-communication kernels only (communication: NCCL and the libraries of docs/training.md; in a synchronous job " +
 			"mostly waiting for the other ranks), both at once (overlap), copies only (copy), nothing (idle). The states add up to " +
@@ -45,8 +45,8 @@ var (
 		OTelName: "cupti.pod.time", OTelUnit: "s",
 		LabelNames: []string{"gpu", "uuid", "namespace", "pod", "container", "state"},
 	}
-	splitDroppedDesc = &mapping.Desc{
-		Name: "cupti_activity_split_dropped_records_total", Kind: mapping.KindCounter,
+	splitDroppedDesc = &snapshot.Desc{
+		Name: "cupti_activity_split_dropped_records_total", Kind: snapshot.KindCounter,
 		Help: "Activity records left out of cupti_pod_time_seconds_total, by reason: late (their time was already split), " +
 			"pending_full (a process held more records than the split keeps between two coverage spans), memory_budget, " +
 			"no_coverage (a process that has sent no coverage span yet: a library older than wire version 2, or a busy start).",
@@ -333,20 +333,20 @@ func stateOf(n [numClasses]int32) int {
 
 // splitFamilies appends cupti_pod_time_seconds_total (the pods and GPUs with a split) and the
 // split's drops; a.mu is held.
-func (a *Aggregator) splitFamilies(fs []mapping.Family) []mapping.Family {
-	f := mapping.Family{Desc: podTimeDesc}
+func (a *Aggregator) splitFamilies(fs []snapshot.Family) []snapshot.Family {
+	f := snapshot.Family{Desc: podTimeDesc}
 	for k, s := range a.podSeries {
 		if !s.hasSplit {
 			continue
 		}
 		for st, name := range splitStates {
-			f.Samples = append(f.Samples, mapping.Sample{
+			f.Samples = append(f.Samples, snapshot.Sample{
 				LabelValues: []string{k.dev.gpu, k.dev.uuid, k.pod.namespace, k.pod.pod, k.pod.container, name},
 				Value:       s.split[st], Start: s.start, Priority: k.pod.prio,
 			})
 		}
 	}
-	d := mapping.Family{Desc: splitDroppedDesc}
+	d := snapshot.Family{Desc: splitDroppedDesc}
 	for i, r := range splitDropReasons {
 		d.Samples = append(d.Samples, a.counter(float64(a.split.dropped[i]), r))
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/cupti-exporter/cupti-exporter/activity"
 	"github.com/cupti-exporter/cupti-exporter/mapping"
 	"github.com/cupti-exporter/cupti-exporter/pmsample"
+	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
 
 // Attributor joins each device's PM samples with the kernel records of the traced processes
@@ -37,7 +38,7 @@ type Attributor struct {
 	props      map[string]mapping.Properties
 	metrics    []*metric
 	metricIdx  map[string]int32
-	families   map[string]*mapping.Desc // derived families by name
+	families   map[string]*snapshot.Desc // derived families by name
 	classes    classTable
 	mem        memAccount
 	folded     map[string]uint64 // kernel names joined as "other", by reason
@@ -50,7 +51,7 @@ type Attributor struct {
 	logs       map[string]*logState
 	lastMaint  time.Time
 	dirty      atomic.Bool // changed since the last build
-	snap       atomic.Pointer[mapping.Snapshot]
+	snap       atomic.Pointer[snapshot.Snapshot]
 }
 
 // proc is what the join knows of one traced process.
@@ -59,9 +60,9 @@ type proc struct {
 	pid       uint32
 	devs      []*devState // by CUDA ordinal; nil: a GPU the join does not sample
 	pod       podKey
-	podPrio   mapping.Priority // how far its pod labels are verified (for the exporter's cap)
-	presStart int64            // first time the process was known present (connect, first record or span)
-	presEnd   int64            // math.MaxInt64 while connected
+	podPrio   snapshot.Priority // how far its pod labels are verified (for the exporter's cap)
+	presStart int64             // first time the process was known present (connect, first record or span)
+	presEnd   int64             // math.MaxInt64 while connected
 	goneAt    time.Time
 	spans     []span // non-lossy traced spans, sorted and merged
 	lastSpan  int64  // end of the latest span received, for the order check
@@ -87,7 +88,7 @@ func New(devices []pmsample.Device, catalog []pmsample.CatalogEntry, m *mapping.
 	a := &Attributor{
 		cfg: cfg, logger: logger.With("source", "attribution"), mapper: m, start: cfg.now(),
 		devs: map[int]*devState{}, byGPU: map[string]*devState{}, byUUID: map[string]*devState{},
-		props: map[string]mapping.Properties{}, metricIdx: map[string]int32{}, families: map[string]*mapping.Desc{},
+		props: map[string]mapping.Properties{}, metricIdx: map[string]int32{}, families: map[string]*snapshot.Desc{},
 		procs: map[*activity.Process]*proc{}, dropped: map[string]uint64{}, badCov: map[string]uint64{}, droppedObs: map[string]uint64{},
 		logs: map[string]*logState{}, folded: map[string]uint64{}, mem: memAccount{budget: cfg.budget},
 	}
@@ -210,7 +211,7 @@ func (a *Attributor) checkFamilies(catalog []pmsample.CatalogEntry) error {
 
 // family interns a derived desc: metrics of one family (pcie rx and tx) share it; a desc
 // whose name is taken by a different family gives nil.
-func (a *Attributor) family(d *mapping.Desc) *mapping.Desc {
+func (a *Attributor) family(d *snapshot.Desc) *snapshot.Desc {
 	old := a.families[d.Name]
 	switch {
 	case old == nil:

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/cupti-exporter/cupti-exporter/activity"
-	"github.com/cupti-exporter/cupti-exporter/mapping"
 	"github.com/cupti-exporter/cupti-exporter/pmsample"
+	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
 
 // TestConservationProperty runs randomised timelines (overlapping and concurrent kernels,
@@ -58,7 +58,7 @@ type sentSample struct {
 	sm, bytes  float64
 }
 
-func runRandomTimeline(t *testing.T, est string, seed uint64) *mapping.Snapshot {
+func runRandomTimeline(t *testing.T, est string, seed uint64) *snapshot.Snapshot {
 	rng := rand.New(rand.NewPCG(seed, 99))
 	topK := 3 // kernels beyond the first three names are labelled "other"
 	a, clk := newTest(t, WithEstimator(est), WithWatermark(time.Duration(200+rng.IntN(800))*time.Millisecond),

@@ -8,6 +8,7 @@ import (
 	"github.com/cupti-exporter/cupti-exporter/activity"
 	"github.com/cupti-exporter/cupti-exporter/mapping"
 	"github.com/cupti-exporter/cupti-exporter/pmsample"
+	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
 
 // Metrics of the tests: a ratio (percent) and a byte counter, as the curated table maps them.
@@ -77,7 +78,7 @@ func samples(start, step int64, n int, f func(s, e int64) []float64) []pmsample.
 
 // value returns the value of family name with the given label values (nil: any), and
 // whether it exists.
-func value(snap *mapping.Snapshot, name string, labels ...string) (float64, bool) {
+func value(snap *snapshot.Snapshot, name string, labels ...string) (float64, bool) {
 	for _, f := range snap.Families {
 		if f.Desc.Name != name {
 			continue
@@ -104,7 +105,7 @@ func match(got, want []string) bool {
 }
 
 // sum adds the values of family name whose labels match (prefix, "*" any).
-func sum(snap *mapping.Snapshot, name string, labels ...string) float64 {
+func sum(snap *snapshot.Snapshot, name string, labels ...string) float64 {
 	var t float64
 	for _, f := range snap.Families {
 		if f.Desc.Name != name {

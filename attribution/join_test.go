@@ -9,11 +9,12 @@ import (
 	"github.com/cupti-exporter/cupti-exporter/activity"
 	"github.com/cupti-exporter/cupti-exporter/mapping"
 	"github.com/cupti-exporter/cupti-exporter/pmsample"
+	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
 
 // edgeTimeline is one kernel from 0.5 to 2.5 ms and four 1 ms samples that read exactly its
 // overlap (SM active 100 % and 2,000 PCIe bytes per ms while it runs, nothing otherwise).
-func edgeTimeline(t *testing.T, est string) *mapping.Snapshot {
+func edgeTimeline(t *testing.T, est string) *snapshot.Snapshot {
 	t.Helper()
 	a, _ := newTest(t, WithEstimator(est))
 	p, info := newProc(7, "trainer", "0")
@@ -379,7 +380,7 @@ func TestDerivedNames(t *testing.T) {
 		if len(c.Labels) > 0 && kd.LabelNames[len(kd.LabelNames)-1] != "direction" {
 			t.Errorf("%s: label names %v lack direction", kd.Name, kd.LabelNames)
 		}
-		if kd.Kind != mapping.KindCounter || (kd.Unit != "seconds" && kd.Unit != "bytes") {
+		if kd.Kind != snapshot.KindCounter || (kd.Unit != "seconds" && kd.Unit != "bytes") {
 			t.Errorf("%s: kind %v unit %q", kd.Name, kd.Kind, kd.Unit)
 		}
 	}

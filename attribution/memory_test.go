@@ -6,8 +6,8 @@ import (
 	"testing"
 
 	"github.com/cupti-exporter/cupti-exporter/activity"
-	"github.com/cupti-exporter/cupti-exporter/mapping"
 	"github.com/cupti-exporter/cupti-exporter/pmsample"
+	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
 
 // A flood of records that reach far into the future (so the join holds every one) and of
@@ -112,7 +112,7 @@ func TestRecordEndingAheadDropped(t *testing.T) {
 // did, normal without a pod.
 func TestPodSeriesPriority(t *testing.T) {
 	a, _ := newTest(t)
-	for i, pr := range []mapping.Priority{mapping.PriorityVerified, mapping.PriorityClaimed, mapping.PriorityNormal} {
+	for i, pr := range []snapshot.Priority{snapshot.PriorityVerified, snapshot.PriorityClaimed, snapshot.PriorityNormal} {
 		p, info := newProc(uint32(10+i), []string{"legit", "claimed", ""}[i], "0")
 		info.PodPriority = pr
 		a.ProcessConnected(p, info)
@@ -121,7 +121,7 @@ func TestPodSeriesPriority(t *testing.T) {
 	}
 	a.AddBatch(pmsample.Batch{Device: 0, Metrics: testMetrics, Samples: samples(t0, ms, 4, func(s, e int64) []float64 { return []float64{100, 1000} })})
 	a.Flush()
-	got := map[string]mapping.Priority{}
+	got := map[string]snapshot.Priority{}
 	for _, f := range a.Snapshot().Families {
 		if f.Desc.Name == "cupti_pod_sampled_seconds_total" {
 			for _, s := range f.Samples {
@@ -129,7 +129,7 @@ func TestPodSeriesPriority(t *testing.T) {
 			}
 		}
 	}
-	want := map[string]mapping.Priority{"legit": mapping.PriorityVerified, "claimed": mapping.PriorityClaimed, "": mapping.PriorityNormal}
+	want := map[string]snapshot.Priority{"legit": snapshot.PriorityVerified, "claimed": snapshot.PriorityClaimed, "": snapshot.PriorityNormal}
 	for pod, pr := range want {
 		if got[pod] != pr {
 			t.Errorf("pod %q priority %d, want %d (all: %v)", pod, got[pod], pr, got)

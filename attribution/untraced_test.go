@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/cupti-exporter/cupti-exporter/activity"
-	"github.com/cupti-exporter/cupti-exporter/mapping"
 	"github.com/cupti-exporter/cupti-exporter/pmsample"
+	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
 
 // simProc is one process of a simulated GPU shared by time-slicing.
@@ -179,7 +179,7 @@ func (g *sharedGPU) shares(s, e int64) []float64 {
 // runShared feeds the timeline to an Attributor: 1 ms samples in 100 ms batches, the
 // traced processes' records with them, and NVML's process list every second (at the end of
 // its period, like the health source). It checks conservation after every batch.
-func runShared(t *testing.T, g *sharedGPU, span int64) *mapping.Snapshot {
+func runShared(t *testing.T, g *sharedGPU, span int64) *snapshot.Snapshot {
 	t.Helper()
 	a, clk := newTest(t, append([]Option{WithWatermark(time.Second)}, simOpts...)...)
 	clk.set(t0 - ms)
@@ -280,7 +280,7 @@ var (
 
 // byLabels sums the series of family name whose labels (by name) have the wanted values;
 // a label the family does not have is not a condition.
-func byLabels(snap *mapping.Snapshot, name string, want map[string]string) float64 {
+func byLabels(snap *snapshot.Snapshot, name string, want map[string]string) float64 {
 	var t float64
 	for _, f := range snap.Families {
 		if f.Desc.Name != name {

@@ -27,6 +27,7 @@ import (
 	"github.com/cupti-exporter/cupti-exporter/podresources"
 	"github.com/cupti-exporter/cupti-exporter/recording/demo"
 	"github.com/cupti-exporter/cupti-exporter/resourceslices"
+	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
 
 var update = flag.Bool("update", false, "rewrite docs/metrics.md from what --demo emits")
@@ -61,7 +62,7 @@ func metricNames(fams map[string]*dto.MetricFamily) string {
 type docFamily struct {
 	name, kind, help string
 	labels           []string
-	desc             *mapping.Desc  // nil for families without one (build info, Go, exporter self-metrics)
+	desc             *snapshot.Desc // nil for families without one (build info, Go, exporter self-metrics)
 	when             string         // when it is served; "" for always (the demo serves it)
 	pushed           *pushedColumns // what the demo's OTLP push carries for it; nil: not in the push
 }
@@ -112,9 +113,9 @@ func offByDefault(name string) string {
 
 // knownDescs lists every family the sources describe: activity, pod resources, PM self-metrics
 // and the curated PM metrics (mapped with their GH100 catalog properties).
-func knownDescs(t *testing.T) map[string]*mapping.Desc {
+func knownDescs(t *testing.T) map[string]*snapshot.Desc {
 	t.Helper()
-	out := map[string]*mapping.Desc{}
+	out := map[string]*snapshot.Desc{}
 	for _, d := range slices.Concat(activity.Descs(), podresources.Descs(), pmsample.SelfDescs(), pmsample.IdleDescs(), pmsample.GiveWayDescs(),
 		health.Descs(), attribution.Descs(), kubepods.Descs(), gpmsource.Descs(), resourceslices.Descs()) {
 		out[d.Name] = d
@@ -144,7 +145,7 @@ func knownDescs(t *testing.T) map[string]*mapping.Desc {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, d := range []*mapping.Desc{met.Desc, met.Max, met.Min} {
+		for _, d := range []*snapshot.Desc{met.Desc, met.Max, met.Min} {
 			if d != nil {
 				out[d.Name] = d
 			}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/cupti-exporter/cupti-exporter/mapping"
 	"github.com/cupti-exporter/cupti-exporter/pmsample"
+	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
 
 // metric is a curated family that GPM serves and the GPM metrics it is read from (their sum).
@@ -83,7 +84,7 @@ func resolve(m *mapping.Mapper) ([]resolved, error) {
 	return out, nil
 }
 
-func labelValue(ls []mapping.Label, name string) string {
+func labelValue(ls []snapshot.Label, name string) string {
 	for _, l := range ls {
 		if l.Name == name {
 			return l.Value

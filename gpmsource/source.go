@@ -19,6 +19,7 @@ import (
 	"github.com/cupti-exporter/cupti-exporter/mapping"
 	"github.com/cupti-exporter/cupti-exporter/pmsample"
 	"github.com/cupti-exporter/cupti-exporter/profilers/procfs"
+	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
 
 // initRetry is how long Run waits before trying NVML again after Init failed.
@@ -43,9 +44,9 @@ type Source struct {
 	started atomic.Bool                         // NVML was read: gpus is set
 	migAgg  atomic.Pointer[migAggregator]       // MIG GPU instances; nil without any
 	state   atomic.Pointer[map[string]gpuState] // by UUID, for Fill
-	self    atomic.Pointer[mapping.Snapshot]    // samples and failures
+	self    atomic.Pointer[snapshot.Snapshot]   // samples and failures
 
-	curatedDesc map[*mapping.Desc]bool // the Descs (mean, max, min) of the families GPM serves
+	curatedDesc map[*snapshot.Desc]bool // the Descs (mean, max, min) of the families GPM serves
 	mig         migDescs
 
 	holders   atomic.Pointer[map[string][]Holder] // by lower-case UUID
@@ -71,7 +72,7 @@ func New(lib nvml.Interface, m *mapping.Mapper, logger *slog.Logger, opts ...Opt
 	if err != nil {
 		return nil, err
 	}
-	s := &Source{cfg: cfg, lib: lib, log: logger.With("source", "gpm"), m: m, ms: ms, curatedDesc: map[*mapping.Desc]bool{},
+	s := &Source{cfg: cfg, lib: lib, log: logger.With("source", "gpm"), m: m, ms: ms, curatedDesc: map[*snapshot.Desc]bool{},
 		proc: procfs.FS{Root: cfg.procRoot}}
 	for _, r := range ms {
 		met, err := m.Map(r.perfworks, r.props)
@@ -84,7 +85,7 @@ func New(lib nvml.Interface, m *mapping.Mapper, logger *slog.Logger, opts ...Opt
 	}
 	s.state.Store(&map[string]gpuState{})
 	s.holders.Store(&map[string][]Holder{})
-	s.self.Store(&mapping.Snapshot{Time: cfg.now()})
+	s.self.Store(&snapshot.Snapshot{Time: cfg.now()})
 	return s, nil
 }
 

@@ -15,6 +15,7 @@ import (
 
 	"github.com/cupti-exporter/cupti-exporter/mapping"
 	"github.com/cupti-exporter/cupti-exporter/pmsample"
+	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
 
 const traceFile = "testdata/h100_gpm.tsv"
@@ -94,7 +95,7 @@ func steps(s *Source, f *fakeNVML, n int) {
 }
 
 // seriesOf lists the series of family name on the GPU with uuid: label maps with their value.
-func seriesOf(snap *mapping.Snapshot, name, uuid string) []map[string]string {
+func seriesOf(snap *snapshot.Snapshot, name, uuid string) []map[string]string {
 	var out []map[string]string
 	for _, fam := range snap.Families {
 		if fam.Desc.Name != name {
@@ -116,9 +117,9 @@ func seriesOf(snap *mapping.Snapshot, name, uuid string) []map[string]string {
 }
 
 // seriesOfFamily are the series of fam on the GPU with uuid.
-func seriesOfFamily(fam mapping.Family, uuid string) []mapping.Sample {
+func seriesOfFamily(fam snapshot.Family, uuid string) []snapshot.Sample {
 	ui := slices.Index(fam.Desc.LabelNames, "uuid")
-	var out []mapping.Sample
+	var out []snapshot.Sample
 	for _, smp := range fam.Samples {
 		if ui >= 0 && smp.LabelValues[ui] == uuid {
 			out = append(out, smp)
@@ -143,7 +144,7 @@ func value(t *testing.T, ls map[string]string) float64 {
 
 // checkOneSource fails when a curated family has series of both sources, or two of one
 // source, for one GPU and direction: sums and averages over GPUs would count it twice.
-func checkOneSource(t *testing.T, s *Source, snap *mapping.Snapshot) {
+func checkOneSource(t *testing.T, s *Source, snap *snapshot.Snapshot) {
 	t.Helper()
 	for _, fam := range snap.Families {
 		if !slices.Contains(fam.Desc.LabelNames, SourceLabel) || strings.HasPrefix(fam.Desc.Name, "cupti_mig_") {

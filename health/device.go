@@ -13,7 +13,7 @@ import (
 	"github.com/cupti-exporter/cupti-exporter/internal/gpm"
 	"github.com/cupti-exporter/cupti-exporter/internal/nvmlfield"
 	"github.com/cupti-exporter/cupti-exporter/internal/nvmlpci"
-	"github.com/cupti-exporter/cupti-exporter/mapping"
+	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
 
 // gpuState is what the Source knows of one GPU; only the collection goroutine touches it.
@@ -223,7 +223,7 @@ func (g *gpuState) collect(b *builder, podOf func(uint32) (string, string, strin
 }
 
 // descT shortens the builder signatures.
-type descT = mapping.Desc
+type descT = snapshot.Desc
 
 func (g *gpuState) collectErrors(add func(*descT, float64, ...string)) {
 	for _, e := range eccCounters {

@@ -21,7 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/cupti-exporter/cupti-exporter/exporter"
-	"github.com/cupti-exporter/cupti-exporter/mapping"
+	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
 
 // reading is what a fake GPU answers; a field set in unsupported answers NOT_SUPPORTED.
@@ -131,7 +131,7 @@ func newFakeServer(t testing.TB) (*server.Server, []*reading) {
 }
 
 // series finds the value of name with the given label values (a subset, by name).
-func series(t testing.TB, snap *mapping.Snapshot, name string, want map[string]string) (float64, bool) {
+func series(t testing.TB, snap *snapshot.Snapshot, name string, want map[string]string) (float64, bool) {
 	t.Helper()
 	for _, f := range snap.Families {
 		if f.Desc.Name != name {
@@ -150,7 +150,7 @@ func series(t testing.TB, snap *mapping.Snapshot, name string, want map[string]s
 	return 0, false
 }
 
-func family(snap *mapping.Snapshot, name string) *mapping.Family {
+func family(snap *snapshot.Snapshot, name string) *snapshot.Family {
 	for i := range snap.Families {
 		if snap.Families[i].Desc.Name == name {
 			return &snap.Families[i]

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cupti-exporter/cupti-exporter/snapshot"
+
 	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 	dto "github.com/prometheus/client_model/go"
 	"google.golang.org/protobuf/proto"
@@ -93,8 +95,8 @@ func TestCatalogMapsUniquelyAndLints(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Map(%s): %v", full, err)
 			}
-			descs := []*Desc{met.Desc}
-			if met.Desc.Kind == KindGauge {
+			descs := []*snapshot.Desc{met.Desc}
+			if met.Desc.Kind == snapshot.KindGauge {
 				if met.Max == nil || met.Min == nil {
 					t.Fatalf("%s: gauge without Max/Min", full)
 				}
@@ -145,11 +147,11 @@ func seenName(seen map[string]string, name string) string {
 
 // addSample adds one series of d (device labels and the metric's constant labels) to its
 // family in families.
-func addSample(families map[string]*dto.MetricFamily, d *Desc, labels []Label) {
+func addSample(families map[string]*dto.MetricFamily, d *snapshot.Desc, labels []snapshot.Label) {
 	mf := families[d.Name]
 	if mf == nil {
 		typ := dto.MetricType_GAUGE
-		if d.Kind == KindCounter {
+		if d.Kind == snapshot.KindCounter {
 			typ = dto.MetricType_COUNTER
 		}
 		mf = &dto.MetricFamily{Name: proto.String(d.Name), Help: proto.String(d.Help), Type: typ.Enum()}
@@ -158,13 +160,13 @@ func addSample(families map[string]*dto.MetricFamily, d *Desc, labels []Label) {
 	var lps []*dto.LabelPair
 	for i, n := range d.LabelNames {
 		v := "0"
-		if i >= len(DeviceLabelNames) {
-			v = labels[i-len(DeviceLabelNames)].Value
+		if i >= len(snapshot.DeviceLabelNames) {
+			v = labels[i-len(snapshot.DeviceLabelNames)].Value
 		}
 		lps = append(lps, &dto.LabelPair{Name: proto.String(n), Value: proto.String(v)})
 	}
 	met := &dto.Metric{Label: lps}
-	if d.Kind == KindCounter {
+	if d.Kind == snapshot.KindCounter {
 		met.Counter = &dto.Counter{Value: proto.Float64(1)}
 	} else {
 		met.Gauge = &dto.Gauge{Value: proto.Float64(1)}

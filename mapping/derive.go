@@ -3,6 +3,8 @@ package mapping
 import (
 	"fmt"
 	"strings"
+
+	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
 
 // NamePrefix starts every metric name this package produces.
@@ -10,18 +12,18 @@ const NamePrefix = "cupti_"
 
 // derived is what naming rules decide for one full Perfworks name.
 type derived struct {
-	stem     string  // Prometheus name without unit and _total, e.g. cupti_dram_read
-	unit     string  // Prometheus unit words, e.g. "bytes_per_second", "ratio"; "" for none
-	kind     Kind    // KindCounter or KindGauge
-	scale    float64 // CUPTI value times scale gives the value in unit
-	ucum     string  // OTel unit
-	otelName string  // OTel name, e.g. cupti.dram.bytes_read.per_second
-	help     string  // what the value is, without the window statistic
+	stem     string        // Prometheus name without unit and _total, e.g. cupti_dram_read
+	unit     string        // Prometheus unit words, e.g. "bytes_per_second", "ratio"; "" for none
+	kind     snapshot.Kind // KindCounter or KindGauge
+	scale    float64       // CUPTI value times scale gives the value in unit
+	ucum     string        // OTel unit
+	otelName string        // OTel name, e.g. cupti.dram.bytes_read.per_second
+	help     string        // what the value is, without the window statistic
 }
 
 // promName assembles a Prometheus name from a stem, an optional statistic ("max", "min"),
 // the unit and the kind: <stem>[_<stat>][_<unit>][_total].
-func promName(stem, stat, unit string, kind Kind) string {
+func promName(stem, stat, unit string, kind snapshot.Kind) string {
 	n := stem
 	if stat != "" {
 		n += "_" + stat
@@ -29,7 +31,7 @@ func promName(stem, stat, unit string, kind Kind) string {
 	if unit != "" {
 		n += "_" + unit
 	}
-	if kind == KindCounter {
+	if kind == snapshot.KindCounter {
 		n += "_total"
 	}
 	return n
@@ -44,7 +46,7 @@ func derive(n Name, p Properties) derived {
 		dimText = strings.TrimSuffix(dimText, "/second")
 	}
 	dim := parseDim(dimText)
-	d := derived{kind: KindGauge, scale: 1, ucum: "1"}
+	d := derived{kind: snapshot.KindGauge, scale: 1, ucum: "1"}
 	var extra []string
 	moveUnit := true // move a quantity word equal to the unit to the end of the name
 	switch {
@@ -60,7 +62,7 @@ func derive(n Name, p Properties) derived {
 			extra = []string{"max", "rate"}
 		}
 	case sub == "":
-		d.kind, d.unit, d.scale, d.ucum = KindCounter, dim.word, dim.scale, dim.ucum
+		d.kind, d.unit, d.scale, d.ucum = snapshot.KindCounter, dim.word, dim.scale, dim.ucum
 	case strings.HasSuffix(sub, "per_second"):
 		d.unit, d.scale, d.ucum = joinWords(dim.word, "per_second"), dim.scale, dim.ucum+"/s"
 		if sub != "per_second" { // peak_sustained_*.per_second
@@ -93,7 +95,7 @@ func derive(n Name, p Properties) derived {
 		tokens[i] = lintSafe(t)
 	}
 	d.stem = NamePrefix + strings.Join(tokens, "_")
-	if d.unit == "" && d.kind == KindGauge && hasReservedSuffix(d.stem) {
+	if d.unit == "" && d.kind == snapshot.KindGauge && hasReservedSuffix(d.stem) {
 		d.stem += "_value"
 	}
 	d.otelName = otelName(n)

@@ -4,6 +4,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
 
 // promValidName is the Prometheus metric name syntax.
@@ -42,7 +44,7 @@ func FuzzParseName(f *testing.F) {
 			if err != nil {
 				t.Fatalf("Map(%q) as type %d: %v", s, typ, err)
 			}
-			for _, d := range []*Desc{met.Desc, met.Max, met.Min} {
+			for _, d := range []*snapshot.Desc{met.Desc, met.Max, met.Min} {
 				if d != nil && (!promValidName.MatchString(d.Name) || !strings.HasPrefix(d.Name, NamePrefix)) {
 					t.Fatalf("Map(%q): invalid name %q", s, d.Name)
 				}

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cupti-exporter/cupti-exporter/snapshot"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
@@ -66,12 +68,12 @@ func TestCuratedNames(t *testing.T) {
 		if met.Desc.Name != c.Name {
 			t.Errorf("%s maps to %s, Curated says %s", c.Perfworks, met.Desc.Name, c.Name)
 		}
-		wantLabels := append(append([]string{}, DeviceLabelNames...), labelNamesOf(c.Labels)...)
+		wantLabels := append(append([]string{}, snapshot.DeviceLabelNames...), labelNamesOf(c.Labels)...)
 		if !slices.Equal(met.Desc.LabelNames, wantLabels) {
 			t.Errorf("%s: label names %v, want %v", c.Name, met.Desc.LabelNames, wantLabels)
 		}
 		switch met.Desc.Kind {
-		case KindGauge:
+		case snapshot.KindGauge:
 			stem := strings.TrimSuffix(c.Name, "_ratio")
 			if met.Scale != 0.01 || met.Desc.Unit != "ratio" || met.Desc.OTelUnit != "1" {
 				t.Errorf("%s: scale %g unit %q otel unit %q, want 0.01 ratio 1", c.Name, met.Scale, met.Desc.Unit, met.Desc.OTelUnit)
@@ -79,7 +81,7 @@ func TestCuratedNames(t *testing.T) {
 			if met.Max.Name != stem+"_max_ratio" || met.Min.Name != stem+"_min_ratio" {
 				t.Errorf("%s: window stats %s %s", c.Name, met.Max.Name, met.Min.Name)
 			}
-		case KindCounter:
+		case snapshot.KindCounter:
 			unit, otel := "bytes", "By"
 			if strings.HasSuffix(c.Name, "_cycles_total") {
 				unit, otel = "cycles", "{cycle}"
@@ -129,7 +131,7 @@ func TestCuratedLintAndRegister(t *testing.T) {
 type constCollector struct{ metrics []prometheus.Metric }
 
 func (c *constCollector) add(met Metric) {
-	for _, d := range []*Desc{met.Desc, met.Max, met.Min} {
+	for _, d := range []*snapshot.Desc{met.Desc, met.Max, met.Min} {
 		if d == nil {
 			continue
 		}
@@ -138,7 +140,7 @@ func (c *constCollector) add(met Metric) {
 			values = append(values, l.Value)
 		}
 		typ := prometheus.GaugeValue
-		if d.Kind == KindCounter {
+		if d.Kind == snapshot.KindCounter {
 			typ = prometheus.CounterValue
 		}
 		pd := prometheus.NewDesc(d.Name, d.Help, d.LabelNames, nil)
@@ -294,7 +296,7 @@ func TestMapConcurrentSafe(t *testing.T) {
 	p := Properties{Type: TypeCounter, DimUnit: "byte"}
 	names := []string{"dram__bytes_read.sum", "dram__bytes_write.sum", "dram__bytes_read.sum.per_second", "PCI.TriageCompute.pcie__read_bytes.sum"}
 	const workers = 8
-	got := make([][]*Desc, workers)
+	got := make([][]*snapshot.Desc, workers)
 	done := make(chan int)
 	for w := 0; w < workers; w++ {
 		go func(w int) {

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
 
 const goodRules = `# user rules
@@ -50,10 +52,10 @@ func TestParseRulesGood(t *testing.T) {
 		t.Fatal(err)
 	}
 	if tex.Desc != gcc.Desc || tex.Desc.Name != "cupti_l2_sectors_total" ||
-		tex.Labels[0] != (Label{"source", "tex"}) || gcc.Labels[0] != (Label{"source", "gcc"}) {
+		tex.Labels[0] != (snapshot.Label{Name: "source", Value: "tex"}) || gcc.Labels[0] != (snapshot.Label{Name: "source", Value: "gcc"}) {
 		t.Errorf("regex rule: %+v %v / %+v %v", tex.Desc, tex.Labels, gcc.Desc, gcc.Labels)
 	}
-	if got := tex.Desc.LabelNames[len(DeviceLabelNames):]; len(got) != 1 || got[0] != "source" {
+	if got := tex.Desc.LabelNames[len(snapshot.DeviceLabelNames):]; len(got) != 1 || got[0] != "source" {
 		t.Errorf("label names %v", tex.Desc.LabelNames)
 	}
 }

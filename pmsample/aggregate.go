@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/cupti-exporter/cupti-exporter/mapping"
+	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
 
 // Aggregator folds batches from a Source into an immutable snapshot: counters into monotonic
@@ -26,7 +27,7 @@ type Aggregator struct {
 	mu     sync.Mutex
 	devs   map[int]*devAgg
 	mapped map[string]*mapped // by Perfworks name; nil value: unmappable
-	snap   atomic.Pointer[mapping.Snapshot]
+	snap   atomic.Pointer[snapshot.Snapshot]
 }
 
 type aggConfig struct {
@@ -90,7 +91,7 @@ func WithClock(now func() time.Time) AggregatorOption {
 type mapped struct {
 	m      mapping.Metric
 	labels []string // metric label values, in Desc.LabelNames order after the device labels
-	kind   mapping.Kind
+	kind   snapshot.Kind
 }
 
 type devAgg struct {
@@ -225,7 +226,7 @@ func (a *Aggregator) Add(b Batch) {
 			m := ms[j]
 			switch {
 			case m == nil:
-			case m.kind == mapping.KindCounter:
+			case m.kind == snapshot.KindCounter:
 				if ss[j].start.IsZero() {
 					ss[j].start = time.Unix(0, int64(s.Start))
 				}
@@ -237,7 +238,7 @@ func (a *Aggregator) Add(b Batch) {
 	}
 	d.covered.add(observed)
 	for j := range b.Metrics {
-		if ss[j] != nil && ms[j].kind != mapping.KindCounter {
+		if ss[j] != nil && ms[j].kind != snapshot.KindCounter {
 			ss[j].win.add(buckets[j])
 		}
 		if b.Multiplexed {
@@ -316,7 +317,7 @@ func (a *Aggregator) metric(name string) *mapped {
 
 // Snapshot returns the newest snapshot without blocking. A snapshot older than a second is
 // rebuilt first when no Add holds the lock (so paused devices and expired windows show).
-func (a *Aggregator) Snapshot() *mapping.Snapshot {
+func (a *Aggregator) Snapshot() *snapshot.Snapshot {
 	s := a.snap.Load()
 	if a.cfg.now().Sub(s.Time) >= a.cfg.refresh && a.mu.TryLock() {
 		a.build()
@@ -335,17 +336,17 @@ func (a *Aggregator) publish() {
 // build makes and publishes a snapshot; a.mu is held.
 func (a *Aggregator) build() {
 	now := a.cfg.now()
-	fams := map[*mapping.Desc]*mapping.Family{}
-	putSample := func(desc *mapping.Desc, s mapping.Sample) {
+	fams := map[*snapshot.Desc]*snapshot.Family{}
+	putSample := func(desc *snapshot.Desc, s snapshot.Sample) {
 		f := fams[desc]
 		if f == nil {
-			f = &mapping.Family{Desc: desc}
+			f = &snapshot.Family{Desc: desc}
 			fams[desc] = f
 		}
 		f.Samples = append(f.Samples, s)
 	}
-	put := func(desc *mapping.Desc, labels []string, v float64, start time.Time) {
-		putSample(desc, mapping.Sample{LabelValues: labels, Value: v, Start: start})
+	put := func(desc *snapshot.Desc, labels []string, v float64, start time.Time) {
+		putSample(desc, snapshot.Sample{LabelValues: labels, Value: v, Start: start})
 	}
 	lbl := func(dev []string, extra ...string) []string {
 		return append(slices.Clone(dev), extra...)
@@ -357,7 +358,7 @@ func (a *Aggregator) build() {
 		for _, name := range d.order {
 			m, s := a.mapped[name], d.series[name]
 			labels := lbl(d.labels, m.labels...)
-			if m.kind == mapping.KindCounter {
+			if m.kind == snapshot.KindCounter {
 				put(m.m.Desc, labels, s.total, s.start)
 				continue
 			}
@@ -420,7 +421,7 @@ func (a *Aggregator) build() {
 		}
 		if a.cfg.timing {
 			if d.gaps.count > 0 {
-				putSample(decodeGapDesc, mapping.Sample{LabelValues: d.labels, Histogram: d.gaps.value()})
+				putSample(decodeGapDesc, snapshot.Sample{LabelValues: d.labels, Histogram: d.gaps.value()})
 			}
 			put(decodeDesc, d.labels, d.decode, time.Time{})
 			for i, sec := range d.cuptiCalls {
@@ -444,12 +445,12 @@ func (a *Aggregator) build() {
 			}
 		}
 	}
-	snap := &mapping.Snapshot{Time: now}
+	snap := &snapshot.Snapshot{Time: now}
 	for _, f := range fams {
-		slices.SortFunc(f.Samples, func(x, y mapping.Sample) int { return slices.Compare(x.LabelValues, y.LabelValues) })
+		slices.SortFunc(f.Samples, func(x, y snapshot.Sample) int { return slices.Compare(x.LabelValues, y.LabelValues) })
 		snap.Families = append(snap.Families, *f)
 	}
-	slices.SortFunc(snap.Families, func(x, y mapping.Family) int { return cmp.Compare(x.Desc.Name, y.Desc.Name) })
+	slices.SortFunc(snap.Families, func(x, y snapshot.Family) int { return cmp.Compare(x.Desc.Name, y.Desc.Name) })
 	a.snap.Store(snap)
 }
 

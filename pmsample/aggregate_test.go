@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/cupti-exporter/cupti-exporter/mapping"
+	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
 
 var testDevice = Device{Index: 0, UUID: "GPU-0000", Model: "NVIDIA H200", Chip: "GH100", PCIBusID: "0000:19:00.0"}
@@ -39,7 +40,7 @@ func newTestAggregator(t testing.TB, opts ...AggregatorOption) (*Aggregator, *ma
 }
 
 // mapped returns how the mapper names a catalog metric, checking its kind.
-func mappedAs(t testing.TB, m *mapping.Mapper, name string, kind mapping.Kind) mapping.Metric {
+func mappedAs(t testing.TB, m *mapping.Mapper, name string, kind snapshot.Kind) mapping.Metric {
 	t.Helper()
 	for _, e := range testCatalog {
 		if e.Name == name {
@@ -58,27 +59,27 @@ func mappedAs(t testing.TB, m *mapping.Mapper, name string, kind mapping.Kind) m
 }
 
 // value finds the series of family name whose label values start with prefix.
-func value(t testing.TB, s *mapping.Snapshot, name string, extra ...string) (float64, bool) {
+func value(t testing.TB, s *snapshot.Snapshot, name string, extra ...string) (float64, bool) {
 	t.Helper()
 	return valueOf(s, testDevice, name, extra...)
 }
 
 // valueOf finds the series of family name for device d and the extra label values.
-func valueOf(s *mapping.Snapshot, d Device, name string, extra ...string) (float64, bool) {
+func valueOf(s *snapshot.Snapshot, d Device, name string, extra ...string) (float64, bool) {
 	smp, ok := sampleOf(s, d, name, extra...)
 	return smp.Value, ok
 }
 
 // histogramOf is valueOf for a histogram family.
-func histogramOf(s *mapping.Snapshot, d Device, name string, extra ...string) (mapping.HistogramValue, bool) {
+func histogramOf(s *snapshot.Snapshot, d Device, name string, extra ...string) (snapshot.HistogramValue, bool) {
 	smp, ok := sampleOf(s, d, name, extra...)
 	if !ok || smp.Histogram == nil {
-		return mapping.HistogramValue{}, false
+		return snapshot.HistogramValue{}, false
 	}
 	return *smp.Histogram, true
 }
 
-func sampleOf(s *mapping.Snapshot, d Device, name string, extra ...string) (mapping.Sample, bool) {
+func sampleOf(s *snapshot.Snapshot, d Device, name string, extra ...string) (snapshot.Sample, bool) {
 	want := append([]string{strconv.Itoa(d.Index), d.UUID, d.Model, d.Chip, d.PCIBusID}, extra...)
 	for _, f := range s.Families {
 		if f.Desc.Name != name {
@@ -90,10 +91,10 @@ func sampleOf(s *mapping.Snapshot, d Device, name string, extra ...string) (mapp
 			}
 		}
 	}
-	return mapping.Sample{}, false
+	return snapshot.Sample{}, false
 }
 
-func mustValue(t testing.TB, s *mapping.Snapshot, name string, extra ...string) float64 {
+func mustValue(t testing.TB, s *snapshot.Snapshot, name string, extra ...string) float64 {
 	t.Helper()
 	v, ok := value(t, s, name, extra...)
 	if !ok {
@@ -108,8 +109,8 @@ const sec = uint64(time.Second)
 
 func TestAggregatorTotalsAndWindow(t *testing.T) {
 	a, m, clk := newTestAggregator(t, WithWindowMin(true), WithTiming(true))
-	sm := mappedAs(t, m, mSM, mapping.KindGauge)
-	rx := mappedAs(t, m, mPCIeRx, mapping.KindCounter)
+	sm := mappedAs(t, m, mSM, snapshot.KindGauge)
+	rx := mappedAs(t, m, mPCIeRx, snapshot.KindCounter)
 	rxLabels := labelValues(rx)
 	t0 := uint64(clk.now().UnixNano())
 	metrics := []string{mSM, mPCIeRx}
@@ -344,7 +345,7 @@ func TestAggregatorIdleSeriesByDefault(t *testing.T) {
 	status := []DeviceStatus{{Device: 0, State: StateSampling}}
 	for _, zero := range []bool{false, true} {
 		a, m, clk := newTestAggregator(t, WithStatus(func() []DeviceStatus { return status }), WithZeroReasons(zero))
-		sm := mappedAs(t, m, mSM, mapping.KindGauge)
+		sm := mappedAs(t, m, mSM, snapshot.KindGauge)
 		t0 := uint64(clk.now().UnixNano())
 		a.Add(Batch{Device: 0, Metrics: []string{mSM}, DroppedFirst: 1, DecodeDuration: time.Millisecond,
 			CUPTITime: CallTimes{Decode: time.Millisecond},

@@ -13,6 +13,7 @@ import (
 
 	"github.com/cupti-exporter/cupti-exporter/internal/cupti"
 	"github.com/cupti-exporter/cupti-exporter/mapping"
+	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
 
 // requireGPU opens the real CUPTI when PMSAMPLE_GPU=1 (scripts/gpu runs it on the GPU machine),
@@ -104,7 +105,7 @@ func TestGPUSample(t *testing.T) {
 	d := s.Devices()[0]
 	for _, f := range snap.Families {
 		for _, x := range f.Samples {
-			t.Logf("%s%v = %g", f.Desc.Name, x.LabelValues[len(mapping.DeviceLabelNames):], x.Value)
+			t.Logf("%s%v = %g", f.Desc.Name, x.LabelValues[len(snapshot.DeviceLabelNames):], x.Value)
 		}
 	}
 	n, _ := valueOf(snap, d, "cupti_pm_samples_total")

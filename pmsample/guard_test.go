@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cupti-exporter/cupti-exporter/mapping"
+	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
 
 const (
@@ -149,7 +149,7 @@ func TestAggregatorCountsOutOfRange(t *testing.T) {
 			t.Errorf("%s%v = %v (present %v), want %v", c.name, c.extra, v, ok, c.want)
 		}
 	}
-	mm := mappedAs(t, m, mSM, mapping.KindGauge)
+	mm := mappedAs(t, m, mSM, snapshot.KindGauge)
 	if v, ok := value(t, s, mm.Max.Name); !ok || v != 60*mm.Scale {
 		t.Errorf("max = %v (present %v), want %v", v, ok, 60*mm.Scale)
 	}

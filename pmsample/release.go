@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/cupti-exporter/cupti-exporter/mapping"
+	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
 
 // StateIdle is a device whose PM session was released because the GPU sat idle (an idle
@@ -17,32 +17,32 @@ const StateIdle State = "idle-released"
 
 // Self-metrics of idle release: one series per device.
 var (
-	idleReleasesDesc = &mapping.Desc{
+	idleReleasesDesc = &snapshot.Desc{
 		Name: "cupti_pm_idle_releases_total", Help: "Times the PM session of an idle GPU was released (state idle-released).",
-		Kind: mapping.KindCounter, OTelName: "cupti.pm.idle.releases", OTelUnit: "{release}",
-		LabelNames: mapping.DeviceLabelNames,
+		Kind: snapshot.KindCounter, OTelName: "cupti.pm.idle.releases", OTelUnit: "{release}",
+		LabelNames: snapshot.DeviceLabelNames,
 	}
-	idleReacquiresDesc = &mapping.Desc{
+	idleReacquiresDesc = &snapshot.Desc{
 		Name: "cupti_pm_idle_reacquires_total", Help: "Times the PM session was taken back after an idle release, on a sign of activity.",
-		Kind: mapping.KindCounter, OTelName: "cupti.pm.idle.reacquires", OTelUnit: "{reacquire}",
-		LabelNames: mapping.DeviceLabelNames,
+		Kind: snapshot.KindCounter, OTelName: "cupti.pm.idle.reacquires", OTelUnit: "{reacquire}",
+		LabelNames: snapshot.DeviceLabelNames,
 	}
-	idleReleasedDesc = &mapping.Desc{
+	idleReleasedDesc = &snapshot.Desc{
 		Name: "cupti_pm_idle_released_seconds_total", Help: "Time the PM session was released because the GPU was idle (no samples, by design).",
-		Kind: mapping.KindCounter, Unit: "seconds", OTelName: "cupti.pm.idle.released", OTelUnit: "s",
-		LabelNames: mapping.DeviceLabelNames,
+		Kind: snapshot.KindCounter, Unit: "seconds", OTelName: "cupti.pm.idle.released", OTelUnit: "s",
+		LabelNames: snapshot.DeviceLabelNames,
 	}
-	idleMissedDesc = &mapping.Desc{
+	idleMissedDesc = &snapshot.Desc{
 		Name: "cupti_pm_idle_missed_seconds_total", Help: "Time from the first sign of activity on a released GPU to its first PM sample after reacquiring: work that ran unsampled.",
-		Kind: mapping.KindCounter, Unit: "seconds", OTelName: "cupti.pm.idle.missed", OTelUnit: "s",
-		LabelNames: mapping.DeviceLabelNames,
+		Kind: snapshot.KindCounter, Unit: "seconds", OTelName: "cupti.pm.idle.missed", OTelUnit: "s",
+		LabelNames: snapshot.DeviceLabelNames,
 	}
 )
 
 // IdleDescs lists the idle-release families (served by IdleProducer, live sampling only), for
 // the metrics reference beside SelfDescs.
-func IdleDescs() []*mapping.Desc {
-	return []*mapping.Desc{idleReleasesDesc, idleReacquiresDesc, idleReleasedDesc, idleMissedDesc}
+func IdleDescs() []*snapshot.Desc {
+	return []*snapshot.Desc{idleReleasesDesc, idleReacquiresDesc, idleReleasedDesc, idleMissedDesc}
 }
 
 // releaseState is the idle-release side of a runner, guarded by runner.mu.
@@ -132,12 +132,12 @@ func (s *Sampler) IdleStats() []IdleStats {
 }
 
 // IdleFamilies returns the idle-release self-metrics of every device.
-func IdleFamilies(devices []Device, stats []IdleStats) []mapping.Family {
+func IdleFamilies(devices []Device, stats []IdleStats) []snapshot.Family {
 	byIdx := map[int]Device{}
 	for _, d := range devices {
 		byIdx[d.Index] = d
 	}
-	fams := []mapping.Family{{Desc: idleMissedDesc}, {Desc: idleReacquiresDesc}, {Desc: idleReleasedDesc}, {Desc: idleReleasesDesc}}
+	fams := []snapshot.Family{{Desc: idleMissedDesc}, {Desc: idleReacquiresDesc}, {Desc: idleReleasedDesc}, {Desc: idleReleasesDesc}}
 	for _, st := range stats {
 		d, ok := byIdx[st.Device]
 		if !ok {
@@ -145,11 +145,11 @@ func IdleFamilies(devices []Device, stats []IdleStats) []mapping.Family {
 		}
 		labels := []string{strconv.Itoa(d.Index), d.UUID, d.Model, d.Chip, d.PCIBusID}
 		for i, v := range []float64{st.MissedSeconds, float64(st.Reacquires), st.ReleasedSeconds, float64(st.Releases)} {
-			fams[i].Samples = append(fams[i].Samples, mapping.Sample{LabelValues: labels, Value: v})
+			fams[i].Samples = append(fams[i].Samples, snapshot.Sample{LabelValues: labels, Value: v})
 		}
 	}
 	for i := range fams {
-		slices.SortFunc(fams[i].Samples, func(x, y mapping.Sample) int { return slices.Compare(x.LabelValues, y.LabelValues) })
+		slices.SortFunc(fams[i].Samples, func(x, y snapshot.Sample) int { return slices.Compare(x.LabelValues, y.LabelValues) })
 	}
 	return fams
 }
@@ -162,9 +162,9 @@ type IdleProducer struct{ s *Sampler }
 func NewIdleProducer(s *Sampler) *IdleProducer { return &IdleProducer{s: s} }
 
 // Snapshot builds the families from the sampler's counters (a few mutex reads, no CUPTI).
-func (p *IdleProducer) Snapshot() *mapping.Snapshot {
-	snap := &mapping.Snapshot{Time: time.Now(), Families: IdleFamilies(p.s.Devices(), p.s.IdleStats())}
-	slices.SortFunc(snap.Families, func(x, y mapping.Family) int { return cmp.Compare(x.Desc.Name, y.Desc.Name) })
+func (p *IdleProducer) Snapshot() *snapshot.Snapshot {
+	snap := &snapshot.Snapshot{Time: time.Now(), Families: IdleFamilies(p.s.Devices(), p.s.IdleStats())}
+	slices.SortFunc(snap.Families, func(x, y snapshot.Family) int { return cmp.Compare(x.Desc.Name, y.Desc.Name) })
 	return snap
 }
 

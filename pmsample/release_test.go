@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/cupti-exporter/cupti-exporter/mapping"
+	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
 
 func TestReleaseIdleThenReacquire(t *testing.T) {
@@ -173,7 +174,7 @@ func TestReleaseStateAndIdleMetrics(t *testing.T) {
 // and after reacquiring the mean covers only sampled time (no zeros averaged in).
 func TestReleaseWindowReportsNoZeros(t *testing.T) {
 	a, m, clk := newTestAggregator(t)
-	sm := mappedAs(t, m, mSM, mapping.KindGauge)
+	sm := mappedAs(t, m, mSM, snapshot.KindGauge)
 	busy := func(v float64) Batch {
 		t0 := uint64(clk.now().UnixNano())
 		b := Batch{Device: 0, Metrics: []string{mSM}}

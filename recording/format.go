@@ -46,7 +46,7 @@ const (
 	FrameActivity  FrameType = 'A' // (B) ActivityBatch
 	FrameCoverage  FrameType = 'V' // (B) CoverageBatch (version 3)
 	FrameFamily    FrameType = 'F' // (J) familyDef: a health family health frames refer to (version 4)
-	FrameHealth    FrameType = 'N' // (B) *mapping.Snapshot of the health source (version 4)
+	FrameHealth    FrameType = 'N' // (B) *snapshot.Snapshot of the health source (version 4)
 	FrameProcesses FrameType = 'U' // (J) ProcessesEvent: NVML's compute processes of one GPU (version 5)
 	FrameEnd       FrameType = 'E' // (empty) the writer closed the file
 )

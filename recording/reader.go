@@ -9,8 +9,8 @@ import (
 	"hash/crc32"
 	"io"
 
-	"github.com/cupti-exporter/cupti-exporter/mapping"
 	"github.com/cupti-exporter/cupti-exporter/pmsample"
+	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
 
 // Event is one frame of a recording, decoded. Type says which field is set.
@@ -23,9 +23,9 @@ type Event struct {
 	Batch    *pmsample.Batch
 	Process  *ProcessEvent // FrameHello and FrameGoodbye
 	Activity *ActivityBatch
-	Coverage *CoverageBatch    // FrameCoverage
-	Health   *mapping.Snapshot // FrameHealth: the health source's families at Health.Time
-	Procs    *ProcessesEvent   // FrameProcesses
+	Coverage *CoverageBatch     // FrameCoverage
+	Health   *snapshot.Snapshot // FrameHealth: the health source's families at Health.Time
+	Procs    *ProcessesEvent    // FrameProcesses
 }
 
 // Reader decodes a recording frame by frame. Errors are *FormatError (matching
@@ -37,7 +37,7 @@ type Reader struct {
 	header  Header
 	version int // file-header version, MinVersion..Version
 	sets    map[uint64][]string
-	fams    map[uint64]*mapping.Desc // health families by id
+	fams    map[uint64]*snapshot.Desc // health families by id
 	ended   bool
 	err     error
 	buf     []byte
@@ -45,7 +45,7 @@ type Reader struct {
 
 // NewReader checks the file header and reads the header frame.
 func NewReader(r io.Reader) (*Reader, error) {
-	rd := &Reader{r: bufio.NewReaderSize(r, 256<<10), sets: map[uint64][]string{}, fams: map[uint64]*mapping.Desc{}}
+	rd := &Reader{r: bufio.NewReaderSize(r, 256<<10), sets: map[uint64][]string{}, fams: map[uint64]*snapshot.Desc{}}
 	var fh [fileHeaderSize]byte
 	n, err := io.ReadFull(rd.r, fh[:])
 	if err != nil {

@@ -16,6 +16,7 @@ import (
 	"github.com/cupti-exporter/cupti-exporter/activity"
 	"github.com/cupti-exporter/cupti-exporter/mapping"
 	"github.com/cupti-exporter/cupti-exporter/pmsample"
+	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
 
 const t0 = uint64(1795299125930175064)
@@ -32,18 +33,18 @@ var (
 )
 
 var (
-	testPowerDesc  = &mapping.Desc{Name: "cupti_gpu_power_watts", Kind: mapping.KindGauge, Unit: "watts", OTelName: "hw.power", OTelUnit: "W", Help: "Power draw.", LabelNames: []string{"gpu", "uuid"}}
-	testEnergyDesc = &mapping.Desc{Name: "cupti_gpu_energy_joules_total", Kind: mapping.KindCounter, Unit: "joules", Help: "Energy.", LabelNames: []string{"gpu", "uuid"}}
-	testInfoDesc   = &mapping.Desc{Name: "cupti_health_collection_seconds", Kind: mapping.KindGauge}
+	testPowerDesc  = &snapshot.Desc{Name: "cupti_gpu_power_watts", Kind: snapshot.KindGauge, Unit: "watts", OTelName: "hw.power", OTelUnit: "W", Help: "Power draw.", LabelNames: []string{"gpu", "uuid"}}
+	testEnergyDesc = &snapshot.Desc{Name: "cupti_gpu_energy_joules_total", Kind: snapshot.KindCounter, Unit: "joules", Help: "Energy.", LabelNames: []string{"gpu", "uuid"}}
+	testInfoDesc   = &snapshot.Desc{Name: "cupti_health_collection_seconds", Kind: snapshot.KindGauge}
 	testHealthT0   = time.Unix(0, int64(t0)-5e9)
 )
 
 // testHealth is a health snapshot at time t with energy e joules on GPU 0.
-func testHealth(t uint64, e float64) *mapping.Snapshot {
-	return &mapping.Snapshot{Time: time.Unix(0, int64(t)), Families: []mapping.Family{
-		{Desc: testInfoDesc, Samples: []mapping.Sample{{Value: 0.001}}},
-		{Desc: testPowerDesc, Samples: []mapping.Sample{{LabelValues: []string{"0", "GPU-0"}, Value: 123.5}}},
-		{Desc: testEnergyDesc, Samples: []mapping.Sample{{LabelValues: []string{"0", "GPU-0"}, Value: e, Start: testHealthT0}}},
+func testHealth(t uint64, e float64) *snapshot.Snapshot {
+	return &snapshot.Snapshot{Time: time.Unix(0, int64(t)), Families: []snapshot.Family{
+		{Desc: testInfoDesc, Samples: []snapshot.Sample{{Value: 0.001}}},
+		{Desc: testPowerDesc, Samples: []snapshot.Sample{{LabelValues: []string{"0", "GPU-0"}, Value: 123.5}}},
+		{Desc: testEnergyDesc, Samples: []snapshot.Sample{{LabelValues: []string{"0", "GPU-0"}, Value: e, Start: testHealthT0}}},
 	}}
 }
 
@@ -356,7 +357,7 @@ func TestReplayTruncatedAtEveryByte(t *testing.T) {
 		}
 		sink := &countSink{}
 		health := 0
-		r, err := FromBytes(data[:n], WithSpeed(0), WithActivitySink(sink), WithHealthSink(func(*mapping.Snapshot) { health++ }))
+		r, err := FromBytes(data[:n], WithSpeed(0), WithActivitySink(sink), WithHealthSink(func(*snapshot.Snapshot) { health++ }))
 		if whole == 0 { // no devices frame yet: nothing to serve
 			if err == nil {
 				t.Fatalf("prefix %d: accepted without a devices frame", n)

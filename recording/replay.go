@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/cupti-exporter/cupti-exporter/activity"
-	"github.com/cupti-exporter/cupti-exporter/mapping"
 	"github.com/cupti-exporter/cupti-exporter/pmsample"
+	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
 
 // ActivitySink receives the activity events of a replay, in recording order, from the
@@ -28,7 +28,7 @@ type ActivitySink interface {
 // HealthSink receives the health snapshots of a replay (recordings of version 4 and
 // later), in recording order, from the goroutine that runs Replayer.Run. The snapshot is
 // the sink's to keep.
-type HealthSink func(*mapping.Snapshot)
+type HealthSink func(*snapshot.Snapshot)
 
 // ProcessesSink receives the NVML process observations of a replay (recordings of version
 // 5 and later), in recording order, times shifted as sample times are, from the goroutine

@@ -9,8 +9,8 @@ import (
 	"io"
 	"sync"
 
-	"github.com/cupti-exporter/cupti-exporter/mapping"
 	"github.com/cupti-exporter/cupti-exporter/pmsample"
+	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
 
 // Writer appends frames to a recording. It is safe for concurrent use. Frames reach the
@@ -113,13 +113,13 @@ func (w *Writer) WriteProcesses(time uint64, e ProcessesEvent) error {
 // WriteHealth records a snapshot of the health source (version 4): a family frame precedes
 // the first snapshot of each distinct family description. Only gauges and counters can be
 // recorded, and every sample must have one value per label name.
-func (w *Writer) WriteHealth(time uint64, s *mapping.Snapshot) error {
+func (w *Writer) WriteHealth(time uint64, s *snapshot.Snapshot) error {
 	if err := checkSnapshot(s); err != nil {
 		return fmt.Errorf("recording health: %w", err)
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	ids := make(map[*mapping.Desc]uint64, len(s.Families))
+	ids := make(map[*snapshot.Desc]uint64, len(s.Families))
 	for _, f := range s.Families {
 		if _, ok := ids[f.Desc]; ok {
 			continue

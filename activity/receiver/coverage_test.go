@@ -6,7 +6,7 @@ import (
 
 	"github.com/cupti-exporter/cupti-exporter/activity"
 	"github.com/cupti-exporter/cupti-exporter/activity/wire"
-	"github.com/cupti-exporter/cupti-exporter/mapping"
+	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
 
 // TestServerCoverage: coverage frames reach the aggregator (traced seconds), a version-1
@@ -35,7 +35,7 @@ func TestServerCoverage(t *testing.T) {
 		enc.Coverage([]activity.Interval{{Start: 8, End: 20}})); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, agg, "coverage, the old sender's record and the malformed drop", func(s *mapping.Snapshot) bool {
+	waitFor(t, agg, "coverage, the old sender's record and the malformed drop", func(s *snapshot.Snapshot) bool {
 		return value(t, s, "cupti_activity_traced_seconds_total", "complete") >= 2 &&
 			value(t, s, "cupti_activity_records_total", "kernel") == 1 &&
 			value(t, s, "cupti_activity_dropped_connections_total", "malformed") == 1

@@ -10,7 +10,7 @@ import (
 
 	"github.com/cupti-exporter/cupti-exporter/activity"
 	"github.com/cupti-exporter/cupti-exporter/activity/wire"
-	"github.com/cupti-exporter/cupti-exporter/mapping"
+	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
 
 // cgroupOf is the cgroup of the i-th container of the slot tests.
@@ -41,7 +41,7 @@ func TestConnectionSlotsFairShare(t *testing.T) {
 			held = append(held, c)
 		}
 		want := float64(len(held))
-		waitFor(t, agg, "the keep-alive connections", func(s *mapping.Snapshot) bool {
+		waitFor(t, agg, "the keep-alive connections", func(s *snapshot.Snapshot) bool {
 			return value(t, s, "cupti_activity_processes") == want
 		})
 	}
@@ -55,7 +55,7 @@ func TestConnectionSlotsFairShare(t *testing.T) {
 	if err := errors.Join(enc.Hello(hello), enc.Records(0, recs), enc.Goodbye(1000, wire.Drops{})); err != nil {
 		t.Logf("the newcomer's writes: %v", err) // refused: its records are lost
 	}
-	waitFor(t, agg, "the newcomer counted or refused", func(s *mapping.Snapshot) bool {
+	waitFor(t, agg, "the newcomer counted or refused", func(s *snapshot.Snapshot) bool {
 		return value(t, s, "cupti_activity_records_total", "kernel") == 1000 ||
 			value(t, s, "cupti_activity_dropped_connections_total", "limit") > 0
 	})
@@ -84,7 +84,7 @@ func moveTo(t *testing.T, root, cgroup string) {
 }
 
 // valueOr0 is value, 0 for a series that does not exist.
-func valueOr0(s *mapping.Snapshot, name string, labels ...string) float64 {
+func valueOr0(s *snapshot.Snapshot, name string, labels ...string) float64 {
 	for _, f := range s.Families {
 		for _, sm := range f.Samples {
 			if f.Desc.Name == name && slices.Equal(sm.LabelValues, labels) {

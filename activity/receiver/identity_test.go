@@ -11,7 +11,7 @@ import (
 
 	"github.com/cupti-exporter/cupti-exporter/activity"
 	"github.com/cupti-exporter/cupti-exporter/activity/wire"
-	"github.com/cupti-exporter/cupti-exporter/mapping"
+	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
 
 // connTap keeps the processes the Aggregator connected, as its listeners see them.
@@ -159,7 +159,7 @@ func TestIdentityContradictedRefused(t *testing.T) {
 				t.Fatal(err)
 			}
 			enc.Drops(wire.Drops{wire.DropQueueFull: 1 << 39})
-			waitFor(t, agg, "the refusal", func(s *mapping.Snapshot) bool {
+			waitFor(t, agg, "the refusal", func(s *snapshot.Snapshot) bool {
 				return value(t, s, "cupti_activity_dropped_connections_total", "identity_refused") == 1
 			})
 			c.SetReadDeadline(time.Now().Add(5 * time.Second))
@@ -283,7 +283,7 @@ func TestInvalidHelloTextCounted(t *testing.T) {
 	if err := enc.Records(0, []activity.Record{{Kind: activity.KindKernel, Start: 1, End: 2, Name: "_Z1kv"}}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, agg, "the record", func(s *mapping.Snapshot) bool {
+	waitFor(t, agg, "the record", func(s *snapshot.Snapshot) bool {
 		return value(t, s, "cupti_activity_records_total", "kernel") == 1
 	})
 	s := agg.Snapshot()

@@ -14,7 +14,7 @@ import (
 
 	"github.com/cupti-exporter/cupti-exporter/activity"
 	"github.com/cupti-exporter/cupti-exporter/activity/wire"
-	"github.com/cupti-exporter/cupti-exporter/mapping"
+	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
 
 // A hello without a start time is refused (before, it was verified: the start time check
@@ -28,7 +28,7 @@ func TestHelloWithoutStartTimeRefused(t *testing.T) {
 	if err := wire.NewEncoder(c).Hello(activity.Process{PID: 7, DeviceUUIDs: []string{"GPU-a"}}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, agg, "the hello judged", func(s *mapping.Snapshot) bool {
+	waitFor(t, agg, "the hello judged", func(s *snapshot.Snapshot) bool {
 		return value(t, s, "cupti_activity_identities_total", "verified")+value(t, s, "cupti_activity_identities_total", "refused") > 0
 	})
 	s := agg.Snapshot()
@@ -109,7 +109,7 @@ func TestPIDReuseNotVerifiedAsVictim(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			go srv.Serve(ctx)
-			waitFor(t, agg, "the thief's hello judged", func(s *mapping.Snapshot) bool {
+			waitFor(t, agg, "the thief's hello judged", func(s *snapshot.Snapshot) bool {
 				n := 0.0
 				for _, id := range []string{"verified", "claimed", "refused"} {
 					n += value(t, s, "cupti_activity_identities_total", id)

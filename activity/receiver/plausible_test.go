@@ -13,7 +13,7 @@ import (
 
 	"github.com/cupti-exporter/cupti-exporter/activity"
 	"github.com/cupti-exporter/cupti-exporter/activity/wire"
-	"github.com/cupti-exporter/cupti-exporter/mapping"
+	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
 
 // recTap keeps what the listeners get: records and launch hints.
@@ -62,7 +62,7 @@ func TestTimesInTheFutureRefused(t *testing.T) {
 		enc.Goodbye(2, wire.Drops{})); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, agg, "the goodbye", func(s *mapping.Snapshot) bool {
+	waitFor(t, agg, "the goodbye", func(s *snapshot.Snapshot) bool {
 		return value(t, s, "cupti_activity_processes") == 0 && value(t, s, "cupti_activity_records_total", "kernel") > 0
 	})
 	s := agg.Snapshot()
@@ -109,7 +109,7 @@ func TestClaimedStartTimeBeforeBootRefused(t *testing.T) {
 	if err := errors.Join(enc.Hello(hello), enc.Drops(wire.Drops{wire.DropQueueFull: 1 << 39})); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, agg, "the drop report judged", func(s *mapping.Snapshot) bool {
+	waitFor(t, agg, "the drop report judged", func(s *snapshot.Snapshot) bool {
 		return value(t, s, "cupti_activity_dropped_records_total", "queue_full") > 0 ||
 			valueOr0(s, "cupti_activity_invalid_reports_total", "drops_implausible") > 0
 	})
@@ -140,7 +140,7 @@ func TestControlCharactersRefused(t *testing.T) {
 	if err := errors.Join(enc.Hello(hello), enc.Records(0, []activity.Record{{Kind: activity.KindKernel, Device: 1, Start: 1, End: 2, Name: "_Z1kv"}})); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, agg, "the record", func(s *mapping.Snapshot) bool {
+	waitFor(t, agg, "the record", func(s *snapshot.Snapshot) bool {
 		return value(t, s, "cupti_activity_records_total", "kernel") == 1
 	})
 	p, info := tap.last(t)

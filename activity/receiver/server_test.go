@@ -16,10 +16,10 @@ import (
 
 	"github.com/cupti-exporter/cupti-exporter/activity"
 	"github.com/cupti-exporter/cupti-exporter/activity/wire"
-	"github.com/cupti-exporter/cupti-exporter/mapping"
+	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
 
-func value(t *testing.T, s *mapping.Snapshot, name string, labels ...string) float64 {
+func value(t *testing.T, s *snapshot.Snapshot, name string, labels ...string) float64 {
 	t.Helper()
 	for _, f := range s.Families {
 		if f.Desc.Name != name {
@@ -36,7 +36,7 @@ func value(t *testing.T, s *mapping.Snapshot, name string, labels ...string) flo
 }
 
 // waitFor polls the aggregator's snapshot until cond holds.
-func waitFor(t *testing.T, a *activity.Aggregator, what string, cond func(*mapping.Snapshot) bool) {
+func waitFor(t *testing.T, a *activity.Aggregator, what string, cond func(*snapshot.Snapshot) bool) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for !cond(a.Snapshot()) {
@@ -161,7 +161,7 @@ func TestServerEndToEnd(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, agg, "all records and disconnects", func(s *mapping.Snapshot) bool {
+	waitFor(t, agg, "all records and disconnects", func(s *snapshot.Snapshot) bool {
 		return value(t, s, "cupti_activity_records_total", "kernel") == senders*batches*perBatch &&
 			value(t, s, "cupti_activity_processes") == 0 &&
 			value(t, s, "cupti_activity_dropped_connections_total", "malformed") == 1
@@ -255,7 +255,7 @@ func TestServerConnectionLimit(t *testing.T) {
 	if err := wire.NewEncoder(first).Hello(proc(1)); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, agg, "first process", func(s *mapping.Snapshot) bool {
+	waitFor(t, agg, "first process", func(s *snapshot.Snapshot) bool {
 		return value(t, s, "cupti_activity_processes") == 1
 	})
 	second := dial(t, srv.Path())
@@ -263,12 +263,12 @@ func TestServerConnectionLimit(t *testing.T) {
 	if _, err := second.Read(make([]byte, 1)); !errors.Is(err, io.EOF) {
 		t.Errorf("second connection read: %v, want EOF (refused)", err)
 	}
-	waitFor(t, agg, "refusal counted", func(s *mapping.Snapshot) bool {
+	waitFor(t, agg, "refusal counted", func(s *snapshot.Snapshot) bool {
 		return value(t, s, "cupti_activity_dropped_connections_total", "limit") == 1
 	})
 	// The first connection ends without goodbye: the process is gone all the same.
 	first.Close()
-	waitFor(t, agg, "disconnect at EOF", func(s *mapping.Snapshot) bool {
+	waitFor(t, agg, "disconnect at EOF", func(s *snapshot.Snapshot) bool {
 		return value(t, s, "cupti_activity_processes") == 0
 	})
 }
@@ -285,7 +285,7 @@ func TestServerCloseUnblocksConnections(t *testing.T) {
 	if err := wire.NewEncoder(c).Hello(selfProc()); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, agg, "process", func(s *mapping.Snapshot) bool { return value(t, s, "cupti_activity_processes") == 1 })
+	waitFor(t, agg, "process", func(s *snapshot.Snapshot) bool { return value(t, s, "cupti_activity_processes") == 1 })
 	if err := srv.Close(); err != nil {
 		t.Fatal(err)
 	}

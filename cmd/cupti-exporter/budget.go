@@ -9,8 +9,8 @@ import (
 	"github.com/cupti-exporter/cupti-exporter/activity"
 	"github.com/cupti-exporter/cupti-exporter/attribution"
 	"github.com/cupti-exporter/cupti-exporter/health"
-	"github.com/cupti-exporter/cupti-exporter/mapping"
 	"github.com/cupti-exporter/cupti-exporter/pmsample"
+	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
 
 // The series budget: the activity.* and attribution.* settings that bound what a node serves
@@ -98,7 +98,7 @@ func budgetAggregatorOptions(c *Config) []pmsample.AggregatorOption {
 
 // healthView serves src (the NVML source or a recording's health) with what series.extra
 // turns on.
-func healthView(c *Config, src interface{ Snapshot() *mapping.Snapshot }) *health.View {
+func healthView(c *Config, src interface{ Snapshot() *snapshot.Snapshot }) *health.View {
 	return health.NewView(src, health.WithDetail(c.extraSeries("nvml_detail")), health.WithZeroReasons(c.extraSeries("zero_reasons")))
 }
 

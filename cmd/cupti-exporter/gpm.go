@@ -12,6 +12,7 @@ import (
 	"github.com/cupti-exporter/cupti-exporter/gpmsource"
 	"github.com/cupti-exporter/cupti-exporter/mapping"
 	"github.com/cupti-exporter/cupti-exporter/pmsample"
+	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
 
 // gpmOnly reports whether gpm.mode=only: the curated metrics from GPM alone, no PM session.
@@ -47,7 +48,7 @@ func startGPM(ctx context.Context, logger *slog.Logger, cfg *Config, exp *export
 		logger.Error("GPM source not started", "err", err)
 		return pmAgg, nil
 	}
-	var pmSnap interface{ Snapshot() *mapping.Snapshot }
+	var pmSnap interface{ Snapshot() *snapshot.Snapshot }
 	if pmAgg != nil {
 		pmSnap = pmAgg
 	}

@@ -14,9 +14,9 @@ import (
 	"github.com/cupti-exporter/cupti-exporter/activity/receiver"
 	"github.com/cupti-exporter/cupti-exporter/health"
 	"github.com/cupti-exporter/cupti-exporter/internal/cupti"
-	"github.com/cupti-exporter/cupti-exporter/mapping"
 	"github.com/cupti-exporter/cupti-exporter/pmsample"
 	"github.com/cupti-exporter/cupti-exporter/recording"
+	"github.com/cupti-exporter/cupti-exporter/snapshot"
 	"github.com/prometheus/common/version"
 )
 
@@ -129,7 +129,7 @@ func runRecord(ctx context.Context, logger *slog.Logger, cfg *Config, cl *cli) e
 		}))
 		srcDone := make(chan struct{})
 		go func() { src.Run(ctx); close(srcDone) }()
-		healthDone = recordHealth(ctx, src, time.Duration(cfg.Health.Interval), func(snap *mapping.Snapshot) {
+		healthDone = recordHealth(ctx, src, time.Duration(cfg.Health.Interval), func(snap *snapshot.Snapshot) {
 			keep(w.WriteHealth(now(), snap))
 		}, srcDone)
 	}
@@ -173,11 +173,11 @@ func (f *sizedFile) Write(p []byte) (int, error) {
 // number written on the channel it returns. It looks four times an interval, so no
 // collection is missed; a snapshot without families (NVML not read yet, or missing) is
 // not written.
-func recordHealth(ctx context.Context, src interface{ Snapshot() *mapping.Snapshot }, interval time.Duration,
-	write func(*mapping.Snapshot), srcDone <-chan struct{}) <-chan int {
+func recordHealth(ctx context.Context, src interface{ Snapshot() *snapshot.Snapshot }, interval time.Duration,
+	write func(*snapshot.Snapshot), srcDone <-chan struct{}) <-chan int {
 	done := make(chan int, 1)
 	go func() {
-		var last *mapping.Snapshot
+		var last *snapshot.Snapshot
 		n := 0
 		t := time.NewTicker(max(interval/4, time.Millisecond))
 		defer t.Stop()

@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/cupti-exporter/cupti-exporter/activity"
-	"github.com/cupti-exporter/cupti-exporter/mapping"
 	"github.com/cupti-exporter/cupti-exporter/pmsample"
+	"github.com/cupti-exporter/cupti-exporter/snapshot"
 
 	"github.com/cupti-exporter/cupti-exporter/recording"
 )
@@ -34,15 +34,15 @@ func TestSyntheticGenerator(t *testing.T) {
 		t.Fatalf("summary %+v", s)
 	}
 	// Health: both GPUs, with the PM series' labels, energy rising with the power drawn.
-	var snaps []*mapping.Snapshot
-	r, err = recording.FromBytes(buf.Bytes(), recording.WithSpeed(0), recording.WithHealthSink(func(s *mapping.Snapshot) { snaps = append(snaps, s) }))
+	var snaps []*snapshot.Snapshot
+	r, err = recording.FromBytes(buf.Bytes(), recording.WithSpeed(0), recording.WithHealthSink(func(s *snapshot.Snapshot) { snaps = append(snaps, s) }))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := r.Run(context.Background(), func(pmsample.Batch) {}); err != nil {
 		t.Fatal(err)
 	}
-	value := func(s *mapping.Snapshot, name, gpu string) (float64, []string) {
+	value := func(s *snapshot.Snapshot, name, gpu string) (float64, []string) {
 		for _, f := range s.Families {
 			for _, x := range f.Samples {
 				if f.Desc.Name == name && x.LabelValues[0] == gpu {

@@ -30,6 +30,7 @@ import (
 	"github.com/cupti-exporter/cupti-exporter/mapping"
 	"github.com/cupti-exporter/cupti-exporter/pmsample"
 	"github.com/cupti-exporter/cupti-exporter/recording"
+	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
 
 func main() {
@@ -178,7 +179,7 @@ func observation(e recording.ProcessesEvent) attribution.ProcessObservation {
 	return o
 }
 
-func write(w io.Writer, snap *mapping.Snapshot, dramRead map[int]float64) error {
+func write(w io.Writer, snap *snapshot.Snapshot, dramRead map[int]float64) error {
 	bw := bufio.NewWriter(w)
 	for dev, v := range dramRead {
 		fmt.Fprintf(bw, "cupti_dram_read_bytes_total{gpu=\"%d\"} %g\n", dev, v)
