@@ -1,6 +1,9 @@
 package activity
 
-import "github.com/cupti-exporter/cupti-exporter/snapshot"
+import (
+	"github.com/cupti-exporter/cupti-exporter/activity/record"
+	"github.com/cupti-exporter/cupti-exporter/snapshot"
+)
 
 // The device table holds at most maxDevices gpu/uuid pairs (aggregate.go). While nothing
 // knows the host's GPUs (PM sampling and NVML off), a verified process's hello devices are
@@ -30,11 +33,11 @@ var deviceEvictionsDesc = &snapshot.Desc{
 
 // deviceOwner is the identity a process's devices are counted against: the container (cgroup)
 // the kernel named, every claimed process together, every unchecked (recorded) one together.
-func deviceOwner(p *Process) string {
+func deviceOwner(p *record.Process) string {
 	switch p.Identity {
-	case IdentityVerified:
+	case record.IdentityVerified:
 		return "cgroup:" + p.Cgroup
-	case IdentityClaimed:
+	case record.IdentityClaimed:
 		return "claimed"
 	}
 	return "unchecked"

@@ -1,57 +1,8 @@
 package activity
 
 import (
-	"fmt"
-
 	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
-
-// Identity says how far the exporter could check who a connected process is. The socket is
-// open to every workload of the node, so what a hello says is a claim: the receiver asks the
-// kernel who is at the other end (SO_PEERCRED) and reads the process's /proc entry itself
-// (activity/receiver, docs/security.md).
-type Identity uint8
-
-const (
-	// IdentityUnchecked: the process did not come through the socket (a recording replays
-	// what was recorded; tests). Taken as given.
-	IdentityUnchecked Identity = iota
-	// IdentityVerified: the kernel named the process and its /proc entry agrees with the
-	// hello. PID, StartTime and Cgroup are the kernel's, not the hello's.
-	IdentityVerified
-	// IdentityClaimed: the kernel could not name the process (it runs in a PID namespace the
-	// exporter does not see, or its /proc entry could not be read): only its hello says who
-	// it is. Its cgroup is not used, and its pod labels only with WithTrustHelloPods.
-	IdentityClaimed
-)
-
-var identityNames = [...]string{IdentityUnchecked: "", IdentityVerified: "verified", IdentityClaimed: "claimed"}
-
-func (i Identity) String() string {
-	if int(i) < len(identityNames) {
-		return identityNames[i]
-	}
-	return fmt.Sprintf("Identity(%d)", uint8(i))
-}
-
-// MarshalText writes the identity as recordings keep it ("verified", "claimed").
-func (i Identity) MarshalText() ([]byte, error) {
-	if int(i) >= len(identityNames) {
-		return nil, fmt.Errorf("unknown identity %d", uint8(i))
-	}
-	return []byte(identityNames[i]), nil
-}
-
-// UnmarshalText reads what MarshalText wrote.
-func (i *Identity) UnmarshalText(b []byte) error {
-	for v, name := range identityNames {
-		if string(b) == name {
-			*i = Identity(v)
-			return nil
-		}
-	}
-	return fmt.Errorf("unknown identity %q", b)
-}
 
 var (
 	identitiesDesc = &snapshot.Desc{

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"sort"
 
+	"github.com/cupti-exporter/cupti-exporter/activity/record"
+
 	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
 
@@ -46,7 +48,7 @@ var invalidDesc = &snapshot.Desc{
 // newer one: the library sends its final counters on a fresh connection when the
 // exporter stopped reading) carries lower counts: it is stale, not invalid, and ignored.
 // a.mu is held.
-func (a *Aggregator) takeSenderDropsLocked(p *Process, s *senderState, cumulative map[string]uint64) error {
+func (a *Aggregator) takeSenderDropsLocked(p *record.Process, s *senderState, cumulative map[string]uint64) error {
 	if s.conn != p {
 		for reason, v := range cumulative {
 			if v < s.last[reason] {

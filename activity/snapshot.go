@@ -4,6 +4,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/cupti-exporter/cupti-exporter/activity/record"
+
 	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
 
@@ -69,7 +71,7 @@ var (
 
 // Label values that always have a series, so that rates start from zero.
 var (
-	kindLabels = map[Kind]string{KindKernel: "kernel", KindMemcpy: "memcpy", KindMemset: "memset"}
+	kindLabels = map[record.Kind]string{record.KindKernel: "kernel", record.KindMemcpy: "memcpy", record.KindMemset: "memset"}
 	// SenderDropReasons are the drop reasons of the wire format (docs/wire-format.md).
 	SenderDropReasons = []string{
 		"buffer_pool_exhausted", "queue_full", "cupti_dropped", "version_refused", "unknown_record", "name_table_full",
@@ -91,7 +93,7 @@ func (a *Aggregator) buildLocked() *snapshot.Snapshot {
 	fs = a.splitFamilies(fs)
 
 	rec := snapshot.Family{Desc: recordsDesc}
-	for _, k := range []Kind{KindKernel, KindMemcpy, KindMemset} {
+	for _, k := range []record.Kind{record.KindKernel, record.KindMemcpy, record.KindMemset} {
 		rec.Samples = append(rec.Samples, a.counter(float64(a.records[k]), kindLabels[k]))
 	}
 	drop := snapshot.Family{Desc: droppedDesc}

@@ -4,6 +4,8 @@ import (
 	"cmp"
 	"slices"
 
+	"github.com/cupti-exporter/cupti-exporter/activity/record"
+
 	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
 
@@ -90,7 +92,7 @@ type splitRec struct {
 // records a split has taken out (splitting).
 type timeline struct {
 	pending   []splitRec
-	spans     []Interval
+	spans     []record.Interval
 	used      []bool // by CUDA ordinal: the process ran a record there
 	done      uint64 // split up to here
 	held      int    // records pending or being split
@@ -107,20 +109,20 @@ type splitState struct {
 
 // observeSplitLocked adds record r of process ps to the process's timeline (kernel: the
 // class of its name); a.mu is held.
-func (a *Aggregator) observeSplitLocked(ps *procState, r *Record, kernel workClass) {
+func (a *Aggregator) observeSplitLocked(ps *procState, r *record.Record, kernel workClass) {
 	if r.End <= r.Start {
 		return
 	}
 	var class workClass
 	switch r.Kind {
-	case KindKernel:
+	case record.KindKernel:
 		class = kernel
-	case KindMemcpy:
+	case record.KindMemcpy:
 		class = classCopy
 		if r.CopyKind == copyPtoP {
 			class = classComm
 		}
-	case KindMemset:
+	case record.KindMemset:
 		class = classCopy
 	default:
 		return
@@ -156,7 +158,7 @@ func (a *Aggregator) observeSplitLocked(ps *procState, r *Record, kernel workCla
 
 // splitCoverage takes spans process p reports it traced and splits every span before the
 // newest; with final (the process is leaving) the newest too.
-func (a *Aggregator) splitCoverage(p *Process, spans []Interval, final bool) {
+func (a *Aggregator) splitCoverage(p *record.Process, spans []record.Interval, final bool) {
 	a.mu.Lock()
 	ps := a.procs[p]
 	if ps == nil || ps.tl == nil {
@@ -246,9 +248,9 @@ func (a *Aggregator) dropTimelineLocked(ps *procState) {
 
 // finishSplit splits what process p's timeline still holds, before it disconnects: no
 // record of its will come any more.
-func (a *Aggregator) finishSplit(p *Process) { a.splitCoverage(p, nil, true) }
+func (a *Aggregator) finishSplit(p *record.Process) { a.splitCoverage(p, nil, true) }
 
-func lastEnd(spans []Interval) uint64 {
+func lastEnd(spans []record.Interval) uint64 {
 	if len(spans) == 0 {
 		return 0
 	}
@@ -265,7 +267,7 @@ type splitEvent struct {
 // splitSpans cuts every complete span of spans into the split states, per CUDA ordinal in
 // use, from the records recs (in any order; sorted here). The states of each ordinal add up
 // to the spans' length.
-func splitSpans(recs []splitRec, spans []Interval, used []bool, scratch *[]splitEvent) [][numSplitStates]float64 {
+func splitSpans(recs []splitRec, spans []record.Interval, used []bool, scratch *[]splitEvent) [][numSplitStates]float64 {
 	out := make([][numSplitStates]float64, len(used))
 	slices.SortFunc(recs, func(x, y splitRec) int {
 		return cmp.Or(cmp.Compare(x.ord, y.ord), cmp.Compare(x.start, y.start))

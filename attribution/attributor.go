@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/cupti-exporter/cupti-exporter/activity"
+	"github.com/cupti-exporter/cupti-exporter/activity/record"
 	"github.com/cupti-exporter/cupti-exporter/mapping"
 	"github.com/cupti-exporter/cupti-exporter/pmsample"
 	"github.com/cupti-exporter/cupti-exporter/snapshot"
@@ -42,7 +43,7 @@ type Attributor struct {
 	classes    classTable
 	mem        memAccount
 	folded     map[string]uint64 // kernel names joined as "other", by reason
-	procs      map[*activity.Process]*proc
+	procs      map[*record.Process]*proc
 	slots      []*proc // by proc.slot
 	freeSlots  []int32
 	dropped    map[string]uint64 // records, by reason
@@ -89,7 +90,7 @@ func New(devices []pmsample.Device, catalog []pmsample.CatalogEntry, m *mapping.
 		cfg: cfg, logger: logger.With("source", "attribution"), mapper: m, start: cfg.now(),
 		devs: map[int]*devState{}, byGPU: map[string]*devState{}, byUUID: map[string]*devState{},
 		props: map[string]mapping.Properties{}, metricIdx: map[string]int32{}, families: map[string]*snapshot.Desc{},
-		procs: map[*activity.Process]*proc{}, dropped: map[string]uint64{}, badCov: map[string]uint64{}, droppedObs: map[string]uint64{},
+		procs: map[*record.Process]*proc{}, dropped: map[string]uint64{}, badCov: map[string]uint64{}, droppedObs: map[string]uint64{},
 		logs: map[string]*logState{}, folded: map[string]uint64{}, mem: memAccount{budget: cfg.budget},
 	}
 	a.classes.init()
@@ -387,7 +388,7 @@ func (a *Attributor) gc(now time.Time) {
 }
 
 // ProcessConnected implements activity.Listener.
-func (a *Attributor) ProcessConnected(p *activity.Process, info activity.ProcessInfo) {
+func (a *Attributor) ProcessConnected(p *record.Process, info activity.ProcessInfo) {
 	now := a.cfg.now()
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -436,7 +437,7 @@ func (ps *proc) onDevice(d *devState) bool {
 
 // ProcessDisconnected implements activity.Listener: the process stays known (its records and
 // coverage still count) until the join has passed the time it left.
-func (a *Attributor) ProcessDisconnected(p *activity.Process) {
+func (a *Attributor) ProcessDisconnected(p *record.Process) {
 	now := a.cfg.now()
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -453,7 +454,7 @@ func (a *Attributor) ProcessDisconnected(p *activity.Process) {
 
 // Records implements activity.Listener: kernel, memcpy and memset records are held for the
 // join; other kinds are ignored.
-func (a *Attributor) Records(p *activity.Process, recs []activity.Record) {
+func (a *Attributor) Records(p *record.Process, recs []record.Record) {
 	now := a.cfg.now()
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -468,11 +469,11 @@ func (a *Attributor) Records(p *activity.Process, recs []activity.Record) {
 		r := &recs[i]
 		var class int32
 		switch r.Kind {
-		case activity.KindKernel:
+		case record.KindKernel:
 			class = a.classID(r.Name)
-		case activity.KindMemcpy:
+		case record.KindMemcpy:
 			class = classMemcpy
-		case activity.KindMemset:
+		case record.KindMemset:
 			class = classMemset
 		default:
 			continue
@@ -550,7 +551,7 @@ func (a *Attributor) classID(name string) int32 {
 
 // Coverage implements activity.Listener: spans the process traced (non-lossy ones) make the
 // gaps between its kernels idle instead of untraced.
-func (a *Attributor) Coverage(p *activity.Process, spans []activity.Interval) {
+func (a *Attributor) Coverage(p *record.Process, spans []record.Interval) {
 	now := a.cfg.now()
 	a.mu.Lock()
 	defer a.mu.Unlock()

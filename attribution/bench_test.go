@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/cupti-exporter/cupti-exporter/activity"
+	"github.com/cupti-exporter/cupti-exporter/activity/record"
 	"github.com/cupti-exporter/cupti-exporter/mapping"
 	"github.com/cupti-exporter/cupti-exporter/pmsample"
 )
@@ -19,12 +20,12 @@ import (
 type loadGen struct {
 	a       *Attributor
 	clk     *fakeClock
-	p       *activity.Process
+	p       *record.Process
 	metrics []string
 	now     int64 // start of the next step
 	kt      int64 // start of the next kernel
 	names   []string
-	recs    []activity.Record
+	recs    []record.Record
 	vals    []float64
 }
 
@@ -53,7 +54,7 @@ func curatedLoad(tb testing.TB, est string) *loadGen {
 	for i := range 20 {
 		g.names = append(g.names, fmt.Sprintf("_Z6kernel%dPfS_i", i))
 	}
-	g.p = &activity.Process{PID: 1}
+	g.p = &record.Process{PID: 1}
 	a.ProcessConnected(g.p, activity.ProcessInfo{Pod: "p", Namespace: "n", GPUs: []string{"0"}})
 	return g
 }

@@ -5,7 +5,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/cupti-exporter/cupti-exporter/activity"
+	"github.com/cupti-exporter/cupti-exporter/activity/record"
 	"github.com/cupti-exporter/cupti-exporter/pmsample"
 )
 
@@ -30,8 +30,8 @@ func TestAttributorConcurrentSafe(t *testing.T) {
 			a.ProcessConnected(p, info)
 			for i := range steps {
 				s := t0 + int64(i)*10*ms
-				a.Coverage(p, []activity.Interval{{Start: uint64(s), End: uint64(s + 10*ms)}})
-				a.Records(p, []activity.Record{kernel(uint32(i%2), "k", s, s+3*ms), kernel(0, "j", s+2*ms, s+9*ms)})
+				a.Coverage(p, []record.Interval{{Start: uint64(s), End: uint64(s + 10*ms)}})
+				a.Records(p, []record.Record{kernel(uint32(i%2), "k", s, s+3*ms), kernel(0, "j", s+2*ms, s+9*ms)})
 			}
 			a.ProcessDisconnected(p)
 		})

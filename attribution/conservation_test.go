@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cupti-exporter/cupti-exporter/activity"
+	"github.com/cupti-exporter/cupti-exporter/activity/record"
 	"github.com/cupti-exporter/cupti-exporter/pmsample"
 	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
@@ -73,14 +73,14 @@ func runRandomTimeline(t *testing.T, est string, seed uint64) *snapshot.Snapshot
 	var sent [2][]sentSample
 	type pending struct {
 		at  int64 // wall time it is delivered
-		p   *activity.Process
-		rec activity.Record
+		p   *record.Process
+		rec record.Record
 	}
 	var queue []pending
 	var spans []sentRecord
-	labelOf := func(r activity.Record) string {
+	labelOf := func(r record.Record) string {
 		switch {
-		case r.Kind == activity.KindMemcpy:
+		case r.Kind == record.KindMemcpy:
 			return labelMemcpy
 		case r.Name[len(r.Name)-1]-'0' < byte(topK):
 			return r.Name
@@ -88,7 +88,7 @@ func runRandomTimeline(t *testing.T, est string, seed uint64) *snapshot.Snapshot
 		return labelOther
 	}
 	type procSim struct {
-		p     *activity.Process
+		p     *record.Process
 		cov   bool  // sends coverage
 		until int64 // disconnects then
 		gone  bool
@@ -126,7 +126,7 @@ func runRandomTimeline(t *testing.T, est string, seed uint64) *snapshot.Snapshot
 				r := kernel(uint32(rng.IntN(2)), fmt.Sprintf("k%d", rng.IntN(6)), s, s+d)
 				switch rng.IntN(10) {
 				case 0:
-					r.Kind = activity.KindMemcpy
+					r.Kind = record.KindMemcpy
 				case 1:
 					r.End = r.Start - 5 // bad span
 				}
@@ -136,11 +136,11 @@ func runRandomTimeline(t *testing.T, est string, seed uint64) *snapshot.Snapshot
 				}
 			}
 			if ps.cov {
-				var spans []activity.Interval
+				var spans []record.Interval
 				lo := now
 				for lo < now+step {
 					l := rng.Int64N(step / 2)
-					spans = append(spans, activity.Interval{Start: uint64(lo), End: uint64(lo + l), Lossy: rng.IntN(8) == 0})
+					spans = append(spans, record.Interval{Start: uint64(lo), End: uint64(lo + l), Lossy: rng.IntN(8) == 0})
 					lo += l + rng.Int64N(step/4) // gaps
 				}
 				if rng.IntN(6) == 0 && len(spans) > 1 {
@@ -175,7 +175,7 @@ func runRandomTimeline(t *testing.T, est string, seed uint64) *snapshot.Snapshot
 		k := 0
 		for _, q := range queue {
 			if q.at <= now {
-				a.Records(q.p, []activity.Record{q.rec})
+				a.Records(q.p, []record.Record{q.rec})
 			} else {
 				queue[k] = q
 				k++
@@ -209,7 +209,7 @@ func runRandomTimeline(t *testing.T, est string, seed uint64) *snapshot.Snapshot
 	}
 	clk.advance(5 * time.Second)
 	for _, q := range queue {
-		a.Records(q.p, []activity.Record{q.rec})
+		a.Records(q.p, []record.Record{q.rec})
 	}
 	a.Flush()
 	checkConservation(t, a, sent, spans, true)

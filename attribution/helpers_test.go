@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/cupti-exporter/cupti-exporter/activity"
+	"github.com/cupti-exporter/cupti-exporter/activity/record"
 	"github.com/cupti-exporter/cupti-exporter/mapping"
 	"github.com/cupti-exporter/cupti-exporter/pmsample"
 	"github.com/cupti-exporter/cupti-exporter/snapshot"
@@ -53,8 +54,8 @@ func newTest(t testing.TB, opts ...Option) (*Attributor, *fakeClock) {
 	return a, clk
 }
 
-func newProc(pid uint32, pod string, gpus ...string) (*activity.Process, activity.ProcessInfo) {
-	p := &activity.Process{PID: pid}
+func newProc(pid uint32, pod string, gpus ...string) (*record.Process, activity.ProcessInfo) {
+	p := &record.Process{PID: pid}
 	info := activity.ProcessInfo{Pod: pod, Namespace: "ns", Container: "c", GPUs: gpus}
 	if pod == "" {
 		info.Namespace, info.Container = "", ""
@@ -62,8 +63,8 @@ func newProc(pid uint32, pod string, gpus ...string) (*activity.Process, activit
 	return p, info
 }
 
-func kernel(dev uint32, name string, start, end int64) activity.Record {
-	return activity.Record{Kind: activity.KindKernel, Device: dev, Name: name, Start: uint64(start), End: uint64(end)}
+func kernel(dev uint32, name string, start, end int64) record.Record {
+	return record.Record{Kind: record.KindKernel, Device: dev, Name: name, Start: uint64(start), End: uint64(end)}
 }
 
 // samples makes n contiguous samples of length step from start, values from f.

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cupti-exporter/cupti-exporter/activity"
+	"github.com/cupti-exporter/cupti-exporter/activity/record"
 	"github.com/cupti-exporter/cupti-exporter/mapping"
 	"github.com/cupti-exporter/cupti-exporter/pmsample"
 	"github.com/cupti-exporter/cupti-exporter/snapshot"
@@ -19,8 +19,8 @@ func edgeTimeline(t *testing.T, est string) *snapshot.Snapshot {
 	a, _ := newTest(t, WithEstimator(est))
 	p, info := newProc(7, "trainer", "0")
 	a.ProcessConnected(p, info)
-	a.Coverage(p, []activity.Interval{{Start: uint64(t0 - ms), End: uint64(t0 + 10*ms)}})
-	a.Records(p, []activity.Record{kernel(0, "A", t0+ms/2, t0+5*ms/2)})
+	a.Coverage(p, []record.Interval{{Start: uint64(t0 - ms), End: uint64(t0 + 10*ms)}})
+	a.Records(p, []record.Record{kernel(0, "A", t0+ms/2, t0+5*ms/2)})
 	a.AddBatch(pmsample.Batch{Device: 0, Metrics: testMetrics, Samples: samples(t0, ms, 4, func(s, e int64) []float64 {
 		ov := float64(max(0, min(e, t0+5*ms/2)-max(s, t0+ms/2))) / float64(ms)
 		return []float64{100 * ov, 2000 * ov}
@@ -82,8 +82,8 @@ func TestConcurrentKernelsShare(t *testing.T) {
 	a, _ := newTest(t, WithEstimator(EstimatorOverlap))
 	p, info := newProc(7, "", "0")
 	a.ProcessConnected(p, info)
-	a.Coverage(p, []activity.Interval{{Start: uint64(t0), End: uint64(t0 + 10*ms)}})
-	a.Records(p, []activity.Record{kernel(0, "A", t0, t0+ms), kernel(0, "B", t0+ms/2, t0+ms)})
+	a.Coverage(p, []record.Interval{{Start: uint64(t0), End: uint64(t0 + 10*ms)}})
+	a.Records(p, []record.Record{kernel(0, "A", t0, t0+ms), kernel(0, "B", t0+ms/2, t0+ms)})
 	a.AddBatch(pmsample.Batch{Device: 0, Metrics: testMetrics, Samples: samples(t0, ms, 1, func(s, e int64) []float64 { return []float64{100, 900} })})
 	a.Flush()
 	snap := a.Snapshot()
@@ -134,7 +134,7 @@ func TestIdleUntracedRule(t *testing.T) {
 		p, info := newProc(1, "", "0")
 		a.ProcessConnected(p, info)
 		// traced 0-4 ms and 6-10 ms, lossy 4-6 ms (lossy spans count as untraced)
-		a.Coverage(p, []activity.Interval{{Start: uint64(t0 - ms), End: uint64(t0 + 4*ms)}, {Start: uint64(t0 + 4*ms), End: uint64(t0 + 6*ms), Lossy: true}, {Start: uint64(t0 + 6*ms), End: uint64(t0 + 20*ms)}})
+		a.Coverage(p, []record.Interval{{Start: uint64(t0 - ms), End: uint64(t0 + 4*ms)}, {Start: uint64(t0 + 4*ms), End: uint64(t0 + 6*ms), Lossy: true}, {Start: uint64(t0 + 6*ms), End: uint64(t0 + 20*ms)}})
 		if i, u := kinds(a); !near(i, 0.008, 1e-12) || !near(u, 0.002, 1e-12) {
 			t.Errorf("idle %v untraced %v, want 8 ms idle, 2 ms untraced", i, u)
 		}
@@ -144,7 +144,7 @@ func TestIdleUntracedRule(t *testing.T) {
 		clk.set(t0 - ms)
 		p, info := newProc(1, "", "0")
 		a.ProcessConnected(p, info)
-		a.Coverage(p, []activity.Interval{{Start: uint64(t0 - ms), End: uint64(t0 + 20*ms)}})
+		a.Coverage(p, []record.Interval{{Start: uint64(t0 - ms), End: uint64(t0 + 20*ms)}})
 		q, qinfo := newProc(2, "", "1", "0") // ordinal 1 is GPU 0
 		clk.set(t0 + 5*ms)
 		a.ProcessConnected(q, qinfo)
@@ -180,7 +180,7 @@ func TestIdleUntracedRule(t *testing.T) {
 			clk.set(t0 - ms)
 			p, info := newProc(1, "p1", "0")
 			a.ProcessConnected(p, info)
-			a.Coverage(p, []activity.Interval{{Start: uint64(t0 - ms), End: uint64(t0 + 20*ms)}})
+			a.Coverage(p, []record.Interval{{Start: uint64(t0 - ms), End: uint64(t0 + 20*ms)}})
 			a.ObserveProcesses(ProcessObservation{GPU: "0", Start: time.Unix(0, t0-ms), End: time.Unix(0, t0+20*ms), Shares: true, Processes: tc.procs})
 			i, u := kinds(a)
 			if tc.name == "untraced, running a fifth of the time" {
@@ -234,7 +234,7 @@ func TestWatermark(t *testing.T) {
 		t.Errorf("lag %v, want 0.1", lag)
 	}
 	// A record from 40 to 60 ms arrives now: 10 ms of it are late.
-	a.Records(p, []activity.Record{kernel(0, "K", t0+40*ms, t0+60*ms)})
+	a.Records(p, []record.Record{kernel(0, "K", t0+40*ms, t0+60*ms)})
 	clk.set(t0 + 400*ms) // no batch for more than the watermark
 	a.AddBatch(pmsample.Batch{Device: 1})
 	snap = a.Snapshot()
@@ -262,17 +262,17 @@ func TestBadInput(t *testing.T) {
 	clk.set(t0 - ms)
 	p, info := newProc(1, "pod", "0", "7") // ordinal 1 is a GPU the join does not sample
 	a.ProcessConnected(p, info)
-	stranger := &activity.Process{PID: 66}
-	a.Records(stranger, []activity.Record{kernel(0, "X", t0, t0+ms)})
-	a.Coverage(stranger, []activity.Interval{{Start: uint64(t0), End: uint64(t0 + ms)}})
-	a.Records(p, []activity.Record{
+	stranger := &record.Process{PID: 66}
+	a.Records(stranger, []record.Record{kernel(0, "X", t0, t0+ms)})
+	a.Coverage(stranger, []record.Interval{{Start: uint64(t0), End: uint64(t0 + ms)}})
+	a.Records(p, []record.Record{
 		kernel(0, "backwards", t0+2*ms, t0+ms),
 		kernel(0, "far", t0+2*int64(time.Hour), t0+2*int64(time.Hour)+ms),
 		kernel(1, "unsampled", t0, t0+ms),
 		kernel(5, "no such ordinal", t0, t0+ms),
 		kernel(0, "good", t0, t0+3*ms),
 	})
-	a.Coverage(p, []activity.Interval{
+	a.Coverage(p, []record.Interval{
 		{Start: uint64(t0 + 5*ms), End: uint64(t0 + 8*ms)},
 		{Start: uint64(t0), End: uint64(t0 + 6*ms)}, // out of order and overlapping: merged
 		{Start: uint64(t0 + 9*ms), End: uint64(t0 + 9*ms)},
@@ -321,7 +321,7 @@ func TestPendingFull(t *testing.T) {
 	a, _ := newTest(t, WithMaxPendingRecords(10))
 	p, info := newProc(1, "", "0")
 	a.ProcessConnected(p, info)
-	var recs []activity.Record
+	var recs []record.Record
 	for i := range 25 {
 		recs = append(recs, kernel(0, "K", t0+int64(i)*ms, t0+int64(i)*ms+ms/2))
 	}
@@ -400,12 +400,12 @@ func TestClassesNamedLater(t *testing.T) {
 		a, clk := newTest(t, WithEstimator(est), WithWatermark(2*time.Duration(ms)))
 		p, info := newProc(7, "trainer", "0")
 		a.ProcessConnected(p, info)
-		a.Coverage(p, []activity.Interval{{Start: uint64(t0 - ms), End: uint64(t0 + 100*ms)}})
+		a.Coverage(p, []record.Interval{{Start: uint64(t0 - ms), End: uint64(t0 + 100*ms)}})
 		names := []string{"first", "second", "third", "fourth", "fifth", "sixth", "seventh"}
 		for i, name := range names {
 			s := t0 + int64(i)*10*ms
-			a.Records(p, []activity.Record{
-				{Kind: activity.KindMemset, Device: 0, Start: uint64(s), End: uint64(s + ms/100)},
+			a.Records(p, []record.Record{
+				{Kind: record.KindMemset, Device: 0, Start: uint64(s), End: uint64(s + ms/100)},
 				kernel(0, name, s+ms, s+9*ms),
 			})
 			a.AddBatch(pmsample.Batch{Device: 0, Metrics: testMetrics, Samples: samples(s, ms, 10, func(x, y int64) []float64 {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/cupti-exporter/cupti-exporter/activity"
+	"github.com/cupti-exporter/cupti-exporter/activity/record"
 	"github.com/cupti-exporter/cupti-exporter/pmsample"
 )
 
@@ -89,8 +90,8 @@ func TestMIGGPUNotSplit(t *testing.T) {
 	a, clk := newTest(t, WithWatermark(time.Second))
 	p, info := newProc(10, "pod0", "0")
 	a.ProcessConnected(p, info)
-	a.Coverage(p, []activity.Interval{{Start: uint64(t0), End: uint64(t0 + 3*int64(time.Second))}})
-	a.Records(p, []activity.Record{kernel(0, "k", t0+100*ms, t0+900*ms)})
+	a.Coverage(p, []record.Interval{{Start: uint64(t0), End: uint64(t0 + 3*int64(time.Second))}})
+	a.Records(p, []record.Record{kernel(0, "k", t0+100*ms, t0+900*ms)})
 	a.ObserveProcesses(ProcessObservation{GPU: "0", UUID: "GPU-aaaa", Start: time.Unix(0, t0), End: time.Unix(0, t0+2*int64(time.Second)),
 		Shares: true, MIG: true, Processes: []ObservedProcess{{PID: 10, SMShare: 0.5}, {PID: 20, SMShare: 0.4}}})
 	clk.set(t0 + 2*int64(time.Second))
@@ -118,7 +119,7 @@ func TestMIGGPUNotSplit(t *testing.T) {
 // (each moves its own bytes per ms whatever the others do) and the context-switch counter
 // stays at 0; NVML lists the server (credited with the GPU's time) and the clients (none).
 type mpsGPU struct {
-	recs  [][]activity.Record
+	recs  [][]record.Record
 	runs  [][2]int64 // per client, its kernels' spans
 	rates []float64  // per record, bytes per ns
 	owner []int
@@ -126,7 +127,7 @@ type mpsGPU struct {
 }
 
 func makeMPS(rng *rand.Rand, clients int, span int64, rate []float64) *mpsGPU {
-	g := &mpsGPU{recs: make([][]activity.Record, clients), bytes: make([]float64, clients)}
+	g := &mpsGPU{recs: make([][]record.Record, clients), bytes: make([]float64, clients)}
 	for c := range clients {
 		t := t0
 		for t < t0+span {
@@ -171,12 +172,12 @@ func TestMPSClients(t *testing.T) {
 		t.Run(fmt.Sprintf("seed%d", seed), func(t *testing.T) {
 			g := makeMPS(rand.New(rand.NewPCG(seed, 31)), 2, span, []float64{1000, 2500})
 			a, clk := newTest(t, WithWatermark(time.Second))
-			procs := make([]*activity.Process, 2)
+			procs := make([]*record.Process, 2)
 			for c := range procs {
 				var info activity.ProcessInfo
 				procs[c], info = newProc(uint32(10+c), fmt.Sprintf("pod%d", c), "0")
 				a.ProcessConnected(procs[c], info)
-				a.Coverage(procs[c], []activity.Interval{{Start: uint64(t0 - ms), End: uint64(t0 + 2*span)}})
+				a.Coverage(procs[c], []record.Interval{{Start: uint64(t0 - ms), End: uint64(t0 + 2*span)}})
 			}
 			next := make([]int, 2)
 			step := 100 * ms
@@ -184,7 +185,7 @@ func TestMPSClients(t *testing.T) {
 			for now := t0; now < t0+span; now += step {
 				clk.set(now + step)
 				for c := range procs {
-					var recs []activity.Record
+					var recs []record.Record
 					for next[c] < len(g.recs[c]) && int64(g.recs[c][next[c]].Start) < now+step {
 						recs = append(recs, g.recs[c][next[c]])
 						next[c]++

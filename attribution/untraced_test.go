@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/cupti-exporter/cupti-exporter/activity"
+	"github.com/cupti-exporter/cupti-exporter/activity/record"
 	"github.com/cupti-exporter/cupti-exporter/pmsample"
 	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
@@ -34,7 +35,7 @@ type sharedGPU struct {
 	// switches: the PM samples count context-switch cycles (ctxswPerSwitch at every change
 	// of the running process), as FE_A.TriageCompute.gpu__gr_cycles_active_cmd_ctxsw does.
 	switches bool
-	recs     [][]activity.Record
+	recs     [][]record.Record
 	exec     []simExec
 	bytes    []float64 // true bytes per process
 	idle     float64   // seconds nothing ran
@@ -55,7 +56,7 @@ func makeSharedGPU(rng *rand.Rand, procs []simProc, span int64) *sharedGPU {
 // hardware's scheduler does (scripts/gpu/tsprobe.cu: 2.09 ms turns on an H100); without,
 // the turn passes at every kernel's end too.
 func makeSlicedGPU(rng *rand.Rand, procs []simProc, span, slice int64, keepTurn bool) *sharedGPU {
-	g := &sharedGPU{procs: procs, recs: make([][]activity.Record, len(procs)), bytes: make([]float64, len(procs))}
+	g := &sharedGPU{procs: procs, recs: make([][]record.Record, len(procs)), bytes: make([]float64, len(procs))}
 	type job struct {
 		left, start int64
 		rate        float64
@@ -183,7 +184,7 @@ func runShared(t *testing.T, g *sharedGPU, span int64) *snapshot.Snapshot {
 	t.Helper()
 	a, clk := newTest(t, append([]Option{WithWatermark(time.Second)}, simOpts...)...)
 	clk.set(t0 - ms)
-	procs := make([]*activity.Process, len(g.procs))
+	procs := make([]*record.Process, len(g.procs))
 	for i, sp := range g.procs {
 		if !sp.traced {
 			continue
@@ -191,7 +192,7 @@ func runShared(t *testing.T, g *sharedGPU, span int64) *snapshot.Snapshot {
 		var info activity.ProcessInfo
 		procs[i], info = newProc(sp.pid, sp.pod, "0")
 		a.ProcessConnected(procs[i], info)
-		a.Coverage(procs[i], []activity.Interval{{Start: uint64(t0 - ms), End: uint64(t0 + 2*span)}})
+		a.Coverage(procs[i], []record.Interval{{Start: uint64(t0 - ms), End: uint64(t0 + 2*span)}})
 	}
 	next := make([]int, len(g.procs))
 	step, period := 100*ms, int64(time.Second)
@@ -202,7 +203,7 @@ func runShared(t *testing.T, g *sharedGPU, span int64) *snapshot.Snapshot {
 			if procs[p] == nil {
 				continue
 			}
-			var recs []activity.Record
+			var recs []record.Record
 			for next[p] < len(g.recs[p]) && int64(g.recs[p][next[p]].Start) < now+step {
 				recs = append(recs, g.recs[p][next[p]])
 				next[p]++

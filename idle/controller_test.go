@@ -12,6 +12,7 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock"
 
 	"github.com/cupti-exporter/cupti-exporter/activity"
+	"github.com/cupti-exporter/cupti-exporter/activity/record"
 	"github.com/cupti-exporter/cupti-exporter/pmsample"
 )
 
@@ -278,7 +279,7 @@ func TestIdleActivityResetsDelay(t *testing.T) {
 	r := newRig(t, 1)
 	r.run(800 * time.Millisecond)
 	r.c.Records(nil, nil) // no process: nothing
-	p := &activity.Process{PID: 42}
+	p := &record.Process{PID: 42}
 	r.c.ProcessConnected(p, activity.ProcessInfo{GPUs: []string{"0"}})
 	r.run(800 * time.Millisecond)
 	if r.s.isReleased(0) {
@@ -344,19 +345,19 @@ func TestIdleReacquireOnNVMLSignals(t *testing.T) {
 
 func TestIdleReacquireOnKernelRecord(t *testing.T) {
 	r := newRig(t, 2)
-	p := &activity.Process{PID: 7}
+	p := &record.Process{PID: 7}
 	// The process sees host GPU 1 as its CUDA device 0.
 	r.c.ProcessConnected(p, activity.ProcessInfo{GPUs: []string{"1"}})
 	r.releaseAll()
 	// A record that ended before the release (flushed late) is not a sign.
 	old := r.now.Add(-5 * time.Second)
-	r.c.Records(p, []activity.Record{{Kind: activity.KindKernel, Device: 0, Start: uint64(old.UnixNano()), End: uint64(old.Add(time.Millisecond).UnixNano())}})
+	r.c.Records(p, []record.Record{{Kind: record.KindKernel, Device: 0, Start: uint64(old.UnixNano()), End: uint64(old.Add(time.Millisecond).UnixNano())}})
 	r.run(100 * time.Millisecond)
 	if !r.s.isReleased(1) {
 		t.Fatal("a stale record reacquired")
 	}
 	start := r.now.Add(-5 * time.Millisecond)
-	r.c.Records(p, []activity.Record{{Kind: activity.KindKernel, Device: 0, Start: uint64(start.UnixNano()), End: uint64(start.Add(time.Millisecond).UnixNano())}})
+	r.c.Records(p, []record.Record{{Kind: record.KindKernel, Device: 0, Start: uint64(start.UnixNano()), End: uint64(start.Add(time.Millisecond).UnixNano())}})
 	r.c.step(r.now) // the listener pokes Run: one step, no poll wait
 	if r.s.isReleased(1) {
 		t.Fatal("kernel record did not reacquire gpu 1")
@@ -375,7 +376,7 @@ func TestIdleReacquireOnKernelRecord(t *testing.T) {
 // wakes nothing.
 func TestIdleReacquireOnLaunch(t *testing.T) {
 	r := newRig(t, 3)
-	p := &activity.Process{PID: 7}
+	p := &record.Process{PID: 7}
 	r.c.ProcessConnected(p, activity.ProcessInfo{GPUs: []string{"2", "0", "9"}}) // "9": not a GPU here
 	r.releaseAll()
 	r.c.Launched(p, uint64(r.now.Add(-5*time.Second).UnixNano()))

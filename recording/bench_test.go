@@ -7,7 +7,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/cupti-exporter/cupti-exporter/activity"
+	"github.com/cupti-exporter/cupti-exporter/activity/record"
 	"github.com/cupti-exporter/cupti-exporter/pmsample"
 )
 
@@ -68,7 +68,7 @@ func TestWriterConcurrentSafe(t *testing.T) {
 				if g%2 == 0 {
 					w.WriteBatch(t0, pmsample.Batch{Device: g, Metrics: testMetrics, Samples: []pmsample.Sample{{Start: 1, End: 2, Values: []float64{1, 2}}}})
 				} else {
-					w.WriteActivity(t0, ActivityBatch{Conn: uint64(g), Records: []activity.Record{{Kind: activity.KindKernel, Name: "k"}}})
+					w.WriteActivity(t0, ActivityBatch{Conn: uint64(g), Records: []record.Record{{Kind: record.KindKernel, Name: "k"}}})
 				}
 				if i%10 == 0 {
 					w.Flush()

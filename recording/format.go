@@ -8,7 +8,7 @@ import (
 	"math"
 	"strings"
 
-	"github.com/cupti-exporter/cupti-exporter/activity"
+	"github.com/cupti-exporter/cupti-exporter/activity/record"
 	"github.com/cupti-exporter/cupti-exporter/pmsample"
 )
 
@@ -97,8 +97,8 @@ type Header struct {
 // ProcessEvent is an activity process connecting (hello) or leaving (goodbye). Conn
 // identifies the connection within the recording.
 type ProcessEvent struct {
-	Conn    uint64            `json:"conn"`
-	Process *activity.Process `json:"process,omitempty"` // hello only
+	Conn    uint64          `json:"conn"`
+	Process *record.Process `json:"process,omitempty"` // hello only
 }
 
 // ProcessesEvent is what NVML saw of the compute processes on one GPU over a period (the
@@ -143,14 +143,14 @@ const maxObservedProcesses = 1024
 type ActivityBatch struct {
 	Conn    uint64
 	Dropped uint64
-	Records []activity.Record
+	Records []record.Record
 }
 
 // CoverageBatch is the spans of time a traced connection reported it traced (the wire
 // format's coverage frame), in time order.
 type CoverageBatch struct {
 	Conn  uint64
-	Spans []activity.Interval
+	Spans []record.Interval
 }
 
 // spanSize is the encoded size of one coverage span: start, end, flags.
@@ -184,7 +184,7 @@ func decodeCoverage(p []byte) (*CoverageBatch, error) {
 	if d.err != nil {
 		return nil, d.err
 	}
-	c.Spans = make([]activity.Interval, n)
+	c.Spans = make([]record.Interval, n)
 	for i := range c.Spans {
 		s := &c.Spans[i]
 		s.Start, s.End = d.u64(), d.u64()
@@ -454,19 +454,19 @@ func decodeActivity(p []byte, version int) (*ActivityBatch, error) {
 	if d.err != nil {
 		return nil, d.err
 	}
-	a.Records = make([]activity.Record, nr)
+	a.Records = make([]record.Record, nr)
 	for i := range a.Records {
 		r := &a.Records[i]
-		r.Kind = activity.Kind(d.u8())
+		r.Kind = record.Kind(d.u8())
 		r.Device = d.u32()
 		r.Stream = d.u32()
 		r.Start = d.u64()
 		r.End = d.u64()
 		r.Bytes = d.u64()
-		r.CopyKind = activity.CopyKind(d.u8())
-		r.SrcKind = activity.MemoryKind(d.u8())
-		r.DstKind = activity.MemoryKind(d.u8())
-		r.MemoryKind = activity.MemoryKind(d.u8())
+		r.CopyKind = record.CopyKind(d.u8())
+		r.SrcKind = record.MemoryKind(d.u8())
+		r.DstKind = record.MemoryKind(d.u8())
+		r.MemoryKind = record.MemoryKind(d.u8())
 		if version >= 2 {
 			sd := d.uvarint("src device")
 			if d.err == nil && sd > math.MaxUint32 {

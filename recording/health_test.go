@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cupti-exporter/cupti-exporter/activity"
+	"github.com/cupti-exporter/cupti-exporter/activity/record"
 	"github.com/cupti-exporter/cupti-exporter/pmsample"
 	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
@@ -205,8 +205,8 @@ func TestVersion3FileReads(t *testing.T) {
 	for _, err := range []error{
 		w.writeJSON(FrameHeader, t0, Header{Version: 3, Producer: "v3"}),
 		w.WriteDevices(t0, testDevices),
-		w.WriteHello(t0, ProcessEvent{Conn: 1, Process: &activity.Process{PID: 1}}),
-		w.WriteCoverage(t0+1e6, CoverageBatch{Conn: 1, Spans: []activity.Interval{{Start: t0, End: t0 + 5}}}),
+		w.WriteHello(t0, ProcessEvent{Conn: 1, Process: &record.Process{PID: 1}}),
+		w.WriteCoverage(t0+1e6, CoverageBatch{Conn: 1, Spans: []record.Interval{{Start: t0, End: t0 + 5}}}),
 		w.Close(t0 + 2e6),
 	} {
 		if err != nil {

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cupti-exporter/cupti-exporter/activity"
+	"github.com/cupti-exporter/cupti-exporter/activity/record"
 	"github.com/cupti-exporter/cupti-exporter/mapping"
 	"github.com/cupti-exporter/cupti-exporter/pmsample"
 	"github.com/cupti-exporter/cupti-exporter/snapshot"
@@ -21,7 +21,7 @@ import (
 
 const t0 = uint64(1795299125930175064)
 
-var testSpans = []activity.Interval{{Start: t0 + 2e6, End: t0 + 25e5}, {Start: t0 + 25e5, End: t0 + 3e6, Lossy: true}}
+var testSpans = []record.Interval{{Start: t0 + 2e6, End: t0 + 25e5}, {Start: t0 + 25e5, End: t0 + 3e6, Lossy: true}}
 
 var (
 	testMetrics = []string{"sm__cycles_active.avg.pct_of_peak_sustained_elapsed", "pcie__read_bytes.sum"}
@@ -70,12 +70,12 @@ func sampleRecording(t testing.TB, closed bool) []byte {
 		{Start: t0 + 1e6, End: t0 + 2e6, Values: []float64{math.NaN(), 2000}},
 	}}))
 	must(w.WriteHealth(t0+2e6, testHealth(t0+2e6, 1000)))
-	must(w.WriteHello(t0+2e6, ProcessEvent{Conn: 7, Process: &activity.Process{PID: 42, Executable: "python3", DeviceUUIDs: []string{"GPU-0"}}}))
-	must(w.WriteActivity(t0+3e6, ActivityBatch{Conn: 7, Dropped: 3, Records: []activity.Record{
-		{Kind: activity.KindKernel, Start: t0 + 2e6, End: t0 + 25e5, Name: "_Z4gemmv"},
-		{Kind: activity.KindMemcpy, Start: t0 + 25e5, End: t0 + 3e6, Bytes: 1 << 20, CopyKind: 1, SrcKind: 2, DstKind: 3},
-		{Kind: activity.KindKernel, Start: t0 + 26e5, End: t0 + 27e5, Name: "_Z4gemmv"},
-		{Kind: activity.KindMemcpy, Device: 1, Start: t0 + 27e5, End: t0 + 28e5, Bytes: 1 << 21, CopyKind: 10, SrcKind: 3, DstKind: 3, SrcDevice: 3},
+	must(w.WriteHello(t0+2e6, ProcessEvent{Conn: 7, Process: &record.Process{PID: 42, Executable: "python3", DeviceUUIDs: []string{"GPU-0"}}}))
+	must(w.WriteActivity(t0+3e6, ActivityBatch{Conn: 7, Dropped: 3, Records: []record.Record{
+		{Kind: record.KindKernel, Start: t0 + 2e6, End: t0 + 25e5, Name: "_Z4gemmv"},
+		{Kind: record.KindMemcpy, Start: t0 + 25e5, End: t0 + 3e6, Bytes: 1 << 20, CopyKind: 1, SrcKind: 2, DstKind: 3},
+		{Kind: record.KindKernel, Start: t0 + 26e5, End: t0 + 27e5, Name: "_Z4gemmv"},
+		{Kind: record.KindMemcpy, Device: 1, Start: t0 + 27e5, End: t0 + 28e5, Bytes: 1 << 21, CopyKind: 10, SrcKind: 3, DstKind: 3, SrcDevice: 3},
 	}}))
 	must(w.WriteCoverage(t0+3e6, CoverageBatch{Conn: 7, Spans: testSpans}))
 	must(w.WriteBatch(t0+4e6, pmsample.Batch{Device: 0, Metrics: testMetrics, Overflows: 1, Samples: []pmsample.Sample{
@@ -219,18 +219,18 @@ func TestNotARecording(t *testing.T) {
 // TestVersion1Activity: version-1 activity payloads (no src_device) still decode, and
 // reading them as version 2 fails instead of shifting fields.
 func TestVersion1Activity(t *testing.T) {
-	p := []byte{7, 0, 0, 1, byte(activity.KindMemcpy)} // conn 7, dropped 0, no names, 1 record
-	p = binary.LittleEndian.AppendUint32(p, 1)         // device
-	p = binary.LittleEndian.AppendUint32(p, 2)         // stream
-	p = binary.LittleEndian.AppendUint64(p, 3)         // start
-	p = binary.LittleEndian.AppendUint64(p, 4)         // end
-	p = binary.LittleEndian.AppendUint64(p, 5)         // bytes
-	p = append(p, 10, 3, 3, 0, 0)                      // copy, src, dst, memory kind, name index
+	p := []byte{7, 0, 0, 1, byte(record.KindMemcpy)} // conn 7, dropped 0, no names, 1 record
+	p = binary.LittleEndian.AppendUint32(p, 1)       // device
+	p = binary.LittleEndian.AppendUint32(p, 2)       // stream
+	p = binary.LittleEndian.AppendUint64(p, 3)       // start
+	p = binary.LittleEndian.AppendUint64(p, 4)       // end
+	p = binary.LittleEndian.AppendUint64(p, 5)       // bytes
+	p = append(p, 10, 3, 3, 0, 0)                    // copy, src, dst, memory kind, name index
 	a, err := decodeActivity(p, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := activity.Record{Kind: activity.KindMemcpy, Device: 1, Stream: 2, Start: 3, End: 4, Bytes: 5, CopyKind: 10, SrcKind: 3, DstKind: 3}
+	want := record.Record{Kind: record.KindMemcpy, Device: 1, Stream: 2, Start: 3, End: 4, Bytes: 5, CopyKind: 10, SrcKind: 3, DstKind: 3}
 	if a.Conn != 7 || len(a.Records) != 1 || a.Records[0] != want {
 		t.Fatalf("version 1: %+v, want %+v", a, want)
 	}
@@ -241,14 +241,14 @@ func TestVersion1Activity(t *testing.T) {
 
 type sinkLog struct {
 	events []string
-	spans  []activity.Interval
+	spans  []record.Interval
 }
 
-func (s *sinkLog) Connect(c uint64, p activity.Process) { s.events = append(s.events, "connect") }
-func (s *sinkLog) Add(c uint64, d uint64, r []activity.Record) {
+func (s *sinkLog) Connect(c uint64, p record.Process) { s.events = append(s.events, "connect") }
+func (s *sinkLog) Add(c uint64, d uint64, r []record.Record) {
 	s.events = append(s.events, "add")
 }
-func (s *sinkLog) Coverage(c uint64, spans []activity.Interval) {
+func (s *sinkLog) Coverage(c uint64, spans []record.Interval) {
 	s.events = append(s.events, "coverage")
 	s.spans = append(s.spans, spans...)
 }
@@ -384,28 +384,28 @@ func TestReplayTruncatedAtEveryByte(t *testing.T) {
 
 type countSink struct{ records, spans int }
 
-func (s *countSink) Connect(uint64, activity.Process)             {}
-func (s *countSink) Add(_ uint64, _ uint64, r []activity.Record)  { s.records += len(r) }
-func (s *countSink) Coverage(_ uint64, spans []activity.Interval) { s.spans += len(spans) }
-func (s *countSink) Disconnect(uint64)                            {}
+func (s *countSink) Connect(uint64, record.Process)             {}
+func (s *countSink) Add(_ uint64, _ uint64, r []record.Record)  { s.records += len(r) }
+func (s *countSink) Coverage(_ uint64, spans []record.Interval) { s.spans += len(spans) }
+func (s *countSink) Disconnect(uint64)                          {}
 
 // TestCoverageRejects: spans that are empty, reversed, out of order or flagged with
 // unknown bits are corruption, as is a coverage frame in a version-2 file.
 func TestCoverageRejects(t *testing.T) {
 	for _, c := range []struct {
 		name  string
-		spans []activity.Interval
+		spans []record.Interval
 		want  string
 	}{
-		{"empty", []activity.Interval{{Start: 5, End: 5}}, "end 5 <= start 5"},
-		{"reversed", []activity.Interval{{Start: 9, End: 3}}, "end 3 <= start 9"},
-		{"overlap", []activity.Interval{{Start: 1, End: 10}, {Start: 5, End: 20}}, "before the previous span ends"},
+		{"empty", []record.Interval{{Start: 5, End: 5}}, "end 5 <= start 5"},
+		{"reversed", []record.Interval{{Start: 9, End: 3}}, "end 3 <= start 9"},
+		{"overlap", []record.Interval{{Start: 1, End: 10}, {Start: 5, End: 20}}, "before the previous span ends"},
 	} {
 		if _, err := decodeCoverage(encodeCoverage(nil, &CoverageBatch{Conn: 1, Spans: c.spans})); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: %v, want %q", c.name, err, c.want)
 		}
 	}
-	p := encodeCoverage(nil, &CoverageBatch{Conn: 1, Spans: []activity.Interval{{Start: 1, End: 2}}})
+	p := encodeCoverage(nil, &CoverageBatch{Conn: 1, Spans: []record.Interval{{Start: 1, End: 2}}})
 	p[len(p)-1] = 2
 	if _, err := decodeCoverage(p); err == nil || !strings.Contains(err.Error(), "unknown flags") {
 		t.Errorf("unknown flags: %v", err)
@@ -440,7 +440,7 @@ func TestVersion2FileReads(t *testing.T) {
 	}
 	must(w.writeJSON(FrameHeader, t0, Header{Version: 2, Producer: "v2"}))
 	must(w.WriteDevices(t0, testDevices))
-	must(w.WriteActivity(t0+1e6, ActivityBatch{Conn: 1, Records: []activity.Record{{Kind: activity.KindMemcpy, Start: t0, End: t0 + 5, SrcDevice: 1, CopyKind: 10}}}))
+	must(w.WriteActivity(t0+1e6, ActivityBatch{Conn: 1, Records: []record.Record{{Kind: record.KindMemcpy, Start: t0, End: t0 + 5, SrcDevice: 1, CopyKind: 10}}}))
 	must(w.Close(t0 + 2e6))
 	sink := &countSink{}
 	r, err := FromBytes(buf.Bytes(), WithSpeed(0), WithActivitySink(sink))

@@ -10,7 +10,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/cupti-exporter/cupti-exporter/activity"
+	"github.com/cupti-exporter/cupti-exporter/activity/record"
 	"github.com/cupti-exporter/cupti-exporter/pmsample"
 	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
@@ -18,10 +18,10 @@ import (
 // ActivitySink receives the activity events of a replay, in recording order, from the
 // goroutine that runs Replayer.Run.
 type ActivitySink interface {
-	Connect(conn uint64, p activity.Process)
-	Add(conn uint64, dropped uint64, records []activity.Record)
+	Connect(conn uint64, p record.Process)
+	Add(conn uint64, dropped uint64, records []record.Record)
 	// Coverage takes the spans connection conn traced (recordings of version 3 and later).
-	Coverage(conn uint64, spans []activity.Interval)
+	Coverage(conn uint64, spans []record.Interval)
 	Disconnect(conn uint64)
 }
 

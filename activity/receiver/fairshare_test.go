@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cupti-exporter/cupti-exporter/activity"
+	"github.com/cupti-exporter/cupti-exporter/activity/record"
 	"github.com/cupti-exporter/cupti-exporter/activity/wire"
 	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
@@ -26,7 +26,7 @@ func TestConnectionSlotsFairShare(t *testing.T) {
 	const btime, ticks = 1_795_000_000, 42 // as moveTo writes them
 	root := t.TempDir()
 	srv, agg := startServer(t, WithProcRoot(root))
-	hello := activity.Process{PID: 7, StartTime: btime*1e9 + ticks*1e7, DeviceUUIDs: []string{"GPU-a"}}
+	hello := record.Process{PID: 7, StartTime: btime*1e9 + ticks*1e7, DeviceUUIDs: []string{"GPU-a"}}
 	// Every connection of this test comes from this process: its /proc entry is rewritten with
 	// the next container's cgroup once the previous container's connections are identified
 	// (and the receiver's cache of this process's entry has expired: moveTo).
@@ -48,9 +48,9 @@ func TestConnectionSlotsFairShare(t *testing.T) {
 	moveTo(t, root, cgroupOf(99))
 	c := dial(t, srv.Path())
 	enc := wire.NewEncoder(c)
-	recs := make([]activity.Record, 1000)
+	recs := make([]record.Record, 1000)
 	for i := range recs {
-		recs[i] = activity.Record{Kind: activity.KindKernel, Start: 1, End: 1001, Name: "_Z4realv"}
+		recs[i] = record.Record{Kind: record.KindKernel, Start: 1, End: 1001, Name: "_Z4realv"}
 	}
 	if err := errors.Join(enc.Hello(hello), enc.Records(0, recs), enc.Goodbye(1000, wire.Drops{})); err != nil {
 		t.Logf("the newcomer's writes: %v", err) // refused: its records are lost

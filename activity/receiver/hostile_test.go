@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/cupti-exporter/cupti-exporter/activity"
+	"github.com/cupti-exporter/cupti-exporter/activity/record"
 	"github.com/cupti-exporter/cupti-exporter/activity/wire"
 	"github.com/cupti-exporter/cupti-exporter/internal/testutil"
 	"github.com/cupti-exporter/cupti-exporter/snapshot"
@@ -43,7 +44,7 @@ func nameTableFrames() [][]byte {
 	return frames
 }
 
-func helloFrame(t testing.TB, p activity.Process) []byte {
+func helloFrame(t testing.TB, p record.Process) []byte {
 	var b bytes.Buffer
 	if err := wire.NewEncoder(&b).Hello(p); err != nil {
 		t.Fatal(err)
@@ -138,9 +139,9 @@ func TestMadeUpDevicesCreateNoSeries(t *testing.T) {
 	if err := enc.Hello(proc(7)); err != nil { // one device
 		t.Fatal(err)
 	}
-	recs := make([]activity.Record, 1000)
+	recs := make([]record.Record, 1000)
 	for i := range recs {
-		recs[i] = activity.Record{Kind: activity.KindKernel, Device: uint32(i), Start: 1, End: 1001, Name: "_Z4busyPfii"}
+		recs[i] = record.Record{Kind: record.KindKernel, Device: uint32(i), Start: 1, End: 1001, Name: "_Z4busyPfii"}
 	}
 	for range 10 {
 		if err := enc.Records(0, recs); err != nil {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/cupti-exporter/cupti-exporter/activity"
+	"github.com/cupti-exporter/cupti-exporter/activity/record"
 	"github.com/cupti-exporter/cupti-exporter/activity/wire"
 	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
@@ -25,7 +26,7 @@ func TestIdentityConnectionLimit(t *testing.T) {
 	const btime, ticks = 1_795_000_000, 42
 	root := fakeProc(t, 7, btime, ticks, realCgroup)
 	srv, agg := startServer(t, WithProcRoot(root), WithMaxConnectionsPerIdentity(4))
-	hello := activity.Process{PID: 7, StartTime: btime*1e9 + ticks*1e7, DeviceUUIDs: []string{"GPU-a"}}
+	hello := record.Process{PID: 7, StartTime: btime*1e9 + ticks*1e7, DeviceUUIDs: []string{"GPU-a"}}
 	silent := dial(t, srv.Path())
 	for range 3 {
 		if err := wire.NewEncoder(dial(t, srv.Path())).Hello(hello); err != nil {
@@ -81,9 +82,9 @@ func TestVerifiedNewcomerEvictsClaimed(t *testing.T) {
 	enc := wire.NewEncoder(dial(t, srv.Path()))
 	hello := proc(7)
 	hello.StartTime = btime*1e9 + ticks*1e7 // the kernel's
-	recs := make([]activity.Record, 100)
+	recs := make([]record.Record, 100)
 	for i := range recs {
-		recs[i] = activity.Record{Kind: activity.KindKernel, Start: 1, End: 2, Name: "_Z4realv"}
+		recs[i] = record.Record{Kind: record.KindKernel, Start: 1, End: 2, Name: "_Z4realv"}
 	}
 	if err := errors.Join(enc.Hello(hello), enc.Records(0, recs)); err != nil {
 		t.Fatal(err)

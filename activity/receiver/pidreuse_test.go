@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/cupti-exporter/cupti-exporter/activity"
+	"github.com/cupti-exporter/cupti-exporter/activity/record"
 	"github.com/cupti-exporter/cupti-exporter/activity/wire"
 	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
@@ -25,7 +26,7 @@ func TestHelloWithoutStartTimeRefused(t *testing.T) {
 	root := fakeProc(t, 7, btime, ticks, realCgroup)
 	srv, agg := startServer(t, WithProcRoot(root))
 	c := dial(t, srv.Path())
-	if err := wire.NewEncoder(c).Hello(activity.Process{PID: 7, DeviceUUIDs: []string{"GPU-a"}}); err != nil {
+	if err := wire.NewEncoder(c).Hello(record.Process{PID: 7, DeviceUUIDs: []string{"GPU-a"}}); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, agg, "the hello judged", func(s *snapshot.Snapshot) bool {
@@ -151,7 +152,7 @@ func TestIdentityPaths(t *testing.T) {
 				t.Fatal(err)
 			}
 			p, _ := tap.last(t)
-			if p.Identity != activity.IdentityVerified || p.PID != uint32(os.Getpid()) {
+			if p.Identity != record.IdentityVerified || p.PID != uint32(os.Getpid()) {
 				t.Errorf("connected as %v pid %d, want verified %d", p.Identity, p.PID, os.Getpid())
 			}
 		})

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/cupti-exporter/cupti-exporter/activity"
+	"github.com/cupti-exporter/cupti-exporter/activity/record"
 	"github.com/cupti-exporter/cupti-exporter/activity/wire"
 	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
@@ -92,7 +93,7 @@ func dial(t *testing.T, path string) net.Conn {
 
 // selfProc is the honest hello of this test process, with its start time as the injection
 // library computes it, which the kernel verifies against the real /proc.
-func selfProc() activity.Process {
+func selfProc() record.Process {
 	p := proc(uint32(os.Getpid()))
 	self, err := readProc("/proc", int32(os.Getpid()), new(bootTime))
 	if err != nil {
@@ -102,8 +103,8 @@ func selfProc() activity.Process {
 	return p
 }
 
-func proc(pid uint32) activity.Process {
-	return activity.Process{PID: pid, StartTime: 1, Executable: "/usr/bin/python3", DeviceUUIDs: []string{"GPU-aaaa"},
+func proc(pid uint32) record.Process {
+	return record.Process{PID: pid, StartTime: 1, Executable: "/usr/bin/python3", DeviceUUIDs: []string{"GPU-aaaa"},
 		Pod: fmt.Sprintf("pod-%d", pid), Namespace: "ns", Container: "c"}
 }
 
@@ -113,10 +114,10 @@ func send(c net.Conn, pid uint32, batches, perBatch int) error {
 	if err := enc.Hello(proc(pid)); err != nil {
 		return err
 	}
-	recs := make([]activity.Record, perBatch)
+	recs := make([]record.Record, perBatch)
 	for b := range batches {
 		for i := range recs {
-			recs[i] = activity.Record{Kind: activity.KindKernel, Start: 10, End: 10 + uint64(1000*(i+1)), Name: "_Z4busyPfii"}
+			recs[i] = record.Record{Kind: record.KindKernel, Start: 10, End: 10 + uint64(1000*(i+1)), Name: "_Z4busyPfii"}
 		}
 		if err := enc.Records(0, recs); err != nil {
 			return err

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cupti-exporter/cupti-exporter/activity"
+	"github.com/cupti-exporter/cupti-exporter/activity/record"
 	"github.com/cupti-exporter/cupti-exporter/activity/wire"
 	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
@@ -25,7 +25,7 @@ func sendOne(t *testing.T, path string) {
 	if err := enc.Hello(proc(uint32(os.Getpid()))); err != nil {
 		t.Fatal(err)
 	}
-	if err := enc.Records(0, []activity.Record{{Kind: activity.KindKernel, Start: 1, End: 2, Name: "k"}}); err != nil {
+	if err := enc.Records(0, []record.Record{{Kind: record.KindKernel, Start: 1, End: 2, Name: "k"}}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -112,9 +112,9 @@ func TestRefusedConnectionRecordsCounted(t *testing.T) {
 	}
 	defer c.Close()
 	enc := wire.NewEncoder(c)
-	recs := make([]activity.Record, 250)
+	recs := make([]record.Record, 250)
 	for i := range recs {
-		recs[i] = activity.Record{Kind: activity.KindKernel, Start: 1, End: 2, Name: "k"}
+		recs[i] = record.Record{Kind: record.KindKernel, Start: 1, End: 2, Name: "k"}
 	}
 	if err := errors.Join(enc.Hello(proc(9)), enc.Records(0, recs), enc.Records(0, recs)); err != nil {
 		t.Fatal(err)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/cupti-exporter/cupti-exporter/activity"
 	"github.com/cupti-exporter/cupti-exporter/activity/receiver"
+	"github.com/cupti-exporter/cupti-exporter/activity/record"
 	"github.com/cupti-exporter/cupti-exporter/health"
 	"github.com/cupti-exporter/cupti-exporter/internal/cupti"
 	"github.com/cupti-exporter/cupti-exporter/pmsample"
@@ -80,8 +81,8 @@ func runRecord(ctx context.Context, logger *slog.Logger, cfg *Config, cl *cli) e
 		mu.Unlock()
 	}
 	if cfg.Activity.Enabled {
-		conns := map[*activity.Process]uint64{}
-		connID := func(p *activity.Process) uint64 { // the recording's id of p; hello on first use
+		conns := map[*record.Process]uint64{}
+		connID := func(p *record.Process) uint64 { // the recording's id of p; hello on first use
 			mu.Lock()
 			id, ok := conns[p]
 			if !ok {
@@ -94,16 +95,16 @@ func runRecord(ctx context.Context, logger *slog.Logger, cfg *Config, cl *cli) e
 			}
 			return id
 		}
-		tap := func(p *activity.Process, recs []activity.Record) {
+		tap := func(p *record.Process, recs []record.Record) {
 			keep(w.WriteActivity(now(), recording.ActivityBatch{Conn: connID(p), Records: recs}))
 		}
 		cov := processTap{
-			coverage: func(p *activity.Process, spans []activity.Interval) {
+			coverage: func(p *record.Process, spans []record.Interval) {
 				keep(w.WriteCoverage(now(), recording.CoverageBatch{Conn: connID(p), Spans: spans}))
 			},
 			// A replay ends the process's presence here; without it the process stays present
 			// to the recording's end, and the join counts that time as untraced.
-			gone: func(p *activity.Process) {
+			gone: func(p *record.Process) {
 				mu.Lock()
 				id, ok := conns[p]
 				mu.Unlock()
@@ -202,11 +203,11 @@ func recordHealth(ctx context.Context, src interface{ Snapshot() *snapshot.Snaps
 // processTap is an activity.Listener that passes coverage spans and disconnections to
 // functions (the recorder writes them); records reach the recorder through the record tap.
 type processTap struct {
-	coverage func(p *activity.Process, spans []activity.Interval)
-	gone     func(p *activity.Process)
+	coverage func(p *record.Process, spans []record.Interval)
+	gone     func(p *record.Process)
 }
 
-func (processTap) ProcessConnected(*activity.Process, activity.ProcessInfo)  {}
-func (processTap) Records(*activity.Process, []activity.Record)              {}
-func (t processTap) Coverage(p *activity.Process, spans []activity.Interval) { t.coverage(p, spans) }
-func (t processTap) ProcessDisconnected(p *activity.Process)                 { t.gone(p) }
+func (processTap) ProcessConnected(*record.Process, activity.ProcessInfo) {}
+func (processTap) Records(*record.Process, []record.Record)               {}
+func (t processTap) Coverage(p *record.Process, spans []record.Interval)  { t.coverage(p, spans) }
+func (t processTap) ProcessDisconnected(p *record.Process)                { t.gone(p) }

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 
 	"github.com/cupti-exporter/cupti-exporter/activity"
+	"github.com/cupti-exporter/cupti-exporter/activity/record"
 	"github.com/cupti-exporter/cupti-exporter/recording"
 	"github.com/cupti-exporter/cupti-exporter/recording/demo"
 )
@@ -86,26 +87,26 @@ func logRecording(logger *slog.Logger, msg string, s recording.Summary) {
 }
 
 // activitySink feeds replayed activity events into an aggregator, one recorded
-// connection to one *activity.Process.
+// connection to one *record.Process.
 type activitySink struct {
 	agg     *activity.Aggregator
-	procs   map[uint64]*activity.Process
+	procs   map[uint64]*record.Process
 	dropped map[uint64]uint64
 }
 
 func newActivitySink(a *activity.Aggregator) *activitySink {
-	return &activitySink{agg: a, procs: map[uint64]*activity.Process{}, dropped: map[uint64]uint64{}}
+	return &activitySink{agg: a, procs: map[uint64]*record.Process{}, dropped: map[uint64]uint64{}}
 }
 
-func (s *activitySink) Connect(conn uint64, p activity.Process) {
+func (s *activitySink) Connect(conn uint64, p record.Process) {
 	s.procs[conn] = &p
 	s.agg.Connect(&p)
 }
 
-func (s *activitySink) Add(conn uint64, dropped uint64, recs []activity.Record) {
+func (s *activitySink) Add(conn uint64, dropped uint64, recs []record.Record) {
 	p := s.procs[conn]
 	if p == nil { // records of a connection whose hello was not recorded
-		p = &activity.Process{PID: uint32(conn)}
+		p = &record.Process{PID: uint32(conn)}
 		s.Connect(conn, *p)
 		p = s.procs[conn]
 	}
@@ -116,7 +117,7 @@ func (s *activitySink) Add(conn uint64, dropped uint64, recs []activity.Record) 
 	s.agg.Add(p, recs)
 }
 
-func (s *activitySink) Coverage(conn uint64, spans []activity.Interval) {
+func (s *activitySink) Coverage(conn uint64, spans []record.Interval) {
 	if p := s.procs[conn]; p != nil {
 		s.agg.Coverage(p, spans)
 	}

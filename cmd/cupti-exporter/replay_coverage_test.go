@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/cupti-exporter/cupti-exporter/activity"
+	"github.com/cupti-exporter/cupti-exporter/activity/record"
 	"github.com/cupti-exporter/cupti-exporter/pmsample"
 	"github.com/cupti-exporter/cupti-exporter/recording"
 )
@@ -21,8 +22,8 @@ func TestReplayCoverage(t *testing.T) {
 	}
 	for _, err := range []error{
 		w.WriteDevices(t0, []pmsample.Device{{Index: 0, UUID: "GPU-0"}}),
-		w.WriteHello(t0, recording.ProcessEvent{Conn: 1, Process: &activity.Process{PID: 7, DeviceUUIDs: []string{"GPU-0"}}}),
-		w.WriteCoverage(t0+1, recording.CoverageBatch{Conn: 1, Spans: []activity.Interval{
+		w.WriteHello(t0, recording.ProcessEvent{Conn: 1, Process: &record.Process{PID: 7, DeviceUUIDs: []string{"GPU-0"}}}),
+		w.WriteCoverage(t0+1, recording.CoverageBatch{Conn: 1, Spans: []record.Interval{
 			{Start: t0, End: t0 + 2e9}, {Start: t0 + 2e9, End: t0 + 2.5e9, Lossy: true}}}),
 		w.Close(t0 + 3e9),
 	} {

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cupti-exporter/cupti-exporter/activity"
+	"github.com/cupti-exporter/cupti-exporter/activity/record"
 	"github.com/cupti-exporter/cupti-exporter/pmsample"
 	"github.com/cupti-exporter/cupti-exporter/snapshot"
 
@@ -128,13 +128,13 @@ type countingSink struct {
 	coverage    int
 }
 
-func (c *countingSink) Connect(_ uint64, p activity.Process) { c.pods[p.Namespace+"/"+p.Pod] = true }
-func (c *countingSink) Add(_ uint64, _ uint64, recs []activity.Record) {
+func (c *countingSink) Connect(_ uint64, p record.Process) { c.pods[p.Namespace+"/"+p.Pod] = true }
+func (c *countingSink) Add(_ uint64, _ uint64, recs []record.Record) {
 	for _, r := range recs {
-		if r.Kind == activity.KindKernel {
+		if r.Kind == record.KindKernel {
 			c.names[r.Name] = true
 		}
 	}
 }
-func (c *countingSink) Coverage(_ uint64, spans []activity.Interval) { c.coverage += len(spans) }
-func (c *countingSink) Disconnect(uint64)                            {}
+func (c *countingSink) Coverage(_ uint64, spans []record.Interval) { c.coverage += len(spans) }
+func (c *countingSink) Disconnect(uint64)                          {}

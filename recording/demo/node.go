@@ -7,7 +7,7 @@ import (
 	"math/rand/v2"
 	"time"
 
-	"github.com/cupti-exporter/cupti-exporter/activity"
+	"github.com/cupti-exporter/cupti-exporter/activity/record"
 	"github.com/cupti-exporter/cupti-exporter/pmsample"
 	"github.com/cupti-exporter/cupti-exporter/recording"
 )
@@ -111,7 +111,7 @@ func GenerateNode(w io.Writer, tsv string, spec NodeSpec) error {
 	}
 	rng := rand.New(rand.NewPCG(spec.Seed, 23))
 	for p := 0; p < spec.Pods; p++ {
-		proc := activity.Process{PID: uint32(10000 + p), StartTime: synthStart - 5e9, Executable: "/usr/bin/python3",
+		proc := record.Process{PID: uint32(10000 + p), StartTime: synthStart - 5e9, Executable: "/usr/bin/python3",
 			Cgroup: fmt.Sprintf("/synthetic/pod-%d", p), CUDAVersion: 13000, CUPTIVersion: 130001,
 			DeviceUUIDs: []string{devices[p%spec.GPUs].UUID},
 			Pod:         fmt.Sprintf("job-%02d", p), Namespace: fmt.Sprintf("team-%d", p%4), Container: "worker"}
@@ -158,8 +158,8 @@ func GenerateNode(w io.Writer, tsv string, spec NodeSpec) error {
 				if err := rw.WriteActivity(at, recording.ActivityBatch{Conn: conn, Records: recs}); err != nil {
 					return err
 				}
-				span := activity.Interval{Start: synthStart + t, End: synthStart + t + synthBatch}
-				if err := rw.WriteCoverage(at, recording.CoverageBatch{Conn: conn, Spans: []activity.Interval{span}}); err != nil {
+				span := record.Interval{Start: synthStart + t, End: synthStart + t + synthBatch}
+				if err := rw.WriteCoverage(at, recording.CoverageBatch{Conn: conn, Spans: []record.Interval{span}}); err != nil {
 					return err
 				}
 			}
@@ -191,8 +191,8 @@ var nodeCollectives = []string{
 // nodeActivity is one pod's records of the batch that starts at start: n kernels one after
 // the other (20 µs to 5 ms; names 80 % from the popular head, 20 % uniform over all of
 // them), then the collective kernel comm (0.5 to 4 ms), two copies and a fill.
-func nodeActivity(rng *rand.Rand, zipf *rand.Zipf, names []string, comm string, start uint64, n int) []activity.Record {
-	recs := make([]activity.Record, 0, n+4)
+func nodeActivity(rng *rand.Rand, zipf *rand.Zipf, names []string, comm string, start uint64, n int) []record.Record {
+	recs := make([]record.Record, 0, n+4)
 	at := start
 	for i := 0; i < n; i++ {
 		k := 0
@@ -204,15 +204,15 @@ func nodeActivity(rng *rand.Rand, zipf *rand.Zipf, names []string, comm string, 
 			k = rng.IntN(len(names))
 		}
 		d := uint64(20e3 * math.Pow(250, rng.Float64()))
-		recs = append(recs, activity.Record{Kind: activity.KindKernel, Stream: 7, Start: at, End: at + d, Name: names[k]})
+		recs = append(recs, record.Record{Kind: record.KindKernel, Stream: 7, Start: at, End: at + d, Name: names[k]})
 		at += d + 1e3
 	}
-	recs = append(recs, activity.Record{Kind: activity.KindKernel, Stream: 9, Start: at, End: at + uint64(0.5e6+3.5e6*rng.Float64()), Name: comm})
+	recs = append(recs, record.Record{Kind: record.KindKernel, Stream: 9, Start: at, End: at + uint64(0.5e6+3.5e6*rng.Float64()), Name: comm})
 	recs = append(recs,
-		activity.Record{Kind: activity.KindMemcpy, Stream: 8, Start: start, End: start + 2e6, Bytes: 64 << 20,
+		record.Record{Kind: record.KindMemcpy, Stream: 8, Start: start, End: start + 2e6, Bytes: 64 << 20,
 			CopyKind: 1, SrcKind: 2, DstKind: 3},
-		activity.Record{Kind: activity.KindMemcpy, Stream: 8, Start: start + 3e6, End: start + 4e6, Bytes: 16 << 20,
+		record.Record{Kind: record.KindMemcpy, Stream: 8, Start: start + 3e6, End: start + 4e6, Bytes: 16 << 20,
 			CopyKind: 2, SrcKind: 3, DstKind: 2},
-		activity.Record{Kind: activity.KindMemset, Stream: 8, Start: start + 5e6, End: start + 5e6 + 50e3, Bytes: 8 << 20, MemoryKind: 3})
+		record.Record{Kind: record.KindMemset, Stream: 8, Start: start + 5e6, End: start + 5e6 + 50e3, Bytes: 8 << 20, MemoryKind: 3})
 	return recs
 }

@@ -9,7 +9,7 @@ import (
 	"os"
 	"strings"
 
-	"github.com/cupti-exporter/cupti-exporter/activity"
+	"github.com/cupti-exporter/cupti-exporter/activity/record"
 	"github.com/cupti-exporter/cupti-exporter/mapping"
 	"github.com/cupti-exporter/cupti-exporter/pmsample"
 	"github.com/cupti-exporter/cupti-exporter/recording"
@@ -162,7 +162,7 @@ func Generate(w io.Writer, tsv string) error {
 		return err
 	}
 	rng := rand.New(rand.NewPCG(1, 2))
-	proc := activity.Process{PID: 4242, StartTime: synthStart - 5e9, Executable: "/usr/bin/python3", Cgroup: "/synthetic",
+	proc := record.Process{PID: 4242, StartTime: synthStart - 5e9, Executable: "/usr/bin/python3", Cgroup: "/synthetic",
 		CUDAVersion: 13000, CUPTIVersion: 130001, DeviceUUIDs: []string{synthDevices[0].UUID, synthDevices[1].UUID}}
 	if err := rw.WriteHello(synthStart+1e9, recording.ProcessEvent{Conn: 1, Process: &proc}); err != nil {
 		return err
@@ -213,9 +213,9 @@ func synthLoad(dev int) float64 {
 }
 
 // activityFor makes the activity records of the batch that starts at t.
-func activityFor(rng *rand.Rand, t uint64) []activity.Record {
-	var recs []activity.Record
-	add := func(n int, mk func(start uint64) activity.Record) {
+func activityFor(rng *rand.Rand, t uint64) []record.Record {
+	var recs []record.Record
+	add := func(n int, mk func(start uint64) record.Record) {
 		for i := 0; i < n; i++ {
 			start := synthStart + t + uint64(i)*synthBatch/uint64(n)
 			r := mk(start)
@@ -226,26 +226,26 @@ func activityFor(rng *rand.Rand, t uint64) []activity.Record {
 	}
 	switch phaseAt(t) {
 	case "matmul":
-		add(25, func(s uint64) activity.Record { // ~4-12 ms GEMMs
-			return activity.Record{Kind: activity.KindKernel, Start: s, End: s + uint64(4e6+rng.Float64()*8e6),
+		add(25, func(s uint64) record.Record { // ~4-12 ms GEMMs
+			return record.Record{Kind: record.KindKernel, Start: s, End: s + uint64(4e6+rng.Float64()*8e6),
 				Name: "_Z16gemm_bf16_kernelILi128ELi256EEvPK13__nv_bfloat16S2_PS0_iii"}
 		})
 	case "copies":
-		add(10, func(s uint64) activity.Record {
-			ck := activity.CopyKind(1 + rng.IntN(2)) // HtoD or DtoH
-			src, dst := activity.MemoryKind(2), activity.MemoryKind(3)
+		add(10, func(s uint64) record.Record {
+			ck := record.CopyKind(1 + rng.IntN(2)) // HtoD or DtoH
+			src, dst := record.MemoryKind(2), record.MemoryKind(3)
 			if ck == 2 {
 				src, dst = dst, src
 			}
-			return activity.Record{Kind: activity.KindMemcpy, Start: s, End: s + uint64(10e6+rng.Float64()*5e6),
+			return record.Record{Kind: record.KindMemcpy, Start: s, End: s + uint64(10e6+rng.Float64()*5e6),
 				Bytes: 256 << 20, CopyKind: ck, SrcKind: src, DstKind: dst}
 		})
-		add(2, func(s uint64) activity.Record {
-			return activity.Record{Kind: activity.KindMemset, Start: s, End: s + 50e3, Bytes: 64 << 20, MemoryKind: 3}
+		add(2, func(s uint64) record.Record {
+			return record.Record{Kind: record.KindMemset, Start: s, End: s + 50e3, Bytes: 64 << 20, MemoryKind: 3}
 		})
 	case "tiny kernels":
-		add(120, func(s uint64) activity.Record { // ~3-8 us kernels
-			return activity.Record{Kind: activity.KindKernel, Start: s, End: s + uint64(3e3+rng.Float64()*5e3),
+		add(120, func(s uint64) record.Record { // ~3-8 us kernels
+			return record.Record{Kind: record.KindKernel, Start: s, End: s + uint64(3e3+rng.Float64()*5e3),
 				Name: "_Z15vector_add_tinyPfPKfS1_i"}
 		})
 	}

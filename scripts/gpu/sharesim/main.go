@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/cupti-exporter/cupti-exporter/activity"
+	"github.com/cupti-exporter/cupti-exporter/activity/record"
 	"github.com/cupti-exporter/cupti-exporter/attribution"
 	"github.com/cupti-exporter/cupti-exporter/mapping"
 	"github.com/cupti-exporter/cupti-exporter/pmsample"
@@ -88,7 +89,7 @@ func run(path string, hidden map[string]bool, est string, w io.Writer) error {
 		devices  []pmsample.Device
 		attr     *attribution.Attributor
 		agg      *activity.Aggregator
-		procs    = map[uint64]*activity.Process{}
+		procs    = map[uint64]*record.Process{}
 		dramRead = map[int]float64{}
 	)
 	now := func() time.Time { return clock }
