@@ -15,7 +15,7 @@ import (
 	"github.com/cupti-exporter/cupti-exporter/activity"
 	"github.com/cupti-exporter/cupti-exporter/activity/record"
 	"github.com/cupti-exporter/cupti-exporter/mapping"
-	"github.com/cupti-exporter/cupti-exporter/pmsample"
+	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
 	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
 
@@ -36,7 +36,7 @@ type Attributor struct {
 	devList    atomic.Pointer[[]*devState] // devOrder, for the gauges read without the lock
 	byGPU      map[string]*devState
 	byUUID     map[string]*devState
-	props      map[string]mapping.Properties
+	props      map[string]pmdata.Properties
 	metrics    []*metric
 	metricIdx  map[string]int32
 	families   map[string]*snapshot.Desc // derived families by name
@@ -78,7 +78,7 @@ type podKey struct{ namespace, pod, container, source string }
 
 // New returns an Attributor for the devices and catalog of a PM source. Metrics are named
 // through m (the same mapper as the PM aggregator, so the families follow its rules).
-func New(devices []pmsample.Device, catalog []pmsample.CatalogEntry, m *mapping.Mapper, logger *slog.Logger, opts ...Option) (*Attributor, error) {
+func New(devices []pmdata.Device, catalog []pmdata.CatalogEntry, m *mapping.Mapper, logger *slog.Logger, opts ...Option) (*Attributor, error) {
 	if m == nil {
 		return nil, fmt.Errorf("attribution: no metric mapper")
 	}
@@ -89,7 +89,7 @@ func New(devices []pmsample.Device, catalog []pmsample.CatalogEntry, m *mapping.
 	a := &Attributor{
 		cfg: cfg, logger: logger.With("source", "attribution"), mapper: m, start: cfg.now(),
 		devs: map[int]*devState{}, byGPU: map[string]*devState{}, byUUID: map[string]*devState{},
-		props: map[string]mapping.Properties{}, metricIdx: map[string]int32{}, families: map[string]*snapshot.Desc{},
+		props: map[string]pmdata.Properties{}, metricIdx: map[string]int32{}, families: map[string]*snapshot.Desc{},
 		procs: map[*record.Process]*proc{}, dropped: map[string]uint64{}, badCov: map[string]uint64{}, droppedObs: map[string]uint64{},
 		logs: map[string]*logState{}, folded: map[string]uint64{}, mem: memAccount{budget: cfg.budget},
 	}
@@ -176,7 +176,7 @@ func (a *Attributor) metricIndex(name string) int32 {
 // checkFamilies refuses a per-kernel or per-pod family stem that neither a metric of the
 // catalog nor a curated metric makes (a typo would otherwise serve nothing, silently); a
 // curated family this GPU lacks (NVLink on a GPU without peers) is accepted.
-func (a *Attributor) checkFamilies(catalog []pmsample.CatalogEntry) error {
+func (a *Attributor) checkFamilies(catalog []pmdata.CatalogEntry) error {
 	if a.cfg.kernelFams == nil && a.cfg.podFams == nil {
 		return nil
 	}
@@ -226,7 +226,7 @@ func (a *Attributor) family(d *snapshot.Desc) *snapshot.Desc {
 
 // AddBatch takes one PM batch (the PM source's sink) and attributes every sample of its
 // device that is now older than the watermark.
-func (a *Attributor) AddBatch(b pmsample.Batch) {
+func (a *Attributor) AddBatch(b pmdata.Batch) {
 	now := a.cfg.now()
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -264,7 +264,7 @@ func (a *Attributor) AddBatch(b pmsample.Batch) {
 	a.dirty.Store(true) // Snapshot rebuilds: once per scrape, not once per batch
 }
 
-func validSample(s pmsample.Sample, n int) bool {
+func validSample(s pmdata.Sample, n int) bool {
 	if s.End <= s.Start || len(s.Values) != n || s.End > math.MaxInt64/2 {
 		return false
 	}

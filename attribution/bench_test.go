@@ -11,7 +11,7 @@ import (
 	"github.com/cupti-exporter/cupti-exporter/activity"
 	"github.com/cupti-exporter/cupti-exporter/activity/record"
 	"github.com/cupti-exporter/cupti-exporter/mapping"
-	"github.com/cupti-exporter/cupti-exporter/pmsample"
+	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
 )
 
 // loadGen produces one device's load: PM samples at a fixed interval and kernels of 20
@@ -34,14 +34,14 @@ func curatedLoad(tb testing.TB, est string) *loadGen {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	var catalog []pmsample.CatalogEntry
+	var catalog []pmdata.CatalogEntry
 	var metrics []string
 	for _, c := range m.Curated()[:9] { // the default single-pass set
-		p := mapping.Properties{Type: mapping.TypeCounter, DimUnit: "gpc_cycle"}
+		p := pmdata.Properties{Type: pmdata.TypeCounter, DimUnit: "gpc_cycle"}
 		if strings.HasSuffix(c.Name, "_bytes_total") {
 			p.DimUnit = "byte"
 		}
-		catalog = append(catalog, pmsample.CatalogEntry{Name: c.Perfworks, Properties: p})
+		catalog = append(catalog, pmdata.CatalogEntry{Name: c.Perfworks, Properties: p})
 		metrics = append(metrics, c.Perfworks)
 	}
 	clk := &fakeClock{}
@@ -71,16 +71,16 @@ func (g *loadGen) step(interval int64) (samples, records int) {
 	}
 	g.a.Records(g.p, g.recs)
 	n := int(stepNS / interval)
-	ss := make([]pmsample.Sample, n)
+	ss := make([]pmdata.Sample, n)
 	for i := range ss {
 		s := g.now + int64(i)*interval
 		v := make([]float64, len(g.metrics))
 		for j := range v {
 			v[j] = float64((s/interval+int64(j))%100) * 10
 		}
-		ss[i] = pmsample.Sample{Start: uint64(s), End: uint64(s + interval), Values: v}
+		ss[i] = pmdata.Sample{Start: uint64(s), End: uint64(s + interval), Values: v}
 	}
-	g.a.AddBatch(pmsample.Batch{Device: 0, Metrics: g.metrics, Samples: ss})
+	g.a.AddBatch(pmdata.Batch{Device: 0, Metrics: g.metrics, Samples: ss})
 	g.now += stepNS
 	return n, len(g.recs)
 }

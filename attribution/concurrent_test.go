@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/cupti-exporter/cupti-exporter/activity/record"
-	"github.com/cupti-exporter/cupti-exporter/pmsample"
+	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
 )
 
 // TestAttributorConcurrentSafe drives AddBatch (one goroutine per device, as PM sources do),
@@ -20,7 +20,7 @@ func TestAttributorConcurrentSafe(t *testing.T) {
 		wg.Go(func() {
 			for i := range steps {
 				s := t0 + int64(i)*10*ms
-				a.AddBatch(pmsample.Batch{Device: dev, Metrics: testMetrics, Samples: samples(s, ms, 10, func(s, e int64) []float64 { return []float64{50, 10} })})
+				a.AddBatch(pmdata.Batch{Device: dev, Metrics: testMetrics, Samples: samples(s, ms, 10, func(s, e int64) []float64 { return []float64{50, 10} })})
 			}
 		})
 	}

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/cupti-exporter/cupti-exporter/activity/record"
-	"github.com/cupti-exporter/cupti-exporter/pmsample"
+	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
 	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
 
@@ -188,7 +188,7 @@ func runRandomTimeline(t *testing.T, est string, seed uint64) *snapshot.Snapshot
 				next[dev] = now + step // sampling paused this step
 				continue
 			}
-			var ss []pmsample.Sample
+			var ss []pmdata.Sample
 			for next[dev] < now+step {
 				l := ms/2 + rng.Int64N(ms)
 				s := sentSample{start: next[dev], end: next[dev] + l, sm: 100 * rng.Float64(), bytes: float64(rng.IntN(1_000_000))}
@@ -196,14 +196,14 @@ func runRandomTimeline(t *testing.T, est string, seed uint64) *snapshot.Snapshot
 					s.sm, s.bytes = 0, 0
 				}
 				sent[dev] = append(sent[dev], s)
-				ss = append(ss, pmsample.Sample{Start: uint64(s.start), End: uint64(s.end), Values: []float64{s.sm, s.bytes}})
+				ss = append(ss, pmdata.Sample{Start: uint64(s.start), End: uint64(s.end), Values: []float64{s.sm, s.bytes}})
 				next[dev] = s.end
 				if rng.IntN(200) == 0 {
 					next[dev] += rng.Int64N(5 * ms) // a gap between samples
 				}
 			}
 			clk.set(now + rng.Int64N(step))
-			a.AddBatch(pmsample.Batch{Device: dev, Metrics: testMetrics, Samples: ss})
+			a.AddBatch(pmdata.Batch{Device: dev, Metrics: testMetrics, Samples: ss})
 		}
 		checkConservation(t, a, sent, spans, false)
 	}

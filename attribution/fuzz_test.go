@@ -7,7 +7,7 @@ import (
 
 	"github.com/cupti-exporter/cupti-exporter/activity"
 	"github.com/cupti-exporter/cupti-exporter/activity/record"
-	"github.com/cupti-exporter/cupti-exporter/pmsample"
+	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
 )
 
 // FuzzAttributor reads operations from the input (connect, disconnect, records, coverage,
@@ -67,17 +67,17 @@ func fuzzBody(t *testing.T) func(in []byte) {
 				dev := arg % 2
 				s := tm()
 				n := 1 + arg%7
-				var ss []pmsample.Sample
+				var ss []pmdata.Sample
 				for i := range n {
 					l := next(2) * 100
 					v := float64(next(2))
 					if i == 3 {
 						v = math.NaN()
 					}
-					ss = append(ss, pmsample.Sample{Start: s, End: s + l, Values: []float64{float64(arg), v}})
+					ss = append(ss, pmdata.Sample{Start: s, End: s + l, Values: []float64{float64(arg), v}})
 					s += l
 				}
-				a.AddBatch(pmsample.Batch{Device: dev, Metrics: testMetrics, Samples: ss})
+				a.AddBatch(pmdata.Batch{Device: dev, Metrics: testMetrics, Samples: ss})
 			case 5:
 				clk.advance(1 << (arg % 40))
 			}

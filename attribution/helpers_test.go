@@ -8,7 +8,7 @@ import (
 	"github.com/cupti-exporter/cupti-exporter/activity"
 	"github.com/cupti-exporter/cupti-exporter/activity/record"
 	"github.com/cupti-exporter/cupti-exporter/mapping"
-	"github.com/cupti-exporter/cupti-exporter/pmsample"
+	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
 	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
 
@@ -20,11 +20,11 @@ const (
 
 var (
 	testMetrics = []string{smActive, pcieRead}
-	testCatalog = []pmsample.CatalogEntry{
-		{Name: smActive, Properties: mapping.Properties{Type: mapping.TypeCounter, HWUnit: "sm", DimUnit: "gpc_cycle"}},
-		{Name: pcieRead, Properties: mapping.Properties{Type: mapping.TypeCounter, HWUnit: "pcie", DimUnit: "byte"}},
+	testCatalog = []pmdata.CatalogEntry{
+		{Name: smActive, Properties: pmdata.Properties{Type: pmdata.TypeCounter, HWUnit: "sm", DimUnit: "gpc_cycle"}},
+		{Name: pcieRead, Properties: pmdata.Properties{Type: pmdata.TypeCounter, HWUnit: "pcie", DimUnit: "byte"}},
 	}
-	testDevices = []pmsample.Device{{Index: 0, UUID: "GPU-aaaa"}, {Index: 1, UUID: "GPU-bbbb"}}
+	testDevices = []pmdata.Device{{Index: 0, UUID: "GPU-aaaa"}, {Index: 1, UUID: "GPU-bbbb"}}
 )
 
 // t0 is the start of every test timeline (ns, CUPTI time base).
@@ -68,11 +68,11 @@ func kernel(dev uint32, name string, start, end int64) record.Record {
 }
 
 // samples makes n contiguous samples of length step from start, values from f.
-func samples(start, step int64, n int, f func(s, e int64) []float64) []pmsample.Sample {
-	out := make([]pmsample.Sample, n)
+func samples(start, step int64, n int, f func(s, e int64) []float64) []pmdata.Sample {
+	out := make([]pmdata.Sample, n)
 	for i := range out {
 		s := start + int64(i)*step
-		out[i] = pmsample.Sample{Start: uint64(s), End: uint64(s + step), Values: f(s, s+step)}
+		out[i] = pmdata.Sample{Start: uint64(s), End: uint64(s + step), Values: f(s, s+step)}
 	}
 	return out
 }

@@ -9,7 +9,7 @@ import (
 
 	"github.com/cupti-exporter/cupti-exporter/activity"
 	"github.com/cupti-exporter/cupti-exporter/activity/record"
-	"github.com/cupti-exporter/cupti-exporter/pmsample"
+	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
 )
 
 // timeSliced simulates two pods sharing one GPU by time-slicing (no MPS): the GPU runs one
@@ -127,7 +127,7 @@ func TestTwoPodsTimeSliced(t *testing.T) {
 				}
 				a.Records(procs[p], recs)
 			}
-			a.AddBatch(pmsample.Batch{Device: 0, Metrics: testMetrics, Samples: samples(now, ms, int(step/ms), ts.valueAt)})
+			a.AddBatch(pmdata.Batch{Device: 0, Metrics: testMetrics, Samples: samples(now, ms, int(step/ms), ts.valueAt)})
 		}
 		a.Flush()
 		snap := a.Snapshot()

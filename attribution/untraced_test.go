@@ -11,7 +11,7 @@ import (
 
 	"github.com/cupti-exporter/cupti-exporter/activity"
 	"github.com/cupti-exporter/cupti-exporter/activity/record"
-	"github.com/cupti-exporter/cupti-exporter/pmsample"
+	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
 	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
 
@@ -232,7 +232,7 @@ func runShared(t *testing.T, g *sharedGPU, span int64) *snapshot.Snapshot {
 		if g.switches {
 			metrics = append(slices.Clip(testMetrics), switchMetric)
 		}
-		a.AddBatch(pmsample.Batch{Device: 0, Metrics: metrics, Samples: ss})
+		a.AddBatch(pmdata.Batch{Device: 0, Metrics: metrics, Samples: ss})
 	}
 	clk.advance(5 * time.Second)
 	a.Flush()

@@ -24,6 +24,7 @@ import (
 	"github.com/cupti-exporter/cupti-exporter/kubepods"
 	"github.com/cupti-exporter/cupti-exporter/mapping"
 	"github.com/cupti-exporter/cupti-exporter/pmsample"
+	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
 	"github.com/cupti-exporter/cupti-exporter/podresources"
 	"github.com/cupti-exporter/cupti-exporter/recording/demo"
 	"github.com/cupti-exporter/cupti-exporter/resourceslices"
@@ -155,20 +156,20 @@ func knownDescs(t *testing.T) map[string]*snapshot.Desc {
 }
 
 // catalogProperties reads ../testdata/gh100_pm_sampling_base_metrics.tsv.
-func catalogProperties(t *testing.T) map[string]mapping.Properties {
+func catalogProperties(t *testing.T) map[string]pmdata.Properties {
 	t.Helper()
 	data, err := os.ReadFile("../testdata/gh100_pm_sampling_base_metrics.tsv")
 	if err != nil {
 		t.Fatal(err)
 	}
-	types := map[string]mapping.MetricType{"counter": mapping.TypeCounter, "ratio": mapping.TypeRatio, "throughput": mapping.TypeThroughput}
-	out := map[string]mapping.Properties{}
+	types := map[string]pmdata.MetricType{"counter": pmdata.TypeCounter, "ratio": pmdata.TypeRatio, "throughput": pmdata.TypeThroughput}
+	out := map[string]pmdata.Properties{}
 	for _, line := range strings.Split(string(data), "\n") {
 		cols := strings.Split(line, "\t")
 		if strings.HasPrefix(line, "#") || len(cols) != 4 {
 			continue
 		}
-		out[cols[1]] = mapping.Properties{Type: types[cols[0]], HWUnit: cols[2], DimUnit: cols[3]}
+		out[cols[1]] = pmdata.Properties{Type: types[cols[0]], HWUnit: cols[2], DimUnit: cols[3]}
 	}
 	return out
 }

@@ -7,7 +7,7 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
 	"github.com/cupti-exporter/cupti-exporter/mapping"
-	"github.com/cupti-exporter/cupti-exporter/pmsample"
+	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
 	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
 
@@ -57,7 +57,7 @@ const mib = 1 << 20
 type resolved struct {
 	metric
 	perfworks string
-	props     mapping.Properties
+	props     pmdata.Properties
 }
 
 // resolve finds each metric's curated Perfworks name in the mapper's table.
@@ -69,7 +69,7 @@ func resolve(m *mapping.Mapper) ([]resolved, error) {
 			if c.Name != x.family || labelValue(c.Labels, "direction") != x.direction {
 				continue
 			}
-			p := mapping.Properties{Type: mapping.TypeCounter, DimUnit: "cycle"} // pct_of_peak_sustained_elapsed: a ratio
+			p := pmdata.Properties{Type: pmdata.TypeCounter, DimUnit: "cycle"} // pct_of_peak_sustained_elapsed: a ratio
 			if x.mibps {
 				p.DimUnit = "byte"
 			}
@@ -94,10 +94,10 @@ func labelValue(ls []snapshot.Label, name string) string {
 }
 
 // catalog is what the aggregator knows of the metrics: their Perfworks names and properties.
-func catalog(ms []resolved) []pmsample.CatalogEntry {
-	out := make([]pmsample.CatalogEntry, len(ms))
+func catalog(ms []resolved) []pmdata.CatalogEntry {
+	out := make([]pmdata.CatalogEntry, len(ms))
 	for i, m := range ms {
-		out[i] = pmsample.CatalogEntry{Name: m.perfworks, Properties: m.props}
+		out[i] = pmdata.CatalogEntry{Name: m.perfworks, Properties: m.props}
 	}
 	return out
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/cupti-exporter/cupti-exporter/internal/gpm"
 	"github.com/cupti-exporter/cupti-exporter/mapping"
 	"github.com/cupti-exporter/cupti-exporter/pmsample"
+	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
 	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
 
@@ -162,11 +163,11 @@ func (s *Source) rebuildMIG() {
 	gpus := slices.Clone(s.gpus)
 	s.mu.Unlock()
 	ma := &migAggregator{labels: map[string][]string{}}
-	var devs []pmsample.Device
+	var devs []pmdata.Device
 	for _, g := range gpus {
 		for _, in := range g.mig {
 			in.key = len(devs)
-			devs = append(devs, pmsample.Device{Index: in.key})
+			devs = append(devs, pmdata.Device{Index: in.key})
 			ma.labels[strconv.Itoa(in.key)] = []string{strconv.Itoa(g.label.Index), g.label.UUID, g.label.Model, g.label.Chip, g.label.PCIBusID,
 				strconv.Itoa(in.gi), in.profile}
 			in.lastEnd = 0

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/cupti-exporter/cupti-exporter/pmsample"
+	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
 	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
 
@@ -59,7 +60,7 @@ func (s *Source) publishSelf(gpus []*gpu) {
 	s.self.Store(snap)
 }
 
-func deviceLabels(d pmsample.Device) []string {
+func deviceLabels(d pmdata.Device) []string {
 	return []string{strconv.Itoa(d.Index), d.UUID, d.Model, d.Chip, d.PCIBusID}
 }
 
@@ -71,7 +72,7 @@ func (s *Source) extraFamilies() []snapshot.Family {
 	if s.cfg.pmStatus == nil {
 		return out
 	}
-	devs := map[string]pmsample.Device{}
+	devs := map[string]pmdata.Device{}
 	for _, d := range s.cfg.devices() {
 		devs[strings.ToLower(d.UUID)] = d
 	}
@@ -82,7 +83,7 @@ func (s *Source) extraFamilies() []snapshot.Family {
 		}
 		d, ok := devs[strings.ToLower(st.UUID)]
 		if !ok {
-			d = pmsample.Device{Index: st.Device, UUID: st.UUID}
+			d = pmdata.Device{Index: st.Device, UUID: st.UUID}
 		}
 		for _, p := range s.Holders(st.UUID) {
 			h.Samples = append(h.Samples, snapshot.Sample{LabelValues: append(deviceLabels(d), strconv.Itoa(p.PID), p.Command, p.Library), Value: 1, Priority: snapshot.PriorityDevice})

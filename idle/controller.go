@@ -13,6 +13,7 @@ import (
 	"github.com/cupti-exporter/cupti-exporter/activity/record"
 	"github.com/cupti-exporter/cupti-exporter/internal/gpm"
 	"github.com/cupti-exporter/cupti-exporter/pmsample"
+	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
 )
 
 // clockEventGPUIdle is the gpu_idle bit of nvmlDeviceGetCurrentClocksEventReasons.
@@ -20,7 +21,7 @@ const clockEventGPUIdle = 0x1
 
 // Sampler is what a Controller drives: pmsample's *Sampler.
 type Sampler interface {
-	Devices() []pmsample.Device
+	Devices() []pmdata.Device
 	Status() []pmsample.DeviceStatus
 	Release(device int, reason string)
 	Reacquire(device int, since time.Time)

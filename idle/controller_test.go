@@ -14,6 +14,7 @@ import (
 	"github.com/cupti-exporter/cupti-exporter/activity"
 	"github.com/cupti-exporter/cupti-exporter/activity/record"
 	"github.com/cupti-exporter/cupti-exporter/pmsample"
+	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
 )
 
 // fakeGPU is what one mocked NVML device answers; tests change it between steps.
@@ -156,7 +157,7 @@ func fakeNVML(gpus map[string]*fakeGPU) *mock.Interface {
 // pause wins).
 type fakeSampler struct {
 	mu       sync.Mutex
-	devs     []pmsample.Device
+	devs     []pmdata.Device
 	released map[int]bool
 	paused   map[int]bool
 	since    map[int]time.Time
@@ -166,14 +167,14 @@ type fakeSampler struct {
 func newFakeSampler(n int) *fakeSampler {
 	s := &fakeSampler{released: map[int]bool{}, paused: map[int]bool{}, since: map[int]time.Time{}}
 	for i := range n {
-		s.devs = append(s.devs, pmsample.Device{Index: i, UUID: uuidOf(i)})
+		s.devs = append(s.devs, pmdata.Device{Index: i, UUID: uuidOf(i)})
 	}
 	return s
 }
 
 func uuidOf(i int) string { return "GPU-0000000" + string(rune('0'+i)) }
 
-func (s *fakeSampler) Devices() []pmsample.Device { return s.devs }
+func (s *fakeSampler) Devices() []pmdata.Device { return s.devs }
 func (s *fakeSampler) Status() []pmsample.DeviceStatus {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -299,10 +300,10 @@ func TestIdleActivityResetsDelay(t *testing.T) {
 	}
 }
 
-func smBatch(at time.Time, pct float64) pmsample.Batch {
+func smBatch(at time.Time, pct float64) pmdata.Batch {
 	t0 := uint64(at.UnixNano())
-	return pmsample.Batch{Device: 0, Metrics: []string{"dram__bytes_read.sum", "TPC.TriageCompute.sm__cycles_active.avg.pct_of_peak_sustained_elapsed"},
-		Samples: []pmsample.Sample{{Start: t0, End: t0 + 1e6, Values: []float64{1e6, pct}}}}
+	return pmdata.Batch{Device: 0, Metrics: []string{"dram__bytes_read.sum", "TPC.TriageCompute.sm__cycles_active.avg.pct_of_peak_sustained_elapsed"},
+		Samples: []pmdata.Sample{{Start: t0, End: t0 + 1e6, Values: []float64{1e6, pct}}}}
 }
 
 func TestIdleReacquireOnNVMLSignals(t *testing.T) {

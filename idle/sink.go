@@ -6,7 +6,7 @@ import (
 
 	"github.com/cupti-exporter/cupti-exporter/activity"
 	"github.com/cupti-exporter/cupti-exporter/activity/record"
-	"github.com/cupti-exporter/cupti-exporter/pmsample"
+	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
 )
 
 // smActive reports whether a Perfworks name is an SM active ratio in percent of peak.
@@ -17,7 +17,7 @@ func smActive(name string) bool {
 // Add takes a PM batch (a sink beside the aggregator): a batch whose SM active mean, weighted
 // by sample duration, reaches the threshold is activity. Batches without an SM active metric
 // say nothing (NVML and the activity records decide alone). It never blocks on NVML.
-func (c *Controller) Add(b pmsample.Batch) {
+func (c *Controller) Add(b pmdata.Batch) {
 	j := -1
 	for i, name := range b.Metrics {
 		if smActive(name) {

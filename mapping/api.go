@@ -5,23 +5,6 @@ import "github.com/cupti-exporter/cupti-exporter/snapshot"
 // This file fixes the API other packages build against. The implementation lives in the
 // other files of this package.
 
-// MetricType is the CUPTI metric type of a base metric.
-type MetricType uint8
-
-const (
-	TypeCounter    MetricType = iota // CUPTI_METRIC_TYPE_COUNTER
-	TypeRatio                        // CUPTI_METRIC_TYPE_RATIO
-	TypeThroughput                   // CUPTI_METRIC_TYPE_THROUGHPUT
-)
-
-// Properties are what CUPTI reports for a base metric.
-type Properties struct {
-	Type        MetricType
-	HWUnit      string // e.g. "dram", "sm", "gpc"
-	DimUnit     string // e.g. "byte", "cycle", "sys_cycle"
-	Description string
-}
-
 // Metric is the result of mapping one full Perfworks metric name (with rollup and submetric).
 type Metric struct {
 	Perfworks string // the full Perfworks name, e.g. sm__cycles_active.avg.pct_of_peak_sustained_elapsed

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
+
 	"github.com/cupti-exporter/cupti-exporter/snapshot"
 
 	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
@@ -17,7 +19,7 @@ import (
 // catalogEntry is one line of the GH100 PM-sampling catalog.
 type catalogEntry struct {
 	name  string
-	props Properties
+	props pmdata.Properties
 }
 
 // loadCatalog reads ../testdata/gh100_pm_sampling_base_metrics.tsv (type, name, hw unit,
@@ -29,7 +31,7 @@ func loadCatalog(t testing.TB) []catalogEntry {
 		t.Fatalf("open catalog: %v", err)
 	}
 	defer f.Close()
-	types := map[string]MetricType{"counter": TypeCounter, "ratio": TypeRatio, "throughput": TypeThroughput}
+	types := map[string]pmdata.MetricType{"counter": pmdata.TypeCounter, "ratio": pmdata.TypeRatio, "throughput": pmdata.TypeThroughput}
 	var out []catalogEntry
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
@@ -45,7 +47,7 @@ func loadCatalog(t testing.TB) []catalogEntry {
 		if !ok {
 			t.Fatalf("catalog line %q: unknown type %q", line, cols[0])
 		}
-		out = append(out, catalogEntry{cols[1], Properties{Type: typ, HWUnit: cols[2], DimUnit: cols[3]}})
+		out = append(out, catalogEntry{cols[1], pmdata.Properties{Type: typ, HWUnit: cols[2], DimUnit: cols[3]}})
 	}
 	if err := sc.Err(); err != nil {
 		t.Fatal(err)

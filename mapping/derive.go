@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
+
 	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
 
@@ -38,7 +40,7 @@ func promName(stem, stat, unit string, kind snapshot.Kind) string {
 }
 
 // derive names a metric that no rule covers. n must have passed checkType for p.Type.
-func derive(n Name, p Properties) derived {
+func derive(n Name, p pmdata.Properties) derived {
 	sub := n.Submetric
 	dimText := p.DimUnit
 	if strings.HasSuffix(sub, "per_second") {
@@ -50,13 +52,13 @@ func derive(n Name, p Properties) derived {
 	var extra []string
 	moveUnit := true // move a quantity word equal to the unit to the end of the name
 	switch {
-	case p.Type == TypeRatio && sub == "pct",
+	case p.Type == pmdata.TypeRatio && sub == "pct",
 		strings.HasPrefix(sub, "pct_of_peak_sustained_"):
 		d.unit, d.scale, moveUnit = "ratio", 0.01, false
 		if w := strings.TrimPrefix(sub, "pct_of_peak_sustained_"); w != sub {
 			extra = []string{"of", "peak", w}
 		}
-	case p.Type == TypeRatio: // ratio, max_rate: the quantity reads as a whole ("average_warps_active_per_...")
+	case p.Type == pmdata.TypeRatio: // ratio, max_rate: the quantity reads as a whole ("average_warps_active_per_...")
 		d.unit, d.scale, d.ucum, moveUnit = dim.word, dim.scale, dim.ucum, false
 		if sub == "max_rate" {
 			extra = []string{"max", "rate"}
@@ -196,13 +198,13 @@ var rollupHelp = map[string]string{
 
 // deriveHelp writes one line: the Perfworks name, the CUPTI description, and what the
 // rollup and submetric mean.
-func deriveHelp(n Name, p Properties) string {
+func deriveHelp(n Name, p pmdata.Properties) string {
 	var what []string
 	if n.Rollup != "" {
 		what = append(what, fmt.Sprintf(rollupHelp[n.Rollup], n.Unit))
 	}
 	switch s := n.Submetric; {
-	case s == "" && p.Type == TypeCounter:
+	case s == "" && p.Type == pmdata.TypeCounter:
 		what = append(what, "accumulated")
 	case s == "pct":
 		what = append(what, "as a ratio (0..1)")

@@ -4,6 +4,8 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
+
 	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
 
@@ -105,7 +107,7 @@ func TestDeriveFullNameUnits(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, dim := range []string{"byte", "byte/second"} {
-		got, err := m.Map("dram__bytes_read.sum.per_second", Properties{Type: TypeCounter, HWUnit: "dram", DimUnit: dim})
+		got, err := m.Map("dram__bytes_read.sum.per_second", pmdata.Properties{Type: pmdata.TypeCounter, HWUnit: "dram", DimUnit: dim})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
+
 	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
 
@@ -32,7 +34,7 @@ func FuzzParseName(f *testing.F) {
 		if err != nil || again != n {
 			t.Fatalf("reparse of %q: %+v, %v; want %+v", s, again, err, n)
 		}
-		for _, typ := range []MetricType{TypeCounter, TypeRatio, TypeThroughput} {
+		for _, typ := range []pmdata.MetricType{pmdata.TypeCounter, pmdata.TypeRatio, pmdata.TypeThroughput} {
 			if n.checkType(typ) != nil {
 				continue
 			}
@@ -40,7 +42,7 @@ func FuzzParseName(f *testing.F) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			met, err := m.Map(s, Properties{Type: typ, DimUnit: "gpc_cyclewarp"})
+			met, err := m.Map(s, pmdata.Properties{Type: typ, DimUnit: "gpc_cyclewarp"})
 			if err != nil {
 				t.Fatalf("Map(%q) as type %d: %v", s, typ, err)
 			}

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
+
 	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
 
@@ -100,7 +102,7 @@ func (m *Mapper) lookup(full string) (*Rule, func(string) string) {
 // Map returns the metric for a full Perfworks name (with rollup and submetric) of a base
 // metric with properties p. Errors name the offending part of the name, a rule whose name
 // does not fit the metric's unit, or the metric that already owns the same series.
-func (m *Mapper) Map(name string, p Properties) (Metric, error) {
+func (m *Mapper) Map(name string, p pmdata.Properties) (Metric, error) {
 	n, err := ParseName(name)
 	if err != nil {
 		return Metric{}, err

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
+
 	"github.com/cupti-exporter/cupti-exporter/snapshot"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -12,15 +14,15 @@ import (
 )
 
 // catalogProps returns the properties of every GH100 base metric by name.
-func catalogProps(t testing.TB) map[string]Properties {
-	props := map[string]Properties{}
+func catalogProps(t testing.TB) map[string]pmdata.Properties {
+	props := map[string]pmdata.Properties{}
 	for _, e := range loadCatalog(t) {
 		props[e.name] = e.props
 	}
 	return props
 }
 
-func mapFull(t *testing.T, m *Mapper, props map[string]Properties, full string) Metric {
+func mapFull(t *testing.T, m *Mapper, props map[string]pmdata.Properties, full string) Metric {
 	t.Helper()
 	n, err := ParseName(full)
 	if err != nil {
@@ -190,17 +192,17 @@ func TestDescs(t *testing.T) {
 }
 
 func TestMapErrors(t *testing.T) {
-	counter := Properties{Type: TypeCounter, HWUnit: "dram", DimUnit: "byte"}
+	counter := pmdata.Properties{Type: pmdata.TypeCounter, HWUnit: "dram", DimUnit: "byte"}
 	tests := []struct {
 		name  string
-		props Properties
+		props pmdata.Properties
 		rules []Rule
 		want  string
 	}{
 		{"dram__bytes", counter, nil, "needs a rollup"},
 		{"dram__bytes.sum.pct", counter, nil, "takes no rollup"},
 		{"dram__bytes.ratio", counter, nil, "counter dram__bytes needs a rollup"},
-		{"lts__t_sector_hit_rate.sum", Properties{Type: TypeRatio}, nil, "ratio lts__t_sector_hit_rate takes no rollup"},
+		{"lts__t_sector_hit_rate.sum", pmdata.Properties{Type: pmdata.TypeRatio}, nil, "ratio lts__t_sector_hit_rate takes no rollup"},
 		{"dram__bytes_read.sum", counter, []Rule{{Match: "dram__bytes_read.sum", Name: "cupti_dram_read_bytes_per_second"}},
 			`name "cupti_dram_read_bytes_per_second" must be cupti_<words>_bytes_total`},
 		{"dram__bytes_read.sum.per_second", counter, []Rule{{Match: "dram__bytes_read.sum.per_second", Name: "cupti_bytes_per_second"}},
@@ -237,7 +239,7 @@ func TestMapCollision(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := Properties{Type: TypeCounter, DimUnit: "byte"}
+	p := pmdata.Properties{Type: pmdata.TypeCounter, DimUnit: "byte"}
 	if _, err := m.Map("dram__bytes_read.sum", p); err != nil {
 		t.Fatal(err)
 	}
@@ -247,7 +249,7 @@ func TestMapCollision(t *testing.T) {
 	}
 	// A derived name that happens to equal a rule's is refused too (the dram byte counters
 	// are curated under their derived names, so this uses the sector counters).
-	ps := Properties{Type: TypeCounter, DimUnit: "sector"}
+	ps := pmdata.Properties{Type: pmdata.TypeCounter, DimUnit: "sector"}
 	plain, _ := New()
 	read, err := plain.Map("dram__sectors_read.sum", ps)
 	if err != nil {
@@ -273,7 +275,7 @@ func TestUserRuleOverridesCurated(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	met, err := m.Map(full, Properties{Type: TypeCounter, DimUnit: "gpc_cycle"})
+	met, err := m.Map(full, pmdata.Properties{Type: pmdata.TypeCounter, DimUnit: "gpc_cycle"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -293,7 +295,7 @@ func TestUserRuleOverridesCurated(t *testing.T) {
 // with -race): every goroutine must get the one shared *Desc of a family.
 func TestMapConcurrentSafe(t *testing.T) {
 	m, _ := New()
-	p := Properties{Type: TypeCounter, DimUnit: "byte"}
+	p := pmdata.Properties{Type: pmdata.TypeCounter, DimUnit: "byte"}
 	names := []string{"dram__bytes_read.sum", "dram__bytes_write.sum", "dram__bytes_read.sum.per_second", "PCI.TriageCompute.pcie__read_bytes.sum"}
 	const workers = 8
 	got := make([][]*snapshot.Desc, workers)

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
+
 	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
 
@@ -34,7 +36,7 @@ func TestParseRulesGood(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	met, err := m.Map("dram__bytes_read.sum.per_second", Properties{Type: TypeCounter, DimUnit: "byte"})
+	met, err := m.Map("dram__bytes_read.sum.per_second", pmdata.Properties{Type: pmdata.TypeCounter, DimUnit: "byte"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,7 +44,7 @@ func TestParseRulesGood(t *testing.T) {
 		met.Desc.OTelName != "gpu.memory.read" || met.Max.OTelName != "gpu.memory.read.max" || met.Desc.OTelUnit != "By/s" {
 		t.Errorf("match rule: %+v %+v", met.Desc, met.Max)
 	}
-	p := Properties{Type: TypeCounter, DimUnit: "l2_sector"}
+	p := pmdata.Properties{Type: pmdata.TypeCounter, DimUnit: "l2_sector"}
 	tex, err := m.Map("lts__t_sectors_srcunit_tex.sum", p)
 	if err != nil {
 		t.Fatal(err)

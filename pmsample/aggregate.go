@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/cupti-exporter/cupti-exporter/mapping"
+	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
 	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
 
@@ -21,8 +22,8 @@ type Aggregator struct {
 	mapper  *mapping.Mapper
 	logger  *slog.Logger
 	cfg     aggConfig
-	devices map[int]Device
-	props   map[string]mapping.Properties
+	devices map[int]pmdata.Device
+	props   map[string]pmdata.Properties
 
 	mu     sync.Mutex
 	devs   map[int]*devAgg
@@ -103,11 +104,11 @@ type devAgg struct {
 	// outOfRange counts the guard's rejections by check; a series appears with the first one
 	outOfRange map[string]uint64
 	failures   [len(failureReasons)]uint64
-	lostNS     [len(LostReasons)]float64 // ns without a delivered sample, by cause
-	lostN      [len(LostReasons)]float64 // samples those imply
-	interval   time.Duration             // newest Batch.Interval
-	covered    window                    // delivered sample time, for the coverage ratio
-	uncovered  window                    // lost time, for the coverage ratio
+	lostNS     [len(pmdata.LostReasons)]float64 // ns without a delivered sample, by cause
+	lostN      [len(pmdata.LostReasons)]float64 // samples those imply
+	interval   time.Duration                    // newest Batch.Interval
+	covered    window                           // delivered sample time, for the coverage ratio
+	uncovered  window                           // lost time, for the coverage ratio
 	overflows  uint64
 	decode     float64 // seconds, last batch
 	gaps       gapHistogram
@@ -127,7 +128,7 @@ type series struct {
 }
 
 // NewAggregator returns an aggregator for the devices and catalog of a source.
-func NewAggregator(m *mapping.Mapper, devices []Device, catalog []CatalogEntry, logger *slog.Logger, opts ...AggregatorOption) *Aggregator {
+func NewAggregator(m *mapping.Mapper, devices []pmdata.Device, catalog []pmdata.CatalogEntry, logger *slog.Logger, opts ...AggregatorOption) *Aggregator {
 	cfg := aggConfig{window: DefaultWindow, refresh: time.Second, now: time.Now}
 	for _, o := range opts {
 		o(&cfg)
@@ -137,7 +138,7 @@ func NewAggregator(m *mapping.Mapper, devices []Device, catalog []CatalogEntry, 
 	}
 	a := &Aggregator{
 		mapper: m, logger: logger.With("source", "pmsample"), cfg: cfg,
-		devices: map[int]Device{}, props: map[string]mapping.Properties{},
+		devices: map[int]pmdata.Device{}, props: map[string]pmdata.Properties{},
 		devs: map[int]*devAgg{}, mapped: map[string]*mapped{},
 	}
 	for _, d := range devices {
@@ -151,7 +152,7 @@ func NewAggregator(m *mapping.Mapper, devices []Device, catalog []CatalogEntry, 
 }
 
 // Add folds one batch in and publishes a new snapshot. It is the sink of Source.Run.
-func (a *Aggregator) Add(b Batch) {
+func (a *Aggregator) Add(b pmdata.Batch) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	d := a.dev(b.Device)
@@ -253,7 +254,7 @@ func (a *Aggregator) Add(b Batch) {
 	a.build()
 }
 
-func valid(s Sample, n int) bool {
+func valid(s pmdata.Sample, n int) bool {
 	if s.End <= s.Start || len(s.Values) != n {
 		return false
 	}
@@ -271,7 +272,7 @@ func (a *Aggregator) dev(i int) *devAgg {
 	}
 	dv, ok := a.devices[i]
 	if !ok {
-		dv = Device{Index: i}
+		dv = pmdata.Device{Index: i}
 	}
 	d := &devAgg{
 		labels:    []string{strconv.Itoa(dv.Index), dv.UUID, dv.Model, dv.Chip, dv.PCIBusID},
@@ -399,12 +400,12 @@ func (a *Aggregator) build() {
 				put(decodeFailuresDesc, lbl(d.labels, failureReasons[r]), float64(n), time.Time{})
 			}
 		}
-		for r := range LostReasons {
+		for r := range pmdata.LostReasons {
 			if d.lostNS[r] == 0 && d.lostN[r] == 0 && !zero {
 				continue
 			}
-			put(lostSamplesDesc, lbl(d.labels, LostReasons[r]), d.lostN[r], time.Time{})
-			put(lostSecondsDesc, lbl(d.labels, LostReasons[r]), d.lostNS[r]/1e9, time.Time{})
+			put(lostSamplesDesc, lbl(d.labels, pmdata.LostReasons[r]), d.lostN[r], time.Time{})
+			put(lostSecondsDesc, lbl(d.labels, pmdata.LostReasons[r]), d.lostNS[r]/1e9, time.Time{})
 		}
 		d.covered.expire(cutoff)
 		d.uncovered.expire(cutoff)

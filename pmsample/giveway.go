@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
+
 	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
 
@@ -124,14 +126,14 @@ func (r *runner) yieldReason() string {
 
 // yieldWait waits while the device's counters are given away; the time is lost with reason
 // yielded (also from the take-back to the first sample).
-func (r *runner) yieldWait(ctx context.Context, sink func(Batch)) {
+func (r *runner) yieldWait(ctx context.Context, sink func(pmdata.Batch)) {
 	r.setState(StateYielded, r.yieldReason())
 	r.loss.open("yielded", r.now())
 	r.idle(ctx, time.Time{}, sink) // until GiveWay, TakeBack, Pause or Resume pokes
 }
 
 // noteTakeBack logs the first sample after a take-back with its delay; sink wrapper, like observe.
-func (r *runner) noteTakeBack(b Batch) {
+func (r *runner) noteTakeBack(b pmdata.Batch) {
 	if len(b.Samples) == 0 {
 		return
 	}

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
+
 	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
 
@@ -132,8 +134,8 @@ func (s *Sampler) IdleStats() []IdleStats {
 }
 
 // IdleFamilies returns the idle-release self-metrics of every device.
-func IdleFamilies(devices []Device, stats []IdleStats) []snapshot.Family {
-	byIdx := map[int]Device{}
+func IdleFamilies(devices []pmdata.Device, stats []IdleStats) []snapshot.Family {
+	byIdx := map[int]pmdata.Device{}
 	for _, d := range devices {
 		byIdx[d.Index] = d
 	}
@@ -141,7 +143,7 @@ func IdleFamilies(devices []Device, stats []IdleStats) []snapshot.Family {
 	for _, st := range stats {
 		d, ok := byIdx[st.Device]
 		if !ok {
-			d = Device{Index: st.Device}
+			d = pmdata.Device{Index: st.Device}
 		}
 		labels := []string{strconv.Itoa(d.Index), d.UUID, d.Model, d.Chip, d.PCIBusID}
 		for i, v := range []float64{st.MissedSeconds, float64(st.Reacquires), st.ReleasedSeconds, float64(st.Releases)} {
@@ -212,10 +214,10 @@ func (r *runner) off() bool {
 // a loss still open is accounted up to now and delivered, and on waking the account skips the
 // released time. After a Reacquire, the time from the activity to the first sample is lost with
 // reason idle_release (lossAccount.sample accounts it when that sample arrives).
-func (r *runner) idleWait(ctx context.Context, sink func(Batch)) {
+func (r *runner) idleWait(ctx context.Context, sink func(pmdata.Batch)) {
 	r.loss.flush(r.now())
 	if lost := r.loss.take(); len(lost) > 0 {
-		sink(Batch{Device: r.dev.Index, Lost: lost, Interval: r.interval})
+		sink(pmdata.Batch{Device: r.dev.Index, Lost: lost, Interval: r.interval})
 	}
 	r.wait(ctx, time.Time{})
 	now, prev := r.now(), r.loss.cursor
@@ -233,8 +235,8 @@ func (r *runner) idleWait(ctx context.Context, sink func(Batch)) {
 
 // observe wraps the sink of a device: the first sample after a reacquire closes the missed
 // time that began with the activity.
-func (r *runner) observe(sink func(Batch)) func(Batch) {
-	return func(b Batch) {
+func (r *runner) observe(sink func(pmdata.Batch)) func(pmdata.Batch) {
+	return func(b pmdata.Batch) {
 		r.noteTakeBack(b)
 		if len(b.Samples) > 0 {
 			r.mu.Lock()

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
+
 	"github.com/cupti-exporter/cupti-exporter/mapping"
 	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
@@ -175,12 +177,12 @@ func TestReleaseStateAndIdleMetrics(t *testing.T) {
 func TestReleaseWindowReportsNoZeros(t *testing.T) {
 	a, m, clk := newTestAggregator(t)
 	sm := mappedAs(t, m, mSM, snapshot.KindGauge)
-	busy := func(v float64) Batch {
+	busy := func(v float64) pmdata.Batch {
 		t0 := uint64(clk.now().UnixNano())
-		b := Batch{Device: 0, Metrics: []string{mSM}}
+		b := pmdata.Batch{Device: 0, Metrics: []string{mSM}}
 		for i := range uint64(100) {
 			s := t0 + i*uint64(time.Millisecond)
-			b.Samples = append(b.Samples, Sample{Start: s, End: s + uint64(time.Millisecond), Values: []float64{v}})
+			b.Samples = append(b.Samples, pmdata.Sample{Start: s, End: s + uint64(time.Millisecond), Values: []float64{v}})
 		}
 		return b
 	}

@@ -9,7 +9,7 @@ import (
 	"strings"
 
 	"github.com/cupti-exporter/cupti-exporter/activity/record"
-	"github.com/cupti-exporter/cupti-exporter/pmsample"
+	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
 )
 
 // Magic starts every recording; Version follows it as a little-endian uint16, then two
@@ -37,10 +37,10 @@ type FrameType uint8
 // Frame types. JSON payloads are marked (J), binary ones (B); see docs/recording-format.md.
 const (
 	FrameHeader    FrameType = 'H' // (J) Header; always the first frame
-	FrameDevices   FrameType = 'D' // (J) []pmsample.Device
-	FrameCatalog   FrameType = 'C' // (J) []pmsample.CatalogEntry
+	FrameDevices   FrameType = 'D' // (J) []pmdata.Device
+	FrameCatalog   FrameType = 'C' // (J) []pmdata.CatalogEntry
 	FrameMetricSet FrameType = 'M' // (J) metricSet: the metric list batches refer to
-	FrameBatch     FrameType = 'B' // (B) pmsample.Batch
+	FrameBatch     FrameType = 'B' // (B) pmdata.Batch
 	FrameHello     FrameType = 'P' // (J) ProcessEvent: an activity process connected
 	FrameGoodbye   FrameType = 'G' // (J) ProcessEvent: an activity process went away
 	FrameActivity  FrameType = 'A' // (B) ActivityBatch
@@ -235,7 +235,7 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 func metricSetKey(m []string) string { return strings.Join(m, "\x00") }
 
 // encodeBatch appends the binary form of b (whose metric list is set id) to dst.
-func encodeBatch(dst []byte, id uint64, b *pmsample.Batch) []byte {
+func encodeBatch(dst []byte, id uint64, b *pmdata.Batch) []byte {
 	dst = binary.AppendUvarint(dst, id)
 	dst = binary.AppendVarint(dst, int64(b.Device))
 	for _, v := range []int{b.DroppedFirst, b.SkippedInvalid, b.LostImageFull, b.Overflows, b.DecodeErrors} {
@@ -357,10 +357,10 @@ func (d *decoder) str(what string) string {
 }
 
 // decodeBatch decodes a batch payload; sets maps metric-set ids to their metric lists.
-func decodeBatch(p []byte, sets map[uint64][]string) (*pmsample.Batch, error) {
+func decodeBatch(p []byte, sets map[uint64][]string) (*pmdata.Batch, error) {
 	d := &decoder{b: p}
 	id := d.uvarint("metric set id")
-	b := &pmsample.Batch{}
+	b := &pmdata.Batch{}
 	b.Device = d.count("device")
 	b.DroppedFirst = d.count("dropped_first")
 	b.SkippedInvalid = d.count("skipped_invalid")
@@ -380,7 +380,7 @@ func decodeBatch(p []byte, sets map[uint64][]string) (*pmsample.Batch, error) {
 	if n > uint64(len(d.b))/per || n*per != uint64(len(d.b)) {
 		return nil, fmt.Errorf("batch of %d samples x %d metrics does not fit its %d remaining bytes", n, len(metrics), len(d.b))
 	}
-	b.Samples = make([]pmsample.Sample, n)
+	b.Samples = make([]pmdata.Sample, n)
 	values := make([]float64, int(n)*len(metrics))
 	for i := range b.Samples {
 		s := &b.Samples[i]

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/cupti-exporter/cupti-exporter/activity/record"
-	"github.com/cupti-exporter/cupti-exporter/pmsample"
+	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
 	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
 
@@ -51,7 +51,7 @@ func TestHealthReplayLoop(t *testing.T) {
 	r.nowFunc = func() time.Time { return now }
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	if err := r.Run(ctx, func(pmsample.Batch) {
+	if err := r.Run(ctx, func(pmdata.Batch) {
 		if len(got) >= 6 {
 			cancel()
 		}
@@ -219,7 +219,7 @@ func TestVersion3FileReads(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := r.Run(context.Background(), func(pmsample.Batch) {}); err != nil {
+	if err := r.Run(context.Background(), func(pmdata.Batch) {}); err != nil {
 		t.Fatal(err)
 	}
 	if r.Summary().Header.Version != 3 || sink.spans != 1 || health != 0 || r.Summary().HealthSnapshots != 0 {

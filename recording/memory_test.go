@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/cupti-exporter/cupti-exporter/activity/record"
-	"github.com/cupti-exporter/cupti-exporter/pmsample"
+	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
 )
 
 // TestReplayMemoryBounded: replaying a 40 MB recording streams it; the heap in use while
@@ -65,7 +65,7 @@ func peakReplayHeap(t *testing.T, n int) uint64 {
 	if err := w.Close(t0 + uint64(n)*250e6); err != nil {
 		t.Fatal(err)
 	}
-	b, recs = pmsample.Batch{}, nil
+	b, recs = pmdata.Batch{}, nil
 
 	var ms runtime.MemStats
 	runtime.GC()
@@ -83,7 +83,7 @@ func peakReplayHeap(t *testing.T, n int) uint64 {
 		t.Fatal(err)
 	}
 	batches := 0
-	if err := r.Run(context.Background(), func(pmsample.Batch) { batches++; sample() }); err != nil {
+	if err := r.Run(context.Background(), func(pmdata.Batch) { batches++; sample() }); err != nil {
 		t.Fatal(err)
 	}
 	if batches != n || sink.records != 1000*n || sink.spans != n {

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cupti-exporter/cupti-exporter/pmsample"
+	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
 )
 
 // TestProcessesReplay: NVML process observations come back from a replay with their times
@@ -27,7 +27,7 @@ func TestProcessesReplay(t *testing.T) {
 	}}
 	for _, err := range []error{
 		w.WriteDevices(t0, testDevices), w.WriteCatalog(t0, testCatalog),
-		w.WriteBatch(t0+1e9, pmsample.Batch{Device: 0, Metrics: testMetrics, Samples: []pmsample.Sample{{Start: t0, End: t0 + 1e6, Values: []float64{1, 2}}}}),
+		w.WriteBatch(t0+1e9, pmdata.Batch{Device: 0, Metrics: testMetrics, Samples: []pmdata.Sample{{Start: t0, End: t0 + 1e6, Values: []float64{1, 2}}}}),
 		w.WriteProcesses(t0+1e9, want), w.Close(t0 + 2e9),
 	} {
 		if err != nil {
@@ -43,7 +43,7 @@ func TestProcessesReplay(t *testing.T) {
 	if n := r.Summary().ProcessFrames; n != 1 {
 		t.Fatalf("summary: %d process frames, want 1", n)
 	}
-	if err := r.Run(context.Background(), func(b pmsample.Batch) { sampleStart = b.Samples[0].Start }); err != nil {
+	if err := r.Run(context.Background(), func(b pmdata.Batch) { sampleStart = b.Samples[0].Start }); err != nil {
 		t.Fatal(err)
 	}
 	if len(got) != 1 {

@@ -9,7 +9,7 @@ import (
 	"hash/crc32"
 	"io"
 
-	"github.com/cupti-exporter/cupti-exporter/pmsample"
+	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
 	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
 
@@ -18,9 +18,9 @@ type Event struct {
 	Type     FrameType
 	Time     uint64 // ns on the Unix epoch, when the frame was written
 	Header   *Header
-	Devices  []pmsample.Device
-	Catalog  []pmsample.CatalogEntry
-	Batch    *pmsample.Batch
+	Devices  []pmdata.Device
+	Catalog  []pmdata.CatalogEntry
+	Batch    *pmdata.Batch
 	Process  *ProcessEvent // FrameHello and FrameGoodbye
 	Activity *ActivityBatch
 	Coverage *CoverageBatch     // FrameCoverage

@@ -14,8 +14,7 @@ import (
 	"time"
 
 	"github.com/cupti-exporter/cupti-exporter/activity/record"
-	"github.com/cupti-exporter/cupti-exporter/mapping"
-	"github.com/cupti-exporter/cupti-exporter/pmsample"
+	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
 	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
 
@@ -25,10 +24,10 @@ var testSpans = []record.Interval{{Start: t0 + 2e6, End: t0 + 25e5}, {Start: t0 
 
 var (
 	testMetrics = []string{"sm__cycles_active.avg.pct_of_peak_sustained_elapsed", "pcie__read_bytes.sum"}
-	testDevices = []pmsample.Device{{Index: 0, UUID: "GPU-0", Model: "NVIDIA H200", Chip: "GH100", PCIBusID: "0000:19:00.0"}}
-	testCatalog = []pmsample.CatalogEntry{
-		{Name: testMetrics[0], Properties: mapping.Properties{Type: mapping.TypeCounter, HWUnit: "sm", DimUnit: "gpc_cycle"}},
-		{Name: testMetrics[1], Properties: mapping.Properties{Type: mapping.TypeCounter, HWUnit: "pcie", DimUnit: "byte"}},
+	testDevices = []pmdata.Device{{Index: 0, UUID: "GPU-0", Model: "NVIDIA H200", Chip: "GH100", PCIBusID: "0000:19:00.0"}}
+	testCatalog = []pmdata.CatalogEntry{
+		{Name: testMetrics[0], Properties: pmdata.Properties{Type: pmdata.TypeCounter, HWUnit: "sm", DimUnit: "gpc_cycle"}},
+		{Name: testMetrics[1], Properties: pmdata.Properties{Type: pmdata.TypeCounter, HWUnit: "pcie", DimUnit: "byte"}},
 	}
 )
 
@@ -65,7 +64,7 @@ func sampleRecording(t testing.TB, closed bool) []byte {
 	}
 	must(w.WriteDevices(t0, testDevices))
 	must(w.WriteCatalog(t0, testCatalog))
-	must(w.WriteBatch(t0+2e6, pmsample.Batch{Device: 0, Metrics: testMetrics, DroppedFirst: 1, Samples: []pmsample.Sample{
+	must(w.WriteBatch(t0+2e6, pmdata.Batch{Device: 0, Metrics: testMetrics, DroppedFirst: 1, Samples: []pmdata.Sample{
 		{Start: t0, End: t0 + 1e6, Values: []float64{50, 1000}},
 		{Start: t0 + 1e6, End: t0 + 2e6, Values: []float64{math.NaN(), 2000}},
 	}}))
@@ -78,7 +77,7 @@ func sampleRecording(t testing.TB, closed bool) []byte {
 		{Kind: record.KindMemcpy, Device: 1, Start: t0 + 27e5, End: t0 + 28e5, Bytes: 1 << 21, CopyKind: 10, SrcKind: 3, DstKind: 3, SrcDevice: 3},
 	}}))
 	must(w.WriteCoverage(t0+3e6, CoverageBatch{Conn: 7, Spans: testSpans}))
-	must(w.WriteBatch(t0+4e6, pmsample.Batch{Device: 0, Metrics: testMetrics, Overflows: 1, Samples: []pmsample.Sample{
+	must(w.WriteBatch(t0+4e6, pmdata.Batch{Device: 0, Metrics: testMetrics, Overflows: 1, Samples: []pmdata.Sample{
 		{Start: t0 + 3e6, End: t0 + 4e6, Values: []float64{75, 4000}},
 	}}))
 	must(w.WriteHealth(t0+4e6, testHealth(t0+4e6, 1010)))
@@ -266,7 +265,7 @@ func TestReplayLoopShiftsTimestamps(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	var starts []uint64
-	err = r.Run(ctx, func(b pmsample.Batch) {
+	err = r.Run(ctx, func(b pmdata.Batch) {
 		for _, s := range b.Samples {
 			starts = append(starts, s.Start)
 		}
@@ -302,7 +301,7 @@ func TestReplayEndsWithoutLoop(t *testing.T) {
 		t.Fatal(err)
 	}
 	n := 0
-	if err := r.Run(context.Background(), func(b pmsample.Batch) { n++ }); err != nil {
+	if err := r.Run(context.Background(), func(b pmdata.Batch) { n++ }); err != nil {
 		t.Fatal(err)
 	}
 	if n != 2 {
@@ -372,7 +371,7 @@ func TestReplayTruncatedAtEveryByte(t *testing.T) {
 			t.Fatalf("prefix %d: summary truncated at %d, want a cut frame after %d: %v", n, s.Truncated, ends[whole-1], cut)
 		}
 		batches := 0
-		if err := r.Run(context.Background(), func(pmsample.Batch) { batches++ }); err != nil {
+		if err := r.Run(context.Background(), func(pmdata.Batch) { batches++ }); err != nil {
 			t.Fatalf("prefix %d: replay: %v", n, err)
 		}
 		if batches != wantBatches || sink.records != wantRecords || sink.spans != wantSpans || health != wantHealth {
@@ -447,7 +446,7 @@ func TestVersion2FileReads(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := r.Run(context.Background(), func(pmsample.Batch) {}); err != nil {
+	if err := r.Run(context.Background(), func(pmdata.Batch) {}); err != nil {
 		t.Fatal(err)
 	}
 	if r.Summary().Header.Version != 2 || sink.records != 1 || sink.spans != 0 {

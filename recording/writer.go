@@ -9,7 +9,7 @@ import (
 	"io"
 	"sync"
 
-	"github.com/cupti-exporter/cupti-exporter/pmsample"
+	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
 	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
 
@@ -48,18 +48,18 @@ func NewWriter(w io.Writer, h Header, time uint64) (*Writer, error) {
 }
 
 // WriteDevices records the device list.
-func (w *Writer) WriteDevices(time uint64, d []pmsample.Device) error {
+func (w *Writer) WriteDevices(time uint64, d []pmdata.Device) error {
 	return w.writeJSON(FrameDevices, time, d)
 }
 
 // WriteCatalog records the metric catalog entries in use.
-func (w *Writer) WriteCatalog(time uint64, c []pmsample.CatalogEntry) error {
+func (w *Writer) WriteCatalog(time uint64, c []pmdata.CatalogEntry) error {
 	return w.writeJSON(FrameCatalog, time, c)
 }
 
 // WriteBatch records a PM sample batch; a metric-set frame precedes the first batch of
 // each distinct metric list.
-func (w *Writer) WriteBatch(time uint64, b pmsample.Batch) error {
+func (w *Writer) WriteBatch(time uint64, b pmdata.Batch) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	key := metricSetKey(b.Metrics)

@@ -12,6 +12,7 @@ import (
 	"github.com/cupti-exporter/cupti-exporter/gpmsource"
 	"github.com/cupti-exporter/cupti-exporter/mapping"
 	"github.com/cupti-exporter/cupti-exporter/pmsample"
+	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
 	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
 
@@ -66,7 +67,7 @@ func startGPM(ctx context.Context, logger *slog.Logger, cfg *Config, exp *export
 
 // plannedFamilies tells the curated families PM sampling's plan serves: the names its
 // catalog's metrics map to.
-func plannedFamilies(m *mapping.Mapper, cat []pmsample.CatalogEntry) func(string) bool {
+func plannedFamilies(m *mapping.Mapper, cat []pmdata.CatalogEntry) func(string) bool {
 	names := map[string]bool{}
 	for _, e := range cat {
 		met, err := m.Map(e.Name, e.Properties)

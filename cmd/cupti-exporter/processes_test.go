@@ -17,7 +17,7 @@ import (
 	"github.com/cupti-exporter/cupti-exporter/health"
 	"github.com/cupti-exporter/cupti-exporter/kubepods"
 	"github.com/cupti-exporter/cupti-exporter/mapping"
-	"github.com/cupti-exporter/cupti-exporter/pmsample"
+	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
 )
 
 // An untraced pod is resolved from the cgroup of the PID NVML lists (the same informer as
@@ -75,8 +75,8 @@ func TestUntracedPodFromNVML(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := attribution.New([]pmsample.Device{{Index: 0, UUID: "GPU-1"}},
-		[]pmsample.CatalogEntry{{Name: bytesMetric, Properties: mapping.Properties{Type: mapping.TypeCounter, HWUnit: "pcie", DimUnit: "byte"}}}, m, nil)
+	a, err := attribution.New([]pmdata.Device{{Index: 0, UUID: "GPU-1"}},
+		[]pmdata.CatalogEntry{{Name: bytesMetric, Properties: pmdata.Properties{Type: pmdata.TypeCounter, HWUnit: "pcie", DimUnit: "byte"}}}, m, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,12 +84,12 @@ func TestUntracedPodFromNVML(t *testing.T) {
 	pod, ns, ctr, _ := resolve(4242)
 	observeProcesses(a)(health.Processes{GPU: "0", UUID: "GPU-1", Start: t0, End: t0.Add(time.Second), Shares: true,
 		Procs: []health.Process{{PID: 4242, SMShare: 1, Namespace: ns, Pod: pod, Container: ctr}}})
-	var ss []pmsample.Sample
+	var ss []pmdata.Sample
 	for i := range 100 {
 		s := uint64(t0.UnixNano()) + uint64(i)*1e6
-		ss = append(ss, pmsample.Sample{Start: s, End: s + 1e6, Values: []float64{1000}})
+		ss = append(ss, pmdata.Sample{Start: s, End: s + 1e6, Values: []float64{1000}})
 	}
-	a.AddBatch(pmsample.Batch{Device: 0, Metrics: []string{bytesMetric}, Samples: ss})
+	a.AddBatch(pmdata.Batch{Device: 0, Metrics: []string{bytesMetric}, Samples: ss})
 	a.Flush()
 	var podBytes, present float64
 	for _, f := range a.Snapshot().Families {

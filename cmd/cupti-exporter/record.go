@@ -16,6 +16,7 @@ import (
 	"github.com/cupti-exporter/cupti-exporter/health"
 	"github.com/cupti-exporter/cupti-exporter/internal/cupti"
 	"github.com/cupti-exporter/cupti-exporter/pmsample"
+	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
 	"github.com/cupti-exporter/cupti-exporter/recording"
 	"github.com/cupti-exporter/cupti-exporter/snapshot"
 	"github.com/prometheus/common/version"
@@ -136,7 +137,7 @@ func runRecord(ctx context.Context, logger *slog.Logger, cfg *Config, cl *cli) e
 	}
 	logger.Info("recording", "output", cl.recordOutput, "duration", cl.recordDuration, "devices", len(s.Devices()), "health", cfg.Health.Enabled)
 	var batches int
-	runErr := s.Run(ctx, func(b pmsample.Batch) {
+	runErr := s.Run(ctx, func(b pmdata.Batch) {
 		keep(w.WriteBatch(now(), b))
 		keep(w.Flush())
 		mu.Lock()

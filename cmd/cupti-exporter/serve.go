@@ -24,6 +24,7 @@ import (
 	"github.com/cupti-exporter/cupti-exporter/internal/cupti"
 	"github.com/cupti-exporter/cupti-exporter/mapping"
 	"github.com/cupti-exporter/cupti-exporter/pmsample"
+	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
 	"github.com/cupti-exporter/cupti-exporter/profilers"
 )
 
@@ -83,7 +84,7 @@ func runServe(ctx context.Context, logger *slog.Logger, cfg *Config) error {
 	// The host's GPUs for the activity socket: the PM source's, else NVML's (PM sampling
 	// off), so that made-up device UUIDs do not fill the device table.
 	pm.nvml = &nvmlGPUs{}
-	hostGPUs := func() []pmsample.Device {
+	hostGPUs := func() []pmdata.Device {
 		if ds := pm.devices(); len(ds) > 0 {
 			return ds
 		}
@@ -127,7 +128,7 @@ func runServe(ctx context.Context, logger *slog.Logger, cfg *Config) error {
 // nil with off saying why there is none.
 type pmSetup struct {
 	mapper  *mapping.Mapper
-	src     pmsample.Source
+	src     pmdata.Source
 	pause   http.Handler             // the pause/resume API of a live sampler
 	status  func() []exporter.Status // readiness of a live sampler; nil: ready after the first batch
 	aggOpts []pmsample.AggregatorOption
@@ -190,7 +191,7 @@ func socketStatus(srv *receiver.Server) exporter.StatusReporter {
 }
 
 // devices lists the source's devices (none when PM sampling is off).
-func (pm *pmSetup) devices() []pmsample.Device {
+func (pm *pmSetup) devices() []pmdata.Device {
 	if pm.src == nil {
 		return nil
 	}
@@ -294,7 +295,7 @@ func serveSources(ctx context.Context, logger *slog.Logger, cfg *Config, pm pmSe
 			go pm.profilers.Run(ctx)
 		}
 		go func() {
-			srcErr <- src.Run(ctx, func(b pmsample.Batch) {
+			srcErr <- src.Run(ctx, func(b pmdata.Batch) {
 				agg.Add(b)
 				if pm.attr != nil {
 					pm.attr.AddBatch(b)
@@ -452,13 +453,13 @@ func samplerOptions(cfg *Config) []pmsample.Option {
 
 // activityOptions labels activity series with the host's GPU index of the UUID a process
 // reports (its own CUDA ordinals are remapped by CUDA_VISIBLE_DEVICES), as PM series do.
-func activityOptions(devices func() []pmsample.Device) []activity.Option {
+func activityOptions(devices func() []pmdata.Device) []activity.Option {
 	return []activity.Option{activity.WithGPUResolver(gpuLabelOf(devices))}
 }
 
 // gpuLabelOf maps a device UUID (as a process or NVML reports it) to the gpu label of the PM
 // series: the index of the source's device with that UUID.
-func gpuLabelOf(devices func() []pmsample.Device) func(uuid string) (string, bool) {
+func gpuLabelOf(devices func() []pmdata.Device) func(uuid string) (string, bool) {
 	return func(uuid string) (string, bool) {
 		if d, ok := deviceByUUID(devices(), uuid); ok {
 			return strconv.Itoa(d.Index), true
@@ -467,19 +468,19 @@ func gpuLabelOf(devices func() []pmsample.Device) func(uuid string) (string, boo
 	}
 }
 
-func deviceByUUID(ds []pmsample.Device, uuid string) (pmsample.Device, bool) {
+func deviceByUUID(ds []pmdata.Device, uuid string) (pmdata.Device, bool) {
 	for _, d := range ds {
 		if strings.EqualFold(d.UUID, uuid) {
 			return d, true
 		}
 	}
-	return pmsample.Device{}, false
+	return pmdata.Device{}, false
 }
 
 // liveActivityOptions are activityOptions for records from the socket: devices a process
 // declares must exist on this host (when the PM source knows the host's GPUs), and the
 // per-device state is charged to the receiver's budget.
-func liveActivityOptions(devices func() []pmsample.Device, budget *activity.Budget) []activity.Option {
+func liveActivityOptions(devices func() []pmdata.Device, budget *activity.Budget) []activity.Option {
 	return append(activityOptions(devices),
 		activity.WithBudget(budget),
 		activity.WithDeviceFilter(func(uuid string) (exists, known bool) {

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/cupti-exporter/cupti-exporter/activity/record"
-	"github.com/cupti-exporter/cupti-exporter/pmsample"
+	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
 	"github.com/cupti-exporter/cupti-exporter/snapshot"
 
 	"github.com/cupti-exporter/cupti-exporter/recording"
@@ -39,7 +39,7 @@ func TestSyntheticGenerator(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := r.Run(context.Background(), func(pmsample.Batch) {}); err != nil {
+	if err := r.Run(context.Background(), func(pmdata.Batch) {}); err != nil {
 		t.Fatal(err)
 	}
 	value := func(s *snapshot.Snapshot, name, gpu string) (float64, []string) {
@@ -108,7 +108,7 @@ func TestGenerateNode(t *testing.T) {
 	if !s.Header.Synthetic || !s.Complete || len(s.Devices) != 3 || s.HealthSnapshots != 10 {
 		t.Fatalf("summary %+v", s)
 	}
-	if err := r.Run(context.Background(), func(pmsample.Batch) {}); err != nil {
+	if err := r.Run(context.Background(), func(pmdata.Batch) {}); err != nil {
 		t.Fatal(err)
 	}
 	colls := map[string]bool{} // every pod's collective kernel, the 5 pods use 4 names

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/cupti-exporter/cupti-exporter/activity/record"
-	"github.com/cupti-exporter/cupti-exporter/pmsample"
+	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
 	"github.com/cupti-exporter/cupti-exporter/recording"
 )
 
@@ -57,10 +57,10 @@ func (s NodeSpec) withDefaults() (NodeSpec, error) {
 }
 
 // nodeDevices names the spec's GPUs, all GH100.
-func nodeDevices(n int) []pmsample.Device {
-	devs := make([]pmsample.Device, n)
+func nodeDevices(n int) []pmdata.Device {
+	devs := make([]pmdata.Device, n)
 	for i := range devs {
-		devs[i] = pmsample.Device{Index: i, UUID: fmt.Sprintf("GPU-5e0d%04x-0000-4000-8000-00000000%04x", i, i),
+		devs[i] = pmdata.Device{Index: i, UUID: fmt.Sprintf("GPU-5e0d%04x-0000-4000-8000-00000000%04x", i, i),
 			Model: "NVIDIA H200", Chip: "GH100", PCIBusID: fmt.Sprintf("0000:%02x:00.0", 0x19+0x10*i)}
 	}
 	return devs
@@ -131,7 +131,7 @@ func GenerateNode(w io.Writer, tsv string, spec NodeSpec) error {
 	for t := uint64(0); t < duration; t += synthBatch {
 		at := synthStart + t + synthBatch
 		for _, d := range devices {
-			b := pmsample.Batch{Device: d.Index, Metrics: metrics}
+			b := pmdata.Batch{Device: d.Index, Metrics: metrics}
 			if t == 0 {
 				b.DroppedFirst = 1
 			}
@@ -140,7 +140,7 @@ func GenerateNode(w io.Writer, tsv string, spec NodeSpec) error {
 				ph = "matmul"
 			}
 			for s := t; s < t+synthBatch; s += synthInterval {
-				smp := pmsample.Sample{Start: synthStart + s, End: synthStart + s + synthInterval, Values: make([]float64, len(metrics))}
+				smp := pmdata.Sample{Start: synthStart + s, End: synthStart + s + synthInterval, Values: make([]float64, len(metrics))}
 				for i, m := range metrics {
 					v := level(bareBase(m), ph) * load(d.Index) * (1 + 0.05*rng.NormFloat64())
 					smp.Values[i] = sampleValue(m, v)

@@ -10,8 +10,7 @@ import (
 	"strings"
 
 	"github.com/cupti-exporter/cupti-exporter/activity/record"
-	"github.com/cupti-exporter/cupti-exporter/mapping"
-	"github.com/cupti-exporter/cupti-exporter/pmsample"
+	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
 	"github.com/cupti-exporter/cupti-exporter/recording"
 )
 
@@ -25,7 +24,7 @@ const (
 )
 
 // Devices of the synthetic recording.
-var synthDevices = []pmsample.Device{
+var synthDevices = []pmdata.Device{
 	{Index: 0, UUID: "GPU-5d1f0c3a-7b2e-4c91-9a60-1f2e3d4c5b6a", Model: "NVIDIA H200", Chip: "GH100", PCIBusID: "0000:19:00.0"},
 	{Index: 1, UUID: "GPU-8e2a4b6c-1d3f-4e5a-8b7c-9d0e1f2a3b4c", Model: "NVIDIA H200", Chip: "GH100", PCIBusID: "0000:3b:00.0"},
 }
@@ -81,7 +80,7 @@ func level(base, ph string) float64 {
 
 // openSynthWriter starts a generated recording at synthStart: its header, devices and the
 // catalog of the curated metrics (read from the GH100 catalog TSV), which it returns.
-func openSynthWriter(w io.Writer, tsv string, h recording.Header, devices []pmsample.Device) (*recording.Writer, []string, error) {
+func openSynthWriter(w io.Writer, tsv string, h recording.Header, devices []pmdata.Device) (*recording.Writer, []string, error) {
 	metrics, err := curatedMetrics()
 	if err != nil {
 		return nil, nil, err
@@ -105,39 +104,39 @@ func openSynthWriter(w io.Writer, tsv string, h recording.Header, devices []pmsa
 
 // loadCatalog reads the properties of the named metrics' base metrics from the GH100
 // catalog TSV (metric_type, base_metric, hw_unit, dim_unit).
-func loadCatalog(tsv string, metrics []string) ([]pmsample.CatalogEntry, error) {
+func loadCatalog(tsv string, metrics []string) ([]pmdata.CatalogEntry, error) {
 	f, err := os.Open(tsv)
 	if err != nil {
 		return nil, fmt.Errorf("reading metric catalog: %w", err)
 	}
 	defer f.Close()
-	props := map[string]mapping.Properties{}
+	props := map[string]pmdata.Properties{}
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
 		cols := strings.Split(sc.Text(), "\t")
 		if len(cols) != 4 || strings.HasPrefix(cols[0], "#") {
 			continue
 		}
-		p := mapping.Properties{HWUnit: cols[2], DimUnit: cols[3]}
+		p := pmdata.Properties{HWUnit: cols[2], DimUnit: cols[3]}
 		switch cols[0] {
 		case "ratio":
-			p.Type = mapping.TypeRatio
+			p.Type = pmdata.TypeRatio
 		case "throughput":
-			p.Type = mapping.TypeThroughput
+			p.Type = pmdata.TypeThroughput
 		}
 		props[cols[1]] = p
 	}
 	if err := sc.Err(); err != nil {
 		return nil, fmt.Errorf("reading metric catalog: %w", err)
 	}
-	var out []pmsample.CatalogEntry
+	var out []pmdata.CatalogEntry
 	for _, m := range metrics {
 		base := baseOf(m)
 		p, ok := props[base]
 		if !ok {
 			return nil, fmt.Errorf("metric %s: base metric %s is not in %s", m, base, tsv)
 		}
-		out = append(out, pmsample.CatalogEntry{Name: m, Properties: p})
+		out = append(out, pmdata.CatalogEntry{Name: m, Properties: p})
 	}
 	return out, nil
 }
@@ -170,12 +169,12 @@ func Generate(w io.Writer, tsv string) error {
 	for t := uint64(0); t < synthDuration; t += synthBatch {
 		at := synthStart + t + synthBatch
 		for _, d := range synthDevices {
-			b := pmsample.Batch{Device: d.Index, Metrics: metrics}
+			b := pmdata.Batch{Device: d.Index, Metrics: metrics}
 			if t == 0 {
 				b.DroppedFirst = 1
 			}
 			for s := t; s < t+synthBatch; s += synthInterval {
-				smp := pmsample.Sample{Start: synthStart + s, End: synthStart + s + synthInterval, Values: make([]float64, len(metrics))}
+				smp := pmdata.Sample{Start: synthStart + s, End: synthStart + s + synthInterval, Values: make([]float64, len(metrics))}
 				load := synthLoad(d.Index)
 				for i, m := range metrics {
 					v := level(bareBase(m), phaseAt(s)) * load * (1 + 0.05*rng.NormFloat64())

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/cupti-exporter/cupti-exporter/health"
-	"github.com/cupti-exporter/cupti-exporter/pmsample"
+	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
 	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
 
@@ -34,7 +34,7 @@ var healthLevels = map[string]healthLevel{
 
 // synthHealth generates the health snapshots of a synthetic recording.
 type synthHealth struct {
-	devices []pmsample.Device
+	devices []pmdata.Device
 	// load is a device's share of full load (1: the phase's level, 0: idle); procPID is
 	// the PID whose memory a device shows while t is inside the workload (0: none).
 	load     func(dev int) float64
@@ -46,7 +46,7 @@ type synthHealth struct {
 	viol     []float64 // s per device held at the power cap since the driver loaded
 }
 
-func newSynthHealth(devices []pmsample.Device, duration uint64, load func(int) float64, procPID func(int) string) (*synthHealth, error) {
+func newSynthHealth(devices []pmdata.Device, duration uint64, load func(int) float64, procPID func(int) string) (*synthHealth, error) {
 	h := &synthHealth{devices: devices, duration: duration, load: load, procPID: procPID, descs: map[string]*snapshot.Desc{}}
 	for _, d := range health.Descs() {
 		h.descs[d.Name] = d

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/cupti-exporter/cupti-exporter/activity/record"
-	"github.com/cupti-exporter/cupti-exporter/pmsample"
+	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
 	"github.com/cupti-exporter/cupti-exporter/recording"
 )
 
@@ -253,7 +253,7 @@ func GenerateTraining(w io.Writer, tsv string, spec TrainingSpec) error {
 	for t := uint64(0); t < duration; t += synthBatch {
 		at := synthStart + t + synthBatch
 		for dev, d := range devices {
-			b := pmsample.Batch{Device: d.Index, Metrics: metrics}
+			b := pmdata.Batch{Device: d.Index, Metrics: metrics}
 			if t == 0 {
 				b.DroppedFirst = 1
 			}
@@ -268,7 +268,7 @@ func GenerateTraining(w io.Writer, tsv string, spec TrainingSpec) error {
 						segAt[dev] = i + 1
 					}
 				}
-				smp := pmsample.Sample{Start: synthStart + s, End: synthStart + s + synthInterval, Values: make([]float64, len(metrics))}
+				smp := pmdata.Sample{Start: synthStart + s, End: synthStart + s + synthInterval, Values: make([]float64, len(metrics))}
 				for i, m := range metrics {
 					v := 0.0
 					for st, f := range frac {

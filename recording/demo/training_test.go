@@ -9,7 +9,7 @@ import (
 
 	"github.com/cupti-exporter/cupti-exporter/activity"
 	"github.com/cupti-exporter/cupti-exporter/activity/record"
-	"github.com/cupti-exporter/cupti-exporter/pmsample"
+	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
 	"github.com/cupti-exporter/cupti-exporter/recording"
 )
 
@@ -50,7 +50,7 @@ func TestGenerateTraining(t *testing.T) {
 	if s := r.Summary(); !s.Header.Synthetic || !s.Complete || len(s.Devices) != 4 || s.HealthSnapshots != 20 {
 		t.Fatalf("summary %+v", s)
 	}
-	if err := r.Run(context.Background(), func(pmsample.Batch) {}); err != nil {
+	if err := r.Run(context.Background(), func(pmdata.Batch) {}); err != nil {
 		t.Fatal(err)
 	}
 	split := map[string]map[string]float64{} // pod -> state -> seconds

@@ -29,7 +29,7 @@ import (
 	"github.com/cupti-exporter/cupti-exporter/activity/record"
 	"github.com/cupti-exporter/cupti-exporter/attribution"
 	"github.com/cupti-exporter/cupti-exporter/mapping"
-	"github.com/cupti-exporter/cupti-exporter/pmsample"
+	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
 	"github.com/cupti-exporter/cupti-exporter/recording"
 	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
@@ -86,7 +86,7 @@ func run(path string, hidden map[string]bool, est string, w io.Writer) error {
 	}
 	var (
 		clock    time.Time
-		devices  []pmsample.Device
+		devices  []pmdata.Device
 		attr     *attribution.Attributor
 		agg      *activity.Aggregator
 		procs    = map[uint64]*record.Process{}
