@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/cupti-exporter/cupti-exporter/activity/record"
+	"github.com/cupti-exporter/cupti-exporter/gpuprocs"
 	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
 	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
@@ -155,14 +156,14 @@ func runRandomTimeline(t *testing.T, est string, seed uint64) *snapshot.Snapshot
 			if rng.IntN(2) == 0 {
 				continue
 			}
-			o := ProcessObservation{GPU: fmt.Sprint(dev), Start: time.Unix(0, now-rng.Int64N(step)), End: time.Unix(0, now+step), Shares: rng.IntN(4) > 0}
+			o := gpuprocs.Observation{GPU: fmt.Sprint(dev), Start: time.Unix(0, now-rng.Int64N(step)), End: time.Unix(0, now+step), Shares: rng.IntN(4) > 0}
 			for k := range procs {
 				if rng.IntN(2) == 0 {
-					o.Processes = append(o.Processes, ObservedProcess{PID: uint32(k + 1), SMShare: rng.Float64() / 2})
+					o.Processes = append(o.Processes, gpuprocs.Process{PID: uint32(k + 1), SMShare: rng.Float64() / 2})
 				}
 			}
 			for k := range rng.IntN(3) {
-				op := ObservedProcess{PID: uint32(900 + k), SMShare: float64(rng.IntN(3)) / 4}
+				op := gpuprocs.Process{PID: uint32(900 + k), SMShare: float64(rng.IntN(3)) / 4}
 				if rng.IntN(2) == 0 {
 					op.Namespace, op.Pod, op.Container = "ns", fmt.Sprintf("untraced%d", k), "c"
 				}

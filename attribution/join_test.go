@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/cupti-exporter/cupti-exporter/activity/record"
+	"github.com/cupti-exporter/cupti-exporter/gpuprocs"
 	"github.com/cupti-exporter/cupti-exporter/mapping"
 	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
 	"github.com/cupti-exporter/cupti-exporter/snapshot"
@@ -165,23 +166,23 @@ func TestIdleUntracedRule(t *testing.T) {
 		nan := math.NaN()
 		for _, tc := range []struct {
 			name     string
-			procs    []ObservedProcess
+			procs    []gpuprocs.Process
 			untraced bool
 		}{
 			{"none", nil, false},
-			{"only the traced one", []ObservedProcess{{PID: 1, SMShare: 0.3}}, false},
-			{"untraced, not running", []ObservedProcess{{PID: 1, SMShare: 0.3}, {PID: 99, SMShare: 0}}, false},
-			{"untraced, running all the time", []ObservedProcess{{PID: 1, SMShare: 0}, {PID: 99, SMShare: 1}}, true},
-			{"untraced, running a fifth of the time", []ObservedProcess{{PID: 1, SMShare: 0}, {PID: 99, SMShare: 0.2}}, true},
-			{"untraced, activity unknown", []ObservedProcess{{PID: 1, SMShare: nan}, {PID: 99, SMShare: nan}}, true},
-			{"traced by pod, another PID namespace", []ObservedProcess{{PID: 4001, SMShare: 0.5, Namespace: "ns", Pod: "p1", Container: "c"}}, false},
+			{"only the traced one", []gpuprocs.Process{{PID: 1, SMShare: 0.3}}, false},
+			{"untraced, not running", []gpuprocs.Process{{PID: 1, SMShare: 0.3}, {PID: 99, SMShare: 0}}, false},
+			{"untraced, running all the time", []gpuprocs.Process{{PID: 1, SMShare: 0}, {PID: 99, SMShare: 1}}, true},
+			{"untraced, running a fifth of the time", []gpuprocs.Process{{PID: 1, SMShare: 0}, {PID: 99, SMShare: 0.2}}, true},
+			{"untraced, activity unknown", []gpuprocs.Process{{PID: 1, SMShare: nan}, {PID: 99, SMShare: nan}}, true},
+			{"traced by pod, another PID namespace", []gpuprocs.Process{{PID: 4001, SMShare: 0.5, Namespace: "ns", Pod: "p1", Container: "c"}}, false},
 		} {
 			a, clk := newTest(t)
 			clk.set(t0 - ms)
 			p, info := newProc(1, "p1", "0")
 			a.ProcessConnected(p, info)
 			a.Coverage(p, []record.Interval{{Start: uint64(t0 - ms), End: uint64(t0 + 20*ms)}})
-			a.ObserveProcesses(ProcessObservation{GPU: "0", Start: time.Unix(0, t0-ms), End: time.Unix(0, t0+20*ms), Shares: true, Processes: tc.procs})
+			a.ObserveProcesses(gpuprocs.Observation{GPU: "0", Start: time.Unix(0, t0-ms), End: time.Unix(0, t0+20*ms), Shares: true, Processes: tc.procs})
 			i, u := kinds(a)
 			if tc.name == "untraced, running a fifth of the time" {
 				if !near(i, 0.008, 1e-12) || !near(u, 0.002, 1e-12) {

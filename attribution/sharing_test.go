@@ -11,6 +11,7 @@ import (
 
 	"github.com/cupti-exporter/cupti-exporter/activity"
 	"github.com/cupti-exporter/cupti-exporter/activity/record"
+	"github.com/cupti-exporter/cupti-exporter/gpuprocs"
 	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
 )
 
@@ -92,8 +93,8 @@ func TestMIGGPUNotSplit(t *testing.T) {
 	a.ProcessConnected(p, info)
 	a.Coverage(p, []record.Interval{{Start: uint64(t0), End: uint64(t0 + 3*int64(time.Second))}})
 	a.Records(p, []record.Record{kernel(0, "k", t0+100*ms, t0+900*ms)})
-	a.ObserveProcesses(ProcessObservation{GPU: "0", UUID: "GPU-aaaa", Start: time.Unix(0, t0), End: time.Unix(0, t0+2*int64(time.Second)),
-		Shares: true, MIG: true, Processes: []ObservedProcess{{PID: 10, SMShare: 0.5}, {PID: 20, SMShare: 0.4}}})
+	a.ObserveProcesses(gpuprocs.Observation{GPU: "0", UUID: "GPU-aaaa", Start: time.Unix(0, t0), End: time.Unix(0, t0+2*int64(time.Second)),
+		Shares: true, MIG: true, Processes: []gpuprocs.Process{{PID: 10, SMShare: 0.5}, {PID: 20, SMShare: 0.4}}})
 	clk.set(t0 + 2*int64(time.Second))
 	a.AddBatch(pmdata.Batch{Device: 0, Metrics: testMetrics, Samples: samples(t0, ms, 1000, func(s, e int64) []float64 { return []float64{50, 1000} })})
 	clk.advance(5 * time.Second)
@@ -193,8 +194,8 @@ func TestMPSClients(t *testing.T) {
 					a.Records(procs[c], recs)
 				}
 				if (now+step-t0)%int64(time.Second) == 0 {
-					a.ObserveProcesses(ProcessObservation{GPU: "0", Start: time.Unix(0, now+step-int64(time.Second)), End: time.Unix(0, now+step), Shares: true,
-						Processes: []ObservedProcess{{PID: 99, SMShare: 0.99, MPS: MPSServer}, {PID: 10, MPS: MPSClient}, {PID: 11, MPS: MPSClient}}})
+					a.ObserveProcesses(gpuprocs.Observation{GPU: "0", Start: time.Unix(0, now+step-int64(time.Second)), End: time.Unix(0, now+step), Shares: true,
+						Processes: []gpuprocs.Process{{PID: 99, SMShare: 0.99, MPS: gpuprocs.MPSServer}, {PID: 10, MPS: gpuprocs.MPSClient}, {PID: 11, MPS: gpuprocs.MPSClient}}})
 				}
 				a.AddBatch(pmdata.Batch{Device: 0, Metrics: metrics, Samples: samples(now, ms, int(step/ms), g.valueAt)})
 			}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/cupti-exporter/cupti-exporter/activity"
 	"github.com/cupti-exporter/cupti-exporter/activity/record"
+	"github.com/cupti-exporter/cupti-exporter/gpuprocs"
 	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
 	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
@@ -212,10 +213,10 @@ func runShared(t *testing.T, g *sharedGPU, span int64) *snapshot.Snapshot {
 		}
 		if (now+step-t0)%period == 0 {
 			s, e := now+step-period, now+step
-			obs := ProcessObservation{GPU: "0", UUID: "GPU-aaaa", Start: time.Unix(0, s), End: time.Unix(0, e), Shares: true}
+			obs := gpuprocs.Observation{GPU: "0", UUID: "GPU-aaaa", Start: time.Unix(0, s), End: time.Unix(0, e), Shares: true}
 			for p, share := range g.shares(s, e) {
 				sp := g.procs[p]
-				op := ObservedProcess{PID: sp.pid, SMShare: share}
+				op := gpuprocs.Process{PID: sp.pid, SMShare: share}
 				if sp.traced || sp.resolvable {
 					op.Namespace, op.Pod, op.Container = "ns", sp.pod, "c"
 				}
@@ -450,8 +451,8 @@ func TestUntracedClassesBounded(t *testing.T) {
 func TestObservationsBounded(t *testing.T) {
 	a, clk := newTest(t)
 	obs := func(start, end int64, gpu string) {
-		a.ObserveProcesses(ProcessObservation{GPU: gpu, Start: time.Unix(0, start), End: time.Unix(0, end), Shares: true,
-			Processes: []ObservedProcess{{PID: 7, SMShare: 0.5}}})
+		a.ObserveProcesses(gpuprocs.Observation{GPU: gpu, Start: time.Unix(0, start), End: time.Unix(0, end), Shares: true,
+			Processes: []gpuprocs.Process{{PID: 7, SMShare: 0.5}}})
 	}
 	for i := range int64(600) { // ten minutes at 1 s, no PM samples
 		clk.set(t0 + (i+1)*int64(time.Second))

@@ -7,8 +7,10 @@ import (
 	"hash/crc32"
 	"math"
 	"strings"
+	"time"
 
 	"github.com/cupti-exporter/cupti-exporter/activity/record"
+	"github.com/cupti-exporter/cupti-exporter/gpuprocs"
 	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
 )
 
@@ -47,7 +49,7 @@ const (
 	FrameCoverage  FrameType = 'V' // (B) CoverageBatch (version 3)
 	FrameFamily    FrameType = 'F' // (J) familyDef: a health family health frames refer to (version 4)
 	FrameHealth    FrameType = 'N' // (B) *snapshot.Snapshot of the health source (version 4)
-	FrameProcesses FrameType = 'U' // (J) ProcessesEvent: NVML's compute processes of one GPU (version 5)
+	FrameProcesses FrameType = 'U' // (J) ProcessesFrame: NVML's compute processes of one GPU (version 5)
 	FrameEnd       FrameType = 'E' // (empty) the writer closed the file
 )
 
@@ -101,38 +103,57 @@ type ProcessEvent struct {
 	Process *record.Process `json:"process,omitempty"` // hello only
 }
 
-// ProcessesEvent is what NVML saw of the compute processes on one GPU over a period (the
-// health source's running list and per-process SM shares), which the attribution join uses
-// to split samples with processes that load no injection library. Times are ns, as sample
-// times.
-type ProcessesEvent struct {
-	GPU       string            `json:"gpu"`
-	UUID      string            `json:"uuid"`
-	Start     uint64            `json:"start_ns"`
-	End       uint64            `json:"end_ns"`
-	Shares    bool              `json:"shares"`        // the driver answered per-process utilisation
-	MIG       bool              `json:"mig,omitempty"` // the GPU is in MIG mode (version 6)
-	Processes []ObservedProcess `json:"processes"`
+// ProcessesFrame is a processes frame as the file keeps it: a gpuprocs.Observation with
+// times in ns, as sample times, and an unknown share left out.
+type ProcessesFrame struct {
+	GPU       string         `json:"gpu"`
+	UUID      string         `json:"uuid"`
+	Start     uint64         `json:"start_ns"`
+	End       uint64         `json:"end_ns"`
+	Shares    bool           `json:"shares"`        // the driver answered per-process utilisation
+	MIG       bool           `json:"mig,omitempty"` // the GPU is in MIG mode (version 6)
+	Processes []ProcessEntry `json:"processes"`
 }
 
-// ObservedProcess is one process of a ProcessesEvent.
-type ObservedProcess struct {
+// ProcessEntry is one process of a ProcessesFrame.
+type ProcessEntry struct {
 	PID uint32 `json:"pid"`
 	// SMShare is the share of the period a kernel of the process ran (0..1); nil: unknown.
 	SMShare   *float64 `json:"sm_share,omitempty"`
 	Namespace string   `json:"namespace,omitempty"`
 	Pod       string   `json:"pod,omitempty"`
 	Container string   `json:"container,omitempty"`
-	// MPS is the process's part in the Multi-Process Service (version 6): MPSServer,
-	// MPSClient or "" (not under MPS).
+	// MPS is the process's part in the Multi-Process Service (version 6):
+	// gpuprocs.MPSServer, gpuprocs.MPSClient or "" (not under MPS).
 	MPS string `json:"mps,omitempty"`
 }
 
-// MPS roles of an ObservedProcess (version 6), as the health source reports them.
-const (
-	MPSServer = "server"
-	MPSClient = "client"
-)
+// processesFrame is o as the file keeps it (a NaN share becomes unknown).
+func processesFrame(o gpuprocs.Observation) ProcessesFrame {
+	f := ProcessesFrame{GPU: o.GPU, UUID: o.UUID, Start: uint64(o.Start.UnixNano()), End: uint64(o.End.UnixNano()),
+		Shares: o.Shares, MIG: o.MIG, Processes: make([]ProcessEntry, len(o.Processes))}
+	for i, q := range o.Processes {
+		f.Processes[i] = ProcessEntry{PID: q.PID, Namespace: q.Namespace, Pod: q.Pod, Container: q.Container, MPS: q.MPS}
+		if !math.IsNaN(q.SMShare) {
+			s := q.SMShare
+			f.Processes[i].SMShare = &s
+		}
+	}
+	return f
+}
+
+// Observation is the frame as the health source reported it (an unknown share is NaN).
+func (f *ProcessesFrame) Observation() gpuprocs.Observation {
+	o := gpuprocs.Observation{GPU: f.GPU, UUID: f.UUID, Start: time.Unix(0, int64(f.Start)), End: time.Unix(0, int64(f.End)),
+		Shares: f.Shares, MIG: f.MIG, Processes: make([]gpuprocs.Process, len(f.Processes))}
+	for i, q := range f.Processes {
+		o.Processes[i] = gpuprocs.Process{PID: q.PID, SMShare: math.NaN(), Namespace: q.Namespace, Pod: q.Pod, Container: q.Container, MPS: q.MPS}
+		if q.SMShare != nil {
+			o.Processes[i].SMShare = *q.SMShare
+		}
+	}
+	return o
+}
 
 // maxObservedProcesses bounds the processes of one processes frame (the health source
 // reports at most 256 per GPU).

@@ -9,6 +9,7 @@ import (
 	"hash/crc32"
 	"io"
 
+	"github.com/cupti-exporter/cupti-exporter/gpuprocs"
 	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
 	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
@@ -25,7 +26,7 @@ type Event struct {
 	Activity *ActivityBatch
 	Coverage *CoverageBatch     // FrameCoverage
 	Health   *snapshot.Snapshot // FrameHealth: the health source's families at Health.Time
-	Procs    *ProcessesEvent    // FrameProcesses
+	Procs    *ProcessesFrame    // FrameProcesses
 }
 
 // Reader decodes a recording frame by frame. Errors are *FormatError (matching
@@ -237,7 +238,7 @@ func (r *Reader) decode(ev *Event, p []byte) error {
 		if r.version < 5 {
 			return fmt.Errorf("processes frame in a version-%d recording", r.version)
 		}
-		ev.Procs = &ProcessesEvent{}
+		ev.Procs = &ProcessesFrame{}
 		if err := json.Unmarshal(p, ev.Procs); err != nil {
 			return err
 		}
@@ -256,7 +257,7 @@ func (r *Reader) decode(ev *Event, p []byte) error {
 // checkProcesses refuses a processes frame no health source writes: a period that ends
 // before it starts, too many processes, a share outside 0..1, an unknown MPS role, or an MPS
 // role in a recording older than version 6.
-func checkProcesses(j *ProcessesEvent, version int) error {
+func checkProcesses(j *ProcessesFrame, version int) error {
 	if j.End <= j.Start {
 		return fmt.Errorf("processes period [%d, %d) is empty", j.Start, j.End)
 	}
@@ -273,7 +274,7 @@ func checkProcesses(j *ProcessesEvent, version int) error {
 		switch {
 		case p.MPS != "" && version < 6:
 			return fmt.Errorf("process %d: MPS role in a version-%d recording", p.PID, version)
-		case p.MPS != "" && p.MPS != MPSServer && p.MPS != MPSClient:
+		case p.MPS != "" && p.MPS != gpuprocs.MPSServer && p.MPS != gpuprocs.MPSClient:
 			return fmt.Errorf("process %d: unknown MPS role %q", p.PID, p.MPS)
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/cupti-exporter/cupti-exporter/activity/record"
+	"github.com/cupti-exporter/cupti-exporter/gpuprocs"
 	"github.com/cupti-exporter/cupti-exporter/pmsample"
 	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
 	"github.com/cupti-exporter/cupti-exporter/snapshot"
@@ -34,7 +35,7 @@ type HealthSink func(*snapshot.Snapshot)
 // ProcessesSink receives the NVML process observations of a replay (recordings of version
 // 5 and later), in recording order, times shifted as sample times are, from the goroutine
 // that runs Replayer.Run.
-type ProcessesSink func(ProcessesEvent)
+type ProcessesSink func(gpuprocs.Observation)
 
 // Summary describes a whole recording; NewReplayer computes it by reading the file once.
 type Summary struct {
@@ -313,10 +314,10 @@ func (r *Replayer) pass(ctx context.Context, sink func(pmdata.Batch), offset uin
 			}
 		case FrameProcesses:
 			if r.procs != nil {
-				p := *ev.Procs
-				p.Start += offset
-				p.End += offset
-				r.procs(p)
+				f := *ev.Procs
+				f.Start += offset
+				f.End += offset
+				r.procs(f.Observation())
 			}
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"io"
 	"sync"
 
+	"github.com/cupti-exporter/cupti-exporter/gpuprocs"
 	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
 	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
@@ -106,8 +107,8 @@ func (w *Writer) WriteCoverage(time uint64, c CoverageBatch) error {
 }
 
 // WriteProcesses records what NVML saw of one GPU's compute processes (version 5).
-func (w *Writer) WriteProcesses(time uint64, e ProcessesEvent) error {
-	return w.writeJSON(FrameProcesses, time, e)
+func (w *Writer) WriteProcesses(time uint64, o gpuprocs.Observation) error {
+	return w.writeJSON(FrameProcesses, time, processesFrame(o))
 }
 
 // WriteHealth records a snapshot of the health source (version 4): a family frame precedes

@@ -13,6 +13,7 @@ import (
 	"github.com/cupti-exporter/cupti-exporter/activity"
 	"github.com/cupti-exporter/cupti-exporter/activity/receiver"
 	"github.com/cupti-exporter/cupti-exporter/activity/record"
+	"github.com/cupti-exporter/cupti-exporter/gpuprocs"
 	"github.com/cupti-exporter/cupti-exporter/health"
 	"github.com/cupti-exporter/cupti-exporter/internal/cupti"
 	"github.com/cupti-exporter/cupti-exporter/pmsample"
@@ -126,8 +127,8 @@ func runRecord(ctx context.Context, logger *slog.Logger, cfg *Config, cl *cli) e
 	}
 	var healthDone <-chan int
 	if cfg.Health.Enabled {
-		src := newHealthSource(logger, cfg, s.Devices, health.WithProcessListener(func(p health.Processes) {
-			keep(w.WriteProcesses(now(), recordedProcesses(p)))
+		src := newHealthSource(logger, cfg, s.Devices, health.WithProcessListener(func(o gpuprocs.Observation) {
+			keep(w.WriteProcesses(now(), o))
 		}))
 		srcDone := make(chan struct{})
 		go func() { src.Run(ctx); close(srcDone) }()

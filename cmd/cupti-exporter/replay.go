@@ -7,6 +7,7 @@ import (
 
 	"github.com/cupti-exporter/cupti-exporter/activity"
 	"github.com/cupti-exporter/cupti-exporter/activity/record"
+	"github.com/cupti-exporter/cupti-exporter/gpuprocs"
 	"github.com/cupti-exporter/cupti-exporter/recording"
 	"github.com/cupti-exporter/cupti-exporter/recording/demo"
 )
@@ -46,9 +47,9 @@ func serveRecording(ctx context.Context, logger *slog.Logger, cfg *Config, msg s
 	// join, which needs its devices and catalog, can listen to the activity aggregator.
 	sink := newActivitySink(nil)
 	health := &replayHealth{}
-	procs := func(e recording.ProcessesEvent) { // NVML's processes into the join, as live
+	procs := func(o gpuprocs.Observation) { // NVML's processes into the join, as live
 		if pm.attr != nil {
-			observeProcesses(pm.attr)(replayedProcesses(e))
+			pm.attr.ObserveProcesses(o)
 		}
 	}
 	r, err := open(recording.WithActivitySink(sink), recording.WithHealthSink(health.set), recording.WithProcessesSink(procs),

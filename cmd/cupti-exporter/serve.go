@@ -224,7 +224,7 @@ func serveSources(ctx context.Context, logger *slog.Logger, cfg *Config, pm pmSe
 			opts = append(opts, health.WithPodResolver(pm.pidPod))
 		}
 		if pm.attr != nil { // who else is on the GPU: NVML's processes into the join
-			opts = append(opts, health.WithProcessListener(observeProcesses(pm.attr)))
+			opts = append(opts, health.WithProcessListener(pm.attr.ObserveProcesses))
 		}
 		src := startHealth(ctx, logger, cfg, exp, pm.devices, opts...)
 		if pm.nvml != nil {

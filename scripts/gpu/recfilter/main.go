@@ -117,7 +117,7 @@ func filter(in, out, prefix string) error {
 		case recording.FrameHealth:
 			err = w.WriteHealth(ev.Time, ev.Health)
 		case recording.FrameProcesses:
-			err = w.WriteProcesses(ev.Time, *ev.Procs)
+			err = w.WriteProcesses(ev.Time, ev.Procs.Observation())
 		}
 		if err != nil {
 			return err

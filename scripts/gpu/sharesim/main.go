@@ -18,7 +18,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math"
 	"os"
 	"sort"
 	"strconv"
@@ -154,7 +153,7 @@ func run(path string, hidden map[string]bool, est string, w io.Writer) error {
 			}
 		case recording.FrameProcesses:
 			if attr != nil {
-				attr.ObserveProcesses(observation(*ev.Procs))
+				attr.ObserveProcesses(ev.Procs.Observation())
 			}
 		}
 	}
@@ -164,20 +163,6 @@ func run(path string, hidden map[string]bool, est string, w io.Writer) error {
 	clock = clock.Add(time.Minute)
 	attr.Flush()
 	return write(w, attr.Snapshot(), dramRead)
-}
-
-// observation is a recorded processes frame as the binary hands it to the join.
-func observation(e recording.ProcessesEvent) attribution.ProcessObservation {
-	o := attribution.ProcessObservation{GPU: e.GPU, UUID: e.UUID, Start: time.Unix(0, int64(e.Start)), End: time.Unix(0, int64(e.End)), Shares: e.Shares, MIG: e.MIG}
-	for _, q := range e.Processes {
-		share := math.NaN()
-		if q.SMShare != nil {
-			share = *q.SMShare
-		}
-		o.Processes = append(o.Processes, attribution.ObservedProcess{PID: q.PID, SMShare: share, Namespace: q.Namespace,
-			Pod: q.Pod, Container: q.Container, MPS: q.MPS})
-	}
-	return o
 }
 
 func write(w io.Writer, snap *snapshot.Snapshot, dramRead map[int]float64) error {
