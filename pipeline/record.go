@@ -1,4 +1,4 @@
-package main
+package pipeline
 
 import (
 	"context"
@@ -23,11 +23,18 @@ import (
 	"github.com/prometheus/common/version"
 )
 
-// runRecord samples the GPUs (and, if enabled, receives activity records) for the given
+// RecordArgs is what `record` is told besides the configuration.
+type RecordArgs struct {
+	Output   string        // the file to write
+	Duration time.Duration // how long to record
+	MaxSize  ByteSize      // stop when the file reaches this size; 0: no limit
+}
+
+// Record samples the GPUs (and, if enabled, receives activity records) for the given
 // duration and writes everything to a recording.
-func runRecord(ctx context.Context, logger *slog.Logger, cfg *Config, cl *cli) error {
-	if cl.recordDuration <= 0 {
-		return fmt.Errorf("--duration must be positive, got %s", cl.recordDuration)
+func Record(ctx context.Context, logger *slog.Logger, cfg *Config, cl RecordArgs) error {
+	if cl.Duration <= 0 {
+		return fmt.Errorf("--duration must be positive, got %s", cl.Duration)
 	}
 	m, err := newMapper(cfg)
 	if err != nil {
@@ -44,7 +51,7 @@ func runRecord(ctx context.Context, logger *slog.Logger, cfg *Config, cl *cli) e
 	}
 	defer s.Close()
 
-	f, err := os.Create(cl.recordOutput)
+	f, err := os.Create(cl.Output)
 	if err != nil {
 		return fmt.Errorf("creating recording: %w", err)
 	}
@@ -64,7 +71,7 @@ func runRecord(ctx context.Context, logger *slog.Logger, cfg *Config, cl *cli) e
 		return err
 	}
 
-	ctx, cancel := context.WithTimeout(ctx, cl.recordDuration)
+	ctx, cancel := context.WithTimeout(ctx, cl.Duration)
 	defer cancel()
 	var mu sync.Mutex
 	var werr error
@@ -75,9 +82,9 @@ func runRecord(ctx context.Context, logger *slog.Logger, cfg *Config, cl *cli) e
 			werr = err
 			cancel()
 		}
-		if max := int64(cl.recordMaxSize); max > 0 && !full && file.written.Load() >= max {
+		if max := int64(cl.MaxSize); max > 0 && !full && file.written.Load() >= max {
 			full = true
-			logger.Warn("recording stopped: the file reached --max-size", "output", cl.recordOutput, "max_size", cl.recordMaxSize)
+			logger.Warn("recording stopped: the file reached --max-size", "output", cl.Output, "max_size", cl.MaxSize)
 			cancel()
 		}
 		mu.Unlock()
@@ -136,7 +143,7 @@ func runRecord(ctx context.Context, logger *slog.Logger, cfg *Config, cl *cli) e
 			keep(w.WriteHealth(now(), snap))
 		}, srcDone)
 	}
-	logger.Info("recording", "output", cl.recordOutput, "duration", cl.recordDuration, "devices", len(s.Devices()), "health", cfg.Health.Enabled)
+	logger.Info("recording", "output", cl.Output, "duration", cl.Duration, "devices", len(s.Devices()), "health", cfg.Health.Enabled)
 	var batches int
 	runErr := s.Run(ctx, func(b pmdata.Batch) {
 		keep(w.WriteBatch(now(), b))
@@ -154,7 +161,7 @@ func runRecord(ctx context.Context, logger *slog.Logger, cfg *Config, cl *cli) e
 		snaps = <-healthDone
 	}
 	err = errors.Join(runErr, werr, w.Close(now()))
-	logger.Info("recording done", "output", cl.recordOutput, "batches", batches, "health_snapshots", snaps,
+	logger.Info("recording done", "output", cl.Output, "batches", batches, "health_snapshots", snaps,
 		"bytes", file.written.Load(), "stopped_at_max_size", full, "err", err)
 	return err
 }

@@ -1,4 +1,4 @@
-package main
+package pipeline
 
 import (
 	"context"
@@ -36,9 +36,9 @@ func otlpTurnedOnBy(endpoint, envVar string) string {
 	return envVar
 }
 
-// runServe samples this host's GPUs. Without CUPTI (or with PM sampling disabled) it still
+// Serve samples this host's GPUs. Without CUPTI (or with PM sampling disabled) it still
 // serves activity and self metrics, and /readyz and the logs say why PM sampling is off.
-func runServe(ctx context.Context, logger *slog.Logger, cfg *Config) error {
+func Serve(ctx context.Context, logger *slog.Logger, cfg *Config) error {
 	m, err := newMapper(cfg)
 	if err != nil {
 		return err
@@ -314,7 +314,7 @@ func serveSources(ctx context.Context, logger *slog.Logger, cfg *Config, pm pmSe
 	}
 	srv := exporter.NewServer(logger, exporter.ServerConfig{
 		ListenAddresses:     []string{cfg.Web.ListenAddress},
-		HealthListenAddress: cfg.healthListenAddress(),
+		HealthListenAddress: cfg.HealthListenAddress(),
 		WebConfigFile:       cfg.Web.ConfigFile,
 		TelemetryPath:       cfg.Web.TelemetryPath,
 		MaxRequests:         cfg.Web.MaxRequests,

@@ -1,4 +1,4 @@
-package main
+package pipeline
 
 import (
 	"context"
@@ -36,7 +36,7 @@ func TestPodInformerSettings(t *testing.T) {
 		{"on", "on", "n3", "", nil, "n3", true, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg := defaultConfig()
+			cfg := DefaultConfig()
 			cfg.Kubernetes.PodInformer, cfg.Kubernetes.NodeName, cfg.Kubernetes.Kubeconfig = tc.mode, tc.flagNode, tc.kubeconfig
 			node, on, err := podInformerSettings(&cfg, func(k string) string { return tc.env[k] })
 			if (err != nil) != tc.err || on != tc.on || (!tc.err && node != tc.node) {
@@ -44,9 +44,9 @@ func TestPodInformerSettings(t *testing.T) {
 			}
 		})
 	}
-	cfg := defaultConfig()
+	cfg := DefaultConfig()
 	cfg.Kubernetes.PodInformer = "yes"
-	if err := cfg.validate(); err == nil {
+	if err := cfg.Validate(); err == nil {
 		t.Error("pod_informer=yes accepted")
 	}
 }
@@ -164,7 +164,7 @@ func TestStartPodInformerWithoutToken(t *testing.T) {
 	t.Setenv("KUBERNETES_SERVICE_PORT", "")
 	t.Setenv("NODE_NAME", "n1")
 	logger := slog.New(slog.DiscardHandler)
-	cfg := defaultConfig()
+	cfg := DefaultConfig()
 	r, err := startPodInformer(context.Background(), logger, &cfg)
 	if err != nil || r != nil {
 		t.Errorf("auto without a token: %v, %v; want no informer and no error", r, err)

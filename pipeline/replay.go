@@ -1,4 +1,4 @@
-package main
+package pipeline
 
 import (
 	"context"
@@ -12,8 +12,8 @@ import (
 	"github.com/cupti-exporter/cupti-exporter/recording/demo"
 )
 
-// runDemo serves the embedded demo recording, looping in real time.
-func runDemo(ctx context.Context, logger *slog.Logger, cfg *Config) error {
+// Demo serves the embedded demo recording, looping in real time.
+func Demo(ctx context.Context, logger *slog.Logger, cfg *Config) error {
 	logger.Info("the demo replays a recording: its GPU is idle for about the first 15 s of every loop, so kernel and memcpy histograms appear once the recorded workload starts")
 	return serveRecording(ctx, logger, cfg, "serving the embedded demo recording (no GPU is used)",
 		func(opts ...recording.ReplayOption) (*recording.Replayer, error) {
@@ -25,11 +25,18 @@ func runDemo(ctx context.Context, logger *slog.Logger, cfg *Config) error {
 		})
 }
 
-// runReplay serves a recording file.
-func runReplay(ctx context.Context, logger *slog.Logger, cfg *Config, cl *cli) error {
-	return serveRecording(ctx, logger, cfg, "replaying "+cl.replayFile,
+// ReplayArgs is what `replay` is told besides the configuration.
+type ReplayArgs struct {
+	File  string  // the recording
+	Speed float64 // 1: real time
+	Loop  bool    // start over at the end
+}
+
+// Replay serves a recording file.
+func Replay(ctx context.Context, logger *slog.Logger, cfg *Config, cl ReplayArgs) error {
+	return serveRecording(ctx, logger, cfg, "replaying "+cl.File,
 		func(opts ...recording.ReplayOption) (*recording.Replayer, error) {
-			return recording.OpenFile(cl.replayFile, append(opts, recording.WithLoop(cl.replayLoop), recording.WithSpeed(cl.replaySpeed))...)
+			return recording.OpenFile(cl.File, append(opts, recording.WithLoop(cl.Loop), recording.WithSpeed(cl.Speed))...)
 		})
 }
 

@@ -1,4 +1,4 @@
-package main
+package pipeline
 
 import (
 	"errors"
@@ -133,8 +133,8 @@ type Config struct {
 	} `yaml:"gpm"`
 }
 
-// defaultConfig is the built-in configuration.
-func defaultConfig() Config {
+// DefaultConfig is the built-in configuration.
+func DefaultConfig() Config {
 	var c Config
 	c.Web.ListenAddress = ":9477"
 	c.Web.TelemetryPath = "/metrics"
@@ -207,8 +207,8 @@ const pauseAPI = "/api/v1/pm-sampling"
 // telemetryPathRE is what a telemetry path may be: a literal http.ServeMux path.
 var telemetryPathRE = regexp.MustCompile(`^/[A-Za-z0-9._~/-]*$`)
 
-// validate checks values that flags and YAML both accept but the exporter cannot use.
-func (c *Config) validate() error {
+// Validate checks values that flags and YAML both accept but the exporter cannot use.
+func (c *Config) Validate() error {
 	var errs []error
 	pos := func(name string, d Duration) {
 		if d <= 0 {
@@ -344,7 +344,7 @@ func (c *Config) checkListenAddresses() error {
 	if _, _, err := checkListenAddress("web.health_listen_address", c.Web.HealthListenAddress, ":9478"); err != nil {
 		return fmt.Errorf("%w, or empty to turn the health listener off", err)
 	}
-	healthHost, healthPort, _ := net.SplitHostPort(c.healthListenAddress())
+	healthHost, healthPort, _ := net.SplitHostPort(c.HealthListenAddress())
 	if mainPort == healthPort && mainPort != "0" && hostsOverlap(mainHost, healthHost) {
 		return fmt.Errorf("web.listen_address %q and web.health_listen_address %q (the plain /healthz and /readyz listener, default :9478) both take port %s: give --web.health-listen-address another port, or empty to turn it off",
 			c.Web.ListenAddress, c.Web.HealthListenAddress, mainPort)
@@ -368,11 +368,11 @@ func checkListenAddress(key, addr, example string) (host, port string, err error
 	return host, port, nil
 }
 
-// healthListenAddress is web.health_listen_address, where an address without a host
+// HealthListenAddress is web.health_listen_address, where an address without a host
 // (the default :9478) takes web.listen_address's host: with the main listener on
 // loopback, the health listener is too. Give a host (0.0.0.0:9478, [::]:9478) to
 // listen elsewhere.
-func (c *Config) healthListenAddress() string {
+func (c *Config) HealthListenAddress() string {
 	h := c.Web.HealthListenAddress
 	host, port, err := net.SplitHostPort(h)
 	if err != nil || host != "" {
@@ -457,22 +457,22 @@ func kindName(k yaml.Kind) string {
 	return "value"
 }
 
-// maxConfigBytes bounds a configuration file: the YAML decoder holds several times a file's
+// MaxConfigBytes bounds a configuration file: the YAML decoder holds several times a file's
 // size (a 200 MB file took 1.43 GB), and a real configuration is a few KiB.
-const maxConfigBytes = 1 << 20
+const MaxConfigBytes = 1 << 20
 
-// loadConfigFile reads a YAML configuration over c. Unknown keys are errors.
-func loadConfigFile(path string, c *Config) error {
-	data, err := strictyaml.ReadFile(path, maxConfigBytes, "a configuration file")
+// LoadConfigFile reads a YAML configuration over c. Unknown keys are errors.
+func LoadConfigFile(path string, c *Config) error {
+	data, err := strictyaml.ReadFile(path, MaxConfigBytes, "a configuration file")
 	if err != nil {
 		return fmt.Errorf("reading config file: %w", err)
 	}
-	return parseConfig(data, path, c)
+	return ParseConfig(data, path, c)
 }
 
-// parseConfig decodes YAML over c; errors name the file, the line, the key's dotted
+// ParseConfig decodes YAML over c; errors name the file, the line, the key's dotted
 // path and what it takes, and for an unknown key the nearest valid one.
-func parseConfig(data []byte, path string, c *Config) error {
+func ParseConfig(data []byte, path string, c *Config) error {
 	if err := strictyaml.Decode(data, c); err != nil {
 		return fmt.Errorf("config file %s: %w", path, err)
 	}
@@ -487,8 +487,8 @@ var byteUnits = []struct {
 	n      int64
 }{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}, {"GB", 1e9}, {"MB", 1e6}, {"KB", 1e3}, {"B", 1}}
 
-// parseByteSize reads a whole number with an optional unit (B, KiB, MiB, GiB, KB, MB, GB).
-func parseByteSize(s string) (ByteSize, error) {
+// ParseByteSize reads a whole number with an optional unit (B, KiB, MiB, GiB, KB, MB, GB).
+func ParseByteSize(s string) (ByteSize, error) {
 	t := strings.TrimSpace(s)
 	mult := int64(1)
 	for _, u := range byteUnits {
@@ -518,7 +518,7 @@ func (b *ByteSize) UnmarshalYAML(n *yaml.Node) error {
 	if n.Kind != yaml.ScalarNode {
 		return fmt.Errorf("want a size such as 256MiB, got a %s", kindName(n.Kind))
 	}
-	v, err := parseByteSize(n.Value)
+	v, err := ParseByteSize(n.Value)
 	if err != nil {
 		return err
 	}
