@@ -21,8 +21,8 @@ import (
 
 // Attributor joins each device's PM samples with the kernel records of the traced processes
 // on it and publishes the attributed totals as a snapshot. It implements activity.Listener;
-// AddBatch is the PM source's sink. All methods are safe for concurrent use; the join runs
-// inside AddBatch (and Flush) under the Attributor's lock, so a listener call may wait for
+// Add is the PM source's sink. All methods are safe for concurrent use; the join runs
+// inside Add (and Flush) under the Attributor's lock, so a listener call may wait for
 // one chunk's join (milliseconds). Snapshot never blocks.
 type Attributor struct {
 	cfg    config
@@ -224,9 +224,9 @@ func (a *Attributor) family(d *snapshot.Desc) *snapshot.Desc {
 	return nil
 }
 
-// AddBatch takes one PM batch (the PM source's sink) and attributes every sample of its
-// device that is now older than the watermark.
-func (a *Attributor) AddBatch(b pmdata.Batch) {
+// Add takes one PM batch (a pmdata.Consumer of the PM source) and attributes every sample
+// of its device that is now older than the watermark.
+func (a *Attributor) Add(b pmdata.Batch) {
 	now := a.cfg.now()
 	a.mu.Lock()
 	defer a.mu.Unlock()

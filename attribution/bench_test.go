@@ -80,7 +80,7 @@ func (g *loadGen) step(interval int64) (samples, records int) {
 		}
 		ss[i] = pmdata.Sample{Start: uint64(s), End: uint64(s + interval), Values: v}
 	}
-	g.a.AddBatch(pmdata.Batch{Device: 0, Metrics: g.metrics, Samples: ss})
+	g.a.Add(pmdata.Batch{Device: 0, Metrics: g.metrics, Samples: ss})
 	g.now += stepNS
 	return n, len(g.recs)
 }

@@ -18,7 +18,7 @@ func TestSeriesBudget(t *testing.T) {
 	a.ProcessConnected(p, info)
 	a.Coverage(p, []record.Interval{{Start: uint64(t0 - ms), End: uint64(t0 + 10*ms)}})
 	a.Records(p, []record.Record{kernel(0, "A", t0, t0+ms), kernel(0, "B", t0+ms, t0+2*ms), kernel(0, "C", t0+2*ms, t0+3*ms)})
-	a.AddBatch(pmdata.Batch{Device: 0, Metrics: testMetrics, Samples: samples(t0, ms, 4, func(s, e int64) []float64 {
+	a.Add(pmdata.Batch{Device: 0, Metrics: testMetrics, Samples: samples(t0, ms, 4, func(s, e int64) []float64 {
 		return []float64{100, 1000}
 	})})
 	a.Flush()

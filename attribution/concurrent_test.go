@@ -9,7 +9,7 @@ import (
 	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
 )
 
-// TestAttributorConcurrentSafe drives AddBatch (one goroutine per device, as PM sources do),
+// TestAttributorConcurrentSafe drives Add (one goroutine per device, as PM sources do),
 // the listener calls (one goroutine per process, as connections do) and Snapshot at once;
 // run with -race. Conservation must still hold after a Flush.
 func TestAttributorConcurrentSafe(t *testing.T) {
@@ -20,7 +20,7 @@ func TestAttributorConcurrentSafe(t *testing.T) {
 		wg.Go(func() {
 			for i := range steps {
 				s := t0 + int64(i)*10*ms
-				a.AddBatch(pmdata.Batch{Device: dev, Metrics: testMetrics, Samples: samples(s, ms, 10, func(s, e int64) []float64 { return []float64{50, 10} })})
+				a.Add(pmdata.Batch{Device: dev, Metrics: testMetrics, Samples: samples(s, ms, 10, func(s, e int64) []float64 { return []float64{50, 10} })})
 			}
 		})
 	}

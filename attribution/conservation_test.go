@@ -63,12 +63,12 @@ func runRandomTimeline(t *testing.T, est string, seed uint64) *snapshot.Snapshot
 	rng := rand.New(rand.NewPCG(seed, 99))
 	topK := 3 // kernels beyond the first three names are labelled "other"
 	a, clk := newTest(t, WithEstimator(est), WithWatermark(time.Duration(200+rng.IntN(800))*time.Millisecond),
-		WithKernelLabel(func(m string) string {
+		WithKernelLabels(KernelLabelFunc(func(m string) string {
 			if m[len(m)-1]-'0' < byte(topK) {
 				return m
 			}
 			return "other"
-		}))
+		})))
 	const step = 100 * ms
 	steps := 20 + rng.IntN(20)
 	var sent [2][]sentSample
@@ -204,7 +204,7 @@ func runRandomTimeline(t *testing.T, est string, seed uint64) *snapshot.Snapshot
 				}
 			}
 			clk.set(now + rng.Int64N(step))
-			a.AddBatch(pmdata.Batch{Device: dev, Metrics: testMetrics, Samples: ss})
+			a.Add(pmdata.Batch{Device: dev, Metrics: testMetrics, Samples: ss})
 		}
 		checkConservation(t, a, sent, spans, false)
 	}

@@ -34,7 +34,7 @@ func (a *Attributor) attribute(d *devState, chunk []psample, now time.Time) {
 		if a.classes.isUntraced(c) {
 			label = labelUntraced
 		} else if c >= firstNamedClass {
-			if label = a.cfg.kernelLabel(label); label == "" {
+			if label = a.cfg.kernelLabel.KernelLabel(label); label == "" {
 				label = labelOther
 			}
 			label = a.deviceKernelLabel(d, label)

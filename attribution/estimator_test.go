@@ -73,7 +73,7 @@ func runGroundTruth(t testing.TB, est string, g groundTruth, span int64) (bytesE
 			ri++
 		}
 		a.Records(p, recs)
-		a.AddBatch(pmdata.Batch{Device: 0, Metrics: testMetrics, Samples: samples(now, ms, int(step/ms), g.valueAt)})
+		a.Add(pmdata.Batch{Device: 0, Metrics: testMetrics, Samples: samples(now, ms, int(step/ms), g.valueAt)})
 	}
 	a.Flush()
 	snap := a.Snapshot()
@@ -124,7 +124,7 @@ func TestRateNeverExceedsKernelTime(t *testing.T) {
 		recs[i] = kernel(0, "tiny", s, s+20_000)
 	}
 	a.Records(p, recs)
-	a.AddBatch(pmdata.Batch{Device: 0, Metrics: testMetrics, Samples: samples(t0, ms, 2*n, func(s, e int64) []float64 {
+	a.Add(pmdata.Batch{Device: 0, Metrics: testMetrics, Samples: samples(t0, ms, 2*n, func(s, e int64) []float64 {
 		if s < busy {
 			return []float64{0, 0}
 		}

@@ -77,7 +77,7 @@ func fuzzBody(t *testing.T) func(in []byte) {
 					ss = append(ss, pmdata.Sample{Start: s, End: s + l, Values: []float64{float64(arg), v}})
 					s += l
 				}
-				a.AddBatch(pmdata.Batch{Device: dev, Metrics: testMetrics, Samples: ss})
+				a.Add(pmdata.Batch{Device: dev, Metrics: testMetrics, Samples: ss})
 			case 5:
 				clk.advance(1 << (arg % 40))
 			}

@@ -22,7 +22,7 @@ func edgeTimeline(t *testing.T, est string) *snapshot.Snapshot {
 	a.ProcessConnected(p, info)
 	a.Coverage(p, []record.Interval{{Start: uint64(t0 - ms), End: uint64(t0 + 10*ms)}})
 	a.Records(p, []record.Record{kernel(0, "A", t0+ms/2, t0+5*ms/2)})
-	a.AddBatch(pmdata.Batch{Device: 0, Metrics: testMetrics, Samples: samples(t0, ms, 4, func(s, e int64) []float64 {
+	a.Add(pmdata.Batch{Device: 0, Metrics: testMetrics, Samples: samples(t0, ms, 4, func(s, e int64) []float64 {
 		ov := float64(max(0, min(e, t0+5*ms/2)-max(s, t0+ms/2))) / float64(ms)
 		return []float64{100 * ov, 2000 * ov}
 	})})
@@ -85,7 +85,7 @@ func TestConcurrentKernelsShare(t *testing.T) {
 	a.ProcessConnected(p, info)
 	a.Coverage(p, []record.Interval{{Start: uint64(t0), End: uint64(t0 + 10*ms)}})
 	a.Records(p, []record.Record{kernel(0, "A", t0, t0+ms), kernel(0, "B", t0+ms/2, t0+ms)})
-	a.AddBatch(pmdata.Batch{Device: 0, Metrics: testMetrics, Samples: samples(t0, ms, 1, func(s, e int64) []float64 { return []float64{100, 900} })})
+	a.Add(pmdata.Batch{Device: 0, Metrics: testMetrics, Samples: samples(t0, ms, 1, func(s, e int64) []float64 { return []float64{100, 900} })})
 	a.Flush()
 	snap := a.Snapshot()
 	// A alone for 0.5 ms, A and B for 0.5 ms: A 0.75 ms, B 0.25 ms.
@@ -107,7 +107,7 @@ func TestConcurrentKernelsShare(t *testing.T) {
 func TestIdleUntracedRule(t *testing.T) {
 	batch := pmdata.Batch{Device: 0, Metrics: testMetrics, Samples: samples(t0, ms, 10, func(s, e int64) []float64 { return []float64{0, 10} })}
 	kinds := func(a *Attributor) (idle, untraced float64) {
-		a.AddBatch(batch)
+		a.Add(batch)
 		a.Flush()
 		snap := a.Snapshot()
 		idle, _ = value(snap, "cupti_attribution_seconds_total", "0", "GPU-aaaa", "idle")
@@ -217,7 +217,7 @@ func TestWatermark(t *testing.T) {
 	clk.set(t0 - ms)
 	a.ProcessConnected(p, info)
 	flat := func(s, e int64) []float64 { return []float64{50, 100} }
-	a.AddBatch(pmdata.Batch{Device: 0, Metrics: testMetrics, Samples: samples(t0, ms, 50, flat)})
+	a.Add(pmdata.Batch{Device: 0, Metrics: testMetrics, Samples: samples(t0, ms, 50, flat)})
 	snap := a.Snapshot()
 	if v := sum(snap, "cupti_attribution_seconds_total", "0"); v != 0 {
 		t.Fatalf("attributed %v s before the watermark passed", v)
@@ -226,7 +226,7 @@ func TestWatermark(t *testing.T) {
 		t.Errorf("lag %v, want 0.05 (nothing attributed yet)", lag)
 	}
 	// 150 ms of samples: the first 50 ms are released (newest end 150 ms - 100 ms).
-	a.AddBatch(pmdata.Batch{Device: 0, Metrics: testMetrics, Samples: samples(t0+50*ms, ms, 100, flat)})
+	a.Add(pmdata.Batch{Device: 0, Metrics: testMetrics, Samples: samples(t0+50*ms, ms, 100, flat)})
 	snap = a.Snapshot()
 	if v := sum(snap, "cupti_attribution_seconds_total", "0"); !near(v, 0.05, 1e-12) {
 		t.Fatalf("attributed %v s, want 0.05", v)
@@ -237,7 +237,7 @@ func TestWatermark(t *testing.T) {
 	// A record from 40 to 60 ms arrives now: 10 ms of it are late.
 	a.Records(p, []record.Record{kernel(0, "K", t0+40*ms, t0+60*ms)})
 	clk.set(t0 + 400*ms) // no batch for more than the watermark
-	a.AddBatch(pmdata.Batch{Device: 1})
+	a.Add(pmdata.Batch{Device: 1})
 	snap = a.Snapshot()
 	if v := sum(snap, "cupti_attribution_seconds_total", "0"); !near(v, 0.15, 1e-12) {
 		t.Errorf("attributed %v s after the timed release, want 0.15", v)
@@ -282,12 +282,12 @@ func TestBadInput(t *testing.T) {
 	// samples: one invalid (end < start), one with NaN, then good ones
 	bad := samples(t0, ms, 10, func(s, e int64) []float64 { return []float64{40, 123} })
 	bad = append(bad, pmdata.Sample{Start: uint64(t0 + 20*ms), End: uint64(t0 + 19*ms), Values: []float64{1, 1}})
-	a.AddBatch(pmdata.Batch{Device: 0, Metrics: testMetrics, Samples: bad})
-	a.AddBatch(pmdata.Batch{Device: 0, Metrics: testMetrics, Samples: []pmdata.Sample{{Start: uint64(t0 + 30*ms), End: uint64(t0 + 31*ms), Values: []float64{0}}}})
-	a.AddBatch(pmdata.Batch{Device: 3, Metrics: testMetrics, Samples: samples(t0, ms, 2, func(s, e int64) []float64 { return []float64{1, 2} })})
+	a.Add(pmdata.Batch{Device: 0, Metrics: testMetrics, Samples: bad})
+	a.Add(pmdata.Batch{Device: 0, Metrics: testMetrics, Samples: []pmdata.Sample{{Start: uint64(t0 + 30*ms), End: uint64(t0 + 31*ms), Values: []float64{0}}}})
+	a.Add(pmdata.Batch{Device: 3, Metrics: testMetrics, Samples: samples(t0, ms, 2, func(s, e int64) []float64 { return []float64{1, 2} })})
 	a.Flush()
 	// a sample before the frontier
-	a.AddBatch(pmdata.Batch{Device: 0, Metrics: testMetrics, Samples: samples(t0+2*ms, ms, 1, func(s, e int64) []float64 { return []float64{1, 1} })})
+	a.Add(pmdata.Batch{Device: 0, Metrics: testMetrics, Samples: samples(t0+2*ms, ms, 1, func(s, e int64) []float64 { return []float64{1, 1} })})
 	snap := a.Snapshot()
 	for reason, want := range map[string]float64{"unknown_process": 1, "bad_span": 1, "far_clock": 1, "unknown_device": 2, "pending_full": 0} {
 		if got, _ := value(snap, "cupti_attribution_dropped_records_total", reason); got != want {
@@ -409,7 +409,7 @@ func TestClassesNamedLater(t *testing.T) {
 				{Kind: record.KindMemset, Device: 0, Start: uint64(s), End: uint64(s + ms/100)},
 				kernel(0, name, s+ms, s+9*ms),
 			})
-			a.AddBatch(pmdata.Batch{Device: 0, Metrics: testMetrics, Samples: samples(s, ms, 10, func(x, y int64) []float64 {
+			a.Add(pmdata.Batch{Device: 0, Metrics: testMetrics, Samples: samples(s, ms, 10, func(x, y int64) []float64 {
 				if x >= s+ms && y <= s+9*ms {
 					return []float64{100, float64(1000 * (i + 1))}
 				}

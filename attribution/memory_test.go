@@ -30,7 +30,7 @@ func TestFloodStaysInBudget(t *testing.T) {
 	now, sent := t0, 0
 	for step := range 40 { // 4 s of 100 ms batches: the first joins run with the records held
 		for d := range 2 {
-			a.AddBatch(pmdata.Batch{Device: d, Metrics: testMetrics, Samples: samples(now, ms, 100, func(s, e int64) []float64 { return []float64{50, 1000} })})
+			a.Add(pmdata.Batch{Device: d, Metrics: testMetrics, Samples: samples(now, ms, 100, func(s, e int64) []float64 { return []float64{50, 1000} })})
 		}
 		for c, p := range procs {
 			recs := make([]record.Record, 2000)
@@ -81,7 +81,7 @@ func TestFloodStaysInBudget(t *testing.T) {
 	}
 	clk.set(now + 60_000*ms)
 	for d := range 2 {
-		a.AddBatch(pmdata.Batch{Device: d, Metrics: testMetrics, Samples: samples(now+55_000*ms, ms, 10, func(s, e int64) []float64 { return []float64{50, 1000} })})
+		a.Add(pmdata.Batch{Device: d, Metrics: testMetrics, Samples: samples(now+55_000*ms, ms, 10, func(s, e int64) []float64 { return []float64{50, 1000} })})
 	}
 	a.Flush()
 	if v := sum(a.Snapshot(), "cupti_attribution_pending_records"); v != 0 {
@@ -120,7 +120,7 @@ func TestPodSeriesPriority(t *testing.T) {
 		a.Coverage(p, []record.Interval{{Start: uint64(t0 - ms), End: uint64(t0 + 10*ms)}})
 		a.Records(p, []record.Record{kernel(0, "A", t0+int64(i)*ms, t0+int64(i+1)*ms)})
 	}
-	a.AddBatch(pmdata.Batch{Device: 0, Metrics: testMetrics, Samples: samples(t0, ms, 4, func(s, e int64) []float64 { return []float64{100, 1000} })})
+	a.Add(pmdata.Batch{Device: 0, Metrics: testMetrics, Samples: samples(t0, ms, 4, func(s, e int64) []float64 { return []float64{100, 1000} })})
 	a.Flush()
 	got := map[string]snapshot.Priority{}
 	for _, f := range a.Snapshot().Families {

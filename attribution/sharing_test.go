@@ -96,7 +96,7 @@ func TestMIGGPUNotSplit(t *testing.T) {
 	a.ObserveProcesses(gpuprocs.Observation{GPU: "0", UUID: "GPU-aaaa", Start: time.Unix(0, t0), End: time.Unix(0, t0+2*int64(time.Second)),
 		Shares: true, MIG: true, Processes: []gpuprocs.Process{{PID: 10, SMShare: 0.5}, {PID: 20, SMShare: 0.4}}})
 	clk.set(t0 + 2*int64(time.Second))
-	a.AddBatch(pmdata.Batch{Device: 0, Metrics: testMetrics, Samples: samples(t0, ms, 1000, func(s, e int64) []float64 { return []float64{50, 1000} })})
+	a.Add(pmdata.Batch{Device: 0, Metrics: testMetrics, Samples: samples(t0, ms, 1000, func(s, e int64) []float64 { return []float64{50, 1000} })})
 	clk.advance(5 * time.Second)
 	a.Flush()
 	snap := a.Snapshot()
@@ -197,7 +197,7 @@ func TestMPSClients(t *testing.T) {
 					a.ObserveProcesses(gpuprocs.Observation{GPU: "0", Start: time.Unix(0, now+step-int64(time.Second)), End: time.Unix(0, now+step), Shares: true,
 						Processes: []gpuprocs.Process{{PID: 99, SMShare: 0.99, MPS: gpuprocs.MPSServer}, {PID: 10, MPS: gpuprocs.MPSClient}, {PID: 11, MPS: gpuprocs.MPSClient}}})
 				}
-				a.AddBatch(pmdata.Batch{Device: 0, Metrics: metrics, Samples: samples(now, ms, int(step/ms), g.valueAt)})
+				a.Add(pmdata.Batch{Device: 0, Metrics: metrics, Samples: samples(now, ms, int(step/ms), g.valueAt)})
 			}
 			clk.advance(5 * time.Second)
 			a.Flush()

@@ -127,7 +127,7 @@ func TestTwoPodsTimeSliced(t *testing.T) {
 				}
 				a.Records(procs[p], recs)
 			}
-			a.AddBatch(pmdata.Batch{Device: 0, Metrics: testMetrics, Samples: samples(now, ms, int(step/ms), ts.valueAt)})
+			a.Add(pmdata.Batch{Device: 0, Metrics: testMetrics, Samples: samples(now, ms, int(step/ms), ts.valueAt)})
 		}
 		a.Flush()
 		snap := a.Snapshot()

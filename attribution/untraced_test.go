@@ -233,7 +233,7 @@ func runShared(t *testing.T, g *sharedGPU, span int64) *snapshot.Snapshot {
 		if g.switches {
 			metrics = append(slices.Clip(testMetrics), switchMetric)
 		}
-		a.AddBatch(pmdata.Batch{Device: 0, Metrics: metrics, Samples: ss})
+		a.Add(pmdata.Batch{Device: 0, Metrics: metrics, Samples: ss})
 	}
 	clk.advance(5 * time.Second)
 	a.Flush()

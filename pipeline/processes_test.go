@@ -88,7 +88,7 @@ func TestUntracedPodFromNVML(t *testing.T) {
 		s := uint64(t0.UnixNano()) + uint64(i)*1e6
 		ss = append(ss, pmdata.Sample{Start: s, End: s + 1e6, Values: []float64{1000}})
 	}
-	a.AddBatch(pmdata.Batch{Device: 0, Metrics: []string{bytesMetric}, Samples: ss})
+	a.Add(pmdata.Batch{Device: 0, Metrics: []string{bytesMetric}, Samples: ss})
 	a.Flush()
 	var podBytes, present float64
 	for _, f := range a.Snapshot().Families {

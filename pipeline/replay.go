@@ -72,15 +72,13 @@ func serveRecording(ctx context.Context, logger *slog.Logger, cfg *Config, msg s
 	if r.Summary().HealthSnapshots > 0 {
 		pm.health = health
 	}
-	var act *activity.Aggregator
 	budget := activity.NewBudget(int64(cfg.Activity.MemoryBudget))
 	opts, err := pm.attribute(cfg, logger, budget, append(append(activityOptions(pm.devices), budgetActivityOptions(cfg)...),
-		activity.WithBudget(budget)),
-		func(m string) string { return act.KernelLabel(m) })
+		activity.WithBudget(budget)))
 	if err != nil {
 		return err
 	}
-	act = activity.NewAggregator(opts...)
+	act := pm.newActivity(opts)
 	sink.agg = act
 	return serveSources(ctx, logger, cfg, pm, act)
 }

@@ -80,7 +80,6 @@ func Serve(ctx context.Context, logger *slog.Logger, cfg *Config) error {
 		return err
 	}
 	budget := activity.NewBudget(int64(cfg.Activity.MemoryBudget))
-	var act *activity.Aggregator
 	// The host's GPUs for the activity socket: the PM source's, else NVML's (PM sampling
 	// off), so that made-up device UUIDs do not fill the device table.
 	pm.nvml = &nvmlGPUs{}
@@ -93,7 +92,7 @@ func Serve(ctx context.Context, logger *slog.Logger, cfg *Config) error {
 	actOpts := append(liveActivityOptions(hostGPUs, budget), activity.WithTrustHelloPods(cfg.Activity.TrustHelloPods))
 	actOpts = append(actOpts, budgetActivityOptions(cfg)...)
 	if cfg.Activity.Enabled {
-		if actOpts, err = pm.attribute(cfg, logger, budget, actOpts, func(m string) string { return act.KernelLabel(m) }); err != nil {
+		if actOpts, err = pm.attribute(cfg, logger, budget, actOpts); err != nil {
 			return err
 		}
 	}
@@ -106,7 +105,7 @@ func Serve(ctx context.Context, logger *slog.Logger, cfg *Config) error {
 	if pm.idle != nil { // kernel records wake an idle-released GPU
 		actOpts = append(actOpts, activity.WithListener(pm.idle))
 	}
-	act = activity.NewAggregator(actOpts...)
+	act := pm.newActivity(actOpts)
 	if !cfg.Activity.Enabled {
 		return serveSources(ctx, logger, cfg, pm, act, extra...)
 	}
@@ -149,10 +148,9 @@ type pmSetup struct {
 }
 
 // attribute sets up the attribution join when it is enabled and PM samples flow: it
-// returns the activity options plus the join as a listener. kernelLabel gives the activity
-// aggregator's bounded kernel label (the aggregator is made after the join, with it). What
-// clients make the join hold is charged to budget, the activity receiver's.
-func (pm *pmSetup) attribute(cfg *Config, logger *slog.Logger, budget *activity.Budget, opts []activity.Option, kernelLabel func(string) string) ([]activity.Option, error) {
+// returns the activity options plus the join as a listener. What clients make the join hold
+// is charged to budget, the activity receiver's.
+func (pm *pmSetup) attribute(cfg *Config, logger *slog.Logger, budget *activity.Budget, opts []activity.Option) ([]activity.Option, error) {
 	if !cfg.Attribution.Enabled || pm.src == nil {
 		return opts, nil
 	}
@@ -161,7 +159,6 @@ func (pm *pmSetup) attribute(cfg *Config, logger *slog.Logger, budget *activity.
 			attribution.WithWatermark(time.Duration(cfg.Attribution.Watermark)),
 			attribution.WithEstimator(cfg.Attribution.Estimator),
 			attribution.WithMaxPendingRecords(cfg.Attribution.MaxPendingRecords),
-			attribution.WithKernelLabel(kernelLabel),
 			attribution.WithBudget(budget))...)
 	if err != nil {
 		return nil, fmt.Errorf("setting up attribution: %w", err)
@@ -169,6 +166,16 @@ func (pm *pmSetup) attribute(cfg *Config, logger *slog.Logger, budget *activity.
 	pm.attr = a
 	logger.Info("attributing PM samples to kernels and pods", "watermark", cfg.Attribution.Watermark, "estimator", cfg.Attribution.Estimator)
 	return append(opts, activity.WithListener(a)), nil
+}
+
+// newActivity makes the activity aggregator with opts; the attribution join, one of its
+// listeners, labels kernels with the aggregator's bounded kernel labels.
+func (pm *pmSetup) newActivity(opts []activity.Option) *activity.Aggregator {
+	act := activity.NewAggregator(opts...)
+	if pm.attr != nil {
+		pm.attr.LabelKernelsWith(act)
+	}
+	return act
 }
 
 // namedProducer is one more source of self-metrics to register (the pod informer), or of
@@ -294,18 +301,15 @@ func serveSources(ctx context.Context, logger *slog.Logger, cfg *Config, pm pmSe
 			exp.Register("pmsample_give_way", pm.giveWays)
 			go pm.profilers.Run(ctx)
 		}
-		go func() {
-			srcErr <- src.Run(ctx, func(b pmdata.Batch) {
-				agg.Add(b)
-				if pm.attr != nil {
-					pm.attr.AddBatch(b)
-				}
-				if pm.idle != nil {
-					pm.idle.Add(b)
-				}
-				fed.Store(true)
-			})
-		}()
+		consumers := fanOut{agg}
+		if pm.attr != nil {
+			consumers = append(consumers, pm.attr)
+		}
+		if pm.idle != nil {
+			consumers = append(consumers, pm.idle)
+		}
+		consumers = append(consumers, (*fedFlag)(&fed))
+		go func() { srcErr <- src.Run(ctx, consumers.Add) }()
 	}
 
 	maxConns, err := httpServerLimits(logger, cfg, pm.live && cfg.Activity.Enabled)
@@ -406,6 +410,20 @@ func pmSamplingAPI(cfg *Config, pm pmSetup) http.Handler {
 // noSessionInRecording is why a recording has no pause/resume API.
 const noSessionInRecording = "no PM sampling session to pause: this exporter serves a recording (replay or --demo), not the GPUs; " +
 	"the pause/resume API (--web.enable-pm-sampling-api) is for `serve` on a GPU host"
+
+// fanOut hands every batch of the PM source to each of its consumers in turn.
+type fanOut []pmdata.Consumer
+
+func (f fanOut) Add(b pmdata.Batch) {
+	for _, c := range f {
+		c.Add(b)
+	}
+}
+
+// fedFlag is set once the PM source has delivered a batch (a recording's readiness).
+type fedFlag atomic.Bool
+
+func (f *fedFlag) Add(pmdata.Batch) { (*atomic.Bool)(f).Store(true) }
 
 type statusFunc func() []exporter.Status
 

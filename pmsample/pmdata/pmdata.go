@@ -107,6 +107,13 @@ type Source interface {
 	Run(ctx context.Context, sink func(Batch)) error
 }
 
+// Consumer takes the batches a Source delivers: the PM aggregator, the attribution join, the
+// idle controller. Add is called from the source's device goroutines and must not block for
+// long; the batch is the consumer's to read, not to keep changing.
+type Consumer interface {
+	Add(Batch)
+}
+
 // CallTimes is time spent inside the CUPTI calls of the decode path.
 type CallTimes struct {
 	Decode     time.Duration // cuptiPmSamplingDecodeData

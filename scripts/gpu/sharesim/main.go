@@ -130,7 +130,7 @@ func run(path string, hidden map[string]bool, est string, w io.Writer) error {
 					}
 				}
 			}
-			attr.AddBatch(*ev.Batch)
+			attr.Add(*ev.Batch)
 		case recording.FrameHello:
 			if hidden[ev.Process.Process.Pod] {
 				continue
