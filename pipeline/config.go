@@ -14,9 +14,11 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/cupti-exporter/cupti-exporter/activity"
+	"github.com/cupti-exporter/cupti-exporter/activity/receiver"
 	"github.com/cupti-exporter/cupti-exporter/attribution"
 	"github.com/cupti-exporter/cupti-exporter/exporter"
 	"github.com/cupti-exporter/cupti-exporter/gpmsource"
+	"github.com/cupti-exporter/cupti-exporter/health"
 	"github.com/cupti-exporter/cupti-exporter/idle"
 	"github.com/cupti-exporter/cupti-exporter/internal/strictyaml"
 	"github.com/cupti-exporter/cupti-exporter/pmsample"
@@ -136,18 +138,18 @@ type Config struct {
 // DefaultConfig is the built-in configuration.
 func DefaultConfig() Config {
 	var c Config
-	c.Web.ListenAddress = ":9477"
+	c.Web.ListenAddress = exporter.DefaultListenAddress
 	c.Web.TelemetryPath = "/metrics"
-	c.Web.HealthListenAddress = ":9478"
+	c.Web.HealthListenAddress = exporter.DefaultHealthListenAddress
 	c.PMSample.Enabled = true
-	c.PMSample.Interval = Duration(time.Millisecond)
-	c.PMSample.Pipeline = "serial"
-	c.PMSample.DecodePeriod = Duration(100 * time.Millisecond)
+	c.PMSample.Interval = Duration(pmsample.DefaultInterval)
+	c.PMSample.Pipeline = pmsample.PipelineSerial
+	c.PMSample.DecodePeriod = Duration(pmsample.DefaultDecodePeriod)
 	c.PMSample.Window = Duration(15 * time.Second)
 	c.PMSample.DutyCycle = 1
 	c.PMSample.DutyPeriod = Duration(10 * time.Second)
-	c.PMSample.IdleReleaseAfter = Duration(time.Minute)
-	c.PMSample.IdlePoll = Duration(20 * time.Millisecond)
+	c.PMSample.IdleReleaseAfter = Duration(idle.DefaultAfter)
+	c.PMSample.IdlePoll = Duration(idle.DefaultPoll)
 	c.PMSample.IdleGPM = true
 	c.PMSample.IdlePowerRise = idle.DefaultPowerRise
 	c.PMSample.GiveWay = true
@@ -156,12 +158,12 @@ func DefaultConfig() Config {
 	c.Activity.Enabled = true
 	c.Activity.Socket = "/run/cupti-exporter/activity.sock"
 	c.Activity.SocketMode = "0660"
-	c.Activity.MaxConnections = 256
+	c.Activity.MaxConnections = receiver.DefaultMaxConnections
 	c.Activity.MemoryBudget = 128 << 20 // with the GPUs' ~80 MB each, fits the chart's 1 GiB limit on 8 GPUs
-	c.Activity.HelloTimeout = Duration(10 * time.Second)
-	c.Activity.IdleTimeout = Duration(5 * time.Minute)
-	c.Activity.ProcRoot = "/proc"
-	c.Activity.MaxConnectionsPerIdentity = 32
+	c.Activity.HelloTimeout = Duration(receiver.DefaultHelloTimeout)
+	c.Activity.IdleTimeout = Duration(receiver.DefaultIdleTimeout)
+	c.Activity.ProcRoot = receiver.DefaultProcRoot
+	c.Activity.MaxConnectionsPerIdentity = receiver.DefaultMaxConnectionsPerIdentity
 	c.Activity.TopKernels = activity.DefaultTopKernels
 	c.Activity.KernelHistogramSplit = []string{}
 	c.Activity.CopyHistogramSplit = []string{}
@@ -172,7 +174,7 @@ func DefaultConfig() Config {
 	c.Web.WriteTimeout = Duration(exporter.DefaultWriteTimeout)
 	c.OTLP.Naming = exporter.NamingOTel.String()
 	c.Health.Enabled = true
-	c.Health.Interval = Duration(time.Second)
+	c.Health.Interval = Duration(health.DefaultInterval)
 	c.GPM.Mode = string(gpmsource.ModeFill)
 	c.GPM.Interval = Duration(gpmsource.DefaultInterval)
 	c.Attribution.Enabled = true
@@ -188,15 +190,8 @@ func DefaultConfig() Config {
 	return c
 }
 
-// Bounds of the values validate accepts.
-const (
-	minInterval         = 100 * time.Microsecond // CUPTI decode + evaluation take about 45 % of a core at 10 kHz (docs/pm-sampling.md "First measurements")
-	maxInterval         = time.Second
-	minDecodePeriod     = 10 * time.Millisecond
-	maxDecodePeriod     = 10 * time.Second
-	maxSamplesPerDecode = 20000 // the largest counter data image measured on an H200 (28-33 KB a slot)
-	minMemoryBudget     = 16 << 20
-)
+// minMemoryBudget is the least activity.memory_budget Validate accepts.
+const minMemoryBudget = 16 << 20
 
 // reservedPaths are served by the exporter itself; the telemetry path must not take them.
 var reservedPaths = []string{"/healthz", "/readyz"}
@@ -220,14 +215,7 @@ func (c *Config) Validate() error {
 			errs = append(errs, fmt.Errorf("%s must be between %s and %s, got %s", name, lo, hi, d))
 		}
 	}
-	between("pmsample.interval", c.PMSample.Interval, minInterval, maxInterval)
-	between("pmsample.decode_period", c.PMSample.DecodePeriod, minDecodePeriod, maxDecodePeriod)
-	if len(errs) == 0 { // both in range: do they fit together?
-		if n := int64(c.PMSample.DecodePeriod) / int64(c.PMSample.Interval); n > maxSamplesPerDecode {
-			errs = append(errs, fmt.Errorf("pmsample.decode_period %s holds %d samples of pmsample.interval %s; at most %d fit the hardware buffer: shorten the decode period to %s or less",
-				c.PMSample.DecodePeriod, n, c.PMSample.Interval, maxSamplesPerDecode, time.Duration(c.PMSample.Interval)*maxSamplesPerDecode))
-		}
-	}
+	errs = append(errs, pmsample.CheckTiming(time.Duration(c.PMSample.Interval), time.Duration(c.PMSample.DecodePeriod))...)
 	pos("pmsample.window", c.PMSample.Window)
 	if c.Health.Interval < Duration(100*time.Millisecond) || c.Health.Interval > Duration(time.Hour) {
 		errs = append(errs, fmt.Errorf("health.interval must be between 100ms and 1h, got %s", c.Health.Interval))
@@ -258,14 +246,10 @@ func (c *Config) Validate() error {
 	if c.PMSample.IdleReleaseAfter < 0 {
 		errs = append(errs, fmt.Errorf("pmsample.idle_release_after must not be negative (0 turns idle release off), got %s", c.PMSample.IdleReleaseAfter))
 	}
-	if c.PMSample.IdlePoll < Duration(time.Millisecond) || c.PMSample.IdlePoll > Duration(time.Second) {
-		errs = append(errs, fmt.Errorf("pmsample.idle_poll must be between 1ms and 1s, got %s", c.PMSample.IdlePoll))
-	}
-	if c.PMSample.GiveWayPoll < Duration(10*time.Millisecond) || c.PMSample.GiveWayPoll > Duration(time.Second) {
-		errs = append(errs, fmt.Errorf("pmsample.give_way_poll must be between 10ms and 1s, got %s", c.PMSample.GiveWayPoll))
-	}
-	if w := c.PMSample.IdlePowerRise; w != 0 && !(w >= 5 && w <= 500) { // !(…) also refuses NaN
-		errs = append(errs, fmt.Errorf("pmsample.idle_power_rise must be 0 (off) or between 5 and 500 watts, got %g", w))
+	between("pmsample.idle_poll", c.PMSample.IdlePoll, idle.MinPoll, idle.MaxPoll)
+	between("pmsample.give_way_poll", c.PMSample.GiveWayPoll, profilers.MinPoll, profilers.MaxPoll)
+	if w := c.PMSample.IdlePowerRise; w != 0 && !(w >= idle.MinPowerRise && w <= idle.MaxPowerRise) { // !(…) also refuses NaN
+		errs = append(errs, fmt.Errorf("pmsample.idle_power_rise must be 0 (off) or between %d and %d watts, got %g", idle.MinPowerRise, idle.MaxPowerRise, w))
 	}
 	if p := c.PMSample.Pipeline; p != "serial" && p != "double" {
 		errs = append(errs, fmt.Errorf("pmsample.pipeline must be serial or double, got %q", p))
@@ -337,11 +321,11 @@ func (c *Config) Validate() error {
 // checkListenAddresses checks web.listen_address and web.health_listen_address (with
 // the host it takes from the former) and that they do not ask for the same port.
 func (c *Config) checkListenAddresses() error {
-	mainHost, mainPort, err := checkListenAddress("web.listen_address", c.Web.ListenAddress, ":9477")
+	mainHost, mainPort, err := checkListenAddress("web.listen_address", c.Web.ListenAddress, exporter.DefaultListenAddress)
 	if err != nil || c.Web.HealthListenAddress == "" {
 		return err
 	}
-	if _, _, err := checkListenAddress("web.health_listen_address", c.Web.HealthListenAddress, ":9478"); err != nil {
+	if _, _, err := checkListenAddress("web.health_listen_address", c.Web.HealthListenAddress, exporter.DefaultHealthListenAddress); err != nil {
 		return fmt.Errorf("%w, or empty to turn the health listener off", err)
 	}
 	healthHost, healthPort, _ := net.SplitHostPort(c.HealthListenAddress())

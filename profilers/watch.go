@@ -20,9 +20,12 @@ type Sampler interface {
 	TakeBack(device int)
 }
 
-// Defaults of a Watcher.
+// Defaults of a Watcher, and the bounds the exporter accepts for its poll
+// (pmsample.give_way_poll).
 const (
 	DefaultPoll = 100 * time.Millisecond
+	MinPoll     = 10 * time.Millisecond
+	MaxPoll     = time.Second
 	// youngFor is how long a new process's name is read again: a fork shows its parent's name
 	// until it execs.
 	youngFor = time.Second
