@@ -72,9 +72,6 @@ func (c *Config) validateBudget() []error {
 			errs = append(errs, fmt.Errorf("series.extra: unknown group %q; want %s or all", g, strings.Join(extraSeriesGroups, ", ")))
 		}
 	}
-	if c.Attribution.TopKernels < 0 {
-		errs = append(errs, fmt.Errorf("attribution.top_kernels must not be negative, got %d", c.Attribution.TopKernels))
-	}
 	return errs
 }
 

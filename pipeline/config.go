@@ -6,12 +6,12 @@ import (
 	"io/fs"
 	"net"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
 
-	"gopkg.in/yaml.v3"
+	"github.com/cupti-exporter/cupti-exporter/internal/settings"
+	"github.com/cupti-exporter/cupti-exporter/mapping"
 
 	"github.com/cupti-exporter/cupti-exporter/activity"
 	"github.com/cupti-exporter/cupti-exporter/activity/receiver"
@@ -40,31 +40,31 @@ type Config struct {
 		MaxRequests         int    `yaml:"max_requests" help:"Most concurrent scrapes served (more get 503); concurrent scrapes share one collection. 0: no limit."`
 
 		// Connection bounds of both listeners (docs/security.md, "HTTP listeners").
-		MaxConnections int      `yaml:"max_connections" help:"Most connections the listen address holds at once; past it a newcomer replaces the connection waiting longest without a request, else is closed (docs/security.md). 0: 512, or fewer if the descriptor limit (RLIMIT_NOFILE) cannot hold them beside the activity socket's reserve; a value that does not fit is refused."`
-		IdleTimeout    Duration `yaml:"idle_timeout" help:"Close keep-alive HTTP connections without a request for this long (both listeners); keep it above the scrape interval."`
-		WriteTimeout   Duration `yaml:"write_timeout" help:"Longest time from a request's header to the end of its response (waiting for a render, rendering, and sending to a slow client); keep it above the scrape timeout."`
+		MaxConnections int               `yaml:"max_connections" help:"Most connections the listen address holds at once; past it a newcomer replaces the connection waiting longest without a request, else is closed (docs/security.md). 0: 512, or fewer if the descriptor limit (RLIMIT_NOFILE) cannot hold them beside the activity socket's reserve; a value that does not fit is refused."`
+		IdleTimeout    settings.Duration `yaml:"idle_timeout" help:"Close keep-alive HTTP connections without a request for this long (both listeners); keep it above the scrape interval."`
+		WriteTimeout   settings.Duration `yaml:"write_timeout" help:"Longest time from a request's header to the end of its response (waiting for a render, rendering, and sending to a slow client); keep it above the scrape timeout."`
 	} `yaml:"web"`
 	PMSample struct {
-		Enabled      bool     `yaml:"enabled" help:"Sample device counters with CUPTI PM Sampling."`
-		Interval     Duration `yaml:"interval" help:"Hardware sampling interval (GPU time), 100us to 1s."`
-		DecodePeriod Duration `yaml:"decode_period" help:"How often the hardware buffer is decoded, 10ms to 10s and at most 20000 sampling intervals."`
-		Metrics      []string `yaml:"metrics" help:"Perfworks metrics to sample (comma separated); empty: the curated set."`
-		MetricSet    string   `yaml:"metric_set" help:"Named single-pass metric set of CUPTI 13.2+ (listed by metrics plan) instead of pmsample.metrics."`
-		Window       Duration `yaml:"window" help:"Window over which gauge mean/max/min are computed."`
-		Multiplex    Duration `yaml:"multiplex" help:"Rotate between metric groups that do not fit one pass every this long; 0: drop what does not fit."`
-		DutyCycle    float64  `yaml:"duty_cycle" help:"Share of the time the PM session is held, above 0 and at most 1; below 1 it is released for the rest of every pmsample.duty_period (counted as lost, reason duty_cycle). A held session costs a power-capped workload 0.6-0.95 % of its throughput on an H200; released, nothing (docs/performance.md)."`
-		DutyPeriod   Duration `yaml:"duty_period" help:"Length of one duty cycle (1s to 1h); each sampled and released phase must last at least 500ms."`
+		Enabled      bool              `yaml:"enabled" help:"Sample device counters with CUPTI PM Sampling."`
+		Interval     settings.Duration `yaml:"interval" help:"Hardware sampling interval (GPU time), 100us to 1s."`
+		DecodePeriod settings.Duration `yaml:"decode_period" help:"How often the hardware buffer is decoded, 10ms to 10s and at most 20000 sampling intervals."`
+		Metrics      []string          `yaml:"metrics" help:"Perfworks metrics to sample (comma separated); empty: the curated set."`
+		MetricSet    string            `yaml:"metric_set" help:"Named single-pass metric set of CUPTI 13.2+ (listed by metrics plan) instead of pmsample.metrics."`
+		Window       settings.Duration `yaml:"window" help:"Window over which gauge mean/max/min are computed."`
+		Multiplex    settings.Duration `yaml:"multiplex" help:"Rotate between metric groups that do not fit one pass every this long; 0: drop what does not fit."`
+		DutyCycle    float64           `yaml:"duty_cycle" help:"Share of the time the PM session is held, above 0 and at most 1; below 1 it is released for the rest of every pmsample.duty_period (counted as lost, reason duty_cycle). A held session costs a power-capped workload 0.6-0.95 % of its throughput on an H200; released, nothing (docs/performance.md)."`
+		DutyPeriod   settings.Duration `yaml:"duty_period" help:"Length of one duty cycle (1s to 1h); each sampled and released phase must last at least 500ms."`
 		// Idle release (package idle, docs/pm-sampling.md "Idle release").
-		IdleReleaseAfter Duration `yaml:"idle_release_after" help:"Release a GPU's PM session after it has been idle this long (NVML utilisation 0, no kernels, SM active < 0.1 %) and take it back on the first sign of work; 0: never release. Needs NVML (health.library)."`
-		IdlePoll         Duration `yaml:"idle_poll" help:"How often a released GPU is polled through NVML for activity (1ms to 1s)."`
-		IdleGPM          bool     `yaml:"idle_gpm" help:"While a GPU is released, also read its GPM SM utilisation (Hopper and newer) at every poll: work shows within one poll, where NVML's utilisation and clock-event reasons lag by about 300 ms."`
-		IdlePowerRise    float64  `yaml:"idle_power_rise" help:"While a GPU is released, take its session back when its instant power draw rises this many watts above the lowest reading since the release (5 to 500; 0: power not read). The power rises before GPM sees the work."`
-		Pipeline         string   `yaml:"pipeline" help:"How each device's decode loop runs: serial (decode, evaluate and reset on one thread) or double (two counter data images; a second thread evaluates and resets one while the other is decoded into). double sustained 10 kHz with the default set on an H200 (docs/performance.md); use it below 200us."`
-		Backoff          bool     `yaml:"backoff" help:"When the host cannot decode and evaluate samples as fast as the interval asks (measured in the first second), lengthen the interval to one it sustains instead of losing samples; the effective interval is cupti_pm_sampling_interval_seconds."`
+		IdleReleaseAfter settings.Duration `yaml:"idle_release_after" help:"Release a GPU's PM session after it has been idle this long (NVML utilisation 0, no kernels, SM active < 0.1 %) and take it back on the first sign of work; 0: never release. Needs NVML (health.library)."`
+		IdlePoll         settings.Duration `yaml:"idle_poll" help:"How often a released GPU is polled through NVML for activity (1ms to 1s)."`
+		IdleGPM          bool              `yaml:"idle_gpm" help:"While a GPU is released, also read its GPM SM utilisation (Hopper and newer) at every poll: work shows within one poll, where NVML's utilisation and clock-event reasons lag by about 300 ms."`
+		IdlePowerRise    float64           `yaml:"idle_power_rise" help:"While a GPU is released, take its session back when its instant power draw rises this many watts above the lowest reading since the release (5 to 500; 0: power not read). The power rises before GPM sees the work."`
+		Pipeline         string            `yaml:"pipeline" help:"How each device's decode loop runs: serial (decode, evaluate and reset on one thread) or double (two counter data images; a second thread evaluates and resets one while the other is decoded into). double sustained 10 kHz with the default set on an H200 (docs/performance.md); use it below 200us."`
+		Backoff          bool              `yaml:"backoff" help:"When the host cannot decode and evaluate samples as fast as the interval asks (measured in the first second), lengthen the interval to one it sustains instead of losing samples; the effective interval is cupti_pm_sampling_interval_seconds."`
 		// Giving the counters to profilers (package profilers, docs/pm-sampling.md "Sharing the counters").
-		GiveWay     bool     `yaml:"give_way" help:"Give a GPU's counters to a profiler found among the host's processes (Nsight Compute, Nsight Systems with --gpu-metrics-devices, DCGM's profiling module, pmsample.give_way_to) while it runs, and take them back when it exits (state yielded, cupti_pm_give_ways_total). Needs the host's PID namespace (the chart's hostPID)."`
-		GiveWayTo   []string `yaml:"give_way_to" help:"More process names (comm, comma separated; a trailing * matches a prefix) to give the counters to, counted as tool named."`
-		GiveWayPoll Duration `yaml:"give_way_poll" help:"How often the host's processes are looked at for profilers (10ms to 1s); ncu's target asked for the counters more than 0.17 s after a 100ms poll saw its front end on an H100 (docs/pm-sampling.md)."`
+		GiveWay     bool              `yaml:"give_way" help:"Give a GPU's counters to a profiler found among the host's processes (Nsight Compute, Nsight Systems with --gpu-metrics-devices, DCGM's profiling module, pmsample.give_way_to) while it runs, and take them back when it exits (state yielded, cupti_pm_give_ways_total). Needs the host's PID namespace (the chart's hostPID)."`
+		GiveWayTo   []string          `yaml:"give_way_to" help:"More process names (comm, comma separated; a trailing * matches a prefix) to give the counters to, counted as tool named."`
+		GiveWayPoll settings.Duration `yaml:"give_way_poll" help:"How often the host's processes are looked at for profilers (10ms to 1s); ncu's target asked for the counters more than 0.17 s after a 100ms poll saw its front end on an H100 (docs/pm-sampling.md)."`
 	} `yaml:"pmsample"`
 	CUPTI struct {
 		Library string `yaml:"library" help:"Path to libcupti.so (or its folder); empty: search the usual places."`
@@ -73,14 +73,14 @@ type Config struct {
 		Enabled bool   `yaml:"enabled" help:"Receive kernel and memcpy records from injected processes."`
 		Socket  string `yaml:"socket" help:"Unix socket the injection library connects to."`
 		// SocketMode is octal text so that YAML and flags read it the same way.
-		SocketMode                string   `yaml:"socket_mode" help:"Permissions of the activity socket, octal (0666 lets workloads of any user connect)."`
-		MaxConnections            int      `yaml:"max_connections" help:"Most concurrent activity connections; when full, a new one replaces the oldest that has not said hello, or one idle past activity.idle_timeout."`
-		MemoryBudget              ByteSize `yaml:"memory_budget" help:"Memory the activity receiver may hold for its connections (kernel-name tables, frame buffers), e.g. 256MiB; past it frames are refused and counted."`
-		HelloTimeout              Duration `yaml:"hello_timeout" help:"Close activity connections that have not sent their hello after this long."`
-		IdleTimeout               Duration `yaml:"idle_timeout" help:"An activity connection silent this long may be closed to make room when the connection limit is reached."`
-		MaxConnectionsPerIdentity int      `yaml:"max_connections_per_identity" help:"Most concurrent activity connections of one verified identity (the processes of one container, by cgroup); its next one replaces its oldest connection without hello, else is refused."`
-		ProcRoot                  string   `yaml:"proc_root" help:"procfs where the exporter reads the /proc entries of the processes that connect (their PID, start time and cgroup, checked against their hello); it must belong to the exporter's PID namespace, which should be the host's (hostPID) for processes of other pods to be verified."`
-		TrustHelloPods            bool     `yaml:"trust_hello_pods" help:"Label processes with the pod their hello names (POD_NAME, POD_NAMESPACE) when nothing can check it (no pod informer, or a process the kernel cannot name). Only where trusted workloads alone reach the socket, such as a sidecar's."`
+		SocketMode                string            `yaml:"socket_mode" help:"Permissions of the activity socket, octal (0666 lets workloads of any user connect)."`
+		MaxConnections            int               `yaml:"max_connections" help:"Most concurrent activity connections; when full, a new one replaces the oldest that has not said hello, or one idle past activity.idle_timeout."`
+		MemoryBudget              settings.ByteSize `yaml:"memory_budget" help:"Memory the activity receiver may hold for its connections (kernel-name tables, frame buffers), e.g. 256MiB; past it frames are refused and counted."`
+		HelloTimeout              settings.Duration `yaml:"hello_timeout" help:"Close activity connections that have not sent their hello after this long."`
+		IdleTimeout               settings.Duration `yaml:"idle_timeout" help:"An activity connection silent this long may be closed to make room when the connection limit is reached."`
+		MaxConnectionsPerIdentity int               `yaml:"max_connections_per_identity" help:"Most concurrent activity connections of one verified identity (the processes of one container, by cgroup); its next one replaces its oldest connection without hello, else is refused."`
+		ProcRoot                  string            `yaml:"proc_root" help:"procfs where the exporter reads the /proc entries of the processes that connect (their PID, start time and cgroup, checked against their hello); it must belong to the exporter's PID namespace, which should be the host's (hostPID) for processes of other pods to be verified."`
+		TrustHelloPods            bool              `yaml:"trust_hello_pods" help:"Label processes with the pod their hello names (POD_NAME, POD_NAMESPACE) when nothing can check it (no pod informer, or a process the kernel cannot name). Only where trusted workloads alone reach the socket, such as a sidecar's."`
 		// The series budget (docs/sizing.md).
 		TopKernels           int      `yaml:"top_kernels" help:"Kernel names (by recent GPU time) that get their own kernel label in the node's kernel families; the rest are kernel=\"other\", counted in cupti_activity_kernels_folded_total."`
 		KernelHistogramSplit []string `yaml:"kernel_histogram_split" help:"What cupti_kernel_duration_seconds is split by besides the kernel: gpu, pod, both (gpu,pod) or neither (empty: one histogram per kernel for the node)."`
@@ -88,20 +88,12 @@ type Config struct {
 		PodHistograms        bool     `yaml:"pod_histograms" help:"Serve cupti_pod_kernel_duration_seconds, a kernel-duration histogram per GPU and pod."`
 		HistogramBuckets     []string `yaml:"histogram_buckets" help:"Classic bucket upper bounds of the duration histograms, seconds, increasing (native buckets do not depend on them)."`
 	} `yaml:"activity"`
-	Attribution struct {
-		Enabled           bool     `yaml:"enabled" help:"Attribute PM samples to the kernels and pods that ran during them (needs PM sampling and activity)."`
-		Watermark         Duration `yaml:"watermark" help:"How long PM samples wait for the kernel records that overlap them before they are attributed; must exceed pmsample.decode_period (the default 3s becomes 2 decode periods + 1s when those are longer)."`
-		Estimator         string   `yaml:"estimator" help:"How a sample is split over the kernels overlapping it: rate (overlap x each kernel's estimated rate) or overlap."`
-		MaxPendingRecords int      `yaml:"max_pending_records" help:"Kernel records held per GPU while their samples wait; more are dropped and counted."`
-		TopKernels        int      `yaml:"top_kernels" help:"Kernel labels per GPU in the attributed per-kernel families (the first that GPU runs, among activity.top_kernels); later ones go to that GPU's kernel=\"other\". 0: no limit."`
-		KernelFamilies    []string `yaml:"kernel_families" help:"Attributed families served per kernel, by stem (cupti_kernel_<stem>_total: dram_read_bytes, sm_active_seconds, pcie_bytes, ...); all: every one; empty: none. cupti_kernel_sampled_seconds_total always is."`
-		PodFamilies       []string `yaml:"pod_families" help:"Attributed families served per pod, by stem (cupti_pod_<stem>_total); all: every one; empty: none. cupti_pod_sampled_seconds_total always is."`
-	} `yaml:"attribution"`
-	OTLP struct {
+	Attribution attribution.Config `yaml:"attribution"`
+	OTLP        struct {
 		Endpoint string            `yaml:"endpoint" help:"OTLP endpoint: host:port, or a URL (for http, one without a path gets /v1/metrics); empty: OTEL_EXPORTER_OTLP_[METRICS_]ENDPOINT, and no push when neither is set."`
 		Protocol string            `yaml:"protocol" help:"OTLP protocol: grpc or http (http/protobuf); empty: OTEL_EXPORTER_OTLP_[METRICS_]PROTOCOL, else grpc."`
-		Interval Duration          `yaml:"interval" help:"OTLP push interval; 0: OTEL_METRIC_EXPORT_INTERVAL, else 15s."`
-		Timeout  Duration          `yaml:"timeout" help:"Timeout of one OTLP export; 0: OTEL_EXPORTER_OTLP_[METRICS_]TIMEOUT, else 10s."`
+		Interval settings.Duration `yaml:"interval" help:"OTLP push interval; 0: OTEL_METRIC_EXPORT_INTERVAL, else 15s."`
+		Timeout  settings.Duration `yaml:"timeout" help:"Timeout of one OTLP export; 0: OTEL_EXPORTER_OTLP_[METRICS_]TIMEOUT, else 10s."`
 		Insecure bool              `yaml:"insecure" help:"Push OTLP without TLS (false: OTEL_EXPORTER_OTLP_[METRICS_]INSECURE or the URL scheme decide)."`
 		Header   map[string]string `yaml:"header" help:"OTLP request header NAME=VALUE (repeatable); replaces OTEL_EXPORTER_OTLP_[METRICS_]HEADERS."`
 		Resource map[string]string `yaml:"resource_attribute" flag:"otlp.resource-attribute" help:"OTLP resource attribute NAME=VALUE (repeatable); overrides OTEL_RESOURCE_ATTRIBUTES."`
@@ -120,19 +112,9 @@ type Config struct {
 	Series struct {
 		Extra []string `yaml:"extra" help:"Series an idle GPU does without by default, turned back on by group (comma separated): window_min (the PM _min_ratio gauges), zero_reasons (loss, drop and failure reasons, sampling states and NVML clock-event reasons and times at 0 before their first event), sampler_timing (the PM decode path's timings and the decode-gap histogram), nvml_detail (BAR1, free and reserved memory, copy and codec utilisation, MIG mode, lifetime ECC counts, the graphics clock and the non-SM maximum clocks); all: every one (docs/sizing.md)."`
 	} `yaml:"series"`
-	Mapping struct {
-		RulesFile string `yaml:"rules_file" help:"YAML file of extra metric mapping rules (at most 1 MiB)."`
-	} `yaml:"mapping"`
-	Health struct {
-		Enabled  bool     `yaml:"enabled" help:"Read GPU health from NVML: memory, utilisation, power, energy, temperatures, clocks, throttling, XID errors, ECC, row remapping, PCIe replays, NVLink state, per-process memory, MIG."`
-		Interval Duration `yaml:"interval" help:"How often NVML is read (100ms to 1h)."`
-		Library  string   `yaml:"library" help:"Path to libnvidia-ml.so.1; empty: the dynamic loader's search path."`
-		GPM      bool     `yaml:"gpm" help:"Also read NVML GPM (Hopper and newer): SM, tensor and DRAM bandwidth utilisation per health interval, as cupti_gpm_* labelled source=gpm; a separate unit from the PM counters."`
-	} `yaml:"health"`
-	GPM struct {
-		Mode     string   `yaml:"mode" help:"When NVML GPM (Hopper and newer, a unit apart from the PM counters) serves the curated metrics (cupti_sm_active_ratio, ...) under their own names, labelled source=\"gpm\": fill (on each GPU while PM sampling cannot read it: a profiler holds the counters, paused, no privilege, idle-released), only (always, with no PM session: the low-cost mode, no kHz maxima and no attribution to kernels; docs/performance.md), off."`
-		Interval Duration `yaml:"interval" help:"Time between two GPM samples of a GPU, 100ms to 10s (GPM refreshes every 100 ms: shorter pairs read 0 for work that ran)."`
-	} `yaml:"gpm"`
+	Mapping mapping.Config   `yaml:"mapping"`
+	Health  health.Config    `yaml:"health"`
+	GPM     gpmsource.Config `yaml:"gpm"`
 }
 
 // DefaultConfig is the built-in configuration.
@@ -142,26 +124,26 @@ func DefaultConfig() Config {
 	c.Web.TelemetryPath = "/metrics"
 	c.Web.HealthListenAddress = exporter.DefaultHealthListenAddress
 	c.PMSample.Enabled = true
-	c.PMSample.Interval = Duration(pmsample.DefaultInterval)
+	c.PMSample.Interval = settings.Duration(pmsample.DefaultInterval)
 	c.PMSample.Pipeline = pmsample.PipelineSerial
-	c.PMSample.DecodePeriod = Duration(pmsample.DefaultDecodePeriod)
-	c.PMSample.Window = Duration(15 * time.Second)
+	c.PMSample.DecodePeriod = settings.Duration(pmsample.DefaultDecodePeriod)
+	c.PMSample.Window = settings.Duration(15 * time.Second)
 	c.PMSample.DutyCycle = 1
-	c.PMSample.DutyPeriod = Duration(10 * time.Second)
-	c.PMSample.IdleReleaseAfter = Duration(idle.DefaultAfter)
-	c.PMSample.IdlePoll = Duration(idle.DefaultPoll)
+	c.PMSample.DutyPeriod = settings.Duration(10 * time.Second)
+	c.PMSample.IdleReleaseAfter = settings.Duration(idle.DefaultAfter)
+	c.PMSample.IdlePoll = settings.Duration(idle.DefaultPoll)
 	c.PMSample.IdleGPM = true
 	c.PMSample.IdlePowerRise = idle.DefaultPowerRise
 	c.PMSample.GiveWay = true
 	c.PMSample.GiveWayTo = []string{}
-	c.PMSample.GiveWayPoll = Duration(profilers.DefaultPoll)
+	c.PMSample.GiveWayPoll = settings.Duration(profilers.DefaultPoll)
 	c.Activity.Enabled = true
 	c.Activity.Socket = "/run/cupti-exporter/activity.sock"
 	c.Activity.SocketMode = "0660"
 	c.Activity.MaxConnections = receiver.DefaultMaxConnections
 	c.Activity.MemoryBudget = 128 << 20 // with the GPUs' ~80 MB each, fits the chart's 1 GiB limit on 8 GPUs
-	c.Activity.HelloTimeout = Duration(receiver.DefaultHelloTimeout)
-	c.Activity.IdleTimeout = Duration(receiver.DefaultIdleTimeout)
+	c.Activity.HelloTimeout = settings.Duration(receiver.DefaultHelloTimeout)
+	c.Activity.IdleTimeout = settings.Duration(receiver.DefaultIdleTimeout)
 	c.Activity.ProcRoot = receiver.DefaultProcRoot
 	c.Activity.MaxConnectionsPerIdentity = receiver.DefaultMaxConnectionsPerIdentity
 	c.Activity.TopKernels = activity.DefaultTopKernels
@@ -170,20 +152,12 @@ func DefaultConfig() Config {
 	c.Activity.PodHistograms = false
 	c.Activity.HistogramBuckets = formatBounds(activity.DefaultBuckets)
 	c.Web.MaxRequests = 40
-	c.Web.IdleTimeout = Duration(exporter.DefaultIdleTimeout)
-	c.Web.WriteTimeout = Duration(exporter.DefaultWriteTimeout)
+	c.Web.IdleTimeout = settings.Duration(exporter.DefaultIdleTimeout)
+	c.Web.WriteTimeout = settings.Duration(exporter.DefaultWriteTimeout)
 	c.OTLP.Naming = exporter.NamingOTel.String()
-	c.Health.Enabled = true
-	c.Health.Interval = Duration(health.DefaultInterval)
-	c.GPM.Mode = string(gpmsource.ModeFill)
-	c.GPM.Interval = Duration(gpmsource.DefaultInterval)
-	c.Attribution.Enabled = true
-	c.Attribution.Watermark = Duration(attribution.DefaultWatermark)
-	c.Attribution.Estimator = attribution.DefaultEstimator
-	c.Attribution.MaxPendingRecords = attribution.DefaultMaxPendingRecords
-	c.Attribution.TopKernels = attribution.BudgetTopKernels
-	c.Attribution.KernelFamilies = slices.Clone(attribution.BudgetKernelFamilies)
-	c.Attribution.PodFamilies = slices.Clone(attribution.BudgetPodFamilies)
+	c.Health = health.DefaultConfig()
+	c.GPM = gpmsource.DefaultConfig()
+	c.Attribution = attribution.DefaultConfig()
 	c.Kubernetes.PodInformer = "auto"
 	c.Kubernetes.ResourceSlices = "auto"
 	c.Series.Extra = []string{}
@@ -205,41 +179,33 @@ var telemetryPathRE = regexp.MustCompile(`^/[A-Za-z0-9._~/-]*$`)
 // Validate checks values that flags and YAML both accept but the exporter cannot use.
 func (c *Config) Validate() error {
 	var errs []error
-	pos := func(name string, d Duration) {
+	pos := func(name string, d settings.Duration) {
 		if d <= 0 {
 			errs = append(errs, fmt.Errorf("%s must be positive, got %s", name, d))
 		}
 	}
-	between := func(name string, d Duration, lo, hi time.Duration) {
+	between := func(name string, d settings.Duration, lo, hi time.Duration) {
 		if time.Duration(d) < lo || time.Duration(d) > hi {
 			errs = append(errs, fmt.Errorf("%s must be between %s and %s, got %s", name, lo, hi, d))
 		}
 	}
 	errs = append(errs, pmsample.CheckTiming(time.Duration(c.PMSample.Interval), time.Duration(c.PMSample.DecodePeriod))...)
 	pos("pmsample.window", c.PMSample.Window)
-	if c.Health.Interval < Duration(100*time.Millisecond) || c.Health.Interval > Duration(time.Hour) {
-		errs = append(errs, fmt.Errorf("health.interval must be between 100ms and 1h, got %s", c.Health.Interval))
-	}
+	errs = append(errs, c.Health.Validate()...)
 	pos("activity.hello_timeout", c.Activity.HelloTimeout)
 	pos("activity.idle_timeout", c.Activity.IdleTimeout)
 	if c.OTLP.Interval < 0 || c.OTLP.Timeout < 0 {
 		errs = append(errs, fmt.Errorf("otlp.interval and otlp.timeout must not be negative, got %s and %s", c.OTLP.Interval, c.OTLP.Timeout))
 	}
-	pos("attribution.watermark", c.Attribution.Watermark)
-	if c.Attribution.Watermark == Duration(attribution.DefaultWatermark) && c.Attribution.Watermark <= c.PMSample.DecodePeriod {
+	errs = append(errs, c.Attribution.Validate()...)
+	if c.Attribution.Watermark == settings.Duration(attribution.DefaultWatermark) && c.Attribution.Watermark <= c.PMSample.DecodePeriod {
 		// the default follows a long decode period: samples arrive a decode period late
-		c.Attribution.Watermark = 2*c.PMSample.DecodePeriod + Duration(time.Second)
-	}
-	if err := attribution.ParseEstimator(c.Attribution.Estimator); err != nil {
-		errs = append(errs, fmt.Errorf("attribution.estimator: %w", err))
+		c.Attribution.Watermark = 2*c.PMSample.DecodePeriod + settings.Duration(time.Second)
 	}
 	if c.Attribution.Enabled && c.Attribution.Watermark <= c.PMSample.DecodePeriod {
 		errs = append(errs, fmt.Errorf("attribution.watermark (%s) must be longer than pmsample.decode_period (%s): samples arrive a decode period late, and their records later still", c.Attribution.Watermark, c.PMSample.DecodePeriod))
 	}
 	errs = append(errs, c.validateBudget()...)
-	if c.Attribution.MaxPendingRecords <= 0 {
-		errs = append(errs, fmt.Errorf("attribution.max_pending_records must be positive, got %d", c.Attribution.MaxPendingRecords))
-	}
 	if c.PMSample.MetricSet != "" && len(c.PMSample.Metrics) > 0 {
 		errs = append(errs, errors.New("pmsample.metric_set and pmsample.metrics exclude each other: give one"))
 	}
@@ -260,19 +226,14 @@ func (c *Config) Validate() error {
 	switch d := c.PMSample.DutyCycle; {
 	case !(d > 0 && d <= 1): // !(…) also refuses NaN
 		errs = append(errs, fmt.Errorf("pmsample.duty_cycle must be above 0 and at most 1 (1 samples all the time), got %g", d))
-	case c.PMSample.DutyPeriod < Duration(time.Second) || c.PMSample.DutyPeriod > Duration(time.Hour):
+	case c.PMSample.DutyPeriod < settings.Duration(time.Second) || c.PMSample.DutyPeriod > settings.Duration(time.Hour):
 		errs = append(errs, fmt.Errorf("pmsample.duty_period must be between 1s and 1h, got %s", c.PMSample.DutyPeriod))
 	case d < 1 && len(errs) == 0: // the rest (phase lengths, multiplexing) is the sampler's to judge
 		if err := pmsample.CheckOptions(samplerOptions(c)...); err != nil {
 			errs = append(errs, fmt.Errorf("pmsample.duty_cycle %g of pmsample.duty_period %s: %w", d, c.PMSample.DutyPeriod, err))
 		}
 	}
-	switch gpmsource.Mode(c.GPM.Mode) {
-	case gpmsource.ModeFill, gpmsource.ModeOnly, gpmsource.ModeOff:
-	default:
-		errs = append(errs, fmt.Errorf("gpm.mode must be fill, only or off, got %q", c.GPM.Mode))
-	}
-	between("gpm.interval", c.GPM.Interval, gpmsource.MinInterval, 10*time.Second)
+	errs = append(errs, c.GPM.Validate()...)
 	if _, err := exporter.ParseNaming(c.OTLP.Naming); err != nil {
 		errs = append(errs, fmt.Errorf("otlp.naming: %w", err))
 	}
@@ -299,7 +260,7 @@ func (c *Config) Validate() error {
 		errs = append(errs, fmt.Errorf("activity.max_connections must be at least 1, got %d", c.Activity.MaxConnections))
 	}
 	if c.Activity.MemoryBudget < minMemoryBudget {
-		errs = append(errs, fmt.Errorf("activity.memory_budget must be at least %s, got %s", ByteSize(minMemoryBudget), c.Activity.MemoryBudget))
+		errs = append(errs, fmt.Errorf("activity.memory_budget must be at least %s, got %s", settings.ByteSize(minMemoryBudget), c.Activity.MemoryBudget))
 	}
 	if c.Web.MaxRequests < 0 {
 		errs = append(errs, fmt.Errorf("web.max_requests must not be negative (0: no limit), got %d", c.Web.MaxRequests))
@@ -410,37 +371,6 @@ func (c *Config) activitySocketMode() fs.FileMode {
 	return m
 }
 
-// Duration is a time.Duration written as "250ms", "1us", "15s" in YAML.
-type Duration time.Duration
-
-func (d Duration) String() string { return time.Duration(d).String() }
-
-// UnmarshalYAML parses a duration (strictyaml adds the line and key to an error).
-func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
-	if n.Kind != yaml.ScalarNode {
-		return fmt.Errorf("want a duration such as 250ms, got a %s", kindName(n.Kind))
-	}
-	v, err := time.ParseDuration(n.Value)
-	if err != nil {
-		return fmt.Errorf("invalid duration %q: want a number with a unit (us, ms, s, m, h), e.g. 250ms", n.Value)
-	}
-	*d = Duration(v)
-	return nil
-}
-
-// MarshalYAML writes the duration as text.
-func (d Duration) MarshalYAML() (any, error) { return d.String(), nil }
-
-func kindName(k yaml.Kind) string {
-	switch k {
-	case yaml.MappingNode:
-		return "mapping"
-	case yaml.SequenceNode:
-		return "list"
-	}
-	return "value"
-}
-
 // MaxConfigBytes bounds a configuration file: the YAML decoder holds several times a file's
 // size (a 200 MB file took 1.43 GB), and a real configuration is a few KiB.
 const MaxConfigBytes = 1 << 20
@@ -462,53 +392,3 @@ func ParseConfig(data []byte, path string, c *Config) error {
 	}
 	return nil
 }
-
-// ByteSize is a size in bytes written as "256MiB", "1GiB", "65536" in YAML and flags.
-type ByteSize int64
-
-var byteUnits = []struct {
-	suffix string
-	n      int64
-}{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}, {"GB", 1e9}, {"MB", 1e6}, {"KB", 1e3}, {"B", 1}}
-
-// ParseByteSize reads a whole number with an optional unit (B, KiB, MiB, GiB, KB, MB, GB).
-func ParseByteSize(s string) (ByteSize, error) {
-	t := strings.TrimSpace(s)
-	mult := int64(1)
-	for _, u := range byteUnits {
-		if strings.HasSuffix(t, u.suffix) {
-			t, mult = strings.TrimSpace(strings.TrimSuffix(t, u.suffix)), u.n
-			break
-		}
-	}
-	n, err := strconv.ParseInt(t, 10, 64)
-	if err != nil || n < 0 || n > (1<<62)/mult {
-		return 0, fmt.Errorf("invalid size %q: want a whole number with a unit (B, KiB, MiB, GiB), e.g. 256MiB", s)
-	}
-	return ByteSize(n * mult), nil
-}
-
-func (b ByteSize) String() string {
-	for _, u := range byteUnits[:3] {
-		if b >= ByteSize(u.n) && int64(b)%u.n == 0 {
-			return strconv.FormatInt(int64(b)/u.n, 10) + u.suffix
-		}
-	}
-	return strconv.FormatInt(int64(b), 10) + "B"
-}
-
-// UnmarshalYAML parses a size (strictyaml adds the line and key to an error).
-func (b *ByteSize) UnmarshalYAML(n *yaml.Node) error {
-	if n.Kind != yaml.ScalarNode {
-		return fmt.Errorf("want a size such as 256MiB, got a %s", kindName(n.Kind))
-	}
-	v, err := ParseByteSize(n.Value)
-	if err != nil {
-		return err
-	}
-	*b = v
-	return nil
-}
-
-// MarshalYAML writes the size as text.
-func (b ByteSize) MarshalYAML() (any, error) { return b.String(), nil }

@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/cupti-exporter/cupti-exporter/internal/settings"
+
 	"github.com/cupti-exporter/cupti-exporter/activity"
 	"github.com/cupti-exporter/cupti-exporter/activity/receiver"
 	"github.com/cupti-exporter/cupti-exporter/activity/record"
@@ -25,9 +27,9 @@ import (
 
 // RecordArgs is what `record` is told besides the configuration.
 type RecordArgs struct {
-	Output   string        // the file to write
-	Duration time.Duration // how long to record
-	MaxSize  ByteSize      // stop when the file reaches this size; 0: no limit
+	Output   string            // the file to write
+	Duration time.Duration     // how long to record
+	MaxSize  settings.ByteSize // stop when the file reaches this size; 0: no limit
 }
 
 // Record samples the GPUs (and, if enabled, receives activity records) for the given

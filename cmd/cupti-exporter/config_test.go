@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cupti-exporter/cupti-exporter/internal/settings"
 	"github.com/cupti-exporter/cupti-exporter/pipeline"
 )
 
@@ -170,7 +171,7 @@ func TestAttributionConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	a := cfg.Attribution
-	if a.Enabled || a.Estimator != "overlap" || a.MaxPendingRecords != 1000 || a.Watermark != pipeline.Duration(5*time.Second) {
+	if a.Enabled || a.Estimator != "overlap" || a.MaxPendingRecords != 1000 || a.Watermark != settings.Duration(5*time.Second) {
 		t.Errorf("attribution config %+v", a)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/alecthomas/kingpin/v2"
+	"github.com/cupti-exporter/cupti-exporter/internal/settings"
 	"github.com/cupti-exporter/cupti-exporter/pipeline"
 	"github.com/prometheus/common/promslog"
 	promslogflag "github.com/prometheus/common/promslog/flag"
@@ -110,9 +111,9 @@ func addConfigFlags(app *kingpin.Application, v reflect.Value, prefix string) {
 			fl.Default(strconv.Itoa(*p)).IntVar(p)
 		case *float64:
 			fl.Default(strconv.FormatFloat(*p, 'g', -1, 64)).Float64Var(p)
-		case *pipeline.Duration:
+		case *settings.Duration:
 			fl.Default(p.String()).SetValue((*durationValue)(p))
-		case *pipeline.ByteSize:
+		case *settings.ByteSize:
 			fl.Default(p.String()).SetValue((*byteSizeValue)(p))
 		case *[]string:
 			fl.Default(strings.Join(*p, ",")).SetValue((*listValue)(p))
@@ -151,7 +152,7 @@ func configFlags(t reflect.Type, prefix string, out map[string]string) map[strin
 	return out
 }
 
-type durationValue pipeline.Duration
+type durationValue settings.Duration
 
 func (d *durationValue) Set(s string) error {
 	v, err := time.ParseDuration(s)
@@ -161,19 +162,19 @@ func (d *durationValue) Set(s string) error {
 	*d = durationValue(v)
 	return nil
 }
-func (d *durationValue) String() string { return pipeline.Duration(*d).String() }
+func (d *durationValue) String() string { return settings.Duration(*d).String() }
 
-type byteSizeValue pipeline.ByteSize
+type byteSizeValue settings.ByteSize
 
 func (b *byteSizeValue) Set(s string) error {
-	v, err := pipeline.ParseByteSize(s)
+	v, err := settings.ParseByteSize(s)
 	if err != nil {
 		return err
 	}
 	*b = byteSizeValue(v)
 	return nil
 }
-func (b *byteSizeValue) String() string { return pipeline.ByteSize(*b).String() }
+func (b *byteSizeValue) String() string { return settings.ByteSize(*b).String() }
 
 type listValue []string
 

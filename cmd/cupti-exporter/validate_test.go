@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cupti-exporter/cupti-exporter/internal/settings"
 	"github.com/cupti-exporter/cupti-exporter/pipeline"
 )
 
@@ -86,17 +87,17 @@ func TestConfigAcceptsBounds(t *testing.T) {
 }
 
 func TestByteSize(t *testing.T) {
-	for in, want := range map[string]pipeline.ByteSize{"256MiB": 256 << 20, "1GiB": 1 << 30, "65536": 65536, "4 KiB": 4096, "1MB": 1e6, "0": 0} {
-		if got, err := pipeline.ParseByteSize(in); err != nil || got != want {
-			t.Errorf("pipeline.ParseByteSize(%q) = %d, %v; want %d", in, got, err, want)
+	for in, want := range map[string]settings.ByteSize{"256MiB": 256 << 20, "1GiB": 1 << 30, "65536": 65536, "4 KiB": 4096, "1MB": 1e6, "0": 0} {
+		if got, err := settings.ParseByteSize(in); err != nil || got != want {
+			t.Errorf("settings.ParseByteSize(%q) = %d, %v; want %d", in, got, err, want)
 		}
 	}
 	for _, in := range []string{"", "MiB", "-1MiB", "1.5GiB", "1TiB", "99999999999GiB"} {
-		if _, err := pipeline.ParseByteSize(in); err == nil {
-			t.Errorf("pipeline.ParseByteSize(%q) accepted", in)
+		if _, err := settings.ParseByteSize(in); err == nil {
+			t.Errorf("settings.ParseByteSize(%q) accepted", in)
 		}
 	}
-	if s := pipeline.ByteSize(256 << 20).String(); s != "256MiB" {
+	if s := settings.ByteSize(256 << 20).String(); s != "256MiB" {
 		t.Errorf("String = %q", s)
 	}
 	cfg := pipeline.DefaultConfig()
