@@ -3,7 +3,6 @@ package pipeline
 import (
 	"errors"
 	"fmt"
-	"io/fs"
 	"net"
 	"regexp"
 	"strconv"
@@ -13,7 +12,6 @@ import (
 	"github.com/cupti-exporter/cupti-exporter/internal/settings"
 	"github.com/cupti-exporter/cupti-exporter/mapping"
 
-	"github.com/cupti-exporter/cupti-exporter/activity"
 	"github.com/cupti-exporter/cupti-exporter/activity/receiver"
 	"github.com/cupti-exporter/cupti-exporter/attribution"
 	"github.com/cupti-exporter/cupti-exporter/exporter"
@@ -69,25 +67,7 @@ type Config struct {
 	CUPTI struct {
 		Library string `yaml:"library" help:"Path to libcupti.so (or its folder); empty: search the usual places."`
 	} `yaml:"cupti"`
-	Activity struct {
-		Enabled bool   `yaml:"enabled" help:"Receive kernel and memcpy records from injected processes."`
-		Socket  string `yaml:"socket" help:"Unix socket the injection library connects to."`
-		// SocketMode is octal text so that YAML and flags read it the same way.
-		SocketMode                string            `yaml:"socket_mode" help:"Permissions of the activity socket, octal (0666 lets workloads of any user connect)."`
-		MaxConnections            int               `yaml:"max_connections" help:"Most concurrent activity connections; when full, a new one replaces the oldest that has not said hello, or one idle past activity.idle_timeout."`
-		MemoryBudget              settings.ByteSize `yaml:"memory_budget" help:"Memory the activity receiver may hold for its connections (kernel-name tables, frame buffers), e.g. 256MiB; past it frames are refused and counted."`
-		HelloTimeout              settings.Duration `yaml:"hello_timeout" help:"Close activity connections that have not sent their hello after this long."`
-		IdleTimeout               settings.Duration `yaml:"idle_timeout" help:"An activity connection silent this long may be closed to make room when the connection limit is reached."`
-		MaxConnectionsPerIdentity int               `yaml:"max_connections_per_identity" help:"Most concurrent activity connections of one verified identity (the processes of one container, by cgroup); its next one replaces its oldest connection without hello, else is refused."`
-		ProcRoot                  string            `yaml:"proc_root" help:"procfs where the exporter reads the /proc entries of the processes that connect (their PID, start time and cgroup, checked against their hello); it must belong to the exporter's PID namespace, which should be the host's (hostPID) for processes of other pods to be verified."`
-		TrustHelloPods            bool              `yaml:"trust_hello_pods" help:"Label processes with the pod their hello names (POD_NAME, POD_NAMESPACE) when nothing can check it (no pod informer, or a process the kernel cannot name). Only where trusted workloads alone reach the socket, such as a sidecar's."`
-		// The series budget (docs/sizing.md).
-		TopKernels           int      `yaml:"top_kernels" help:"Kernel names (by recent GPU time) that get their own kernel label in the node's kernel families; the rest are kernel=\"other\", counted in cupti_activity_kernels_folded_total."`
-		KernelHistogramSplit []string `yaml:"kernel_histogram_split" help:"What cupti_kernel_duration_seconds is split by besides the kernel: gpu, pod, both (gpu,pod) or neither (empty: one histogram per kernel for the node)."`
-		CopyHistogramSplit   []string `yaml:"copy_histogram_split" help:"What the memcpy and memset duration histograms are split by besides the copy and memory kinds: gpu, pod, both or neither (empty); their byte counters are always per GPU and pod."`
-		PodHistograms        bool     `yaml:"pod_histograms" help:"Serve cupti_pod_kernel_duration_seconds, a kernel-duration histogram per GPU and pod."`
-		HistogramBuckets     []string `yaml:"histogram_buckets" help:"Classic bucket upper bounds of the duration histograms, seconds, increasing (native buckets do not depend on them)."`
-	} `yaml:"activity"`
+	Activity    receiver.Config    `yaml:"activity"`
 	Attribution attribution.Config `yaml:"attribution"`
 	OTLP        struct {
 		Endpoint string            `yaml:"endpoint" help:"OTLP endpoint: host:port, or a URL (for http, one without a path gets /v1/metrics); empty: OTEL_EXPORTER_OTLP_[METRICS_]ENDPOINT, and no push when neither is set."`
@@ -137,20 +117,7 @@ func DefaultConfig() Config {
 	c.PMSample.GiveWay = true
 	c.PMSample.GiveWayTo = []string{}
 	c.PMSample.GiveWayPoll = settings.Duration(profilers.DefaultPoll)
-	c.Activity.Enabled = true
-	c.Activity.Socket = "/run/cupti-exporter/activity.sock"
-	c.Activity.SocketMode = "0660"
-	c.Activity.MaxConnections = receiver.DefaultMaxConnections
-	c.Activity.MemoryBudget = 128 << 20 // with the GPUs' ~80 MB each, fits the chart's 1 GiB limit on 8 GPUs
-	c.Activity.HelloTimeout = settings.Duration(receiver.DefaultHelloTimeout)
-	c.Activity.IdleTimeout = settings.Duration(receiver.DefaultIdleTimeout)
-	c.Activity.ProcRoot = receiver.DefaultProcRoot
-	c.Activity.MaxConnectionsPerIdentity = receiver.DefaultMaxConnectionsPerIdentity
-	c.Activity.TopKernels = activity.DefaultTopKernels
-	c.Activity.KernelHistogramSplit = []string{}
-	c.Activity.CopyHistogramSplit = []string{}
-	c.Activity.PodHistograms = false
-	c.Activity.HistogramBuckets = formatBounds(activity.DefaultBuckets)
+	c.Activity = receiver.DefaultConfig()
 	c.Web.MaxRequests = 40
 	c.Web.IdleTimeout = settings.Duration(exporter.DefaultIdleTimeout)
 	c.Web.WriteTimeout = settings.Duration(exporter.DefaultWriteTimeout)
@@ -163,9 +130,6 @@ func DefaultConfig() Config {
 	c.Series.Extra = []string{}
 	return c
 }
-
-// minMemoryBudget is the least activity.memory_budget Validate accepts.
-const minMemoryBudget = 16 << 20
 
 // reservedPaths are served by the exporter itself; the telemetry path must not take them.
 var reservedPaths = []string{"/healthz", "/readyz"}
@@ -192,8 +156,7 @@ func (c *Config) Validate() error {
 	errs = append(errs, pmsample.CheckTiming(time.Duration(c.PMSample.Interval), time.Duration(c.PMSample.DecodePeriod))...)
 	pos("pmsample.window", c.PMSample.Window)
 	errs = append(errs, c.Health.Validate()...)
-	pos("activity.hello_timeout", c.Activity.HelloTimeout)
-	pos("activity.idle_timeout", c.Activity.IdleTimeout)
+	errs = append(errs, c.Activity.Validate()...)
 	if c.OTLP.Interval < 0 || c.OTLP.Timeout < 0 {
 		errs = append(errs, fmt.Errorf("otlp.interval and otlp.timeout must not be negative, got %s and %s", c.OTLP.Interval, c.OTLP.Timeout))
 	}
@@ -249,18 +212,6 @@ func (c *Config) Validate() error {
 	case "auto", "on", "off":
 	default:
 		errs = append(errs, fmt.Errorf("kubernetes.resource_slices must be auto, on or off, got %q", c.Kubernetes.ResourceSlices))
-	}
-	if _, err := c.socketMode(); err != nil {
-		errs = append(errs, err)
-	}
-	if c.Activity.MaxConnectionsPerIdentity < 1 {
-		errs = append(errs, fmt.Errorf("activity.max_connections_per_identity must be at least 1, got %d", c.Activity.MaxConnectionsPerIdentity))
-	}
-	if c.Activity.MaxConnections < 1 {
-		errs = append(errs, fmt.Errorf("activity.max_connections must be at least 1, got %d", c.Activity.MaxConnections))
-	}
-	if c.Activity.MemoryBudget < minMemoryBudget {
-		errs = append(errs, fmt.Errorf("activity.memory_budget must be at least %s, got %s", settings.ByteSize(minMemoryBudget), c.Activity.MemoryBudget))
 	}
 	if c.Web.MaxRequests < 0 {
 		errs = append(errs, fmt.Errorf("web.max_requests must not be negative (0: no limit), got %d", c.Web.MaxRequests))
@@ -354,21 +305,6 @@ func checkTelemetryPath(p string) error {
 		return fmt.Errorf("web.telemetry_path %q is inside the PM sampling pause API (%s/): choose another, e.g. /metrics", p, pauseAPI)
 	}
 	return nil
-}
-
-// socketMode parses activity.socket_mode.
-func (c *Config) socketMode() (fs.FileMode, error) {
-	m, err := strconv.ParseUint(c.Activity.SocketMode, 8, 32)
-	if err != nil || m > 0o777 {
-		return 0, fmt.Errorf("activity.socket_mode must be octal permissions such as 0660, got %q", c.Activity.SocketMode)
-	}
-	return fs.FileMode(m), nil
-}
-
-// activitySocketMode is activity.socket_mode once validate has accepted it.
-func (c *Config) activitySocketMode() fs.FileMode {
-	m, _ := c.socketMode()
-	return m
 }
 
 // MaxConfigBytes bounds a configuration file: the YAML decoder holds several times a file's

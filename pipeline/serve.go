@@ -511,7 +511,7 @@ func liveActivityOptions(devices func() []pmdata.Device, budget *activity.Budget
 // receiverOptions are the activity socket server's options from the configuration.
 func receiverOptions(cfg *Config, budget *activity.Budget) []receiver.Option {
 	return []receiver.Option{
-		receiver.WithSocketMode(cfg.activitySocketMode()),
+		receiver.WithSocketMode(cfg.Activity.SocketFileMode()),
 		receiver.WithMaxConnections(cfg.Activity.MaxConnections),
 		receiver.WithHelloTimeout(time.Duration(cfg.Activity.HelloTimeout)),
 		receiver.WithIdleTimeout(time.Duration(cfg.Activity.IdleTimeout)),
