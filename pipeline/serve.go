@@ -318,7 +318,7 @@ func serveSources(ctx context.Context, logger *slog.Logger, cfg *Config, pm pmSe
 	}
 	srv := exporter.NewServer(logger, exporter.ServerConfig{
 		ListenAddresses:     []string{cfg.Web.ListenAddress},
-		HealthListenAddress: cfg.HealthListenAddress(),
+		HealthListenAddress: cfg.Web.HealthAddress(),
 		WebConfigFile:       cfg.Web.ConfigFile,
 		TelemetryPath:       cfg.Web.TelemetryPath,
 		MaxRequests:         cfg.Web.MaxRequests,
@@ -328,7 +328,7 @@ func serveSources(ctx context.Context, logger *slog.Logger, cfg *Config, pm pmSe
 		Registry:            exp.Registry(),
 		Status:              exp,
 	})
-	srv.Handle("/api/v1/pm-sampling/", pmSamplingAPI(cfg, pm))
+	srv.Handle(exporter.PauseAPIPath+"/", pmSamplingAPI(cfg, pm))
 	otlpFromEnv, otlpEnvVar := exporter.OTLPFromEnv()
 	if cfg.OTLP.Endpoint != "" || otlpFromEnv {
 		naming, _ := exporter.ParseNaming(cfg.OTLP.Naming) // validated with the configuration

@@ -40,7 +40,7 @@ func TestHealthListenAddressFollowsMainHost(t *testing.T) {
 			t.Errorf("%q: %v", tc.args, err)
 			continue
 		}
-		if got := cfg.HealthListenAddress(); got != tc.want {
+		if got := cfg.Web.HealthAddress(); got != tc.want {
 			t.Errorf("%q: health listener on %q, want %q", tc.args, got, tc.want)
 		}
 	}
