@@ -5,8 +5,10 @@
 // Replay and Demo run the same assembly over live GPUs or a recording; Record writes what
 // the live sources produce to a file.
 //
-// Config is the whole configuration (YAML and flags); DefaultConfig and Validate are its
-// defaults and checks. cmd/cupti-exporter parses the command line into it, picks the
+// Config is the whole configuration (YAML and flags), made of the sections the packages own
+// (attribution.Config, health.Config, receiver.Config, exporter.WebSettings, ...);
+// DefaultConfig and Validate gather their defaults and checks and add those that span
+// sections. cmd/cupti-exporter parses the command line into it, picks the
 // subcommand and owns the process (signals, exit codes); everything between a Config and
 // a running exporter is here (docs/architecture.md).
 package pipeline
