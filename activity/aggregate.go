@@ -7,7 +7,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/cupti-exporter/cupti-exporter/mapping"
+	"github.com/cupti-exporter/cupti-exporter/activity/record"
+
+	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
 
 // Aggregator turns activity records into Prometheus-style families: histograms of kernel,
@@ -24,7 +26,7 @@ type Aggregator struct {
 
 	mu        sync.Mutex
 	start     time.Time
-	procs     map[*Process]*procState
+	procs     map[*record.Process]*procState
 	senders   map[senderID]*senderState
 	devices   map[deviceKey]*device
 	kernels   kernelTable
@@ -39,8 +41,8 @@ type Aggregator struct {
 	// not split by them (empty labels): such a series expires after the TTL without records.
 	nodeDevice *device
 	nodePod    *podRef
-	pods       map[podID]*podRef      // interned pod labels
-	records    [KindMemset + 1]uint64 // by Kind
+	pods       map[podID]*podRef             // interned pod labels
+	records    [record.KindMemset + 1]uint64 // by Kind
 	dropped    map[string]uint64
 	connDrops  map[string]uint64
 	recreated  [2]uint64 // socket file re-created: removed, replaced
@@ -60,7 +62,7 @@ type Aggregator struct {
 	split splitState // the per-pod time split (timesplit.go)
 
 	snapMu  sync.Mutex // serialises rebuilds
-	snap    atomic.Pointer[mapping.Snapshot]
+	snap    atomic.Pointer[snapshot.Snapshot]
 	snapGen atomic.Uint64
 }
 
@@ -112,8 +114,8 @@ type senderID struct {
 	claimed bool
 }
 
-func senderOf(p *Process) senderID {
-	return senderID{p.PID, p.StartTime, p.Identity == IdentityClaimed}
+func senderOf(p *record.Process) senderID {
+	return senderID{p.PID, p.StartTime, p.Identity == record.IdentityClaimed}
 }
 
 type senderState struct {
@@ -121,11 +123,11 @@ type senderState struct {
 	conns int
 	first time.Time // when the exporter first heard of the process (plausible.go)
 	seen  time.Time
-	conn  *Process // the connection whose drop report was taken last (senderdrops.go)
+	conn  *record.Process // the connection whose drop report was taken last (senderdrops.go)
 }
 
 // senderLocked returns the state of p's process, made on first use; a.mu is held.
-func (a *Aggregator) senderLocked(p *Process) *senderState {
+func (a *Aggregator) senderLocked(p *record.Process) *senderState {
 	id := senderOf(p)
 	s := a.senders[id]
 	if s == nil {
@@ -152,7 +154,7 @@ func NewAggregator(opts ...Option) *Aggregator {
 	a := &Aggregator{
 		cfg:            newConfig(opts),
 		names:          newNameCache(),
-		procs:          make(map[*Process]*procState),
+		procs:          make(map[*record.Process]*procState),
 		senders:        make(map[senderID]*senderState),
 		devices:        make(map[deviceKey]*device),
 		podSeries:      make(map[podKey]*podSeries),
@@ -179,7 +181,7 @@ func NewAggregator(opts ...Option) *Aggregator {
 // and pod (calling the resolvers without holding the lock). Add connects a process it
 // does not know, so calling Connect is optional but makes the process count as connected
 // before its first records.
-func (a *Aggregator) Connect(p *Process) {
+func (a *Aggregator) Connect(p *record.Process) {
 	ps := a.newProcState(p)
 	a.mu.Lock()
 	ps = a.connectLocked(p, ps)
@@ -191,7 +193,7 @@ func (a *Aggregator) Connect(p *Process) {
 	}
 }
 
-func (a *Aggregator) connectLocked(p *Process, ps *procState) *procState {
+func (a *Aggregator) connectLocked(p *record.Process, ps *procState) *procState {
 	if old, ok := a.procs[p]; ok {
 		return old
 	}
@@ -204,14 +206,14 @@ func (a *Aggregator) connectLocked(p *Process, ps *procState) *procState {
 	s := a.senderLocked(p)
 	ps.sender = s
 	s.conns++
-	if p.Identity != IdentityUnchecked {
+	if p.Identity != record.IdentityUnchecked {
 		a.identities[p.Identity.String()]++
 	}
 	s.seen = a.cfg.now()
 	return ps
 }
 
-func (a *Aggregator) newProcState(p *Process) *procState {
+func (a *Aggregator) newProcState(p *record.Process) *procState {
 	ps := &procState{podAnswer: a.askPod(p)}
 	ps.devs = make([]*device, len(p.DeviceUUIDs))
 	for i, uuid := range p.DeviceUUIDs {
@@ -229,7 +231,7 @@ const InvalidDeviceUUID = "GPU-invalid"
 // cannot judge (no filter, the host's GPUs unknown, or no UUID in the hello) is taken from
 // a verified (or recorded) process, not from a claimed one: made-up UUIDs in claimed hellos
 // would fill the device table, and real records would then be dropped as unknown_device.
-func (a *Aggregator) deviceExists(uuid string, id Identity) bool {
+func (a *Aggregator) deviceExists(uuid string, id record.Identity) bool {
 	if uuid == InvalidDeviceUUID {
 		return false
 	}
@@ -237,7 +239,7 @@ func (a *Aggregator) deviceExists(uuid string, id Identity) bool {
 		return true
 	}
 	exists, known := a.cfg.deviceFilter(uuid)
-	return exists || !known && id != IdentityClaimed
+	return exists || !known && id != record.IdentityClaimed
 }
 
 // internLocked returns the interned twin of d, interning d when new, or d marked unknown when
@@ -271,7 +273,7 @@ func (a *Aggregator) gpuLabel(uuid string, ordinal int) string {
 
 // Disconnect marks a process gone (goodbye or end of its connection). Its per-pod series
 // stay for the series TTL.
-func (a *Aggregator) Disconnect(p *Process) {
+func (a *Aggregator) Disconnect(p *record.Process) {
 	a.finishSplit(p)
 	a.mu.Lock()
 	known := a.disconnectLocked(p)
@@ -285,7 +287,7 @@ func (a *Aggregator) Disconnect(p *Process) {
 	}
 }
 
-func (a *Aggregator) disconnectLocked(p *Process) bool {
+func (a *Aggregator) disconnectLocked(p *record.Process) bool {
 	ps, ok := a.procs[p]
 	if !ok {
 		return false
@@ -314,7 +316,7 @@ func (a *Aggregator) disconnectLocked(p *Process) bool {
 }
 
 // Add aggregates one batch of records of process p, calling the record tap first.
-func (a *Aggregator) Add(p *Process, recs []Record) {
+func (a *Aggregator) Add(p *record.Process, recs []record.Record) {
 	if a.cfg.tap != nil {
 		a.cfg.tap(p, recs)
 	}
@@ -363,13 +365,13 @@ func (a *Aggregator) Add(p *Process, recs []Record) {
 		}
 		dev.used = now
 		switch r.Kind {
-		case KindKernel:
+		case record.KindKernel:
 			hdev, hpod := a.histSeriesOf(a.cfg.kernelSplit, dev, ps.pod)
 			a.kernels.observe(hdev, hpod, r.Name, (*names)[i].short, dur, a.cfg.buckets, a.cfg.maxBuckets, now)
 			a.podSeriesOf(ps, r.Device, dev, now).observe(dur)
-		case KindMemcpy:
+		case record.KindMemcpy:
 			a.observeMemcpy(ps, dev, r, dur, now)
-		case KindMemset:
+		case record.KindMemset:
 			a.observeMemset(ps, dev, r, dur, now)
 		default:
 			a.dropped["unknown_kind"]++
@@ -396,7 +398,7 @@ var namesPool = sync.Pool{New: func() any { return new([]kernelName) }}
 // short name and class of each kernel record (consecutive records repeat names, and the cache
 // keeps them across batches). While the kernel table is full, names it does not know are not
 // shortened.
-func (a *Aggregator) kernelNames(recs []Record) *[]kernelName {
+func (a *Aggregator) kernelNames(recs []record.Record) *[]kernelName {
 	names := namesPool.Get().(*[]kernelName)
 	*names = slices.Grow((*names)[:0], len(recs))[:len(recs)]
 	full := a.namesFull.Load()
@@ -406,7 +408,7 @@ func (a *Aggregator) kernelNames(recs []Record) *[]kernelName {
 	for i := range recs {
 		r := &recs[i]
 		switch {
-		case r.Kind != KindKernel || full:
+		case r.Kind != record.KindKernel || full:
 			(*names)[i] = kernelName{}
 		case haveLast && r.Name == last:
 			(*names)[i] = lastName
@@ -434,7 +436,7 @@ func (a *Aggregator) deviceOf(ps *procState, ordinal uint32) *device {
 // validated (senderdrops.go): a counter that goes backwards or jumps implausibly is
 // refused, counted in cupti_activity_invalid_reports_total and returned as an error for
 // the caller to log; the totals never go down.
-func (a *Aggregator) SenderDrops(p *Process, cumulative map[string]uint64) error {
+func (a *Aggregator) SenderDrops(p *record.Process, cumulative map[string]uint64) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	s := a.senderLocked(p)
@@ -496,7 +498,7 @@ const snapshotMaxAge = 10 * time.Second
 // changed since the last one (or it is older than 10 s), holding the aggregation lock for
 // the copy only (no I/O, no waiting on connections); otherwise it returns the published
 // snapshot without locking.
-func (a *Aggregator) Snapshot() *mapping.Snapshot {
+func (a *Aggregator) Snapshot() *snapshot.Snapshot {
 	if s := a.fresh(); s != nil {
 		return s
 	}
@@ -514,7 +516,7 @@ func (a *Aggregator) Snapshot() *mapping.Snapshot {
 	return s
 }
 
-func (a *Aggregator) fresh() *mapping.Snapshot {
+func (a *Aggregator) fresh() *snapshot.Snapshot {
 	s := a.snap.Load()
 	if s == nil || a.snapGen.Load() != a.gen.Load() || a.cfg.now().Sub(s.Time) >= snapshotMaxAge {
 		return nil

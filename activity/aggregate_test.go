@@ -8,7 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cupti-exporter/cupti-exporter/mapping"
+	"github.com/cupti-exporter/cupti-exporter/activity/record"
+
+	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
 
 // fakeClock is a settable clock for withClock.
@@ -29,7 +31,7 @@ func (c *fakeClock) advance(d time.Duration) {
 	c.mu.Unlock()
 }
 
-func family(t *testing.T, s *mapping.Snapshot, name string) mapping.Family {
+func family(t *testing.T, s *snapshot.Snapshot, name string) snapshot.Family {
 	t.Helper()
 	for _, f := range s.Families {
 		if f.Desc.Name == name {
@@ -37,11 +39,11 @@ func family(t *testing.T, s *mapping.Snapshot, name string) mapping.Family {
 		}
 	}
 	t.Fatalf("no family %s", name)
-	return mapping.Family{}
+	return snapshot.Family{}
 }
 
 // sample returns the sample with exactly these label values, or nil.
-func sample(t *testing.T, s *mapping.Snapshot, name string, labels ...string) *mapping.Sample {
+func sample(t *testing.T, s *snapshot.Snapshot, name string, labels ...string) *snapshot.Sample {
 	t.Helper()
 	f := family(t, s, name)
 	for i := range f.Samples {
@@ -52,7 +54,7 @@ func sample(t *testing.T, s *mapping.Snapshot, name string, labels ...string) *m
 	return nil
 }
 
-func mustSample(t *testing.T, s *mapping.Snapshot, name string, labels ...string) *mapping.Sample {
+func mustSample(t *testing.T, s *snapshot.Snapshot, name string, labels ...string) *snapshot.Sample {
 	t.Helper()
 	sm := sample(t, s, name, labels...)
 	if sm == nil {
@@ -61,7 +63,7 @@ func mustSample(t *testing.T, s *mapping.Snapshot, name string, labels ...string
 	return sm
 }
 
-func labelSets(f mapping.Family) [][]string {
+func labelSets(f snapshot.Family) [][]string {
 	var out [][]string
 	for _, s := range f.Samples {
 		out = append(out, s.LabelValues)
@@ -69,12 +71,12 @@ func labelSets(f mapping.Family) [][]string {
 	return out
 }
 
-func kernel(dev uint32, name string, ns uint64) Record {
-	return Record{Kind: KindKernel, Device: dev, Start: 1000, End: 1000 + ns, Name: name}
+func kernel(dev uint32, name string, ns uint64) record.Record {
+	return record.Record{Kind: record.KindKernel, Device: dev, Start: 1000, End: 1000 + ns, Name: name}
 }
 
-func testProcess(pid uint32) *Process {
-	return &Process{PID: pid, StartTime: 42, DeviceUUIDs: []string{"GPU-aaaa", "GPU-bbbb"},
+func testProcess(pid uint32) *record.Process {
+	return &record.Process{PID: pid, StartTime: 42, DeviceUUIDs: []string{"GPU-aaaa", "GPU-bbbb"},
 		Pod: "trainer-0", Namespace: "ml", Container: "main"}
 }
 
@@ -86,7 +88,7 @@ func TestAggregatorKernels(t *testing.T) {
 	}))
 	p := testProcess(100)
 	a.Connect(p)
-	a.Add(p, []Record{
+	a.Add(p, []record.Record{
 		kernel(0, "_Z4busyPfii", 1_000),     // 1 us
 		kernel(0, "_Z4busyPfii", 3_000),     // 3 us
 		kernel(0, "_Z4busyPfii", 2_000_000), // 2 ms
@@ -145,7 +147,7 @@ func TestAggregatorKernels(t *testing.T) {
 	}
 }
 
-func kernelNames(t *testing.T, s *mapping.Snapshot) []string {
+func kernelNames(t *testing.T, s *snapshot.Snapshot) []string {
 	var names []string
 	for _, sm := range family(t, s, "cupti_kernel_duration_seconds").Samples {
 		names = append(names, sm.LabelValues[5])
@@ -158,7 +160,7 @@ func TestAggregatorTopKernels(t *testing.T) {
 	a := NewAggregator(withFullSplit(), WithTopKernels(2), WithRerankInterval(time.Minute), withClock(clk.now))
 	p := testProcess(1)
 	// a and b take the two free places at once; c goes to "other".
-	a.Add(p, []Record{kernel(0, "a", 1e9), kernel(0, "b", 1e8), kernel(0, "c", 1e6)})
+	a.Add(p, []record.Record{kernel(0, "a", 1e9), kernel(0, "b", 1e8), kernel(0, "c", 1e6)})
 	s := a.Snapshot()
 	if got, want := kernelNames(t, s), []string{"a", "b", "other"}; !slices.Equal(got, want) {
 		t.Fatalf("kernels = %v, want %v", got, want)
@@ -167,9 +169,9 @@ func TestAggregatorTopKernels(t *testing.T) {
 		t.Errorf("other count/sum = %d/%g, want 1/0.001", h.Count, h.Sum)
 	}
 	// c now uses 10 s: more than twice b's 0.1 s, so it replaces b at the next re-rank.
-	a.Add(p, []Record{kernel(0, "c", 10e9)})
+	a.Add(p, []record.Record{kernel(0, "c", 10e9)})
 	clk.advance(time.Minute)
-	a.Add(p, []Record{kernel(0, "b", 1e6), kernel(0, "c", 2e6)}) // re-ranks first, then aggregates
+	a.Add(p, []record.Record{kernel(0, "b", 1e6), kernel(0, "c", 2e6)}) // re-ranks first, then aggregates
 	s = a.Snapshot()
 	if got, want := kernelNames(t, s), []string{"a", "c", "other"}; !slices.Equal(got, want) {
 		t.Fatalf("kernels after re-rank = %v, want %v", got, want)
@@ -184,9 +186,9 @@ func TestAggregatorTopKernels(t *testing.T) {
 	}
 	// Hysteresis: b now uses 1.5x what a does in one interval; a's doubled score keeps it.
 	clk.advance(time.Minute)
-	a.Add(p, []Record{kernel(0, "a", 1e9), kernel(0, "b", 1.5e9), kernel(0, "c", 30e9)})
+	a.Add(p, []record.Record{kernel(0, "a", 1e9), kernel(0, "b", 1.5e9), kernel(0, "c", 30e9)})
 	clk.advance(time.Minute)
-	a.Add(p, []Record{kernel(0, "a", 1)})
+	a.Add(p, []record.Record{kernel(0, "a", 1)})
 	if got, want := kernelNames(t, a.Snapshot()), []string{"a", "c", "other"}; !slices.Equal(got, want) {
 		t.Errorf("kernels = %v, want %v (a kept by hysteresis)", got, want)
 	}
@@ -195,19 +197,19 @@ func TestAggregatorTopKernels(t *testing.T) {
 func TestAggregatorMemcpyMemset(t *testing.T) {
 	a := NewAggregator(withFullSplit())
 	p := testProcess(1)
-	a.Add(p, []Record{
-		{Kind: KindMemcpy, CopyKind: 1, SrcKind: 1, DstKind: 3, Bytes: 1000, Start: 0, End: 2000},                       // HtoD pageable
-		{Kind: KindMemcpy, CopyKind: 1, SrcKind: 1, DstKind: 3, Bytes: 3000, Start: 0, End: 4000},                       // HtoD pageable
-		{Kind: KindMemcpy, CopyKind: 2, SrcKind: 3, DstKind: 2, Bytes: 500, Start: 0, End: 1000},                        // DtoH pinned
-		{Kind: KindMemcpy, CopyKind: 8, SrcKind: 3, DstKind: 3, Bytes: 64, Start: 0, End: 100},                          // DtoD
-		{Kind: KindMemcpy, CopyKind: 10, SrcKind: 3, DstKind: 3, Bytes: 32, Start: 0, End: 100, SrcDevice: 1},           // PtoP 1 -> 0
-		{Kind: KindMemcpy, CopyKind: 10, SrcKind: 3, DstKind: 3, Bytes: 16, Start: 0, End: 100, SrcDevice: 1},           // PtoP 1 -> 0
-		{Kind: KindMemcpy, CopyKind: 10, SrcKind: 3, DstKind: 3, Bytes: 8, Start: 0, End: 100, Device: 1},               // PtoP 0 -> 1
-		{Kind: KindMemcpy, CopyKind: 10, SrcKind: 3, DstKind: 3, Bytes: 4, Start: 0, End: 100, Device: 1, SrcDevice: 9}, // PtoP ? -> 1
-		{Kind: KindMemcpy, CopyKind: 1, SrcKind: 5, DstKind: 3, Bytes: 7, Start: 0, End: 100},                           // HtoD managed
-		{Kind: KindMemcpy, CopyKind: 5, SrcKind: 4, DstKind: 4, Bytes: 9, Start: 0, End: 100},                           // AtoA -> other
-		{Kind: KindMemset, MemoryKind: 3, Bytes: 4096, Start: 10, End: 1010, Device: 1},                                 // device
-		{Kind: KindMemset, MemoryKind: 7, Bytes: 4, Start: 10, End: 5, Device: 1},                                       // managed static; end < start -> 0 s
+	a.Add(p, []record.Record{
+		{Kind: record.KindMemcpy, CopyKind: 1, SrcKind: 1, DstKind: 3, Bytes: 1000, Start: 0, End: 2000},                       // HtoD pageable
+		{Kind: record.KindMemcpy, CopyKind: 1, SrcKind: 1, DstKind: 3, Bytes: 3000, Start: 0, End: 4000},                       // HtoD pageable
+		{Kind: record.KindMemcpy, CopyKind: 2, SrcKind: 3, DstKind: 2, Bytes: 500, Start: 0, End: 1000},                        // DtoH pinned
+		{Kind: record.KindMemcpy, CopyKind: 8, SrcKind: 3, DstKind: 3, Bytes: 64, Start: 0, End: 100},                          // DtoD
+		{Kind: record.KindMemcpy, CopyKind: 10, SrcKind: 3, DstKind: 3, Bytes: 32, Start: 0, End: 100, SrcDevice: 1},           // PtoP 1 -> 0
+		{Kind: record.KindMemcpy, CopyKind: 10, SrcKind: 3, DstKind: 3, Bytes: 16, Start: 0, End: 100, SrcDevice: 1},           // PtoP 1 -> 0
+		{Kind: record.KindMemcpy, CopyKind: 10, SrcKind: 3, DstKind: 3, Bytes: 8, Start: 0, End: 100, Device: 1},               // PtoP 0 -> 1
+		{Kind: record.KindMemcpy, CopyKind: 10, SrcKind: 3, DstKind: 3, Bytes: 4, Start: 0, End: 100, Device: 1, SrcDevice: 9}, // PtoP ? -> 1
+		{Kind: record.KindMemcpy, CopyKind: 1, SrcKind: 5, DstKind: 3, Bytes: 7, Start: 0, End: 100},                           // HtoD managed
+		{Kind: record.KindMemcpy, CopyKind: 5, SrcKind: 4, DstKind: 4, Bytes: 9, Start: 0, End: 100},                           // AtoA -> other
+		{Kind: record.KindMemset, MemoryKind: 3, Bytes: 4096, Start: 10, End: 1010, Device: 1},                                 // device
+		{Kind: record.KindMemset, MemoryKind: 7, Bytes: 4, Start: 10, End: 5, Device: 1},                                       // managed static; end < start -> 0 s
 		{Kind: 9, Start: 0, End: 1}, // unknown kind: dropped
 	})
 	s := a.Snapshot()
@@ -285,14 +287,14 @@ func TestAggregatorDrops(t *testing.T) {
 }
 
 func TestAggregatorRecordTap(t *testing.T) {
-	var got []Record
-	var gotP *Process
-	a := NewAggregator(WithRecordTap(func(p *Process, recs []Record) {
+	var got []record.Record
+	var gotP *record.Process
+	a := NewAggregator(WithRecordTap(func(p *record.Process, recs []record.Record) {
 		gotP = p
 		got = append(got, recs...)
 	}))
 	p := testProcess(1)
-	recs := []Record{kernel(0, "k", 5), {Kind: KindMemset, Bytes: 3}}
+	recs := []record.Record{kernel(0, "k", 5), {Kind: record.KindMemset, Bytes: 3}}
 	a.Add(p, recs)
 	if gotP != p || !slices.Equal(got, recs) {
 		t.Errorf("tap got %v %v, want %v %v", gotP, got, p, recs)
@@ -318,7 +320,7 @@ func TestAggregatorConcurrentSafe(t *testing.T) {
 		wg.Go(func() {
 			p := testProcess(uint32(w))
 			a.Connect(p)
-			recs := make([]Record, perBatch)
+			recs := make([]record.Record, perBatch)
 			for b := range batches {
 				for i := range recs {
 					recs[i] = kernel(uint32(i%2), fmt.Sprintf("k%d", (b+i)%7), 1000)

@@ -1,6 +1,10 @@
 package activity
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/cupti-exporter/cupti-exporter/activity/record"
+)
 
 // Each library of the table is recognised on names as CUPTI reports them (mangled, through
 // ShortKernelName) or as they are (extern "C" kernels), and the usual compute kernels are not.
@@ -46,7 +50,7 @@ func TestKernelNameClass(t *testing.T) {
 	}
 	a := NewAggregator()
 	a.namesFull.Store(true)
-	names := a.kernelNames([]Record{{Kind: KindKernel, Name: "ncclDevKernel_AllGather_RING_LL"}})
+	names := a.kernelNames([]record.Record{{Kind: record.KindKernel, Name: "ncclDevKernel_AllGather_RING_LL"}})
 	if n := (*names)[0]; n.short != "" || n.class != classCompute {
 		t.Errorf("name table full: %+v, want no short name and compute", n)
 	}

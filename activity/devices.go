@@ -1,6 +1,9 @@
 package activity
 
-import "github.com/cupti-exporter/cupti-exporter/mapping"
+import (
+	"github.com/cupti-exporter/cupti-exporter/activity/record"
+	"github.com/cupti-exporter/cupti-exporter/snapshot"
+)
 
 // The device table holds at most maxDevices gpu/uuid pairs (aggregate.go). While nothing
 // knows the host's GPUs (PM sampling and NVML off), a verified process's hello devices are
@@ -21,8 +24,8 @@ const (
 	evictedFairShare
 )
 
-var deviceEvictionsDesc = &mapping.Desc{
-	Name: "cupti_activity_device_evictions_total", Kind: mapping.KindCounter,
+var deviceEvictionsDesc = &snapshot.Desc{
+	Name: "cupti_activity_device_evictions_total", Kind: snapshot.KindCounter,
 	Help: "Devices taken out of the full device table (256) to make room for a new one, with their series, by reason " +
 		"(unused: no connected process used it; fair_share: it was held by the identity holding the most devices).",
 	OTelName: "cupti.activity.device.evictions", OTelUnit: "{device}", LabelNames: []string{"reason"},
@@ -30,11 +33,11 @@ var deviceEvictionsDesc = &mapping.Desc{
 
 // deviceOwner is the identity a process's devices are counted against: the container (cgroup)
 // the kernel named, every claimed process together, every unchecked (recorded) one together.
-func deviceOwner(p *Process) string {
+func deviceOwner(p *record.Process) string {
 	switch p.Identity {
-	case IdentityVerified:
+	case record.IdentityVerified:
 		return "cgroup:" + p.Cgroup
-	case IdentityClaimed:
+	case record.IdentityClaimed:
 		return "claimed"
 	}
 	return "unchecked"
@@ -116,8 +119,8 @@ func (a *Aggregator) evictDeviceLocked(d *device, reason int) {
 }
 
 // deviceEvictionsFamily is cupti_activity_device_evictions_total; a.mu is held.
-func (a *Aggregator) deviceEvictionsFamily() mapping.Family {
-	f := mapping.Family{Desc: deviceEvictionsDesc}
+func (a *Aggregator) deviceEvictionsFamily() snapshot.Family {
+	f := snapshot.Family{Desc: deviceEvictionsDesc}
 	for i, r := range deviceEvictionReasons {
 		f.Samples = append(f.Samples, a.counter(float64(a.devEvictions[i]), r))
 	}

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/cupti-exporter/cupti-exporter/activity/record"
 )
 
 // Records of devices the sender did not declare, or that the host does not have, are
@@ -15,9 +17,9 @@ func TestUnknownDevicesRefused(t *testing.T) {
 	a := NewAggregator(withClock(func() time.Time { return now }), WithBudget(budget),
 		WithGPUResolver(func(uuid string) (string, bool) { return "0", uuid == "GPU-real" }),
 		WithDeviceFilter(func(uuid string) (bool, bool) { return uuid == "GPU-real", true }))
-	p := &Process{PID: 1, StartTime: 1, DeviceUUIDs: []string{"GPU-real", "GPU-fake"}}
+	p := &record.Process{PID: 1, StartTime: 1, DeviceUUIDs: []string{"GPU-real", "GPU-fake"}}
 	a.Connect(p)
-	var recs []Record
+	var recs []record.Record
 	for d := range uint32(1000) {
 		recs = append(recs, kernel(d, "_Z4busyPfii", 1000))
 	}
@@ -60,9 +62,9 @@ func TestDeviceLimit(t *testing.T) {
 		for j := range uuids {
 			uuids[j] = "GPU-" + string(rune('a'+i%26)) + string(rune('a'+i/26)) + string(rune('a'+j%26)) + string(rune('a'+j/26))
 		}
-		p := &Process{PID: uint32(i), DeviceUUIDs: uuids}
+		p := &record.Process{PID: uint32(i), DeviceUUIDs: uuids}
 		a.Connect(p)
-		a.Add(p, []Record{kernel(63, "_Z4busyPfii", 1000)})
+		a.Add(p, []record.Record{kernel(63, "_Z4busyPfii", 1000)})
 	}
 	if len(a.devices) > maxDevices {
 		t.Errorf("%d devices interned, limit %d", len(a.devices), maxDevices)
@@ -81,13 +83,13 @@ func TestDeviceLimit(t *testing.T) {
 func TestClaimedDevicesNeedAKnownHost(t *testing.T) {
 	a := NewAggregator(WithDeviceFilter(func(string) (bool, bool) { return false, false }))
 	for i := range maxDevices {
-		p := &Process{PID: uint32(100 + i), Identity: IdentityClaimed, DeviceUUIDs: []string{fmt.Sprintf("GPU-made-up-%03d", i)}}
+		p := &record.Process{PID: uint32(100 + i), Identity: record.IdentityClaimed, DeviceUUIDs: []string{fmt.Sprintf("GPU-made-up-%03d", i)}}
 		a.Connect(p)
-		a.Add(p, []Record{kernel(0, "_Z4evilv", 1000)})
+		a.Add(p, []record.Record{kernel(0, "_Z4evilv", 1000)})
 	}
-	real := &Process{PID: 7, Identity: IdentityVerified, DeviceUUIDs: []string{"GPU-real"}}
+	real := &record.Process{PID: 7, Identity: record.IdentityVerified, DeviceUUIDs: []string{"GPU-real"}}
 	a.Connect(real)
-	a.Add(real, []Record{kernel(0, "_Z4realv", 1000)})
+	a.Add(real, []record.Record{kernel(0, "_Z4realv", 1000)})
 	s := a.Snapshot()
 	if v := mustSample(t, s, "cupti_activity_dropped_records_total", "unknown_device").Value; v != maxDevices {
 		t.Errorf("unknown_device drops = %g, want the %d claimed ones", v, maxDevices)

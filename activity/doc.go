@@ -18,7 +18,7 @@
 // Histograms have the classic buckets of DefaultBuckets (WithHistogramBuckets) and native (exponential) buckets
 // of schema 3 (growth factor 1.09, what client_golang picks for a bucket factor of 1.1),
 // whose resolution halves when their span passes the bucket cap. Observing is a few plain
-// increments under the lock; Snapshot copies them into mapping.HistogramValue.
+// increments under the lock; Snapshot copies them into snapshot.HistogramValue.
 //
 // Every workload family carries the pod labels namespace, pod and container of the
 // process (pods.go): a PodResolver's answer (WithPodResolver, package kubepods in node

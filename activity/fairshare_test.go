@@ -4,15 +4,17 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/cupti-exporter/cupti-exporter/activity/record"
 )
 
 // madeUpHello is a hello of a verified process in cgroup declaring 64 made-up device UUIDs.
-func madeUpHello(pid uint32, cgroup string, first int) *Process {
+func madeUpHello(pid uint32, cgroup string, first int) *record.Process {
 	uuids := make([]string, 64)
 	for i := range uuids {
 		uuids[i] = fmt.Sprintf("GPU-%08x-dead-beef-0000-000000000000", first+i)
 	}
-	return &Process{PID: pid, StartTime: 1, Identity: IdentityVerified, Cgroup: cgroup, DeviceUUIDs: uuids}
+	return &record.Process{PID: pid, StartTime: 1, Identity: record.IdentityVerified, Cgroup: cgroup, DeviceUUIDs: uuids}
 }
 
 // The attack on the device table, while nothing knows the host's GPUs: one verified
@@ -25,9 +27,9 @@ func TestDeviceTableFairShare(t *testing.T) {
 	for i := range 4 {
 		a.Connect(madeUpHello(100, "0::/attacker", 64*i))
 	}
-	honest := &Process{PID: 7, StartTime: 1, Identity: IdentityVerified, Cgroup: "0::/honest", DeviceUUIDs: []string{"GPU-real"}}
+	honest := &record.Process{PID: 7, StartTime: 1, Identity: record.IdentityVerified, Cgroup: "0::/honest", DeviceUUIDs: []string{"GPU-real"}}
 	a.Connect(honest)
-	recs := make([]Record, 1000)
+	recs := make([]record.Record, 1000)
 	for i := range recs {
 		recs[i] = kernel(0, "_Z4realv", 1000)
 	}
@@ -56,7 +58,7 @@ func TestDeviceTableFairShare(t *testing.T) {
 	if len(a.devices) != maxDevices {
 		t.Fatalf("%d devices, want the table full (%d)", len(a.devices), maxDevices)
 	}
-	third := &Process{PID: 8, StartTime: 1, Identity: IdentityVerified, Cgroup: "0::/third", DeviceUUIDs: []string{"GPU-real-2"}}
+	third := &record.Process{PID: 8, StartTime: 1, Identity: record.IdentityVerified, Cgroup: "0::/third", DeviceUUIDs: []string{"GPU-real-2"}}
 	a.Connect(third)
 	a.Add(third, recs[:10])
 	s = a.Snapshot()
@@ -78,7 +80,7 @@ func TestDeviceTableFairShare(t *testing.T) {
 func TestDevicesOfGoneProcessesMakeRoom(t *testing.T) {
 	clock := newFakeClock()
 	a := NewAggregator(withClock(clock.now), WithDeviceFilter(func(string) (bool, bool) { return false, false }))
-	var gone []*Process
+	var gone []*record.Process
 	for i := range 4 {
 		p := madeUpHello(uint32(100+i), fmt.Sprintf("0::/attacker-%d", i), 64*i)
 		a.Connect(p)
@@ -88,9 +90,9 @@ func TestDevicesOfGoneProcessesMakeRoom(t *testing.T) {
 		a.Disconnect(p)
 	}
 	clock.advance(time.Second)
-	honest := &Process{PID: 7, StartTime: 1, Identity: IdentityVerified, Cgroup: "0::/honest", DeviceUUIDs: []string{"GPU-real"}}
+	honest := &record.Process{PID: 7, StartTime: 1, Identity: record.IdentityVerified, Cgroup: "0::/honest", DeviceUUIDs: []string{"GPU-real"}}
 	a.Connect(honest)
-	a.Add(honest, []Record{kernel(0, "_Z4realv", 1000)})
+	a.Add(honest, []record.Record{kernel(0, "_Z4realv", 1000)})
 	s := a.Snapshot()
 	if v := mustSample(t, s, "cupti_activity_records_total", "kernel").Value; v != 1 {
 		t.Errorf("kernel records %g, want 1 (dropped as unknown_device: %g)", v,

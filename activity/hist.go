@@ -4,7 +4,7 @@ import (
 	"math"
 	"sort"
 
-	"github.com/cupti-exporter/cupti-exporter/mapping"
+	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
 
 // Histogram settings. They match what client_golang's prometheus.NewHistogram does with
@@ -123,8 +123,8 @@ func (h *histogram) halve() {
 }
 
 // value copies the histogram into the snapshot model.
-func (h *histogram) value() *mapping.HistogramValue {
-	v := &mapping.HistogramValue{
+func (h *histogram) value() *snapshot.HistogramValue {
+	v := &snapshot.HistogramValue{
 		Count:         h.count,
 		Sum:           h.sum,
 		Bounds:        h.bounds, // shared and never modified

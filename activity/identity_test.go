@@ -3,6 +3,8 @@ package activity
 import (
 	"encoding/json"
 	"testing"
+
+	"github.com/cupti-exporter/cupti-exporter/activity/record"
 )
 
 // A claimed hello naming a verified process's PID and start time reports a huge drop count and
@@ -11,8 +13,8 @@ import (
 // backwards).
 func TestClaimedSenderCannotTouchVerified(t *testing.T) {
 	a := NewAggregator()
-	real := &Process{PID: 7, StartTime: 99, Identity: IdentityVerified, DeviceUUIDs: []string{"GPU-a"}}
-	fake := &Process{PID: 7, StartTime: 99, Identity: IdentityClaimed, DeviceUUIDs: []string{"GPU-a"}}
+	real := &record.Process{PID: 7, StartTime: 99, Identity: record.IdentityVerified, DeviceUUIDs: []string{"GPU-a"}}
+	fake := &record.Process{PID: 7, StartTime: 99, Identity: record.IdentityClaimed, DeviceUUIDs: []string{"GPU-a"}}
 	a.Connect(real)
 	a.Connect(fake)
 	if err := a.SenderDrops(real, map[string]uint64{"queue_full": 10}); err != nil {
@@ -43,20 +45,20 @@ func TestClaimedSenderCannotTouchVerified(t *testing.T) {
 // (IdentityUnchecked) keeps its labels.
 func TestHelloPodsNeedTrust(t *testing.T) {
 	for _, tc := range []struct {
-		id    Identity
+		id    record.Identity
 		trust bool
 		pod   string
 		res   string
 	}{
-		{IdentityVerified, false, "", resolvedUnverified},
-		{IdentityClaimed, false, "", resolvedUnverified},
-		{IdentityVerified, true, "p", resolvedHello},
-		{IdentityClaimed, true, "p", resolvedHello},
-		{IdentityUnchecked, false, "p", resolvedHello},
+		{record.IdentityVerified, false, "", resolvedUnverified},
+		{record.IdentityClaimed, false, "", resolvedUnverified},
+		{record.IdentityVerified, true, "p", resolvedHello},
+		{record.IdentityClaimed, true, "p", resolvedHello},
+		{record.IdentityUnchecked, false, "p", resolvedHello},
 	} {
 		a := NewAggregator(WithTrustHelloPods(tc.trust))
-		p := &Process{PID: 1, Identity: tc.id, Pod: "p", Namespace: "n", DeviceUUIDs: []string{"GPU-a"}}
-		a.Add(p, []Record{{Kind: KindKernel, Start: 1, End: 2, Name: "_Z1kv"}})
+		p := &record.Process{PID: 1, Identity: tc.id, Pod: "p", Namespace: "n", DeviceUUIDs: []string{"GPU-a"}}
+		a.Add(p, []record.Record{{Kind: record.KindKernel, Start: 1, End: 2, Name: "_Z1kv"}})
 		s := a.Snapshot()
 		if sample(t, s, "cupti_kernel_gpu_seconds_total", "0", "GPU-a", podNS(tc.pod), tc.pod, "") == nil {
 			t.Errorf("%v trust=%v: no series with pod %q", tc.id, tc.trust, tc.pod)
@@ -76,17 +78,17 @@ func podNS(pod string) string {
 
 // Recordings keep a process's identity by name; old recordings have none (unchecked).
 func TestIdentityJSON(t *testing.T) {
-	for _, id := range []Identity{IdentityUnchecked, IdentityVerified, IdentityClaimed} {
-		b, err := json.Marshal(Process{Identity: id})
+	for _, id := range []record.Identity{record.IdentityUnchecked, record.IdentityVerified, record.IdentityClaimed} {
+		b, err := json.Marshal(record.Process{Identity: id})
 		if err != nil {
 			t.Fatal(err)
 		}
-		var back Process
+		var back record.Process
 		if err := json.Unmarshal(b, &back); err != nil || back.Identity != id {
 			t.Errorf("%v: %s read back as %v (%v)", id, b, back.Identity, err)
 		}
 	}
-	if err := json.Unmarshal([]byte(`{"identity":"trusted"}`), new(Process)); err == nil {
+	if err := json.Unmarshal([]byte(`{"identity":"trusted"}`), new(record.Process)); err == nil {
 		t.Error("an unknown identity was read")
 	}
 }

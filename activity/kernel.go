@@ -5,24 +5,24 @@ import (
 	"strings"
 	"time"
 
-	"github.com/cupti-exporter/cupti-exporter/mapping"
+	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
 
 var (
-	kernelDurationDesc = &mapping.Desc{
-		Name: "cupti_kernel_duration_seconds", Kind: mapping.KindHistogram, Unit: "seconds",
+	kernelDurationDesc = &snapshot.Desc{
+		Name: "cupti_kernel_duration_seconds", Kind: snapshot.KindHistogram, Unit: "seconds",
 		Help:     "Duration of CUDA kernels by kernel name (top kernels by GPU time, the rest as kernel=\"other\"), and by GPU and pod where --activity.kernel-histogram.split says so (empty labels otherwise).",
 		OTelName: "cupti.kernel.duration", OTelUnit: "s",
 		LabelNames: []string{"gpu", "uuid", "namespace", "pod", "container", "kernel"},
 	}
-	kernelGPUSecondsDesc = &mapping.Desc{
-		Name: "cupti_kernel_gpu_seconds_total", Kind: mapping.KindCounter, Unit: "seconds",
+	kernelGPUSecondsDesc = &snapshot.Desc{
+		Name: "cupti_kernel_gpu_seconds_total", Kind: snapshot.KindCounter, Unit: "seconds",
 		Help:     "GPU time spent in CUDA kernels by GPU and pod (sum of kernel durations; overlapping kernels add up).",
 		OTelName: "cupti.kernel.time", OTelUnit: "s",
 		LabelNames: []string{"gpu", "uuid", "namespace", "pod", "container"},
 	}
-	podKernelDurationDesc = &mapping.Desc{
-		Name: "cupti_pod_kernel_duration_seconds", Kind: mapping.KindHistogram, Unit: "seconds",
+	podKernelDurationDesc = &snapshot.Desc{
+		Name: "cupti_pod_kernel_duration_seconds", Kind: snapshot.KindHistogram, Unit: "seconds",
 		Help:     "Duration of CUDA kernels by GPU and pod.",
 		OTelName: "cupti.pod.kernel.duration", OTelUnit: "s",
 		LabelNames: []string{"gpu", "uuid", "namespace", "pod", "container"},
@@ -191,10 +191,10 @@ func (t *kernelTable) rerank(now time.Time) {
 }
 
 // families appends the kernel-duration family.
-func (t *kernelTable) families(fs []mapping.Family) []mapping.Family {
-	f := mapping.Family{Desc: kernelDurationDesc, Samples: make([]mapping.Sample, 0, len(t.series))}
+func (t *kernelTable) families(fs []snapshot.Family) []snapshot.Family {
+	f := snapshot.Family{Desc: kernelDurationDesc, Samples: make([]snapshot.Sample, 0, len(t.series))}
 	for k, s := range t.series {
-		f.Samples = append(f.Samples, mapping.Sample{
+		f.Samples = append(f.Samples, snapshot.Sample{
 			LabelValues: []string{k.dev.gpu, k.dev.uuid, k.pod.namespace, k.pod.pod, k.pod.container, k.rank.name},
 			Histogram:   s.h.value(),
 			Start:       s.start,
@@ -251,15 +251,15 @@ func (a *Aggregator) podSeriesOf(ps *procState, ordinal uint32, dev *device, now
 }
 
 // podFamilies appends the per-pod GPU-time counter and duration histogram.
-func (a *Aggregator) podFamilies(fs []mapping.Family) []mapping.Family {
-	gpu := mapping.Family{Desc: kernelGPUSecondsDesc}
-	hist := mapping.Family{Desc: podKernelDurationDesc}
+func (a *Aggregator) podFamilies(fs []snapshot.Family) []snapshot.Family {
+	gpu := snapshot.Family{Desc: kernelGPUSecondsDesc}
+	hist := snapshot.Family{Desc: podKernelDurationDesc}
 	for k, s := range a.podSeries {
 		labels := []string{k.dev.gpu, k.dev.uuid, k.pod.namespace, k.pod.pod, k.pod.container}
 		// Under the exporter's cardinality cap, claimed pods' series fold first.
-		gpu.Samples = append(gpu.Samples, mapping.Sample{LabelValues: labels, Value: s.gpuSeconds, Start: s.start, Priority: k.pod.prio})
+		gpu.Samples = append(gpu.Samples, snapshot.Sample{LabelValues: labels, Value: s.gpuSeconds, Start: s.start, Priority: k.pod.prio})
 		if s.h != nil {
-			hist.Samples = append(hist.Samples, mapping.Sample{LabelValues: labels, Histogram: s.h.value(), Start: s.start, Priority: k.pod.prio})
+			hist.Samples = append(hist.Samples, snapshot.Sample{LabelValues: labels, Histogram: s.h.value(), Start: s.start, Priority: k.pod.prio})
 		}
 	}
 	if !a.cfg.podHistograms {

@@ -1,18 +1,9 @@
 package activity
 
-import "github.com/cupti-exporter/cupti-exporter/mapping"
-
-// Interval is a span of time during which a traced process recorded its activity, on the
-// CUPTI time base (ns, Unix epoch on Linux). The injection library reports them so that
-// consumers can tell time it traced (no kernel there means no kernel ran) from time it did
-// not trace (duty cycle off, not yet started, disconnected).
-type Interval struct {
-	Start uint64 `json:"start"`
-	End   uint64 `json:"end"`
-	// Lossy is set when records of this span were lost (queue full, CUPTI drops, a broken
-	// connection): the span was traced, but not completely.
-	Lossy bool `json:"lossy,omitempty"`
-}
+import (
+	"github.com/cupti-exporter/cupti-exporter/activity/record"
+	"github.com/cupti-exporter/cupti-exporter/snapshot"
+)
 
 // ProcessInfo is what the Aggregator resolved about a connected process: its pod (from
 // the hello or the pod resolver) and the host GPU label of each of its CUDA ordinals.
@@ -20,7 +11,7 @@ type ProcessInfo struct {
 	Pod, Namespace, Container string
 	// PodPriority ranks the pod labels for the exporter's cardinality cap: verified when the
 	// kernel's cgroup named the pod, claimed when only a hello did.
-	PodPriority mapping.Priority
+	PodPriority snapshot.Priority
 	// GPUs is the host GPU label ("0", "1", ... as PM series carry it) by CUDA ordinal in
 	// the process; an ordinal the resolver does not know keeps the ordinal itself.
 	GPUs []string
@@ -36,10 +27,10 @@ type ProcessInfo struct {
 // the same process when its pod labels change after it connected (a pod resolver that
 // answered PodPending at first, see WithPodResolver): the later info replaces the earlier.
 type Listener interface {
-	ProcessConnected(p *Process, info ProcessInfo)
-	Records(p *Process, recs []Record)
-	Coverage(p *Process, spans []Interval)
-	ProcessDisconnected(p *Process)
+	ProcessConnected(p *record.Process, info ProcessInfo)
+	Records(p *record.Process, recs []record.Record)
+	Coverage(p *record.Process, spans []record.Interval)
+	ProcessDisconnected(p *record.Process)
 }
 
 // WithListener forwards connections, records and coverage to l after aggregating them.
@@ -49,7 +40,7 @@ func WithListener(l Listener) Option {
 
 // Coverage takes the spans a process reports it traced. The Aggregator counts the traced
 // and lossy seconds and forwards the spans to its listeners.
-func (a *Aggregator) Coverage(p *Process, spans []Interval) {
+func (a *Aggregator) Coverage(p *record.Process, spans []record.Interval) {
 	var traced, lossy float64
 	for _, s := range spans {
 		if s.End <= s.Start {
@@ -78,11 +69,11 @@ func (a *Aggregator) Coverage(p *Process, spans []Interval) {
 // its injected library before the GPU ran it (wire version 3). The idle controller takes an
 // idle-released GPU's PM session back on it.
 type LaunchListener interface {
-	Launched(p *Process, at uint64)
+	Launched(p *record.Process, at uint64)
 }
 
 // Launched forwards a launch hint of p to the listeners that take them (LaunchListener).
-func (a *Aggregator) Launched(p *Process, at uint64) {
+func (a *Aggregator) Launched(p *record.Process, at uint64) {
 	for _, l := range a.cfg.listeners {
 		if ll, ok := l.(LaunchListener); ok {
 			ll.Launched(p, at)
@@ -105,7 +96,7 @@ func (a *Aggregator) KernelLabel(mangled string) string {
 }
 
 // processInfo is the listener view of a process state.
-func (ps *procState) info(p *Process) ProcessInfo {
+func (ps *procState) info(p *record.Process) ProcessInfo {
 	in := ProcessInfo{Pod: ps.pod.pod, Namespace: ps.pod.namespace, Container: ps.pod.container, PodPriority: ps.pod.prio,
 		GPUs: make([]string, len(ps.devs)), UUIDs: make([]string, len(ps.devs))}
 	for i, d := range ps.devs {

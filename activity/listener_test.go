@@ -5,6 +5,8 @@ import (
 	"slices"
 	"sync"
 	"testing"
+
+	"github.com/cupti-exporter/cupti-exporter/activity/record"
 )
 
 // recordingListener logs the listener calls it gets.
@@ -20,19 +22,19 @@ func (l *recordingListener) log(format string, args ...any) {
 	l.calls = append(l.calls, fmt.Sprintf(format, args...))
 }
 
-func (l *recordingListener) ProcessConnected(p *Process, info ProcessInfo) {
+func (l *recordingListener) ProcessConnected(p *record.Process, info ProcessInfo) {
 	l.log("connected %d", p.PID)
 	l.mu.Lock()
 	l.infos = append(l.infos, info)
 	l.mu.Unlock()
 }
-func (l *recordingListener) Records(p *Process, recs []Record) {
+func (l *recordingListener) Records(p *record.Process, recs []record.Record) {
 	l.log("records %d %d", p.PID, len(recs))
 }
-func (l *recordingListener) Coverage(p *Process, spans []Interval) {
+func (l *recordingListener) Coverage(p *record.Process, spans []record.Interval) {
 	l.log("coverage %d %d", p.PID, len(spans))
 }
-func (l *recordingListener) ProcessDisconnected(p *Process) { l.log("disconnected %d", p.PID) }
+func (l *recordingListener) ProcessDisconnected(p *record.Process) { l.log("disconnected %d", p.PID) }
 
 // TestListenerCalls checks the order the attribution join relies on: a process is announced
 // (with its pod and host GPU labels) before its first records, also when Add meets it
@@ -45,16 +47,16 @@ func TestListenerCalls(t *testing.T) {
 		}
 		return "", false
 	}))
-	p := &Process{PID: 1, DeviceUUIDs: []string{"GPU-a", "GPU-b"}, Pod: "pod", Namespace: "ns", Container: "c"}
+	p := &record.Process{PID: 1, DeviceUUIDs: []string{"GPU-a", "GPU-b"}, Pod: "pod", Namespace: "ns", Container: "c"}
 	a.Connect(p)
 	a.Connect(p) // a repeated hello is announced again, with the same state
-	a.Add(p, []Record{{Kind: KindKernel, Name: "_Z1kv", Start: 1, End: 2}})
-	a.Coverage(p, []Interval{{Start: 1, End: 5}})
-	q := &Process{PID: 2}
-	a.Add(q, []Record{{Kind: KindKernel, Name: "_Z1kv", Start: 1, End: 2}, {Kind: KindMemcpy, Start: 2, End: 3}})
+	a.Add(p, []record.Record{{Kind: record.KindKernel, Name: "_Z1kv", Start: 1, End: 2}})
+	a.Coverage(p, []record.Interval{{Start: 1, End: 5}})
+	q := &record.Process{PID: 2}
+	a.Add(q, []record.Record{{Kind: record.KindKernel, Name: "_Z1kv", Start: 1, End: 2}, {Kind: record.KindMemcpy, Start: 2, End: 3}})
 	a.Disconnect(p)
 	a.Disconnect(p)
-	a.Disconnect(&Process{PID: 9})
+	a.Disconnect(&record.Process{PID: 9})
 	a.Add(q, nil) // nothing to forward
 	want := []string{
 		"connected 1", "connected 1", "records 1 1", "coverage 1 1",

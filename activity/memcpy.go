@@ -3,30 +3,32 @@ package activity
 import (
 	"time"
 
-	"github.com/cupti-exporter/cupti-exporter/mapping"
+	"github.com/cupti-exporter/cupti-exporter/activity/record"
+
+	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
 
 var (
 	memcpyLabels = []string{"gpu", "uuid", "namespace", "pod", "container", "copy_kind", "host_memory", "src_gpu"}
 	memsetLabels = []string{"gpu", "uuid", "namespace", "pod", "container", "memory"}
 
-	memcpyBytesDesc = &mapping.Desc{
-		Name: "cupti_memcpy_bytes_total", Kind: mapping.KindCounter, Unit: "bytes",
+	memcpyBytesDesc = &snapshot.Desc{
+		Name: "cupti_memcpy_bytes_total", Kind: snapshot.KindCounter, Unit: "bytes",
 		Help:     "Bytes copied by CUDA memcpy operations by GPU (the destination of peer-to-peer copies), pod, copy kind, host memory kind and source GPU of peer-to-peer copies.",
 		OTelName: "cupti.memcpy.io", OTelUnit: "By", LabelNames: memcpyLabels,
 	}
-	memcpyDurationDesc = &mapping.Desc{
-		Name: "cupti_memcpy_duration_seconds", Kind: mapping.KindHistogram, Unit: "seconds",
+	memcpyDurationDesc = &snapshot.Desc{
+		Name: "cupti_memcpy_duration_seconds", Kind: snapshot.KindHistogram, Unit: "seconds",
 		Help:     "Duration of CUDA memcpy operations by GPU (the destination of peer-to-peer copies), pod, copy kind, host memory kind and source GPU of peer-to-peer copies.",
 		OTelName: "cupti.memcpy.duration", OTelUnit: "s", LabelNames: memcpyLabels,
 	}
-	memsetBytesDesc = &mapping.Desc{
-		Name: "cupti_memset_bytes_total", Kind: mapping.KindCounter, Unit: "bytes",
+	memsetBytesDesc = &snapshot.Desc{
+		Name: "cupti_memset_bytes_total", Kind: snapshot.KindCounter, Unit: "bytes",
 		Help:     "Bytes set by CUDA memset operations by GPU, pod and memory kind.",
 		OTelName: "cupti.memset.io", OTelUnit: "By", LabelNames: memsetLabels,
 	}
-	memsetDurationDesc = &mapping.Desc{
-		Name: "cupti_memset_duration_seconds", Kind: mapping.KindHistogram, Unit: "seconds",
+	memsetDurationDesc = &snapshot.Desc{
+		Name: "cupti_memset_duration_seconds", Kind: snapshot.KindHistogram, Unit: "seconds",
 		Help:     "Duration of CUDA memset operations by GPU, pod and memory kind.",
 		OTelName: "cupti.memset.duration", OTelUnit: "s", LabelNames: memsetLabels,
 	}
@@ -34,25 +36,25 @@ var (
 
 // CUPTI copy kinds (CUpti_ActivityMemcpyKind) and memory kinds (CUpti_ActivityMemoryKind).
 const (
-	copyHtoD CopyKind = 1
-	copyDtoH CopyKind = 2
-	copyHtoA CopyKind = 3
-	copyAtoH CopyKind = 4
-	copyDtoD CopyKind = 8
-	copyHtoH CopyKind = 9
-	copyPtoP CopyKind = 10
+	copyHtoD record.CopyKind = 1
+	copyDtoH record.CopyKind = 2
+	copyHtoA record.CopyKind = 3
+	copyAtoH record.CopyKind = 4
+	copyDtoD record.CopyKind = 8
+	copyHtoH record.CopyKind = 9
+	copyPtoP record.CopyKind = 10
 
-	memPageable      MemoryKind = 1
-	memPinned        MemoryKind = 2
-	memDevice        MemoryKind = 3
-	memArray         MemoryKind = 4
-	memManaged       MemoryKind = 5
-	memDeviceStatic  MemoryKind = 6
-	memManagedStatic MemoryKind = 7
+	memPageable      record.MemoryKind = 1
+	memPinned        record.MemoryKind = 2
+	memDevice        record.MemoryKind = 3
+	memArray         record.MemoryKind = 4
+	memManaged       record.MemoryKind = 5
+	memDeviceStatic  record.MemoryKind = 6
+	memManagedStatic record.MemoryKind = 7
 )
 
 // copyKindLabel is the copy_kind label value: HtoD, DtoH, DtoD, PtoP, HtoH or other.
-func copyKindLabel(k CopyKind) string {
+func copyKindLabel(k record.CopyKind) string {
 	switch k {
 	case copyHtoD:
 		return "HtoD"
@@ -70,7 +72,7 @@ func copyKindLabel(k CopyKind) string {
 
 // memoryLabel is the label value of a memory kind: pageable, pinned, device, array,
 // managed or unknown (static kinds count as their dynamic twins).
-func memoryLabel(k MemoryKind) string {
+func memoryLabel(k record.MemoryKind) string {
 	switch k {
 	case memPageable:
 		return "pageable"
@@ -89,7 +91,7 @@ func memoryLabel(k MemoryKind) string {
 // hostMemoryLabel is the host_memory label of a copy: the memory kind of its host side
 // (source for HtoD, HtoA and HtoH, destination for DtoH and AtoH), "none" for copies with
 // no host side (DtoD, PtoP, array copies).
-func hostMemoryLabel(r *Record) string {
+func hostMemoryLabel(r *record.Record) string {
 	switch r.CopyKind {
 	case copyHtoD, copyHtoA, copyHtoH:
 		return memoryLabel(r.SrcKind)
@@ -102,7 +104,7 @@ func hostMemoryLabel(r *Record) string {
 type memcpyKey struct {
 	dev  *device
 	pod  *podRef
-	copy CopyKind
+	copy record.CopyKind
 	host string // host_memory label (a constant string: cheap to hash)
 	src  string // src_gpu label: "" unless PtoP
 }
@@ -110,7 +112,7 @@ type memcpyKey struct {
 // srcGPULabel is the src_gpu label of a copy: for PtoP, the gpu label of the source device
 // when it is one of the process's hello devices (so the values are bounded by the GPUs the
 // processes report, at most MaxDevices each), else "unknown"; "" for other copies.
-func srcGPULabel(ps *procState, r *Record) string {
+func srcGPULabel(ps *procState, r *record.Record) string {
 	if r.CopyKind != copyPtoP {
 		return ""
 	}
@@ -131,7 +133,7 @@ type memSeries struct {
 	start, last time.Time
 }
 
-func (a *Aggregator) observeMemcpy(ps *procState, dev *device, r *Record, dur float64, now time.Time) {
+func (a *Aggregator) observeMemcpy(ps *procState, dev *device, r *record.Record, dur float64, now time.Time) {
 	ck := r.CopyKind
 	if copyKindLabel(ck) == "other" {
 		ck = 0
@@ -162,7 +164,7 @@ func histOf[K comparable](m map[K]*kernelSeries, key K, bounds []float64, maxBuc
 	return s
 }
 
-func (a *Aggregator) observeMemset(ps *procState, dev *device, r *Record, dur float64, now time.Time) {
+func (a *Aggregator) observeMemset(ps *procState, dev *device, r *record.Record, dur float64, now time.Time) {
 	key := memsetKey{dev, ps.pod, memoryLabel(r.MemoryKind)}
 	s := a.memset[key]
 	if s == nil {
@@ -176,26 +178,26 @@ func (a *Aggregator) observeMemset(ps *procState, dev *device, r *Record, dur fl
 }
 
 // memFamilies appends the memcpy and memset families.
-func (a *Aggregator) memFamilies(fs []mapping.Family) []mapping.Family {
-	cb, cd := mapping.Family{Desc: memcpyBytesDesc}, mapping.Family{Desc: memcpyDurationDesc}
+func (a *Aggregator) memFamilies(fs []snapshot.Family) []snapshot.Family {
+	cb, cd := snapshot.Family{Desc: memcpyBytesDesc}, snapshot.Family{Desc: memcpyDurationDesc}
 	memcpyLabels := func(k memcpyKey) []string {
 		return []string{k.dev.gpu, k.dev.uuid, k.pod.namespace, k.pod.pod, k.pod.container, copyKindLabel(k.copy), k.host, k.src}
 	}
 	for k, s := range a.memcpy {
-		cb.Samples = append(cb.Samples, mapping.Sample{LabelValues: memcpyLabels(k), Value: s.bytes, Start: s.start})
+		cb.Samples = append(cb.Samples, snapshot.Sample{LabelValues: memcpyLabels(k), Value: s.bytes, Start: s.start})
 	}
 	for k, s := range a.memcpyHist {
-		cd.Samples = append(cd.Samples, mapping.Sample{LabelValues: memcpyLabels(k), Histogram: s.h.value(), Start: s.start})
+		cd.Samples = append(cd.Samples, snapshot.Sample{LabelValues: memcpyLabels(k), Histogram: s.h.value(), Start: s.start})
 	}
-	sb, sd := mapping.Family{Desc: memsetBytesDesc}, mapping.Family{Desc: memsetDurationDesc}
+	sb, sd := snapshot.Family{Desc: memsetBytesDesc}, snapshot.Family{Desc: memsetDurationDesc}
 	memsetLabels := func(k memsetKey) []string {
 		return []string{k.dev.gpu, k.dev.uuid, k.pod.namespace, k.pod.pod, k.pod.container, k.mem}
 	}
 	for k, s := range a.memset {
-		sb.Samples = append(sb.Samples, mapping.Sample{LabelValues: memsetLabels(k), Value: s.bytes, Start: s.start})
+		sb.Samples = append(sb.Samples, snapshot.Sample{LabelValues: memsetLabels(k), Value: s.bytes, Start: s.start})
 	}
 	for k, s := range a.memsetHist {
-		sd.Samples = append(sd.Samples, mapping.Sample{LabelValues: memsetLabels(k), Histogram: s.h.value(), Start: s.start})
+		sd.Samples = append(sd.Samples, snapshot.Sample{LabelValues: memsetLabels(k), Histogram: s.h.value(), Start: s.start})
 	}
 	return append(fs, sorted(cb), sorted(cd), sorted(sb), sorted(sd))
 }

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/cupti-exporter/cupti-exporter/activity/kernelname"
-	"github.com/cupti-exporter/cupti-exporter/mapping"
+	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
 
 // maxKernelNameLen bounds the length of a shortened kernel name in bytes.
@@ -109,10 +109,10 @@ func (c *nameCache) name(mangled string) kernelName {
 }
 
 // notDemangledFamily is cupti_activity_kernel_names_not_demangled_total.
-func (c *nameCache) notDemangledFamily(start time.Time) mapping.Family {
-	f := mapping.Family{Desc: namesNotDemangledDesc}
+func (c *nameCache) notDemangledFamily(start time.Time) snapshot.Family {
+	f := snapshot.Family{Desc: namesNotDemangledDesc}
 	for i, r := range kernelname.Reasons {
-		f.Samples = append(f.Samples, mapping.Sample{LabelValues: []string{r}, Value: float64(c.notDemangled[i].Load()), Start: start})
+		f.Samples = append(f.Samples, snapshot.Sample{LabelValues: []string{r}, Value: float64(c.notDemangled[i].Load()), Start: start})
 	}
 	return f
 }

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cupti-exporter/cupti-exporter/activity/record"
+
 	"github.com/cupti-exporter/cupti-exporter/activity/kernelname"
 )
 
@@ -112,10 +114,10 @@ func BenchmarkShortKernelName(b *testing.B) {
 // scrape's rebuild, another connection), a connection still shortens its batch's new names.
 func TestNamesShortenedOutsideLock(t *testing.T) {
 	a := NewAggregator()
-	recs := make([]Record, 200)
+	recs := make([]record.Record, 200)
 	for i := range recs {
 		id := fmt.Sprint(i)
-		recs[i] = Record{Kind: KindKernel, Start: 1, End: 2, Name: fmt.Sprintf("_Z%dk%sv", 1+len(id), id)}
+		recs[i] = record.Record{Kind: record.KindKernel, Start: 1, End: 2, Name: fmt.Sprintf("_Z%dk%sv", 1+len(id), id)}
 	}
 	done := make(chan *[]kernelName)
 	a.mu.Lock()
@@ -138,11 +140,11 @@ func TestNamesShortenedOutsideLock(t *testing.T) {
 // never returned: this test failed by the 10 s below.)
 func TestHostileKernelNameCounted(t *testing.T) {
 	a := NewAggregator()
-	p := &Process{PID: 1, DeviceUUIDs: []string{"GPU-0"}}
+	p := &record.Process{PID: 1, DeviceUUIDs: []string{"GPU-0"}}
 	name := castOperators(40)
 	done := make(chan struct{})
 	go func() {
-		a.Add(p, []Record{{Kind: KindKernel, Start: 1, End: 2, Name: name}})
+		a.Add(p, []record.Record{{Kind: record.KindKernel, Start: 1, End: 2, Name: name}})
 		close(done)
 	}()
 	select {

@@ -5,6 +5,8 @@ import (
 	"math"
 	"slices"
 	"time"
+
+	"github.com/cupti-exporter/cupti-exporter/activity/record"
 )
 
 // Defaults of the Aggregator's options.
@@ -31,7 +33,7 @@ type config struct {
 	podResolver                      PodResolver
 	trustHelloPods                   bool
 	podRetryInterval, podRetryWindow time.Duration
-	tap                              func(p *Process, recs []Record)
+	tap                              func(p *record.Process, recs []record.Record)
 	listeners                        []Listener
 	now                              func() time.Time
 }
@@ -203,7 +205,7 @@ func WithPodResolver(f PodResolver) Option {
 // WithRecordTap calls f with every batch given to Add, before it is aggregated, on the
 // caller's goroutine (one per connection: f must be safe for concurrent use). recs is
 // reused after f returns; f must copy what it keeps.
-func WithRecordTap(f func(p *Process, recs []Record)) Option {
+func WithRecordTap(f func(p *record.Process, recs []record.Record)) Option {
 	return func(c *config) { c.tap = f }
 }
 

@@ -1,6 +1,10 @@
 package activity
 
-import "math"
+import (
+	"math"
+
+	"github.com/cupti-exporter/cupti-exporter/activity/record"
+)
 
 // What a sender could have produced (docs/security.md, "Plausible records only"): no record
 // lasts longer than its process has lived, and no drop counter counts more records than the
@@ -29,7 +33,7 @@ const implausibleDuration = "implausible_duration"
 
 // lifeStart is when p's process began, as far as the exporter can tell: its start time (the
 // kernel's when verified), else when the exporter first heard of it.
-func lifeStart(p *Process, s *senderState) uint64 {
+func lifeStart(p *record.Process, s *senderState) uint64 {
 	if p.StartTime != 0 {
 		return p.StartTime
 	}
@@ -63,7 +67,7 @@ func (l lifeLimit) maxDuration(end uint64) uint64 {
 }
 
 // allows says whether r lasts no longer than its process could have lived.
-func (l lifeLimit) allows(r *Record) bool {
+func (l lifeLimit) allows(r *record.Record) bool {
 	return r.End <= r.Start || r.End-r.Start <= l.maxDuration(r.End)
 }
 
@@ -81,8 +85,8 @@ func (l lifeLimit) maxCount() uint64 {
 }
 
 // plausibleOnly copies the records of recs that life allows (implausible of them do not).
-func plausibleOnly(recs []Record, life lifeLimit, implausible int) []Record {
-	out := make([]Record, 0, len(recs)-implausible)
+func plausibleOnly(recs []record.Record, life lifeLimit, implausible int) []record.Record {
+	out := make([]record.Record, 0, len(recs)-implausible)
 	for i := range recs {
 		if life.allows(&recs[i]) {
 			out = append(out, recs[i])

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/cupti-exporter/cupti-exporter/activity/record"
 )
 
 // A verified process started 10 s ago (its start time is the kernel's) sends a kernel record
@@ -15,12 +17,12 @@ func TestRecordLongerThanItsSenderRefused(t *testing.T) {
 	now := uint64(clock.now().UnixNano())
 	var l recordingListener
 	a := NewAggregator(withClock(clock.now), WithListener(&l))
-	p := &Process{PID: 7, StartTime: now - 10e9, Identity: IdentityVerified, Cgroup: "0::/a", DeviceUUIDs: []string{"GPU-a"}}
+	p := &record.Process{PID: 7, StartTime: now - 10e9, Identity: record.IdentityVerified, Cgroup: "0::/a", DeviceUUIDs: []string{"GPU-a"}}
 	a.Connect(p)
-	a.Add(p, []Record{
-		{Kind: KindKernel, Start: 1, End: math.MaxUint64, Name: "_Z4evilv"},
-		{Kind: KindKernel, Start: now - 9e9, End: now - 1e9, Name: "_Z4realv"},
-		{Kind: KindMemcpy, Start: 0, End: now, Bytes: 1},
+	a.Add(p, []record.Record{
+		{Kind: record.KindKernel, Start: 1, End: math.MaxUint64, Name: "_Z4evilv"},
+		{Kind: record.KindKernel, Start: now - 9e9, End: now - 1e9, Name: "_Z4realv"},
+		{Kind: record.KindMemcpy, Start: 0, End: now, Bytes: 1},
 	})
 	s := a.Snapshot()
 	gpuSeconds := mustSample(t, s, "cupti_kernel_gpu_seconds_total", "0", "GPU-a", "", "", "").Value
@@ -45,18 +47,18 @@ func TestRecordLongerThanItsSenderRefused(t *testing.T) {
 func TestRecordDurationWithoutStartTime(t *testing.T) {
 	clock := newFakeClock()
 	a := NewAggregator(withClock(clock.now))
-	p := &Process{PID: 7, Identity: IdentityClaimed, DeviceUUIDs: []string{"GPU-a"}}
+	p := &record.Process{PID: 7, Identity: record.IdentityClaimed, DeviceUUIDs: []string{"GPU-a"}}
 	a.Connect(p)
 	clock.advance(time.Minute)
 	now := uint64(clock.now().UnixNano())
-	old := &Process{PID: 8, StartTime: 1, DeviceUUIDs: []string{"GPU-a"}} // a recording's, 57 years ago
-	a.Add(p, []Record{
-		{Kind: KindKernel, Start: now - 30e9, End: now, Name: "_Z1kv"}, // within the minute seen
-		{Kind: KindKernel, Start: now - 3600e9, End: now, Name: "_Z1kv"},
+	old := &record.Process{PID: 8, StartTime: 1, DeviceUUIDs: []string{"GPU-a"}} // a recording's, 57 years ago
+	a.Add(p, []record.Record{
+		{Kind: record.KindKernel, Start: now - 30e9, End: now, Name: "_Z1kv"}, // within the minute seen
+		{Kind: record.KindKernel, Start: now - 3600e9, End: now, Name: "_Z1kv"},
 	})
-	a.Add(old, []Record{
-		{Kind: KindKernel, Start: now - 3600e9, End: now, Name: "_Z1kv"},
-		{Kind: KindKernel, Start: now - uint64(MaxRecordDuration) - 1, End: now, Name: "_Z1kv"},
+	a.Add(old, []record.Record{
+		{Kind: record.KindKernel, Start: now - 3600e9, End: now, Name: "_Z1kv"},
+		{Kind: record.KindKernel, Start: now - uint64(MaxRecordDuration) - 1, End: now, Name: "_Z1kv"},
 	})
 	s := a.Snapshot()
 	if v := mustSample(t, s, "cupti_activity_records_total", "kernel").Value; v != 2 {
@@ -74,7 +76,7 @@ func TestDropReportsBoundedBySenderLife(t *testing.T) {
 	clock := newFakeClock()
 	now := uint64(clock.now().UnixNano())
 	a := NewAggregator(withClock(clock.now))
-	p := &Process{PID: 7, StartTime: now - 10e9, Identity: IdentityVerified, Cgroup: "0::/a", DeviceUUIDs: []string{"GPU-a"}}
+	p := &record.Process{PID: 7, StartTime: now - 10e9, Identity: record.IdentityVerified, Cgroup: "0::/a", DeviceUUIDs: []string{"GPU-a"}}
 	a.Connect(p)
 	var refused int
 	for i := range 10 {

@@ -3,7 +3,9 @@ package activity
 import (
 	"time"
 
-	"github.com/cupti-exporter/cupti-exporter/mapping"
+	"github.com/cupti-exporter/cupti-exporter/activity/record"
+
+	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
 
 // Pod names the Kubernetes container a process runs in, as a pod resolver answers it.
@@ -62,20 +64,20 @@ type podRef struct {
 	procs int
 	// prio is how its series rank under the exporter's cardinality cap: verified once the
 	// kernel's cgroup of some process named it, claimed while only hellos did.
-	prio mapping.Priority
+	prio snapshot.Priority
 }
 
 // podPriority ranks labels decided by result for a process of identity id: labels the pod
 // resolver found from the kernel's cgroup are verified, a recording's are taken as given,
 // others speak only for a hello.
-func podPriority(result string, id Identity) mapping.Priority {
+func podPriority(result string, id record.Identity) snapshot.Priority {
 	switch {
 	case result == resolvedCgroup || result == resolvedCgroupLate:
-		return mapping.PriorityVerified
-	case id == IdentityUnchecked:
-		return mapping.PriorityNormal
+		return snapshot.PriorityVerified
+	case id == record.IdentityUnchecked:
+		return snapshot.PriorityNormal
 	}
-	return mapping.PriorityClaimed
+	return snapshot.PriorityClaimed
 }
 
 // How a connection's pod labels were decided (cupti_activity_pod_resolutions_total).
@@ -92,8 +94,8 @@ const (
 
 var podResolutionResults = []string{resolvedCgroup, resolvedCgroupLate, resolvedHello, resolvedNone, resolvedTimedOut, resolvedUnverified}
 
-var podResolutionsDesc = &mapping.Desc{
-	Name: "cupti_activity_pod_resolutions_total", Kind: mapping.KindCounter,
+var podResolutionsDesc = &snapshot.Desc{
+	Name: "cupti_activity_pod_resolutions_total", Kind: snapshot.KindCounter,
 	Help:     "Traced-process connections by how their pod labels were decided (cgroup: by the pod resolver; cgroup_late: by the resolver on a retry; hello: the process's POD_NAME/POD_NAMESPACE, trusted; none; timed_out: the resolver never knew the pod; unverified: the hello named a pod nothing could check, labels left empty).",
 	OTelName: "cupti.activity.pod_resolutions", OTelUnit: "{connection}", LabelNames: []string{"result"},
 }
@@ -111,7 +113,7 @@ func WithTrustHelloPods(trust bool) Option {
 
 // helloPod is the pod a hello names: only when it has both POD_NAME and POD_NAMESPACE,
 // so that a CONTAINER_NAME (or a stray POD_NAMESPACE) set outside Kubernetes adds no label.
-func helloPod(p *Process) (podID, bool) {
+func helloPod(p *record.Process) (podID, bool) {
 	if p.Pod == "" || p.Namespace == "" {
 		return podID{}, false
 	}
@@ -130,9 +132,9 @@ type podAnswer struct {
 // else the hello's when it may be trusted, else the resolver's partial answer, else none.
 // The resolver reads the process's cgroup, which only a verified (or recorded) process has
 // from the kernel: a claimed process's cgroup is its own text, and is not asked about.
-func (a *Aggregator) askPod(p *Process) podAnswer {
+func (a *Aggregator) askPod(p *record.Process) podAnswer {
 	hello, helloOK := helloPod(p)
-	trusted := a.cfg.trustHelloPods || p.Identity == IdentityUnchecked
+	trusted := a.cfg.trustHelloPods || p.Identity == record.IdentityUnchecked
 	fallback := func(ans podAnswer) podAnswer {
 		switch {
 		case helloOK && trusted:
@@ -142,7 +144,7 @@ func (a *Aggregator) askPod(p *Process) podAnswer {
 		}
 		return ans
 	}
-	if a.cfg.podResolver == nil || p.Identity == IdentityClaimed {
+	if a.cfg.podResolver == nil || p.Identity == record.IdentityClaimed {
 		return fallback(podAnswer{result: resolvedNone})
 	}
 	pod, state := a.cfg.podResolver(p.PID, p.Cgroup)
@@ -164,9 +166,9 @@ func (a *Aggregator) askPod(p *Process) podAnswer {
 func (a *Aggregator) internPodLocked(id podID) *podRef {
 	r := a.pods[id]
 	if r == nil {
-		r = &podRef{podID: id, prio: mapping.PriorityClaimed}
+		r = &podRef{podID: id, prio: snapshot.PriorityClaimed}
 		if id == (podID{}) { // no pod: the series of every process outside pods
-			r.prio = mapping.PriorityNormal
+			r.prio = snapshot.PriorityNormal
 		}
 		a.pods[id] = r
 	}
@@ -174,7 +176,7 @@ func (a *Aggregator) internPodLocked(id podID) *podRef {
 }
 
 // rankPodLocked raises the rank of ps's pod labels by how they were decided.
-func rankPodLocked(ps *procState, result string, id Identity) {
+func rankPodLocked(ps *procState, result string, id record.Identity) {
 	ps.pod.prio = max(ps.pod.prio, podPriority(result, id))
 }
 
@@ -198,7 +200,7 @@ func (a *Aggregator) setPodLocked(ps *procState, id podID, now time.Time) {
 }
 
 // startPodLocked applies the answer taken at connect time to the process of identity id.
-func (a *Aggregator) startPodLocked(ps *procState, ans podAnswer, id Identity, now time.Time) {
+func (a *Aggregator) startPodLocked(ps *procState, ans podAnswer, id record.Identity, now time.Time) {
 	a.setPodLocked(ps, ans.id, now)
 	rankPodLocked(ps, ans.result, id)
 	if ans.mismatch {
@@ -215,7 +217,7 @@ func (a *Aggregator) startPodLocked(ps *procState, ans podAnswer, id Identity, n
 
 // retryPodLocked asks the resolver again for a process whose answer was pending, when its
 // retry time has come. It releases a.mu while the resolver and the listeners run.
-func (a *Aggregator) retryPodLocked(p *Process, ps *procState, now time.Time) {
+func (a *Aggregator) retryPodLocked(p *record.Process, ps *procState, now time.Time) {
 	if !ps.podPending || now.Before(ps.podRetry) {
 		return
 	}
@@ -307,8 +309,8 @@ func (a *Aggregator) expirePodsLocked(now time.Time) {
 }
 
 // podResolutionFamily is cupti_activity_pod_resolutions_total.
-func (a *Aggregator) podResolutionFamily() mapping.Family {
-	f := mapping.Family{Desc: podResolutionsDesc}
+func (a *Aggregator) podResolutionFamily() snapshot.Family {
+	f := snapshot.Family{Desc: podResolutionsDesc}
 	for _, r := range podResolutionResults {
 		f.Samples = append(f.Samples, a.counter(float64(a.podResolutions[r]), r))
 	}

@@ -4,6 +4,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/cupti-exporter/cupti-exporter/activity/record"
 )
 
 // mapResolver answers from a table keyed by cgroup text; cgroups not in it are no pod.
@@ -38,8 +40,8 @@ func newMapResolver() *mapResolver {
 	return &mapResolver{pods: map[string]Pod{}, state: map[string]PodState{}}
 }
 
-func memcpyRec(dev uint32, copyKind CopyKind, src, dst MemoryKind, bytes uint64) Record {
-	return Record{Kind: KindMemcpy, Device: dev, CopyKind: copyKind, SrcKind: src, DstKind: dst, Bytes: bytes, Start: 0, End: 1000}
+func memcpyRec(dev uint32, copyKind record.CopyKind, src, dst record.MemoryKind, bytes uint64) record.Record {
+	return record.Record{Kind: record.KindMemcpy, Device: dev, CopyKind: copyKind, SrcKind: src, DstKind: dst, Bytes: bytes, Start: 0, End: 1000}
 }
 
 func resolutions(t *testing.T, a *Aggregator) map[string]float64 {
@@ -58,13 +60,13 @@ func TestAggregatorTwoPodsOneGPU(t *testing.T) {
 	res.pods[cgA] = Pod{"trainer-a", "team-a", "main"}
 	res.pods[cgB] = Pod{"infer-b", "team-b", "server"}
 	a := NewAggregator(withFullSplit(), WithPodResolver(res.resolve))
-	pa := &Process{PID: 10, StartTime: 1, Cgroup: cgA, DeviceUUIDs: []string{"GPU-aaaa"}}
-	pb := &Process{PID: 10, StartTime: 2, Cgroup: cgB, DeviceUUIDs: []string{"GPU-aaaa"}} // same pid, other PID namespace
+	pa := &record.Process{PID: 10, StartTime: 1, Cgroup: cgA, DeviceUUIDs: []string{"GPU-aaaa"}}
+	pb := &record.Process{PID: 10, StartTime: 2, Cgroup: cgB, DeviceUUIDs: []string{"GPU-aaaa"}} // same pid, other PID namespace
 	a.Connect(pa)
 	a.Connect(pb)
-	a.Add(pa, []Record{kernel(0, "_Z4gemmv", 3_000_000), memcpyRec(0, copyHtoD, memPageable, memDevice, 1<<20),
-		{Kind: KindMemset, MemoryKind: memDevice, Bytes: 64, Start: 0, End: 10}})
-	a.Add(pb, []Record{kernel(0, "_Z4gemmv", 1_000_000), memcpyRec(0, copyHtoD, memPageable, memDevice, 4096),
+	a.Add(pa, []record.Record{kernel(0, "_Z4gemmv", 3_000_000), memcpyRec(0, copyHtoD, memPageable, memDevice, 1<<20),
+		{Kind: record.KindMemset, MemoryKind: memDevice, Bytes: 64, Start: 0, End: 10}})
+	a.Add(pb, []record.Record{kernel(0, "_Z4gemmv", 1_000_000), memcpyRec(0, copyHtoD, memPageable, memDevice, 4096),
 		memcpyRec(0, copyDtoH, memDevice, memPinned, 100)})
 	s := a.Snapshot()
 
@@ -112,21 +114,21 @@ func TestAggregatorPodSources(t *testing.T) {
 	uuids := []string{"GPU-aaaa"}
 	for _, tc := range []struct {
 		name   string
-		p      *Process
+		p      *record.Process
 		labels []string
 	}{
-		{"cgroup wins over the hello", &Process{PID: 1, Cgroup: "cg-real", Pod: "stale", Namespace: "old", Container: "x"},
+		{"cgroup wins over the hello", &record.Process{PID: 1, Cgroup: "cg-real", Pod: "stale", Namespace: "old", Container: "x"},
 			[]string{"ns", "real", "c"}},
-		{"hello is the fallback", &Process{PID: 2, Cgroup: "0::/", Pod: "p", Namespace: "ns2", Container: "main"},
+		{"hello is the fallback", &record.Process{PID: 2, Cgroup: "0::/", Pod: "p", Namespace: "ns2", Container: "main"},
 			[]string{"ns2", "p", "main"}},
-		{"a stray CONTAINER_NAME adds no label", &Process{PID: 3, Cgroup: "0::/user.slice", Container: "app"},
+		{"a stray CONTAINER_NAME adds no label", &record.Process{PID: 3, Cgroup: "0::/user.slice", Container: "app"},
 			[]string{"", "", ""}},
-		{"POD_NAME without POD_NAMESPACE names no pod", &Process{PID: 4, Pod: "p", Container: "app"},
+		{"POD_NAME without POD_NAMESPACE names no pod", &record.Process{PID: 4, Pod: "p", Container: "app"},
 			[]string{"", "", ""}},
 	} {
 		tc.p.DeviceUUIDs = uuids
 		a.Connect(tc.p)
-		a.Add(tc.p, []Record{kernel(0, "k", 1000)})
+		a.Add(tc.p, []record.Record{kernel(0, "k", 1000)})
 		s := a.Snapshot()
 		if mustSample(t, s, "cupti_kernel_gpu_seconds_total", append([]string{"0", "GPU-aaaa"}, tc.labels...)...) == nil {
 			t.Errorf("%s: no series %v", tc.name, tc.labels)
@@ -139,8 +141,8 @@ func TestAggregatorPodSources(t *testing.T) {
 	// Without a resolver (sidecar mode, a host outside Kubernetes) the hello alone decides,
 	// with the same rule for CONTAINER_NAME.
 	b := NewAggregator(withFullSplit())
-	stray := &Process{PID: 5, Container: "my-app", DeviceUUIDs: uuids}
-	b.Add(stray, []Record{kernel(0, "k", 1000)})
+	stray := &record.Process{PID: 5, Container: "my-app", DeviceUUIDs: uuids}
+	b.Add(stray, []record.Record{kernel(0, "k", 1000)})
 	mustSample(t, b.Snapshot(), "cupti_kernel_gpu_seconds_total", "0", "GPU-aaaa", "", "", "")
 	mustSample(t, b.Snapshot(), "cupti_kernel_duration_seconds", "0", "GPU-aaaa", "", "", "", "k")
 }
@@ -151,14 +153,14 @@ type recListener struct {
 	infos []ProcessInfo
 }
 
-func (l *recListener) ProcessConnected(_ *Process, info ProcessInfo) {
+func (l *recListener) ProcessConnected(_ *record.Process, info ProcessInfo) {
 	l.mu.Lock()
 	l.infos = append(l.infos, info)
 	l.mu.Unlock()
 }
-func (l *recListener) Records(*Process, []Record)    {}
-func (l *recListener) Coverage(*Process, []Interval) {}
-func (l *recListener) ProcessDisconnected(*Process)  {}
+func (l *recListener) Records(*record.Process, []record.Record)    {}
+func (l *recListener) Coverage(*record.Process, []record.Interval) {}
+func (l *recListener) ProcessDisconnected(*record.Process)         {}
 
 func TestAggregatorPodPendingThenFound(t *testing.T) {
 	clk := newFakeClock()
@@ -167,18 +169,18 @@ func TestAggregatorPodPendingThenFound(t *testing.T) {
 	lis := &recListener{}
 	a := NewAggregator(withClock(clk.now), WithPodResolver(res.resolve), WithListener(lis),
 		WithPodRetry(time.Second, 10*time.Second))
-	p := &Process{PID: 1, Cgroup: "cg", DeviceUUIDs: []string{"GPU-aaaa"}}
+	p := &record.Process{PID: 1, Cgroup: "cg", DeviceUUIDs: []string{"GPU-aaaa"}}
 	a.Connect(p)
-	a.Add(p, []Record{kernel(0, "k", 1000), memcpyRec(0, copyHtoD, memPageable, memDevice, 10)})
+	a.Add(p, []record.Record{kernel(0, "k", 1000), memcpyRec(0, copyHtoD, memPageable, memDevice, 10)})
 	calls := res.calls
 	clk.advance(500 * time.Millisecond)
-	a.Add(p, []Record{kernel(0, "k", 1000)}) // before the retry time: not asked
+	a.Add(p, []record.Record{kernel(0, "k", 1000)}) // before the retry time: not asked
 	if res.calls != calls {
 		t.Errorf("resolver asked %d times before the retry interval", res.calls-calls)
 	}
 	res.set("cg", Pod{"trainer-0", "ml", "main"}, PodFound)
 	clk.advance(600 * time.Millisecond)
-	a.Add(p, []Record{kernel(0, "k", 2000), memcpyRec(0, copyHtoD, memPageable, memDevice, 20)})
+	a.Add(p, []record.Record{kernel(0, "k", 2000), memcpyRec(0, copyHtoD, memPageable, memDevice, 20)})
 	s := a.Snapshot()
 	partial := []string{"0", "GPU-aaaa", "ml", "trainer-0", ""}
 	full := []string{"0", "GPU-aaaa", "ml", "trainer-0", "main"}
@@ -199,7 +201,7 @@ func TestAggregatorPodPendingThenFound(t *testing.T) {
 	}
 	calls = res.calls
 	clk.advance(5 * time.Second)
-	a.Add(p, []Record{kernel(0, "k", 1)})
+	a.Add(p, []record.Record{kernel(0, "k", 1)})
 	if res.calls != calls {
 		t.Error("resolver asked again after a final answer")
 	}
@@ -207,7 +209,7 @@ func TestAggregatorPodPendingThenFound(t *testing.T) {
 	// The partial series expires after the TTL although the process is still connected
 	// under its new labels; the interned old labels go with it.
 	clk.advance(DefaultSeriesTTL)
-	a.Add(p, []Record{kernel(0, "k", 1)})
+	a.Add(p, []record.Record{kernel(0, "k", 1)})
 	s = a.Snapshot()
 	if sample(t, s, "cupti_kernel_gpu_seconds_total", partial...) != nil || sample(t, s, "cupti_memcpy_bytes_total", append(partial, "HtoD", "pageable", "")...) != nil {
 		t.Error("series of the superseded labels still exported after the TTL")
@@ -223,11 +225,11 @@ func TestAggregatorPodPendingTimesOut(t *testing.T) {
 	res := newMapResolver()
 	res.set("cg", Pod{}, PodPending) // never known
 	a := NewAggregator(withClock(clk.now), WithPodResolver(res.resolve), WithPodRetry(time.Second, 3*time.Second))
-	p := &Process{PID: 1, Cgroup: "cg", Pod: "from-hello", Namespace: "ns", DeviceUUIDs: []string{"GPU-aaaa"}}
+	p := &record.Process{PID: 1, Cgroup: "cg", Pod: "from-hello", Namespace: "ns", DeviceUUIDs: []string{"GPU-aaaa"}}
 	a.Connect(p)
 	for range 10 {
 		clk.advance(time.Second)
-		a.Add(p, []Record{kernel(0, "k", 1000)})
+		a.Add(p, []record.Record{kernel(0, "k", 1000)})
 	}
 	if res.calls != 4 { // at connect, then at 1, 2 and 3 s; the 3 s answer ends the window
 		t.Errorf("resolver asked %d times, want 4", res.calls)
@@ -246,11 +248,11 @@ func TestAggregatorPodSeriesExpire(t *testing.T) {
 	res := newMapResolver()
 	res.pods["cg"] = Pod{"gone", "ns", "c"}
 	a := NewAggregator(withClock(clk.now), WithPodResolver(res.resolve), WithSeriesTTL(time.Minute))
-	p := &Process{PID: 1, Cgroup: "cg", DeviceUUIDs: []string{"GPU-aaaa"}}
+	p := &record.Process{PID: 1, Cgroup: "cg", DeviceUUIDs: []string{"GPU-aaaa"}}
 	stay := testProcess(2)
-	for _, q := range []*Process{p, stay} {
+	for _, q := range []*record.Process{p, stay} {
 		a.Connect(q)
-		a.Add(q, []Record{kernel(0, "k", 1000), memcpyRec(0, copyDtoD, memDevice, memDevice, 8), {Kind: KindMemset, MemoryKind: memDevice, Bytes: 4, End: 1}})
+		a.Add(q, []record.Record{kernel(0, "k", 1000), memcpyRec(0, copyDtoD, memDevice, memDevice, 8), {Kind: record.KindMemset, MemoryKind: memDevice, Bytes: 4, End: 1}})
 	}
 	a.Disconnect(p)
 	clk.advance(30 * time.Second)

@@ -7,7 +7,9 @@ import (
 	"slices"
 	"sort"
 
-	"github.com/cupti-exporter/cupti-exporter/mapping"
+	"github.com/cupti-exporter/cupti-exporter/activity/record"
+
+	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
 
 // MaxDropDelta is the largest increase of one sender drop counter the Aggregator takes
@@ -30,8 +32,8 @@ var invalidReasons = []string{invalidDropsBackwards, invalidDropsJump, invalidDr
 // refused to trace (docs/wire-format.md).
 const versionRefused = "version_refused"
 
-var invalidDesc = &mapping.Desc{
-	Name: "cupti_activity_invalid_reports_total", Kind: mapping.KindCounter,
+var invalidDesc = &snapshot.Desc{
+	Name: "cupti_activity_invalid_reports_total", Kind: snapshot.KindCounter,
 	Help: "Reports from traced processes refused as implausible, by reason (drops_backwards: a cumulative " +
 		"drop counter went down; drops_jump: it grew by more than 2^40 in one report; drops_implausible: it passed " +
 		"the records the process could have made in its life, 10^8 a second, or version_refused passed 1; " +
@@ -46,7 +48,7 @@ var invalidDesc = &mapping.Desc{
 // newer one: the library sends its final counters on a fresh connection when the
 // exporter stopped reading) carries lower counts: it is stale, not invalid, and ignored.
 // a.mu is held.
-func (a *Aggregator) takeSenderDropsLocked(p *Process, s *senderState, cumulative map[string]uint64) error {
+func (a *Aggregator) takeSenderDropsLocked(p *record.Process, s *senderState, cumulative map[string]uint64) error {
 	if s.conn != p {
 		for reason, v := range cumulative {
 			if v < s.last[reason] {
@@ -114,8 +116,8 @@ func addSat(a, b uint64) uint64 {
 }
 
 // invalidReportsFamily is cupti_activity_invalid_reports_total; a.mu is held.
-func (a *Aggregator) invalidReportsFamily() mapping.Family {
-	f := mapping.Family{Desc: invalidDesc}
+func (a *Aggregator) invalidReportsFamily() snapshot.Family {
+	f := snapshot.Family{Desc: invalidDesc}
 	for _, r := range invalidReasons {
 		f.Samples = append(f.Samples, a.counter(float64(a.invalid[r]), r))
 	}

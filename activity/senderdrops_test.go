@@ -4,6 +4,8 @@ import (
 	"math"
 	"strings"
 	"testing"
+
+	"github.com/cupti-exporter/cupti-exporter/activity/record"
 )
 
 // TestSenderDropsCannotBeCorrupted: the report of 2^63+1 dropped records, twice,
@@ -51,7 +53,7 @@ func TestSenderDropsStaleConnection(t *testing.T) {
 	a.Connect(old)
 	a.Connect(fresh)
 	for _, r := range []struct {
-		p *Process
+		p *record.Process
 		v uint64
 	}{{old, 10}, {fresh, 5000}, {old, 20}, {old, 30}, {fresh, 5001}} {
 		if err := a.SenderDrops(r.p, map[string]uint64{"queue_full": r.v, "cupti_dropped": 1}); err != nil {

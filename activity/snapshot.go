@@ -4,64 +4,66 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/cupti-exporter/cupti-exporter/mapping"
+	"github.com/cupti-exporter/cupti-exporter/activity/record"
+
+	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
 
 var (
-	recordsDesc = &mapping.Desc{
-		Name: "cupti_activity_records_total", Kind: mapping.KindCounter,
+	recordsDesc = &snapshot.Desc{
+		Name: "cupti_activity_records_total", Kind: snapshot.KindCounter,
 		Help:     "Activity records received from traced processes, by kind.",
 		OTelName: "cupti.activity.records", OTelUnit: "{record}", LabelNames: []string{"kind"},
 	}
-	droppedDesc = &mapping.Desc{
-		Name: "cupti_activity_dropped_records_total", Kind: mapping.KindCounter,
+	droppedDesc = &snapshot.Desc{
+		Name: "cupti_activity_dropped_records_total", Kind: snapshot.KindCounter,
 		Help:     "Activity records lost before aggregation, by reason (sender-side counters and receiver-side drops).",
 		OTelName: "cupti.activity.records.dropped", OTelUnit: "{record}", LabelNames: []string{"reason"},
 	}
-	processesDesc = &mapping.Desc{
-		Name: "cupti_activity_processes", Kind: mapping.KindGauge,
+	processesDesc = &snapshot.Desc{
+		Name: "cupti_activity_processes", Kind: snapshot.KindGauge,
 		Help:     "Traced processes connected to the activity socket.",
 		OTelName: "cupti.activity.processes", OTelUnit: "{process}",
 	}
-	connectionsDesc = &mapping.Desc{
-		Name: "cupti_activity_connections_total", Kind: mapping.KindCounter,
+	connectionsDesc = &snapshot.Desc{
+		Name: "cupti_activity_connections_total", Kind: snapshot.KindCounter,
 		Help:     "Connections accepted on the activity socket.",
 		OTelName: "cupti.activity.connections", OTelUnit: "{connection}",
 	}
-	connDroppedDesc = &mapping.Desc{
-		Name: "cupti_activity_dropped_connections_total", Kind: mapping.KindCounter,
+	connDroppedDesc = &snapshot.Desc{
+		Name: "cupti_activity_dropped_connections_total", Kind: snapshot.KindCounter,
 		Help:     "Activity connections refused or closed by the receiver, by reason (malformed, limit, read_error, hello_timeout, evicted_no_hello, evicted_idle, evicted_claimed, evicted_fair_share, memory_budget, identity_refused, identity_limit).",
 		OTelName: "cupti.activity.connections.dropped", OTelUnit: "{connection}", LabelNames: []string{"reason"},
 	}
-	socketRecreatedDesc = &mapping.Desc{
-		Name: "cupti_activity_socket_recreations_total", Kind: mapping.KindCounter,
+	socketRecreatedDesc = &snapshot.Desc{
+		Name: "cupti_activity_socket_recreations_total", Kind: snapshot.KindCounter,
 		Help:     "Times the activity socket file was found removed or replaced (by reason) and re-created; processes that started in between could not connect.",
 		OTelName: "cupti.activity.socket.recreations", OTelUnit: "{event}", LabelNames: []string{"reason"},
 	}
-	memoryDesc = &mapping.Desc{
-		Name: "cupti_activity_memory_bytes", Kind: mapping.KindGauge, Unit: "bytes",
+	memoryDesc = &snapshot.Desc{
+		Name: "cupti_activity_memory_bytes", Kind: snapshot.KindGauge, Unit: "bytes",
 		Help:     "Memory the activity receiver holds (kernel-name tables, frame buffers, per-connection and per-GPU state), as charged to its budget.",
 		OTelName: "cupti.activity.memory", OTelUnit: "By",
 	}
-	memoryBudgetDesc = &mapping.Desc{
-		Name: "cupti_activity_memory_budget_bytes", Kind: mapping.KindGauge, Unit: "bytes",
+	memoryBudgetDesc = &snapshot.Desc{
+		Name: "cupti_activity_memory_budget_bytes", Kind: snapshot.KindGauge, Unit: "bytes",
 		Help:     "The activity receiver's memory budget (--activity.memory-budget); past it, connections and devices are refused and counted.",
 		OTelName: "cupti.activity.memory.limit", OTelUnit: "By",
 	}
-	foldedDesc = &mapping.Desc{
-		Name: "cupti_activity_kernels_folded_total", Kind: mapping.KindCounter,
+	foldedDesc = &snapshot.Desc{
+		Name: "cupti_activity_kernels_folded_total", Kind: snapshot.KindCounter,
 		Help:     "Kernel records counted under kernel=\"other\": their name is outside the top kernels by GPU time (--activity.top-kernels), or the name table is full.",
 		OTelName: "cupti.activity.kernels.folded", OTelUnit: "{record}",
 	}
-	namesNotDemangledDesc = &mapping.Desc{
-		Name: "cupti_activity_kernel_names_not_demangled_total", Kind: mapping.KindCounter,
+	namesNotDemangledDesc = &snapshot.Desc{
+		Name: "cupti_activity_kernel_names_not_demangled_total", Kind: snapshot.KindCounter,
 		Help: "Mangled kernel names shortened as text instead of demangled, by reason: too_long (over 1 KiB); " +
 			"cast_operators, template_copies, pack_expansions, local_names, substitutions, nesting (shapes on which " +
 			"demangling costs more than linear time); budget (the demangling CPU budget was spent: tried again later).",
 		OTelName: "cupti.activity.kernel_names.not_demangled", OTelUnit: "{name}", LabelNames: []string{"reason"},
 	}
-	tracedDesc = &mapping.Desc{
-		Name: "cupti_activity_traced_seconds_total", Kind: mapping.KindCounter, Unit: "seconds",
+	tracedDesc = &snapshot.Desc{
+		Name: "cupti_activity_traced_seconds_total", Kind: snapshot.KindCounter, Unit: "seconds",
 		Help:     "Process-seconds that traced processes reported as traced (coverage spans), complete or lossy (records of the span were lost).",
 		OTelName: "cupti.activity.traced_time", OTelUnit: "s", LabelNames: []string{"state"},
 	}
@@ -69,7 +71,7 @@ var (
 
 // Label values that always have a series, so that rates start from zero.
 var (
-	kindLabels = map[Kind]string{KindKernel: "kernel", KindMemcpy: "memcpy", KindMemset: "memset"}
+	kindLabels = map[record.Kind]string{record.KindKernel: "kernel", record.KindMemcpy: "memcpy", record.KindMemset: "memset"}
 	// SenderDropReasons are the drop reasons of the wire format (docs/wire-format.md).
 	SenderDropReasons = []string{
 		"buffer_pool_exhausted", "queue_full", "cupti_dropped", "version_refused", "unknown_record", "name_table_full",
@@ -81,20 +83,20 @@ var (
 )
 
 // buildLocked copies the state into a new snapshot; a.mu is held.
-func (a *Aggregator) buildLocked() *mapping.Snapshot {
+func (a *Aggregator) buildLocked() *snapshot.Snapshot {
 	now := a.cfg.now()
 	a.expireLocked(now)
-	fs := make([]mapping.Family, 0, 12)
+	fs := make([]snapshot.Family, 0, 12)
 	fs = a.kernels.families(fs)
 	fs = a.podFamilies(fs)
 	fs = a.memFamilies(fs)
 	fs = a.splitFamilies(fs)
 
-	rec := mapping.Family{Desc: recordsDesc}
-	for _, k := range []Kind{KindKernel, KindMemcpy, KindMemset} {
+	rec := snapshot.Family{Desc: recordsDesc}
+	for _, k := range []record.Kind{record.KindKernel, record.KindMemcpy, record.KindMemset} {
 		rec.Samples = append(rec.Samples, a.counter(float64(a.records[k]), kindLabels[k]))
 	}
-	drop := mapping.Family{Desc: droppedDesc}
+	drop := snapshot.Family{Desc: droppedDesc}
 	for _, r := range append(slices.Clone(SenderDropReasons), receiverDropReasons...) {
 		if _, ok := a.dropped[r]; !ok {
 			drop.Samples = append(drop.Samples, a.counter(0, r))
@@ -103,7 +105,7 @@ func (a *Aggregator) buildLocked() *mapping.Snapshot {
 	for r, v := range a.dropped {
 		drop.Samples = append(drop.Samples, a.counter(float64(v), r))
 	}
-	cd := mapping.Family{Desc: connDroppedDesc}
+	cd := snapshot.Family{Desc: connDroppedDesc}
 	for _, r := range connDropReasons {
 		if _, ok := a.connDrops[r]; !ok {
 			cd.Samples = append(cd.Samples, a.counter(0, r))
@@ -113,35 +115,35 @@ func (a *Aggregator) buildLocked() *mapping.Snapshot {
 		cd.Samples = append(cd.Samples, a.counter(float64(v), r))
 	}
 	fs = append(fs, rec, sorted(drop),
-		mapping.Family{Desc: processesDesc, Samples: []mapping.Sample{{Value: float64(len(a.procs))}}},
-		mapping.Family{Desc: connectionsDesc, Samples: []mapping.Sample{a.counter(float64(a.conns))}},
+		snapshot.Family{Desc: processesDesc, Samples: []snapshot.Sample{{Value: float64(len(a.procs))}}},
+		snapshot.Family{Desc: connectionsDesc, Samples: []snapshot.Sample{a.counter(float64(a.conns))}},
 		sorted(cd),
-		mapping.Family{Desc: tracedDesc, Samples: []mapping.Sample{
+		snapshot.Family{Desc: tracedDesc, Samples: []snapshot.Sample{
 			a.counter(a.tracedSeconds, "complete"), a.counter(a.lossySeconds, "lossy")}},
 		a.invalidReportsFamily(),
 		a.deviceEvictionsFamily(),
 		a.podResolutionFamily(),
-		mapping.Family{Desc: foldedDesc, Samples: []mapping.Sample{a.counter(float64(a.kernels.folded))}},
+		snapshot.Family{Desc: foldedDesc, Samples: []snapshot.Sample{a.counter(float64(a.kernels.folded))}},
 		a.names.notDemangledFamily(a.start),
-		mapping.Family{Desc: socketRecreatedDesc, Samples: []mapping.Sample{
+		snapshot.Family{Desc: socketRecreatedDesc, Samples: []snapshot.Sample{
 			a.counter(float64(a.recreated[0]), socketRecreateReasons[0]), a.counter(float64(a.recreated[1]), socketRecreateReasons[1])}},
 	)
 	fs = a.identityFamilies(fs)
 	if b := a.cfg.budget; b != nil {
 		fs = append(fs,
-			mapping.Family{Desc: memoryDesc, Samples: []mapping.Sample{{Value: float64(b.Used())}}},
-			mapping.Family{Desc: memoryBudgetDesc, Samples: []mapping.Sample{{Value: float64(b.Limit())}}})
+			snapshot.Family{Desc: memoryDesc, Samples: []snapshot.Sample{{Value: float64(b.Used())}}},
+			snapshot.Family{Desc: memoryBudgetDesc, Samples: []snapshot.Sample{{Value: float64(b.Limit())}}})
 	}
-	return &mapping.Snapshot{Time: now, Families: fs}
+	return &snapshot.Snapshot{Time: now, Families: fs}
 }
 
-func (a *Aggregator) counter(v float64, labels ...string) mapping.Sample {
-	return mapping.Sample{LabelValues: labels, Value: v, Start: a.start}
+func (a *Aggregator) counter(v float64, labels ...string) snapshot.Sample {
+	return snapshot.Sample{LabelValues: labels, Value: v, Start: a.start}
 }
 
 // sorted orders a family's samples by label values, so snapshots are deterministic.
-func sorted(f mapping.Family) mapping.Family {
-	slices.SortFunc(f.Samples, func(x, y mapping.Sample) int {
+func sorted(f snapshot.Family) snapshot.Family {
+	slices.SortFunc(f.Samples, func(x, y snapshot.Sample) int {
 		return slices.CompareFunc(x.LabelValues, y.LabelValues, strings.Compare)
 	})
 	return f
@@ -149,8 +151,8 @@ func sorted(f mapping.Family) mapping.Family {
 
 // Descs lists every family the aggregator can emit, for checks of the names that dashboards
 // and alert rules query (a recording may not exercise them all).
-func Descs() []*mapping.Desc {
-	return []*mapping.Desc{
+func Descs() []*snapshot.Desc {
+	return []*snapshot.Desc{
 		kernelDurationDesc, kernelGPUSecondsDesc, podKernelDurationDesc,
 		memcpyBytesDesc, memcpyDurationDesc, memsetBytesDesc, memsetDurationDesc,
 		recordsDesc, droppedDesc, processesDesc, connectionsDesc, connDroppedDesc, tracedDesc,

@@ -4,6 +4,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/cupti-exporter/cupti-exporter/activity/record"
 )
 
 // By default the duration histograms are node-wide: one kernel histogram per kernel label
@@ -15,9 +17,9 @@ func TestHistogramsNodeWideByDefault(t *testing.T) {
 	a := NewAggregator(WithTopKernels(1), withClock(clk.now))
 	p1, p2 := testProcess(1), testProcess(2)
 	p2.Pod = "trainer-1"
-	a.Add(p1, []Record{kernel(0, "gemm", 1e6), kernel(1, "gemm", 2e6), kernel(0, "rare", 1e3)})
-	a.Add(p2, []Record{kernel(0, "gemm", 3e6), {Kind: KindMemcpy, Device: 1, Start: 1, End: 11, Bytes: 8, CopyKind: 1, SrcKind: 2, DstKind: 3}})
-	a.Add(p1, []Record{{Kind: KindMemcpy, Device: 0, Start: 1, End: 21, Bytes: 4, CopyKind: 1, SrcKind: 2, DstKind: 3}})
+	a.Add(p1, []record.Record{kernel(0, "gemm", 1e6), kernel(1, "gemm", 2e6), kernel(0, "rare", 1e3)})
+	a.Add(p2, []record.Record{kernel(0, "gemm", 3e6), {Kind: record.KindMemcpy, Device: 1, Start: 1, End: 11, Bytes: 8, CopyKind: 1, SrcKind: 2, DstKind: 3}})
+	a.Add(p1, []record.Record{{Kind: record.KindMemcpy, Device: 0, Start: 1, End: 21, Bytes: 4, CopyKind: 1, SrcKind: 2, DstKind: 3}})
 	s := a.Snapshot()
 	if got := labelSets(family(t, s, "cupti_kernel_duration_seconds")); !slices.EqualFunc(got, [][]string{
 		{"", "", "", "", "", "gemm"}, {"", "", "", "", "", "other"}}, slices.Equal) {
@@ -55,7 +57,7 @@ func TestHistogramsNodeWideByDefault(t *testing.T) {
 func TestHistogramSplitAndBuckets(t *testing.T) {
 	a := NewAggregator(WithKernelHistogramSplit(SplitGPU), WithHistogramBuckets([]float64{1e-3, 1}), WithPodHistograms(false))
 	p := testProcess(1)
-	a.Add(p, []Record{kernel(0, "k", 1e6), kernel(1, "k", 2e6)})
+	a.Add(p, []record.Record{kernel(0, "k", 1e6), kernel(1, "k", 2e6)})
 	s := a.Snapshot()
 	h := mustSample(t, s, "cupti_kernel_duration_seconds", "1", "GPU-bbbb", "", "", "", "k").Histogram
 	if !slices.Equal(h.Bounds, []float64{1e-3, 1}) || !slices.Equal(h.Cumulative, []uint64{0, 1}) {
@@ -74,7 +76,7 @@ func TestHistogramSplitAndBuckets(t *testing.T) {
 	}
 	// Invalid bounds keep the default.
 	b := NewAggregator(WithHistogramBuckets([]float64{1, 0.5}))
-	b.Add(p, []Record{kernel(0, "k", 1e6)})
+	b.Add(p, []record.Record{kernel(0, "k", 1e6)})
 	if got := family(t, b.Snapshot(), "cupti_kernel_duration_seconds").Samples[0].Histogram.Bounds; !slices.Equal(got, DefaultBuckets) {
 		t.Errorf("bounds %v, want the default", got)
 	}

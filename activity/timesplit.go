@@ -4,7 +4,9 @@ import (
 	"cmp"
 	"slices"
 
-	"github.com/cupti-exporter/cupti-exporter/mapping"
+	"github.com/cupti-exporter/cupti-exporter/activity/record"
+
+	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
 
 // The per-pod time split: where each traced process's time on each GPU went. Within every
@@ -36,8 +38,8 @@ const (
 var splitStates = [numSplitStates]string{"compute", "communication", "overlap", "copy", "idle"}
 
 var (
-	podTimeDesc = &mapping.Desc{
-		Name: "cupti_pod_time_seconds_total", Kind: mapping.KindCounter, Unit: "seconds",
+	podTimeDesc = &snapshot.Desc{
+		Name: "cupti_pod_time_seconds_total", Kind: snapshot.KindCounter, Unit: "seconds",
 		Help: "Traced time of each pod's processes on each GPU, by what the GPU ran for them: compute kernels (compute), " +
 			"collective-communication kernels only (communication: NCCL and the libraries of docs/training.md; in a synchronous job " +
 			"mostly waiting for the other ranks), both at once (overlap), copies only (copy), nothing (idle). The states add up to " +
@@ -45,8 +47,8 @@ var (
 		OTelName: "cupti.pod.time", OTelUnit: "s",
 		LabelNames: []string{"gpu", "uuid", "namespace", "pod", "container", "state"},
 	}
-	splitDroppedDesc = &mapping.Desc{
-		Name: "cupti_activity_split_dropped_records_total", Kind: mapping.KindCounter,
+	splitDroppedDesc = &snapshot.Desc{
+		Name: "cupti_activity_split_dropped_records_total", Kind: snapshot.KindCounter,
 		Help: "Activity records left out of cupti_pod_time_seconds_total, by reason: late (their time was already split), " +
 			"pending_full (a process held more records than the split keeps between two coverage spans), memory_budget, " +
 			"no_coverage (a process that has sent no coverage span yet: a library older than wire version 2, or a busy start).",
@@ -90,7 +92,7 @@ type splitRec struct {
 // records a split has taken out (splitting).
 type timeline struct {
 	pending   []splitRec
-	spans     []Interval
+	spans     []record.Interval
 	used      []bool // by CUDA ordinal: the process ran a record there
 	done      uint64 // split up to here
 	held      int    // records pending or being split
@@ -107,20 +109,20 @@ type splitState struct {
 
 // observeSplitLocked adds record r of process ps to the process's timeline (kernel: the
 // class of its name); a.mu is held.
-func (a *Aggregator) observeSplitLocked(ps *procState, r *Record, kernel workClass) {
+func (a *Aggregator) observeSplitLocked(ps *procState, r *record.Record, kernel workClass) {
 	if r.End <= r.Start {
 		return
 	}
 	var class workClass
 	switch r.Kind {
-	case KindKernel:
+	case record.KindKernel:
 		class = kernel
-	case KindMemcpy:
+	case record.KindMemcpy:
 		class = classCopy
 		if r.CopyKind == copyPtoP {
 			class = classComm
 		}
-	case KindMemset:
+	case record.KindMemset:
 		class = classCopy
 	default:
 		return
@@ -156,7 +158,7 @@ func (a *Aggregator) observeSplitLocked(ps *procState, r *Record, kernel workCla
 
 // splitCoverage takes spans process p reports it traced and splits every span before the
 // newest; with final (the process is leaving) the newest too.
-func (a *Aggregator) splitCoverage(p *Process, spans []Interval, final bool) {
+func (a *Aggregator) splitCoverage(p *record.Process, spans []record.Interval, final bool) {
 	a.mu.Lock()
 	ps := a.procs[p]
 	if ps == nil || ps.tl == nil {
@@ -246,9 +248,9 @@ func (a *Aggregator) dropTimelineLocked(ps *procState) {
 
 // finishSplit splits what process p's timeline still holds, before it disconnects: no
 // record of its will come any more.
-func (a *Aggregator) finishSplit(p *Process) { a.splitCoverage(p, nil, true) }
+func (a *Aggregator) finishSplit(p *record.Process) { a.splitCoverage(p, nil, true) }
 
-func lastEnd(spans []Interval) uint64 {
+func lastEnd(spans []record.Interval) uint64 {
 	if len(spans) == 0 {
 		return 0
 	}
@@ -265,7 +267,7 @@ type splitEvent struct {
 // splitSpans cuts every complete span of spans into the split states, per CUDA ordinal in
 // use, from the records recs (in any order; sorted here). The states of each ordinal add up
 // to the spans' length.
-func splitSpans(recs []splitRec, spans []Interval, used []bool, scratch *[]splitEvent) [][numSplitStates]float64 {
+func splitSpans(recs []splitRec, spans []record.Interval, used []bool, scratch *[]splitEvent) [][numSplitStates]float64 {
 	out := make([][numSplitStates]float64, len(used))
 	slices.SortFunc(recs, func(x, y splitRec) int {
 		return cmp.Or(cmp.Compare(x.ord, y.ord), cmp.Compare(x.start, y.start))
@@ -333,20 +335,20 @@ func stateOf(n [numClasses]int32) int {
 
 // splitFamilies appends cupti_pod_time_seconds_total (the pods and GPUs with a split) and the
 // split's drops; a.mu is held.
-func (a *Aggregator) splitFamilies(fs []mapping.Family) []mapping.Family {
-	f := mapping.Family{Desc: podTimeDesc}
+func (a *Aggregator) splitFamilies(fs []snapshot.Family) []snapshot.Family {
+	f := snapshot.Family{Desc: podTimeDesc}
 	for k, s := range a.podSeries {
 		if !s.hasSplit {
 			continue
 		}
 		for st, name := range splitStates {
-			f.Samples = append(f.Samples, mapping.Sample{
+			f.Samples = append(f.Samples, snapshot.Sample{
 				LabelValues: []string{k.dev.gpu, k.dev.uuid, k.pod.namespace, k.pod.pod, k.pod.container, name},
 				Value:       s.split[st], Start: s.start, Priority: k.pod.prio,
 			})
 		}
 	}
-	d := mapping.Family{Desc: splitDroppedDesc}
+	d := snapshot.Family{Desc: splitDroppedDesc}
 	for i, r := range splitDropReasons {
 		d.Samples = append(d.Samples, a.counter(float64(a.split.dropped[i]), r))
 	}

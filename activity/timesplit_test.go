@@ -5,19 +5,21 @@ import (
 	"math/rand/v2"
 	"testing"
 	"time"
+
+	"github.com/cupti-exporter/cupti-exporter/activity/record"
 )
 
 const ms = uint64(time.Millisecond)
 
 // rec is a record of kind k on ordinal dev from a to b ms after t0.
-func rec(k Kind, dev uint32, name string, a, b uint64) Record {
+func rec(k record.Kind, dev uint32, name string, a, b uint64) record.Record {
 	const t0 = 1_000_000_000
-	return Record{Kind: k, Device: dev, Start: t0 + a*ms, End: t0 + b*ms, Name: name}
+	return record.Record{Kind: k, Device: dev, Start: t0 + a*ms, End: t0 + b*ms, Name: name}
 }
 
-func span(a, b uint64) Interval {
+func span(a, b uint64) record.Interval {
 	const t0 = 1_000_000_000
-	return Interval{Start: t0 + a*ms, End: t0 + b*ms}
+	return record.Interval{Start: t0 + a*ms, End: t0 + b*ms}
 }
 
 const ncclKernel = "_Z39ncclDevKernel_AllReduce_Sum_f32_RING_LL24ncclDevKernelArgsStorageILm4096EE"
@@ -66,21 +68,21 @@ func TestTimeSplit(t *testing.T) {
 	a := NewAggregator()
 	p := testProcess(1)
 	a.Connect(p)
-	a.Add(p, []Record{
-		rec(KindKernel, 0, "_Z4gemmv", 0, 10),  // compute 0-10
-		rec(KindKernel, 0, ncclKernel, 10, 15), // communication 10-15
-		rec(KindKernel, 0, "_Z4gemmv", 15, 20), // compute 15-16, overlap 16-20
-		rec(KindKernel, 0, ncclKernel, 16, 22), // communication 20-22
-		rec(KindMemcpy, 0, "", 25, 27),         // copy 25-27
+	a.Add(p, []record.Record{
+		rec(record.KindKernel, 0, "_Z4gemmv", 0, 10),  // compute 0-10
+		rec(record.KindKernel, 0, ncclKernel, 10, 15), // communication 10-15
+		rec(record.KindKernel, 0, "_Z4gemmv", 15, 20), // compute 15-16, overlap 16-20
+		rec(record.KindKernel, 0, ncclKernel, 16, 22), // communication 20-22
+		rec(record.KindMemcpy, 0, "", 25, 27),         // copy 25-27
 	})
-	a.Add(p, []Record{{Kind: KindMemset, Device: 0, Start: 1_000_000_000 + 26*ms, End: 1_000_000_000 + 28*ms}}) // copy 27-28
-	a.Coverage(p, []Interval{span(0, 30)})
+	a.Add(p, []record.Record{{Kind: record.KindMemset, Device: 0, Start: 1_000_000_000 + 26*ms, End: 1_000_000_000 + 28*ms}}) // copy 27-28
+	a.Coverage(p, []record.Interval{span(0, 30)})
 	if got := podTime(t, a, "0"); got != nil {
 		t.Fatalf("the newest span was split before the next arrived: %v", got)
 	}
 	// A kernel running at the cut (28-33) arrives after the span [0, 30).
-	a.Add(p, []Record{rec(KindKernel, 0, ncclKernel, 28, 33)})
-	a.Coverage(p, []Interval{span(30, 40)})
+	a.Add(p, []record.Record{rec(record.KindKernel, 0, ncclKernel, 28, 33)})
+	a.Coverage(p, []record.Interval{span(30, 40)})
 	// compute 0-10 and 15-16, communication 10-15, 20-22 and 28-30, overlap 16-20, copy 25-28, idle 22-25
 	if got := podTime(t, a, "0"); !sameMS(got, 11, 9, 4, 3, 3) {
 		t.Errorf("first span (ms): %v, want compute 11, communication 9, overlap 4, copy 3, idle 3", got)
@@ -102,17 +104,17 @@ func TestTimeSplit(t *testing.T) {
 func TestTimeSplitSpans(t *testing.T) {
 	a := NewAggregator()
 	p := testProcess(2)
-	a.Add(p, []Record{
-		rec(KindKernel, 1, "_Z4gemmv", 0, 5),
-		{Kind: KindMemcpy, Device: 1, Start: 1_000_000_000 + 5*ms, End: 1_000_000_000 + 8*ms, CopyKind: copyPtoP, SrcDevice: 0},
-		rec(KindKernel, 1, "_Z4gemmv", 50, 60), // in a lossy span
-		rec(KindKernel, 1, "_Z4gemmv", 100, 110),
+	a.Add(p, []record.Record{
+		rec(record.KindKernel, 1, "_Z4gemmv", 0, 5),
+		{Kind: record.KindMemcpy, Device: 1, Start: 1_000_000_000 + 5*ms, End: 1_000_000_000 + 8*ms, CopyKind: copyPtoP, SrcDevice: 0},
+		rec(record.KindKernel, 1, "_Z4gemmv", 50, 60), // in a lossy span
+		rec(record.KindKernel, 1, "_Z4gemmv", 100, 110),
 	})
-	a.Coverage(p, []Interval{span(0, 10), {Start: span(50, 60).Start, End: span(50, 60).End, Lossy: true}, span(100, 120), span(120, 130)})
+	a.Coverage(p, []record.Interval{span(0, 10), {Start: span(50, 60).Start, End: span(50, 60).End, Lossy: true}, span(100, 120), span(120, 130)})
 	if got := podTime(t, a, "1"); !sameMS(got, 15, 3, 0, 0, 12) {
 		t.Errorf("split (ms) %v, want compute 5+10, communication 3 (the PtoP copy), idle 2+10", got)
 	}
-	a.Add(p, []Record{rec(KindKernel, 1, "_Z4gemmv", 101, 102)}) // its span was split
+	a.Add(p, []record.Record{rec(record.KindKernel, 1, "_Z4gemmv", 101, 102)}) // its span was split
 	if d := splitDrops(t, a); d["late"] != 1 {
 		t.Errorf("late records %v, want 1", d["late"])
 	}
@@ -122,9 +124,9 @@ func TestTimeSplitSpans(t *testing.T) {
 func TestTimeSplitPodOfProcesses(t *testing.T) {
 	a := NewAggregator()
 	p1, p2 := testProcess(3), testProcess(4)
-	for _, p := range []*Process{p1, p2} {
-		a.Add(p, []Record{rec(KindKernel, 0, "_Z4gemmv", 0, 4)})
-		a.Coverage(p, []Interval{span(0, 10)})
+	for _, p := range []*record.Process{p1, p2} {
+		a.Add(p, []record.Record{rec(record.KindKernel, 0, "_Z4gemmv", 0, 4)})
+		a.Coverage(p, []record.Interval{span(0, 10)})
 		a.Disconnect(p)
 	}
 	if got := podTime(t, a, "0"); !sameMS(got, 8, 0, 0, 0, 12) {
@@ -140,11 +142,11 @@ func TestTimeSplitWithoutCoverage(t *testing.T) {
 	p := testProcess(5)
 	a.Connect(p)
 	base := b.Used()
-	batch := make([]Record, 1000)
+	batch := make([]record.Record, 1000)
 	for i := range 200 {
 		for j := range batch {
 			k := uint64(i*len(batch) + j)
-			batch[j] = Record{Kind: KindKernel, Device: 0, Start: 1e9 + k*1000, End: 1e9 + k*1000 + 500, Name: "_Z4gemmv"}
+			batch[j] = record.Record{Kind: record.KindKernel, Device: 0, Start: 1e9 + k*1000, End: 1e9 + k*1000 + 500, Name: "_Z4gemmv"}
 		}
 		a.Add(p, batch)
 	}
@@ -170,12 +172,12 @@ func TestTimeSplitMemoryBudget(t *testing.T) {
 	p := testProcess(6)
 	a.Connect(p)
 	b.Charge(16 << 20) // full, after the GPUs were taken
-	batch := make([]Record, splitBlock+10)
+	batch := make([]record.Record, splitBlock+10)
 	for i := range batch {
-		batch[i] = rec(KindKernel, 0, "_Z4gemmv", uint64(i), uint64(i)+1)
+		batch[i] = rec(record.KindKernel, 0, "_Z4gemmv", uint64(i), uint64(i)+1)
 	}
 	a.Add(p, batch)
-	a.Coverage(p, []Interval{span(0, 1000), span(1000, 2000)})
+	a.Coverage(p, []record.Interval{span(0, 1000), span(1000, 2000)})
 	if d := splitDrops(t, a); d["memory_budget"] != 10 {
 		t.Errorf("memory_budget drops %v, want 10 (the first %d records ride on the connection's charge)", d["memory_budget"], splitBlock)
 	}
@@ -193,26 +195,26 @@ func TestTimeSplitProperty(t *testing.T) {
 		rng := rand.New(rand.NewPCG(seed, 7))
 		const unit = 100_000 // 0.1 ms: every time is a multiple
 		const n = 400        // units
-		var recs []Record
+		var recs []record.Record
 		for range 40 {
 			a := 1 + uint64(rng.IntN(n))     // unit 0 is the first record's alone
 			b := a + 1 + uint64(rng.IntN(9)) // shorter than a span, as kernels are than a flush period
-			var r Record
+			var r record.Record
 			switch rng.IntN(4) {
 			case 0:
-				r = Record{Kind: KindKernel, Name: ncclKernel}
+				r = record.Record{Kind: record.KindKernel, Name: ncclKernel}
 			case 1:
-				r = Record{Kind: KindMemcpy, CopyKind: copyHtoD}
+				r = record.Record{Kind: record.KindMemcpy, CopyKind: copyHtoD}
 			default:
-				r = Record{Kind: KindKernel, Name: "_Z4gemmv"}
+				r = record.Record{Kind: record.KindKernel, Name: "_Z4gemmv"}
 			}
 			r.Start, r.End = 1e9+a*unit, 1e9+b*unit
 			recs = append(recs, r)
 		}
-		var spans []Interval
+		var spans []record.Interval
 		for at := uint64(0); at < n+40; {
 			l := 10 + uint64(rng.IntN(60))
-			spans = append(spans, Interval{Start: 1e9 + at*unit, End: 1e9 + (at+l)*unit, Lossy: rng.IntN(6) == 0})
+			spans = append(spans, record.Interval{Start: 1e9 + at*unit, End: 1e9 + (at+l)*unit, Lossy: rng.IntN(6) == 0})
 			at += l + uint64(rng.IntN(3))*10 // some gaps
 		}
 		// Brute force.
@@ -230,7 +232,7 @@ func TestTimeSplitProperty(t *testing.T) {
 			for _, r := range recs {
 				if t0 >= r.Start && t0 < r.End {
 					switch {
-					case r.Kind == KindMemcpy:
+					case r.Kind == record.KindMemcpy:
 						copies = true
 					case r.Name == ncclKernel:
 						comm = true
@@ -257,7 +259,7 @@ func TestTimeSplitProperty(t *testing.T) {
 		p := testProcess(uint32(100 + seed))
 		sent := make([]bool, len(recs))
 		for i, s := range spans {
-			var batch []Record
+			var batch []record.Record
 			for j, r := range recs {
 				if !sent[j] && (r.End <= s.End || i == len(spans)-1) {
 					batch = append(batch, r)
@@ -266,7 +268,7 @@ func TestTimeSplitProperty(t *testing.T) {
 			}
 			rng.Shuffle(len(batch), func(x, y int) { batch[x], batch[y] = batch[y], batch[x] })
 			if i == 0 {
-				batch = append([]Record{{Kind: KindKernel, Name: "_Z4gemmv", Start: 1e9, End: 1e9 + 1}}, batch...) // present from the start
+				batch = append([]record.Record{{Kind: record.KindKernel, Name: "_Z4gemmv", Start: 1e9, End: 1e9 + 1}}, batch...) // present from the start
 				want[stateCompute] += 1e-9
 				want[stateIdle] -= 1e-9
 				if spans[0].Lossy {
@@ -277,7 +279,7 @@ func TestTimeSplitProperty(t *testing.T) {
 			cut := rng.IntN(len(batch) + 1)
 			a.Add(p, batch[:cut])
 			a.Add(p, batch[cut:])
-			a.Coverage(p, []Interval{s})
+			a.Coverage(p, []record.Interval{s})
 		}
 		a.Disconnect(p)
 		got := podTime(t, a, "0")
@@ -307,17 +309,17 @@ func BenchmarkAddWithSplit(b *testing.B) {
 	p := testProcess(9)
 	a.Connect(p)
 	names := []string{"_Z4gemmv", "_Z7softmaxv", ncclKernel, "_Z9layernormv"}
-	batch := make([]Record, 1000)
+	batch := make([]record.Record, 1000)
 	var at uint64 = 1e9
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := range b.N {
 		for j := range batch {
-			batch[j] = Record{Kind: KindKernel, Device: 0, Start: at, End: at + 4000, Name: names[j%len(names)]}
+			batch[j] = record.Record{Kind: record.KindKernel, Device: 0, Start: at, End: at + 4000, Name: names[j%len(names)]}
 			at += 5000
 		}
 		a.Add(p, batch)
-		a.Coverage(p, []Interval{{Start: at - 5000*uint64(len(batch)), End: at}})
+		a.Coverage(p, []record.Interval{{Start: at - 5000*uint64(len(batch)), End: at}})
 		_ = i
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(batch)), "ns/record")

@@ -13,14 +13,16 @@ import (
 	"time"
 
 	"github.com/cupti-exporter/cupti-exporter/activity"
+	"github.com/cupti-exporter/cupti-exporter/activity/record"
 	"github.com/cupti-exporter/cupti-exporter/mapping"
-	"github.com/cupti-exporter/cupti-exporter/pmsample"
+	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
+	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
 
 // Attributor joins each device's PM samples with the kernel records of the traced processes
 // on it and publishes the attributed totals as a snapshot. It implements activity.Listener;
-// AddBatch is the PM source's sink. All methods are safe for concurrent use; the join runs
-// inside AddBatch (and Flush) under the Attributor's lock, so a listener call may wait for
+// Add is the PM source's sink. All methods are safe for concurrent use; the join runs
+// inside Add (and Flush) under the Attributor's lock, so a listener call may wait for
 // one chunk's join (milliseconds). Snapshot never blocks.
 type Attributor struct {
 	cfg    config
@@ -34,14 +36,14 @@ type Attributor struct {
 	devList    atomic.Pointer[[]*devState] // devOrder, for the gauges read without the lock
 	byGPU      map[string]*devState
 	byUUID     map[string]*devState
-	props      map[string]mapping.Properties
+	props      map[string]pmdata.Properties
 	metrics    []*metric
 	metricIdx  map[string]int32
-	families   map[string]*mapping.Desc // derived families by name
+	families   map[string]*snapshot.Desc // derived families by name
 	classes    classTable
 	mem        memAccount
 	folded     map[string]uint64 // kernel names joined as "other", by reason
-	procs      map[*activity.Process]*proc
+	procs      map[*record.Process]*proc
 	slots      []*proc // by proc.slot
 	freeSlots  []int32
 	dropped    map[string]uint64 // records, by reason
@@ -50,7 +52,7 @@ type Attributor struct {
 	logs       map[string]*logState
 	lastMaint  time.Time
 	dirty      atomic.Bool // changed since the last build
-	snap       atomic.Pointer[mapping.Snapshot]
+	snap       atomic.Pointer[snapshot.Snapshot]
 }
 
 // proc is what the join knows of one traced process.
@@ -59,9 +61,9 @@ type proc struct {
 	pid       uint32
 	devs      []*devState // by CUDA ordinal; nil: a GPU the join does not sample
 	pod       podKey
-	podPrio   mapping.Priority // how far its pod labels are verified (for the exporter's cap)
-	presStart int64            // first time the process was known present (connect, first record or span)
-	presEnd   int64            // math.MaxInt64 while connected
+	podPrio   snapshot.Priority // how far its pod labels are verified (for the exporter's cap)
+	presStart int64             // first time the process was known present (connect, first record or span)
+	presEnd   int64             // math.MaxInt64 while connected
 	goneAt    time.Time
 	spans     []span // non-lossy traced spans, sorted and merged
 	lastSpan  int64  // end of the latest span received, for the order check
@@ -76,7 +78,7 @@ type podKey struct{ namespace, pod, container, source string }
 
 // New returns an Attributor for the devices and catalog of a PM source. Metrics are named
 // through m (the same mapper as the PM aggregator, so the families follow its rules).
-func New(devices []pmsample.Device, catalog []pmsample.CatalogEntry, m *mapping.Mapper, logger *slog.Logger, opts ...Option) (*Attributor, error) {
+func New(devices []pmdata.Device, catalog []pmdata.CatalogEntry, m *mapping.Mapper, logger *slog.Logger, opts ...Option) (*Attributor, error) {
 	if m == nil {
 		return nil, fmt.Errorf("attribution: no metric mapper")
 	}
@@ -87,8 +89,8 @@ func New(devices []pmsample.Device, catalog []pmsample.CatalogEntry, m *mapping.
 	a := &Attributor{
 		cfg: cfg, logger: logger.With("source", "attribution"), mapper: m, start: cfg.now(),
 		devs: map[int]*devState{}, byGPU: map[string]*devState{}, byUUID: map[string]*devState{},
-		props: map[string]mapping.Properties{}, metricIdx: map[string]int32{}, families: map[string]*mapping.Desc{},
-		procs: map[*activity.Process]*proc{}, dropped: map[string]uint64{}, badCov: map[string]uint64{}, droppedObs: map[string]uint64{},
+		props: map[string]pmdata.Properties{}, metricIdx: map[string]int32{}, families: map[string]*snapshot.Desc{},
+		procs: map[*record.Process]*proc{}, dropped: map[string]uint64{}, badCov: map[string]uint64{}, droppedObs: map[string]uint64{},
 		logs: map[string]*logState{}, folded: map[string]uint64{}, mem: memAccount{budget: cfg.budget},
 	}
 	a.classes.init()
@@ -175,7 +177,7 @@ func (a *Attributor) metricIndex(name string) int32 {
 // checkFamilies refuses a per-kernel or per-pod family stem that neither a metric of the
 // catalog nor a curated metric makes (a typo would otherwise serve nothing, silently); a
 // curated family this GPU lacks (NVLink on a GPU without peers) is accepted.
-func (a *Attributor) checkFamilies(catalog []pmsample.CatalogEntry) error {
+func (a *Attributor) checkFamilies(catalog []pmdata.CatalogEntry) error {
 	if a.cfg.kernelFams == nil && a.cfg.podFams == nil {
 		return nil
 	}
@@ -211,7 +213,7 @@ func (a *Attributor) checkFamilies(catalog []pmsample.CatalogEntry) error {
 
 // family interns a derived desc: metrics of one family (pcie rx and tx) share it; a desc
 // whose name is taken by a different family gives nil.
-func (a *Attributor) family(d *mapping.Desc) *mapping.Desc {
+func (a *Attributor) family(d *snapshot.Desc) *snapshot.Desc {
 	old := a.families[d.Name]
 	switch {
 	case old == nil:
@@ -223,9 +225,9 @@ func (a *Attributor) family(d *mapping.Desc) *mapping.Desc {
 	return nil
 }
 
-// AddBatch takes one PM batch (the PM source's sink) and attributes every sample of its
-// device that is now older than the watermark.
-func (a *Attributor) AddBatch(b pmsample.Batch) {
+// Add takes one PM batch (a pmdata.Consumer of the PM source) and attributes every sample
+// of its device that is now older than the watermark.
+func (a *Attributor) Add(b pmdata.Batch) {
 	now := a.cfg.now()
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -263,7 +265,7 @@ func (a *Attributor) AddBatch(b pmsample.Batch) {
 	a.dirty.Store(true) // Snapshot rebuilds: once per scrape, not once per batch
 }
 
-func validSample(s pmsample.Sample, n int) bool {
+func validSample(s pmdata.Sample, n int) bool {
 	if s.End <= s.Start || len(s.Values) != n || s.End > math.MaxInt64/2 {
 		return false
 	}
@@ -387,7 +389,7 @@ func (a *Attributor) gc(now time.Time) {
 }
 
 // ProcessConnected implements activity.Listener.
-func (a *Attributor) ProcessConnected(p *activity.Process, info activity.ProcessInfo) {
+func (a *Attributor) ProcessConnected(p *record.Process, info activity.ProcessInfo) {
 	now := a.cfg.now()
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -436,7 +438,7 @@ func (ps *proc) onDevice(d *devState) bool {
 
 // ProcessDisconnected implements activity.Listener: the process stays known (its records and
 // coverage still count) until the join has passed the time it left.
-func (a *Attributor) ProcessDisconnected(p *activity.Process) {
+func (a *Attributor) ProcessDisconnected(p *record.Process) {
 	now := a.cfg.now()
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -453,7 +455,7 @@ func (a *Attributor) ProcessDisconnected(p *activity.Process) {
 
 // Records implements activity.Listener: kernel, memcpy and memset records are held for the
 // join; other kinds are ignored.
-func (a *Attributor) Records(p *activity.Process, recs []activity.Record) {
+func (a *Attributor) Records(p *record.Process, recs []record.Record) {
 	now := a.cfg.now()
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -468,11 +470,11 @@ func (a *Attributor) Records(p *activity.Process, recs []activity.Record) {
 		r := &recs[i]
 		var class int32
 		switch r.Kind {
-		case activity.KindKernel:
+		case record.KindKernel:
 			class = a.classID(r.Name)
-		case activity.KindMemcpy:
+		case record.KindMemcpy:
 			class = classMemcpy
-		case activity.KindMemset:
+		case record.KindMemset:
 			class = classMemset
 		default:
 			continue
@@ -550,7 +552,7 @@ func (a *Attributor) classID(name string) int32 {
 
 // Coverage implements activity.Listener: spans the process traced (non-lossy ones) make the
 // gaps between its kernels idle instead of untraced.
-func (a *Attributor) Coverage(p *activity.Process, spans []activity.Interval) {
+func (a *Attributor) Coverage(p *record.Process, spans []record.Interval) {
 	now := a.cfg.now()
 	a.mu.Lock()
 	defer a.mu.Unlock()

@@ -9,8 +9,9 @@ import (
 	"time"
 
 	"github.com/cupti-exporter/cupti-exporter/activity"
+	"github.com/cupti-exporter/cupti-exporter/activity/record"
 	"github.com/cupti-exporter/cupti-exporter/mapping"
-	"github.com/cupti-exporter/cupti-exporter/pmsample"
+	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
 )
 
 // loadGen produces one device's load: PM samples at a fixed interval and kernels of 20
@@ -19,12 +20,12 @@ import (
 type loadGen struct {
 	a       *Attributor
 	clk     *fakeClock
-	p       *activity.Process
+	p       *record.Process
 	metrics []string
 	now     int64 // start of the next step
 	kt      int64 // start of the next kernel
 	names   []string
-	recs    []activity.Record
+	recs    []record.Record
 	vals    []float64
 }
 
@@ -33,14 +34,14 @@ func curatedLoad(tb testing.TB, est string) *loadGen {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	var catalog []pmsample.CatalogEntry
+	var catalog []pmdata.CatalogEntry
 	var metrics []string
 	for _, c := range m.Curated()[:9] { // the default single-pass set
-		p := mapping.Properties{Type: mapping.TypeCounter, DimUnit: "gpc_cycle"}
+		p := pmdata.Properties{Type: pmdata.TypeCounter, DimUnit: "gpc_cycle"}
 		if strings.HasSuffix(c.Name, "_bytes_total") {
 			p.DimUnit = "byte"
 		}
-		catalog = append(catalog, pmsample.CatalogEntry{Name: c.Perfworks, Properties: p})
+		catalog = append(catalog, pmdata.CatalogEntry{Name: c.Perfworks, Properties: p})
 		metrics = append(metrics, c.Perfworks)
 	}
 	clk := &fakeClock{}
@@ -53,7 +54,7 @@ func curatedLoad(tb testing.TB, est string) *loadGen {
 	for i := range 20 {
 		g.names = append(g.names, fmt.Sprintf("_Z6kernel%dPfS_i", i))
 	}
-	g.p = &activity.Process{PID: 1}
+	g.p = &record.Process{PID: 1}
 	a.ProcessConnected(g.p, activity.ProcessInfo{Pod: "p", Namespace: "n", GPUs: []string{"0"}})
 	return g
 }
@@ -70,16 +71,16 @@ func (g *loadGen) step(interval int64) (samples, records int) {
 	}
 	g.a.Records(g.p, g.recs)
 	n := int(stepNS / interval)
-	ss := make([]pmsample.Sample, n)
+	ss := make([]pmdata.Sample, n)
 	for i := range ss {
 		s := g.now + int64(i)*interval
 		v := make([]float64, len(g.metrics))
 		for j := range v {
 			v[j] = float64((s/interval+int64(j))%100) * 10
 		}
-		ss[i] = pmsample.Sample{Start: uint64(s), End: uint64(s + interval), Values: v}
+		ss[i] = pmdata.Sample{Start: uint64(s), End: uint64(s + interval), Values: v}
 	}
-	g.a.AddBatch(pmsample.Batch{Device: 0, Metrics: g.metrics, Samples: ss})
+	g.a.Add(pmdata.Batch{Device: 0, Metrics: g.metrics, Samples: ss})
 	g.now += stepNS
 	return n, len(g.recs)
 }

@@ -4,9 +4,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cupti-exporter/cupti-exporter/activity"
+	"github.com/cupti-exporter/cupti-exporter/activity/record"
 	"github.com/cupti-exporter/cupti-exporter/mapping"
-	"github.com/cupti-exporter/cupti-exporter/pmsample"
+	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
 )
 
 // The series budget: a device keeps the first n kernel labels, later kernels are attributed
@@ -16,9 +16,9 @@ func TestSeriesBudget(t *testing.T) {
 	a, _ := newTest(t, WithTopKernels(1), WithKernelFamilies([]string{"sm_active_seconds"}), WithPodFamilies([]string{}))
 	p, info := newProc(7, "trainer", "0")
 	a.ProcessConnected(p, info)
-	a.Coverage(p, []activity.Interval{{Start: uint64(t0 - ms), End: uint64(t0 + 10*ms)}})
-	a.Records(p, []activity.Record{kernel(0, "A", t0, t0+ms), kernel(0, "B", t0+ms, t0+2*ms), kernel(0, "C", t0+2*ms, t0+3*ms)})
-	a.AddBatch(pmsample.Batch{Device: 0, Metrics: testMetrics, Samples: samples(t0, ms, 4, func(s, e int64) []float64 {
+	a.Coverage(p, []record.Interval{{Start: uint64(t0 - ms), End: uint64(t0 + 10*ms)}})
+	a.Records(p, []record.Record{kernel(0, "A", t0, t0+ms), kernel(0, "B", t0+ms, t0+2*ms), kernel(0, "C", t0+2*ms, t0+3*ms)})
+	a.Add(pmdata.Batch{Device: 0, Metrics: testMetrics, Samples: samples(t0, ms, 4, func(s, e int64) []float64 {
 		return []float64{100, 1000}
 	})})
 	a.Flush()

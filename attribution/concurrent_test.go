@@ -5,11 +5,11 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/cupti-exporter/cupti-exporter/activity"
-	"github.com/cupti-exporter/cupti-exporter/pmsample"
+	"github.com/cupti-exporter/cupti-exporter/activity/record"
+	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
 )
 
-// TestAttributorConcurrentSafe drives AddBatch (one goroutine per device, as PM sources do),
+// TestAttributorConcurrentSafe drives Add (one goroutine per device, as PM sources do),
 // the listener calls (one goroutine per process, as connections do) and Snapshot at once;
 // run with -race. Conservation must still hold after a Flush.
 func TestAttributorConcurrentSafe(t *testing.T) {
@@ -20,7 +20,7 @@ func TestAttributorConcurrentSafe(t *testing.T) {
 		wg.Go(func() {
 			for i := range steps {
 				s := t0 + int64(i)*10*ms
-				a.AddBatch(pmsample.Batch{Device: dev, Metrics: testMetrics, Samples: samples(s, ms, 10, func(s, e int64) []float64 { return []float64{50, 10} })})
+				a.Add(pmdata.Batch{Device: dev, Metrics: testMetrics, Samples: samples(s, ms, 10, func(s, e int64) []float64 { return []float64{50, 10} })})
 			}
 		})
 	}
@@ -30,8 +30,8 @@ func TestAttributorConcurrentSafe(t *testing.T) {
 			a.ProcessConnected(p, info)
 			for i := range steps {
 				s := t0 + int64(i)*10*ms
-				a.Coverage(p, []activity.Interval{{Start: uint64(s), End: uint64(s + 10*ms)}})
-				a.Records(p, []activity.Record{kernel(uint32(i%2), "k", s, s+3*ms), kernel(0, "j", s+2*ms, s+9*ms)})
+				a.Coverage(p, []record.Interval{{Start: uint64(s), End: uint64(s + 10*ms)}})
+				a.Records(p, []record.Record{kernel(uint32(i%2), "k", s, s+3*ms), kernel(0, "j", s+2*ms, s+9*ms)})
 			}
 			a.ProcessDisconnected(p)
 		})

@@ -7,9 +7,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cupti-exporter/cupti-exporter/activity"
-	"github.com/cupti-exporter/cupti-exporter/mapping"
-	"github.com/cupti-exporter/cupti-exporter/pmsample"
+	"github.com/cupti-exporter/cupti-exporter/activity/record"
+	"github.com/cupti-exporter/cupti-exporter/gpuprocs"
+	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
+	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
 
 // TestConservationProperty runs randomised timelines (overlapping and concurrent kernels,
@@ -58,29 +59,29 @@ type sentSample struct {
 	sm, bytes  float64
 }
 
-func runRandomTimeline(t *testing.T, est string, seed uint64) *mapping.Snapshot {
+func runRandomTimeline(t *testing.T, est string, seed uint64) *snapshot.Snapshot {
 	rng := rand.New(rand.NewPCG(seed, 99))
 	topK := 3 // kernels beyond the first three names are labelled "other"
 	a, clk := newTest(t, WithEstimator(est), WithWatermark(time.Duration(200+rng.IntN(800))*time.Millisecond),
-		WithKernelLabel(func(m string) string {
+		WithKernelLabels(KernelLabelFunc(func(m string) string {
 			if m[len(m)-1]-'0' < byte(topK) {
 				return m
 			}
 			return "other"
-		}))
+		})))
 	const step = 100 * ms
 	steps := 20 + rng.IntN(20)
 	var sent [2][]sentSample
 	type pending struct {
 		at  int64 // wall time it is delivered
-		p   *activity.Process
-		rec activity.Record
+		p   *record.Process
+		rec record.Record
 	}
 	var queue []pending
 	var spans []sentRecord
-	labelOf := func(r activity.Record) string {
+	labelOf := func(r record.Record) string {
 		switch {
-		case r.Kind == activity.KindMemcpy:
+		case r.Kind == record.KindMemcpy:
 			return labelMemcpy
 		case r.Name[len(r.Name)-1]-'0' < byte(topK):
 			return r.Name
@@ -88,7 +89,7 @@ func runRandomTimeline(t *testing.T, est string, seed uint64) *mapping.Snapshot 
 		return labelOther
 	}
 	type procSim struct {
-		p     *activity.Process
+		p     *record.Process
 		cov   bool  // sends coverage
 		until int64 // disconnects then
 		gone  bool
@@ -126,7 +127,7 @@ func runRandomTimeline(t *testing.T, est string, seed uint64) *mapping.Snapshot 
 				r := kernel(uint32(rng.IntN(2)), fmt.Sprintf("k%d", rng.IntN(6)), s, s+d)
 				switch rng.IntN(10) {
 				case 0:
-					r.Kind = activity.KindMemcpy
+					r.Kind = record.KindMemcpy
 				case 1:
 					r.End = r.Start - 5 // bad span
 				}
@@ -136,11 +137,11 @@ func runRandomTimeline(t *testing.T, est string, seed uint64) *mapping.Snapshot 
 				}
 			}
 			if ps.cov {
-				var spans []activity.Interval
+				var spans []record.Interval
 				lo := now
 				for lo < now+step {
 					l := rng.Int64N(step / 2)
-					spans = append(spans, activity.Interval{Start: uint64(lo), End: uint64(lo + l), Lossy: rng.IntN(8) == 0})
+					spans = append(spans, record.Interval{Start: uint64(lo), End: uint64(lo + l), Lossy: rng.IntN(8) == 0})
 					lo += l + rng.Int64N(step/4) // gaps
 				}
 				if rng.IntN(6) == 0 && len(spans) > 1 {
@@ -155,14 +156,14 @@ func runRandomTimeline(t *testing.T, est string, seed uint64) *mapping.Snapshot 
 			if rng.IntN(2) == 0 {
 				continue
 			}
-			o := ProcessObservation{GPU: fmt.Sprint(dev), Start: time.Unix(0, now-rng.Int64N(step)), End: time.Unix(0, now+step), Shares: rng.IntN(4) > 0}
+			o := gpuprocs.Observation{GPU: fmt.Sprint(dev), Start: time.Unix(0, now-rng.Int64N(step)), End: time.Unix(0, now+step), Shares: rng.IntN(4) > 0}
 			for k := range procs {
 				if rng.IntN(2) == 0 {
-					o.Processes = append(o.Processes, ObservedProcess{PID: uint32(k + 1), SMShare: rng.Float64() / 2})
+					o.Processes = append(o.Processes, gpuprocs.Process{PID: uint32(k + 1), SMShare: rng.Float64() / 2})
 				}
 			}
 			for k := range rng.IntN(3) {
-				op := ObservedProcess{PID: uint32(900 + k), SMShare: float64(rng.IntN(3)) / 4}
+				op := gpuprocs.Process{PID: uint32(900 + k), SMShare: float64(rng.IntN(3)) / 4}
 				if rng.IntN(2) == 0 {
 					op.Namespace, op.Pod, op.Container = "ns", fmt.Sprintf("untraced%d", k), "c"
 				}
@@ -175,7 +176,7 @@ func runRandomTimeline(t *testing.T, est string, seed uint64) *mapping.Snapshot 
 		k := 0
 		for _, q := range queue {
 			if q.at <= now {
-				a.Records(q.p, []activity.Record{q.rec})
+				a.Records(q.p, []record.Record{q.rec})
 			} else {
 				queue[k] = q
 				k++
@@ -188,7 +189,7 @@ func runRandomTimeline(t *testing.T, est string, seed uint64) *mapping.Snapshot 
 				next[dev] = now + step // sampling paused this step
 				continue
 			}
-			var ss []pmsample.Sample
+			var ss []pmdata.Sample
 			for next[dev] < now+step {
 				l := ms/2 + rng.Int64N(ms)
 				s := sentSample{start: next[dev], end: next[dev] + l, sm: 100 * rng.Float64(), bytes: float64(rng.IntN(1_000_000))}
@@ -196,20 +197,20 @@ func runRandomTimeline(t *testing.T, est string, seed uint64) *mapping.Snapshot 
 					s.sm, s.bytes = 0, 0
 				}
 				sent[dev] = append(sent[dev], s)
-				ss = append(ss, pmsample.Sample{Start: uint64(s.start), End: uint64(s.end), Values: []float64{s.sm, s.bytes}})
+				ss = append(ss, pmdata.Sample{Start: uint64(s.start), End: uint64(s.end), Values: []float64{s.sm, s.bytes}})
 				next[dev] = s.end
 				if rng.IntN(200) == 0 {
 					next[dev] += rng.Int64N(5 * ms) // a gap between samples
 				}
 			}
 			clk.set(now + rng.Int64N(step))
-			a.AddBatch(pmsample.Batch{Device: dev, Metrics: testMetrics, Samples: ss})
+			a.Add(pmdata.Batch{Device: dev, Metrics: testMetrics, Samples: ss})
 		}
 		checkConservation(t, a, sent, spans, false)
 	}
 	clk.advance(5 * time.Second)
 	for _, q := range queue {
-		a.Records(q.p, []activity.Record{q.rec})
+		a.Records(q.p, []record.Record{q.rec})
 	}
 	a.Flush()
 	checkConservation(t, a, sent, spans, true)

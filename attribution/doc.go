@@ -7,8 +7,8 @@
 //
 // An [Attributor] is both an activity.Listener (registered with activity.WithListener: it
 // sees every connection, kernel/memcpy/memset record and traced-time span after the activity
-// Aggregator) and the second sink of the PM source (AddBatch, called beside the PM
-// Aggregator's Add). It publishes an immutable mapping.Snapshot (Snapshot never blocks), so
+// Aggregator) and the second sink of the PM source (Add, called beside the PM
+// Aggregator's Add). It publishes an immutable snapshot.Snapshot (Snapshot never blocks), so
 // the exporter serves it as one more source ("attribution"). Data flows one way: it reads
 // what pmsample and activity deliver and reaches into neither.
 //
@@ -55,7 +55,7 @@
 //
 // # Concurrency and cost
 //
-// One mutex guards the state; the join of a chunk runs inside AddBatch, so a listener call
+// One mutex guards the state; the join of a chunk runs inside Add, so a listener call
 // may wait for it (about 20 ms of CPU per second of samples at 1 kHz and 200k kernels/s,
 // see BenchmarkJoin). Records are stored compactly (two int64 and two int32) in time buckets,
 // so a release touches only the records it takes.

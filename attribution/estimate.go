@@ -6,7 +6,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/cupti-exporter/cupti-exporter/mapping"
+	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
 
 // rateFloor keeps every class's rate at least this fraction of the device's mean rate, so a
@@ -34,7 +34,7 @@ func (a *Attributor) attribute(d *devState, chunk []psample, now time.Time) {
 		if a.classes.isUntraced(c) {
 			label = labelUntraced
 		} else if c >= firstNamedClass {
-			if label = a.cfg.kernelLabel(label); label == "" {
+			if label = a.cfg.kernelLabel.KernelLabel(label); label == "" {
 				label = labelOther
 			}
 			label = a.deviceKernelLabel(d, label)
@@ -47,9 +47,9 @@ func (a *Attributor) attribute(d *devState, chunk []psample, now time.Time) {
 	sc.accU = sc.accU[:0]
 	for _, k := range sc.upods {
 		c := touch(d.pods, k, now)
-		c.prio = mapping.PriorityNormal
+		c.prio = snapshot.PriorityNormal
 		if k.pod != "" { // NVML's PID (the driver's) in the pod its cgroup names
-			c.prio = mapping.PriorityVerified
+			c.prio = snapshot.PriorityVerified
 		}
 		sc.accU = append(sc.accU, c)
 	}
@@ -310,7 +310,7 @@ func (d *devState) rate(k rateKey) *classRate {
 func touch[K comparable](m map[K]*acc, k K, now time.Time) *acc {
 	c := m[k]
 	if c == nil {
-		c = &acc{start: now, prio: mapping.PriorityClaimed} // a pod series: raised by who speaks for it
+		c = &acc{start: now, prio: snapshot.PriorityClaimed} // a pod series: raised by who speaks for it
 		m[k] = c
 	}
 	c.last = now

@@ -7,14 +7,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cupti-exporter/cupti-exporter/activity"
-	"github.com/cupti-exporter/cupti-exporter/pmsample"
+	"github.com/cupti-exporter/cupti-exporter/activity/record"
+	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
 )
 
 // groundTruth is a timeline of two kernel classes with known rates, back to back with some
 // idle gaps: "stream" moves 1,000 bytes per ms at 100 % SM active, "spin" moves none at 40 %.
 type groundTruth struct {
-	recs              []activity.Record
+	recs              []record.Record
 	truthBytes        float64 // bytes of stream kernels
 	truthSM, truthSpn float64 // SM active seconds of stream and spin kernels
 }
@@ -62,18 +62,18 @@ func runGroundTruth(t testing.TB, est string, g groundTruth, span int64) (bytesE
 	p, info := newProc(1, "", "0")
 	clk.set(t0 - ms)
 	a.ProcessConnected(p, info)
-	a.Coverage(p, []activity.Interval{{Start: uint64(t0 - ms), End: uint64(t0 + 2*span)}})
+	a.Coverage(p, []record.Interval{{Start: uint64(t0 - ms), End: uint64(t0 + 2*span)}})
 	step := 100 * ms
 	ri := 0
 	for now := t0; now < t0+span; now += step {
 		clk.set(now)
-		var recs []activity.Record
+		var recs []record.Record
 		for ri < len(g.recs) && int64(g.recs[ri].Start) < now+2*step {
 			recs = append(recs, g.recs[ri])
 			ri++
 		}
 		a.Records(p, recs)
-		a.AddBatch(pmsample.Batch{Device: 0, Metrics: testMetrics, Samples: samples(now, ms, int(step/ms), g.valueAt)})
+		a.Add(pmdata.Batch{Device: 0, Metrics: testMetrics, Samples: samples(now, ms, int(step/ms), g.valueAt)})
 	}
 	a.Flush()
 	snap := a.Snapshot()
@@ -117,14 +117,14 @@ func TestRateNeverExceedsKernelTime(t *testing.T) {
 	a.ProcessConnected(p, info)
 	const n = 200
 	busy := t0 + n*ms // the kernels' part starts after n idle samples
-	a.Coverage(p, []activity.Interval{{Start: uint64(t0 - ms), End: uint64(busy + (n+1)*ms)}})
-	recs := make([]activity.Record, n)
+	a.Coverage(p, []record.Interval{{Start: uint64(t0 - ms), End: uint64(busy + (n+1)*ms)}})
+	recs := make([]record.Record, n)
 	for i := range recs {
 		s := busy + int64(i)*ms
 		recs[i] = kernel(0, "tiny", s, s+20_000)
 	}
 	a.Records(p, recs)
-	a.AddBatch(pmsample.Batch{Device: 0, Metrics: testMetrics, Samples: samples(t0, ms, 2*n, func(s, e int64) []float64 {
+	a.Add(pmdata.Batch{Device: 0, Metrics: testMetrics, Samples: samples(t0, ms, 2*n, func(s, e int64) []float64 {
 		if s < busy {
 			return []float64{0, 0}
 		}

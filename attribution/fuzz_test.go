@@ -6,7 +6,8 @@ import (
 	"testing"
 
 	"github.com/cupti-exporter/cupti-exporter/activity"
-	"github.com/cupti-exporter/cupti-exporter/pmsample"
+	"github.com/cupti-exporter/cupti-exporter/activity/record"
+	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
 )
 
 // FuzzAttributor reads operations from the input (connect, disconnect, records, coverage,
@@ -22,7 +23,7 @@ func FuzzAttributor(f *testing.F) {
 func fuzzBody(t *testing.T) func(in []byte) {
 	return func(in []byte) {
 		a, clk := newTest(t, WithSeriesTTL(1<<62)) // the clock jumps: keep every series
-		procs := make([]*activity.Process, 3)
+		procs := make([]*record.Process, 3)
 		next := func(n int) uint64 { // n bytes as a little-endian number
 			var b [8]byte
 			k := copy(b[:n], in)
@@ -42,7 +43,7 @@ func fuzzBody(t *testing.T) func(in []byte) {
 			switch op % 6 {
 			case 0:
 				if p == nil {
-					p = &activity.Process{PID: uint32(arg)}
+					p = &record.Process{PID: uint32(arg)}
 					procs[arg%3] = p
 				}
 				a.ProcessConnected(p, activity.ProcessInfo{Pod: "p", GPUs: []string{"0", "1", "9"}[:1+arg%3]})
@@ -52,31 +53,31 @@ func fuzzBody(t *testing.T) func(in []byte) {
 				}
 			case 2:
 				if p == nil {
-					p = &activity.Process{PID: 99}
+					p = &record.Process{PID: 99}
 				}
 				s := tm()
-				a.Records(p, []activity.Record{{Kind: activity.Kind(1 + arg%4), Device: uint32(arg % 4), Name: string(rune('a' + arg%5)), Start: s, End: s + next(2)*1000 - 5000}})
+				a.Records(p, []record.Record{{Kind: record.Kind(1 + arg%4), Device: uint32(arg % 4), Name: string(rune('a' + arg%5)), Start: s, End: s + next(2)*1000 - 5000}})
 			case 3:
 				if p == nil {
-					p = &activity.Process{PID: 98}
+					p = &record.Process{PID: 98}
 				}
 				s := tm()
-				a.Coverage(p, []activity.Interval{{Start: s, End: s + next(2)*1000 - 100_000, Lossy: arg&1 == 1}})
+				a.Coverage(p, []record.Interval{{Start: s, End: s + next(2)*1000 - 100_000, Lossy: arg&1 == 1}})
 			case 4:
 				dev := arg % 2
 				s := tm()
 				n := 1 + arg%7
-				var ss []pmsample.Sample
+				var ss []pmdata.Sample
 				for i := range n {
 					l := next(2) * 100
 					v := float64(next(2))
 					if i == 3 {
 						v = math.NaN()
 					}
-					ss = append(ss, pmsample.Sample{Start: s, End: s + l, Values: []float64{float64(arg), v}})
+					ss = append(ss, pmdata.Sample{Start: s, End: s + l, Values: []float64{float64(arg), v}})
 					s += l
 				}
-				a.AddBatch(pmsample.Batch{Device: dev, Metrics: testMetrics, Samples: ss})
+				a.Add(pmdata.Batch{Device: dev, Metrics: testMetrics, Samples: ss})
 			case 5:
 				clk.advance(1 << (arg % 40))
 			}

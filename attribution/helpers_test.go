@@ -6,8 +6,10 @@ import (
 	"time"
 
 	"github.com/cupti-exporter/cupti-exporter/activity"
+	"github.com/cupti-exporter/cupti-exporter/activity/record"
 	"github.com/cupti-exporter/cupti-exporter/mapping"
-	"github.com/cupti-exporter/cupti-exporter/pmsample"
+	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
+	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
 
 // Metrics of the tests: a ratio (percent) and a byte counter, as the curated table maps them.
@@ -21,12 +23,12 @@ const (
 
 var (
 	testMetrics = []string{smActive, pcieRead}
-	testCatalog = []pmsample.CatalogEntry{
-		{Name: smActive, Properties: mapping.Properties{Type: mapping.TypeCounter, HWUnit: "sm", DimUnit: "gpc_cycle"}},
-		{Name: pcieRead, Properties: mapping.Properties{Type: mapping.TypeCounter, HWUnit: "pcie", DimUnit: "byte"}},
-		{Name: grActive, Properties: mapping.Properties{Type: mapping.TypeCounter, HWUnit: "gr", DimUnit: "gpc_cycle"}},
+	testCatalog = []pmdata.CatalogEntry{
+		{Name: smActive, Properties: pmdata.Properties{Type: pmdata.TypeCounter, HWUnit: "sm", DimUnit: "gpc_cycle"}},
+		{Name: pcieRead, Properties: pmdata.Properties{Type: pmdata.TypeCounter, HWUnit: "pcie", DimUnit: "byte"}},
+		{Name: grActive, Properties: pmdata.Properties{Type: pmdata.TypeCounter, HWUnit: "gr", DimUnit: "gpc_cycle"}},
 	}
-	testDevices = []pmsample.Device{{Index: 0, UUID: "GPU-aaaa"}, {Index: 1, UUID: "GPU-bbbb"}}
+	testDevices = []pmdata.Device{{Index: 0, UUID: "GPU-aaaa"}, {Index: 1, UUID: "GPU-bbbb"}}
 )
 
 // t0 is the start of every test timeline (ns, CUPTI time base).
@@ -56,8 +58,8 @@ func newTest(t testing.TB, opts ...Option) (*Attributor, *fakeClock) {
 	return a, clk
 }
 
-func newProc(pid uint32, pod string, gpus ...string) (*activity.Process, activity.ProcessInfo) {
-	p := &activity.Process{PID: pid}
+func newProc(pid uint32, pod string, gpus ...string) (*record.Process, activity.ProcessInfo) {
+	p := &record.Process{PID: pid}
 	info := activity.ProcessInfo{Pod: pod, Namespace: "ns", Container: "c", GPUs: gpus}
 	if pod == "" {
 		info.Namespace, info.Container = "", ""
@@ -65,23 +67,23 @@ func newProc(pid uint32, pod string, gpus ...string) (*activity.Process, activit
 	return p, info
 }
 
-func kernel(dev uint32, name string, start, end int64) activity.Record {
-	return activity.Record{Kind: activity.KindKernel, Device: dev, Name: name, Start: uint64(start), End: uint64(end)}
+func kernel(dev uint32, name string, start, end int64) record.Record {
+	return record.Record{Kind: record.KindKernel, Device: dev, Name: name, Start: uint64(start), End: uint64(end)}
 }
 
 // samples makes n contiguous samples of length step from start, values from f.
-func samples(start, step int64, n int, f func(s, e int64) []float64) []pmsample.Sample {
-	out := make([]pmsample.Sample, n)
+func samples(start, step int64, n int, f func(s, e int64) []float64) []pmdata.Sample {
+	out := make([]pmdata.Sample, n)
 	for i := range out {
 		s := start + int64(i)*step
-		out[i] = pmsample.Sample{Start: uint64(s), End: uint64(s + step), Values: f(s, s+step)}
+		out[i] = pmdata.Sample{Start: uint64(s), End: uint64(s + step), Values: f(s, s+step)}
 	}
 	return out
 }
 
 // value returns the value of family name with the given label values (nil: any), and
 // whether it exists.
-func value(snap *mapping.Snapshot, name string, labels ...string) (float64, bool) {
+func value(snap *snapshot.Snapshot, name string, labels ...string) (float64, bool) {
 	for _, f := range snap.Families {
 		if f.Desc.Name != name {
 			continue
@@ -108,7 +110,7 @@ func match(got, want []string) bool {
 }
 
 // sum adds the values of family name whose labels match (prefix, "*" any).
-func sum(snap *mapping.Snapshot, name string, labels ...string) float64 {
+func sum(snap *snapshot.Snapshot, name string, labels ...string) float64 {
 	var t float64
 	for _, f := range snap.Families {
 		if f.Desc.Name != name {

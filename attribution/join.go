@@ -6,7 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/cupti-exporter/cupti-exporter/mapping"
+	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
 
 // Class ids: a class is what the rate estimator fits one rate to (per device and metric):
@@ -82,7 +82,7 @@ type acc struct {
 	has       []bool    // by metric index: got a value
 	start     time.Time
 	last      time.Time
-	prio      mapping.Priority // of a pod series: the highest of the processes it speaks for
+	prio      snapshot.Priority // of a pod series: the highest of the processes it speaks for
 }
 
 func (c *acc) add(m int32, v float64) {

@@ -6,21 +6,23 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cupti-exporter/cupti-exporter/activity"
+	"github.com/cupti-exporter/cupti-exporter/activity/record"
+	"github.com/cupti-exporter/cupti-exporter/gpuprocs"
 	"github.com/cupti-exporter/cupti-exporter/mapping"
-	"github.com/cupti-exporter/cupti-exporter/pmsample"
+	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
+	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
 
 // edgeTimeline is one kernel from 0.5 to 2.5 ms and four 1 ms samples that read exactly its
 // overlap (SM active 100 % and 2,000 PCIe bytes per ms while it runs, nothing otherwise).
-func edgeTimeline(t *testing.T, est string) *mapping.Snapshot {
+func edgeTimeline(t *testing.T, est string) *snapshot.Snapshot {
 	t.Helper()
 	a, _ := newTest(t, WithEstimator(est))
 	p, info := newProc(7, "trainer", "0")
 	a.ProcessConnected(p, info)
-	a.Coverage(p, []activity.Interval{{Start: uint64(t0 - ms), End: uint64(t0 + 10*ms)}})
-	a.Records(p, []activity.Record{kernel(0, "A", t0+ms/2, t0+5*ms/2)})
-	a.AddBatch(pmsample.Batch{Device: 0, Metrics: testMetrics, Samples: samples(t0, ms, 4, func(s, e int64) []float64 {
+	a.Coverage(p, []record.Interval{{Start: uint64(t0 - ms), End: uint64(t0 + 10*ms)}})
+	a.Records(p, []record.Record{kernel(0, "A", t0+ms/2, t0+5*ms/2)})
+	a.Add(pmdata.Batch{Device: 0, Metrics: testMetrics, Samples: samples(t0, ms, 4, func(s, e int64) []float64 {
 		ov := float64(max(0, min(e, t0+5*ms/2)-max(s, t0+ms/2))) / float64(ms)
 		return []float64{100 * ov, 2000 * ov}
 	})})
@@ -81,9 +83,9 @@ func TestConcurrentKernelsShare(t *testing.T) {
 	a, _ := newTest(t, WithEstimator(EstimatorOverlap))
 	p, info := newProc(7, "", "0")
 	a.ProcessConnected(p, info)
-	a.Coverage(p, []activity.Interval{{Start: uint64(t0), End: uint64(t0 + 10*ms)}})
-	a.Records(p, []activity.Record{kernel(0, "A", t0, t0+ms), kernel(0, "B", t0+ms/2, t0+ms)})
-	a.AddBatch(pmsample.Batch{Device: 0, Metrics: testMetrics, Samples: samples(t0, ms, 1, func(s, e int64) []float64 { return []float64{100, 900} })})
+	a.Coverage(p, []record.Interval{{Start: uint64(t0), End: uint64(t0 + 10*ms)}})
+	a.Records(p, []record.Record{kernel(0, "A", t0, t0+ms), kernel(0, "B", t0+ms/2, t0+ms)})
+	a.Add(pmdata.Batch{Device: 0, Metrics: testMetrics, Samples: samples(t0, ms, 1, func(s, e int64) []float64 { return []float64{100, 900} })})
 	a.Flush()
 	snap := a.Snapshot()
 	// A alone for 0.5 ms, A and B for 0.5 ms: A 0.75 ms, B 0.25 ms.
@@ -103,9 +105,9 @@ func TestConcurrentKernelsShare(t *testing.T) {
 
 // TestIdleUntracedRule checks which gap time is idle and which untraced.
 func TestIdleUntracedRule(t *testing.T) {
-	batch := pmsample.Batch{Device: 0, Metrics: testMetrics, Samples: samples(t0, ms, 10, func(s, e int64) []float64 { return []float64{0, 10} })}
+	batch := pmdata.Batch{Device: 0, Metrics: testMetrics, Samples: samples(t0, ms, 10, func(s, e int64) []float64 { return []float64{0, 10} })}
 	kinds := func(a *Attributor) (idle, untraced float64) {
-		a.AddBatch(batch)
+		a.Add(batch)
 		a.Flush()
 		snap := a.Snapshot()
 		idle, _ = value(snap, "cupti_attribution_seconds_total", "0", "GPU-aaaa", "idle")
@@ -133,7 +135,7 @@ func TestIdleUntracedRule(t *testing.T) {
 		p, info := newProc(1, "", "0")
 		a.ProcessConnected(p, info)
 		// traced 0-4 ms and 6-10 ms, lossy 4-6 ms (lossy spans count as untraced)
-		a.Coverage(p, []activity.Interval{{Start: uint64(t0 - ms), End: uint64(t0 + 4*ms)}, {Start: uint64(t0 + 4*ms), End: uint64(t0 + 6*ms), Lossy: true}, {Start: uint64(t0 + 6*ms), End: uint64(t0 + 20*ms)}})
+		a.Coverage(p, []record.Interval{{Start: uint64(t0 - ms), End: uint64(t0 + 4*ms)}, {Start: uint64(t0 + 4*ms), End: uint64(t0 + 6*ms), Lossy: true}, {Start: uint64(t0 + 6*ms), End: uint64(t0 + 20*ms)}})
 		if i, u := kinds(a); !near(i, 0.008, 1e-12) || !near(u, 0.002, 1e-12) {
 			t.Errorf("idle %v untraced %v, want 8 ms idle, 2 ms untraced", i, u)
 		}
@@ -143,7 +145,7 @@ func TestIdleUntracedRule(t *testing.T) {
 		clk.set(t0 - ms)
 		p, info := newProc(1, "", "0")
 		a.ProcessConnected(p, info)
-		a.Coverage(p, []activity.Interval{{Start: uint64(t0 - ms), End: uint64(t0 + 20*ms)}})
+		a.Coverage(p, []record.Interval{{Start: uint64(t0 - ms), End: uint64(t0 + 20*ms)}})
 		q, qinfo := newProc(2, "", "1", "0") // ordinal 1 is GPU 0
 		clk.set(t0 + 5*ms)
 		a.ProcessConnected(q, qinfo)
@@ -164,23 +166,23 @@ func TestIdleUntracedRule(t *testing.T) {
 		nan := math.NaN()
 		for _, tc := range []struct {
 			name     string
-			procs    []ObservedProcess
+			procs    []gpuprocs.Process
 			untraced bool
 		}{
 			{"none", nil, false},
-			{"only the traced one", []ObservedProcess{{PID: 1, SMShare: 0.3}}, false},
-			{"untraced, not running", []ObservedProcess{{PID: 1, SMShare: 0.3}, {PID: 99, SMShare: 0}}, false},
-			{"untraced, running all the time", []ObservedProcess{{PID: 1, SMShare: 0}, {PID: 99, SMShare: 1}}, true},
-			{"untraced, running a fifth of the time", []ObservedProcess{{PID: 1, SMShare: 0}, {PID: 99, SMShare: 0.2}}, true},
-			{"untraced, activity unknown", []ObservedProcess{{PID: 1, SMShare: nan}, {PID: 99, SMShare: nan}}, true},
-			{"traced by pod, another PID namespace", []ObservedProcess{{PID: 4001, SMShare: 0.5, Namespace: "ns", Pod: "p1", Container: "c"}}, false},
+			{"only the traced one", []gpuprocs.Process{{PID: 1, SMShare: 0.3}}, false},
+			{"untraced, not running", []gpuprocs.Process{{PID: 1, SMShare: 0.3}, {PID: 99, SMShare: 0}}, false},
+			{"untraced, running all the time", []gpuprocs.Process{{PID: 1, SMShare: 0}, {PID: 99, SMShare: 1}}, true},
+			{"untraced, running a fifth of the time", []gpuprocs.Process{{PID: 1, SMShare: 0}, {PID: 99, SMShare: 0.2}}, true},
+			{"untraced, activity unknown", []gpuprocs.Process{{PID: 1, SMShare: nan}, {PID: 99, SMShare: nan}}, true},
+			{"traced by pod, another PID namespace", []gpuprocs.Process{{PID: 4001, SMShare: 0.5, Namespace: "ns", Pod: "p1", Container: "c"}}, false},
 		} {
 			a, clk := newTest(t)
 			clk.set(t0 - ms)
 			p, info := newProc(1, "p1", "0")
 			a.ProcessConnected(p, info)
-			a.Coverage(p, []activity.Interval{{Start: uint64(t0 - ms), End: uint64(t0 + 20*ms)}})
-			a.ObserveProcesses(ProcessObservation{GPU: "0", Start: time.Unix(0, t0-ms), End: time.Unix(0, t0+20*ms), Shares: true, Processes: tc.procs})
+			a.Coverage(p, []record.Interval{{Start: uint64(t0 - ms), End: uint64(t0 + 20*ms)}})
+			a.ObserveProcesses(gpuprocs.Observation{GPU: "0", Start: time.Unix(0, t0-ms), End: time.Unix(0, t0+20*ms), Shares: true, Processes: tc.procs})
 			i, u := kinds(a)
 			if tc.name == "untraced, running a fifth of the time" {
 				if !near(i, 0.008, 1e-12) || !near(u, 0.002, 1e-12) {
@@ -215,7 +217,7 @@ func TestWatermark(t *testing.T) {
 	clk.set(t0 - ms)
 	a.ProcessConnected(p, info)
 	flat := func(s, e int64) []float64 { return []float64{50, 100} }
-	a.AddBatch(pmsample.Batch{Device: 0, Metrics: testMetrics, Samples: samples(t0, ms, 50, flat)})
+	a.Add(pmdata.Batch{Device: 0, Metrics: testMetrics, Samples: samples(t0, ms, 50, flat)})
 	snap := a.Snapshot()
 	if v := sum(snap, "cupti_attribution_seconds_total", "0"); v != 0 {
 		t.Fatalf("attributed %v s before the watermark passed", v)
@@ -224,7 +226,7 @@ func TestWatermark(t *testing.T) {
 		t.Errorf("lag %v, want 0.05 (nothing attributed yet)", lag)
 	}
 	// 150 ms of samples: the first 50 ms are released (newest end 150 ms - 100 ms).
-	a.AddBatch(pmsample.Batch{Device: 0, Metrics: testMetrics, Samples: samples(t0+50*ms, ms, 100, flat)})
+	a.Add(pmdata.Batch{Device: 0, Metrics: testMetrics, Samples: samples(t0+50*ms, ms, 100, flat)})
 	snap = a.Snapshot()
 	if v := sum(snap, "cupti_attribution_seconds_total", "0"); !near(v, 0.05, 1e-12) {
 		t.Fatalf("attributed %v s, want 0.05", v)
@@ -233,9 +235,9 @@ func TestWatermark(t *testing.T) {
 		t.Errorf("lag %v, want 0.1", lag)
 	}
 	// A record from 40 to 60 ms arrives now: 10 ms of it are late.
-	a.Records(p, []activity.Record{kernel(0, "K", t0+40*ms, t0+60*ms)})
+	a.Records(p, []record.Record{kernel(0, "K", t0+40*ms, t0+60*ms)})
 	clk.set(t0 + 400*ms) // no batch for more than the watermark
-	a.AddBatch(pmsample.Batch{Device: 1})
+	a.Add(pmdata.Batch{Device: 1})
 	snap = a.Snapshot()
 	if v := sum(snap, "cupti_attribution_seconds_total", "0"); !near(v, 0.15, 1e-12) {
 		t.Errorf("attributed %v s after the timed release, want 0.15", v)
@@ -261,17 +263,17 @@ func TestBadInput(t *testing.T) {
 	clk.set(t0 - ms)
 	p, info := newProc(1, "pod", "0", "7") // ordinal 1 is a GPU the join does not sample
 	a.ProcessConnected(p, info)
-	stranger := &activity.Process{PID: 66}
-	a.Records(stranger, []activity.Record{kernel(0, "X", t0, t0+ms)})
-	a.Coverage(stranger, []activity.Interval{{Start: uint64(t0), End: uint64(t0 + ms)}})
-	a.Records(p, []activity.Record{
+	stranger := &record.Process{PID: 66}
+	a.Records(stranger, []record.Record{kernel(0, "X", t0, t0+ms)})
+	a.Coverage(stranger, []record.Interval{{Start: uint64(t0), End: uint64(t0 + ms)}})
+	a.Records(p, []record.Record{
 		kernel(0, "backwards", t0+2*ms, t0+ms),
 		kernel(0, "far", t0+2*int64(time.Hour), t0+2*int64(time.Hour)+ms),
 		kernel(1, "unsampled", t0, t0+ms),
 		kernel(5, "no such ordinal", t0, t0+ms),
 		kernel(0, "good", t0, t0+3*ms),
 	})
-	a.Coverage(p, []activity.Interval{
+	a.Coverage(p, []record.Interval{
 		{Start: uint64(t0 + 5*ms), End: uint64(t0 + 8*ms)},
 		{Start: uint64(t0), End: uint64(t0 + 6*ms)}, // out of order and overlapping: merged
 		{Start: uint64(t0 + 9*ms), End: uint64(t0 + 9*ms)},
@@ -279,13 +281,13 @@ func TestBadInput(t *testing.T) {
 	})
 	// samples: one invalid (end < start), one with NaN, then good ones
 	bad := samples(t0, ms, 10, func(s, e int64) []float64 { return []float64{40, 123} })
-	bad = append(bad, pmsample.Sample{Start: uint64(t0 + 20*ms), End: uint64(t0 + 19*ms), Values: []float64{1, 1}})
-	a.AddBatch(pmsample.Batch{Device: 0, Metrics: testMetrics, Samples: bad})
-	a.AddBatch(pmsample.Batch{Device: 0, Metrics: testMetrics, Samples: []pmsample.Sample{{Start: uint64(t0 + 30*ms), End: uint64(t0 + 31*ms), Values: []float64{0}}}})
-	a.AddBatch(pmsample.Batch{Device: 3, Metrics: testMetrics, Samples: samples(t0, ms, 2, func(s, e int64) []float64 { return []float64{1, 2} })})
+	bad = append(bad, pmdata.Sample{Start: uint64(t0 + 20*ms), End: uint64(t0 + 19*ms), Values: []float64{1, 1}})
+	a.Add(pmdata.Batch{Device: 0, Metrics: testMetrics, Samples: bad})
+	a.Add(pmdata.Batch{Device: 0, Metrics: testMetrics, Samples: []pmdata.Sample{{Start: uint64(t0 + 30*ms), End: uint64(t0 + 31*ms), Values: []float64{0}}}})
+	a.Add(pmdata.Batch{Device: 3, Metrics: testMetrics, Samples: samples(t0, ms, 2, func(s, e int64) []float64 { return []float64{1, 2} })})
 	a.Flush()
 	// a sample before the frontier
-	a.AddBatch(pmsample.Batch{Device: 0, Metrics: testMetrics, Samples: samples(t0+2*ms, ms, 1, func(s, e int64) []float64 { return []float64{1, 1} })})
+	a.Add(pmdata.Batch{Device: 0, Metrics: testMetrics, Samples: samples(t0+2*ms, ms, 1, func(s, e int64) []float64 { return []float64{1, 1} })})
 	snap := a.Snapshot()
 	for reason, want := range map[string]float64{"unknown_process": 1, "bad_span": 1, "far_clock": 1, "unknown_device": 2, "pending_full": 0} {
 		if got, _ := value(snap, "cupti_attribution_dropped_records_total", reason); got != want {
@@ -320,7 +322,7 @@ func TestPendingFull(t *testing.T) {
 	a, _ := newTest(t, WithMaxPendingRecords(10))
 	p, info := newProc(1, "", "0")
 	a.ProcessConnected(p, info)
-	var recs []activity.Record
+	var recs []record.Record
 	for i := range 25 {
 		recs = append(recs, kernel(0, "K", t0+int64(i)*ms, t0+int64(i)*ms+ms/2))
 	}
@@ -351,7 +353,7 @@ func TestDerivedNames(t *testing.T) {
 	}
 	seen := map[string]bool{}
 	for _, c := range m.Curated() {
-		props := mapping.Properties{Type: mapping.TypeCounter, DimUnit: "gpc_cycle"}
+		props := pmdata.Properties{Type: pmdata.TypeCounter, DimUnit: "gpc_cycle"}
 		if strings.HasSuffix(c.Name, "_bytes_total") {
 			props.DimUnit = "byte"
 		}
@@ -379,7 +381,7 @@ func TestDerivedNames(t *testing.T) {
 		if len(c.Labels) > 0 && kd.LabelNames[len(kd.LabelNames)-1] != "direction" {
 			t.Errorf("%s: label names %v lack direction", kd.Name, kd.LabelNames)
 		}
-		if kd.Kind != mapping.KindCounter || (kd.Unit != "seconds" && kd.Unit != "bytes") {
+		if kd.Kind != snapshot.KindCounter || (kd.Unit != "seconds" && kd.Unit != "bytes") {
 			t.Errorf("%s: kind %v unit %q", kd.Name, kd.Kind, kd.Unit)
 		}
 	}
@@ -399,15 +401,15 @@ func TestClassesNamedLater(t *testing.T) {
 		a, clk := newTest(t, WithEstimator(est), WithWatermark(2*time.Duration(ms)))
 		p, info := newProc(7, "trainer", "0")
 		a.ProcessConnected(p, info)
-		a.Coverage(p, []activity.Interval{{Start: uint64(t0 - ms), End: uint64(t0 + 100*ms)}})
+		a.Coverage(p, []record.Interval{{Start: uint64(t0 - ms), End: uint64(t0 + 100*ms)}})
 		names := []string{"first", "second", "third", "fourth", "fifth", "sixth", "seventh"}
 		for i, name := range names {
 			s := t0 + int64(i)*10*ms
-			a.Records(p, []activity.Record{
-				{Kind: activity.KindMemset, Device: 0, Start: uint64(s), End: uint64(s + ms/100)},
+			a.Records(p, []record.Record{
+				{Kind: record.KindMemset, Device: 0, Start: uint64(s), End: uint64(s + ms/100)},
 				kernel(0, name, s+ms, s+9*ms),
 			})
-			a.AddBatch(pmsample.Batch{Device: 0, Metrics: testMetrics, Samples: samples(s, ms, 10, func(x, y int64) []float64 {
+			a.Add(pmdata.Batch{Device: 0, Metrics: testMetrics, Samples: samples(s, ms, 10, func(x, y int64) []float64 {
 				if x >= s+ms && y <= s+9*ms {
 					return []float64{100, float64(1000 * (i + 1))}
 				}

@@ -6,8 +6,9 @@ import (
 	"testing"
 
 	"github.com/cupti-exporter/cupti-exporter/activity"
-	"github.com/cupti-exporter/cupti-exporter/mapping"
-	"github.com/cupti-exporter/cupti-exporter/pmsample"
+	"github.com/cupti-exporter/cupti-exporter/activity/record"
+	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
+	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
 
 // A flood of records that reach far into the future (so the join holds every one) and of
@@ -17,7 +18,7 @@ func TestFloodStaysInBudget(t *testing.T) {
 	const limit = 32 << 20
 	budget := activity.NewBudget(limit)
 	a, clk := newTest(t, WithBudget(budget))
-	var procs []*activity.Process
+	var procs []*record.Process
 	for i := range 16 {
 		p, info := newProc(uint32(100+i), fmt.Sprintf("pod%d", i), "0", "1")
 		a.ProcessConnected(p, info)
@@ -29,10 +30,10 @@ func TestFloodStaysInBudget(t *testing.T) {
 	now, sent := t0, 0
 	for step := range 40 { // 4 s of 100 ms batches: the first joins run with the records held
 		for d := range 2 {
-			a.AddBatch(pmsample.Batch{Device: d, Metrics: testMetrics, Samples: samples(now, ms, 100, func(s, e int64) []float64 { return []float64{50, 1000} })})
+			a.Add(pmdata.Batch{Device: d, Metrics: testMetrics, Samples: samples(now, ms, 100, func(s, e int64) []float64 { return []float64{50, 1000} })})
 		}
 		for c, p := range procs {
-			recs := make([]activity.Record, 2000)
+			recs := make([]record.Record, 2000)
 			for i := range recs {
 				s := now + int64(i)*1000
 				recs[i] = kernel(uint32(i%2), fmt.Sprintf("_Z5flood_%d_%d_%d", c, step, i%64), s, s+50*1000*ms)
@@ -80,7 +81,7 @@ func TestFloodStaysInBudget(t *testing.T) {
 	}
 	clk.set(now + 60_000*ms)
 	for d := range 2 {
-		a.AddBatch(pmsample.Batch{Device: d, Metrics: testMetrics, Samples: samples(now+55_000*ms, ms, 10, func(s, e int64) []float64 { return []float64{50, 1000} })})
+		a.Add(pmdata.Batch{Device: d, Metrics: testMetrics, Samples: samples(now+55_000*ms, ms, 10, func(s, e int64) []float64 { return []float64{50, 1000} })})
 	}
 	a.Flush()
 	if v := sum(a.Snapshot(), "cupti_attribution_pending_records"); v != 0 {
@@ -97,7 +98,7 @@ func TestRecordEndingAheadDropped(t *testing.T) {
 	a, _ := newTest(t)
 	p, info := newProc(7, "trainer", "0")
 	a.ProcessConnected(p, info)
-	a.Records(p, []activity.Record{kernel(0, "A", t0, t0+ms), kernel(0, "B", t0, t0+2*60_000*ms)})
+	a.Records(p, []record.Record{kernel(0, "A", t0, t0+ms), kernel(0, "B", t0, t0+2*60_000*ms)})
 	snap := a.Snapshot()
 	if v, _ := value(snap, "cupti_attribution_dropped_records_total", "ends_ahead"); v != 1 {
 		t.Errorf("ends_ahead drops %g, want 1", v)
@@ -112,16 +113,16 @@ func TestRecordEndingAheadDropped(t *testing.T) {
 // did, normal without a pod.
 func TestPodSeriesPriority(t *testing.T) {
 	a, _ := newTest(t)
-	for i, pr := range []mapping.Priority{mapping.PriorityVerified, mapping.PriorityClaimed, mapping.PriorityNormal} {
+	for i, pr := range []snapshot.Priority{snapshot.PriorityVerified, snapshot.PriorityClaimed, snapshot.PriorityNormal} {
 		p, info := newProc(uint32(10+i), []string{"legit", "claimed", ""}[i], "0")
 		info.PodPriority = pr
 		a.ProcessConnected(p, info)
-		a.Coverage(p, []activity.Interval{{Start: uint64(t0 - ms), End: uint64(t0 + 10*ms)}})
-		a.Records(p, []activity.Record{kernel(0, "A", t0+int64(i)*ms, t0+int64(i+1)*ms)})
+		a.Coverage(p, []record.Interval{{Start: uint64(t0 - ms), End: uint64(t0 + 10*ms)}})
+		a.Records(p, []record.Record{kernel(0, "A", t0+int64(i)*ms, t0+int64(i+1)*ms)})
 	}
-	a.AddBatch(pmsample.Batch{Device: 0, Metrics: testMetrics, Samples: samples(t0, ms, 4, func(s, e int64) []float64 { return []float64{100, 1000} })})
+	a.Add(pmdata.Batch{Device: 0, Metrics: testMetrics, Samples: samples(t0, ms, 4, func(s, e int64) []float64 { return []float64{100, 1000} })})
 	a.Flush()
-	got := map[string]mapping.Priority{}
+	got := map[string]snapshot.Priority{}
 	for _, f := range a.Snapshot().Families {
 		if f.Desc.Name == "cupti_pod_sampled_seconds_total" {
 			for _, s := range f.Samples {
@@ -129,7 +130,7 @@ func TestPodSeriesPriority(t *testing.T) {
 			}
 		}
 	}
-	want := map[string]mapping.Priority{"legit": mapping.PriorityVerified, "claimed": mapping.PriorityClaimed, "": mapping.PriorityNormal}
+	want := map[string]snapshot.Priority{"legit": snapshot.PriorityVerified, "claimed": snapshot.PriorityClaimed, "": snapshot.PriorityNormal}
 	for pod, pr := range want {
 		if got[pod] != pr {
 			t.Errorf("pod %q priority %d, want %d (all: %v)", pod, got[pod], pr, got)

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/cupti-exporter/cupti-exporter/mapping"
+	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
 
 // Label names of the attributed families (before the source metric's own labels).
@@ -28,88 +29,88 @@ const (
 var fixedKernelLabels = []string{labelIdle, labelUntraced, labelMemcpy, labelMemset, labelOther}
 
 var (
-	kernelSampledDesc = &mapping.Desc{
-		Name: "cupti_kernel_sampled_seconds_total", Kind: mapping.KindCounter, Unit: "seconds",
+	kernelSampledDesc = &snapshot.Desc{
+		Name: "cupti_kernel_sampled_seconds_total", Kind: snapshot.KindCounter, Unit: "seconds",
 		Help:     "PM sample time attributed to each kernel: its overlap with the samples, concurrent kernels sharing it; kernel=\"(idle)\" and \"(untraced)\" carry the time no traced kernel covers. The denominator of the attributed utilisations.",
 		OTelName: "cupti.attribution.kernel.sampled_time", OTelUnit: "s", LabelNames: kernelLabelNames,
 	}
-	podSampledDesc = &mapping.Desc{
-		Name: "cupti_pod_sampled_seconds_total", Kind: mapping.KindCounter, Unit: "seconds",
+	podSampledDesc = &snapshot.Desc{
+		Name: "cupti_pod_sampled_seconds_total", Kind: snapshot.KindCounter, Unit: "seconds",
 		Help:     "PM sample time attributed to the kernels of each pod (source=\"kernel\"), or estimated from NVML's per-process SM shares for processes that load no injection library (source=\"nvml\"); processes without a pod under pod=\"\".",
 		OTelName: "cupti.attribution.pod.sampled_time", OTelUnit: "s", LabelNames: podLabelNames,
 	}
-	kindSecondsDesc = &mapping.Desc{
-		Name: "cupti_attribution_seconds_total", Kind: mapping.KindCounter, Unit: "seconds",
+	kindSecondsDesc = &snapshot.Desc{
+		Name: "cupti_attribution_seconds_total", Kind: snapshot.KindCounter, Unit: "seconds",
 		Help:     "Attributed PM sample time by kind: traced (a kernel of a traced process ran), idle (every process on the GPU traced that time and none ran a kernel), untraced (some process on the GPU did not trace it).",
 		OTelName: "cupti.attribution.time", OTelUnit: "s", LabelNames: []string{"gpu", "uuid", "kind"},
 	}
-	lagDesc = &mapping.Desc{
-		Name: "cupti_attribution_lag_seconds", Kind: mapping.KindGauge, Unit: "seconds",
+	lagDesc = &snapshot.Desc{
+		Name: "cupti_attribution_lag_seconds", Kind: snapshot.KindGauge, Unit: "seconds",
 		Help:     "End of the newest PM sample minus the end of the newest attributed one (the watermark plus the batch cadence when all is well).",
 		OTelName: "cupti.attribution.lag", OTelUnit: "s", LabelNames: deviceLabelNames,
 	}
-	lateRecordsDesc = &mapping.Desc{
-		Name: "cupti_attribution_late_records_total", Kind: mapping.KindCounter,
+	lateRecordsDesc = &snapshot.Desc{
+		Name: "cupti_attribution_late_records_total", Kind: snapshot.KindCounter,
 		Help:     "Kernel records that arrived after (part of) their time was attributed; only the part after the attributed frontier is joined.",
 		OTelName: "cupti.attribution.records.late", OTelUnit: "{record}", LabelNames: deviceLabelNames,
 	}
-	lateSecondsDesc = &mapping.Desc{
-		Name: "cupti_attribution_late_seconds_total", Kind: mapping.KindCounter, Unit: "seconds",
+	lateSecondsDesc = &snapshot.Desc{
+		Name: "cupti_attribution_late_seconds_total", Kind: snapshot.KindCounter, Unit: "seconds",
 		Help:     "Kernel time of late records that fell before the attributed frontier (that time went to the kernels known then, or to idle/untraced).",
 		OTelName: "cupti.attribution.late_time", OTelUnit: "s", LabelNames: deviceLabelNames,
 	}
-	pendingDesc = &mapping.Desc{
-		Name: "cupti_attribution_pending_records", Kind: mapping.KindGauge,
+	pendingDesc = &snapshot.Desc{
+		Name: "cupti_attribution_pending_records", Kind: snapshot.KindGauge,
 		Help:     "Kernel records held for PM samples that are not attributed yet.",
 		OTelName: "cupti.attribution.records.pending", OTelUnit: "{record}", LabelNames: deviceLabelNames,
 	}
-	joinSecondsDesc = &mapping.Desc{
-		Name: "cupti_attribution_join_seconds_total", Kind: mapping.KindCounter, Unit: "seconds",
+	joinSecondsDesc = &snapshot.Desc{
+		Name: "cupti_attribution_join_seconds_total", Kind: snapshot.KindCounter, Unit: "seconds",
 		Help:     "Wall time the exporter spent joining samples with records (the cost of attribution).",
 		OTelName: "cupti.attribution.join_time", OTelUnit: "s", LabelNames: deviceLabelNames,
 	}
-	untracedPresentDesc = &mapping.Desc{
-		Name: "cupti_attribution_untraced_present_ratio", Kind: mapping.KindGauge, Unit: "ratio",
+	untracedPresentDesc = &snapshot.Desc{
+		Name: "cupti_attribution_untraced_present_ratio", Kind: snapshot.KindGauge, Unit: "ratio",
 		Help:     "Share of the recently attributed sample time (one-minute half-life) during which a process the join does not trace was present on the GPU: NVML showed an untraced process running, or a traced process did not trace part of it. Per-kernel and per-pod numbers of such time are estimates (docs/attribution.md, \"Untraced processes\").",
 		OTelName: "cupti.attribution.untraced_present", OTelUnit: "1", LabelNames: deviceLabelNames,
 	}
-	uncertainDesc = &mapping.Desc{
-		Name: "cupti_attribution_uncertain_ratio", Kind: mapping.KindGauge, Unit: "ratio",
+	uncertainDesc = &snapshot.Desc{
+		Name: "cupti_attribution_uncertain_ratio", Kind: snapshot.KindGauge, Unit: "ratio",
 		Help:     "Share of the recently attributed sample time (one-minute half-life) whose split over processes rested on an estimate: NVML's period shares (an untraced process on a GPU whose turns are not known), the rate fit alone between the records of several processes, or turns the context-switch counter left in doubt. The per-pod numbers of such time carry the error of docs/attribution.md's table for the sharing mode. A GPU has the series from its first such split on.",
 		OTelName: "cupti.attribution.uncertain", OTelUnit: "1", LabelNames: deviceLabelNames,
 	}
-	podUncertainDesc = &mapping.Desc{
-		Name: "cupti_pod_uncertain_seconds_total", Kind: mapping.KindCounter, Unit: "seconds",
+	podUncertainDesc = &snapshot.Desc{
+		Name: "cupti_pod_uncertain_seconds_total", Kind: snapshot.KindCounter, Unit: "seconds",
 		Help:     "Of cupti_pod_sampled_seconds_total, the seconds whose split rested on an estimate (see cupti_attribution_uncertain_ratio); only pods that had such time have the series.",
 		OTelName: "cupti.attribution.pod.uncertain_time", OTelUnit: "s", LabelNames: podLabelNames,
 	}
-	droppedObsDesc = &mapping.Desc{
-		Name: "cupti_attribution_dropped_process_observations_total", Kind: mapping.KindCounter,
+	droppedObsDesc = &snapshot.Desc{
+		Name: "cupti_attribution_dropped_process_observations_total", Kind: snapshot.KindCounter,
 		Help:     "NVML process observations the join could not use, by reason (invalid: end <= start; unknown_device; late: the attributed frontier had passed their period; full: more than 64 held for a GPU, the oldest dropped).",
 		OTelName: "cupti.attribution.process_observations.dropped", OTelUnit: "{observation}", LabelNames: []string{"reason"},
 	}
-	memoryDesc = &mapping.Desc{
-		Name: "cupti_attribution_memory_bytes", Kind: mapping.KindGauge, Unit: "bytes",
+	memoryDesc = &snapshot.Desc{
+		Name: "cupti_attribution_memory_bytes", Kind: snapshot.KindGauge, Unit: "bytes",
 		Help:     "Memory the attribution join holds for clients (records waiting for their samples, kernel classes, series, join buffers), as charged to the activity memory budget (--activity.memory-budget); its share of cupti_activity_memory_bytes.",
 		OTelName: "cupti.attribution.memory", OTelUnit: "By",
 	}
-	foldedClassesDesc = &mapping.Desc{
-		Name: "cupti_attribution_folded_kernel_names_total", Kind: mapping.KindCounter,
+	foldedClassesDesc = &snapshot.Desc{
+		Name: "cupti_attribution_folded_kernel_names_total", Kind: snapshot.KindCounter,
 		Help:     "Kernel names the join told apart from no other and joined as kernel=\"other\", by reason (table_full: 8,192 names known; memory_budget: the memory budget was full).",
 		OTelName: "cupti.attribution.kernel_names.folded", OTelUnit: "{name}", LabelNames: []string{"reason"},
 	}
-	droppedRecordsDesc = &mapping.Desc{
-		Name: "cupti_attribution_dropped_records_total", Kind: mapping.KindCounter,
+	droppedRecordsDesc = &snapshot.Desc{
+		Name: "cupti_attribution_dropped_records_total", Kind: snapshot.KindCounter,
 		Help:     "Kernel records the join could not use, by reason (pending_full, memory_budget, bad_span, far_clock, ends_ahead: ends over a minute past the newest sample and the wall clock, overlap_limit: more than 8,192 records overlap one sample, unknown_device, unknown_process).",
 		OTelName: "cupti.attribution.records.dropped", OTelUnit: "{record}", LabelNames: []string{"reason"},
 	}
-	droppedSamplesDesc = &mapping.Desc{
-		Name: "cupti_attribution_dropped_samples_total", Kind: mapping.KindCounter,
+	droppedSamplesDesc = &snapshot.Desc{
+		Name: "cupti_attribution_dropped_samples_total", Kind: snapshot.KindCounter,
 		Help:     "PM samples the join could not use, by reason (invalid: end <= start, NaN or wrong value count; before_frontier: the sample starts before samples already attributed).",
 		OTelName: "cupti.attribution.samples.dropped", OTelUnit: "{sample}", LabelNames: []string{"gpu", "uuid", "reason"},
 	}
-	badCoverageDesc = &mapping.Desc{
-		Name: "cupti_attribution_bad_coverage_spans_total", Kind: mapping.KindCounter,
+	badCoverageDesc = &snapshot.Desc{
+		Name: "cupti_attribution_bad_coverage_spans_total", Kind: snapshot.KindCounter,
 		Help:     "Traced-time spans from processes that were malformed (bad_span: end <= start), out of order or overlapping an earlier span (out_of_order: merged anyway), far from the sample clock (far_clock: ignored) or from an unknown process.",
 		OTelName: "cupti.attribution.coverage.bad_spans", OTelUnit: "{span}", LabelNames: []string{"reason"},
 	}
@@ -128,8 +129,8 @@ var (
 
 // Descs lists the fixed families the Attributor emits (the per-metric families depend on the
 // metrics sampled), for checks of the names dashboards and rules query.
-func Descs() []*mapping.Desc {
-	return []*mapping.Desc{
+func Descs() []*snapshot.Desc {
+	return []*snapshot.Desc{
 		kernelSampledDesc, podSampledDesc, kindSecondsDesc, lagDesc, lateRecordsDesc, lateSecondsDesc,
 		pendingDesc, joinSecondsDesc, droppedRecordsDesc, droppedSamplesDesc, badCoverageDesc,
 		untracedPresentDesc, uncertainDesc, podUncertainDesc, droppedObsDesc, memoryDesc, foldedClassesDesc,
@@ -155,8 +156,8 @@ type metric struct {
 	q         quantity
 	scale     float64
 	labels    []string // the source metric's constant label values (direction)
-	kernel    *mapping.Desc
-	pod       *mapping.Desc
+	kernel    *snapshot.Desc
+	pod       *snapshot.Desc
 	// serveKernel and servePod: the family is served (WithKernelFamilies, WithPodFamilies);
 	// the values are attributed either way.
 	serveKernel, servePod bool
@@ -169,18 +170,18 @@ type metric struct {
 //	cupti_<stem>_<unit>_per_second  -> cupti_kernel_<stem>_<unit>_total,  cupti_pod_<stem>_<unit>_total
 //
 // Other gauges (per-cycle averages and the like) have no meaningful sum over time: ok=false.
-func derived(m mapping.Metric) (kernel, pod *mapping.Desc, q quantity, ok bool) {
+func derived(m mapping.Metric) (kernel, pod *snapshot.Desc, q quantity, ok bool) {
 	d := m.Desc
 	rest := strings.TrimPrefix(d.Name, mapping.NamePrefix)
 	var stem, unit, ucum, what string
 	switch {
-	case d.Kind == mapping.KindCounter:
+	case d.Kind == snapshot.KindCounter:
 		stem, unit, ucum, q = strings.TrimSuffix(rest, "_total"), d.Unit, d.OTelUnit, quantityCount
 		what = "split over the kernels that overlap each PM sample"
-	case d.Kind == mapping.KindGauge && d.Unit == "ratio":
+	case d.Kind == snapshot.KindGauge && d.Unit == "ratio":
 		stem, unit, ucum, q = strings.TrimSuffix(rest, "_ratio")+"_seconds", "seconds", "s", quantitySeconds
 		what = "as active seconds (ratio x sample time) split over the kernels that overlap each PM sample"
-	case d.Kind == mapping.KindGauge && strings.HasSuffix(d.Unit, "_per_second"):
+	case d.Kind == snapshot.KindGauge && strings.HasSuffix(d.Unit, "_per_second"):
 		base := strings.TrimSuffix(d.Unit, "_per_second")
 		stem = strings.TrimSuffix(strings.TrimSuffix(rest, "_per_second"), "_"+base) + "_" + base
 		unit, ucum, q = base, strings.TrimSuffix(d.OTelUnit, "/s"), quantityRate
@@ -206,9 +207,9 @@ func derived(m mapping.Metric) (kernel, pod *mapping.Desc, q quantity, ok bool) 
 		otelStem = strings.TrimPrefix(otelStem, ns)
 	}
 	otelStem = strings.TrimSuffix(otelStem, ".")
-	mk := func(scope string, labels []string) *mapping.Desc {
-		return &mapping.Desc{
-			Name: mapping.NamePrefix + scope + "_" + stem + "_total", Kind: mapping.KindCounter, Unit: unit,
+	mk := func(scope string, labels []string) *snapshot.Desc {
+		return &snapshot.Desc{
+			Name: mapping.NamePrefix + scope + "_" + stem + "_total", Kind: snapshot.KindCounter, Unit: unit,
 			Help:     help + ", " + what + " (per " + scope + "; from " + d.Name + ").",
 			OTelName: "cupti.attribution." + scope + "." + otelStem, OTelUnit: ucum,
 			LabelNames: append(append([]string{}, labels...), extra...), OTelAttributes: slices.Clone(d.OTelAttributes),

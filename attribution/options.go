@@ -46,7 +46,7 @@ type config struct {
 	seriesTTL    time.Duration
 	emPasses     int
 	rateHalfLife time.Duration
-	kernelLabel  func(mangled string) string
+	kernelLabel  KernelLabeler
 	topKernels   int             // named kernel labels per device; 0: no limit
 	kernelFams   map[string]bool // per-kernel families served (by stem); nil: all
 	podFams      map[string]bool // per-pod families served (by stem); nil: all
@@ -64,7 +64,7 @@ func newConfig(opts []Option) config {
 		seriesTTL:    DefaultSeriesTTL,
 		emPasses:     5,
 		rateHalfLife: 30 * time.Second,
-		kernelLabel:  func(s string) string { return s },
+		kernelLabel:  KernelLabelFunc(func(s string) string { return s }),
 		now:          time.Now,
 	}
 	for _, o := range opts {
@@ -117,17 +117,40 @@ func WithSeriesTTL(d time.Duration) Option {
 	}
 }
 
-// WithKernelLabel sets the function that turns a mangled kernel name into its kernel label,
-// typically (*activity.Aggregator).KernelLabel, so that the attributed families share the
-// bounded top-K label set of the kernel histograms. It is called with the Attributor's lock
-// held and must not call back into it. Without it the label is the mangled name (the class
-// table still caps distinct names, the rest going to "other").
-func WithKernelLabel(f func(mangled string) string) Option {
+// KernelLabeler turns a mangled kernel name into its kernel label: the activity
+// aggregator's bounded top-K label set ((*activity.Aggregator).KernelLabel), so that the
+// attributed families share the labels of the kernel histograms. It is called with the
+// Attributor's lock held and must not call back into it.
+type KernelLabeler interface {
+	KernelLabel(mangled string) string
+}
+
+// KernelLabelFunc is a function as a KernelLabeler.
+type KernelLabelFunc func(mangled string) string
+
+// KernelLabel calls f.
+func (f KernelLabelFunc) KernelLabel(mangled string) string { return f(mangled) }
+
+// WithKernelLabels sets the kernel labels. Without it the label is the mangled name (the
+// class table still caps distinct names, the rest going to "other").
+func WithKernelLabels(l KernelLabeler) Option {
 	return func(c *config) {
-		if f != nil {
-			c.kernelLabel = f
+		if l != nil {
+			c.kernelLabel = l
 		}
 	}
+}
+
+// LabelKernelsWith sets the kernel labels as WithKernelLabels does, for a labeler made after
+// the Attributor: the activity aggregator, which takes the Attributor as a listener when it
+// is made.
+func (a *Attributor) LabelKernelsWith(l KernelLabeler) {
+	if l == nil {
+		return
+	}
+	a.mu.Lock()
+	a.cfg.kernelLabel = l
+	a.mu.Unlock()
 }
 
 // The series budget the exporter's flags default to (docs/sizing.md): per device, the first
@@ -142,7 +165,7 @@ var (
 )
 
 // WithTopKernels bounds the kernel labels of each device's per-kernel series: the first n
-// labels (of those WithKernelLabel gives) that a device's samples are attributed to keep
+// labels (of those WithKernelLabels gives) that a device's samples are attributed to keep
 // their own series while they last (the series TTL); later ones are attributed to
 // kernel="other" of that device. The fixed labels ((idle), (untraced), (memcpy),
 // (memset), other) do not count. 0 or less: no limit.

@@ -6,41 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
-)
 
-// ProcessObservation is what NVML saw of the compute processes on one GPU over a period:
-// its running list and, where the driver has them, each process's share of SM time. The
-// binary feeds it from the health source (cmd/); the join uses it to give the time and the
-// counters of processes that load no injection library to classes of their own instead of
-// to the traced kernels they overlap or to "(idle)" (docs/attribution.md, "Untraced
-// processes").
-type ProcessObservation struct {
-	GPU, UUID  string // the device, by UUID or else by gpu label
-	Start, End time.Time
-	Shares     bool // SMShare was read; without it the processes' activity is unknown
-	// MIG: the GPU is split into MIG instances, whose processes run side by side; the join
-	// then splits nothing by process (docs/attribution.md, "MIG").
-	MIG       bool
-	Processes []ObservedProcess
-}
-
-// ObservedProcess is one process of a ProcessObservation.
-type ObservedProcess struct {
-	PID uint32 // in NVML's PID namespace
-	// SMShare is the share of the period's time a kernel of the process ran (0..1); NaN:
-	// unknown (the process is running, its activity is not known).
-	SMShare float64
-	// The process's pod, resolved from its cgroup ("" when not in a pod or unresolved).
-	Namespace, Pod, Container string
-	// MPS is its part in the Multi-Process Service: MPSServer, MPSClient or "".
-	MPS string
-}
-
-// MPS roles of an ObservedProcess. The MPS server runs its clients' kernels in its own
-// context, so NVML lists it beside them; it is never a workload of its own.
-const (
-	MPSServer = "server"
-	MPSClient = "client"
+	"github.com/cupti-exporter/cupti-exporter/gpuprocs"
 )
 
 // Pod series sources: a pod's series are from its kernel records, or estimated from NVML's
@@ -65,7 +32,7 @@ type nvmlObs struct {
 	start, end int64
 	shares     bool
 	mig        bool // the GPU is in MIG mode: nothing is split by process
-	procs      []ObservedProcess
+	procs      []gpuprocs.Process
 
 	classified bool
 	untraced   []uproc // untraced processes NVML shows active (share > 0, or unknown)
@@ -88,7 +55,7 @@ type uproc struct {
 // ObserveProcesses takes one NVML observation of the processes on a GPU. Observations of a
 // GPU must come in time order and before the watermark passes their period (the health
 // source reads every second; the watermark is 3 s). It does not block on a join for long.
-func (a *Attributor) ObserveProcesses(o ProcessObservation) {
+func (a *Attributor) ObserveProcesses(o gpuprocs.Observation) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	d := a.byUUID[strings.ToLower(o.UUID)]
@@ -133,7 +100,7 @@ func (a *Attributor) ObserveProcesses(o ProcessObservation) {
 	if len(procs) > maxObservedProcs {
 		procs = procs[:maxObservedProcs]
 	}
-	obs := nvmlObs{start: start, end: end, shares: o.Shares, mig: o.MIG, procs: make([]ObservedProcess, len(procs))}
+	obs := nvmlObs{start: start, end: end, shares: o.Shares, mig: o.MIG, procs: make([]gpuprocs.Process, len(procs))}
 	for i, p := range procs {
 		switch {
 		case !o.Shares || math.IsNaN(p.SMShare):
@@ -171,7 +138,7 @@ func (a *Attributor) classify(d *devState, o *nvmlObs) {
 	}
 	o.nTraced = len(tracing)
 	for _, p := range o.procs {
-		if p.MPS == MPSServer { // runs its clients' kernels: their time, not its own
+		if p.MPS == gpuprocs.MPSServer { // runs its clients' kernels: their time, not its own
 			continue
 		}
 		traced := false
@@ -188,7 +155,7 @@ func (a *Attributor) classify(d *devState, o *nvmlObs) {
 				o.tShare += p.SMShare
 			}
 		case math.IsNaN(p.SMShare) || p.SMShare > 0 || d.switches:
-			u := uproc{share: p.SMShare, mps: p.MPS == MPSClient, pod: podKey{namespace: p.Namespace, pod: p.Pod, container: p.Container, source: sourceNVML}}
+			u := uproc{share: p.SMShare, mps: p.MPS == gpuprocs.MPSClient, pod: podKey{namespace: p.Namespace, pod: p.Pod, container: p.Container, source: sourceNVML}}
 			key := "pid " + strconv.FormatUint(uint64(p.PID), 10)
 			if p.Pod != "" {
 				key = "pod " + p.Namespace + "/" + p.Pod + "/" + p.Container

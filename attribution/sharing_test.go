@@ -10,7 +10,9 @@ import (
 	"time"
 
 	"github.com/cupti-exporter/cupti-exporter/activity"
-	"github.com/cupti-exporter/cupti-exporter/pmsample"
+	"github.com/cupti-exporter/cupti-exporter/activity/record"
+	"github.com/cupti-exporter/cupti-exporter/gpuprocs"
+	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
 )
 
 // TestTimeSlicedManyProcesses is issue 31's regression for three and more processes
@@ -101,12 +103,12 @@ func TestMIGGPUNotSplit(t *testing.T) {
 	a, clk := newTest(t, WithWatermark(time.Second))
 	p, info := newProc(10, "pod0", "0")
 	a.ProcessConnected(p, info)
-	a.Coverage(p, []activity.Interval{{Start: uint64(t0), End: uint64(t0 + 3*int64(time.Second))}})
-	a.Records(p, []activity.Record{kernel(0, "k", t0+100*ms, t0+900*ms)})
-	a.ObserveProcesses(ProcessObservation{GPU: "0", UUID: "GPU-aaaa", Start: time.Unix(0, t0), End: time.Unix(0, t0+2*int64(time.Second)),
-		Shares: true, MIG: true, Processes: []ObservedProcess{{PID: 10, SMShare: 0.5}, {PID: 20, SMShare: 0.4}}})
+	a.Coverage(p, []record.Interval{{Start: uint64(t0), End: uint64(t0 + 3*int64(time.Second))}})
+	a.Records(p, []record.Record{kernel(0, "k", t0+100*ms, t0+900*ms)})
+	a.ObserveProcesses(gpuprocs.Observation{GPU: "0", UUID: "GPU-aaaa", Start: time.Unix(0, t0), End: time.Unix(0, t0+2*int64(time.Second)),
+		Shares: true, MIG: true, Processes: []gpuprocs.Process{{PID: 10, SMShare: 0.5}, {PID: 20, SMShare: 0.4}}})
 	clk.set(t0 + 2*int64(time.Second))
-	a.AddBatch(pmsample.Batch{Device: 0, Metrics: testMetrics, Samples: samples(t0, ms, 1000, func(s, e int64) []float64 { return []float64{50, 1000} })})
+	a.Add(pmdata.Batch{Device: 0, Metrics: testMetrics, Samples: samples(t0, ms, 1000, func(s, e int64) []float64 { return []float64{50, 1000} })})
 	clk.advance(5 * time.Second)
 	a.Flush()
 	snap := a.Snapshot()
@@ -130,7 +132,7 @@ func TestMIGGPUNotSplit(t *testing.T) {
 // (each moves its own bytes per ms whatever the others do) and the context-switch counter
 // stays at 0; NVML lists the server (credited with the GPU's time) and the clients (none).
 type mpsGPU struct {
-	recs  [][]activity.Record
+	recs  [][]record.Record
 	runs  [][2]int64 // per client, its kernels' spans
 	rates []float64  // per record, bytes per ns
 	owner []int
@@ -138,7 +140,7 @@ type mpsGPU struct {
 }
 
 func makeMPS(rng *rand.Rand, clients int, span int64, rate []float64) *mpsGPU {
-	g := &mpsGPU{recs: make([][]activity.Record, clients), bytes: make([]float64, clients)}
+	g := &mpsGPU{recs: make([][]record.Record, clients), bytes: make([]float64, clients)}
 	for c := range clients {
 		t := t0
 		for t < t0+span {
@@ -183,12 +185,12 @@ func TestMPSClients(t *testing.T) {
 		t.Run(fmt.Sprintf("seed%d", seed), func(t *testing.T) {
 			g := makeMPS(rand.New(rand.NewPCG(seed, 31)), 2, span, []float64{1000, 2500})
 			a, clk := newTest(t, WithWatermark(time.Second))
-			procs := make([]*activity.Process, 2)
+			procs := make([]*record.Process, 2)
 			for c := range procs {
 				var info activity.ProcessInfo
 				procs[c], info = newProc(uint32(10+c), fmt.Sprintf("pod%d", c), "0")
 				a.ProcessConnected(procs[c], info)
-				a.Coverage(procs[c], []activity.Interval{{Start: uint64(t0 - ms), End: uint64(t0 + 2*span)}})
+				a.Coverage(procs[c], []record.Interval{{Start: uint64(t0 - ms), End: uint64(t0 + 2*span)}})
 			}
 			next := make([]int, 2)
 			step := 100 * ms
@@ -196,7 +198,7 @@ func TestMPSClients(t *testing.T) {
 			for now := t0; now < t0+span; now += step {
 				clk.set(now + step)
 				for c := range procs {
-					var recs []activity.Record
+					var recs []record.Record
 					for next[c] < len(g.recs[c]) && int64(g.recs[c][next[c]].Start) < now+step {
 						recs = append(recs, g.recs[c][next[c]])
 						next[c]++
@@ -204,10 +206,10 @@ func TestMPSClients(t *testing.T) {
 					a.Records(procs[c], recs)
 				}
 				if (now+step-t0)%int64(time.Second) == 0 {
-					a.ObserveProcesses(ProcessObservation{GPU: "0", Start: time.Unix(0, now+step-int64(time.Second)), End: time.Unix(0, now+step), Shares: true,
-						Processes: []ObservedProcess{{PID: 99, SMShare: 0.99, MPS: MPSServer}, {PID: 10, MPS: MPSClient}, {PID: 11, MPS: MPSClient}}})
+					a.ObserveProcesses(gpuprocs.Observation{GPU: "0", Start: time.Unix(0, now+step-int64(time.Second)), End: time.Unix(0, now+step), Shares: true,
+						Processes: []gpuprocs.Process{{PID: 99, SMShare: 0.99, MPS: gpuprocs.MPSServer}, {PID: 10, MPS: gpuprocs.MPSClient}, {PID: 11, MPS: gpuprocs.MPSClient}}})
 				}
-				a.AddBatch(pmsample.Batch{Device: 0, Metrics: metrics, Samples: samples(now, ms, int(step/ms), g.valueAt)})
+				a.Add(pmdata.Batch{Device: 0, Metrics: metrics, Samples: samples(now, ms, int(step/ms), g.valueAt)})
 			}
 			clk.advance(5 * time.Second)
 			a.Flush()
@@ -287,5 +289,5 @@ func (g *sharedGPU) startUp(p int, warm int64, k time.Duration, rate float64) {
 	for _, x := range pre {
 		g.recs[p] = append(g.recs[p], kernel(0, g.procs[p].names[0], x.start, x.end))
 	}
-	slices.SortFunc(g.recs[p], func(a, b activity.Record) int { return int(a.Start - b.Start) })
+	slices.SortFunc(g.recs[p], func(a, b record.Record) int { return int(a.Start - b.Start) })
 }

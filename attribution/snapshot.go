@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/cupti-exporter/cupti-exporter/mapping"
+	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
 
 // snapshotMaxAge is how old a snapshot may get before Snapshot tries to rebuild it (so the
@@ -16,7 +16,7 @@ const snapshotMaxAge = time.Second
 // Snapshot returns the newest snapshot without blocking: a snapshot older than a second, or
 // one that batches, records, coverage or connections changed since, is rebuilt first when no
 // join holds the lock (so it is built once per scrape, not once per batch).
-func (a *Attributor) Snapshot() *mapping.Snapshot {
+func (a *Attributor) Snapshot() *snapshot.Snapshot {
 	s := a.snap.Load()
 	now := a.cfg.now()
 	if !a.dirty.Load() && now.Sub(s.Time) < snapshotMaxAge {
@@ -34,47 +34,47 @@ func (a *Attributor) Snapshot() *mapping.Snapshot {
 
 // withLiveGauges is s with the held records and the memory as they are now (before, the
 // pending records read 0 at every scrape of a flood that held the lock).
-func (a *Attributor) withLiveGauges(s *mapping.Snapshot) *mapping.Snapshot {
-	out := &mapping.Snapshot{Time: s.Time, Families: slices.Clone(s.Families)}
+func (a *Attributor) withLiveGauges(s *snapshot.Snapshot) *snapshot.Snapshot {
+	out := &snapshot.Snapshot{Time: s.Time, Families: slices.Clone(s.Families)}
 	for i, f := range out.Families {
 		switch f.Desc {
 		case pendingDesc:
 			devs := *a.devList.Load()
-			f.Samples = make([]mapping.Sample, 0, len(devs))
+			f.Samples = make([]snapshot.Sample, 0, len(devs))
 			for _, d := range devs {
-				f.Samples = append(f.Samples, mapping.Sample{LabelValues: d.labels, Value: float64(d.held.Load())})
+				f.Samples = append(f.Samples, snapshot.Sample{LabelValues: d.labels, Value: float64(d.held.Load())})
 			}
 			sortSamples(f.Samples)
 		case memoryDesc:
-			f.Samples = []mapping.Sample{{Value: float64(a.MemoryBytes())}}
+			f.Samples = []snapshot.Sample{{Value: float64(a.MemoryBytes())}}
 		}
 		out.Families[i] = f
 	}
 	return out
 }
 
-func sortSamples(ss []mapping.Sample) {
-	slices.SortFunc(ss, func(x, y mapping.Sample) int {
+func sortSamples(ss []snapshot.Sample) {
+	slices.SortFunc(ss, func(x, y snapshot.Sample) int {
 		return slices.CompareFunc(x.LabelValues, y.LabelValues, strings.Compare)
 	})
 }
 
 // build publishes a snapshot of the attributed totals; a.mu is held.
 func (a *Attributor) build(now time.Time) {
-	fams := map[*mapping.Desc]*mapping.Family{}
-	var order []*mapping.Desc
-	prio := mapping.PriorityNormal // of the samples put: a pod series's rank under the exporter's cap
-	put := func(desc *mapping.Desc, v float64, start time.Time, labels ...string) {
+	fams := map[*snapshot.Desc]*snapshot.Family{}
+	var order []*snapshot.Desc
+	prio := snapshot.PriorityNormal // of the samples put: a pod series's rank under the exporter's cap
+	put := func(desc *snapshot.Desc, v float64, start time.Time, labels ...string) {
 		f := fams[desc]
 		if f == nil {
-			f = &mapping.Family{Desc: desc}
+			f = &snapshot.Family{Desc: desc}
 			fams[desc] = f
 			order = append(order, desc)
 		}
-		f.Samples = append(f.Samples, mapping.Sample{LabelValues: labels, Value: v, Start: start, Priority: prio})
+		f.Samples = append(f.Samples, snapshot.Sample{LabelValues: labels, Value: v, Start: start, Priority: prio})
 	}
-	counter := func(desc *mapping.Desc, v float64, labels ...string) { put(desc, v, a.start, labels...) }
-	gauge := func(desc *mapping.Desc, v float64, labels ...string) { put(desc, v, time.Time{}, labels...) }
+	counter := func(desc *snapshot.Desc, v float64, labels ...string) { put(desc, v, a.start, labels...) }
+	gauge := func(desc *snapshot.Desc, v float64, labels ...string) { put(desc, v, time.Time{}, labels...) }
 	ttl := a.cfg.seriesTTL
 	for _, d := range a.devOrder {
 		for label, c := range d.kernels {
@@ -83,7 +83,7 @@ func (a *Attributor) build(now time.Time) {
 				continue
 			}
 			put(kernelSampledDesc, c.sampled, c.start, d.gpu, d.uuid, label)
-			a.putMetrics(put, c, func(m *metric) *mapping.Desc { return served(m.kernel, m.serveKernel) }, d.gpu, d.uuid, label)
+			a.putMetrics(put, c, func(m *metric) *snapshot.Desc { return served(m.kernel, m.serveKernel) }, d.gpu, d.uuid, label)
 		}
 		for k, c := range d.pods {
 			if now.Sub(c.last) > ttl {
@@ -95,8 +95,8 @@ func (a *Attributor) build(now time.Time) {
 			if c.uncertain > 0 {
 				put(podUncertainDesc, c.uncertain, c.start, d.gpu, d.uuid, k.namespace, k.pod, k.container, k.source)
 			}
-			a.putMetrics(put, c, func(m *metric) *mapping.Desc { return served(m.pod, m.servePod) }, d.gpu, d.uuid, k.namespace, k.pod, k.container, k.source)
-			prio = mapping.PriorityNormal
+			a.putMetrics(put, c, func(m *metric) *snapshot.Desc { return served(m.pod, m.servePod) }, d.gpu, d.uuid, k.namespace, k.pod, k.container, k.source)
+			prio = snapshot.PriorityNormal
 		}
 		for i, kind := range kindLabels {
 			counter(kindSecondsDesc, d.kinds[i], d.gpu, d.uuid, kind)
@@ -139,20 +139,20 @@ func (a *Attributor) build(now time.Time) {
 	for _, r := range reasons(obsDropReasons, a.droppedObs) {
 		counter(droppedObsDesc, float64(a.droppedObs[r]), r)
 	}
-	snap := &mapping.Snapshot{Time: now, Families: make([]mapping.Family, 0, len(order))}
+	snap := &snapshot.Snapshot{Time: now, Families: make([]snapshot.Family, 0, len(order))}
 	for _, desc := range order {
 		f := fams[desc]
 		sortSamples(f.Samples)
 		snap.Families = append(snap.Families, *f)
 	}
-	slices.SortFunc(snap.Families, func(x, y mapping.Family) int { return cmp.Compare(x.Desc.Name, y.Desc.Name) })
+	slices.SortFunc(snap.Families, func(x, y snapshot.Family) int { return cmp.Compare(x.Desc.Name, y.Desc.Name) })
 	a.dirty.Store(false)
 	a.snap.Store(snap)
 }
 
 // putMetrics emits the attributed metrics of one series set.
-func (a *Attributor) putMetrics(put func(*mapping.Desc, float64, time.Time, ...string), c *acc,
-	desc func(*metric) *mapping.Desc, labels ...string) {
+func (a *Attributor) putMetrics(put func(*snapshot.Desc, float64, time.Time, ...string), c *acc,
+	desc func(*metric) *snapshot.Desc, labels ...string) {
 	for m, ok := range c.has {
 		if !ok {
 			continue
@@ -165,7 +165,7 @@ func (a *Attributor) putMetrics(put func(*mapping.Desc, float64, time.Time, ...s
 }
 
 // served is d when it is served, else nil.
-func served(d *mapping.Desc, ok bool) *mapping.Desc {
+func served(d *snapshot.Desc, ok bool) *snapshot.Desc {
 	if !ok {
 		return nil
 	}

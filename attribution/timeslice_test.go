@@ -8,7 +8,8 @@ import (
 	"time"
 
 	"github.com/cupti-exporter/cupti-exporter/activity"
-	"github.com/cupti-exporter/cupti-exporter/pmsample"
+	"github.com/cupti-exporter/cupti-exporter/activity/record"
+	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
 )
 
 // timeSliced simulates two pods sharing one GPU by time-slicing (no MPS): the GPU runs one
@@ -17,7 +18,7 @@ import (
 // (1,000 bytes per ms of execution) and a spin kernel (no bytes), 0.5-3 ms of work each: pod0
 // 80 % streaming, pod1 20 %.
 type timeSliced struct {
-	recs  [2][]activity.Record
+	recs  [2][]record.Record
 	exec  []execSpan // what really ran, for the sample values
 	bytes [2]float64 // true bytes per pod
 }
@@ -107,26 +108,26 @@ func TestTwoPodsTimeSliced(t *testing.T) {
 	for _, est := range Estimators {
 		a, clk := newTest(t, WithEstimator(est), WithWatermark(300*time.Millisecond))
 		clk.set(t0 - ms)
-		var procs [2]*activity.Process
+		var procs [2]*record.Process
 		for p := range 2 {
 			var info activity.ProcessInfo
 			procs[p], info = newProc(uint32(p+1), fmt.Sprintf("pod%d", p), "0")
 			a.ProcessConnected(procs[p], info)
-			a.Coverage(procs[p], []activity.Interval{{Start: uint64(t0 - ms), End: uint64(t0 + 2*span)}})
+			a.Coverage(procs[p], []record.Interval{{Start: uint64(t0 - ms), End: uint64(t0 + 2*span)}})
 		}
 		var next [2]int
 		step := 100 * ms
 		for now := t0; now < t0+span; now += step {
 			clk.set(now)
 			for p := range 2 {
-				var recs []activity.Record
+				var recs []record.Record
 				for next[p] < len(ts.recs[p]) && int64(ts.recs[p][next[p]].Start) < now+step {
 					recs = append(recs, ts.recs[p][next[p]])
 					next[p]++
 				}
 				a.Records(procs[p], recs)
 			}
-			a.AddBatch(pmsample.Batch{Device: 0, Metrics: testMetrics, Samples: samples(now, ms, int(step/ms), ts.valueAt)})
+			a.Add(pmdata.Batch{Device: 0, Metrics: testMetrics, Samples: samples(now, ms, int(step/ms), ts.valueAt)})
 		}
 		a.Flush()
 		snap := a.Snapshot()

@@ -3,6 +3,8 @@ package attribution
 import (
 	"math"
 	"slices"
+
+	"github.com/cupti-exporter/cupti-exporter/gpuprocs"
 )
 
 // Whose turn each sample was, for any number of contexts time-slicing a GPU.
@@ -128,7 +130,7 @@ func (a *Attributor) turnContexts(d *devState, lo, hi int64) {
 	for _, oi := range sc.sobsAll {
 		o := &d.nvml[oi]
 		for _, p := range o.procs {
-			if p.MPS == MPSClient {
+			if p.MPS == gpuprocs.MPSClient {
 				mps[p.PID] = true
 			}
 		}

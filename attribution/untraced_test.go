@@ -10,8 +10,10 @@ import (
 	"time"
 
 	"github.com/cupti-exporter/cupti-exporter/activity"
-	"github.com/cupti-exporter/cupti-exporter/mapping"
-	"github.com/cupti-exporter/cupti-exporter/pmsample"
+	"github.com/cupti-exporter/cupti-exporter/activity/record"
+	"github.com/cupti-exporter/cupti-exporter/gpuprocs"
+	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
+	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
 
 // simProc is one process of a simulated GPU shared by time-slicing.
@@ -34,7 +36,7 @@ type sharedGPU struct {
 	// switches: the PM samples count context-switch cycles (ctxswPerSwitch at every change
 	// of the running process), as FE_A.TriageCompute.gpu__gr_cycles_active_cmd_ctxsw does.
 	switches bool
-	recs     [][]activity.Record
+	recs     [][]record.Record
 	exec     []simExec
 	bytes    []float64 // true bytes per process
 	idle     float64   // seconds nothing ran
@@ -55,7 +57,7 @@ func makeSharedGPU(rng *rand.Rand, procs []simProc, span int64) *sharedGPU {
 // hardware's scheduler does (scripts/gpu/tsprobe.cu: 2.09 ms turns on an H100); without,
 // the turn passes at every kernel's end too.
 func makeSlicedGPU(rng *rand.Rand, procs []simProc, span, slice int64, keepTurn bool) *sharedGPU {
-	g := &sharedGPU{procs: procs, recs: make([][]activity.Record, len(procs)), bytes: make([]float64, len(procs))}
+	g := &sharedGPU{procs: procs, recs: make([][]record.Record, len(procs)), bytes: make([]float64, len(procs))}
 	type job struct {
 		left, start int64
 		rate        float64
@@ -179,11 +181,11 @@ func (g *sharedGPU) shares(s, e int64) []float64 {
 // runShared feeds the timeline to an Attributor: 1 ms samples in 100 ms batches, the
 // traced processes' records with them, and NVML's process list every second (at the end of
 // its period, like the health source). It checks conservation after every batch.
-func runShared(t *testing.T, g *sharedGPU, span int64) *mapping.Snapshot {
+func runShared(t *testing.T, g *sharedGPU, span int64) *snapshot.Snapshot {
 	t.Helper()
 	a, clk := newTest(t, append([]Option{WithWatermark(time.Second)}, simOpts...)...)
 	clk.set(t0 - ms)
-	procs := make([]*activity.Process, len(g.procs))
+	procs := make([]*record.Process, len(g.procs))
 	for i, sp := range g.procs {
 		if !sp.traced {
 			continue
@@ -191,7 +193,7 @@ func runShared(t *testing.T, g *sharedGPU, span int64) *mapping.Snapshot {
 		var info activity.ProcessInfo
 		procs[i], info = newProc(sp.pid, sp.pod, "0")
 		a.ProcessConnected(procs[i], info)
-		a.Coverage(procs[i], []activity.Interval{{Start: uint64(t0 - ms), End: uint64(t0 + 2*span)}})
+		a.Coverage(procs[i], []record.Interval{{Start: uint64(t0 - ms), End: uint64(t0 + 2*span)}})
 	}
 	next := make([]int, len(g.procs))
 	step, period := 100*ms, int64(time.Second)
@@ -202,7 +204,7 @@ func runShared(t *testing.T, g *sharedGPU, span int64) *mapping.Snapshot {
 			if procs[p] == nil {
 				continue
 			}
-			var recs []activity.Record
+			var recs []record.Record
 			for next[p] < len(g.recs[p]) && int64(g.recs[p][next[p]].Start) < now+step {
 				recs = append(recs, g.recs[p][next[p]])
 				next[p]++
@@ -211,10 +213,10 @@ func runShared(t *testing.T, g *sharedGPU, span int64) *mapping.Snapshot {
 		}
 		if (now+step-t0)%period == 0 {
 			s, e := now+step-period, now+step
-			obs := ProcessObservation{GPU: "0", UUID: "GPU-aaaa", Start: time.Unix(0, s), End: time.Unix(0, e), Shares: true}
+			obs := gpuprocs.Observation{GPU: "0", UUID: "GPU-aaaa", Start: time.Unix(0, s), End: time.Unix(0, e), Shares: true}
 			for p, share := range g.shares(s, e) {
 				sp := g.procs[p]
-				op := ObservedProcess{PID: sp.pid, SMShare: share}
+				op := gpuprocs.Process{PID: sp.pid, SMShare: share}
 				if sp.traced || sp.resolvable {
 					op.Namespace, op.Pod, op.Container = "ns", sp.pod, "c"
 				}
@@ -231,7 +233,7 @@ func runShared(t *testing.T, g *sharedGPU, span int64) *mapping.Snapshot {
 		if g.switches {
 			metrics = append(slices.Clip(testMetrics), switchMetric, grActive)
 		}
-		a.AddBatch(pmsample.Batch{Device: 0, Metrics: metrics, Samples: ss})
+		a.Add(pmdata.Batch{Device: 0, Metrics: metrics, Samples: ss})
 	}
 	clk.advance(5 * time.Second)
 	a.Flush()
@@ -280,7 +282,7 @@ var (
 
 // byLabels sums the series of family name whose labels (by name) have the wanted values;
 // a label the family does not have is not a condition.
-func byLabels(snap *mapping.Snapshot, name string, want map[string]string) float64 {
+func byLabels(snap *snapshot.Snapshot, name string, want map[string]string) float64 {
 	var t float64
 	for _, f := range snap.Families {
 		if f.Desc.Name != name {
@@ -449,8 +451,8 @@ func TestUntracedClassesBounded(t *testing.T) {
 func TestObservationsBounded(t *testing.T) {
 	a, clk := newTest(t)
 	obs := func(start, end int64, gpu string) {
-		a.ObserveProcesses(ProcessObservation{GPU: gpu, Start: time.Unix(0, start), End: time.Unix(0, end), Shares: true,
-			Processes: []ObservedProcess{{PID: 7, SMShare: 0.5}}})
+		a.ObserveProcesses(gpuprocs.Observation{GPU: gpu, Start: time.Unix(0, start), End: time.Unix(0, end), Shares: true,
+			Processes: []gpuprocs.Process{{PID: 7, SMShare: 0.5}}})
 	}
 	for i := range int64(600) { // ten minutes at 1 s, no PM samples
 		clk.set(t0 + (i+1)*int64(time.Second))

@@ -18,6 +18,7 @@ import (
 	"github.com/cupti-exporter/cupti-exporter/gpmsource"
 	"github.com/cupti-exporter/cupti-exporter/mapping"
 	"github.com/cupti-exporter/cupti-exporter/pmsample"
+	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
 )
 
 // gpmPanels are the panels judged on the GPM stand-in (serveGPM): those of the curated
@@ -54,7 +55,7 @@ func serveGPM(t *testing.T) string {
 		}
 		return nvml.SUCCESS
 	}
-	var devs []pmsample.Device
+	var devs []pmdata.Device
 	for i, d := range srv.Devices {
 		dev := d.(*nvmlserver.Device)
 		dev.UUID = gpmUUIDs[i]
@@ -63,7 +64,7 @@ func serveGPM(t *testing.T) string {
 		dev.GetNvLinkStateFunc = func(int) (nvml.EnableState, nvml.Return) { return nvml.FEATURE_DISABLED, nvml.SUCCESS }
 		dev.GetMigModeFunc = func() (int, int, nvml.Return) { return nvml.DEVICE_MIG_DISABLE, nvml.DEVICE_MIG_DISABLE, nvml.SUCCESS }
 		dev.GetComputeRunningProcessesFunc = func() ([]nvml.ProcessInfo, nvml.Return) { return nil, nvml.SUCCESS }
-		devs = append(devs, pmsample.Device{Index: i, UUID: gpmUUIDs[i], Model: "NVIDIA H100 80GB HBM3", Chip: "GH100", PCIBusID: fmt.Sprintf("0000:%02x:00.0", 0x1b+i*0x10)})
+		devs = append(devs, pmdata.Device{Index: i, UUID: gpmUUIDs[i], Model: "NVIDIA H100 80GB HBM3", Chip: "GH100", PCIBusID: fmt.Sprintf("0000:%02x:00.0", 0x1b+i*0x10)})
 	}
 	states := func() []pmsample.DeviceStatus {
 		return []pmsample.DeviceStatus{{Device: 0, UUID: gpmUUIDs[0], State: pmsample.StateBusy}, {Device: 1, UUID: gpmUUIDs[1], State: pmsample.StateSampling}}
@@ -72,21 +73,21 @@ func serveGPM(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var cat []pmsample.CatalogEntry
+	var cat []pmdata.CatalogEntry
 	var names []string
 	for _, c := range m.Curated() {
 		if c.Name == "cupti_gpu_context_switch_cycles_total" || c.Name == "cupti_fp16_pipe_active_ratio" || c.Name == "cupti_nvlink_bytes_total" {
 			continue // the GH100 default set without NVLink peers
 		}
-		p := mapping.Properties{Type: mapping.TypeCounter, DimUnit: "cycle"}
+		p := pmdata.Properties{Type: pmdata.TypeCounter, DimUnit: "cycle"}
 		if c.Name == "cupti_pcie_bytes_total" || c.Name == "cupti_dram_read_bytes_total" || c.Name == "cupti_dram_write_bytes_total" {
 			p.DimUnit = "byte"
 		}
-		cat = append(cat, pmsample.CatalogEntry{Name: c.Perfworks, Properties: p})
+		cat = append(cat, pmdata.CatalogEntry{Name: c.Perfworks, Properties: p})
 		names = append(names, c.Perfworks)
 	}
 	agg := pmsample.NewAggregator(m, devs, cat, nil, pmsample.WithWindow(15*time.Second))
-	src, err := gpmsource.New(srv, m, nil, gpmsource.WithPMDevices(func() []pmsample.Device { return devs }),
+	src, err := gpmsource.New(srv, m, nil, gpmsource.WithPMDevices(func() []pmdata.Device { return devs }),
 		gpmsource.WithPMStatus(states), gpmsource.WithWindow(15*time.Second))
 	if err != nil {
 		t.Fatal(err)
@@ -111,8 +112,8 @@ func serveGPM(t *testing.T) string {
 						vals[i] = 1.8e6
 					}
 				}
-				agg.Add(pmsample.Batch{Device: 1, Metrics: names, Interval: 100 * time.Millisecond,
-					Samples: []pmsample.Sample{{Start: uint64(last.UnixNano()), End: uint64(now.UnixNano()), Values: vals}}})
+				agg.Add(pmdata.Batch{Device: 1, Metrics: names, Interval: 100 * time.Millisecond,
+					Samples: []pmdata.Sample{{Start: uint64(last.UnixNano()), End: uint64(now.UnixNano()), Values: vals}}})
 				last = now
 			}
 		}

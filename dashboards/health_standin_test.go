@@ -72,7 +72,7 @@ func serveHealth(t *testing.T) string {
 
 	exp := exporter.New(slog.New(slog.DiscardHandler), exporter.WithoutRuntimeMetrics())
 	exp.Register("health", src)
-	// As cmd/cupti-exporter/health.go reports the source's state (cupti_exporter_source_up).
+	// As pipeline/health.go reports the source's state (cupti_exporter_source_up).
 	exp.RegisterStatus("health", healthStatus{src})
 	return serveExporter(t, exp, func() { cancel(); <-done })
 }

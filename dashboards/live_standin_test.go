@@ -16,6 +16,7 @@ import (
 	"github.com/cupti-exporter/cupti-exporter/internal/cupti/cuptitest"
 	"github.com/cupti-exporter/cupti-exporter/mapping"
 	"github.com/cupti-exporter/cupti-exporter/pmsample"
+	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
 )
 
 // serveLive runs what a replay cannot: the live PM sampler (package pmsample over the fake
@@ -44,7 +45,7 @@ func serveLive(t *testing.T) string {
 	agg := pmsample.NewAggregator(m, s.Devices(), s.Catalog(), nil, pmsample.WithStatus(s.Status))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{}, 2)
-	go func() { _ = s.Run(ctx, func(b pmsample.Batch) { agg.Add(b); c.Add(b) }); done <- struct{}{} }()
+	go func() { _ = s.Run(ctx, func(b pmdata.Batch) { agg.Add(b); c.Add(b) }); done <- struct{}{} }()
 	go func() { _ = c.Run(ctx); done <- struct{}{} }()
 
 	exp := exporter.New(slog.New(slog.DiscardHandler), exporter.WithoutRuntimeMetrics())
@@ -63,7 +64,7 @@ func serveLive(t *testing.T) string {
 // 0, the gpu_idle clock-event bit set, no process, GPM SM utilisation 0, a steady 80 W of
 // instant power), every other one busy
 // (and never released, so never asked for GPM).
-func idleNVML(devs []pmsample.Device) nvml.Interface {
+func idleNVML(devs []pmdata.Device) nvml.Interface {
 	handles := map[string]*mock.Device{}
 	for i, d := range devs {
 		util, events := uint32(60), uint64(0)

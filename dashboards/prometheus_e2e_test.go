@@ -22,7 +22,7 @@ import (
 
 	"github.com/cupti-exporter/cupti-exporter/exporter"
 	"github.com/cupti-exporter/cupti-exporter/internal/testutil"
-	"github.com/cupti-exporter/cupti-exporter/pmsample"
+	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
 )
 
 // This file is the Prometheus end-to-end check (scripts/ci/prometheus-e2e.sh runs it): a
@@ -933,8 +933,8 @@ func keys(m map[string]bool) []string {
 // the PM loss reasons that are no fault, and why a source is down (exporter/status.go, and
 // the health source's codes, health/source.go).
 var seriesFromFirstEvent = map[string]map[string][]string{
-	"cupti_pm_samples_lost_total": {"reason": pmsample.LostReasons[:]},
-	"cupti_pm_lost_seconds_total": {"reason": pmsample.LostReasons[:]},
+	"cupti_pm_samples_lost_total": {"reason": pmdata.LostReasons[:]},
+	"cupti_pm_lost_seconds_total": {"reason": pmdata.LostReasons[:]},
 	"cupti_exporter_source_up": {"reason": {exporter.ReasonNoCUPTI, exporter.ReasonNoGPU, exporter.ReasonPrivileges, exporter.ReasonBusy,
 		exporter.ReasonPaused, exporter.ReasonDisabled, exporter.ReasonStarting, exporter.ReasonError, "no_nvml", "gpu_lost", "nvml_error"}},
 }

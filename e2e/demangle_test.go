@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cupti-exporter/cupti-exporter/activity"
+	"github.com/cupti-exporter/cupti-exporter/activity/record"
 )
 
 // hostileKernelName is the i-th name of the flood, about 1 KiB (the k=40 conversion-operator
@@ -73,20 +73,20 @@ func TestHostileKernelNames(t *testing.T) {
 	const conns, perBatch = 4, 64
 	cpu0 := cpuTicks(t, pid)
 	sent, bytes := 0, 0
-	var batches [conns][][]activity.Record
+	var batches [conns][][]record.Record
 	for c := range conns {
-		batches[c] = append(batches[c], []activity.Record{{Kind: activity.KindKernel, Start: 1, End: 2,
+		batches[c] = append(batches[c], []record.Record{{Kind: record.KindKernel, Start: 1, End: 2,
 			Name: "_Z" + strings.Repeat("NcvT_I", 40) + "2u0" + strings.Repeat("EE", 40)}})
 		sent++
 	}
 	for i := 0; bytes < 2<<20; {
 		for c := range conns {
-			recs := make([]activity.Record, perBatch)
+			recs := make([]record.Record, perBatch)
 			for j := range recs {
 				name := hostileKernelName(i)
 				i++
 				bytes += len(name)
-				recs[j] = activity.Record{Kind: activity.KindKernel, Start: 1, End: 2, Name: name}
+				recs[j] = record.Record{Kind: record.KindKernel, Start: 1, End: 2, Name: name}
 			}
 			batches[c] = append(batches[c], recs)
 			sent += perBatch

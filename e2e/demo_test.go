@@ -10,14 +10,14 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 
-	"github.com/cupti-exporter/cupti-exporter/pmsample"
+	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
 	"github.com/cupti-exporter/cupti-exporter/recording"
 	"github.com/cupti-exporter/cupti-exporter/recording/demo"
 )
 
 // recorded holds per-device facts of the embedded recording to check scraped values against.
 type recorded struct {
-	devices []pmsample.Device
+	devices []pmdata.Device
 	minPct  map[int]map[string]float64 // device -> Perfworks metric -> min sample value
 	maxPct  map[int]map[string]float64
 	sum     map[int]map[string]float64

@@ -20,7 +20,7 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 
-	"github.com/cupti-exporter/cupti-exporter/activity"
+	"github.com/cupti-exporter/cupti-exporter/activity/record"
 	"github.com/cupti-exporter/cupti-exporter/activity/wire"
 )
 
@@ -136,7 +136,7 @@ func TestActivityDeviceTableFairShare(t *testing.T) {
 			uuids[i] = fmt.Sprintf("GPU-%08x-dead-beef-0000-000000000000", 64*c+i)
 		}
 		_, enc := dialActivity(t, sock)
-		if err := enc.Hello(activity.Process{PID: uint32(os.Getpid()), StartTime: selfStartTime(), DeviceUUIDs: uuids}); err != nil {
+		if err := enc.Hello(record.Process{PID: uint32(os.Getpid()), StartTime: selfStartTime(), DeviceUUIDs: uuids}); err != nil {
 			t.Fatal(err)
 		}
 	}

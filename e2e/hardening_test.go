@@ -20,7 +20,7 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 
-	"github.com/cupti-exporter/cupti-exporter/activity"
+	"github.com/cupti-exporter/cupti-exporter/activity/record"
 	"github.com/cupti-exporter/cupti-exporter/activity/wire"
 	"github.com/cupti-exporter/cupti-exporter/internal/testutil"
 )
@@ -190,13 +190,13 @@ func TestHostileActivityClients(t *testing.T) {
 	}
 	defer c.Close()
 	enc := wire.NewEncoder(c)
-	if err := enc.Hello(activity.Process{PID: uint32(os.Getpid()), StartTime: selfStartTime(), Executable: "/bin/evil",
+	if err := enc.Hello(record.Process{PID: uint32(os.Getpid()), StartTime: selfStartTime(), Executable: "/bin/evil",
 		DeviceUUIDs: []string{gpu1, "GPU-00000000-dead-beef-0000-000000000000"}}); err != nil {
 		t.Fatal(err)
 	}
-	recs := make([]activity.Record, 1000)
+	recs := make([]record.Record, 1000)
 	for i := range recs {
-		recs[i] = activity.Record{Kind: activity.KindKernel, Device: uint32(i), Start: 1, End: 1001, Name: "_Z4evilv"}
+		recs[i] = record.Record{Kind: record.KindKernel, Device: uint32(i), Start: 1, End: 1001, Name: "_Z4evilv"}
 	}
 	for range 5 {
 		if err := enc.Records(0, recs); err != nil {

@@ -18,7 +18,7 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 
-	"github.com/cupti-exporter/cupti-exporter/activity"
+	"github.com/cupti-exporter/cupti-exporter/activity/record"
 	"github.com/cupti-exporter/cupti-exporter/activity/wire"
 )
 
@@ -26,8 +26,8 @@ const fakeGPU0 = "GPU-f0010203-0405-0607-0809-0a0b0c0d0e0f" // the fake's device
 
 // honest is this test process's true hello, with its start time as the injection library
 // computes it (a hello without one is refused).
-func honest() activity.Process {
-	return activity.Process{PID: uint32(os.Getpid()), StartTime: selfStartTime(), Executable: "/usr/bin/python3", DeviceUUIDs: []string{fakeGPU0}}
+func honest() record.Process {
+	return record.Process{PID: uint32(os.Getpid()), StartTime: selfStartTime(), Executable: "/usr/bin/python3", DeviceUUIDs: []string{fakeGPU0}}
 }
 
 // selfStartTime is this process's start time as the injection library sends it: /proc/stat's
@@ -66,7 +66,7 @@ func dialActivity(t *testing.T, sock string) (net.Conn, *wire.Encoder) {
 
 // sendKernels connects to the activity socket as process p and sends n kernel records named
 // name; the connection stays open until the caller closes it or the test ends.
-func sendKernels(t *testing.T, sock string, p activity.Process, n int, name string) net.Conn {
+func sendKernels(t *testing.T, sock string, p record.Process, n int, name string) net.Conn {
 	t.Helper()
 	c, enc := dialActivity(t, sock)
 	if err := enc.Hello(p); err != nil {
@@ -78,10 +78,10 @@ func sendKernels(t *testing.T, sock string, p activity.Process, n int, name stri
 	return c
 }
 
-func kernels(n int, name string) []activity.Record {
-	recs := make([]activity.Record, n)
+func kernels(n int, name string) []record.Record {
+	recs := make([]record.Record, n)
 	for i := range recs {
-		recs[i] = activity.Record{Kind: activity.KindKernel, Start: 1, End: 1001, Name: name}
+		recs[i] = record.Record{Kind: record.KindKernel, Start: 1, End: 1001, Name: name}
 	}
 	return recs
 }
@@ -107,7 +107,7 @@ func TestActivityIdentityClaims(t *testing.T) {
 	p, sock := startFake(t)
 
 	_, liar := dialActivity(t, sock)
-	if err := liar.Hello(activity.Process{PID: uint32(p.cmd.Process.Pid), StartTime: 1, DeviceUUIDs: []string{fakeGPU0}}); err != nil {
+	if err := liar.Hello(record.Process{PID: uint32(p.cmd.Process.Pid), StartTime: 1, DeviceUUIDs: []string{fakeGPU0}}); err != nil {
 		t.Fatal(err)
 	}
 	liar.Drops(wire.Drops{wire.DropQueueFull: 1 << 39}) // written before the refusal reaches us
@@ -234,10 +234,10 @@ func TestActivityNameFloodKeepsMetricsFast(t *testing.T) {
 			t.Fatal(err)
 		}
 		flood.Go(func() {
-			recs := make([]activity.Record, 100)
+			recs := make([]record.Record, 100)
 			for i := 0; i < 1900; i += len(recs) {
 				for j := range recs {
-					recs[j] = activity.Record{Kind: activity.KindKernel, Start: 1, End: 2, Name: name(c, i+j)}
+					recs[j] = record.Record{Kind: record.KindKernel, Start: 1, End: 2, Name: name(c, i+j)}
 				}
 				if err := enc.Records(0, recs); err != nil {
 					return // closed for its memory share: the flood is still on the others

@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cupti-exporter/cupti-exporter/activity"
+	"github.com/cupti-exporter/cupti-exporter/activity/record"
 	"github.com/cupti-exporter/cupti-exporter/activity/wire"
 )
 
@@ -45,11 +45,11 @@ func procKiB(t *testing.T, pid int, field string) int64 {
 // floodRecords are kernel records on both GPUs, each with a name of its own and a span near
 // now that reaches floodReach into the future: every one is pending (or carried) for the join
 // until the samples catch up with its end.
-func floodRecords(conn, batch, n int, base uint64) []activity.Record {
-	recs := make([]activity.Record, n)
+func floodRecords(conn, batch, n int, base uint64) []record.Record {
+	recs := make([]record.Record, n)
 	for i := range recs {
 		start := base + uint64(i)*1000
-		recs[i] = activity.Record{Kind: activity.KindKernel, Device: uint32(i % 2), Start: start, End: start + uint64(floodReach),
+		recs[i] = record.Record{Kind: record.KindKernel, Device: uint32(i % 2), Start: start, End: start + uint64(floodReach),
 			Name: fmt.Sprintf("_Z5floodv_%d_%d_%d", conn, batch, i%512)}
 	}
 	return recs
@@ -169,7 +169,7 @@ func flood(sock string, more func() bool, sent *atomic.Int64) *sync.WaitGroup {
 			}
 			defer conn.Close()
 			enc := wire.NewEncoder(conn)
-			if enc.Hello(activity.Process{PID: uint32(os.Getpid()), StartTime: selfStartTime(), Executable: "/bin/flood", DeviceUUIDs: []string{fakeGPU0, fakeGPU1}}) != nil {
+			if enc.Hello(record.Process{PID: uint32(os.Getpid()), StartTime: selfStartTime(), Executable: "/bin/flood", DeviceUUIDs: []string{fakeGPU0, fakeGPU1}}) != nil {
 				return
 			}
 			for b := 0; more(); b++ {

@@ -24,9 +24,11 @@ import (
 	"github.com/cupti-exporter/cupti-exporter/kubepods"
 	"github.com/cupti-exporter/cupti-exporter/mapping"
 	"github.com/cupti-exporter/cupti-exporter/pmsample"
+	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
 	"github.com/cupti-exporter/cupti-exporter/podresources"
 	"github.com/cupti-exporter/cupti-exporter/recording/demo"
 	"github.com/cupti-exporter/cupti-exporter/resourceslices"
+	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
 
 var update = flag.Bool("update", false, "rewrite docs/metrics.md from what --demo emits")
@@ -61,7 +63,7 @@ func metricNames(fams map[string]*dto.MetricFamily) string {
 type docFamily struct {
 	name, kind, help string
 	labels           []string
-	desc             *mapping.Desc  // nil for families without one (build info, Go, exporter self-metrics)
+	desc             *snapshot.Desc // nil for families without one (build info, Go, exporter self-metrics)
 	when             string         // when it is served; "" for always (the demo serves it)
 	pushed           *pushedColumns // what the demo's OTLP push carries for it; nil: not in the push
 }
@@ -112,9 +114,9 @@ func offByDefault(name string) string {
 
 // knownDescs lists every family the sources describe: activity, pod resources, PM self-metrics
 // and the curated PM metrics (mapped with their GH100 catalog properties).
-func knownDescs(t *testing.T) map[string]*mapping.Desc {
+func knownDescs(t *testing.T) map[string]*snapshot.Desc {
 	t.Helper()
-	out := map[string]*mapping.Desc{}
+	out := map[string]*snapshot.Desc{}
 	for _, d := range slices.Concat(activity.Descs(), podresources.Descs(), pmsample.SelfDescs(), pmsample.IdleDescs(), pmsample.GiveWayDescs(),
 		health.Descs(), attribution.Descs(), kubepods.Descs(), gpmsource.Descs(), resourceslices.Descs()) {
 		out[d.Name] = d
@@ -144,7 +146,7 @@ func knownDescs(t *testing.T) map[string]*mapping.Desc {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, d := range []*mapping.Desc{met.Desc, met.Max, met.Min} {
+		for _, d := range []*snapshot.Desc{met.Desc, met.Max, met.Min} {
 			if d != nil {
 				out[d.Name] = d
 			}
@@ -154,20 +156,20 @@ func knownDescs(t *testing.T) map[string]*mapping.Desc {
 }
 
 // catalogProperties reads ../testdata/gh100_pm_sampling_base_metrics.tsv.
-func catalogProperties(t *testing.T) map[string]mapping.Properties {
+func catalogProperties(t *testing.T) map[string]pmdata.Properties {
 	t.Helper()
 	data, err := os.ReadFile("../testdata/gh100_pm_sampling_base_metrics.tsv")
 	if err != nil {
 		t.Fatal(err)
 	}
-	types := map[string]mapping.MetricType{"counter": mapping.TypeCounter, "ratio": mapping.TypeRatio, "throughput": mapping.TypeThroughput}
-	out := map[string]mapping.Properties{}
+	types := map[string]pmdata.MetricType{"counter": pmdata.TypeCounter, "ratio": pmdata.TypeRatio, "throughput": pmdata.TypeThroughput}
+	out := map[string]pmdata.Properties{}
 	for _, line := range strings.Split(string(data), "\n") {
 		cols := strings.Split(line, "\t")
 		if strings.HasPrefix(line, "#") || len(cols) != 4 {
 			continue
 		}
-		out[cols[1]] = mapping.Properties{Type: types[cols[0]], HWUnit: cols[2], DimUnit: cols[3]}
+		out[cols[1]] = pmdata.Properties{Type: types[cols[0]], HWUnit: cols[2], DimUnit: cols[3]}
 	}
 	return out
 }

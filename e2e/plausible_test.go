@@ -7,7 +7,7 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 
-	"github.com/cupti-exporter/cupti-exporter/activity"
+	"github.com/cupti-exporter/cupti-exporter/activity/record"
 	"github.com/cupti-exporter/cupti-exporter/activity/wire"
 )
 
@@ -19,11 +19,11 @@ import (
 func TestActivityImplausibleValues(t *testing.T) {
 	p, sock := startFake(t)
 	now := uint64(time.Now().UnixNano())
-	recs := []activity.Record{
-		{Kind: activity.KindKernel, Start: 0, End: math.MaxUint64, Name: "_Z4evilv"},
-		{Kind: activity.KindKernel, Start: now - 10*365*24*3600e9, End: now - 1e9, Name: "_Z4evilv"},
-		{Kind: activity.KindKernel, Start: now + 3600e9, End: now + 3600e9 + 1000, Name: "_Z4evilv"},
-		{Kind: activity.KindKernel, Start: now - 2e9, End: now - 1e9, Name: "_Z4realv"},
+	recs := []record.Record{
+		{Kind: record.KindKernel, Start: 0, End: math.MaxUint64, Name: "_Z4evilv"},
+		{Kind: record.KindKernel, Start: now - 10*365*24*3600e9, End: now - 1e9, Name: "_Z4evilv"},
+		{Kind: record.KindKernel, Start: now + 3600e9, End: now + 3600e9 + 1000, Name: "_Z4evilv"},
+		{Kind: record.KindKernel, Start: now - 2e9, End: now - 1e9, Name: "_Z4realv"},
 	}
 	c, enc := dialActivity(t, sock)
 	defer c.Close()

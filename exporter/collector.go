@@ -6,7 +6,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/cupti-exporter/cupti-exporter/mapping"
+	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
 
 // Descriptors of the self-metrics the collector emits.
@@ -60,13 +60,13 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 }
 
 // newMetric converts one sample to a const metric of the given kind.
-func newMetric(desc *prometheus.Desc, kind mapping.Kind, s *mapping.Sample) (prometheus.Metric, error) {
+func newMetric(desc *prometheus.Desc, kind snapshot.Kind, s *snapshot.Sample) (prometheus.Metric, error) {
 	switch kind {
-	case mapping.KindGauge:
+	case snapshot.KindGauge:
 		return prometheus.NewConstMetric(desc, prometheus.GaugeValue, s.Value, s.LabelValues...)
-	case mapping.KindCounter:
+	case snapshot.KindCounter:
 		return prometheus.NewConstMetricWithCreatedTimestamp(desc, prometheus.CounterValue, s.Value, s.Start, s.LabelValues...)
-	case mapping.KindHistogram:
+	case snapshot.KindHistogram:
 		return newHistogram(desc, s.Histogram, s.Start, s.LabelValues)
 	}
 	return nil, fmt.Errorf("unknown metric kind %d", kind)

@@ -14,7 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
 
-	"github.com/cupti-exporter/cupti-exporter/mapping"
+	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
 
 var goldenNames = []string{
@@ -121,9 +121,9 @@ func TestDeviceLabeler(t *testing.T) {
 		return "", "", ""
 	}))
 	// A family that already has a pod label is left alone.
-	podDesc := &mapping.Desc{Name: "cupti_test_pod_info", Help: "x", Kind: mapping.KindGauge, LabelNames: []string{"uuid", "pod"}}
-	e.Register("other", newFakeProducer(&mapping.Snapshot{Families: []mapping.Family{
-		{Desc: podDesc, Samples: []mapping.Sample{{LabelValues: []string{"GPU-aaaa", "p"}, Value: 1}}},
+	podDesc := &snapshot.Desc{Name: "cupti_test_pod_info", Help: "x", Kind: snapshot.KindGauge, LabelNames: []string{"uuid", "pod"}}
+	e.Register("other", newFakeProducer(&snapshot.Snapshot{Families: []snapshot.Family{
+		{Desc: podDesc, Samples: []snapshot.Sample{{LabelValues: []string{"GPU-aaaa", "p"}, Value: 1}}},
 	}}))
 	compareGolden(t, e, "testdata/attributed.txt",
 		"cupti_kernel_duration_seconds", "cupti_memcpy_size_bytes", "cupti_sm_active_ratio")
@@ -179,11 +179,11 @@ func TestPodLabelsWithoutLabeler(t *testing.T) {
 func TestCollectReportsDuplicatesAndConflicts(t *testing.T) {
 	e := newTestExporter()
 	// The same device series again, and a family of the same name with other labels.
-	e.Register("again", newFakeProducer(&mapping.Snapshot{Families: []mapping.Family{
-		{Desc: smActive, Samples: []mapping.Sample{{LabelValues: dev("0", "GPU-aaaa"), Value: 0.9}}},
-		{Desc: &mapping.Desc{Name: "cupti_pcie_bytes_total", Help: "other", Kind: mapping.KindGauge, LabelNames: []string{"gpu"}},
-			Samples: []mapping.Sample{{LabelValues: []string{"0"}, Value: 1}, {LabelValues: []string{"1"}, Value: 2}}},
-		{Desc: memcpySize, Samples: []mapping.Sample{{LabelValues: []string{"dtoh"}, Histogram: &mapping.HistogramValue{
+	e.Register("again", newFakeProducer(&snapshot.Snapshot{Families: []snapshot.Family{
+		{Desc: smActive, Samples: []snapshot.Sample{{LabelValues: dev("0", "GPU-aaaa"), Value: 0.9}}},
+		{Desc: &snapshot.Desc{Name: "cupti_pcie_bytes_total", Help: "other", Kind: snapshot.KindGauge, LabelNames: []string{"gpu"}},
+			Samples: []snapshot.Sample{{LabelValues: []string{"0"}, Value: 1}, {LabelValues: []string{"1"}, Value: 2}}},
+		{Desc: memcpySize, Samples: []snapshot.Sample{{LabelValues: []string{"dtoh"}, Histogram: &snapshot.HistogramValue{
 			Count: 1, Bounds: []float64{1}, Cumulative: []uint64{1}, Native: true, Schema: 9}}}},
 	}}))
 	_, err := e.Registry().Gather()
@@ -268,11 +268,11 @@ func TestCollectConcurrentSafe(t *testing.T) {
 // A family past maxSeriesPerFamily keeps limit-1 series and folds the rest, counted, into
 // one overflow series that sums them.
 func TestMergeCapsSeriesPerFamily(t *testing.T) {
-	f := mapping.Family{Desc: smActive}
+	f := snapshot.Family{Desc: smActive}
 	for i := range maxSeriesPerFamily + 10 {
-		f.Samples = append(f.Samples, mapping.Sample{LabelValues: dev(strconv.Itoa(i), "GPU-x"), Value: 1})
+		f.Samples = append(f.Samples, snapshot.Sample{LabelValues: dev(strconv.Itoa(i), "GPU-x"), Value: 1})
 	}
-	fams, problems := merge([]*mapping.Snapshot{{Time: testTime, Families: []mapping.Family{f}}})
+	fams, problems := merge([]*snapshot.Snapshot{{Time: testTime, Families: []snapshot.Family{f}}})
 	if len(fams) != 1 || len(fams[0].series) != maxSeriesPerFamily {
 		t.Fatalf("kept %d series, want %d", len(fams[0].series), maxSeriesPerFamily)
 	}
@@ -288,19 +288,19 @@ func TestMergeCapsSeriesPerFamily(t *testing.T) {
 // The cap folds claimed identities before verified ones and never a GPU's own series, and
 // the overflow histogram adds up the folded ones.
 func TestCapPriority(t *testing.T) {
-	desc := &mapping.Desc{Name: "x_seconds", Kind: mapping.KindHistogram, LabelNames: []string{"gpu", "pod"}}
+	desc := &snapshot.Desc{Name: "x_seconds", Kind: snapshot.KindHistogram, LabelNames: []string{"gpu", "pod"}}
 	f := &family{desc: desc}
-	add := func(gpu, pod string, p mapping.Priority) {
-		h := &mapping.HistogramValue{Count: 2, Sum: 1, Bounds: []float64{0.1, 1}, Cumulative: []uint64{1, 2}}
-		f.series = append(f.series, series{sample: &mapping.Sample{LabelValues: []string{gpu, pod}, Histogram: h, Priority: p}})
+	add := func(gpu, pod string, p snapshot.Priority) {
+		h := &snapshot.HistogramValue{Count: 2, Sum: 1, Bounds: []float64{0.1, 1}, Cumulative: []uint64{1, 2}}
+		f.series = append(f.series, series{sample: &snapshot.Sample{LabelValues: []string{gpu, pod}, Histogram: h, Priority: p}})
 	}
 	for i := range 5 { // claimed first in label order, as "aa..." pods would be
-		add("0", "aa-claimed-"+strconv.Itoa(i), mapping.PriorityClaimed)
+		add("0", "aa-claimed-"+strconv.Itoa(i), snapshot.PriorityClaimed)
 	}
-	add("0", "zz-legit", mapping.PriorityVerified)
-	add("0", "zz-other", mapping.PriorityNormal)
+	add("0", "zz-legit", snapshot.PriorityVerified)
+	add("0", "zz-other", snapshot.PriorityNormal)
 	for i := range 4 {
-		add(strconv.Itoa(i), "", mapping.PriorityDevice)
+		add(strconv.Itoa(i), "", snapshot.PriorityDevice)
 	}
 	if n := f.capSeries(6); n != 6 {
 		t.Fatalf("folded %d, want 6 (the 5 claimed and the normal one)", n)
@@ -324,18 +324,18 @@ func TestCapPriority(t *testing.T) {
 // counted.
 func TestCapThroughRegistry(t *testing.T) {
 	e := New(nil)
-	work := mapping.Family{Desc: &mapping.Desc{Name: "cupti_kernel_gpu_seconds_total", Kind: mapping.KindCounter,
+	work := snapshot.Family{Desc: &snapshot.Desc{Name: "cupti_kernel_gpu_seconds_total", Kind: snapshot.KindCounter,
 		LabelNames: []string{"gpu", "uuid", "namespace", "pod", "container"}}}
 	for i := range maxSeriesPerFamily + 100 {
-		work.Samples = append(work.Samples, mapping.Sample{LabelValues: []string{"0", "GPU-x", "a", fmt.Sprintf("claimed-%05d", i), "c"},
-			Value: 1, Priority: mapping.PriorityClaimed})
+		work.Samples = append(work.Samples, snapshot.Sample{LabelValues: []string{"0", "GPU-x", "a", fmt.Sprintf("claimed-%05d", i), "c"},
+			Value: 1, Priority: snapshot.PriorityClaimed})
 	}
-	work.Samples = append(work.Samples, mapping.Sample{LabelValues: []string{"1", "GPU-y", "zz-prod", "zz-legit", "c"}, Value: 5, Priority: mapping.PriorityVerified})
-	device := mapping.Family{Desc: smActive}
+	work.Samples = append(work.Samples, snapshot.Sample{LabelValues: []string{"1", "GPU-y", "zz-prod", "zz-legit", "c"}, Value: 5, Priority: snapshot.PriorityVerified})
+	device := snapshot.Family{Desc: smActive}
 	for i := range maxSeriesPerFamily + 1 {
-		device.Samples = append(device.Samples, mapping.Sample{LabelValues: dev(strconv.Itoa(i), "GPU-"+strconv.Itoa(i)), Value: 0.5})
+		device.Samples = append(device.Samples, snapshot.Sample{LabelValues: dev(strconv.Itoa(i), "GPU-"+strconv.Itoa(i)), Value: 0.5})
 	}
-	e.Register("flood", newFakeProducer(&mapping.Snapshot{Time: testTime, Families: []mapping.Family{work, device}}))
+	e.Register("flood", newFakeProducer(&snapshot.Snapshot{Time: testTime, Families: []snapshot.Family{work, device}}))
 	mfs, err := e.Registry().Gather()
 	if err != nil {
 		t.Fatalf("gather: %v", err)

@@ -3,7 +3,7 @@
 //
 // # Pipeline
 //
-// Sources (pmsample, activity) build an immutable [mapping.Snapshot] and
+// Sources (pmsample, activity) build an immutable [snapshot.Snapshot] and
 // publish it through an atomic pointer; they implement [Producer], whose
 // Snapshot method must never block. One [Exporter] holds the registered
 // producers and has two thin outlets over the same snapshots:
@@ -31,7 +31,7 @@
 // outlet drops them, and both count them in
 // cupti_exporter_series_dropped_total{outlet,reason}. A family keeps at most
 // 4,096 series (the sources bound their own labels; this is the safety net):
-// past it the series of lowest [mapping.Priority] (claimed workload identities,
+// past it the series of lowest [snapshot.Priority] (claimed workload identities,
 // then normal, then verified ones) are folded into one overflow series whose
 // labels are all "(overflow)" (values, counts and classic buckets added up) and
 // counted with reason "cardinality". A GPU's own series (families with a uuid

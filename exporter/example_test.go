@@ -13,22 +13,22 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/cupti-exporter/cupti-exporter/exporter"
-	"github.com/cupti-exporter/cupti-exporter/mapping"
+	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
 
 // source publishes snapshots through an atomic pointer, as Producer requires.
 type source struct {
-	latest atomic.Pointer[mapping.Snapshot]
+	latest atomic.Pointer[snapshot.Snapshot]
 }
 
-func (s *source) Snapshot() *mapping.Snapshot { return s.latest.Load() }
+func (s *source) Snapshot() *snapshot.Snapshot { return s.latest.Load() }
 
 func (s *source) Status() []exporter.Status {
 	return []exporter.Status{{Source: "demo", Device: "0", Ready: s.latest.Load() != nil, Reason: "no sample yet"}}
 }
 
-var smActive = &mapping.Desc{
-	Name: "cupti_sm_active_ratio", Help: "Share of cycles with an SM active.", Kind: mapping.KindGauge, Unit: "ratio",
+var smActive = &snapshot.Desc{
+	Name: "cupti_sm_active_ratio", Help: "Share of cycles with an SM active.", Kind: snapshot.KindGauge, Unit: "ratio",
 	OTelName: "cupti.sm.active", OTelUnit: "1", LabelNames: []string{"gpu"},
 }
 
@@ -36,8 +36,8 @@ var smActive = &mapping.Desc{
 // pushes the same producers to a collector; a ManualReader reads them here).
 func Example() {
 	src := &source{}
-	src.latest.Store(&mapping.Snapshot{Time: time.Now(), Families: []mapping.Family{
-		{Desc: smActive, Samples: []mapping.Sample{{LabelValues: []string{"0"}, Value: 0.42}}},
+	src.latest.Store(&snapshot.Snapshot{Time: time.Now(), Families: []snapshot.Family{
+		{Desc: smActive, Samples: []snapshot.Sample{{LabelValues: []string{"0"}, Value: 0.42}}},
 	}})
 	e := exporter.New(nil, exporter.WithoutRuntimeMetrics())
 	e.Register("demo", src)

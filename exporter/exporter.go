@@ -10,7 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	versioncollector "github.com/prometheus/client_golang/prometheus/collectors/version"
 
-	"github.com/cupti-exporter/cupti-exporter/mapping"
+	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
 
 // Producer publishes the latest snapshot of one source.
@@ -19,7 +19,7 @@ import (
 // pointer and Snapshot only loads it. It returns nil while the source has
 // nothing to report yet. The returned snapshot is never modified.
 type Producer interface {
-	Snapshot() *mapping.Snapshot
+	Snapshot() *snapshot.Snapshot
 }
 
 // Status is the state of one source on one device.
@@ -202,11 +202,11 @@ func (e *Exporter) Status() []Status {
 }
 
 // snapshots loads the latest snapshot of every producer, through the labeler.
-func (e *Exporter) snapshots() []*mapping.Snapshot {
+func (e *Exporter) snapshots() []*snapshot.Snapshot {
 	e.mu.RLock()
 	producers := e.producers
 	e.mu.RUnlock()
-	out := make([]*mapping.Snapshot, 0, len(producers))
+	out := make([]*snapshot.Snapshot, 0, len(producers))
 	for _, p := range producers {
 		if s := e.view(p.v).Snapshot(); s != nil {
 			out = append(out, s)

@@ -5,21 +5,21 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/cupti-exporter/cupti-exporter/mapping"
+	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
 
 // fakeProducer publishes snapshots through an atomic pointer, as sources do.
 type fakeProducer struct {
-	p atomic.Pointer[mapping.Snapshot]
+	p atomic.Pointer[snapshot.Snapshot]
 }
 
-func newFakeProducer(s *mapping.Snapshot) *fakeProducer {
+func newFakeProducer(s *snapshot.Snapshot) *fakeProducer {
 	f := &fakeProducer{}
 	f.p.Store(s)
 	return f
 }
 
-func (f *fakeProducer) Snapshot() *mapping.Snapshot { return f.p.Load() }
+func (f *fakeProducer) Snapshot() *snapshot.Snapshot { return f.p.Load() }
 
 type fakeStatus []Status
 
@@ -29,22 +29,22 @@ var (
 	testTime  = time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
 	testStart = time.Date(2026, 11, 21, 11, 0, 0, 0, time.UTC)
 
-	devLabels = mapping.DeviceLabelNames
+	devLabels = snapshot.DeviceLabelNames
 
-	smActive = &mapping.Desc{
-		Name: "cupti_sm_active_ratio", Help: "Fraction of time SMs were active.", Kind: mapping.KindGauge,
+	smActive = &snapshot.Desc{
+		Name: "cupti_sm_active_ratio", Help: "Fraction of time SMs were active.", Kind: snapshot.KindGauge,
 		Unit: "ratio", OTelName: "gpu.sm.active", OTelUnit: "1", LabelNames: devLabels,
 	}
-	pcieBytes = &mapping.Desc{
-		Name: "cupti_pcie_bytes_total", Help: "Bytes moved over PCIe.", Kind: mapping.KindCounter,
+	pcieBytes = &snapshot.Desc{
+		Name: "cupti_pcie_bytes_total", Help: "Bytes moved over PCIe.", Kind: snapshot.KindCounter,
 		Unit: "bytes", OTelName: "gpu.pcie.io", OTelUnit: "By", LabelNames: append(append([]string{}, devLabels...), "direction"),
 	}
-	kernelDuration = &mapping.Desc{
-		Name: "cupti_kernel_duration_seconds", Help: "Duration of kernels.", Kind: mapping.KindHistogram,
+	kernelDuration = &snapshot.Desc{
+		Name: "cupti_kernel_duration_seconds", Help: "Duration of kernels.", Kind: snapshot.KindHistogram,
 		Unit: "seconds", OTelName: "gpu.kernel.duration", OTelUnit: "s", LabelNames: []string{"uuid", "process"},
 	}
-	memcpySize = &mapping.Desc{
-		Name: "cupti_memcpy_size_bytes", Help: "Size of memory copies.", Kind: mapping.KindHistogram,
+	memcpySize = &snapshot.Desc{
+		Name: "cupti_memcpy_size_bytes", Help: "Size of memory copies.", Kind: snapshot.KindHistogram,
 		Unit: "bytes", OTelName: "gpu.memcpy.size", OTelUnit: "By", LabelNames: []string{"kind"},
 	}
 )
@@ -54,8 +54,8 @@ func dev(gpu, uuid string, extra ...string) []string {
 }
 
 // nativeHist holds 0.5, 3, 4 and 100 (schema 0: index i covers (2^(i-1), 2^i]).
-func nativeHist() *mapping.HistogramValue {
-	return &mapping.HistogramValue{
+func nativeHist() *snapshot.HistogramValue {
+	return &snapshot.HistogramValue{
 		Count: 4, Sum: 107.5,
 		Bounds: []float64{1, 10, 100}, Cumulative: []uint64{1, 3, 4},
 		Native: true, Schema: 0, PositiveBuckets: map[int]int64{-1: 1, 2: 2, 7: 1},
@@ -63,13 +63,13 @@ func nativeHist() *mapping.HistogramValue {
 }
 
 // pmSnapshot is what a PM sampling source would publish for two devices.
-func pmSnapshot() *mapping.Snapshot {
-	return &mapping.Snapshot{Time: testTime, Families: []mapping.Family{
-		{Desc: smActive, Samples: []mapping.Sample{
+func pmSnapshot() *snapshot.Snapshot {
+	return &snapshot.Snapshot{Time: testTime, Families: []snapshot.Family{
+		{Desc: smActive, Samples: []snapshot.Sample{
 			{LabelValues: dev("0", "GPU-aaaa"), Value: 0.25},
 			{LabelValues: dev("1", "GPU-bbbb"), Value: 0.75},
 		}},
-		{Desc: pcieBytes, Samples: []mapping.Sample{
+		{Desc: pcieBytes, Samples: []snapshot.Sample{
 			{LabelValues: dev("0", "GPU-aaaa", "rx"), Value: 1024, Start: testStart},
 			{LabelValues: dev("0", "GPU-aaaa", "tx"), Value: 2048, Start: testStart},
 		}},
@@ -77,17 +77,17 @@ func pmSnapshot() *mapping.Snapshot {
 }
 
 // activitySnapshot is what the activity source would publish.
-func activitySnapshot() *mapping.Snapshot {
-	return &mapping.Snapshot{Time: testTime, Families: []mapping.Family{
-		{Desc: kernelDuration, Samples: []mapping.Sample{
+func activitySnapshot() *snapshot.Snapshot {
+	return &snapshot.Snapshot{Time: testTime, Families: []snapshot.Family{
+		{Desc: kernelDuration, Samples: []snapshot.Sample{
 			{LabelValues: []string{"GPU-aaaa", "python3"}, Histogram: nativeHist(), Start: testStart},
 		}},
-		{Desc: memcpySize, Samples: []mapping.Sample{
-			{LabelValues: []string{"htod"}, Start: testStart, Histogram: &mapping.HistogramValue{
+		{Desc: memcpySize, Samples: []snapshot.Sample{
+			{LabelValues: []string{"htod"}, Start: testStart, Histogram: &snapshot.HistogramValue{
 				Count: 3, Sum: 5000, Bounds: []float64{1024, 4096}, Cumulative: []uint64{1, 2}}},
 		}},
 		// A second source adding devices to a family the PM source also has.
-		{Desc: smActive, Samples: []mapping.Sample{
+		{Desc: smActive, Samples: []snapshot.Sample{
 			{LabelValues: dev("2", "GPU-cccc"), Value: 0.5},
 		}},
 	}}

@@ -11,7 +11,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/cupti-exporter/cupti-exporter/mapping"
+	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
 
 // Native histogram schemas Prometheus accepts for exponential buckets.
@@ -23,7 +23,7 @@ const (
 // newHistogram returns a const histogram carrying the classic buckets of h
 // and, when h.Native, its native buckets as well, so that text scrapes see
 // the classic form and protobuf scrapes both.
-func newHistogram(desc *prometheus.Desc, h *mapping.HistogramValue, created time.Time, labelValues []string) (prometheus.Metric, error) {
+func newHistogram(desc *prometheus.Desc, h *snapshot.HistogramValue, created time.Time, labelValues []string) (prometheus.Metric, error) {
 	if h == nil {
 		return nil, errors.New("histogram sample without histogram value")
 	}
@@ -50,7 +50,7 @@ func newHistogram(desc *prometheus.Desc, h *mapping.HistogramValue, created time
 		zeroCount: h.ZeroCount, spans: spans, deltas: deltas}, nil
 }
 
-func validateNative(h *mapping.HistogramValue) error {
+func validateNative(h *snapshot.HistogramValue) error {
 	if h.Schema < minSchema || h.Schema > maxSchema {
 		return fmt.Errorf("native histogram: schema %d outside [%d, %d]", h.Schema, minSchema, maxSchema)
 	}

@@ -3,7 +3,7 @@ package exporter
 import (
 	"slices"
 
-	"github.com/cupti-exporter/cupti-exporter/mapping"
+	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
 
 // attributionLabels are appended, in this order, to families with a uuid label.
@@ -19,7 +19,7 @@ type labeledProducer struct {
 	labeler DeviceLabeler
 }
 
-func (l labeledProducer) Snapshot() *mapping.Snapshot {
+func (l labeledProducer) Snapshot() *snapshot.Snapshot {
 	return attributePods(l.p.Snapshot(), l.labeler)
 }
 
@@ -27,7 +27,7 @@ func (l labeledProducer) Snapshot() *mapping.Snapshot {
 // no "pod" label carries pod, namespace and container after its own labels, with the
 // values labeler gives for the series' uuid, or empty strings when labeler is nil.
 // s itself is not modified; families that need no change are shared.
-func attributePods(s *mapping.Snapshot, labeler DeviceLabeler) *mapping.Snapshot {
+func attributePods(s *snapshot.Snapshot, labeler DeviceLabeler) *snapshot.Snapshot {
 	if s == nil {
 		return nil
 	}
@@ -42,7 +42,7 @@ func attributePods(s *mapping.Snapshot, labeler DeviceLabeler) *mapping.Snapshot
 		return o
 	}
 
-	out := &mapping.Snapshot{Time: s.Time, Families: make([]mapping.Family, len(s.Families))}
+	out := &snapshot.Snapshot{Time: s.Time, Families: make([]snapshot.Family, len(s.Families))}
 	for i, f := range s.Families {
 		out.Families[i] = f
 		if f.Desc == nil || slices.Contains(f.Desc.LabelNames, "pod") {
@@ -54,17 +54,17 @@ func attributePods(s *mapping.Snapshot, labeler DeviceLabeler) *mapping.Snapshot
 		}
 		d := *f.Desc
 		d.LabelNames = append(slices.Clip(f.Desc.LabelNames), attributionLabels...)
-		samples := make([]mapping.Sample, len(f.Samples))
+		samples := make([]snapshot.Sample, len(f.Samples))
 		for j, smp := range f.Samples {
 			var o owner
 			if u < len(smp.LabelValues) {
 				o = lookup(smp.LabelValues[u])
 			}
 			smp.LabelValues = append(slices.Clip(smp.LabelValues), o.pod, o.namespace, o.container)
-			smp.Priority = mapping.PriorityDevice // a GPU's own series: never folded by the cap
+			smp.Priority = snapshot.PriorityDevice // a GPU's own series: never folded by the cap
 			samples[j] = smp
 		}
-		out.Families[i] = mapping.Family{Desc: &d, Samples: samples}
+		out.Families[i] = snapshot.Family{Desc: &d, Samples: samples}
 	}
 	return out
 }

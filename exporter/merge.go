@@ -9,23 +9,23 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/cupti-exporter/cupti-exporter/mapping"
+	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
 
 // family is the union of the families of one name over all snapshots.
 type family struct {
-	desc   *mapping.Desc // of the first family of this name
+	desc   *snapshot.Desc // of the first family of this name
 	series []series
 }
 
 type series struct {
-	sample *mapping.Sample
+	sample *snapshot.Sample
 	time   time.Time // time of the snapshot the sample came from
 }
 
 // problem is a family or series that cannot be emitted.
 type problem struct {
-	desc   *mapping.Desc
+	desc   *snapshot.Desc
 	reason dropReason
 	err    error
 	series int // how many series it drops
@@ -34,7 +34,7 @@ type problem struct {
 // maxSeriesPerFamily caps the series of one family (like the OTel SDK's cardinality limit):
 // the sources bound their own labels (top-K kernels, pod TTLs), so reaching it means a bug,
 // an unexpected workload or a flood of made-up identities. Past it the series of lowest
-// priority (mapping.Priority: claimed identities first, then normal, then verified; device
+// priority (snapshot.Priority: claimed identities first, then normal, then verified; device
 // series never) are folded into one overflow series whose every label is overflowLabel,
 // and counted as dropped for reason "cardinality".
 const maxSeriesPerFamily = 4096
@@ -47,7 +47,7 @@ const overflowLabel = "(overflow)"
 // A family whose kind or label names differ from the first of its name, a
 // sample whose label values do not match its label names, and a repeated
 // label set are returned as problems instead.
-func merge(snaps []*mapping.Snapshot) ([]*family, []problem) {
+func merge(snaps []*snapshot.Snapshot) ([]*family, []problem) {
 	byName := map[string]*family{}
 	seen := map[string]struct{}{} // name + label values
 	var problems []problem
@@ -107,7 +107,7 @@ func (f *family) capSeries(limit int) int {
 	}
 	slices.SortStableFunc(f.series, func(a, b series) int { return int(b.sample.Priority) - int(a.sample.Priority) })
 	keep := limit - 1 // room for the overflow series
-	for keep < len(f.series) && f.series[keep].sample.Priority >= mapping.PriorityDevice {
+	for keep < len(f.series) && f.series[keep].sample.Priority >= snapshot.PriorityDevice {
 		keep++
 	}
 	if keep >= len(f.series) {
@@ -122,8 +122,8 @@ func (f *family) capSeries(limit int) int {
 // overflowSample sums the folded series into one: counters and gauges add up, histograms
 // add their counts, sums and classic buckets (those with the first one's bounds; native
 // buckets are left out). It starts at the earliest start.
-func overflowSample(d *mapping.Desc, folded []series) *mapping.Sample {
-	over := &mapping.Sample{LabelValues: make([]string, len(d.LabelNames)), Priority: mapping.PriorityClaimed}
+func overflowSample(d *snapshot.Desc, folded []series) *snapshot.Sample {
+	over := &snapshot.Sample{LabelValues: make([]string, len(d.LabelNames)), Priority: snapshot.PriorityClaimed}
 	for i := range over.LabelValues {
 		over.LabelValues[i] = overflowLabel
 	}
@@ -134,11 +134,11 @@ func overflowSample(d *mapping.Desc, folded []series) *mapping.Sample {
 		}
 		over.Value += smp.Value
 		h := smp.Histogram
-		if d.Kind != mapping.KindHistogram || h == nil {
+		if d.Kind != snapshot.KindHistogram || h == nil {
 			continue
 		}
 		if over.Histogram == nil {
-			over.Histogram = &mapping.HistogramValue{Bounds: h.Bounds, Cumulative: make([]uint64, len(h.Bounds))}
+			over.Histogram = &snapshot.HistogramValue{Bounds: h.Bounds, Cumulative: make([]uint64, len(h.Bounds))}
 		}
 		o := over.Histogram
 		o.Count += h.Count
@@ -149,8 +149,8 @@ func overflowSample(d *mapping.Desc, folded []series) *mapping.Sample {
 			}
 		}
 	}
-	if d.Kind == mapping.KindHistogram && over.Histogram == nil {
-		over.Histogram = &mapping.HistogramValue{}
+	if d.Kind == snapshot.KindHistogram && over.Histogram == nil {
+		over.Histogram = &snapshot.HistogramValue{}
 	}
 	return over
 }

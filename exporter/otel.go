@@ -15,7 +15,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/cupti-exporter/cupti-exporter/mapping"
+	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
 
 // scopeName is the instrumentation scope of every metric the OTLP outlet pushes.
@@ -44,7 +44,7 @@ type metricProducer struct {
 //     i covers (b^i, b^(i+1)]); other histograms become explicit-bucket
 //     Histograms. A family is exponential only when all its series are native.
 //
-// Names and units come from mapping.Desc's OTelName and OTelUnit (Name and
+// Names and units come from snapshot.Desc's OTelName and OTelUnit (Name and
 // Unit when empty); labels become attributes as [OTelAttribute] renames them,
 // empty label values are left out, families with a uuid label carry
 // hw.type="gpu" and hw.vendor="NVIDIA", and Desc.OTelAttributes are added.
@@ -71,7 +71,7 @@ func newMetricProducer(producers []Producer, naming Naming, self prometheus.Gath
 // Produce converts the latest snapshots. It is safe for concurrent use and
 // never blocks on sources.
 func (p *metricProducer) Produce(context.Context) ([]metricdata.ScopeMetrics, error) {
-	snaps := make([]*mapping.Snapshot, 0, len(p.producers))
+	snaps := make([]*snapshot.Snapshot, 0, len(p.producers))
 	for _, pr := range p.producers {
 		if s := pr.Snapshot(); s != nil {
 			snaps = append(snaps, s)
@@ -129,14 +129,14 @@ func (p *metricProducer) convert(f *family) (metricdata.Metrics, bool) {
 		m.Name, m.Unit, attributes = d.Name, "", prometheusAttributes
 	}
 	switch d.Kind {
-	case mapping.KindGauge:
+	case snapshot.KindGauge:
 		g := metricdata.Gauge[float64]{DataPoints: make([]metricdata.DataPoint[float64], len(f.series))}
 		for i, s := range f.series {
 			g.DataPoints[i] = metricdata.DataPoint[float64]{
 				Attributes: attributes(d, s.sample), Time: pointTime(s), Value: s.sample.Value}
 		}
 		m.Data = g
-	case mapping.KindCounter:
+	case snapshot.KindCounter:
 		sum := metricdata.Sum[float64]{Temporality: metricdata.CumulativeTemporality, IsMonotonic: true,
 			DataPoints: make([]metricdata.DataPoint[float64], len(f.series))}
 		for i, s := range f.series {
@@ -144,7 +144,7 @@ func (p *metricProducer) convert(f *family) (metricdata.Metrics, bool) {
 				Attributes: attributes(d, s.sample), StartTime: p.startTime(s), Time: pointTime(s), Value: s.sample.Value}
 		}
 		m.Data = sum
-	case mapping.KindHistogram:
+	case snapshot.KindHistogram:
 		data, ok := p.histogram(f, attributes)
 		if !ok {
 			return m, false
@@ -161,7 +161,7 @@ func (p *metricProducer) convert(f *family) (metricdata.Metrics, bool) {
 // NamingPrometheus it is always the classic buckets: what a Prometheus without native
 // histograms scrapes, and a remote-write receiver without them refuses a whole request
 // that holds one native histogram.
-func (p *metricProducer) histogram(f *family, attributes func(*mapping.Desc, *mapping.Sample) attribute.Set) (metricdata.Aggregation, bool) {
+func (p *metricProducer) histogram(f *family, attributes func(*snapshot.Desc, *snapshot.Sample) attribute.Set) (metricdata.Aggregation, bool) {
 	valid := make([]series, 0, len(f.series))
 	native := p.naming != NamingPrometheus
 	for _, s := range f.series {
@@ -224,7 +224,7 @@ func exponentialBucket(m map[int]int64) metricdata.ExponentialBucket {
 
 // explicitCounts turns cumulative classic buckets into per-bucket counts,
 // the last one being the +Inf bucket.
-func explicitCounts(h *mapping.HistogramValue) []uint64 {
+func explicitCounts(h *snapshot.HistogramValue) []uint64 {
 	counts := make([]uint64, len(h.Bounds)+1)
 	var prev uint64
 	for i, c := range h.Cumulative {
@@ -287,7 +287,7 @@ func OTelAttribute(label, value string) (key, val string) {
 
 // OTelName returns the OpenTelemetry name of a family: its OTelName, or its Prometheus
 // name when it has none.
-func OTelName(d *mapping.Desc) string {
+func OTelName(d *snapshot.Desc) string {
 	if d.OTelName != "" {
 		return d.OTelName
 	}
@@ -296,7 +296,7 @@ func OTelName(d *mapping.Desc) string {
 
 // otelAttributes converts a series' labels: renamed by OTelAttribute, empty values left out,
 // hw.type and hw.vendor added next to hw.id, then the family's constant OTelAttributes.
-func otelAttributes(d *mapping.Desc, s *mapping.Sample) attribute.Set {
+func otelAttributes(d *snapshot.Desc, s *snapshot.Sample) attribute.Set {
 	kvs := make([]attribute.KeyValue, 0, len(d.LabelNames)+len(d.OTelAttributes)+len(hwGPUAttributes))
 	for i, n := range d.LabelNames {
 		if s.LabelValues[i] == "" {
@@ -316,7 +316,7 @@ func otelAttributes(d *mapping.Desc, s *mapping.Sample) attribute.Set {
 
 // prometheusAttributes are a series' labels as they are, empty values left out (Prometheus
 // reads an empty label as no label).
-func prometheusAttributes(d *mapping.Desc, s *mapping.Sample) attribute.Set {
+func prometheusAttributes(d *snapshot.Desc, s *snapshot.Sample) attribute.Set {
 	kvs := make([]attribute.KeyValue, 0, len(d.LabelNames))
 	for i, n := range d.LabelNames {
 		if s.LabelValues[i] != "" {

@@ -18,16 +18,16 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
-	"github.com/cupti-exporter/cupti-exporter/mapping"
+	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
 
 // linkDesc is a byte counter named hw.gpu.io, told apart by cupti.link, as the curated
 // PCIe and NVLink families are.
-func linkDesc(name, link string) *mapping.Desc {
-	return &mapping.Desc{
-		Name: name, Help: "Bytes over " + link + ".", Kind: mapping.KindCounter, Unit: "bytes",
+func linkDesc(name, link string) *snapshot.Desc {
+	return &snapshot.Desc{
+		Name: name, Help: "Bytes over " + link + ".", Kind: snapshot.KindCounter, Unit: "bytes",
 		OTelName: "hw.gpu.io", OTelUnit: "By", LabelNames: append(append([]string{}, devLabels...), "direction"),
-		OTelAttributes: []mapping.Label{{Name: "cupti.link", Value: link}},
+		OTelAttributes: []snapshot.Label{{Name: "cupti.link", Value: link}},
 	}
 }
 
@@ -51,13 +51,13 @@ func produce(t *testing.T, p *metricProducer) map[string]metricdata.Metrics {
 
 func TestMetricProducerSharedNameEmptyValuesAndFamilies(t *testing.T) {
 	pcie, nvl := linkDesc("cupti_pcie_bytes_total", "pcie"), linkDesc("cupti_nvlink_bytes_total", "nvlink")
-	kernelTime := &mapping.Desc{Name: "cupti_kernel_gpu_seconds_total", Kind: mapping.KindCounter, Unit: "seconds",
+	kernelTime := &snapshot.Desc{Name: "cupti_kernel_gpu_seconds_total", Kind: snapshot.KindCounter, Unit: "seconds",
 		OTelName: "cupti.kernel.time", OTelUnit: "s", LabelNames: []string{"uuid", "pod", "namespace"}}
-	idle := &mapping.Desc{Name: "cupti_idle_total", Kind: mapping.KindCounter, OTelName: "cupti.idle"}
-	snap := &mapping.Snapshot{Time: testTime, Families: []mapping.Family{
-		{Desc: pcie, Samples: []mapping.Sample{{LabelValues: dev("0", "GPU-aaaa", "rx"), Value: 1}, {LabelValues: dev("0", "GPU-aaaa", "tx"), Value: 2}}},
-		{Desc: nvl, Samples: []mapping.Sample{{LabelValues: dev("0", "GPU-aaaa", "rx"), Value: 3}}},
-		{Desc: kernelTime, Samples: []mapping.Sample{{LabelValues: []string{"GPU-aaaa", "", ""}, Value: 4}}},
+	idle := &snapshot.Desc{Name: "cupti_idle_total", Kind: snapshot.KindCounter, OTelName: "cupti.idle"}
+	snap := &snapshot.Snapshot{Time: testTime, Families: []snapshot.Family{
+		{Desc: pcie, Samples: []snapshot.Sample{{LabelValues: dev("0", "GPU-aaaa", "rx"), Value: 1}, {LabelValues: dev("0", "GPU-aaaa", "tx"), Value: 2}}},
+		{Desc: nvl, Samples: []snapshot.Sample{{LabelValues: dev("0", "GPU-aaaa", "rx"), Value: 3}}},
+		{Desc: kernelTime, Samples: []snapshot.Sample{{LabelValues: []string{"GPU-aaaa", "", ""}, Value: 4}}},
 		{Desc: idle}, // no series: no Sum without data points
 	}}
 	drops := &dropCounter{}
@@ -92,7 +92,7 @@ func TestMetricProducerSharedNameEmptyValuesAndFamilies(t *testing.T) {
 
 	// Two families of one OTel name with the same attribute sets: the second is a conflict.
 	clash := linkDesc("cupti_zz_bytes_total", "pcie") // sorts after the PCIe family
-	snap.Families = append(snap.Families, mapping.Family{Desc: clash, Samples: []mapping.Sample{{LabelValues: dev("0", "GPU-aaaa", "rx"), Value: 9}}})
+	snap.Families = append(snap.Families, snapshot.Family{Desc: clash, Samples: []snapshot.Sample{{LabelValues: dev("0", "GPU-aaaa", "rx"), Value: 9}}})
 	got = produce(t, newMetricProducer([]Producer{newFakeProducer(snap)}, NamingOTel, nil, nil, drops))
 	if n := len(got["hw.gpu.io"].Data.(metricdata.Sum[float64]).DataPoints); n != 3 {
 		t.Errorf("hw.gpu.io has %d points after a clashing family, want 3", n)
@@ -354,9 +354,9 @@ func TestResolveOTLPTarget(t *testing.T) {
 // classic buckets.
 func TestMetricProducerPrometheusNaming(t *testing.T) {
 	pcie := linkDesc("cupti_pcie_bytes_total", "pcie")
-	snap := &mapping.Snapshot{Time: testTime, Families: []mapping.Family{
-		{Desc: pcie, Samples: []mapping.Sample{{LabelValues: dev("0", "GPU-aaaa", "rx"), Value: 1}}},
-		{Desc: kernelDuration, Samples: []mapping.Sample{{LabelValues: []string{"GPU-aaaa", ""}, Histogram: nativeHist(), Start: testStart}}},
+	snap := &snapshot.Snapshot{Time: testTime, Families: []snapshot.Family{
+		{Desc: pcie, Samples: []snapshot.Sample{{LabelValues: dev("0", "GPU-aaaa", "rx"), Value: 1}}},
+		{Desc: kernelDuration, Samples: []snapshot.Sample{{LabelValues: []string{"GPU-aaaa", ""}, Histogram: nativeHist(), Start: testStart}}},
 	}}
 	drops := &dropCounter{}
 	got := produce(t, newMetricProducer([]Producer{newFakeProducer(snap)}, NamingPrometheus, nil, nil, drops))

@@ -10,7 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
-	"github.com/cupti-exporter/cupti-exporter/mapping"
+	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
 
 // selfOTel names the exporter's own families over OTLP: name and UCUM unit.
@@ -49,13 +49,13 @@ func SelfOTelName(name string) (otelName, unit string) {
 // untyped values, counters and classic histograms. Summaries (go_gc_duration_seconds) have
 // no counterpart in the producer and are left out; a gather error is logged and whatever
 // was gathered is still used.
-func gatherSnapshot(g prometheus.Gatherer, logger *slog.Logger) *mapping.Snapshot {
+func gatherSnapshot(g prometheus.Gatherer, logger *slog.Logger) *snapshot.Snapshot {
 	mfs, err := g.Gather()
 	if err != nil {
 		logger.Debug("gathering self-metrics for OTLP", "err", err)
 	}
 	now := time.Now()
-	snap := &mapping.Snapshot{Time: now, Families: make([]mapping.Family, 0, len(mfs))}
+	snap := &snapshot.Snapshot{Time: now, Families: make([]snapshot.Family, 0, len(mfs))}
 	for _, mf := range mfs {
 		if f, ok := selfFamily(mf); ok {
 			snap.Families = append(snap.Families, f)
@@ -64,18 +64,18 @@ func gatherSnapshot(g prometheus.Gatherer, logger *slog.Logger) *mapping.Snapsho
 	return snap
 }
 
-func selfFamily(mf *dto.MetricFamily) (mapping.Family, bool) {
-	d := &mapping.Desc{Name: mf.GetName(), Help: mf.GetHelp()}
+func selfFamily(mf *dto.MetricFamily) (snapshot.Family, bool) {
+	d := &snapshot.Desc{Name: mf.GetName(), Help: mf.GetHelp()}
 	d.OTelName, d.OTelUnit = SelfOTelName(mf.GetName())
 	switch mf.GetType() {
 	case dto.MetricType_GAUGE, dto.MetricType_UNTYPED:
-		d.Kind = mapping.KindGauge
+		d.Kind = snapshot.KindGauge
 	case dto.MetricType_COUNTER:
-		d.Kind = mapping.KindCounter
+		d.Kind = snapshot.KindCounter
 	case dto.MetricType_HISTOGRAM:
-		d.Kind = mapping.KindHistogram
+		d.Kind = snapshot.KindHistogram
 	default:
-		return mapping.Family{}, false
+		return snapshot.Family{}, false
 	}
 	// Label names: the union over the family's metrics (client_golang gives them all the
 	// same names; a missing one is an empty value, which the attributes leave out).
@@ -87,26 +87,26 @@ func selfFamily(mf *dto.MetricFamily) (mapping.Family, bool) {
 		}
 	}
 	slices.Sort(d.LabelNames)
-	f := mapping.Family{Desc: d, Samples: make([]mapping.Sample, 0, len(mf.GetMetric()))}
+	f := snapshot.Family{Desc: d, Samples: make([]snapshot.Sample, 0, len(mf.GetMetric()))}
 	for _, m := range mf.GetMetric() {
-		s := mapping.Sample{LabelValues: make([]string, len(d.LabelNames))}
+		s := snapshot.Sample{LabelValues: make([]string, len(d.LabelNames))}
 		for _, l := range m.GetLabel() {
 			s.LabelValues[slices.Index(d.LabelNames, l.GetName())] = l.GetValue()
 		}
 		switch d.Kind {
-		case mapping.KindGauge:
+		case snapshot.KindGauge:
 			s.Value = m.GetGauge().GetValue()
 			if m.Untyped != nil {
 				s.Value = m.GetUntyped().GetValue()
 			}
-		case mapping.KindCounter:
+		case snapshot.KindCounter:
 			s.Value = m.GetCounter().GetValue()
 			if ts := m.GetCounter().GetCreatedTimestamp(); ts != nil {
 				s.Start = ts.AsTime()
 			}
-		case mapping.KindHistogram:
+		case snapshot.KindHistogram:
 			h := m.GetHistogram()
-			v := &mapping.HistogramValue{Count: h.GetSampleCount(), Sum: h.GetSampleSum()}
+			v := &snapshot.HistogramValue{Count: h.GetSampleCount(), Sum: h.GetSampleSum()}
 			for _, b := range h.GetBucket() {
 				if math.IsInf(b.GetUpperBound(), 1) {
 					continue

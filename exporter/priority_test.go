@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/cupti-exporter/cupti-exporter/activity"
+	"github.com/cupti-exporter/cupti-exporter/activity/record"
 )
 
 // The activity aggregator ranks its pod series by who vouches for the pod, so that 10,000
@@ -30,18 +31,18 @@ func TestClaimedPodsDoNotHideVerified(t *testing.T) {
 			}
 			return "", false
 		}))
-	rec := []activity.Record{{Kind: activity.KindKernel, Device: 0, Start: 1, End: 1001, Name: "_Z1kv"}}
-	send := func(p *activity.Process) {
+	rec := []record.Record{{Kind: record.KindKernel, Device: 0, Start: 1, End: 1001, Name: "_Z1kv"}}
+	send := func(p *record.Process) {
 		agg.Connect(p)
 		agg.Add(p, rec)
 	}
 	for i := range 10_000 {
-		send(&activity.Process{PID: uint32(1000 + i), Identity: activity.IdentityClaimed, DeviceUUIDs: uuids[:1],
+		send(&record.Process{PID: uint32(1000 + i), Identity: record.IdentityClaimed, DeviceUUIDs: uuids[:1],
 			Pod: fmt.Sprintf("aa-claimed-%05d", i), Namespace: "aa"})
 	}
-	send(&activity.Process{PID: 7, Identity: activity.IdentityVerified, Cgroup: cgLegit, DeviceUUIDs: uuids[1:]})
+	send(&record.Process{PID: 7, Identity: record.IdentityVerified, Cgroup: cgLegit, DeviceUUIDs: uuids[1:]})
 	for i, u := range uuids { // processes outside pods on each GPU
-		send(&activity.Process{PID: uint32(20 + i), Identity: activity.IdentityVerified, Cgroup: "0::/system.slice/x", DeviceUUIDs: []string{u}})
+		send(&record.Process{PID: uint32(20 + i), Identity: record.IdentityVerified, Cgroup: "0::/system.slice/x", DeviceUUIDs: []string{u}})
 	}
 	e := New(nil)
 	e.Register("activity", agg)

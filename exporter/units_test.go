@@ -7,16 +7,16 @@ import (
 
 	"github.com/prometheus/common/expfmt"
 
-	"github.com/cupti-exporter/cupti-exporter/mapping"
+	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
 
 // TestOpenMetricsUnit: OpenMetrics output carries # UNIT for families whose name ends in
 // their unit, and none where it does not (Prometheus's parser rejects such a unit).
 func TestOpenMetricsUnit(t *testing.T) {
 	e := New(nil, WithoutRuntimeMetrics())
-	odd := &mapping.Desc{Name: "cupti_odd_total", Kind: mapping.KindCounter, Unit: "bytes", Help: "Unit not in the name."}
+	odd := &snapshot.Desc{Name: "cupti_odd_total", Kind: snapshot.KindCounter, Unit: "bytes", Help: "Unit not in the name."}
 	e.Register("pm", newFakeProducer(pmSnapshot()))
-	e.Register("odd", newFakeProducer(&mapping.Snapshot{Time: testTime, Families: []mapping.Family{{Desc: odd, Samples: []mapping.Sample{{Value: 1}}}}}))
+	e.Register("odd", newFakeProducer(&snapshot.Snapshot{Time: testTime, Families: []snapshot.Family{{Desc: odd, Samples: []snapshot.Sample{{Value: 1}}}}}))
 	mfs, err := e.Registry().Gather()
 	if err != nil {
 		t.Fatal(err)

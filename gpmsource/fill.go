@@ -7,8 +7,8 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/cupti-exporter/cupti-exporter/mapping"
 	"github.com/cupti-exporter/cupti-exporter/pmsample"
+	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
 
 // SourceLabel is the label the curated families carry where Fill serves them: "gpm" on the
@@ -26,17 +26,17 @@ const GPMSource = "gpm"
 // counters are withheld while it is paused, busy or in error (a flat counter would read as no
 // traffic). Every other family of pm passes through unchanged.
 type Fill struct {
-	pm  interface{ Snapshot() *mapping.Snapshot } // nil: no PM sampling
+	pm  interface{ Snapshot() *snapshot.Snapshot } // nil: no PM sampling
 	src *Source
 
 	mu    sync.Mutex
-	descs map[*mapping.Desc]*mapping.Desc // a curated family's Desc -> the same with SourceLabel
+	descs map[*snapshot.Desc]*snapshot.Desc // a curated family's Desc -> the same with SourceLabel
 }
 
 // Fill returns the producer that serves pm's snapshots with s's curated metrics filled in;
 // pm is nil without PM sampling.
-func (s *Source) Fill(pm interface{ Snapshot() *mapping.Snapshot }) *Fill {
-	return &Fill{pm: pm, src: s, descs: map[*mapping.Desc]*mapping.Desc{}}
+func (s *Source) Fill(pm interface{ Snapshot() *snapshot.Snapshot }) *Fill {
+	return &Fill{pm: pm, src: s, descs: map[*snapshot.Desc]*snapshot.Desc{}}
 }
 
 // serving is who serves a GPU's curated families now.
@@ -49,8 +49,8 @@ const (
 )
 
 // Snapshot joins the newest snapshots of PM sampling and GPM.
-func (f *Fill) Snapshot() *mapping.Snapshot {
-	var pm *mapping.Snapshot
+func (f *Fill) Snapshot() *snapshot.Snapshot {
+	var pm *snapshot.Snapshot
 	if f.pm != nil {
 		pm = f.pm.Snapshot()
 	}
@@ -82,10 +82,10 @@ func (f *Fill) Snapshot() *mapping.Snapshot {
 		}
 		return a.w, a.reading
 	}
-	out := &mapping.Snapshot{}
-	var curated []mapping.Family // the labelled curated families, PM's and GPM's series joined
-	at := map[string]int{}       // index in curated by name
-	add := func(fam *mapping.Family, value string, keep func(uuid string, counter bool) bool) {
+	out := &snapshot.Snapshot{}
+	var curated []snapshot.Family // the labelled curated families, PM's and GPM's series joined
+	at := map[string]int{}        // index in curated by name
+	add := func(fam *snapshot.Family, value string, keep func(uuid string, counter bool) bool) {
 		d := f.withSource(fam.Desc)
 		if d == nil {
 			return
@@ -95,10 +95,10 @@ func (f *Fill) Snapshot() *mapping.Snapshot {
 		if !ok {
 			i = len(curated)
 			at[d.Name] = i
-			curated = append(curated, mapping.Family{Desc: d})
+			curated = append(curated, snapshot.Family{Desc: d})
 		}
 		for _, smp := range fam.Samples {
-			if ui < 0 || ui >= len(smp.LabelValues) || !keep(smp.LabelValues[ui], d.Kind == mapping.KindCounter) {
+			if ui < 0 || ui >= len(smp.LabelValues) || !keep(smp.LabelValues[ui], d.Kind == snapshot.KindCounter) {
 				continue
 			}
 			smp.LabelValues = append(slices.Clip(smp.LabelValues), value)
@@ -141,24 +141,24 @@ func (f *Fill) Snapshot() *mapping.Snapshot {
 	}
 	for _, fam := range curated {
 		if len(fam.Samples) > 0 {
-			slices.SortFunc(fam.Samples, func(a, b mapping.Sample) int { return slices.Compare(a.LabelValues, b.LabelValues) })
+			slices.SortFunc(fam.Samples, func(a, b snapshot.Sample) int { return slices.Compare(a.LabelValues, b.LabelValues) })
 			out.Families = append(out.Families, fam)
 		}
 	}
 	out.Families = append(out.Families, f.src.extraFamilies()...)
-	slices.SortFunc(out.Families, func(a, b mapping.Family) int { return cmp.Compare(a.Desc.Name, b.Desc.Name) })
+	slices.SortFunc(out.Families, func(a, b snapshot.Family) int { return cmp.Compare(a.Desc.Name, b.Desc.Name) })
 	return out
 }
 
 // withSource is d with SourceLabel after its labels (one Desc per family, kept); nil when d
 // already has such a label (a mapping rule's), which Fill then cannot tell apart.
-func (f *Fill) withSource(d *mapping.Desc) *mapping.Desc {
+func (f *Fill) withSource(d *snapshot.Desc) *snapshot.Desc {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if o, ok := f.descs[d]; ok {
 		return o
 	}
-	var o *mapping.Desc
+	var o *snapshot.Desc
 	if !slices.Contains(d.LabelNames, SourceLabel) {
 		c := *d
 		c.LabelNames = append(slices.Clip(d.LabelNames), SourceLabel)

@@ -9,7 +9,8 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
 	"github.com/cupti-exporter/cupti-exporter/mapping"
-	"github.com/cupti-exporter/cupti-exporter/pmsample"
+	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
+	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
 
 // metric is a curated family that GPM serves and the GPM metrics it is read from (their sum).
@@ -58,7 +59,7 @@ const mib = 1 << 20
 type resolved struct {
 	metric
 	perfworks string
-	props     mapping.Properties
+	props     pmdata.Properties
 }
 
 // Families returns the curated families GPM can serve, in the table's order.
@@ -90,7 +91,7 @@ func resolve(m *mapping.Mapper, wanted []string) ([]resolved, error) {
 			if c.Name != x.family || labelValue(c.Labels, "direction") != x.direction {
 				continue
 			}
-			p := mapping.Properties{Type: mapping.TypeCounter, DimUnit: "cycle"} // pct_of_peak_sustained_elapsed: a ratio
+			p := pmdata.Properties{Type: pmdata.TypeCounter, DimUnit: "cycle"} // pct_of_peak_sustained_elapsed: a ratio
 			if x.mibps {
 				p.DimUnit = "byte"
 			}
@@ -105,7 +106,7 @@ func resolve(m *mapping.Mapper, wanted []string) ([]resolved, error) {
 	return out, nil
 }
 
-func labelValue(ls []mapping.Label, name string) string {
+func labelValue(ls []snapshot.Label, name string) string {
 	for _, l := range ls {
 		if l.Name == name {
 			return l.Value
@@ -115,10 +116,10 @@ func labelValue(ls []mapping.Label, name string) string {
 }
 
 // catalog is what the aggregator knows of the metrics: their Perfworks names and properties.
-func catalog(ms []resolved) []pmsample.CatalogEntry {
-	out := make([]pmsample.CatalogEntry, len(ms))
+func catalog(ms []resolved) []pmdata.CatalogEntry {
+	out := make([]pmdata.CatalogEntry, len(ms))
 	for i, m := range ms {
-		out[i] = pmsample.CatalogEntry{Name: m.perfworks, Properties: m.props}
+		out[i] = pmdata.CatalogEntry{Name: m.perfworks, Properties: m.props}
 	}
 	return out
 }

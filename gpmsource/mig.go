@@ -12,6 +12,8 @@ import (
 	"github.com/cupti-exporter/cupti-exporter/internal/gpm"
 	"github.com/cupti-exporter/cupti-exporter/mapping"
 	"github.com/cupti-exporter/cupti-exporter/pmsample"
+	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
+	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
 
 // MIG GPU instances: on a GPU in MIG mode, GPM also samples each GPU instance
@@ -161,11 +163,11 @@ func (s *Source) rebuildMIG() {
 	gpus := slices.Clone(s.gpus)
 	s.mu.Unlock()
 	ma := &migAggregator{labels: map[string][]string{}}
-	var devs []pmsample.Device
+	var devs []pmdata.Device
 	for _, g := range gpus {
 		for _, in := range g.mig {
 			in.key = len(devs)
-			devs = append(devs, pmsample.Device{Index: in.key})
+			devs = append(devs, pmdata.Device{Index: in.key})
 			ma.labels[strconv.Itoa(in.key)] = []string{strconv.Itoa(g.label.Index), g.label.UUID, g.label.Model, g.label.Chip, g.label.PCIBusID,
 				strconv.Itoa(in.gi), in.profile}
 			in.lastEnd = 0
@@ -182,12 +184,12 @@ func (s *Source) rebuildMIG() {
 // migDescs holds the Desc of each MIG family, by the curated family's Desc.
 type migDescs struct {
 	mu sync.Mutex
-	m  map[*mapping.Desc]*mapping.Desc
+	m  map[*snapshot.Desc]*snapshot.Desc
 }
 
 // of is the MIG family of curated family d: cupti_mig_<rest of the name>, the OTel name under
 // cupti.mig., the instance's labels after d's, then SourceLabel.
-func (md *migDescs) of(d *mapping.Desc) *mapping.Desc {
+func (md *migDescs) of(d *snapshot.Desc) *snapshot.Desc {
 	md.mu.Lock()
 	defer md.mu.Unlock()
 	if o, ok := md.m[d]; ok {
@@ -201,25 +203,25 @@ func (md *migDescs) of(d *mapping.Desc) *mapping.Desc {
 	o.OTelName = "cupti.mig." + rest
 	o.LabelNames = slices.Concat(d.LabelNames, migLabelNames, []string{SourceLabel})
 	if md.m == nil {
-		md.m = map[*mapping.Desc]*mapping.Desc{}
+		md.m = map[*snapshot.Desc]*snapshot.Desc{}
 	}
 	md.m[d] = &o
 	return &o
 }
 
 // migFamilies are the MIG instances' families, relabelled from the MIG aggregator's.
-func (s *Source) migFamilies() []mapping.Family {
+func (s *Source) migFamilies() []snapshot.Family {
 	ma := s.migAgg.Load()
 	if ma == nil {
 		return nil
 	}
-	var out []mapping.Family
+	var out []snapshot.Family
 	for _, f := range ma.agg.Snapshot().Families {
 		if !s.curatedDesc[f.Desc] {
 			continue
 		}
-		nd := len(mapping.DeviceLabelNames)
-		o := mapping.Family{Desc: s.mig.of(f.Desc)}
+		nd := len(snapshot.DeviceLabelNames)
+		o := snapshot.Family{Desc: s.mig.of(f.Desc)}
 		for _, smp := range f.Samples {
 			lv, ok := ma.labels[smp.LabelValues[0]]
 			if !ok || len(smp.LabelValues) < nd {
@@ -236,20 +238,20 @@ func (s *Source) migFamilies() []mapping.Family {
 }
 
 // MIGDescs lists the MIG families a GPU in MIG mode adds (for the metrics reference).
-func MIGDescs(m *mapping.Mapper) ([]*mapping.Desc, error) {
+func MIGDescs(m *mapping.Mapper) ([]*snapshot.Desc, error) {
 	ms, err := resolve(m, nil)
 	if err != nil {
 		return nil, err
 	}
 	var md migDescs
-	var out []*mapping.Desc
+	var out []*snapshot.Desc
 	for _, r := range ms {
 		met, err := m.Map(r.perfworks, r.props)
 		if err != nil {
 			return nil, err
 		}
 		for _, d := range met.Descs() {
-			if !slices.ContainsFunc(out, func(o *mapping.Desc) bool { return o.Name == md.of(d).Name }) {
+			if !slices.ContainsFunc(out, func(o *snapshot.Desc) bool { return o.Name == md.of(d).Name }) {
 				out = append(out, md.of(d))
 			}
 		}

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/cupti-exporter/cupti-exporter/pmsample"
+	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
 )
 
 // Mode is when GPM serves the curated metrics.
@@ -35,7 +36,7 @@ type config struct {
 	window    time.Duration
 	windowMin bool
 	mig       bool
-	devices   func() []pmsample.Device
+	devices   func() []pmdata.Device
 	pmStatus  func() []pmsample.DeviceStatus
 	pmFamily  func(name string) bool
 	procRoot  string
@@ -46,7 +47,7 @@ type config struct {
 
 func newConfig(opts []Option) config {
 	c := config{mode: ModeFill, interval: DefaultInterval, window: pmsample.DefaultWindow, mig: true, now: time.Now,
-		devices: func() []pmsample.Device { return nil }, procRoot: "/proc"}
+		devices: func() []pmdata.Device { return nil }, procRoot: "/proc"}
 	for _, o := range opts {
 		o(&c)
 	}
@@ -85,7 +86,7 @@ func WithMIG(on bool) Option { return func(c *config) { c.mig = on } }
 
 // WithPMDevices gives PM sampling's devices: a GPU's series carry the gpu label and chip of
 // PM sampling's device of the same UUID, as the PM series do.
-func WithPMDevices(f func() []pmsample.Device) Option {
+func WithPMDevices(f func() []pmdata.Device) Option {
 	return func(c *config) {
 		if f != nil {
 			c.devices = f

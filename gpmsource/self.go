@@ -6,41 +6,42 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/cupti-exporter/cupti-exporter/mapping"
 	"github.com/cupti-exporter/cupti-exporter/pmsample"
+	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
+	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
 
 // Self-metrics of the GPM source, and the holders of a busy GPU's PM counters.
 var (
-	samplesDesc = &mapping.Desc{
+	samplesDesc = &snapshot.Desc{
 		Name: "cupti_gpm_samples_total", Help: "Pairs of NVML GPM samples read into the curated metrics (served while PM sampling cannot read the GPU, or always with gpm.mode=only).",
-		Kind: mapping.KindCounter, OTelName: "cupti.gpm.samples", OTelUnit: "{sample}",
-		LabelNames: mapping.DeviceLabelNames,
+		Kind: snapshot.KindCounter, OTelName: "cupti.gpm.samples", OTelUnit: "{sample}",
+		LabelNames: snapshot.DeviceLabelNames,
 	}
-	failuresDesc = &mapping.Desc{
+	failuresDesc = &snapshot.Desc{
 		Name: "cupti_gpm_read_failures_total", Help: "GPM reads that gave no sample of the curated metrics, by reason: sample (nvmlGpmSampleGet failed), metrics (nvmlGpmMetricsGet failed), metric (NVML failed one metric of a pair), invalid (a reading the hardware cannot produce), mig (a read of a MIG instance): the time (of that metric) is a gap in the curated series; no_refresh (a pair that saw no GPM refresh, which reads 0: merged into the next pair, no time lost).",
-		Kind: mapping.KindCounter, OTelName: "cupti.gpm.read.failures", OTelUnit: "{read}",
-		LabelNames: slices.Concat(mapping.DeviceLabelNames, []string{"reason"}),
+		Kind: snapshot.KindCounter, OTelName: "cupti.gpm.read.failures", OTelUnit: "{read}",
+		LabelNames: slices.Concat(snapshot.DeviceLabelNames, []string{"reason"}),
 	}
-	holderDesc = &mapping.Desc{
+	holderDesc = &snapshot.Desc{
 		Name: "cupti_pm_counters_holder_info", Help: "A process that holds the PM counters of a GPU whose PM sampling is busy (1): a process using the GPU with a profiling library loaded (Nsight Compute's or Nsight Systems' injection, NVIDIA's PerfWorks, DCGM's profiling module, another CUPTI PM client).",
-		Kind: mapping.KindGauge, OTelName: "cupti.pm.counters.holder", OTelUnit: "1",
-		LabelNames: slices.Concat(mapping.DeviceLabelNames, []string{"pid", "command", "library"}),
+		Kind: snapshot.KindGauge, OTelName: "cupti.pm.counters.holder", OTelUnit: "1",
+		LabelNames: slices.Concat(snapshot.DeviceLabelNames, []string{"pid", "command", "library"}),
 	}
 )
 
 // Descs lists the families the GPM source may add beside the curated ones.
-func Descs() []*mapping.Desc { return []*mapping.Desc{samplesDesc, failuresDesc, holderDesc} }
+func Descs() []*snapshot.Desc { return []*snapshot.Desc{samplesDesc, failuresDesc, holderDesc} }
 
 // publishSelf stores the sample and failure counts of gpus.
 func (s *Source) publishSelf(gpus []*gpu) {
-	snap := &mapping.Snapshot{Time: s.cfg.now()}
-	samples := mapping.Family{Desc: samplesDesc}
-	failures := mapping.Family{Desc: failuresDesc}
+	snap := &snapshot.Snapshot{Time: s.cfg.now()}
+	samples := snapshot.Family{Desc: samplesDesc}
+	failures := snapshot.Family{Desc: failuresDesc}
 	for _, g := range gpus {
 		labels := deviceLabels(g.label)
 		if g.samples > 0 && (s.cfg.selfAll || s.cfg.mode == ModeOnly) {
-			samples.Samples = append(samples.Samples, mapping.Sample{LabelValues: labels, Value: float64(g.samples), Priority: mapping.PriorityDevice})
+			samples.Samples = append(samples.Samples, snapshot.Sample{LabelValues: labels, Value: float64(g.samples), Priority: snapshot.PriorityDevice})
 		}
 		reasons := make([]string, 0, len(g.failures))
 		for r := range g.failures {
@@ -48,10 +49,10 @@ func (s *Source) publishSelf(gpus []*gpu) {
 		}
 		sort.Strings(reasons)
 		for _, r := range reasons {
-			failures.Samples = append(failures.Samples, mapping.Sample{LabelValues: append(slices.Clone(labels), r), Value: float64(g.failures[r]), Priority: mapping.PriorityDevice})
+			failures.Samples = append(failures.Samples, snapshot.Sample{LabelValues: append(slices.Clone(labels), r), Value: float64(g.failures[r]), Priority: snapshot.PriorityDevice})
 		}
 	}
-	for _, f := range []mapping.Family{samples, failures} {
+	for _, f := range []snapshot.Family{samples, failures} {
 		if len(f.Samples) > 0 {
 			snap.Families = append(snap.Families, f)
 		}
@@ -59,33 +60,33 @@ func (s *Source) publishSelf(gpus []*gpu) {
 	s.self.Store(snap)
 }
 
-func deviceLabels(d pmsample.Device) []string {
+func deviceLabels(d pmdata.Device) []string {
 	return []string{strconv.Itoa(d.Index), d.UUID, d.Model, d.Chip, d.PCIBusID}
 }
 
 // extraFamilies are what Fill serves beside the curated families: the GPM self-metrics, the
 // MIG instances' families and the holders of busy GPUs' counters.
-func (s *Source) extraFamilies() []mapping.Family {
+func (s *Source) extraFamilies() []snapshot.Family {
 	out := slices.Clone(s.self.Load().Families)
 	out = append(out, s.migFamilies()...)
 	if s.cfg.pmStatus == nil {
 		return out
 	}
-	devs := map[string]pmsample.Device{}
+	devs := map[string]pmdata.Device{}
 	for _, d := range s.cfg.devices() {
 		devs[strings.ToLower(d.UUID)] = d
 	}
-	h := mapping.Family{Desc: holderDesc}
+	h := snapshot.Family{Desc: holderDesc}
 	for _, st := range s.cfg.pmStatus() {
 		if st.State != pmsample.StateBusy {
 			continue
 		}
 		d, ok := devs[strings.ToLower(st.UUID)]
 		if !ok {
-			d = pmsample.Device{Index: st.Device, UUID: st.UUID}
+			d = pmdata.Device{Index: st.Device, UUID: st.UUID}
 		}
 		for _, p := range s.Holders(st.UUID) {
-			h.Samples = append(h.Samples, mapping.Sample{LabelValues: append(deviceLabels(d), strconv.Itoa(p.PID), p.Command, p.Library), Value: 1, Priority: mapping.PriorityDevice})
+			h.Samples = append(h.Samples, snapshot.Sample{LabelValues: append(deviceLabels(d), strconv.Itoa(p.PID), p.Command, p.Library), Value: 1, Priority: snapshot.PriorityDevice})
 		}
 	}
 	if len(h.Samples) > 0 {
@@ -96,15 +97,15 @@ func (s *Source) extraFamilies() []mapping.Family {
 
 // curated is the GPU aggregators' snapshots of the curated families, joined family by family;
 // nil before NVML is read.
-func (s *Source) curated() *mapping.Snapshot {
+func (s *Source) curated() *snapshot.Snapshot {
 	if !s.started.Load() {
 		return nil
 	}
 	s.mu.Lock()
 	gpus := slices.Clone(s.gpus)
 	s.mu.Unlock()
-	out := &mapping.Snapshot{}
-	at := map[*mapping.Desc]int{}
+	out := &snapshot.Snapshot{}
+	at := map[*snapshot.Desc]int{}
 	for _, g := range gpus {
 		snap := g.agg.Snapshot()
 		if snap.Time.After(out.Time) {
@@ -118,7 +119,7 @@ func (s *Source) curated() *mapping.Snapshot {
 			if !ok {
 				i = len(out.Families)
 				at[f.Desc] = i
-				out.Families = append(out.Families, mapping.Family{Desc: f.Desc})
+				out.Families = append(out.Families, snapshot.Family{Desc: f.Desc})
 			}
 			out.Families[i].Samples = append(out.Families[i].Samples, f.Samples...)
 		}
@@ -127,7 +128,7 @@ func (s *Source) curated() *mapping.Snapshot {
 }
 
 // isCurated reports whether d is a family GPM can serve (and Fill labels).
-func (s *Source) isCurated(d *mapping.Desc) bool { return s.curatedDesc[d] }
+func (s *Source) isCurated(d *snapshot.Desc) bool { return s.curatedDesc[d] }
 
 // pmStates is PM sampling's state by lower-case UUID; empty without PM sampling.
 func (s *Source) pmStates() map[string]pmsample.DeviceStatus {

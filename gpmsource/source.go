@@ -18,7 +18,9 @@ import (
 	"github.com/cupti-exporter/cupti-exporter/internal/nvmlpci"
 	"github.com/cupti-exporter/cupti-exporter/mapping"
 	"github.com/cupti-exporter/cupti-exporter/pmsample"
+	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
 	"github.com/cupti-exporter/cupti-exporter/profilers/procfs"
+	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
 
 // initRetry is how long Run waits before trying NVML again after Init failed.
@@ -43,9 +45,9 @@ type Source struct {
 	started atomic.Bool                         // NVML was read: gpus is set
 	migAgg  atomic.Pointer[migAggregator]       // MIG GPU instances; nil without any
 	state   atomic.Pointer[map[string]gpuState] // by UUID, for Fill
-	self    atomic.Pointer[mapping.Snapshot]    // samples and failures
+	self    atomic.Pointer[snapshot.Snapshot]   // samples and failures
 
-	curatedDesc map[*mapping.Desc]bool // the Descs (mean, max, min) of the families GPM serves
+	curatedDesc map[*snapshot.Desc]bool // the Descs (mean, max, min) of the families GPM serves
 	mig         migDescs
 
 	holders   atomic.Pointer[map[string][]Holder] // by lower-case UUID
@@ -71,7 +73,7 @@ func New(lib nvml.Interface, m *mapping.Mapper, logger *slog.Logger, opts ...Opt
 	if err != nil {
 		return nil, err
 	}
-	s := &Source{cfg: cfg, lib: lib, log: logger.With("source", "gpm"), m: m, ms: ms, curatedDesc: map[*mapping.Desc]bool{},
+	s := &Source{cfg: cfg, lib: lib, log: logger.With("source", "gpm"), m: m, ms: ms, curatedDesc: map[*snapshot.Desc]bool{},
 		proc: procfs.FS{Root: cfg.procRoot}}
 	for _, r := range ms {
 		met, err := m.Map(r.perfworks, r.props)
@@ -84,7 +86,7 @@ func New(lib nvml.Interface, m *mapping.Mapper, logger *slog.Logger, opts ...Opt
 	}
 	s.state.Store(&map[string]gpuState{})
 	s.holders.Store(&map[string][]Holder{})
-	s.self.Store(&mapping.Snapshot{Time: cfg.now()})
+	s.self.Store(&snapshot.Snapshot{Time: cfg.now()})
 	return s, nil
 }
 
@@ -93,7 +95,7 @@ type gpu struct {
 	index    int
 	dev      nvml.Device
 	agg      *pmsample.Aggregator // its window statistics: one per GPU, so a read rebuilds one GPU's snapshot
-	label    pmsample.Device      // labels of its series (gpu is PM sampling's index of its UUID when known)
+	label    pmdata.Device        // labels of its series (gpu is PM sampling's index of its UUID when known)
 	ms       []resolved           // the metrics it serves (those it refused at the first pair left out)
 	ids      []nvml.GpmMetricId
 	pair     *gpm.Pair
@@ -183,8 +185,8 @@ func (s *Source) init() string {
 			g.ms = slices.DeleteFunc(g.ms, func(m resolved) bool { return m.nvlink })
 		}
 		g.ids = idsOf(g.ms)
-		labels := pmsample.Device{Index: i, UUID: g.label.UUID, Model: g.label.Model, Chip: g.label.Chip, PCIBusID: g.label.PCIBusID}
-		g.agg = pmsample.NewAggregator(s.m, []pmsample.Device{labels}, catalog(s.ms), s.log, s.aggOptions()...)
+		labels := pmdata.Device{Index: i, UUID: g.label.UUID, Model: g.label.Model, Chip: g.label.Chip, PCIBusID: g.label.PCIBusID}
+		g.agg = pmsample.NewAggregator(s.m, []pmdata.Device{labels}, catalog(s.ms), s.log, s.aggOptions()...)
 		gpus = append(gpus, g)
 	}
 	s.mu.Lock()
@@ -202,14 +204,14 @@ func (s *Source) aggOptions() []pmsample.AggregatorOption {
 // identify gives a GPU's labels: PM sampling's device of its UUID when there is one (the gpu
 // index CUDA gives it, the chip CUPTI names), else NVML's index, name and bus ID and the chip
 // of its architecture where that names one.
-func (s *Source) identify(i int, dev nvml.Device) pmsample.Device {
+func (s *Source) identify(i int, dev nvml.Device) pmdata.Device {
 	uuid, _ := dev.GetUUID()
 	for _, d := range s.cfg.devices() {
 		if uuid != "" && strings.EqualFold(d.UUID, uuid) {
 			return d
 		}
 	}
-	out := pmsample.Device{Index: i, UUID: uuid}
+	out := pmdata.Device{Index: i, UUID: uuid}
 	out.Model, _ = dev.GetName()
 	if pci, ret := dev.GetPciInfo(); ret == nvml.SUCCESS {
 		out.PCIBusID = nvmlpci.BusID(pci)
@@ -350,7 +352,7 @@ func (s *Source) read(g *gpu, agg *pmsample.Aggregator, now time.Time) string {
 		s.log.Debug("GPM reading left out", "gpu", g.label.Index, "reason", reason, "detail", detail)
 	}
 	if len(b.Metrics) == 0 { // counted above, by reason: the pair is a gap
-		agg.Add(pmsample.Batch{Device: g.index, Lost: []pmsample.Loss{{Reason: "error", Start: start, End: ns}}})
+		agg.Add(pmdata.Batch{Device: g.index, Lost: []pmdata.Loss{{Reason: "error", Start: start, End: ns}}})
 		return "no valid reading in the pair"
 	}
 	agg.Add(b)
@@ -406,10 +408,10 @@ func (s *Source) served(ms []resolved, r map[nvml.GpmMetricId]reading, what stri
 // sampleOf is one pair's readings as a PM-like sample of device dev over [start, end] ns:
 // the metrics of ms with a valid reading. A metric NVML failed, or read NaN or out of range,
 // is left out of this sample alone (a gap in its window, bytes not counted), by reason.
-func sampleOf(dev int, ms []resolved, r map[nvml.GpmMetricId]reading, start, end uint64, interval time.Duration) (pmsample.Batch, map[string]string) {
+func sampleOf(dev int, ms []resolved, r map[nvml.GpmMetricId]reading, start, end uint64, interval time.Duration) (pmdata.Batch, map[string]string) {
 	span := float64(end-start) / 1e9
-	b := pmsample.Batch{Device: dev, Interval: interval}
-	smp := pmsample.Sample{Start: start, End: end}
+	b := pmdata.Batch{Device: dev, Interval: interval}
+	smp := pmdata.Sample{Start: start, End: end}
 	var bad map[string]string
 	for _, m := range ms {
 		sum, failed := 0.0, nvml.SUCCESS
@@ -439,7 +441,7 @@ func sampleOf(dev int, ms []resolved, r map[nvml.GpmMetricId]reading, start, end
 		smp.Values = append(smp.Values, v)
 	}
 	if len(b.Metrics) > 0 {
-		b.Samples = []pmsample.Sample{smp}
+		b.Samples = []pmdata.Sample{smp}
 	}
 	return b, bad
 }
@@ -453,7 +455,7 @@ func (s *Source) fail(g *gpu, agg *pmsample.Aggregator, reason, detail string, n
 		s.log.Warn("GPM read failed", "gpu", g.label.Index, "reason", reason, "err", detail)
 	}
 	if g.lastEnd > 0 && g.lastEnd < ns {
-		agg.Add(pmsample.Batch{Device: g.index, Lost: []pmsample.Loss{{Reason: "error", Start: g.lastEnd, End: ns}}})
+		agg.Add(pmdata.Batch{Device: g.index, Lost: []pmdata.Loss{{Reason: "error", Start: g.lastEnd, End: ns}}})
 	}
 	g.lastEnd = ns
 	if reason == "sample" && g.failing >= 3 && s.cfg.now().Sub(g.lookup) > lookupEvery {

@@ -15,6 +15,8 @@ import (
 
 	"github.com/cupti-exporter/cupti-exporter/mapping"
 	"github.com/cupti-exporter/cupti-exporter/pmsample"
+	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
+	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
 
 const traceFile = "testdata/h100_gpm.tsv"
@@ -23,7 +25,7 @@ const traceFile = "testdata/h100_gpm.tsv"
 // fed by the test, and the per-GPU states the test sets.
 type pmSide struct {
 	agg     *pmsample.Aggregator
-	devices []pmsample.Device
+	devices []pmdata.Device
 	mu      sync.Mutex
 	state   map[int]pmsample.State
 }
@@ -51,21 +53,21 @@ func newPMSide(t *testing.T, f *fakeNVML, m *mapping.Mapper, dur time.Duration) 
 	p := &pmSide{state: map[int]pmsample.State{}}
 	for i, d := range f.Devices {
 		uuid, _ := d.GetUUID()
-		p.devices = append(p.devices, pmsample.Device{Index: i, UUID: uuid, Model: "NVIDIA H100 80GB HBM3", Chip: "GH100", PCIBusID: fmt.Sprintf("0000:%02x:00.0", i+1)})
+		p.devices = append(p.devices, pmdata.Device{Index: i, UUID: uuid, Model: "NVIDIA H100 80GB HBM3", Chip: "GH100", PCIBusID: fmt.Sprintf("0000:%02x:00.0", i+1)})
 		p.state[i] = pmsample.StateSampling
 	}
 	sm := "TPC.TriageCompute.sm__cycles_active.avg.pct_of_peak_sustained_elapsed"
 	rx := "PCI.TriageCompute.pcie__read_bytes.sum"
-	cat := []pmsample.CatalogEntry{
-		{Name: sm, Properties: mapping.Properties{Type: mapping.TypeCounter, HWUnit: "sm", DimUnit: "gpc_cycle"}},
-		{Name: rx, Properties: mapping.Properties{Type: mapping.TypeCounter, HWUnit: "pcie", DimUnit: "byte"}},
+	cat := []pmdata.CatalogEntry{
+		{Name: sm, Properties: pmdata.Properties{Type: pmdata.TypeCounter, HWUnit: "sm", DimUnit: "gpc_cycle"}},
+		{Name: rx, Properties: pmdata.Properties{Type: pmdata.TypeCounter, HWUnit: "pcie", DimUnit: "byte"}},
 	}
 	p.agg = pmsample.NewAggregator(m, p.devices, cat, nil, pmsample.WithClock(f.clock.Now))
 	t0 := uint64(f.clock.t0.UnixNano())
 	for _, d := range p.devices {
-		b := pmsample.Batch{Device: d.Index, Metrics: []string{sm, rx}}
+		b := pmdata.Batch{Device: d.Index, Metrics: []string{sm, rx}}
 		for at := time.Duration(0); at < dur; at += 100 * time.Millisecond {
-			b.Samples = append(b.Samples, pmsample.Sample{Start: t0 + uint64(at), End: t0 + uint64(at+100*time.Millisecond), Values: []float64{50, 1e6}})
+			b.Samples = append(b.Samples, pmdata.Sample{Start: t0 + uint64(at), End: t0 + uint64(at+100*time.Millisecond), Values: []float64{50, 1e6}})
 		}
 		p.agg.Add(b)
 	}
@@ -94,7 +96,7 @@ func steps(s *Source, f *fakeNVML, n int) {
 }
 
 // seriesOf lists the series of family name on the GPU with uuid: label maps with their value.
-func seriesOf(snap *mapping.Snapshot, name, uuid string) []map[string]string {
+func seriesOf(snap *snapshot.Snapshot, name, uuid string) []map[string]string {
 	var out []map[string]string
 	for _, fam := range snap.Families {
 		if fam.Desc.Name != name {
@@ -116,9 +118,9 @@ func seriesOf(snap *mapping.Snapshot, name, uuid string) []map[string]string {
 }
 
 // seriesOfFamily are the series of fam on the GPU with uuid.
-func seriesOfFamily(fam mapping.Family, uuid string) []mapping.Sample {
+func seriesOfFamily(fam snapshot.Family, uuid string) []snapshot.Sample {
 	ui := slices.Index(fam.Desc.LabelNames, "uuid")
-	var out []mapping.Sample
+	var out []snapshot.Sample
 	for _, smp := range fam.Samples {
 		if ui >= 0 && smp.LabelValues[ui] == uuid {
 			out = append(out, smp)
@@ -143,7 +145,7 @@ func value(t *testing.T, ls map[string]string) float64 {
 
 // checkOneSource fails when a curated family has series of both sources, or two of one
 // source, for one GPU and direction: sums and averages over GPUs would count it twice.
-func checkOneSource(t *testing.T, s *Source, snap *mapping.Snapshot) {
+func checkOneSource(t *testing.T, s *Source, snap *snapshot.Snapshot) {
 	t.Helper()
 	for _, fam := range snap.Families {
 		if !slices.Contains(fam.Desc.LabelNames, SourceLabel) || strings.HasPrefix(fam.Desc.Name, "cupti_mig_") {
@@ -170,7 +172,7 @@ func TestFillWhilePMCannot(t *testing.T) {
 	f := newFakeNVML(t, tr, 2)
 	m, _ := mapping.New()
 	pm := newPMSide(t, f, m, 3*time.Second)
-	s := newTestSource(t, f, m, WithPMDevices(func() []pmsample.Device { return pm.devices }), WithPMStatus(pm.status), WithWindow(10*time.Second))
+	s := newTestSource(t, f, m, WithPMDevices(func() []pmdata.Device { return pm.devices }), WithPMStatus(pm.status), WithWindow(10*time.Second))
 	fill := s.Fill(pm.agg)
 	u0, u1 := pm.devices[0].UUID, pm.devices[1].UUID
 
@@ -317,7 +319,7 @@ func TestPMFamiliesOnly(t *testing.T) {
 	m, _ := mapping.New()
 	pm := newPMSide(t, f, m, time.Second)
 	pm.set(0, pmsample.StateError)
-	s := newTestSource(t, f, m, WithPMDevices(func() []pmsample.Device { return pm.devices }), WithPMStatus(pm.status),
+	s := newTestSource(t, f, m, WithPMDevices(func() []pmdata.Device { return pm.devices }), WithPMStatus(pm.status),
 		WithPMFamilies(func(name string) bool { return strings.HasPrefix(name, "cupti_sm_active") }))
 	steps(s, f, 5)
 	snap := s.Fill(pm.agg).Snapshot()
@@ -445,7 +447,7 @@ func TestHolders(t *testing.T) {
 	m, _ := mapping.New()
 	pm := newPMSide(t, f, m, time.Second)
 	pm.set(1, pmsample.StateBusy)
-	s := newTestSource(t, f, m, WithPMDevices(func() []pmsample.Device { return pm.devices }), WithPMStatus(pm.status), WithProcRoot(proc))
+	s := newTestSource(t, f, m, WithPMDevices(func() []pmdata.Device { return pm.devices }), WithPMStatus(pm.status), WithProcRoot(proc))
 	steps(s, f, 1)
 	u1 := pm.devices[1].UUID
 	if h := s.Holders(u1); len(h) != 1 || h[0].PID != 4242 || h[0].Command != "python3" || h[0].Library != "libInterceptorInjectionTarget.so" || h[0].Tool != "ncu (pid 3888)" {
@@ -470,7 +472,7 @@ func TestScrapesWhileReading(t *testing.T) {
 	m, _ := mapping.New()
 	pm := newPMSide(t, f, m, time.Second)
 	pm.set(0, pmsample.StateBusy)
-	s := newTestSource(t, f, m, WithPMDevices(func() []pmsample.Device { return pm.devices }), WithPMStatus(pm.status))
+	s := newTestSource(t, f, m, WithPMDevices(func() []pmdata.Device { return pm.devices }), WithPMStatus(pm.status))
 	fill := s.Fill(pm.agg)
 	done := make(chan struct{})
 	go func() {

@@ -1,6 +1,6 @@
 package health
 
-import "github.com/cupti-exporter/cupti-exporter/mapping"
+import "github.com/cupti-exporter/cupti-exporter/snapshot"
 
 // deviceLabels are the labels of every device series, the same names and values as the
 // PM-sampling series (gpu, uuid, model, pci_bus_id).
@@ -8,13 +8,13 @@ var deviceLabels = []string{"gpu", "uuid", "model", "pci_bus_id"}
 
 func labels(extra ...string) []string { return append(append([]string{}, deviceLabels...), extra...) }
 
-func gauge(name, unit, otel, otelUnit, help string, extra ...string) *mapping.Desc {
-	return &mapping.Desc{Name: name, Kind: mapping.KindGauge, Unit: unit, OTelName: otel, OTelUnit: otelUnit,
+func gauge(name, unit, otel, otelUnit, help string, extra ...string) *snapshot.Desc {
+	return &snapshot.Desc{Name: name, Kind: snapshot.KindGauge, Unit: unit, OTelName: otel, OTelUnit: otelUnit,
 		Help: help, LabelNames: labels(extra...)}
 }
 
-func counter(name, unit, otel, otelUnit, help string, extra ...string) *mapping.Desc {
-	return &mapping.Desc{Name: name, Kind: mapping.KindCounter, Unit: unit, OTelName: otel, OTelUnit: otelUnit,
+func counter(name, unit, otel, otelUnit, help string, extra ...string) *snapshot.Desc {
+	return &snapshot.Desc{Name: name, Kind: snapshot.KindCounter, Unit: unit, OTelName: otel, OTelUnit: otelUnit,
 		Help: help, LabelNames: labels(extra...)}
 }
 
@@ -22,8 +22,8 @@ func counter(name, unit, otel, otelUnit, help string, extra ...string) *mapping.
 // instrument for the fraction of time a GPU spends in a task, told apart by hw.gpu.task
 // (general, encoder, decoder). NVML gives all three from one sampling, so the instrument is
 // NVML's; PM sampling's engine-active ratio is cupti.graphics_engine.active (mapping).
-func gpuTask(d *mapping.Desc, task string) *mapping.Desc {
-	d.OTelAttributes = []mapping.Label{{Name: "hw.gpu.task", Value: task}}
+func gpuTask(d *snapshot.Desc, task string) *snapshot.Desc {
+	d.OTelAttributes = []snapshot.Label{{Name: "hw.gpu.task", Value: task}}
 	return d
 }
 
@@ -42,7 +42,7 @@ var (
 	encUtilDesc        = gpuTask(gauge("cupti_nvml_encoder_utilization_ratio", "ratio", "hw.gpu.utilization", "1", "Video encoder utilisation (NVML; DCGM ENC_UTIL)."), "encoder")
 	decUtilDesc        = gpuTask(gauge("cupti_nvml_decoder_utilization_ratio", "ratio", "hw.gpu.utilization", "1", "Video decoder utilisation (NVML; DCGM DEC_UTIL)."), "decoder")
 	memoryReservedDesc = gauge("cupti_gpu_memory_reserved_bytes", "bytes", "cupti.gpu.memory.reserved", "By", "Frame-buffer memory reserved by the driver (NVML v2; DCGM FB_RESERVED).")
-	infoDesc           = &mapping.Desc{Name: "cupti_nvml_info", Kind: mapping.KindGauge, OTelName: "cupti.nvml.info", OTelUnit: "1",
+	infoDesc           = &snapshot.Desc{Name: "cupti_nvml_info", Kind: snapshot.KindGauge, OTelName: "cupti.nvml.info", OTelUnit: "1",
 		Help: "NVML and driver versions of the host (value 1; DCGM DRIVER_VERSION label).", LabelNames: []string{"driver_version", "nvml_version", "cuda_driver_version"}}
 	powerDesc      = gauge("cupti_gpu_power_watts", "watts", "hw.power", "W", "Power draw (NVML; DCGM POWER_USAGE).")
 	powerLimitDesc = gauge("cupti_gpu_power_limit_watts", "watts", "cupti.gpu.power.limit", "W", "Enforced power limit (NVML).")
@@ -81,16 +81,16 @@ var (
 		"Fraction of cycles any tensor pipe was active over the last health interval, from NVML GPM (GPM_METRIC_ANY_TENSOR_UTIL; DCGM PROF_PIPE_TENSOR_ACTIVE); --health.gpm.", "source")
 	gpmDRAMDesc = gauge("cupti_gpm_dram_bandwidth_ratio", "ratio", "cupti.gpm.dram.bandwidth", "1",
 		"DRAM bandwidth used as a fraction of peak over the last health interval, from NVML GPM (GPM_METRIC_DRAM_BW_UTIL; DCGM PROF_DRAM_ACTIVE); --health.gpm.", "source")
-	collectDesc = &mapping.Desc{Name: "cupti_health_collection_seconds", Kind: mapping.KindGauge, Unit: "seconds",
+	collectDesc = &snapshot.Desc{Name: "cupti_health_collection_seconds", Kind: snapshot.KindGauge, Unit: "seconds",
 		OTelName: "cupti.health.collection.duration", OTelUnit: "s", Help: "Time the last NVML collection of every device took."}
-	errorsDesc = &mapping.Desc{Name: "cupti_health_read_errors_total", Kind: mapping.KindCounter,
+	errorsDesc = &snapshot.Desc{Name: "cupti_health_read_errors_total", Kind: snapshot.KindCounter,
 		OTelName: "cupti.health.read.errors", OTelUnit: "{error}", LabelNames: []string{"gpu", "field"},
 		Help: "NVML reads that failed with an error other than not-supported, by GPU and field."}
 )
 
 // Descs lists every family the health source can emit, for docs and dashboard checks.
-func Descs() []*mapping.Desc {
-	return []*mapping.Desc{infoDesc, memoryUsedDesc, memoryFreeDesc, memoryTotalDesc, memoryReservedDesc, bar1UsedDesc, bar1TotalDesc,
+func Descs() []*snapshot.Desc {
+	return []*snapshot.Desc{infoDesc, memoryUsedDesc, memoryFreeDesc, memoryTotalDesc, memoryReservedDesc, bar1UsedDesc, bar1TotalDesc,
 		nvmlUtilDesc, nvmlCopyUtilDesc, encUtilDesc, decUtilDesc, powerDesc, powerLimitDesc, energyDesc, tempDesc, memTempDesc,
 		clockDesc, maxClockDesc, clockEventDesc, violationDesc, xidDesc, xidLastDesc, eccDesc, retiredDesc,
 		retiredPendingDesc, remappedDesc, remapPendingDesc, remapFailedDesc, pcieReplayDesc, nvlinkUpDesc,

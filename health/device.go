@@ -10,10 +10,11 @@ import (
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
+	"github.com/cupti-exporter/cupti-exporter/gpuprocs"
 	"github.com/cupti-exporter/cupti-exporter/internal/gpm"
 	"github.com/cupti-exporter/cupti-exporter/internal/nvmlfield"
 	"github.com/cupti-exporter/cupti-exporter/internal/nvmlpci"
-	"github.com/cupti-exporter/cupti-exporter/mapping"
+	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
 
 // gpuState is what the Source knows of one GPU; only the collection goroutine touches it.
@@ -122,7 +123,7 @@ func (g *gpuState) ok(field string, ret nvml.Return) bool {
 
 // collect reads every supported field of the GPU into b; it returns the compute processes
 // NVML listed (nil when the list could not be read).
-func (g *gpuState) collect(b *builder, podOf func(uint32) (string, string, string, bool), procRoot string) []Process {
+func (g *gpuState) collect(b *builder, podOf func(uint32) (string, string, string, bool), procRoot string) []gpuprocs.Process {
 	l := g.labels
 	add := func(d *descT, v float64, extra ...string) { b.add(d, v, append(l[:len(l):len(l)], extra...)...) }
 	// Memory as nvidia-smi shows it: the v2 query leaves the driver's reserved memory out
@@ -225,7 +226,7 @@ func (g *gpuState) collect(b *builder, podOf func(uint32) (string, string, strin
 }
 
 // descT shortens the builder signatures.
-type descT = mapping.Desc
+type descT = snapshot.Desc
 
 // readStatic reads the fields that stay fixed while the driver holds the GPU: its maximum
 // clocks (nvmlDeviceGetMaxClockInfo, 1.5 ms of CPU a call on an H100 in run BK). done is false
@@ -317,7 +318,7 @@ func (g *gpuState) collectErrors(add func(*descT, float64, ...string)) {
 	}
 }
 
-func (g *gpuState) collectProcesses(b *builder, podOf func(uint32) (string, string, string, bool), procRoot string) []Process {
+func (g *gpuState) collectProcesses(b *builder, podOf func(uint32) (string, string, string, bool), procRoot string) []gpuprocs.Process {
 	if g.skip("processes") {
 		return nil
 	}
@@ -331,19 +332,19 @@ func (g *gpuState) collectProcesses(b *builder, podOf func(uint32) (string, stri
 			procs = append(procs, c)
 		}
 	}
-	out := make([]Process, 0, len(procs))
+	out := make([]gpuprocs.Process, 0, len(procs))
 	for _, p := range procs {
 		var pod, ns, ctr string
 		if podOf != nil {
 			pod, ns, ctr, _ = podOf(p.Pid)
 		}
 		b.add(procMemDesc, float64(p.UsedGpuMemory), append(append([]string{}, g.labels...), strconv.FormatUint(uint64(p.Pid), 10), ns, pod, ctr)...)
-		q := Process{PID: p.Pid, SMShare: math.NaN(), Namespace: ns, Pod: pod, Container: ctr}
+		q := gpuprocs.Process{PID: p.Pid, SMShare: math.NaN(), Namespace: ns, Pod: pod, Container: ctr}
 		switch {
 		case slices.ContainsFunc(clients, func(c nvml.ProcessInfo) bool { return c.Pid == p.Pid }):
-			q.MPS = MPSClient
+			q.MPS = gpuprocs.MPSClient
 		case isMPSServer(procRoot, p.Pid):
-			q.MPS = MPSServer
+			q.MPS = gpuprocs.MPSServer
 		}
 		out = append(out, q)
 	}

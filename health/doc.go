@@ -6,7 +6,7 @@
 // default counter to ours).
 //
 // A Source polls every device on its own cadence (default 1 s) from one goroutine and
-// publishes an immutable mapping.Snapshot: a scrape never calls NVML. XID errors arrive on
+// publishes an immutable snapshot.Snapshot: a scrape never calls NVML. XID errors arrive on
 // a second goroutine that waits on an NVML event set. NVML loads at run time; without the
 // library, without GPUs, or with a GPU that fell off the bus (ERROR_GPU_IS_LOST), the
 // Source reports it per device in Status (cupti_exporter_source_up and /readyz), keeps

@@ -21,7 +21,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/cupti-exporter/cupti-exporter/exporter"
-	"github.com/cupti-exporter/cupti-exporter/mapping"
+	"github.com/cupti-exporter/cupti-exporter/gpuprocs"
+	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
 
 // reading is what a fake GPU answers; a field set in unsupported answers NOT_SUPPORTED.
@@ -146,7 +147,7 @@ func newFakeServer(t testing.TB) (*server.Server, []*reading) {
 }
 
 // series finds the value of name with the given label values (a subset, by name).
-func series(t testing.TB, snap *mapping.Snapshot, name string, want map[string]string) (float64, bool) {
+func series(t testing.TB, snap *snapshot.Snapshot, name string, want map[string]string) (float64, bool) {
 	t.Helper()
 	for _, f := range snap.Families {
 		if f.Desc.Name != name {
@@ -165,7 +166,7 @@ func series(t testing.TB, snap *mapping.Snapshot, name string, want map[string]s
 	return 0, false
 }
 
-func family(snap *mapping.Snapshot, name string) *mapping.Family {
+func family(snap *snapshot.Snapshot, name string) *snapshot.Family {
 	for i := range snap.Families {
 		if snap.Families[i].Desc.Name == name {
 			return &snap.Families[i]
@@ -642,7 +643,7 @@ func TestProcessListener(t *testing.T) {
 	d1.GetProcessUtilizationFunc = func(uint64) ([]nvml.ProcessUtilizationSample, nvml.Return) { return nil, nvml.ERROR_NOT_SUPPORTED }
 	rs[1].procs = []nvml.ProcessInfo{{Pid: 500}}
 	now := time.Unix(1_800_000_000, 0)
-	got := map[string][]Processes{}
+	got := map[string][]gpuprocs.Observation{}
 	src := New(srv, nil, WithoutEvents(), withClock(func() time.Time { return now }),
 		WithPodResolver(func(pid uint32) (string, string, string, bool) {
 			if pid == 100 {
@@ -650,7 +651,7 @@ func TestProcessListener(t *testing.T) {
 			}
 			return "", "", "", false
 		}),
-		WithProcessListener(func(p Processes) { got[p.GPU] = append(got[p.GPU], p) }))
+		WithProcessListener(func(p gpuprocs.Observation) { got[p.GPU] = append(got[p.GPU], p) }))
 	started(t, src)
 	src.Collect()
 	now = now.Add(time.Second)
@@ -664,10 +665,10 @@ func TestProcessListener(t *testing.T) {
 		t.Errorf("first observation: shares %v, period %v..%v", first.Shares, first.Start, first.End)
 	}
 	want := map[uint32]float64{100: 0.5, 200: 0, 300: 0.1}
-	if len(first.Procs) != len(want) {
-		t.Fatalf("processes %+v, want pids 100, 200, 300", first.Procs)
+	if len(first.Processes) != len(want) {
+		t.Fatalf("processes %+v, want pids 100, 200, 300", first.Processes)
 	}
-	for _, p := range first.Procs {
+	for _, p := range first.Processes {
 		if math.Abs(p.SMShare-want[p.PID]) > 1e-12 {
 			t.Errorf("pid %d share %v, want %v", p.PID, p.SMShare, want[p.PID])
 		}
@@ -682,13 +683,13 @@ func TestProcessListener(t *testing.T) {
 	if len(lastSeen) != 2 || lastSeen[0] != 0 || lastSeen[1] != 3000 {
 		t.Errorf("utilisation read since %v, want [0 3000]", lastSeen)
 	}
-	for _, p := range second.Procs {
+	for _, p := range second.Processes {
 		if p.SMShare != 0 {
 			t.Errorf("second period: pid %d share %v, want 0 (NVML: no sample since)", p.PID, p.SMShare)
 		}
 	}
 	g1 := got["1"][1]
-	if g1.Shares || len(g1.Procs) != 1 || !math.IsNaN(g1.Procs[0].SMShare) {
+	if g1.Shares || len(g1.Processes) != 1 || !math.IsNaN(g1.Processes[0].SMShare) {
 		t.Errorf("gpu 1 without per-process utilisation: %+v, want the running list with NaN shares", g1)
 	}
 }
@@ -715,17 +716,17 @@ func TestMPSProcesses(t *testing.T) {
 	rs[1].unsupported["mps_processes"] = true
 	rs[2].procs = []nvml.ProcessInfo{{Pid: 100}}
 	got := map[string]map[uint32]string{}
-	src := New(srv, nil, WithoutEvents(), WithProcRoot(root), WithProcessListener(func(p Processes) {
+	src := New(srv, nil, WithoutEvents(), WithProcRoot(root), WithProcessListener(func(p gpuprocs.Observation) {
 		got[p.GPU] = map[uint32]string{}
-		for _, q := range p.Procs {
+		for _, q := range p.Processes {
 			got[p.GPU][q.PID] = q.MPS
 		}
 	}))
 	started(t, src)
 	src.Collect()
 	for gpu, want := range map[string]map[uint32]string{
-		"0": {300: MPSServer, 100: MPSClient, 101: MPSClient, 400: "", 500: ""},
-		"1": {300: MPSServer, 100: ""},
+		"0": {300: gpuprocs.MPSServer, 100: gpuprocs.MPSClient, 101: gpuprocs.MPSClient, 400: "", 500: ""},
+		"1": {300: gpuprocs.MPSServer, 100: ""},
 		"2": {100: ""},
 	} {
 		if !maps.Equal(got[gpu], want) {
@@ -747,14 +748,14 @@ func TestMIGProcesses(t *testing.T) {
 	d0.GetMigDeviceHandleByIndexFunc = func(int) (nvml.Device, nvml.Return) { return nil, nvml.ERROR_NOT_FOUND }
 	rs[0].procs = []nvml.ProcessInfo{{Pid: 100, GpuInstanceId: 1, ComputeInstanceId: 0}, {Pid: 200, GpuInstanceId: 2, ComputeInstanceId: 0}}
 	rs[1].procs = []nvml.ProcessInfo{{Pid: 300}}
-	got := map[string]Processes{}
-	src := New(srv, nil, WithoutEvents(), WithProcessListener(func(p Processes) { got[p.GPU] = p }))
+	got := map[string]gpuprocs.Observation{}
+	src := New(srv, nil, WithoutEvents(), WithProcessListener(func(p gpuprocs.Observation) { got[p.GPU] = p }))
 	started(t, src)
 	src.Collect()
-	if p := got["0"]; !p.MIG || len(p.Procs) != 2 {
-		t.Errorf("MIG GPU 0: MIG %v, %d processes; want MIG and both instances' processes", p.MIG, len(p.Procs))
+	if p := got["0"]; !p.MIG || len(p.Processes) != 2 {
+		t.Errorf("MIG GPU 0: MIG %v, %d processes; want MIG and both instances' processes", p.MIG, len(p.Processes))
 	}
-	if p := got["1"]; p.MIG || len(p.Procs) != 1 {
-		t.Errorf("GPU 1 without MIG: MIG %v, %d processes", p.MIG, len(p.Procs))
+	if p := got["1"]; p.MIG || len(p.Processes) != 1 {
+		t.Errorf("GPU 1 without MIG: MIG %v, %d processes", p.MIG, len(p.Processes))
 	}
 }

@@ -1,6 +1,10 @@
 package health
 
-import "time"
+import (
+	"time"
+
+	"github.com/cupti-exporter/cupti-exporter/gpuprocs"
+)
 
 // DefaultInterval is how often a Source reads every device.
 const DefaultInterval = time.Second
@@ -13,7 +17,7 @@ type config struct {
 	gpuResolver func(uuid string) (gpu string, ok bool)
 	podResolver func(pid uint32) (pod, namespace, container string, ok bool)
 	procRoot    string // where /proc is: the MPS server is told by its command line
-	onProcesses func(Processes)
+	onProcesses func(gpuprocs.Observation)
 	events      bool
 	gpm         bool
 	now         func() time.Time
@@ -55,10 +59,10 @@ func WithPodResolver(f func(pid uint32) (pod, namespace, container string, ok bo
 func WithProcRoot(dir string) Option { return func(c *config) { c.procRoot = dir } }
 
 // WithProcessListener hands f, after every collection of each GPU, the compute processes
-// NVML lists on it with their share of SM time since the previous collection (Processes).
+// NVML lists on it with their share of SM time since the previous collection (a gpuprocs.Observation).
 // f runs on the collection goroutine and must not block. Without it the per-process
 // utilisation is not read.
-func WithProcessListener(f func(Processes)) Option {
+func WithProcessListener(f func(gpuprocs.Observation)) Option {
 	return func(c *config) { c.onProcesses = f }
 }
 

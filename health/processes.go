@@ -10,42 +10,7 @@ import (
 	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
-)
-
-// Processes is what one collection saw of the compute processes on one GPU: NVML's running
-// list and, where the driver has them, each process's share of SM time over the period
-// (nvmlDeviceGetProcessUtilization). The attribution join uses it to know who else is on
-// the GPU (docs/attribution.md, "Untraced processes"); cmd/ wires it in.
-type Processes struct {
-	GPU, UUID  string
-	Start, End time.Time // the previous collection of this GPU, this one
-	// Shares reports whether SMShare was read for this period (the driver supports
-	// per-process utilisation and answered); without it every SMShare is NaN.
-	Shares bool
-	// MIG: the GPU is split into MIG instances; its processes run side by side in them, each
-	// in its own instance, not in turns on the whole GPU.
-	MIG   bool
-	Procs []Process
-}
-
-// Process is one compute process on a GPU.
-type Process struct {
-	PID uint32 // in the PID namespace NVML answers in (the host's with hostPID)
-	// SMShare is the share of the period's time a kernel of the process ran (0..1): the mean
-	// of NVML's per-process SM utilisation samples since the last collection, 0 when NVML
-	// has no sample of it (it reports only processes that ran); NaN when unknown.
-	SMShare                   float64
-	Namespace, Pod, Container string // from the pod resolver; "" when unknown
-	// MPS is the process's part in NVIDIA's Multi-Process Service: MPSServer, MPSClient, or
-	// "" (not under MPS, or not known).
-	MPS string
-}
-
-// MPS roles (Process.MPS). Under MPS the clients' kernels run in the server's context, so
-// NVML lists the server beside its clients; it has no work of its own.
-const (
-	MPSServer = "server" // nvidia-cuda-mps-server, known by its command line
-	MPSClient = "client" // listed by nvmlDeviceGetMPSComputeRunningProcesses
+	"github.com/cupti-exporter/cupti-exporter/gpuprocs"
 )
 
 // mpsServerCommand is the MPS server's executable (the control daemon,
@@ -79,7 +44,7 @@ const maxObservedProcesses = 256
 
 // observeProcesses reads the per-process SM utilisation since the last collection into
 // procs (the running list of this collection) and hands the result to the listener.
-func (g *gpuState) observeProcesses(procs []Process, now time.Time, interval time.Duration, listen func(Processes)) {
+func (g *gpuState) observeProcesses(procs []gpuprocs.Process, now time.Time, interval time.Duration, listen func(gpuprocs.Observation)) {
 	start := g.lastProcs
 	if start.IsZero() || now.Sub(start) > 10*interval { // first collection, or after a long gap
 		start = now.Add(-interval)
@@ -96,11 +61,11 @@ func (g *gpuState) observeProcesses(procs []Process, now time.Time, interval tim
 		}
 		for pid, s := range shares { // ran, but not listed (exited since, or not a compute process)
 			if s > 0 && len(procs) < maxObservedProcesses {
-				procs = append(procs, Process{PID: pid, SMShare: s})
+				procs = append(procs, gpuprocs.Process{PID: pid, SMShare: s})
 			}
 		}
 	}
-	listen(Processes{GPU: g.gpu, UUID: g.uuid, Start: start, End: now, Shares: shares != nil, MIG: g.migOn, Procs: procs})
+	listen(gpuprocs.Observation{GPU: g.gpu, UUID: g.uuid, Start: start, End: now, Shares: shares != nil, MIG: g.migOn, Processes: procs})
 }
 
 // readShares returns each process's mean SM utilisation (0..1) over the samples NVML took

@@ -12,7 +12,7 @@ import (
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
-	"github.com/cupti-exporter/cupti-exporter/mapping"
+	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
 
 // initRetry is how long a Source waits before trying NVML again after Init failed.
@@ -43,7 +43,7 @@ type Source struct {
 
 	info []string // driver, NVML and CUDA driver versions, set by init
 
-	snap atomic.Pointer[mapping.Snapshot]
+	snap atomic.Pointer[snapshot.Snapshot]
 	migs atomic.Pointer[map[migKey]string] // MIG UUID by GPU, profile and placement, from the last collection
 }
 
@@ -63,7 +63,7 @@ func New(lib nvml.Interface, logger *slog.Logger, opts ...Option) *Source {
 	}
 	s := &Source{cfg: cfg, lib: lib, log: logger.With("source", "health"), start: cfg.now(), xids: map[xidKey]*xidState{}}
 	s.status = []DeviceStatus{{Reason: "starting", Detail: "NVML not read yet"}}
-	s.snap.Store(&mapping.Snapshot{Time: s.start})
+	s.snap.Store(&snapshot.Snapshot{Time: s.start})
 	return s
 }
 
@@ -242,7 +242,7 @@ func (s *Source) reacquire(g *gpuState) {
 }
 
 // Snapshot returns the families of the last collection.
-func (s *Source) Snapshot() *mapping.Snapshot { return s.snap.Load() }
+func (s *Source) Snapshot() *snapshot.Snapshot { return s.snap.Load() }
 
 // Status returns the state per device, or one entry for the whole source when NVML is
 // unavailable.

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/cupti-exporter/cupti-exporter/mapping"
+	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
 
 // View serves the snapshots of a health source (live, or a recording's) without the series an
@@ -14,13 +14,13 @@ import (
 // which appear at their first non-zero value and stay. The source keeps everything, so a
 // recording holds every series whatever the view serves.
 type View struct {
-	src    interface{ Snapshot() *mapping.Snapshot }
+	src    interface{ Snapshot() *snapshot.Snapshot }
 	detail bool // serve detailSeries
 	zeros  bool // serve fromFirstEvent from the start
 
 	mu   sync.Mutex
-	in   *mapping.Snapshot // the source snapshot out was made from
-	out  *mapping.Snapshot
+	in   *snapshot.Snapshot // the source snapshot out was made from
+	out  *snapshot.Snapshot
 	seen map[string]bool // fromFirstEvent series that were non-zero once
 }
 
@@ -34,7 +34,7 @@ func WithDetail(on bool) ViewOption { return func(v *View) { v.detail = on } }
 func WithZeroReasons(on bool) ViewOption { return func(v *View) { v.zeros = on } }
 
 // NewView serves src's snapshots through the view; src is a *Source or a recording's health.
-func NewView(src interface{ Snapshot() *mapping.Snapshot }, opts ...ViewOption) *View {
+func NewView(src interface{ Snapshot() *snapshot.Snapshot }, opts ...ViewOption) *View {
 	v := &View{src: src, seen: map[string]bool{}}
 	for _, o := range opts {
 		o(v)
@@ -79,7 +79,7 @@ var fromFirstEvent = []selector{
 }
 
 // match reports whether s selects sample x of family d.
-func (s selector) match(d *mapping.Desc, x mapping.Sample) bool {
+func (s selector) match(d *snapshot.Desc, x snapshot.Sample) bool {
 	if d.Name != s.family {
 		return false
 	}
@@ -93,7 +93,7 @@ func (s selector) match(d *mapping.Desc, x mapping.Sample) bool {
 	return slices.Contains(s.values, x.LabelValues[i]) != s.not
 }
 
-func anyMatch(sel []selector, d *mapping.Desc, x mapping.Sample) bool {
+func anyMatch(sel []selector, d *snapshot.Desc, x snapshot.Sample) bool {
 	for _, s := range sel {
 		if s.match(d, x) {
 			return true
@@ -104,7 +104,7 @@ func anyMatch(sel []selector, d *mapping.Desc, x mapping.Sample) bool {
 
 // Snapshot implements the exporter's Producer: the source's newest snapshot through the view
 // (nil before the source's first).
-func (v *View) Snapshot() *mapping.Snapshot {
+func (v *View) Snapshot() *snapshot.Snapshot {
 	in := v.src.Snapshot()
 	v.mu.Lock()
 	defer v.mu.Unlock()
@@ -114,9 +114,9 @@ func (v *View) Snapshot() *mapping.Snapshot {
 		}
 		return v.out
 	}
-	out := &mapping.Snapshot{Time: in.Time}
+	out := &snapshot.Snapshot{Time: in.Time}
 	for _, f := range in.Families {
-		var keep []mapping.Sample
+		var keep []snapshot.Sample
 		for _, x := range f.Samples {
 			if !v.detail && anyMatch(detailSeries, f.Desc, x) {
 				continue
@@ -131,7 +131,7 @@ func (v *View) Snapshot() *mapping.Snapshot {
 			keep = append(keep, x)
 		}
 		if len(keep) > 0 {
-			out.Families = append(out.Families, mapping.Family{Desc: f.Desc, Samples: keep})
+			out.Families = append(out.Families, snapshot.Family{Desc: f.Desc, Samples: keep})
 		}
 	}
 	v.in, v.out = in, out

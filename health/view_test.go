@@ -8,21 +8,23 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cupti-exporter/cupti-exporter/mapping"
+	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
 
 // snapSource hands out the snapshot it holds.
-type snapSource struct{ s *mapping.Snapshot }
+type snapSource struct{ s *snapshot.Snapshot }
 
-func (s *snapSource) Snapshot() *mapping.Snapshot { return s.s }
+func (s *snapSource) Snapshot() *snapshot.Snapshot { return s.s }
 
 // viewSnapshot is one GPU's collection: idle (gpu_idle held, nothing else), some power-capped
 // time, no ECC error, with throttled set: also held at sw_power_cap, sync_boost time and one
 // corrected error.
-func viewSnapshot(throttled bool) *mapping.Snapshot {
+func viewSnapshot(throttled bool) *snapshot.Snapshot {
 	b := newBuilder(time.Unix(0, 0))
 	dev := []string{"0", "GPU-1", "H200", "0000:19:00.0"}
-	add := func(d *mapping.Desc, v float64, extra ...string) { b.add(d, v, append(slices.Clone(dev), extra...)...) }
+	add := func(d *snapshot.Desc, v float64, extra ...string) {
+		b.add(d, v, append(slices.Clone(dev), extra...)...)
+	}
 	add(memoryUsedDesc, 1)
 	add(memoryFreeDesc, 2)
 	add(bar1UsedDesc, 3)
@@ -48,7 +50,7 @@ func viewSnapshot(throttled bool) *mapping.Snapshot {
 }
 
 // served lists a view snapshot's series as name{label values after the device's}.
-func served(s *mapping.Snapshot) []string {
+func served(s *snapshot.Snapshot) []string {
 	var out []string
 	for _, f := range s.Families {
 		for _, x := range f.Samples {
@@ -107,10 +109,10 @@ func TestViewEverything(t *testing.T) {
 
 // atomicSource is a snapSource that may change while it is read.
 type atomicSource struct {
-	p atomic.Pointer[mapping.Snapshot]
+	p atomic.Pointer[snapshot.Snapshot]
 }
 
-func (s *atomicSource) Snapshot() *mapping.Snapshot { return s.p.Load() }
+func (s *atomicSource) Snapshot() *snapshot.Snapshot { return s.p.Load() }
 
 // Scrapes and OTLP read a view at once while the source publishes (go test -race).
 func TestViewConcurrentSafe(t *testing.T) {

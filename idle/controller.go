@@ -10,9 +10,10 @@ import (
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
-	"github.com/cupti-exporter/cupti-exporter/activity"
+	"github.com/cupti-exporter/cupti-exporter/activity/record"
 	"github.com/cupti-exporter/cupti-exporter/internal/gpm"
 	"github.com/cupti-exporter/cupti-exporter/pmsample"
+	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
 )
 
 // clockEventGPUIdle is the gpu_idle bit of nvmlDeviceGetCurrentClocksEventReasons.
@@ -20,7 +21,7 @@ const clockEventGPUIdle = 0x1
 
 // Sampler is what a Controller drives: pmsample's *Sampler.
 type Sampler interface {
-	Devices() []pmsample.Device
+	Devices() []pmdata.Device
 	Status() []pmsample.DeviceStatus
 	Release(device int, reason string)
 	Reacquire(device int, since time.Time)
@@ -37,9 +38,9 @@ type Controller struct {
 	pid  uint32
 
 	mu      sync.Mutex
-	signals map[int]*signal             // by device index, consumed by Run
-	procs   map[*activity.Process][]int // device index by CUDA ordinal of each connected process (-1: unknown)
-	byLabel map[string]int              // gpu label -> device index
+	signals map[int]*signal           // by device index, consumed by Run
+	procs   map[*record.Process][]int // device index by CUDA ordinal of each connected process (-1: unknown)
+	byLabel map[string]int            // gpu label -> device index
 
 	gpus []*gpu // owned by Run
 }
@@ -87,7 +88,7 @@ func New(s Sampler, lib nvml.Interface, logger *slog.Logger, opts ...Option) *Co
 	}
 	c := &Controller{cfg: newConfig(opts), s: s, lib: lib, log: logger.With("source", "idle"),
 		kick: make(chan struct{}, 1), pid: uint32(os.Getpid()),
-		signals: map[int]*signal{}, procs: map[*activity.Process][]int{}, byLabel: map[string]int{}}
+		signals: map[int]*signal{}, procs: map[*record.Process][]int{}, byLabel: map[string]int{}}
 	for _, d := range s.Devices() {
 		c.byLabel[fmt.Sprint(d.Index)] = d.Index
 	}

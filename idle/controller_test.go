@@ -12,7 +12,9 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock"
 
 	"github.com/cupti-exporter/cupti-exporter/activity"
+	"github.com/cupti-exporter/cupti-exporter/activity/record"
 	"github.com/cupti-exporter/cupti-exporter/pmsample"
+	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
 )
 
 // fakeGPU is what one mocked NVML device answers; tests change it between steps.
@@ -155,7 +157,7 @@ func fakeNVML(gpus map[string]*fakeGPU) *mock.Interface {
 // pause wins).
 type fakeSampler struct {
 	mu       sync.Mutex
-	devs     []pmsample.Device
+	devs     []pmdata.Device
 	released map[int]bool
 	paused   map[int]bool
 	since    map[int]time.Time
@@ -165,14 +167,14 @@ type fakeSampler struct {
 func newFakeSampler(n int) *fakeSampler {
 	s := &fakeSampler{released: map[int]bool{}, paused: map[int]bool{}, since: map[int]time.Time{}}
 	for i := range n {
-		s.devs = append(s.devs, pmsample.Device{Index: i, UUID: uuidOf(i)})
+		s.devs = append(s.devs, pmdata.Device{Index: i, UUID: uuidOf(i)})
 	}
 	return s
 }
 
 func uuidOf(i int) string { return "GPU-0000000" + string(rune('0'+i)) }
 
-func (s *fakeSampler) Devices() []pmsample.Device { return s.devs }
+func (s *fakeSampler) Devices() []pmdata.Device { return s.devs }
 func (s *fakeSampler) Status() []pmsample.DeviceStatus {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -278,7 +280,7 @@ func TestIdleActivityResetsDelay(t *testing.T) {
 	r := newRig(t, 1)
 	r.run(800 * time.Millisecond)
 	r.c.Records(nil, nil) // no process: nothing
-	p := &activity.Process{PID: 42}
+	p := &record.Process{PID: 42}
 	r.c.ProcessConnected(p, activity.ProcessInfo{GPUs: []string{"0"}})
 	r.run(800 * time.Millisecond)
 	if r.s.isReleased(0) {
@@ -298,10 +300,10 @@ func TestIdleActivityResetsDelay(t *testing.T) {
 	}
 }
 
-func smBatch(at time.Time, pct float64) pmsample.Batch {
+func smBatch(at time.Time, pct float64) pmdata.Batch {
 	t0 := uint64(at.UnixNano())
-	return pmsample.Batch{Device: 0, Metrics: []string{"dram__bytes_read.sum", "TPC.TriageCompute.sm__cycles_active.avg.pct_of_peak_sustained_elapsed"},
-		Samples: []pmsample.Sample{{Start: t0, End: t0 + 1e6, Values: []float64{1e6, pct}}}}
+	return pmdata.Batch{Device: 0, Metrics: []string{"dram__bytes_read.sum", "TPC.TriageCompute.sm__cycles_active.avg.pct_of_peak_sustained_elapsed"},
+		Samples: []pmdata.Sample{{Start: t0, End: t0 + 1e6, Values: []float64{1e6, pct}}}}
 }
 
 func TestIdleReacquireOnNVMLSignals(t *testing.T) {
@@ -344,19 +346,19 @@ func TestIdleReacquireOnNVMLSignals(t *testing.T) {
 
 func TestIdleReacquireOnKernelRecord(t *testing.T) {
 	r := newRig(t, 2)
-	p := &activity.Process{PID: 7}
+	p := &record.Process{PID: 7}
 	// The process sees host GPU 1 as its CUDA device 0.
 	r.c.ProcessConnected(p, activity.ProcessInfo{GPUs: []string{"1"}})
 	r.releaseAll()
 	// A record that ended before the release (flushed late) is not a sign.
 	old := r.now.Add(-5 * time.Second)
-	r.c.Records(p, []activity.Record{{Kind: activity.KindKernel, Device: 0, Start: uint64(old.UnixNano()), End: uint64(old.Add(time.Millisecond).UnixNano())}})
+	r.c.Records(p, []record.Record{{Kind: record.KindKernel, Device: 0, Start: uint64(old.UnixNano()), End: uint64(old.Add(time.Millisecond).UnixNano())}})
 	r.run(100 * time.Millisecond)
 	if !r.s.isReleased(1) {
 		t.Fatal("a stale record reacquired")
 	}
 	start := r.now.Add(-5 * time.Millisecond)
-	r.c.Records(p, []activity.Record{{Kind: activity.KindKernel, Device: 0, Start: uint64(start.UnixNano()), End: uint64(start.Add(time.Millisecond).UnixNano())}})
+	r.c.Records(p, []record.Record{{Kind: record.KindKernel, Device: 0, Start: uint64(start.UnixNano()), End: uint64(start.Add(time.Millisecond).UnixNano())}})
 	r.c.step(r.now) // the listener pokes Run: one step, no poll wait
 	if r.s.isReleased(1) {
 		t.Fatal("kernel record did not reacquire gpu 1")
@@ -375,7 +377,7 @@ func TestIdleReacquireOnKernelRecord(t *testing.T) {
 // wakes nothing.
 func TestIdleReacquireOnLaunch(t *testing.T) {
 	r := newRig(t, 3)
-	p := &activity.Process{PID: 7}
+	p := &record.Process{PID: 7}
 	r.c.ProcessConnected(p, activity.ProcessInfo{GPUs: []string{"2", "0", "9"}}) // "9": not a GPU here
 	r.releaseAll()
 	r.c.Launched(p, uint64(r.now.Add(-5*time.Second).UnixNano()))

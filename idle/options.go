@@ -11,6 +11,15 @@ const (
 	DefaultPowerRise   = 20  // watts over the lowest instant power since the release
 )
 
+// Bounds the exporter accepts for the poll of a released GPU (pmsample.idle_poll) and the
+// power rise that takes its session back (pmsample.idle_power_rise; 0 turns it off).
+const (
+	MinPoll      = time.Millisecond
+	MaxPoll      = time.Second
+	MinPowerRise = 5   // watts
+	MaxPowerRise = 500 // watts
+)
+
 // Option configures a Controller.
 type Option func(*config)
 

@@ -13,6 +13,7 @@ import (
 	"github.com/cupti-exporter/cupti-exporter/internal/testutil"
 	"github.com/cupti-exporter/cupti-exporter/mapping"
 	"github.com/cupti-exporter/cupti-exporter/pmsample"
+	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
 )
 
 // The real sampler over the fake libcupti (2 devices), driven by a running Controller on a
@@ -47,7 +48,7 @@ func TestControllerWithSamplerFakeLib(t *testing.T) {
 	agg := pmsample.NewAggregator(m, s.Devices(), s.Catalog(), nil, pmsample.WithStatus(s.Status))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{}, 2)
-	go func() { _ = s.Run(ctx, func(b pmsample.Batch) { agg.Add(b); c.Add(b) }); done <- struct{}{} }()
+	go func() { _ = s.Run(ctx, func(b pmdata.Batch) { agg.Add(b); c.Add(b) }); done <- struct{}{} }()
 	go func() { _ = c.Run(ctx); done <- struct{}{} }()
 	t.Cleanup(func() { cancel(); <-done; <-done })
 

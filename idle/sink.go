@@ -5,7 +5,8 @@ import (
 	"time"
 
 	"github.com/cupti-exporter/cupti-exporter/activity"
-	"github.com/cupti-exporter/cupti-exporter/pmsample"
+	"github.com/cupti-exporter/cupti-exporter/activity/record"
+	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
 )
 
 // smActive reports whether a Perfworks name is an SM active ratio in percent of peak.
@@ -16,7 +17,7 @@ func smActive(name string) bool {
 // Add takes a PM batch (a sink beside the aggregator): a batch whose SM active mean, weighted
 // by sample duration, reaches the threshold is activity. Batches without an SM active metric
 // say nothing (NVML and the activity records decide alone). It never blocks on NVML.
-func (c *Controller) Add(b pmsample.Batch) {
+func (c *Controller) Add(b pmdata.Batch) {
 	j := -1
 	for i, name := range b.Metrics {
 		if smActive(name) {
@@ -49,7 +50,7 @@ var _ activity.Listener = (*Controller)(nil)
 
 // ProcessConnected is a sign of activity on each GPU of a traced process: it has created its
 // CUDA context and will launch work.
-func (c *Controller) ProcessConnected(p *activity.Process, info activity.ProcessInfo) {
+func (c *Controller) ProcessConnected(p *record.Process, info activity.ProcessInfo) {
 	idx := make([]int, len(info.GPUs))
 	now := c.cfg.now()
 	c.mu.Lock()
@@ -69,7 +70,7 @@ func (c *Controller) ProcessConnected(p *activity.Process, info activity.Process
 }
 
 // Records marks each GPU that ran a kernel, memcpy or memset in recs.
-func (c *Controller) Records(p *activity.Process, recs []activity.Record) {
+func (c *Controller) Records(p *record.Process, recs []record.Record) {
 	marked := false
 	c.mu.Lock()
 	idx := c.procs[p]
@@ -78,7 +79,7 @@ func (c *Controller) Records(p *activity.Process, recs []activity.Record) {
 			continue
 		}
 		what := "kernel_record"
-		if r.Kind != activity.KindKernel {
+		if r.Kind != record.KindKernel {
 			what = "copy_record"
 		}
 		c.mark(idx[r.Device], time.Unix(0, int64(r.Start)), time.Unix(0, int64(r.End)), what)
@@ -96,7 +97,7 @@ var _ activity.LaunchListener = (*Controller)(nil)
 // the time of the call: the hint names no device, so waking all of the process's GPUs costs a
 // retake at most where the guess was wrong. It arrives within about a quiet flush (20 ms) of
 // the call, before the work's own records.
-func (c *Controller) Launched(p *activity.Process, at uint64) {
+func (c *Controller) Launched(p *record.Process, at uint64) {
 	t := time.Unix(0, int64(at))
 	marked := false
 	c.mu.Lock()
@@ -113,10 +114,10 @@ func (c *Controller) Launched(p *activity.Process, at uint64) {
 }
 
 // Coverage is not a sign of activity (a traced process reports spans while idle too).
-func (c *Controller) Coverage(*activity.Process, []activity.Interval) {}
+func (c *Controller) Coverage(*record.Process, []record.Interval) {}
 
 // ProcessDisconnected forgets the process.
-func (c *Controller) ProcessDisconnected(p *activity.Process) {
+func (c *Controller) ProcessDisconnected(p *record.Process) {
 	c.mu.Lock()
 	delete(c.procs, p)
 	c.mu.Unlock()

@@ -1,53 +1,53 @@
 package kubepods
 
-import "github.com/cupti-exporter/cupti-exporter/mapping"
+import "github.com/cupti-exporter/cupti-exporter/snapshot"
 
 var (
-	syncedDesc = &mapping.Desc{
-		Name: "cupti_kubepods_synced", Kind: mapping.KindGauge,
+	syncedDesc = &snapshot.Desc{
+		Name: "cupti_kubepods_synced", Kind: snapshot.KindGauge,
 		Help:     "Whether the cache of this node's pods has been filled from the API server (1) or not yet (0).",
 		OTelName: "cupti.kubepods.synced", OTelUnit: "1",
 	}
-	podsDesc = &mapping.Desc{
-		Name: "cupti_kubepods_pods", Kind: mapping.KindGauge,
+	podsDesc = &snapshot.Desc{
+		Name: "cupti_kubepods_pods", Kind: snapshot.KindGauge,
 		Help:     "Pods of this node in the cache.",
 		OTelName: "cupti.kubepods.pods", OTelUnit: "{pod}",
 	}
-	lookupsDesc = &mapping.Desc{
-		Name: "cupti_kubepods_lookups_total", Kind: mapping.KindCounter,
+	lookupsDesc = &snapshot.Desc{
+		Name: "cupti_kubepods_lookups_total", Kind: snapshot.KindCounter,
 		Help:     "Lookups of a process's pod from its cgroup, by result (found; pending: the pod or its container is not in the cache yet; not_in_pod: the cgroup names no pod).",
 		OTelName: "cupti.kubepods.lookups", OTelUnit: "{lookup}", LabelNames: []string{"result"},
 	}
-	watchErrorsDesc = &mapping.Desc{
-		Name: "cupti_kubepods_watch_errors_total", Kind: mapping.KindCounter,
+	watchErrorsDesc = &snapshot.Desc{
+		Name: "cupti_kubepods_watch_errors_total", Kind: snapshot.KindCounter,
 		Help:     "Failed lists or watches of this node's pods (the cache keeps its last state and retries).",
 		OTelName: "cupti.kubepods.watch.errors", OTelUnit: "{error}",
 	}
 )
 
 // Descs lists the families Snapshot emits.
-func Descs() []*mapping.Desc {
-	return []*mapping.Desc{syncedDesc, podsDesc, lookupsDesc, watchErrorsDesc}
+func Descs() []*snapshot.Desc {
+	return []*snapshot.Desc{syncedDesc, podsDesc, lookupsDesc, watchErrorsDesc}
 }
 
 // Snapshot returns the resolver's self-metrics. It never blocks on the API server.
-func (r *Resolver) Snapshot() *mapping.Snapshot {
+func (r *Resolver) Snapshot() *snapshot.Snapshot {
 	synced := 0.0
 	if r.informer.HasSynced() {
 		synced = 1
 	}
-	lookups := make([]mapping.Sample, 0, len(resultNames))
+	lookups := make([]snapshot.Sample, 0, len(resultNames))
 	for _, res := range []Result{Found, NotInPod, Pending} {
-		lookups = append(lookups, mapping.Sample{
+		lookups = append(lookups, snapshot.Sample{
 			LabelValues: []string{res.String()}, Value: float64(r.lookups[res].Load()), Start: r.start})
 	}
-	return &mapping.Snapshot{
+	return &snapshot.Snapshot{
 		Time: r.now(),
-		Families: []mapping.Family{
-			{Desc: syncedDesc, Samples: []mapping.Sample{{Value: synced}}},
-			{Desc: podsDesc, Samples: []mapping.Sample{{Value: float64(len(r.informer.GetStore().ListKeys()))}}},
+		Families: []snapshot.Family{
+			{Desc: syncedDesc, Samples: []snapshot.Sample{{Value: synced}}},
+			{Desc: podsDesc, Samples: []snapshot.Sample{{Value: float64(len(r.informer.GetStore().ListKeys()))}}},
 			{Desc: lookupsDesc, Samples: lookups},
-			{Desc: watchErrorsDesc, Samples: []mapping.Sample{{Value: float64(r.watchErrors.Load()), Start: r.start}}},
+			{Desc: watchErrorsDesc, Samples: []snapshot.Sample{{Value: float64(r.watchErrors.Load()), Start: r.start}}},
 		},
 	}
 }

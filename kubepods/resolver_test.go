@@ -12,7 +12,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/cupti-exporter/cupti-exporter/internal/testutil"
-	"github.com/cupti-exporter/cupti-exporter/mapping"
+	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
 
 const node = "gpu-node-1"
@@ -236,9 +236,9 @@ func TestNewErrors(t *testing.T) {
 	}
 }
 
-func checkDescs(t *testing.T, s *mapping.Snapshot) {
+func checkDescs(t *testing.T, s *snapshot.Snapshot) {
 	t.Helper()
-	descs := map[*mapping.Desc]bool{}
+	descs := map[*snapshot.Desc]bool{}
 	for _, d := range Descs() {
 		descs[d] = true
 	}

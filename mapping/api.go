@@ -1,30 +1,9 @@
 package mapping
 
+import "github.com/cupti-exporter/cupti-exporter/snapshot"
+
 // This file fixes the API other packages build against. The implementation lives in the
 // other files of this package.
-
-// MetricType is the CUPTI metric type of a base metric.
-type MetricType uint8
-
-const (
-	TypeCounter    MetricType = iota // CUPTI_METRIC_TYPE_COUNTER
-	TypeRatio                        // CUPTI_METRIC_TYPE_RATIO
-	TypeThroughput                   // CUPTI_METRIC_TYPE_THROUGHPUT
-)
-
-// Properties are what CUPTI reports for a base metric.
-type Properties struct {
-	Type        MetricType
-	HWUnit      string // e.g. "dram", "sm", "gpc"
-	DimUnit     string // e.g. "byte", "cycle", "sys_cycle"
-	Description string
-}
-
-// Label is a constant label a mapping rule attaches (e.g. direction="rx").
-type Label struct{ Name, Value string }
-
-// DeviceLabelNames are the labels every device series carries, in this order.
-var DeviceLabelNames = []string{"gpu", "uuid", "model", "chip", "pci_bus_id"}
 
 // Metric is the result of mapping one full Perfworks metric name (with rollup and submetric).
 type Metric struct {
@@ -32,19 +11,19 @@ type Metric struct {
 	// Desc names the main series: for counters the _total counter, for gauges
 	// (ratios, percentages, throughputs) the time-weighted mean over the window.
 	// Its LabelNames are DeviceLabelNames followed by the names of Labels.
-	Desc *Desc
+	Desc *snapshot.Desc
 	// Max and Min name the window maximum and minimum of a gauge; nil for counters.
-	Max, Min *Desc
-	Labels   []Label // constant labels of this metric, values in Desc.LabelNames order after the device labels
-	Scale    float64 // multiply the CUPTI value by this (0.01 for percentages -> ratio)
+	Max, Min *snapshot.Desc
+	Labels   []snapshot.Label // constant labels of this metric, values in Desc.LabelNames order after the device labels
+	Scale    float64          // multiply the CUPTI value by this (0.01 for percentages -> ratio)
 
 	owner string // what owns its series: the Perfworks name, or "curated NAME" for any candidate of a curated metric
 }
 
 // Descs are the families of the metric that are set: Desc, then Max and Min for a gauge.
-func (m Metric) Descs() []*Desc {
-	out := make([]*Desc, 0, 3)
-	for _, d := range []*Desc{m.Desc, m.Max, m.Min} {
+func (m Metric) Descs() []*snapshot.Desc {
+	out := make([]*snapshot.Desc, 0, 3)
+	for _, d := range []*snapshot.Desc{m.Desc, m.Max, m.Min} {
 		if d != nil {
 			out = append(out, d)
 		}

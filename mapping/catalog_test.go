@@ -7,6 +7,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
+
+	"github.com/cupti-exporter/cupti-exporter/snapshot"
+
 	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 	dto "github.com/prometheus/client_model/go"
 	"google.golang.org/protobuf/proto"
@@ -15,7 +19,7 @@ import (
 // catalogEntry is one line of the GH100 PM-sampling catalog.
 type catalogEntry struct {
 	name  string
-	props Properties
+	props pmdata.Properties
 }
 
 // loadCatalog reads ../testdata/gh100_pm_sampling_base_metrics.tsv (type, name, hw unit,
@@ -27,7 +31,7 @@ func loadCatalog(t testing.TB) []catalogEntry {
 		t.Fatalf("open catalog: %v", err)
 	}
 	defer f.Close()
-	types := map[string]MetricType{"counter": TypeCounter, "ratio": TypeRatio, "throughput": TypeThroughput}
+	types := map[string]pmdata.MetricType{"counter": pmdata.TypeCounter, "ratio": pmdata.TypeRatio, "throughput": pmdata.TypeThroughput}
 	var out []catalogEntry
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
@@ -43,7 +47,7 @@ func loadCatalog(t testing.TB) []catalogEntry {
 		if !ok {
 			t.Fatalf("catalog line %q: unknown type %q", line, cols[0])
 		}
-		out = append(out, catalogEntry{cols[1], Properties{Type: typ, HWUnit: cols[2], DimUnit: cols[3]}})
+		out = append(out, catalogEntry{cols[1], pmdata.Properties{Type: typ, HWUnit: cols[2], DimUnit: cols[3]}})
 	}
 	if err := sc.Err(); err != nil {
 		t.Fatal(err)
@@ -93,8 +97,8 @@ func TestCatalogMapsUniquelyAndLints(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Map(%s): %v", full, err)
 			}
-			descs := []*Desc{met.Desc}
-			if met.Desc.Kind == KindGauge {
+			descs := []*snapshot.Desc{met.Desc}
+			if met.Desc.Kind == snapshot.KindGauge {
 				if met.Max == nil || met.Min == nil {
 					t.Fatalf("%s: gauge without Max/Min", full)
 				}
@@ -145,11 +149,11 @@ func seenName(seen map[string]string, name string) string {
 
 // addSample adds one series of d (device labels and the metric's constant labels) to its
 // family in families.
-func addSample(families map[string]*dto.MetricFamily, d *Desc, labels []Label) {
+func addSample(families map[string]*dto.MetricFamily, d *snapshot.Desc, labels []snapshot.Label) {
 	mf := families[d.Name]
 	if mf == nil {
 		typ := dto.MetricType_GAUGE
-		if d.Kind == KindCounter {
+		if d.Kind == snapshot.KindCounter {
 			typ = dto.MetricType_COUNTER
 		}
 		mf = &dto.MetricFamily{Name: proto.String(d.Name), Help: proto.String(d.Help), Type: typ.Enum()}
@@ -158,13 +162,13 @@ func addSample(families map[string]*dto.MetricFamily, d *Desc, labels []Label) {
 	var lps []*dto.LabelPair
 	for i, n := range d.LabelNames {
 		v := "0"
-		if i >= len(DeviceLabelNames) {
-			v = labels[i-len(DeviceLabelNames)].Value
+		if i >= len(snapshot.DeviceLabelNames) {
+			v = labels[i-len(snapshot.DeviceLabelNames)].Value
 		}
 		lps = append(lps, &dto.LabelPair{Name: proto.String(n), Value: proto.String(v)})
 	}
 	met := &dto.Metric{Label: lps}
-	if d.Kind == KindCounter {
+	if d.Kind == snapshot.KindCounter {
 		met.Counter = &dto.Counter{Value: proto.Float64(1)}
 	} else {
 		met.Gauge = &dto.Gauge{Value: proto.Float64(1)}

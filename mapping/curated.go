@@ -1,16 +1,20 @@
 package mapping
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/cupti-exporter/cupti-exporter/snapshot"
+)
 
 // CuratedMetric is one DCGM-comparable metric of the curated table: one Prometheus name,
 // help, OTel name and labels on every chip, collected from the first of its candidate
 // Perfworks names that the chip's catalog offers and that fits the one pass.
 type CuratedMetric struct {
-	Name       string      // Prometheus name of the main series, e.g. cupti_sm_active_ratio
-	Labels     []Label     // constant labels, e.g. direction=rx
-	Perfworks  string      // the first candidate: the name collected on GH100 (H100, H200), where it was measured
-	Candidates []Candidate // every Perfworks name it may be collected from, in the order they are tried
-	Headline   bool        // the default set must keep it on every chip whose catalog has it
+	Name       string           // Prometheus name of the main series, e.g. cupti_sm_active_ratio
+	Labels     []snapshot.Label // constant labels, e.g. direction=rx
+	Perfworks  string           // the first candidate: the name collected on GH100 (H100, H200), where it was measured
+	Candidates []Candidate      // every Perfworks name it may be collected from, in the order they are tried
+	Headline   bool             // the default set must keep it on every chip whose catalog has it
 }
 
 // Candidate is one Perfworks name a curated metric may be collected from.
@@ -73,8 +77,8 @@ const (
 // and decoder tasks the conventions name from one sampling and also while PM sampling is
 // paused or released; one point per task and GPU (docs/otlp.md).
 var (
-	pcieAttrs   = []Label{{"cupti.link", "pcie"}}
-	nvlinkAttrs = []Label{{"cupti.link", "nvlink"}}
+	pcieAttrs   = []snapshot.Label{{Name: "cupti.link", Value: "pcie"}}
+	nvlinkAttrs = []snapshot.Label{{Name: "cupti.link", Value: "nvlink"}}
 )
 
 // curatedEntry is a curated metric: its rule (Match is the GH100 name, tried first on every

@@ -3,6 +3,10 @@ package mapping
 import (
 	"fmt"
 	"strings"
+
+	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
+
+	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
 
 // NamePrefix starts every metric name this package produces.
@@ -10,18 +14,18 @@ const NamePrefix = "cupti_"
 
 // derived is what naming rules decide for one full Perfworks name.
 type derived struct {
-	stem     string  // Prometheus name without unit and _total, e.g. cupti_dram_read
-	unit     string  // Prometheus unit words, e.g. "bytes_per_second", "ratio"; "" for none
-	kind     Kind    // KindCounter or KindGauge
-	scale    float64 // CUPTI value times scale gives the value in unit
-	ucum     string  // OTel unit
-	otelName string  // OTel name, e.g. cupti.dram.bytes_read.per_second
-	help     string  // what the value is, without the window statistic
+	stem     string        // Prometheus name without unit and _total, e.g. cupti_dram_read
+	unit     string        // Prometheus unit words, e.g. "bytes_per_second", "ratio"; "" for none
+	kind     snapshot.Kind // KindCounter or KindGauge
+	scale    float64       // CUPTI value times scale gives the value in unit
+	ucum     string        // OTel unit
+	otelName string        // OTel name, e.g. cupti.dram.bytes_read.per_second
+	help     string        // what the value is, without the window statistic
 }
 
 // promName assembles a Prometheus name from a stem, an optional statistic ("max", "min"),
 // the unit and the kind: <stem>[_<stat>][_<unit>][_total].
-func promName(stem, stat, unit string, kind Kind) string {
+func promName(stem, stat, unit string, kind snapshot.Kind) string {
 	n := stem
 	if stat != "" {
 		n += "_" + stat
@@ -29,14 +33,14 @@ func promName(stem, stat, unit string, kind Kind) string {
 	if unit != "" {
 		n += "_" + unit
 	}
-	if kind == KindCounter {
+	if kind == snapshot.KindCounter {
 		n += "_total"
 	}
 	return n
 }
 
 // derive names a metric that no rule covers. n must have passed checkType for p.Type.
-func derive(n Name, p Properties) derived {
+func derive(n Name, p pmdata.Properties) derived {
 	sub := n.Submetric
 	dimText := p.DimUnit
 	if strings.HasSuffix(sub, "per_second") {
@@ -44,23 +48,23 @@ func derive(n Name, p Properties) derived {
 		dimText = strings.TrimSuffix(dimText, "/second")
 	}
 	dim := parseDim(dimText)
-	d := derived{kind: KindGauge, scale: 1, ucum: "1"}
+	d := derived{kind: snapshot.KindGauge, scale: 1, ucum: "1"}
 	var extra []string
 	moveUnit := true // move a quantity word equal to the unit to the end of the name
 	switch {
-	case p.Type == TypeRatio && sub == "pct",
+	case p.Type == pmdata.TypeRatio && sub == "pct",
 		strings.HasPrefix(sub, "pct_of_peak_sustained_"):
 		d.unit, d.scale, moveUnit = "ratio", 0.01, false
 		if w := strings.TrimPrefix(sub, "pct_of_peak_sustained_"); w != sub {
 			extra = []string{"of", "peak", w}
 		}
-	case p.Type == TypeRatio: // ratio, max_rate: the quantity reads as a whole ("average_warps_active_per_...")
+	case p.Type == pmdata.TypeRatio: // ratio, max_rate: the quantity reads as a whole ("average_warps_active_per_...")
 		d.unit, d.scale, d.ucum, moveUnit = dim.word, dim.scale, dim.ucum, false
 		if sub == "max_rate" {
 			extra = []string{"max", "rate"}
 		}
 	case sub == "":
-		d.kind, d.unit, d.scale, d.ucum = KindCounter, dim.word, dim.scale, dim.ucum
+		d.kind, d.unit, d.scale, d.ucum = snapshot.KindCounter, dim.word, dim.scale, dim.ucum
 	case strings.HasSuffix(sub, "per_second"):
 		d.unit, d.scale, d.ucum = joinWords(dim.word, "per_second"), dim.scale, dim.ucum+"/s"
 		if sub != "per_second" { // peak_sustained_*.per_second
@@ -93,7 +97,7 @@ func derive(n Name, p Properties) derived {
 		tokens[i] = lintSafe(t)
 	}
 	d.stem = NamePrefix + strings.Join(tokens, "_")
-	if d.unit == "" && d.kind == KindGauge && hasReservedSuffix(d.stem) {
+	if d.unit == "" && d.kind == snapshot.KindGauge && hasReservedSuffix(d.stem) {
 		d.stem += "_value"
 	}
 	d.otelName = otelName(n)
@@ -194,13 +198,13 @@ var rollupHelp = map[string]string{
 
 // deriveHelp writes one line: the Perfworks name, the CUPTI description, and what the
 // rollup and submetric mean.
-func deriveHelp(n Name, p Properties) string {
+func deriveHelp(n Name, p pmdata.Properties) string {
 	var what []string
 	if n.Rollup != "" {
 		what = append(what, fmt.Sprintf(rollupHelp[n.Rollup], n.Unit))
 	}
 	switch s := n.Submetric; {
-	case s == "" && p.Type == TypeCounter:
+	case s == "" && p.Type == pmdata.TypeCounter:
 		what = append(what, "accumulated")
 	case s == "pct":
 		what = append(what, "as a ratio (0..1)")

@@ -3,6 +3,10 @@ package mapping
 import (
 	"slices"
 	"testing"
+
+	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
+
+	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
 
 // TestDerivedNames pins the derived naming on representative GH100 metrics
@@ -10,36 +14,36 @@ import (
 func TestDerivedNames(t *testing.T) {
 	tests := []struct {
 		full, name, unit, ucum string
-		kind                   Kind
+		kind                   snapshot.Kind
 		scale                  float64
 	}{
 		// The unit word moves to the end; sum is the default rollup and is not named.
-		{"dram__bytes_read.sum", "cupti_dram_read_bytes_total", "bytes", "By", KindCounter, 1},
-		{"dram__bytes_read.sum.per_second", "cupti_dram_read_bytes_per_second", "bytes_per_second", "By/s", KindGauge, 1},
+		{"dram__bytes_read.sum", "cupti_dram_read_bytes_total", "bytes", "By", snapshot.KindCounter, 1},
+		{"dram__bytes_read.sum.per_second", "cupti_dram_read_bytes_per_second", "bytes_per_second", "By/s", snapshot.KindGauge, 1},
 		// Other rollups are named unit_<rollup> after the hardware unit.
-		{"gr__cycles_elapsed.max", "cupti_gr_unit_max_elapsed_cycles_total", "cycles", "{cycle}", KindCounter, 1},
-		{"dram__bytes.min.per_second", "cupti_dram_unit_min_bytes_per_second", "bytes_per_second", "By/s", KindGauge, 1},
+		{"gr__cycles_elapsed.max", "cupti_gr_unit_max_elapsed_cycles_total", "cycles", "{cycle}", snapshot.KindCounter, 1},
+		{"dram__bytes.min.per_second", "cupti_dram_unit_min_bytes_per_second", "bytes_per_second", "By/s", snapshot.KindGauge, 1},
 		// Percentages of peak become ratios; the quantity stays whole.
-		{"sm__warps_active.avg.pct_of_peak_sustained_active", "cupti_sm_unit_avg_warps_active_of_peak_active_ratio", "ratio", "1", KindGauge, 0.01},
-		{"dram__throughput.avg.pct_of_peak_sustained_elapsed", "cupti_dram_unit_avg_throughput_of_peak_elapsed_ratio", "ratio", "1", KindGauge, 0.01},
+		{"sm__warps_active.avg.pct_of_peak_sustained_active", "cupti_sm_unit_avg_warps_active_of_peak_active_ratio", "ratio", "1", snapshot.KindGauge, 0.01},
+		{"dram__throughput.avg.pct_of_peak_sustained_elapsed", "cupti_dram_unit_avg_throughput_of_peak_elapsed_ratio", "ratio", "1", snapshot.KindGauge, 0.01},
 		// Catalog prefixes become leading words.
-		{"FBSP.TriageCompute.dramc__cycles_elapsed.avg.per_second", "cupti_fbsp_triage_compute_dramc_unit_avg_elapsed_cycles_per_second", "cycles_per_second", "{cycle}/s", KindGauge, 1},
-		{"FE_B.TriageCompute.fe__output_ops.sum", "cupti_feb_triage_compute_fe_output_ops_operations_total", "operations", "{operation}", KindCounter, 1},
+		{"FBSP.TriageCompute.dramc__cycles_elapsed.avg.per_second", "cupti_fbsp_triage_compute_dramc_unit_avg_elapsed_cycles_per_second", "cycles_per_second", "{cycle}/s", snapshot.KindGauge, 1},
+		{"FE_B.TriageCompute.fe__output_ops.sum", "cupti_feb_triage_compute_fe_output_ops_operations_total", "operations", "{operation}", snapshot.KindCounter, 1},
 		// Per-cycle and peak submetrics.
-		{"sm__inst_executed.avg.per_cycle_active", "cupti_sm_unit_avg_inst_executed_instructions_per_active_cycle", "instructions_per_active_cycle", "{instruction}/{cycle}", KindGauge, 1},
-		{"dram__bytes.sum.peak_sustained", "cupti_dram_peak_bytes_per_cycle", "bytes_per_cycle", "By/{cycle}", KindGauge, 1},
-		{"dram__bytes.sum.peak_sustained_elapsed.per_second", "cupti_dram_peak_elapsed_bytes_per_second", "bytes_per_second", "By/s", KindGauge, 1},
+		{"sm__inst_executed.avg.per_cycle_active", "cupti_sm_unit_avg_inst_executed_instructions_per_active_cycle", "instructions_per_active_cycle", "{instruction}/{cycle}", snapshot.KindGauge, 1},
+		{"dram__bytes.sum.peak_sustained", "cupti_dram_peak_bytes_per_cycle", "bytes_per_cycle", "By/{cycle}", snapshot.KindGauge, 1},
+		{"dram__bytes.sum.peak_sustained_elapsed.per_second", "cupti_dram_peak_elapsed_bytes_per_second", "bytes_per_second", "By/s", snapshot.KindGauge, 1},
 		// Products and quotients of dimension units; nanoseconds become seconds.
-		{"sm__warps_active.sum", "cupti_sm_warps_active_warp_cycles_total", "warp_cycles", "{warp}.{cycle}", KindCounter, 1},
-		{"gpu__time_duration.sum", "cupti_gpu_time_duration_seconds_total", "seconds", "s", KindCounter, 1e-9},
+		{"sm__warps_active.sum", "cupti_sm_warps_active_warp_cycles_total", "warp_cycles", "{warp}.{cycle}", snapshot.KindCounter, 1},
+		{"gpu__time_duration.sum", "cupti_gpu_time_duration_seconds_total", "seconds", "s", snapshot.KindCounter, 1e-9},
 		// Ratios: .pct is the 0..1 ratio, .ratio keeps the ratio's own unit (none here).
-		{"lts__t_sector_hit_rate.pct", "cupti_lts_t_sector_hit_rate_ratio", "ratio", "1", KindGauge, 0.01},
-		{"lts__t_sector_hit_rate.ratio", "cupti_lts_t_sector_hit_rate", "", "1", KindGauge, 1},
-		{"smsp__average_inst_executed_per_warp.ratio", "cupti_smsp_average_inst_executed_per_warp_instructions_per_warp", "instructions_per_warp", "{instruction}/{warp}", KindGauge, 1},
-		{"smsp__average_warps_active_per_issue_active.max_rate", "cupti_smsp_average_warps_active_per_issue_active_max_rate_warps", "warps", "{warp}", KindGauge, 1},
+		{"lts__t_sector_hit_rate.pct", "cupti_lts_t_sector_hit_rate_ratio", "ratio", "1", snapshot.KindGauge, 0.01},
+		{"lts__t_sector_hit_rate.ratio", "cupti_lts_t_sector_hit_rate", "", "1", snapshot.KindGauge, 1},
+		{"smsp__average_inst_executed_per_warp.ratio", "cupti_smsp_average_inst_executed_per_warp_instructions_per_warp", "instructions_per_warp", "{instruction}/{warp}", snapshot.KindGauge, 1},
+		{"smsp__average_warps_active_per_issue_active.max_rate", "cupti_smsp_average_warps_active_per_issue_active_max_rate_warps", "warps", "{warp}", snapshot.KindGauge, 1},
 		// Words promlint rejects are respelled.
-		{"SM_A.TriageCompute.l1tex__m_xbar2l1tex_read_sectors_realtime.sum", "cupti_sma_triage_compute_l1tex_mstage_xbar2l1tex_read_realtime_sectors_total", "sectors", "{sector}", KindCounter, 1},
-		{"TPC.TriageCompute.tpc__l1tex_mem_shared_data_compute_kilobytes_configured_realtime.sum", "cupti_tpc_triage_compute_tpc_l1tex_mem_shared_data_compute_kilobyte_configured_realtime_kilobyte_cycles_total", "kilobyte_cycles", "kBy.{cycle}", KindCounter, 1},
+		{"SM_A.TriageCompute.l1tex__m_xbar2l1tex_read_sectors_realtime.sum", "cupti_sma_triage_compute_l1tex_mstage_xbar2l1tex_read_realtime_sectors_total", "sectors", "{sector}", snapshot.KindCounter, 1},
+		{"TPC.TriageCompute.tpc__l1tex_mem_shared_data_compute_kilobytes_configured_realtime.sum", "cupti_tpc_triage_compute_tpc_l1tex_mem_shared_data_compute_kilobyte_configured_realtime_kilobyte_cycles_total", "kilobyte_cycles", "kBy.{cycle}", snapshot.KindCounter, 1},
 	}
 	props := catalogProps(t)
 	m, err := New()
@@ -53,7 +57,7 @@ func TestDerivedNames(t *testing.T) {
 			t.Errorf("%s:\n got %s unit %q ucum %q %s scale %g\nwant %s unit %q ucum %q %s scale %g",
 				tt.full, d.Name, d.Unit, d.OTelUnit, d.Kind, met.Scale, tt.name, tt.unit, tt.ucum, tt.kind, tt.scale)
 		}
-		if !slices.Equal(d.LabelNames, DeviceLabelNames) || len(met.Labels) != 0 {
+		if !slices.Equal(d.LabelNames, snapshot.DeviceLabelNames) || len(met.Labels) != 0 {
 			t.Errorf("%s: labels %v %v", tt.full, d.LabelNames, met.Labels)
 		}
 	}
@@ -103,7 +107,7 @@ func TestDeriveFullNameUnits(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, dim := range []string{"byte", "byte/second"} {
-		got, err := m.Map("dram__bytes_read.sum.per_second", Properties{Type: TypeCounter, HWUnit: "dram", DimUnit: dim})
+		got, err := m.Map("dram__bytes_read.sum.per_second", pmdata.Properties{Type: pmdata.TypeCounter, HWUnit: "dram", DimUnit: dim})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,7 +1,6 @@
 // Package mapping turns Perfworks metric names (unit__quantity[_qualifiers].rollup[.submetric])
 // and their CUPTI properties into Prometheus and OpenTelemetry metric names, units, types, help
-// text and labels, and holds the snapshot model (Desc, Family, Snapshot) that sources fill and
-// the exporter serves.
+// text and labels: the Descs (package snapshot) of the families the PM and GPM sources fill.
 //
 // ParseName parses a name; a Mapper (New) maps full names through user rules (ParseRules,
 // LoadRulesFile), the curated DCGM-comparable table (Mapper.Curated: one series per metric, fed

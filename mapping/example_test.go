@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/cupti-exporter/cupti-exporter/mapping"
+	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
 )
 
 func ExampleParseName() {
@@ -28,7 +29,7 @@ func ExampleMapper_Map() {
 		panic(err)
 	}
 	// A derived name: sum rollup, per second.
-	met, err := m.Map("dram__bytes_read.sum.per_second", mapping.Properties{Type: mapping.TypeCounter, HWUnit: "dram", DimUnit: "byte"})
+	met, err := m.Map("dram__bytes_read.sum.per_second", pmdata.Properties{Type: pmdata.TypeCounter, HWUnit: "dram", DimUnit: "byte"})
 	if err != nil {
 		panic(err)
 	}
@@ -38,14 +39,14 @@ func ExampleMapper_Map() {
 
 	// A curated name: a percentage becomes a ratio.
 	met, err = m.Map("TPC.TriageCompute.sm__cycles_active.avg.pct_of_peak_sustained_elapsed",
-		mapping.Properties{Type: mapping.TypeCounter, HWUnit: "sm", DimUnit: "gpc_cycle"})
+		pmdata.Properties{Type: pmdata.TypeCounter, HWUnit: "sm", DimUnit: "gpc_cycle"})
 	if err != nil {
 		panic(err)
 	}
 	fmt.Println(met.Desc.Name, met.Scale, met.Desc.LabelNames)
 
 	// A counter with a constant label.
-	met, err = m.Map("PCI.TriageCompute.pcie__write_bytes.sum", mapping.Properties{Type: mapping.TypeCounter, HWUnit: "pcie", DimUnit: "byte"})
+	met, err = m.Map("PCI.TriageCompute.pcie__write_bytes.sum", pmdata.Properties{Type: pmdata.TypeCounter, HWUnit: "pcie", DimUnit: "byte"})
 	if err != nil {
 		panic(err)
 	}
@@ -71,7 +72,7 @@ rules:
 	if err != nil {
 		panic(err)
 	}
-	met, err := m.Map("dram__bytes_read.sum.per_second", mapping.Properties{Type: mapping.TypeCounter, DimUnit: "byte"})
+	met, err := m.Map("dram__bytes_read.sum.per_second", pmdata.Properties{Type: pmdata.TypeCounter, DimUnit: "byte"})
 	if err != nil {
 		panic(err)
 	}

@@ -4,6 +4,10 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
+
+	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
 
 // promValidName is the Prometheus metric name syntax.
@@ -30,7 +34,7 @@ func FuzzParseName(f *testing.F) {
 		if err != nil || again != n {
 			t.Fatalf("reparse of %q: %+v, %v; want %+v", s, again, err, n)
 		}
-		for _, typ := range []MetricType{TypeCounter, TypeRatio, TypeThroughput} {
+		for _, typ := range []pmdata.MetricType{pmdata.TypeCounter, pmdata.TypeRatio, pmdata.TypeThroughput} {
 			if n.checkType(typ) != nil {
 				continue
 			}
@@ -38,11 +42,11 @@ func FuzzParseName(f *testing.F) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			met, err := m.Map(s, Properties{Type: typ, DimUnit: "gpc_cyclewarp"})
+			met, err := m.Map(s, pmdata.Properties{Type: typ, DimUnit: "gpc_cyclewarp"})
 			if err != nil {
 				t.Fatalf("Map(%q) as type %d: %v", s, typ, err)
 			}
-			for _, d := range []*Desc{met.Desc, met.Max, met.Min} {
+			for _, d := range []*snapshot.Desc{met.Desc, met.Max, met.Min} {
 				if d != nil && (!promValidName.MatchString(d.Name) || !strings.HasPrefix(d.Name, NamePrefix)) {
 					t.Fatalf("Map(%q): invalid name %q", s, d.Name)
 				}

@@ -5,6 +5,10 @@ import (
 	"slices"
 	"strings"
 	"sync"
+
+	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
+
+	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
 
 // Mapper maps full Perfworks names to metrics: through a rule (user rules first, then the
@@ -18,8 +22,8 @@ type Mapper struct {
 	curated map[string]*Rule // curated rules not replaced by a user rule, by Match
 
 	mu     sync.Mutex
-	descs  map[string]*Desc  // by Prometheus name: one *Desc per family
-	owners map[string]string // series key -> full Perfworks name
+	descs  map[string]*snapshot.Desc // by Prometheus name: one *Desc per family
+	owners map[string]string         // series key -> full Perfworks name
 }
 
 // New returns a Mapper with the curated table and the given rules; a rule whose match is a
@@ -39,7 +43,7 @@ func New(rules ...Rule) (*Mapper, error) {
 	if err := checkCollisions(user); err != nil {
 		return nil, err
 	}
-	m := &Mapper{user: map[string]*Rule{}, curated: map[string]*Rule{}, descs: map[string]*Desc{}, owners: map[string]string{}}
+	m := &Mapper{user: map[string]*Rule{}, curated: map[string]*Rule{}, descs: map[string]*snapshot.Desc{}, owners: map[string]string{}}
 	// A user rule for any candidate of a curated metric replaces that metric on every chip;
 	// the collision check sees each remaining curated metric once, under its GH100 name.
 	var kept []*curatedEntry
@@ -98,7 +102,7 @@ func (m *Mapper) lookup(full string) (*Rule, func(string) string) {
 // Map returns the metric for a full Perfworks name (with rollup and submetric) of a base
 // metric with properties p. Errors name the offending part of the name, a rule whose name
 // does not fit the metric's unit, or the metric that already owns the same series.
-func (m *Mapper) Map(name string, p Properties) (Metric, error) {
+func (m *Mapper) Map(name string, p pmdata.Properties) (Metric, error) {
 	n, err := ParseName(name)
 	if err != nil {
 		return Metric{}, err
@@ -108,7 +112,7 @@ func (m *Mapper) Map(name string, p Properties) (Metric, error) {
 	}
 	d := derive(n, p)
 	stem, help, otel := d.stem, d.help, d.otelName
-	var labels, otelAttrs []Label
+	var labels, otelAttrs []snapshot.Label
 	owner := name // who owns the series: the Perfworks name, or the curated metric whatever its chip's name
 	if r, expand := m.lookup(name); r != nil {
 		if m.curated[name] == r {
@@ -145,10 +149,10 @@ func (m *Mapper) Map(name string, p Properties) (Metric, error) {
 			}
 		}
 	}
-	labelNames := append(append([]string{}, DeviceLabelNames...), labelNamesOf(labels)...)
+	labelNames := append(append([]string{}, snapshot.DeviceLabelNames...), labelNamesOf(labels)...)
 	out := Metric{Perfworks: name, Labels: labels, Scale: d.scale, owner: owner}
-	mk := func(stat, what string) *Desc {
-		desc := &Desc{
+	mk := func(stat, what string) *snapshot.Desc {
+		desc := &snapshot.Desc{
 			Name: promName(stem, stat, d.unit, d.kind), Help: help, Kind: d.kind, Unit: d.unit,
 			OTelName: otel, OTelUnit: d.ucum, LabelNames: labelNames, OTelAttributes: otelAttrs,
 		}
@@ -160,7 +164,7 @@ func (m *Mapper) Map(name string, p Properties) (Metric, error) {
 		}
 		return desc
 	}
-	if d.kind == KindCounter {
+	if d.kind == snapshot.KindCounter {
 		out.Desc = mk("", "")
 	} else {
 		out.Desc = mk("", "Time-weighted mean over the window.")
@@ -186,7 +190,7 @@ func statOTelName(otel, stat string) string {
 
 // ruleNameFits reports whether a rule's name is <stem>_<suffix> with a stem of its own,
 // and free of the suffixes promlint keeps for other types.
-func ruleNameFits(name, stem, suffix string, kind Kind) bool {
+func ruleNameFits(name, stem, suffix string, kind snapshot.Kind) bool {
 	switch {
 	case !promNameRE.MatchString(name), stem+"_" == NamePrefix || stem == NamePrefix:
 		return false
@@ -196,7 +200,7 @@ func ruleNameFits(name, stem, suffix string, kind Kind) bool {
 	return stem != name
 }
 
-func labelNamesOf(labels []Label) []string {
+func labelNamesOf(labels []snapshot.Label) []string {
 	out := make([]string, len(labels))
 	for i, l := range labels {
 		out[i] = l.Name
@@ -209,7 +213,7 @@ func labelNamesOf(labels []Label) []string {
 func (m *Mapper) register(met *Metric) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	descs := []**Desc{&met.Desc}
+	descs := []**snapshot.Desc{&met.Desc}
 	if met.Max != nil {
 		descs = append(descs, &met.Max, &met.Min)
 	}
@@ -243,7 +247,7 @@ func (m *Mapper) ownerOf(name string) string {
 	return "?"
 }
 
-func sameFamily(a, b *Desc) bool {
+func sameFamily(a, b *snapshot.Desc) bool {
 	return a.Name == b.Name && a.Help == b.Help && a.Kind == b.Kind && a.Unit == b.Unit &&
 		a.OTelName == b.OTelName && a.OTelUnit == b.OTelUnit && slices.Equal(a.LabelNames, b.LabelNames) &&
 		slices.Equal(a.OTelAttributes, b.OTelAttributes)

@@ -5,20 +5,24 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
+
+	"github.com/cupti-exporter/cupti-exporter/snapshot"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 // catalogProps returns the properties of every GH100 base metric by name.
-func catalogProps(t testing.TB) map[string]Properties {
-	props := map[string]Properties{}
+func catalogProps(t testing.TB) map[string]pmdata.Properties {
+	props := map[string]pmdata.Properties{}
 	for _, e := range loadCatalog(t) {
 		props[e.name] = e.props
 	}
 	return props
 }
 
-func mapFull(t *testing.T, m *Mapper, props map[string]Properties, full string) Metric {
+func mapFull(t *testing.T, m *Mapper, props map[string]pmdata.Properties, full string) Metric {
 	t.Helper()
 	n, err := ParseName(full)
 	if err != nil {
@@ -66,12 +70,12 @@ func TestCuratedNames(t *testing.T) {
 		if met.Desc.Name != c.Name {
 			t.Errorf("%s maps to %s, Curated says %s", c.Perfworks, met.Desc.Name, c.Name)
 		}
-		wantLabels := append(append([]string{}, DeviceLabelNames...), labelNamesOf(c.Labels)...)
+		wantLabels := append(append([]string{}, snapshot.DeviceLabelNames...), labelNamesOf(c.Labels)...)
 		if !slices.Equal(met.Desc.LabelNames, wantLabels) {
 			t.Errorf("%s: label names %v, want %v", c.Name, met.Desc.LabelNames, wantLabels)
 		}
 		switch met.Desc.Kind {
-		case KindGauge:
+		case snapshot.KindGauge:
 			stem := strings.TrimSuffix(c.Name, "_ratio")
 			if met.Scale != 0.01 || met.Desc.Unit != "ratio" || met.Desc.OTelUnit != "1" {
 				t.Errorf("%s: scale %g unit %q otel unit %q, want 0.01 ratio 1", c.Name, met.Scale, met.Desc.Unit, met.Desc.OTelUnit)
@@ -79,7 +83,7 @@ func TestCuratedNames(t *testing.T) {
 			if met.Max.Name != stem+"_max_ratio" || met.Min.Name != stem+"_min_ratio" {
 				t.Errorf("%s: window stats %s %s", c.Name, met.Max.Name, met.Min.Name)
 			}
-		case KindCounter:
+		case snapshot.KindCounter:
 			unit, otel := "bytes", "By"
 			if strings.HasSuffix(c.Name, "_cycles_total") {
 				unit, otel = "cycles", "{cycle}"
@@ -129,7 +133,7 @@ func TestCuratedLintAndRegister(t *testing.T) {
 type constCollector struct{ metrics []prometheus.Metric }
 
 func (c *constCollector) add(met Metric) {
-	for _, d := range []*Desc{met.Desc, met.Max, met.Min} {
+	for _, d := range []*snapshot.Desc{met.Desc, met.Max, met.Min} {
 		if d == nil {
 			continue
 		}
@@ -138,7 +142,7 @@ func (c *constCollector) add(met Metric) {
 			values = append(values, l.Value)
 		}
 		typ := prometheus.GaugeValue
-		if d.Kind == KindCounter {
+		if d.Kind == snapshot.KindCounter {
 			typ = prometheus.CounterValue
 		}
 		pd := prometheus.NewDesc(d.Name, d.Help, d.LabelNames, nil)
@@ -188,17 +192,17 @@ func TestDescs(t *testing.T) {
 }
 
 func TestMapErrors(t *testing.T) {
-	counter := Properties{Type: TypeCounter, HWUnit: "dram", DimUnit: "byte"}
+	counter := pmdata.Properties{Type: pmdata.TypeCounter, HWUnit: "dram", DimUnit: "byte"}
 	tests := []struct {
 		name  string
-		props Properties
+		props pmdata.Properties
 		rules []Rule
 		want  string
 	}{
 		{"dram__bytes", counter, nil, "needs a rollup"},
 		{"dram__bytes.sum.pct", counter, nil, "takes no rollup"},
 		{"dram__bytes.ratio", counter, nil, "counter dram__bytes needs a rollup"},
-		{"lts__t_sector_hit_rate.sum", Properties{Type: TypeRatio}, nil, "ratio lts__t_sector_hit_rate takes no rollup"},
+		{"lts__t_sector_hit_rate.sum", pmdata.Properties{Type: pmdata.TypeRatio}, nil, "ratio lts__t_sector_hit_rate takes no rollup"},
 		{"dram__bytes_read.sum", counter, []Rule{{Match: "dram__bytes_read.sum", Name: "cupti_dram_read_bytes_per_second"}},
 			`name "cupti_dram_read_bytes_per_second" must be cupti_<words>_bytes_total`},
 		{"dram__bytes_read.sum.per_second", counter, []Rule{{Match: "dram__bytes_read.sum.per_second", Name: "cupti_bytes_per_second"}},
@@ -235,7 +239,7 @@ func TestMapCollision(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := Properties{Type: TypeCounter, DimUnit: "byte"}
+	p := pmdata.Properties{Type: pmdata.TypeCounter, DimUnit: "byte"}
 	if _, err := m.Map("dram__bytes_read.sum", p); err != nil {
 		t.Fatal(err)
 	}
@@ -245,7 +249,7 @@ func TestMapCollision(t *testing.T) {
 	}
 	// A derived name that happens to equal a rule's is refused too (the dram byte counters
 	// are curated under their derived names, so this uses the sector counters).
-	ps := Properties{Type: TypeCounter, DimUnit: "sector"}
+	ps := pmdata.Properties{Type: pmdata.TypeCounter, DimUnit: "sector"}
 	plain, _ := New()
 	read, err := plain.Map("dram__sectors_read.sum", ps)
 	if err != nil {
@@ -271,7 +275,7 @@ func TestUserRuleOverridesCurated(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	met, err := m.Map(full, Properties{Type: TypeCounter, DimUnit: "gpc_cycle"})
+	met, err := m.Map(full, pmdata.Properties{Type: pmdata.TypeCounter, DimUnit: "gpc_cycle"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -291,10 +295,10 @@ func TestUserRuleOverridesCurated(t *testing.T) {
 // with -race): every goroutine must get the one shared *Desc of a family.
 func TestMapConcurrentSafe(t *testing.T) {
 	m, _ := New()
-	p := Properties{Type: TypeCounter, DimUnit: "byte"}
+	p := pmdata.Properties{Type: pmdata.TypeCounter, DimUnit: "byte"}
 	names := []string{"dram__bytes_read.sum", "dram__bytes_write.sum", "dram__bytes_read.sum.per_second", "PCI.TriageCompute.pcie__read_bytes.sum"}
 	const workers = 8
-	got := make([][]*Desc, workers)
+	got := make([][]*snapshot.Desc, workers)
 	done := make(chan int)
 	for w := 0; w < workers; w++ {
 		go func(w int) {

@@ -5,6 +5,8 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+
+	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
 )
 
 // Name is a parsed Perfworks metric name:
@@ -155,20 +157,20 @@ func (n Name) Base() string {
 }
 
 // checkType reports whether the rollup and submetric suit a metric of type t.
-func (n Name) checkType(t MetricType) error {
+func (n Name) checkType(t pmdata.MetricType) error {
 	switch t {
-	case TypeCounter:
+	case pmdata.TypeCounter:
 		if n.Rollup == "" {
 			return fmt.Errorf("counter %s needs a rollup (.sum, .avg, .min or .max), e.g. %s.sum", n.Base(), n.Base())
 		}
 		if n.Submetric != "" && !slices.Contains(CounterSubmetrics, n.Submetric) {
 			return fmt.Errorf("counter %s does not take submetric %q", n.Base(), n.Submetric)
 		}
-	case TypeRatio:
+	case pmdata.TypeRatio:
 		if n.Rollup != "" || n.Submetric == "" {
 			return fmt.Errorf("ratio %s takes no rollup and one of the submetrics .pct, .ratio, .max_rate, e.g. %s.pct", n.Base(), n.Base())
 		}
-	case TypeThroughput:
+	case pmdata.TypeThroughput:
 		if n.Rollup == "" || !slices.Contains(ThroughputSubmetrics, n.Submetric) {
 			return fmt.Errorf("throughput %s needs a rollup and a .pct_of_peak_sustained_* submetric, e.g. %s.avg.pct_of_peak_sustained_elapsed", n.Base(), n.Base())
 		}
@@ -181,22 +183,22 @@ func (n Name) checkType(t MetricType) error {
 // ValidNames lists every full name a base metric of type t can take, in a fixed order:
 // counters: each rollup alone and with each counter submetric; ratios: each ratio submetric;
 // throughputs: each rollup with each throughput submetric.
-func ValidNames(base Name, t MetricType) []string {
+func ValidNames(base Name, t pmdata.MetricType) []string {
 	b := base.Base()
 	var out []string
 	switch t {
-	case TypeCounter:
+	case pmdata.TypeCounter:
 		for _, r := range Rollups {
 			out = append(out, b+"."+r)
 			for _, s := range CounterSubmetrics {
 				out = append(out, b+"."+r+"."+s)
 			}
 		}
-	case TypeRatio:
+	case pmdata.TypeRatio:
 		for _, s := range RatioSubmetrics {
 			out = append(out, b+"."+s)
 		}
-	case TypeThroughput:
+	case pmdata.TypeThroughput:
 		for _, r := range Rollups {
 			for _, s := range ThroughputSubmetrics {
 				out = append(out, b+"."+r+"."+s)

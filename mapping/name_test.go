@@ -3,6 +3,8 @@ package mapping
 import (
 	"strings"
 	"testing"
+
+	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
 )
 
 func TestParseNameValid(t *testing.T) {
@@ -71,19 +73,19 @@ func TestParseNameErrors(t *testing.T) {
 func TestCheckType(t *testing.T) {
 	tests := []struct {
 		in   string
-		typ  MetricType
+		typ  pmdata.MetricType
 		fail bool
 	}{
-		{"dram__bytes.sum", TypeCounter, false},
-		{"dram__bytes.sum.per_second", TypeCounter, false},
-		{"dram__bytes", TypeCounter, true},
-		{"lts__t_sector_hit_rate.ratio", TypeRatio, false},
-		{"lts__t_sector_hit_rate.ratio", TypeCounter, true},
-		{"dram__throughput.avg.pct_of_peak_sustained_elapsed", TypeThroughput, false},
-		{"dram__throughput.avg", TypeThroughput, true},
-		{"dram__throughput.avg.per_second", TypeThroughput, true},
-		{"dram__throughput.pct", TypeThroughput, true},
-		{"dram__bytes.sum", MetricType(9), true},
+		{"dram__bytes.sum", pmdata.TypeCounter, false},
+		{"dram__bytes.sum.per_second", pmdata.TypeCounter, false},
+		{"dram__bytes", pmdata.TypeCounter, true},
+		{"lts__t_sector_hit_rate.ratio", pmdata.TypeRatio, false},
+		{"lts__t_sector_hit_rate.ratio", pmdata.TypeCounter, true},
+		{"dram__throughput.avg.pct_of_peak_sustained_elapsed", pmdata.TypeThroughput, false},
+		{"dram__throughput.avg", pmdata.TypeThroughput, true},
+		{"dram__throughput.avg.per_second", pmdata.TypeThroughput, true},
+		{"dram__throughput.pct", pmdata.TypeThroughput, true},
+		{"dram__bytes.sum", pmdata.MetricType(9), true},
 	}
 	for _, tt := range tests {
 		n, err := ParseName(tt.in)
@@ -100,7 +102,7 @@ func TestCheckType(t *testing.T) {
 // suits the type.
 func TestValidNamesParse(t *testing.T) {
 	base := Name{Prefix: "TPC.TriageCompute", Unit: "sm", Quantity: "cycles_active"}
-	for typ, want := range map[MetricType]int{TypeCounter: 4 * (1 + len(CounterSubmetrics)), TypeRatio: 3, TypeThroughput: 16} {
+	for typ, want := range map[pmdata.MetricType]int{pmdata.TypeCounter: 4 * (1 + len(CounterSubmetrics)), pmdata.TypeRatio: 3, pmdata.TypeThroughput: 16} {
 		names := ValidNames(base, typ)
 		if len(names) != want {
 			t.Errorf("type %d: %d names, want %d", typ, len(names), want)

@@ -3,6 +3,8 @@ package mapping
 import (
 	"slices"
 	"testing"
+
+	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
 )
 
 // TestCuratedOTelNames: the curated metrics use the hardware semantic conventions where they
@@ -12,7 +14,7 @@ func TestCuratedOTelNames(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pct := Properties{Type: TypeThroughput, HWUnit: "gr", DimUnit: "percent"}
+	pct := pmdata.Properties{Type: pmdata.TypeThroughput, HWUnit: "gr", DimUnit: "percent"}
 	util, err := m.Map("FE_B.TriageCompute.gr__cycles_active.sum.pct_of_peak_sustained_elapsed", pct)
 	if err != nil {
 		t.Fatal(err)
@@ -24,12 +26,12 @@ func TestCuratedOTelNames(t *testing.T) {
 	if util.Max.OTelName != "cupti.graphics_engine.active.max" || util.Min.OTelName != "cupti.graphics_engine.active.min" {
 		t.Errorf("window statistics %s, %s: want cupti.graphics_engine.active.max/.min", util.Max.OTelName, util.Min.OTelName)
 	}
-	bytes := Properties{Type: TypeCounter, HWUnit: "pcie", DimUnit: "byte"}
+	bytes := pmdata.Properties{Type: pmdata.TypeCounter, HWUnit: "pcie", DimUnit: "byte"}
 	rx, err := m.Map("PCI.TriageCompute.pcie__read_bytes.sum", bytes)
 	if err != nil {
 		t.Fatal(err)
 	}
-	nvl, err := m.Map("nvlrx__bytes.sum", Properties{Type: TypeCounter, HWUnit: "nvlrx", DimUnit: "byte"})
+	nvl, err := m.Map("nvlrx__bytes.sum", pmdata.Properties{Type: pmdata.TypeCounter, HWUnit: "nvlrx", DimUnit: "byte"})
 	if err != nil {
 		t.Fatal(err)
 	}

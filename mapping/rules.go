@@ -10,6 +10,8 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/cupti-exporter/cupti-exporter/snapshot"
+
 	"gopkg.in/yaml.v3"
 
 	"github.com/cupti-exporter/cupti-exporter/internal/strictyaml"
@@ -39,7 +41,7 @@ type Rule struct {
 	OTelName string            `yaml:"otel_name,omitempty"` // OpenTelemetry name; derived when empty
 	Labels   map[string]string `yaml:"labels,omitempty"`    // constant labels, e.g. {direction: rx}
 
-	otelAttributes []Label // constant OTLP attributes (curated rules only), see Desc.OTelAttributes
+	otelAttributes []snapshot.Label // constant OTLP attributes (curated rules only), see Desc.OTelAttributes
 
 	source string         // "file:line" or "rule N", for errors
 	re     *regexp.Regexp // compiled Regex
@@ -59,7 +61,7 @@ var (
 
 // reservedLabels may not be set by rules: the device labels, the attribution labels and
 // the labels Prometheus gives a meaning.
-var reservedLabels = append(append([]string{}, DeviceLabelNames...), "pod", "namespace", "container", "le", "quantile", "job", "instance")
+var reservedLabels = append(append([]string{}, snapshot.DeviceLabelNames...), "pod", "namespace", "container", "le", "quantile", "job", "instance")
 
 // MaxRulesFileBytes bounds a rules file, as the configuration file is bounded: the YAML
 // decoder holds several times a file's size, and rules files are a few KiB.
@@ -204,17 +206,17 @@ func (r *Rule) check() error {
 }
 
 // labelList returns the rule's labels sorted by name, values expanded for regex matches.
-func (r *Rule) labelList(expand func(string) string) []Label {
-	out := make([]Label, 0, len(r.Labels))
+func (r *Rule) labelList(expand func(string) string) []snapshot.Label {
+	out := make([]snapshot.Label, 0, len(r.Labels))
 	for k, v := range r.Labels {
-		out = append(out, Label{Name: k, Value: expand(v)})
+		out = append(out, snapshot.Label{Name: k, Value: expand(v)})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
 }
 
 // seriesKey identifies a series family member: name plus constant labels.
-func seriesKey(name string, labels []Label) string {
+func seriesKey(name string, labels []snapshot.Label) string {
 	var b strings.Builder
 	b.WriteString(name)
 	b.WriteByte('{')

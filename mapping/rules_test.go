@@ -6,6 +6,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
+
+	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
 
 const goodRules = `# user rules
@@ -32,7 +36,7 @@ func TestParseRulesGood(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	met, err := m.Map("dram__bytes_read.sum.per_second", Properties{Type: TypeCounter, DimUnit: "byte"})
+	met, err := m.Map("dram__bytes_read.sum.per_second", pmdata.Properties{Type: pmdata.TypeCounter, DimUnit: "byte"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,7 +44,7 @@ func TestParseRulesGood(t *testing.T) {
 		met.Desc.OTelName != "gpu.memory.read" || met.Max.OTelName != "gpu.memory.read.max" || met.Desc.OTelUnit != "By/s" {
 		t.Errorf("match rule: %+v %+v", met.Desc, met.Max)
 	}
-	p := Properties{Type: TypeCounter, DimUnit: "l2_sector"}
+	p := pmdata.Properties{Type: pmdata.TypeCounter, DimUnit: "l2_sector"}
 	tex, err := m.Map("lts__t_sectors_srcunit_tex.sum", p)
 	if err != nil {
 		t.Fatal(err)
@@ -50,10 +54,10 @@ func TestParseRulesGood(t *testing.T) {
 		t.Fatal(err)
 	}
 	if tex.Desc != gcc.Desc || tex.Desc.Name != "cupti_l2_sectors_total" ||
-		tex.Labels[0] != (Label{"source", "tex"}) || gcc.Labels[0] != (Label{"source", "gcc"}) {
+		tex.Labels[0] != (snapshot.Label{Name: "source", Value: "tex"}) || gcc.Labels[0] != (snapshot.Label{Name: "source", Value: "gcc"}) {
 		t.Errorf("regex rule: %+v %v / %+v %v", tex.Desc, tex.Labels, gcc.Desc, gcc.Labels)
 	}
-	if got := tex.Desc.LabelNames[len(DeviceLabelNames):]; len(got) != 1 || got[0] != "source" {
+	if got := tex.Desc.LabelNames[len(snapshot.DeviceLabelNames):]; len(got) != 1 || got[0] != "source" {
 		t.Errorf("label names %v", tex.Desc.LabelNames)
 	}
 }

@@ -3,6 +3,8 @@ package pmsample
 import (
 	"fmt"
 	"time"
+
+	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
 )
 
 // Admission: a device's decode loop decodes, evaluates and resets one sample after another on
@@ -113,7 +115,7 @@ func (r *runner) admitBatch(cost time.Duration, samples int) {
 }
 
 // backOff drains the session, restarts it at the interval admission chose and measures again.
-func (r *runner) backOff(sink func(Batch)) error {
+func (r *runner) backOff(sink func(pmdata.Batch)) error {
 	r.drain(sink) // waits for the evaluator: r.verdict is settled
 	to, from := time.Duration(r.backoffTo.Swap(0)), r.interval
 	r.release()

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/cupti-exporter/cupti-exporter/mapping"
+	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
+	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
 
 // Aggregator folds batches from a Source into an immutable snapshot: counters into monotonic
@@ -20,13 +22,13 @@ type Aggregator struct {
 	mapper  *mapping.Mapper
 	logger  *slog.Logger
 	cfg     aggConfig
-	devices map[int]Device
-	props   map[string]mapping.Properties
+	devices map[int]pmdata.Device
+	props   map[string]pmdata.Properties
 
 	mu     sync.Mutex
 	devs   map[int]*devAgg
 	mapped map[string]*mapped // by Perfworks name; nil value: unmappable
-	snap   atomic.Pointer[mapping.Snapshot]
+	snap   atomic.Pointer[snapshot.Snapshot]
 }
 
 type aggConfig struct {
@@ -90,7 +92,7 @@ func WithClock(now func() time.Time) AggregatorOption {
 type mapped struct {
 	m      mapping.Metric
 	labels []string // metric label values, in Desc.LabelNames order after the device labels
-	kind   mapping.Kind
+	kind   snapshot.Kind
 }
 
 type devAgg struct {
@@ -102,11 +104,11 @@ type devAgg struct {
 	// outOfRange counts the guard's rejections by check; a series appears with the first one
 	outOfRange map[string]uint64
 	failures   [len(failureReasons)]uint64
-	lostNS     [len(LostReasons)]float64 // ns without a delivered sample, by cause
-	lostN      [len(LostReasons)]float64 // samples those imply
-	interval   time.Duration             // newest Batch.Interval
-	covered    window                    // delivered sample time, for the coverage ratio
-	uncovered  window                    // lost time, for the coverage ratio
+	lostNS     [len(pmdata.LostReasons)]float64 // ns without a delivered sample, by cause
+	lostN      [len(pmdata.LostReasons)]float64 // samples those imply
+	interval   time.Duration                    // newest Batch.Interval
+	covered    window                           // delivered sample time, for the coverage ratio
+	uncovered  window                           // lost time, for the coverage ratio
 	overflows  uint64
 	decode     float64 // seconds, last batch
 	gaps       gapHistogram
@@ -126,7 +128,7 @@ type series struct {
 }
 
 // NewAggregator returns an aggregator for the devices and catalog of a source.
-func NewAggregator(m *mapping.Mapper, devices []Device, catalog []CatalogEntry, logger *slog.Logger, opts ...AggregatorOption) *Aggregator {
+func NewAggregator(m *mapping.Mapper, devices []pmdata.Device, catalog []pmdata.CatalogEntry, logger *slog.Logger, opts ...AggregatorOption) *Aggregator {
 	cfg := aggConfig{window: DefaultWindow, refresh: time.Second, now: time.Now}
 	for _, o := range opts {
 		o(&cfg)
@@ -136,7 +138,7 @@ func NewAggregator(m *mapping.Mapper, devices []Device, catalog []CatalogEntry, 
 	}
 	a := &Aggregator{
 		mapper: m, logger: logger.With("source", "pmsample"), cfg: cfg,
-		devices: map[int]Device{}, props: map[string]mapping.Properties{},
+		devices: map[int]pmdata.Device{}, props: map[string]pmdata.Properties{},
 		devs: map[int]*devAgg{}, mapped: map[string]*mapped{},
 	}
 	for _, d := range devices {
@@ -150,7 +152,7 @@ func NewAggregator(m *mapping.Mapper, devices []Device, catalog []CatalogEntry, 
 }
 
 // Add folds one batch in and publishes a new snapshot. It is the sink of Source.Run.
-func (a *Aggregator) Add(b Batch) {
+func (a *Aggregator) Add(b pmdata.Batch) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	d := a.dev(b.Device)
@@ -225,7 +227,7 @@ func (a *Aggregator) Add(b Batch) {
 			m := ms[j]
 			switch {
 			case m == nil:
-			case m.kind == mapping.KindCounter:
+			case m.kind == snapshot.KindCounter:
 				if ss[j].start.IsZero() {
 					ss[j].start = time.Unix(0, int64(s.Start))
 				}
@@ -237,7 +239,7 @@ func (a *Aggregator) Add(b Batch) {
 	}
 	d.covered.add(observed)
 	for j := range b.Metrics {
-		if ss[j] != nil && ms[j].kind != mapping.KindCounter {
+		if ss[j] != nil && ms[j].kind != snapshot.KindCounter {
 			ss[j].win.add(buckets[j])
 		}
 		if b.Multiplexed {
@@ -252,7 +254,7 @@ func (a *Aggregator) Add(b Batch) {
 	a.build()
 }
 
-func valid(s Sample, n int) bool {
+func valid(s pmdata.Sample, n int) bool {
 	if s.End <= s.Start || len(s.Values) != n {
 		return false
 	}
@@ -270,7 +272,7 @@ func (a *Aggregator) dev(i int) *devAgg {
 	}
 	dv, ok := a.devices[i]
 	if !ok {
-		dv = Device{Index: i}
+		dv = pmdata.Device{Index: i}
 	}
 	d := &devAgg{
 		labels:    []string{strconv.Itoa(dv.Index), dv.UUID, dv.Model, dv.Chip, dv.PCIBusID},
@@ -316,7 +318,7 @@ func (a *Aggregator) metric(name string) *mapped {
 
 // Snapshot returns the newest snapshot without blocking. A snapshot older than a second is
 // rebuilt first when no Add holds the lock (so paused devices and expired windows show).
-func (a *Aggregator) Snapshot() *mapping.Snapshot {
+func (a *Aggregator) Snapshot() *snapshot.Snapshot {
 	s := a.snap.Load()
 	if a.cfg.now().Sub(s.Time) >= a.cfg.refresh && a.mu.TryLock() {
 		a.build()
@@ -335,17 +337,17 @@ func (a *Aggregator) publish() {
 // build makes and publishes a snapshot; a.mu is held.
 func (a *Aggregator) build() {
 	now := a.cfg.now()
-	fams := map[*mapping.Desc]*mapping.Family{}
-	putSample := func(desc *mapping.Desc, s mapping.Sample) {
+	fams := map[*snapshot.Desc]*snapshot.Family{}
+	putSample := func(desc *snapshot.Desc, s snapshot.Sample) {
 		f := fams[desc]
 		if f == nil {
-			f = &mapping.Family{Desc: desc}
+			f = &snapshot.Family{Desc: desc}
 			fams[desc] = f
 		}
 		f.Samples = append(f.Samples, s)
 	}
-	put := func(desc *mapping.Desc, labels []string, v float64, start time.Time) {
-		putSample(desc, mapping.Sample{LabelValues: labels, Value: v, Start: start})
+	put := func(desc *snapshot.Desc, labels []string, v float64, start time.Time) {
+		putSample(desc, snapshot.Sample{LabelValues: labels, Value: v, Start: start})
 	}
 	lbl := func(dev []string, extra ...string) []string {
 		return append(slices.Clone(dev), extra...)
@@ -357,7 +359,7 @@ func (a *Aggregator) build() {
 		for _, name := range d.order {
 			m, s := a.mapped[name], d.series[name]
 			labels := lbl(d.labels, m.labels...)
-			if m.kind == mapping.KindCounter {
+			if m.kind == snapshot.KindCounter {
 				put(m.m.Desc, labels, s.total, s.start)
 				continue
 			}
@@ -398,12 +400,12 @@ func (a *Aggregator) build() {
 				put(decodeFailuresDesc, lbl(d.labels, failureReasons[r]), float64(n), time.Time{})
 			}
 		}
-		for r := range LostReasons {
+		for r := range pmdata.LostReasons {
 			if d.lostNS[r] == 0 && d.lostN[r] == 0 && !zero {
 				continue
 			}
-			put(lostSamplesDesc, lbl(d.labels, LostReasons[r]), d.lostN[r], time.Time{})
-			put(lostSecondsDesc, lbl(d.labels, LostReasons[r]), d.lostNS[r]/1e9, time.Time{})
+			put(lostSamplesDesc, lbl(d.labels, pmdata.LostReasons[r]), d.lostN[r], time.Time{})
+			put(lostSecondsDesc, lbl(d.labels, pmdata.LostReasons[r]), d.lostNS[r]/1e9, time.Time{})
 		}
 		d.covered.expire(cutoff)
 		d.uncovered.expire(cutoff)
@@ -420,7 +422,7 @@ func (a *Aggregator) build() {
 		}
 		if a.cfg.timing {
 			if d.gaps.count > 0 {
-				putSample(decodeGapDesc, mapping.Sample{LabelValues: d.labels, Histogram: d.gaps.value()})
+				putSample(decodeGapDesc, snapshot.Sample{LabelValues: d.labels, Histogram: d.gaps.value()})
 			}
 			put(decodeDesc, d.labels, d.decode, time.Time{})
 			for i, sec := range d.cuptiCalls {
@@ -444,12 +446,12 @@ func (a *Aggregator) build() {
 			}
 		}
 	}
-	snap := &mapping.Snapshot{Time: now}
+	snap := &snapshot.Snapshot{Time: now}
 	for _, f := range fams {
-		slices.SortFunc(f.Samples, func(x, y mapping.Sample) int { return slices.Compare(x.LabelValues, y.LabelValues) })
+		slices.SortFunc(f.Samples, func(x, y snapshot.Sample) int { return slices.Compare(x.LabelValues, y.LabelValues) })
 		snap.Families = append(snap.Families, *f)
 	}
-	slices.SortFunc(snap.Families, func(x, y mapping.Family) int { return cmp.Compare(x.Desc.Name, y.Desc.Name) })
+	slices.SortFunc(snap.Families, func(x, y snapshot.Family) int { return cmp.Compare(x.Desc.Name, y.Desc.Name) })
 	a.snap.Store(snap)
 }
 

@@ -9,13 +9,15 @@ import (
 	"time"
 
 	"github.com/cupti-exporter/cupti-exporter/mapping"
+	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
+	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
 
-var testDevice = Device{Index: 0, UUID: "GPU-0000", Model: "NVIDIA H200", Chip: "GH100", PCIBusID: "0000:19:00.0"}
+var testDevice = pmdata.Device{Index: 0, UUID: "GPU-0000", Model: "NVIDIA H200", Chip: "GH100", PCIBusID: "0000:19:00.0"}
 
-var testCatalog = []CatalogEntry{
-	{Name: mSM, Properties: mapping.Properties{Type: mapping.TypeCounter, HWUnit: "sm", DimUnit: "gpc_cycle"}},
-	{Name: mPCIeRx, Properties: mapping.Properties{Type: mapping.TypeCounter, HWUnit: "pcie", DimUnit: "byte"}},
+var testCatalog = []pmdata.CatalogEntry{
+	{Name: mSM, Properties: pmdata.Properties{Type: pmdata.TypeCounter, HWUnit: "sm", DimUnit: "gpc_cycle"}},
+	{Name: mPCIeRx, Properties: pmdata.Properties{Type: pmdata.TypeCounter, HWUnit: "pcie", DimUnit: "byte"}},
 }
 
 // fakeClock is a settable clock.
@@ -35,11 +37,11 @@ func newTestAggregator(t testing.TB, opts ...AggregatorOption) (*Aggregator, *ma
 	}
 	clk := &fakeClock{t: time.Unix(1795299125, 0)}
 	opts = append([]AggregatorOption{WithClock(clk.now), WithWindow(10 * time.Second)}, opts...)
-	return NewAggregator(m, []Device{testDevice}, testCatalog, nil, opts...), m, clk
+	return NewAggregator(m, []pmdata.Device{testDevice}, testCatalog, nil, opts...), m, clk
 }
 
 // mapped returns how the mapper names a catalog metric, checking its kind.
-func mappedAs(t testing.TB, m *mapping.Mapper, name string, kind mapping.Kind) mapping.Metric {
+func mappedAs(t testing.TB, m *mapping.Mapper, name string, kind snapshot.Kind) mapping.Metric {
 	t.Helper()
 	for _, e := range testCatalog {
 		if e.Name == name {
@@ -58,27 +60,27 @@ func mappedAs(t testing.TB, m *mapping.Mapper, name string, kind mapping.Kind) m
 }
 
 // value finds the series of family name whose label values start with prefix.
-func value(t testing.TB, s *mapping.Snapshot, name string, extra ...string) (float64, bool) {
+func value(t testing.TB, s *snapshot.Snapshot, name string, extra ...string) (float64, bool) {
 	t.Helper()
 	return valueOf(s, testDevice, name, extra...)
 }
 
 // valueOf finds the series of family name for device d and the extra label values.
-func valueOf(s *mapping.Snapshot, d Device, name string, extra ...string) (float64, bool) {
+func valueOf(s *snapshot.Snapshot, d pmdata.Device, name string, extra ...string) (float64, bool) {
 	smp, ok := sampleOf(s, d, name, extra...)
 	return smp.Value, ok
 }
 
 // histogramOf is valueOf for a histogram family.
-func histogramOf(s *mapping.Snapshot, d Device, name string, extra ...string) (mapping.HistogramValue, bool) {
+func histogramOf(s *snapshot.Snapshot, d pmdata.Device, name string, extra ...string) (snapshot.HistogramValue, bool) {
 	smp, ok := sampleOf(s, d, name, extra...)
 	if !ok || smp.Histogram == nil {
-		return mapping.HistogramValue{}, false
+		return snapshot.HistogramValue{}, false
 	}
 	return *smp.Histogram, true
 }
 
-func sampleOf(s *mapping.Snapshot, d Device, name string, extra ...string) (mapping.Sample, bool) {
+func sampleOf(s *snapshot.Snapshot, d pmdata.Device, name string, extra ...string) (snapshot.Sample, bool) {
 	want := append([]string{strconv.Itoa(d.Index), d.UUID, d.Model, d.Chip, d.PCIBusID}, extra...)
 	for _, f := range s.Families {
 		if f.Desc.Name != name {
@@ -90,10 +92,10 @@ func sampleOf(s *mapping.Snapshot, d Device, name string, extra ...string) (mapp
 			}
 		}
 	}
-	return mapping.Sample{}, false
+	return snapshot.Sample{}, false
 }
 
-func mustValue(t testing.TB, s *mapping.Snapshot, name string, extra ...string) float64 {
+func mustValue(t testing.TB, s *snapshot.Snapshot, name string, extra ...string) float64 {
 	t.Helper()
 	v, ok := value(t, s, name, extra...)
 	if !ok {
@@ -108,14 +110,14 @@ const sec = uint64(time.Second)
 
 func TestAggregatorTotalsAndWindow(t *testing.T) {
 	a, m, clk := newTestAggregator(t, WithWindowMin(true), WithTiming(true))
-	sm := mappedAs(t, m, mSM, mapping.KindGauge)
-	rx := mappedAs(t, m, mPCIeRx, mapping.KindCounter)
+	sm := mappedAs(t, m, mSM, snapshot.KindGauge)
+	rx := mappedAs(t, m, mPCIeRx, snapshot.KindCounter)
 	rxLabels := labelValues(rx)
 	t0 := uint64(clk.now().UnixNano())
 	metrics := []string{mSM, mPCIeRx}
 	// Batch 1: 1 s at 50%, 3 s at 90% (weights 1 and 3), pcie 100 + 300 bytes; one NaN sample,
 	// one zero-length sample, one first sample dropped by the source.
-	a.Add(Batch{Device: 0, Metrics: metrics, DroppedFirst: 1, DecodeDuration: 20 * time.Millisecond, Samples: []Sample{
+	a.Add(pmdata.Batch{Device: 0, Metrics: metrics, DroppedFirst: 1, DecodeDuration: 20 * time.Millisecond, Samples: []pmdata.Sample{
 		{Start: t0, End: t0 + sec, Values: []float64{50, 100}},
 		{Start: t0 + sec, End: t0 + 4*sec, Values: []float64{90, 300}},
 		{Start: t0 + 4*sec, End: t0 + 4*sec, Values: []float64{10, 1}},
@@ -155,11 +157,11 @@ func TestAggregatorTotalsAndWindow(t *testing.T) {
 	// window; the counter keeps its total.
 	clk.add(time.Second)
 	// 1 s lost to a full image, 2 s to an overflow, 4 s unexplained: at a 1 s interval, 7 samples.
-	a.Add(Batch{Device: 0, Metrics: metrics, LostImageFull: 1, Overflows: 1, DecodeErrors: 2, Interval: time.Second,
-		Lost: []Loss{{Reason: "image_full", Start: t0 + 5*sec, End: t0 + 6*sec, Samples: 1},
+	a.Add(pmdata.Batch{Device: 0, Metrics: metrics, LostImageFull: 1, Overflows: 1, DecodeErrors: 2, Interval: time.Second,
+		Lost: []pmdata.Loss{{Reason: "image_full", Start: t0 + 5*sec, End: t0 + 6*sec, Samples: 1},
 			{Reason: "overflow", Start: t0 + 6*sec, End: t0 + 8*sec, Samples: 2},
 			{Reason: "gap", Start: t0 + 8*sec, End: t0 + 12*sec, Samples: 4}},
-		Samples: []Sample{
+		Samples: []pmdata.Sample{
 			{Start: t0 + 12*sec, End: t0 + 14*sec, Values: []float64{10, 5}},
 		}})
 	s = a.Snapshot()
@@ -230,7 +232,7 @@ func TestAggregatorObservedRatioAndState(t *testing.T) {
 	// Two groups take turns: sm for 1 s, pcie for 1 s, sm for 1 s, pcie for 1 s.
 	for i := range uint64(4) {
 		name := []string{mSM, mPCIeRx}[i%2]
-		a.Add(Batch{Device: 0, Metrics: []string{name}, Multiplexed: true, Samples: []Sample{
+		a.Add(pmdata.Batch{Device: 0, Metrics: []string{name}, Multiplexed: true, Samples: []pmdata.Sample{
 			{Start: t0 + i*sec, End: t0 + (i+1)*sec, Values: []float64{1}},
 		}})
 	}
@@ -251,10 +253,10 @@ func TestAggregatorObservedRatioAndState(t *testing.T) {
 func TestAggregatorSnapshotImmutable(t *testing.T) {
 	a, _, clk := newTestAggregator(t)
 	t0 := uint64(clk.now().UnixNano())
-	a.Add(Batch{Device: 0, Metrics: []string{mPCIeRx}, Samples: []Sample{{Start: t0, End: t0 + sec, Values: []float64{1}}}})
+	a.Add(pmdata.Batch{Device: 0, Metrics: []string{mPCIeRx}, Samples: []pmdata.Sample{{Start: t0, End: t0 + sec, Values: []float64{1}}}})
 	s1 := a.Snapshot()
 	before := mustValue(t, s1, "cupti_pm_samples_total")
-	a.Add(Batch{Device: 0, Metrics: []string{mPCIeRx}, Samples: []Sample{{Start: t0 + sec, End: t0 + 2*sec, Values: []float64{1}}}})
+	a.Add(pmdata.Batch{Device: 0, Metrics: []string{mPCIeRx}, Samples: []pmdata.Sample{{Start: t0 + sec, End: t0 + 2*sec, Values: []float64{1}}}})
 	if v := mustValue(t, s1, "cupti_pm_samples_total"); v != before {
 		t.Fatalf("old snapshot changed: %v -> %v", before, v)
 	}
@@ -264,7 +266,7 @@ func TestAggregatorSnapshotImmutable(t *testing.T) {
 }
 
 func TestAggregatorConcurrentSafe(t *testing.T) {
-	devs := []Device{testDevice, {Index: 1, UUID: "GPU-1"}}
+	devs := []pmdata.Device{testDevice, {Index: 1, UUID: "GPU-1"}}
 	m, _ := mapping.New()
 	a := NewAggregator(m, devs, testCatalog, nil)
 	var wg sync.WaitGroup
@@ -272,7 +274,7 @@ func TestAggregatorConcurrentSafe(t *testing.T) {
 		wg.Go(func() {
 			for i := range uint64(200) {
 				start := uint64(time.Now().UnixNano()) + i*sec
-				a.Add(Batch{Device: d, Metrics: []string{mSM, mPCIeRx}, Samples: []Sample{{Start: start, End: start + sec, Values: []float64{1, 2}}}})
+				a.Add(pmdata.Batch{Device: d, Metrics: []string{mSM, mPCIeRx}, Samples: []pmdata.Sample{{Start: start, End: start + sec, Values: []float64{1, 2}}}})
 			}
 		})
 	}
@@ -304,20 +306,20 @@ func TestAggregatorConcurrentSafe(t *testing.T) {
 func BenchmarkAggregate(b *testing.B) {
 	m, _ := mapping.New()
 	names := []string{mSM, mPCIeRx, mGr, mDram, mPCIeTx, "nvlrx__bytes.sum", "nvltx__bytes.sum", "sm__inst_executed.sum", "dram__bytes_read.sum"}
-	a := NewAggregator(m, []Device{testDevice}, nil, nil)
+	a := NewAggregator(m, []pmdata.Device{testDevice}, nil, nil)
 	vals := make([]float64, len(names))
 	for i := range vals {
 		vals[i] = float64(i)
 	}
 	start := uint64(time.Now().UnixNano())
-	samples := make([]Sample, 250)
+	samples := make([]pmdata.Sample, 250)
 	b.ReportAllocs()
 	for b.Loop() {
 		for i := range samples {
-			samples[i] = Sample{Start: start, End: start + 1e6, Values: vals}
+			samples[i] = pmdata.Sample{Start: start, End: start + 1e6, Values: vals}
 			start += 1e6
 		}
-		a.Add(Batch{Device: 0, Metrics: names, Samples: samples})
+		a.Add(pmdata.Batch{Device: 0, Metrics: names, Samples: samples})
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(samples)), "ns/sample")
 }
@@ -326,7 +328,7 @@ func BenchmarkAggregate(b *testing.B) {
 func TestAggregatorCUPTICallTimes(t *testing.T) {
 	a, _, _ := newTestAggregator(t, WithTiming(true))
 	for range 3 {
-		a.Add(Batch{Device: 0, CUPTITime: CallTimes{Decode: 20 * time.Millisecond, SampleInfo: 2 * time.Millisecond,
+		a.Add(pmdata.Batch{Device: 0, CUPTITime: pmdata.CallTimes{Decode: 20 * time.Millisecond, SampleInfo: 2 * time.Millisecond,
 			Evaluate: 30 * time.Millisecond, Reset: time.Millisecond}})
 	}
 	s := a.Snapshot()
@@ -344,11 +346,11 @@ func TestAggregatorIdleSeriesByDefault(t *testing.T) {
 	status := []DeviceStatus{{Device: 0, State: StateSampling}}
 	for _, zero := range []bool{false, true} {
 		a, m, clk := newTestAggregator(t, WithStatus(func() []DeviceStatus { return status }), WithZeroReasons(zero))
-		sm := mappedAs(t, m, mSM, mapping.KindGauge)
+		sm := mappedAs(t, m, mSM, snapshot.KindGauge)
 		t0 := uint64(clk.now().UnixNano())
-		a.Add(Batch{Device: 0, Metrics: []string{mSM}, DroppedFirst: 1, DecodeDuration: time.Millisecond,
-			CUPTITime: CallTimes{Decode: time.Millisecond},
-			Samples:   []Sample{{Start: t0, End: t0 + sec, Values: []float64{50}}}})
+		a.Add(pmdata.Batch{Device: 0, Metrics: []string{mSM}, DroppedFirst: 1, DecodeDuration: time.Millisecond,
+			CUPTITime: pmdata.CallTimes{Decode: time.Millisecond},
+			Samples:   []pmdata.Sample{{Start: t0, End: t0 + sec, Values: []float64{50}}}})
 		s := a.Snapshot()
 		if _, ok := value(t, s, sm.Desc.Name, labelValues(sm)...); !ok {
 			t.Fatalf("zero=%v: no %s", zero, sm.Desc.Name)
@@ -373,9 +375,9 @@ func TestAggregatorIdleSeriesByDefault(t *testing.T) {
 			t.Errorf("state sampling = %v", v)
 		}
 		// The first gap brings its series, in samples and seconds.
-		a.Add(Batch{Device: 0, Metrics: []string{mSM}, Interval: time.Second,
-			Lost:    []Loss{{Reason: "gap", Start: t0 + sec, End: t0 + 3*sec, Samples: 2}},
-			Samples: []Sample{{Start: t0 + 3*sec, End: t0 + 4*sec, Values: []float64{50}}}})
+		a.Add(pmdata.Batch{Device: 0, Metrics: []string{mSM}, Interval: time.Second,
+			Lost:    []pmdata.Loss{{Reason: "gap", Start: t0 + sec, End: t0 + 3*sec, Samples: 2}},
+			Samples: []pmdata.Sample{{Start: t0 + 3*sec, End: t0 + 4*sec, Values: []float64{50}}}})
 		s = a.Snapshot()
 		if v := mustValue(t, s, "cupti_pm_samples_lost_total", "gap"); v != 2 {
 			t.Errorf("zero=%v: lost gap = %v, want 2", zero, v)

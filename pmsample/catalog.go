@@ -9,6 +9,7 @@ import (
 
 	"github.com/cupti-exporter/cupti-exporter/internal/cupti"
 	"github.com/cupti-exporter/cupti-exporter/mapping"
+	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
 )
 
 // hostCatalog is metricHost over a Profiler Host object.
@@ -27,7 +28,7 @@ func (h *hostCatalog) BaseMetrics() ([]baseMetric, error) {
 			return nil, err
 		}
 		for _, n := range names {
-			out = append(out, baseMetric{Name: n, Type: mapping.MetricType(t)})
+			out = append(out, baseMetric{Name: n, Type: pmdata.MetricType(t)})
 		}
 	}
 	return out, nil
@@ -44,15 +45,15 @@ func (h *hostCatalog) SubMetrics(b baseMetric) ([]string, error) {
 // Properties are those of the base metric: for a full name CUPTI reports the units of the
 // rollup and submetric (e.g. bytes per second for .sum.per_second), while mapping derives
 // names from the base metric's units plus the rollup and submetric it parses itself.
-func (h *hostCatalog) Properties(name string) (mapping.Properties, error) {
+func (h *hostCatalog) Properties(name string) (pmdata.Properties, error) {
 	if n, err := mapping.ParseName(name); err == nil {
 		name = n.Base()
 	}
 	p, err := h.host.Properties(name)
 	if err != nil {
-		return mapping.Properties{}, err
+		return pmdata.Properties{}, err
 	}
-	return mapping.Properties{Type: mapping.MetricType(p.Type), HWUnit: p.HWUnit, DimUnit: p.DimUnit, Description: p.Description}, nil
+	return pmdata.Properties{Type: pmdata.MetricType(p.Type), HWUnit: p.HWUnit, DimUnit: p.DimUnit, Description: p.Description}, nil
 }
 
 func (h *hostCatalog) Passes(metrics []string) (int, error) {
@@ -187,13 +188,13 @@ func (c *Catalog) DefaultSet(curated []mapping.CuratedMetric) (DefaultSet, error
 	return c.p.resolveDefaults(c.Chip, curated)
 }
 
-func typeName(t mapping.MetricType) string {
+func typeName(t pmdata.MetricType) string {
 	switch t {
-	case mapping.TypeCounter:
+	case pmdata.TypeCounter:
 		return "counter"
-	case mapping.TypeRatio:
+	case pmdata.TypeRatio:
 		return "ratio"
-	case mapping.TypeThroughput:
+	case pmdata.TypeThroughput:
 		return "throughput"
 	}
 	return "unknown"

@@ -22,6 +22,36 @@ const (
 	PrivilegeRetry = 5 * time.Minute
 )
 
+// Bounds of the interval and decode period the exporter accepts (CheckTiming).
+const (
+	MinInterval         = 100 * time.Microsecond // CUPTI decode + evaluation take about 45 % of a core at 10 kHz (docs/pm-sampling.md "First measurements")
+	MaxInterval         = time.Second
+	MinDecodePeriod     = 10 * time.Millisecond
+	MaxDecodePeriod     = 10 * time.Second
+	MaxSamplesPerDecode = 20000 // the largest counter data image measured on an H200 (28-33 KB a slot)
+)
+
+// CheckTiming checks a sampling interval and decode period against the bounds the exporter
+// accepts (pmsample.interval, pmsample.decode_period): each in its range and, both in range,
+// at most MaxSamplesPerDecode samples a decode.
+func CheckTiming(interval, decodePeriod time.Duration) []error {
+	var errs []error
+	between := func(name string, d, lo, hi time.Duration) {
+		if d < lo || d > hi {
+			errs = append(errs, fmt.Errorf("%s must be between %s and %s, got %s", name, lo, hi, d))
+		}
+	}
+	between("pmsample.interval", interval, MinInterval, MaxInterval)
+	between("pmsample.decode_period", decodePeriod, MinDecodePeriod, MaxDecodePeriod)
+	if len(errs) == 0 { // both in range: do they fit together?
+		if n := int64(decodePeriod) / int64(interval); n > MaxSamplesPerDecode {
+			errs = append(errs, fmt.Errorf("pmsample.decode_period %s holds %d samples of pmsample.interval %s; at most %d fit the hardware buffer: shorten the decode period to %s or less",
+				decodePeriod, n, interval, MaxSamplesPerDecode, interval*MaxSamplesPerDecode))
+		}
+	}
+	return errs
+}
+
 // config is the validated configuration of a Sampler; only Options change it.
 type config struct {
 	interval       time.Duration

@@ -1,10 +1,10 @@
 package pmsample
 
-import "github.com/cupti-exporter/cupti-exporter/mapping"
+import "github.com/cupti-exporter/cupti-exporter/snapshot"
 
 // SelfDescs lists the self-metric families the aggregator can emit, for the metrics
 // reference and name checks: a recording does not exercise them all (cupti_pm_sampling_state
 // needs a live sampler, cupti_pm_observed_ratio multiplexing).
-func SelfDescs() []*mapping.Desc {
-	return []*mapping.Desc{samplesDesc, droppedDesc, outOfRangeDesc, overflowsDesc, decodeDesc, decodeGapDesc, cuptiCallDesc, stateDesc, observedDesc, lastSampleDesc}
+func SelfDescs() []*snapshot.Desc {
+	return []*snapshot.Desc{samplesDesc, droppedDesc, outOfRangeDesc, overflowsDesc, decodeDesc, decodeGapDesc, cuptiCallDesc, stateDesc, observedDesc, lastSampleDesc}
 }

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
+
 	"github.com/cupti-exporter/cupti-exporter/internal/cupti"
 	"github.com/cupti-exporter/cupti-exporter/internal/cupti/cuptitest"
 	"github.com/cupti-exporter/cupti-exporter/internal/testutil"
@@ -108,7 +110,7 @@ func runFake(t *testing.T, faults string, opts ...Option) fakeRun {
 
 // runFakeHook is runFake with hook called on every batch before it is collected, on the
 // device's thread (serial pipeline): a hook that sleeps makes the next decode late.
-func runFakeHook(t *testing.T, faults string, hook func(Batch), opts ...Option) fakeRun {
+func runFakeHook(t *testing.T, faults string, hook func(pmdata.Batch), opts ...Option) fakeRun {
 	t.Helper()
 	lib := openFake(t)
 	cuptitest.Inject(t, faults)
@@ -128,7 +130,7 @@ func runFakeHook(t *testing.T, faults string, hook func(Batch), opts ...Option) 
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
-		_ = s.Run(ctx, func(b Batch) {
+		_ = s.Run(ctx, func(b pmdata.Batch) {
 			if hook != nil {
 				hook(b)
 			}
@@ -154,7 +156,7 @@ func TestSamplerFakeLibSamples(t *testing.T) {
 	}
 	eventually(t, "samples on both devices", func() bool { return r.c.sum(0, samplesOf) > 20 && r.c.sum(1, samplesOf) > 20 })
 	for dev := range 2 {
-		if n := r.c.sum(dev, func(b Batch) int { return b.DroppedFirst }); n != 1 {
+		if n := r.c.sum(dev, func(b pmdata.Batch) int { return b.DroppedFirst }); n != 1 {
 			t.Errorf("device %d: dropped first = %d, want 1", dev, n)
 		}
 	}
@@ -197,7 +199,7 @@ func TestSamplerFakeLibSamples(t *testing.T) {
 func TestSamplerFakeLibOverflowRecreates(t *testing.T) {
 	r := runFake(t, "overflow_at=3")
 	eventually(t, "an overflow and samples after it", func() bool {
-		return r.c.sum(0, func(b Batch) int { return b.Overflows }) >= 1 && r.c.sum(0, samplesOf) > 20
+		return r.c.sum(0, func(b pmdata.Batch) int { return b.Overflows }) >= 1 && r.c.sum(0, samplesOf) > 20
 	})
 	if st := r.s.Status()[0]; st.State != StateSampling {
 		t.Fatalf("status after overflow = %+v", st)
@@ -209,11 +211,11 @@ func TestSamplerFakeLibImageFull(t *testing.T) {
 	// Each full image is replaced by a fresh one in the same session (the fake, like the real
 	// library, refuses to re-initialise it, and loses what did not fit): losses are counted,
 	// samples keep coming, nothing errors and the session is not recreated.
-	full := func() int { return r.c.sum(0, func(b Batch) int { return b.LostImageFull }) }
+	full := func() int { return r.c.sum(0, func(b pmdata.Batch) int { return b.LostImageFull }) }
 	eventually(t, "image-full decodes counted", func() bool { return full() >= 2 && r.c.sum(0, samplesOf) > 0 })
 	e0, f0 := cuptitest.Query(t, "enables"), full()
 	eventually(t, "five more image-full decodes", func() bool { return full() >= f0+5 })
-	if n := r.c.sum(0, func(b Batch) int { return b.DecodeErrors }); n != 0 {
+	if n := r.c.sum(0, func(b pmdata.Batch) int { return b.DecodeErrors }); n != 0 {
 		t.Fatalf("%d decode errors; a full image must not fail the reset", n)
 	}
 	if e1 := cuptitest.Query(t, "enables"); e1 != e0 {
@@ -395,8 +397,8 @@ func BenchmarkDecodeFakeLib(b *testing.B) {
 func TestSamplerFakeLibMultiplexRotates(t *testing.T) {
 	ms := fakeMetrics(10)
 	r := runFake(t, "", WithMetrics(ms...), WithMultiplex(40*time.Millisecond))
-	groupSamples := func(first string) func(Batch) int {
-		return func(b Batch) int {
+	groupSamples := func(first string) func(pmdata.Batch) int {
+		return func(b pmdata.Batch) int {
 			if len(b.Metrics) > 0 && b.Metrics[0] == first {
 				return len(b.Samples)
 			}
@@ -408,12 +410,12 @@ func TestSamplerFakeLibMultiplexRotates(t *testing.T) {
 	})
 	for _, f := range []struct {
 		what string
-		n    func(Batch) int
+		n    func(pmdata.Batch) int
 	}{
 		// (a full image is possible when this busy machine delays a decode; with the bug every
 		// rotation gave reset errors)
-		{"decode errors", func(b Batch) int { return b.DecodeErrors }},
-		{"overflows", func(b Batch) int { return b.Overflows }},
+		{"decode errors", func(b pmdata.Batch) int { return b.DecodeErrors }},
+		{"overflows", func(b pmdata.Batch) int { return b.Overflows }},
 	} {
 		if n := r.c.sum(0, f.n); n != 0 {
 			t.Errorf("%d %s while rotating; want 0", n, f.what)
@@ -439,9 +441,9 @@ func TestSamplerFakeLibImageGrowsAfterFull(t *testing.T) {
 		t.Skip("timing test: runs without the race detector")
 	}
 	r := runFakeHook(t, "late_every=5,late_ms=150", nil, WithDecodePeriod(100*time.Millisecond))
-	decodes := func(b Batch) int { return b2i(b.DecodeGap > 0) }
+	decodes := func(b pmdata.Batch) int { return b2i(b.DecodeGap > 0) }
 	testutil.WaitFor(t, "eight late decodes", 20*time.Second, 5*time.Millisecond, func() bool { return r.c.sum(0, decodes) >= 45 })
-	full := r.c.sum(0, func(b Batch) int { return b.LostImageFull })
+	full := r.c.sum(0, func(b pmdata.Batch) int { return b.LostImageFull })
 	if full == 0 {
 		t.Fatal("no decode came late enough to fill an image: the test proves nothing")
 	}
@@ -475,7 +477,7 @@ func TestSamplerFakeLibSlowSinkDoesNotDelayDecodes(t *testing.T) {
 	var n atomic.Int64
 	var lastEnd [2]uint64
 	var outOfOrder atomic.Int64
-	slow := func(b Batch) {
+	slow := func(b pmdata.Batch) {
 		if len(b.Samples) > 0 {
 			if b.Samples[0].Start < lastEnd[b.Device] {
 				outOfOrder.Add(1)
@@ -488,7 +490,7 @@ func TestSamplerFakeLibSlowSinkDoesNotDelayDecodes(t *testing.T) {
 	}
 	r := runFakeHook(t, "", slow, WithDecodePeriod(50*time.Millisecond))
 	eventually(t, "eight slow batches", func() bool { return n.Load() >= 45 })
-	if full := r.c.sum(0, func(b Batch) int { return b.LostImageFull }); full > 1 {
+	if full := r.c.sum(0, func(b pmdata.Batch) int { return b.LostImageFull }); full > 1 {
 		t.Errorf("%d image-full decodes behind a slow sink; want none (one on a loaded machine)", full)
 	}
 	if k := outOfOrder.Load(); k != 0 {
@@ -517,7 +519,7 @@ func TestSamplerFakeLibSplitSampleNotDelivered(t *testing.T) {
 	for _, pipe := range []string{PipelineSerial, PipelineDouble} {
 		t.Run(pipe, func(t *testing.T) {
 			r := runFake(t, "split_every=2", WithPipeline(pipe))
-			incomplete := func(b Batch) int { return b.Incomplete }
+			incomplete := func(b pmdata.Batch) int { return b.Incomplete }
 			eventually(t, "samples across split decodes", func() bool { return r.c.sum(0, samplesOf) > 300 })
 			r.c.mu.Lock()
 			var delivered, prevEnd uint64

@@ -3,7 +3,7 @@ package pmsample
 import (
 	"sort"
 
-	"github.com/cupti-exporter/cupti-exporter/mapping"
+	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
 
 // decodeGapBounds are the upper bounds (seconds) of cupti_pm_decode_gap_seconds: fine around
@@ -25,8 +25,8 @@ func (h *gapHistogram) observe(seconds float64) {
 }
 
 // value is the histogram in the snapshot's form (cumulative classic buckets).
-func (h *gapHistogram) value() *mapping.HistogramValue {
-	v := &mapping.HistogramValue{Count: h.count, Sum: h.sum, Bounds: decodeGapBounds[:], Cumulative: make([]uint64, len(decodeGapBounds))}
+func (h *gapHistogram) value() *snapshot.HistogramValue {
+	v := &snapshot.HistogramValue{Count: h.count, Sum: h.sum, Bounds: decodeGapBounds[:], Cumulative: make([]uint64, len(decodeGapBounds))}
 	var c uint64
 	for i := range decodeGapBounds {
 		c += h.counts[i]

@@ -8,7 +8,9 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/cupti-exporter/cupti-exporter/mapping"
+	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
+
+	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
 
 // StateYielded is a device whose counters were given to a profiler found on the host (package
@@ -27,14 +29,14 @@ type Holder struct {
 func (h Holder) String() string { return fmt.Sprintf("%s (pid %d, %s)", h.Tool, h.PID, h.Comm) }
 
 // giveWaysDesc counts the give-ways of each device by tool.
-var giveWaysDesc = &mapping.Desc{
+var giveWaysDesc = &snapshot.Desc{
 	Name: "cupti_pm_give_ways_total", Help: "Times the PM counters of the GPU were given to a profiler found on the host (tool: ncu, nsys, dcgm, named); the log names its process. Time without samples meanwhile is lost with reason yielded.",
-	Kind: mapping.KindCounter, OTelName: "cupti.pm.give_ways", OTelUnit: "{give_way}",
+	Kind: snapshot.KindCounter, OTelName: "cupti.pm.give_ways", OTelUnit: "{give_way}",
 	LabelNames: withLabels("tool"),
 }
 
 // GiveWayDescs lists the give-way families (GiveWayProducer), for the metrics reference.
-func GiveWayDescs() []*mapping.Desc { return []*mapping.Desc{giveWaysDesc} }
+func GiveWayDescs() []*snapshot.Desc { return []*snapshot.Desc{giveWaysDesc} }
 
 // yieldState is the give-way side of a runner, guarded by runner.mu.
 type yieldState struct {
@@ -124,14 +126,14 @@ func (r *runner) yieldReason() string {
 
 // yieldWait waits while the device's counters are given away; the time is lost with reason
 // yielded (also from the take-back to the first sample).
-func (r *runner) yieldWait(ctx context.Context, sink func(Batch)) {
+func (r *runner) yieldWait(ctx context.Context, sink func(pmdata.Batch)) {
 	r.setState(StateYielded, r.yieldReason())
 	r.loss.open("yielded", r.now())
 	r.idle(ctx, time.Time{}, sink) // until GiveWay, TakeBack, Pause or Resume pokes
 }
 
 // noteTakeBack logs the first sample after a take-back with its delay; sink wrapper, like observe.
-func (r *runner) noteTakeBack(b Batch) {
+func (r *runner) noteTakeBack(b pmdata.Batch) {
 	if len(b.Samples) == 0 {
 		return
 	}
@@ -179,20 +181,20 @@ type GiveWayProducer struct{ s *Sampler }
 func NewGiveWayProducer(s *Sampler) *GiveWayProducer { return &GiveWayProducer{s: s} }
 
 // Snapshot builds the family from the sampler's counts (mutex reads, no CUPTI).
-func (p *GiveWayProducer) Snapshot() *mapping.Snapshot {
-	fam := mapping.Family{Desc: giveWaysDesc}
+func (p *GiveWayProducer) Snapshot() *snapshot.Snapshot {
+	fam := snapshot.Family{Desc: giveWaysDesc}
 	counts := p.s.GiveWayCounts()
 	for _, d := range p.s.Devices() {
 		for tool, n := range counts[d.Index] {
-			fam.Samples = append(fam.Samples, mapping.Sample{
+			fam.Samples = append(fam.Samples, snapshot.Sample{
 				LabelValues: []string{strconv.Itoa(d.Index), d.UUID, d.Model, d.Chip, d.PCIBusID, tool}, Value: float64(n)})
 		}
 	}
-	slices.SortFunc(fam.Samples, func(x, y mapping.Sample) int { return slices.Compare(x.LabelValues, y.LabelValues) })
-	snap := &mapping.Snapshot{Time: time.Now()}
+	slices.SortFunc(fam.Samples, func(x, y snapshot.Sample) int { return slices.Compare(x.LabelValues, y.LabelValues) })
+	snap := &snapshot.Snapshot{Time: time.Now()}
 	if len(fam.Samples) > 0 {
-		snap.Families = []mapping.Family{fam}
+		snap.Families = []snapshot.Family{fam}
 	}
-	slices.SortFunc(snap.Families, func(x, y mapping.Family) int { return cmp.Compare(x.Desc.Name, y.Desc.Name) })
+	slices.SortFunc(snap.Families, func(x, y snapshot.Family) int { return cmp.Compare(x.Desc.Name, y.Desc.Name) })
 	return snap
 }

@@ -11,8 +11,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
+
 	"github.com/cupti-exporter/cupti-exporter/internal/cupti"
 	"github.com/cupti-exporter/cupti-exporter/mapping"
+	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
 
 // requireGPU opens the real CUPTI when PMSAMPLE_GPU=1 (scripts/gpu runs it on the GPU machine),
@@ -87,7 +90,7 @@ func TestGPUSample(t *testing.T) {
 	agg := NewAggregator(m, s.Devices(), s.Catalog(), logger, WithStatus(s.Status))
 	defer func() {
 		cd := s.runners[0].pm.(*cuptiDevice)
-		t.Logf("DecodeData %v, evaluation %v for %d samples", cd.total.Decode, cd.total.evaluation(), cd.evaluated)
+		t.Logf("DecodeData %v, evaluation %v for %d samples", cd.total.Decode, evaluation(cd.total), cd.evaluated)
 	}()
 	secs := 5 * time.Second
 	if v, err := time.ParseDuration(os.Getenv("PMSAMPLE_SECONDS") + "s"); err == nil && v > 0 {
@@ -97,14 +100,14 @@ func TestGPUSample(t *testing.T) {
 	var batches int
 	ctx, cancel := context.WithTimeout(context.Background(), secs)
 	defer cancel()
-	if err := s.Run(ctx, func(b Batch) { decode += b.DecodeDuration; batches++; agg.Add(b) }); err != nil {
+	if err := s.Run(ctx, func(b pmdata.Batch) { decode += b.DecodeDuration; batches++; agg.Add(b) }); err != nil {
 		t.Fatal(err)
 	}
 	snap := agg.Snapshot()
 	d := s.Devices()[0]
 	for _, f := range snap.Families {
 		for _, x := range f.Samples {
-			t.Logf("%s%v = %g", f.Desc.Name, x.LabelValues[len(mapping.DeviceLabelNames):], x.Value)
+			t.Logf("%s%v = %g", f.Desc.Name, x.LabelValues[len(snapshot.DeviceLabelNames):], x.Value)
 		}
 	}
 	n, _ := valueOf(snap, d, "cupti_pm_samples_total")
@@ -125,7 +128,7 @@ func TestGPUSample(t *testing.T) {
 	// Delivered + lost = rate x time (the time line of the run, from its first accounted
 	// instant to the newest sample), within 0.5 %.
 	var lost float64
-	for _, reason := range LostReasons {
+	for _, reason := range pmdata.LostReasons {
 		v, _ := valueOf(snap, d, "cupti_pm_samples_lost_total", reason)
 		lost += v
 		if v > 0 {
@@ -162,18 +165,18 @@ func TestGPUWithoutAvailability(t *testing.T) {
 		}
 		n := 0
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-		_ = s.Run(ctx, func(b Batch) { n += len(b.Samples) })
+		_ = s.Run(ctx, func(b pmdata.Batch) { n += len(b.Samples) })
 		cancel()
 		cd := s.runners[0].pm.(*cuptiDevice)
 		t.Logf("%s: %d metrics %v: %d samples in 3 s; DecodeData %v, evaluation %v for %d samples (%.1f us/sample); status %+v",
-			tc.name, len(s.Plan().Groups[0].Metrics), s.Plan().Groups[0].Metrics, n, cd.total.Decode, cd.total.evaluation(), cd.evaluated,
-			float64((cd.total.Decode+cd.total.evaluation()).Microseconds())/float64(max(cd.evaluated, 1)), s.Status()[0])
+			tc.name, len(s.Plan().Groups[0].Metrics), s.Plan().Groups[0].Metrics, n, cd.total.Decode, evaluation(cd.total), cd.evaluated,
+			float64((cd.total.Decode+evaluation(cd.total)).Microseconds())/float64(max(cd.evaluated, 1)), s.Status()[0])
 		s.Close()
 	}
 }
 
 // evaluation is the time after DecodeData: sample times, evaluation and the image reset.
-func (c CallTimes) evaluation() time.Duration { return c.SampleInfo + c.Evaluate + c.Reset }
+func evaluation(c pmdata.CallTimes) time.Duration { return c.SampleInfo + c.Evaluate + c.Reset }
 
 // TestGPUMultiplexTurns samples the default set and the FP16 pipe, which needs a second pass on
 // GH100, with multiplexing every second for 6 s: each group must deliver samples turn after
@@ -208,7 +211,7 @@ func TestGPUMultiplexTurns(t *testing.T) {
 	prev := ""
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Second)
 	defer cancel()
-	_ = s.Run(ctx, func(b Batch) {
+	_ = s.Run(ctx, func(b pmdata.Batch) {
 		for _, l := range b.Lost {
 			lost[l.Reason] += float64(l.End-l.Start) / 1e6
 		}

@@ -4,6 +4,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
+
 	"github.com/cupti-exporter/cupti-exporter/mapping"
 )
 
@@ -140,8 +142,8 @@ func Failed(metrics []string, bad int) string {
 // exporter without the guard, or from anywhere): rejected samples leave b.Samples, are
 // counted in b.Rejected and their time is lost as out_of_range. b.Samples is replaced, not
 // edited: a replayed batch shares it with the reader.
-func (g *Guard) Screen(b *Batch) {
-	var kept []Sample
+func (g *Guard) Screen(b *pmdata.Batch) {
+	var kept []pmdata.Sample
 	for i, s := range b.Samples {
 		bad := -1
 		if len(s.Values) == len(b.Metrics) { // others are the aggregator's invalid samples
@@ -154,31 +156,15 @@ func (g *Guard) Screen(b *Batch) {
 			continue
 		}
 		if kept == nil {
-			kept = append(make([]Sample, 0, len(b.Samples)), b.Samples[:i]...)
+			kept = append(make([]pmdata.Sample, 0, len(b.Samples)), b.Samples[:i]...)
 		}
-		b.reject(Failed(b.Metrics, bad))
+		b.Reject(Failed(b.Metrics, bad))
 		if s.End > s.Start {
 			iv := max(uint64(b.Interval.Nanoseconds()), 1)
-			b.Lost = append(b.Lost, Loss{Reason: lostOutOfRange, Start: s.Start, End: s.End, Samples: float64(s.End-s.Start) / float64(iv)})
+			b.Lost = append(b.Lost, pmdata.Loss{Reason: lostOutOfRange, Start: s.Start, End: s.End, Samples: float64(s.End-s.Start) / float64(iv)})
 		}
 	}
 	if kept != nil {
 		b.Samples = kept
 	}
-}
-
-// reject counts one sample rejected by the guard for check.
-func (b *Batch) reject(check string) {
-	if b.Rejected == nil {
-		b.Rejected = map[string]int{}
-	}
-	b.Rejected[check]++
-}
-
-func (b *Batch) rejectedCount() int {
-	n := 0
-	for _, c := range b.Rejected {
-		n += c
-	}
-	return n
 }

@@ -4,7 +4,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cupti-exporter/cupti-exporter/mapping"
+	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
+
+	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
 
 const (
@@ -95,14 +97,14 @@ func TestGuardUnknownInterval(t *testing.T) {
 func TestGuardScreen(t *testing.T) {
 	const ms = uint64(time.Millisecond)
 	metrics := []string{guardSM, guardPCIe}
-	shared := []Sample{
+	shared := []pmdata.Sample{
 		{Start: 0, End: ms, Values: []float64{40, 1}},
 		{Start: ms, End: 2 * ms, Values: []float64{38500, 1}}, // a ratio of 385
 		{Start: 2 * ms, End: 3 * ms, Values: []float64{100.2, 1}},
 		{Start: 3 * ms, End: 4 * ms, Values: []float64{10, 2e9}}, // 2 GB over PCIe in 1 ms
 		{Start: 4 * ms, End: 5 * ms, Values: []float64{20, 1}},
 	}
-	b := Batch{Metrics: metrics, Samples: shared, Interval: time.Millisecond}
+	b := pmdata.Batch{Metrics: metrics, Samples: shared, Interval: time.Millisecond}
 	NewGuard("GH100", metrics).Screen(&b)
 	if len(b.Samples) != 3 || b.Samples[0].Start != 0 || b.Samples[1].Start != 2*ms || b.Samples[2].Start != 4*ms {
 		t.Fatalf("kept %+v, want the samples at 0, 2 and 4 ms", b.Samples)
@@ -110,7 +112,7 @@ func TestGuardScreen(t *testing.T) {
 	if b.Samples[1].Values[0] != 100 {
 		t.Errorf("rounding not clamped: %v", b.Samples[1].Values[0])
 	}
-	if b.Rejected[guardSM] != 1 || b.Rejected[guardPCIe] != 1 || b.rejectedCount() != 2 {
+	if b.Rejected[guardSM] != 1 || b.Rejected[guardPCIe] != 1 || b.RejectedCount() != 2 {
 		t.Errorf("Rejected = %v, want one for each metric", b.Rejected)
 	}
 	if len(b.Lost) != 2 || b.Lost[0].Reason != "out_of_range" || b.Lost[0].Start != ms || b.Lost[0].Samples != 1 {
@@ -127,7 +129,7 @@ func TestAggregatorCountsOutOfRange(t *testing.T) {
 	const ms = uint64(time.Millisecond)
 	a, m, _ := newTestAggregator(t)
 	metrics := []string{mSM}
-	b := Batch{Device: 0, Metrics: metrics, Interval: time.Millisecond, Samples: []Sample{
+	b := pmdata.Batch{Device: 0, Metrics: metrics, Interval: time.Millisecond, Samples: []pmdata.Sample{
 		{Start: 1 * ms, End: 2 * ms, Values: []float64{50}},
 		{Start: 2 * ms, End: 3 * ms, Values: []float64{106300}},
 		{Start: 3 * ms, End: 4 * ms, Values: []float64{60}},
@@ -149,7 +151,7 @@ func TestAggregatorCountsOutOfRange(t *testing.T) {
 			t.Errorf("%s%v = %v (present %v), want %v", c.name, c.extra, v, ok, c.want)
 		}
 	}
-	mm := mappedAs(t, m, mSM, mapping.KindGauge)
+	mm := mappedAs(t, m, mSM, snapshot.KindGauge)
 	if v, ok := value(t, s, mm.Max.Name); !ok || v != 60*mm.Scale {
 		t.Errorf("max = %v (present %v), want %v", v, ok, 60*mm.Scale)
 	}

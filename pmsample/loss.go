@@ -1,39 +1,6 @@
 package pmsample
 
-// Loss is a stretch of time during which a device was meant to be sampled but delivered no
-// sample: the gap between two delivered samples (end of one to start of the next), or time
-// spent paused, busy or in error. Samples is the number of samples the hardware interval
-// implies for it, so that delivered + lost samples = configured rate x time.
-type Loss struct {
-	Reason     string  // one of LostReasons
-	Start, End uint64  // ns on the CUPTI clock (Unix epoch)
-	Samples    float64 // (End - Start) / hardware interval
-}
-
-// LostReasons are the causes a Loss can name, in the order the self-metrics list them:
-//
-//   - image_full: a decode stopped with COUNTER_DATA_FULL; the session was recreated.
-//   - overflow: the hardware buffer overflowed; the session was recreated.
-//   - decode_error: decode calls failed (after three in a row the session was recreated).
-//   - invalid: decoded samples that could not be evaluated or had no valid time span.
-//   - incomplete: a sample whose records a counter data image re-initialisation split (the
-//     decode before ended inside it); its remainder alone reads up to 4.3 times the truth.
-//   - out_of_range: decoded samples with a value the hardware cannot produce (Guard).
-//   - start: from Start to the first delivered sample of a session nothing else explains
-//     (the first sample, which began before Start, is dropped).
-//   - rotation: multiplexing switched groups (a new session for the next group).
-//   - stall: a started session delivered no sample for longer than 5 decode periods (at
-//     least 1 s); the session was recreated.
-//   - backoff: the session was restarted at a longer interval (WithAutoBackoff).
-//   - paused, busy, error: the counters were released on request, held by another profiler,
-//     or could not be acquired.
-//   - idle_release: from the first sign of work on an idle-released GPU to its first sample
-//     after the session was taken back (release.go); the released time itself is no loss.
-//   - duty_cycle: the session was released for the off phase of a duty cycle (WithDutyCycle).
-//   - yielded: the counters were given to a profiler found on the host (GiveWay), until the first
-//     sample after TakeBack.
-//   - gap: samples missing between two delivered ones with no event to explain them.
-var LostReasons = [...]string{"image_full", "overflow", "decode_error", "invalid", "incomplete", "out_of_range", "start", "rotation", "stall", "backoff", "paused", "busy", "error", "idle_release", "duty_cycle", "yielded", "gap"}
+import "github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
 
 // Losses of decoded samples that are not delivered: split by an image re-initialisation, or
 // rejected by the Guard.
@@ -43,12 +10,12 @@ const (
 )
 
 func lostIndex(reason string) int {
-	for i, r := range LostReasons {
+	for i, r := range pmdata.LostReasons {
 		if r == reason {
 			return i
 		}
 	}
-	return len(LostReasons) - 1 // gap
+	return len(pmdata.LostReasons) - 1 // gap
 }
 
 // lossAccount follows one device's time line: the cursor is the end of the last time
@@ -58,7 +25,7 @@ type lossAccount struct {
 	cursor uint64 // ns; 0 until the first session starts or the first failure
 	cause  string // why samples are missing after the cursor; "" when nothing is known
 	iv     uint64 // ns per sample: the newest delivered sample's length, else the configured interval
-	out    []Loss
+	out    []pmdata.Loss
 }
 
 func (a *lossAccount) add(reason string, start, end uint64) {
@@ -66,7 +33,7 @@ func (a *lossAccount) add(reason string, start, end uint64) {
 		return
 	}
 	iv := max(a.iv, 1)
-	a.out = append(a.out, Loss{Reason: reason, Start: start, End: end, Samples: float64(end-start) / float64(iv)})
+	a.out = append(a.out, pmdata.Loss{Reason: reason, Start: start, End: end, Samples: float64(end-start) / float64(iv)})
 }
 
 // open records that from now on samples are missing because of reason. Time already open for
@@ -139,7 +106,7 @@ func (a *lossAccount) discard(start, end uint64, reason string) {
 }
 
 // take returns the losses accounted since the last take.
-func (a *lossAccount) take() []Loss {
+func (a *lossAccount) take() []pmdata.Loss {
 	out := a.out
 	a.out = nil
 	return out

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
+
 	"github.com/cupti-exporter/cupti-exporter/internal/cupti/cuptitest"
 )
 
@@ -97,7 +99,7 @@ func TestLossImageFullCountedInSamples(t *testing.T) {
 	r := runFor(t, "image_full", 400*time.Millisecond)
 	tl := r.c.timeline(0)
 	checkRate(t, tl, time.Millisecond)
-	full := r.c.sum(0, func(b Batch) int { return b.LostImageFull })
+	full := r.c.sum(0, func(b pmdata.Batch) int { return b.LostImageFull })
 	if tl.lost["image_full"] < float64(full)/2 || full < 3 {
 		t.Errorf("%d full decodes lost %.1f samples; want recreations counted as the samples they cost", full, tl.lost["image_full"])
 	}
@@ -169,7 +171,7 @@ func checkOnlyRealLosses(t *testing.T, c *collector, tl timeline) {
 	for reason, n := range tl.lost {
 		switch {
 		case reason == "start" && n <= 2:
-		case reason == "image_full" && c.sum(0, func(b Batch) int { return b.LostImageFull }) > 0:
+		case reason == "image_full" && c.sum(0, func(b pmdata.Batch) int { return b.LostImageFull }) > 0:
 		default:
 			t.Errorf("lost %.1f samples to %s on a healthy run (%v)", n, reason, tl.lost)
 		}

@@ -5,6 +5,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
+
 	"github.com/cupti-exporter/cupti-exporter/internal/cupti"
 )
 
@@ -51,7 +53,7 @@ type pipeJob struct {
 	decode      time.Duration // wall time of the decode call
 	gap         time.Duration // since the session's previous decode (Batch.DecodeGap)
 	cpu         time.Duration // device thread CPU since its previous job
-	sink        func(Batch)
+	sink        func(pmdata.Batch)
 }
 
 func newPipeline(sd splitDecoder) *pipeline {
@@ -105,7 +107,7 @@ func (p *pipeline) finish(r *runner, j pipeJob, mark *time.Duration) {
 // collect decodes into a free slot on the device thread (waiting while the evaluator holds
 // both) and hands it over. It reports whether the session is dead: an overflow, a full
 // image, or a reset that failed on the evaluator; then it waits for the evaluator first.
-func (p *pipeline) collect(r *runner, sink func(Batch)) (dead bool) {
+func (p *pipeline) collect(r *runner, sink func(pmdata.Batch)) (dead bool) {
 	slot := <-p.free
 	gap := r.decodeGap()
 	t0 := time.Now()

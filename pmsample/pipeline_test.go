@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
 )
 
 // The double pipeline must deliver what the serial one does: every sample once, in order,
@@ -40,7 +42,7 @@ func TestPipelineDoubleHealthy(t *testing.T) {
 	if tl.delivered < 50 {
 		t.Errorf("delivered %d, lost %v", tl.delivered, tl.lost)
 	}
-	if n := r.c.sum(0, func(b Batch) int { return b.DecodeErrors }); n != 0 {
+	if n := r.c.sum(0, func(b pmdata.Batch) int { return b.DecodeErrors }); n != 0 {
 		t.Errorf("%d decode errors", n)
 	}
 }
@@ -65,7 +67,7 @@ func TestPipelineDoubleMultiplexAndPause(t *testing.T) {
 	ms := fakeMetrics(10)
 	r := runFake(t, "", WithPipeline(PipelineDouble), WithMetrics(ms...), WithMultiplex(40*time.Millisecond))
 	eventually(t, "both groups sampled", func() bool {
-		return r.c.sum(0, func(b Batch) int {
+		return r.c.sum(0, func(b pmdata.Batch) int {
 			if b.Metrics[0] == ms[8] {
 				return len(b.Samples)
 			}
@@ -84,7 +86,7 @@ func TestPipelineDoubleMultiplexAndPause(t *testing.T) {
 	checkOrdered(t, r.c, 0)
 	// (Full images are possible here when the evaluator falls behind, under -race on a busy
 	// machine; they are counted like any other loss and checked by checkRate above.)
-	if n := r.c.sum(0, func(b Batch) int { return b.DecodeErrors }); n != 0 {
+	if n := r.c.sum(0, func(b pmdata.Batch) int { return b.DecodeErrors }); n != 0 {
 		t.Errorf("%d decode errors while rotating", n)
 	}
 	if tl.lost["paused"] < 80 {

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/cupti-exporter/cupti-exporter/mapping"
+	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
 )
 
 // metricHost is what planning needs from the Profiler Host API of one chip. hostCatalog
@@ -17,7 +18,7 @@ type metricHost interface {
 	// SubMetrics lists the rollup/submetric suffixes valid for a base metric (no leading dot).
 	SubMetrics(b baseMetric) ([]string, error)
 	// Properties are the properties of a base or full metric name.
-	Properties(name string) (mapping.Properties, error)
+	Properties(name string) (pmdata.Properties, error)
 	// Passes is the number of passes the metrics need together (GetNumOfPasses).
 	Passes(metrics []string) (int, error)
 	// SinglePassSet lists the metrics of a named single-pass set; errNoSinglePassSets when
@@ -27,7 +28,7 @@ type metricHost interface {
 
 type baseMetric struct {
 	Name string
-	Type mapping.MetricType
+	Type pmdata.MetricType
 }
 
 // errNoSinglePassSets: the loaded CUPTI lacks the 13.2 set queries (the wrapped binding error says

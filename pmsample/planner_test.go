@@ -8,21 +8,21 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cupti-exporter/cupti-exporter/mapping"
+	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
 )
 
 // tableHost is a metricHost over the GH100 catalog with a passes function chosen by the test.
 type tableHost struct {
 	bases  []baseMetric
-	props  map[string]mapping.Properties
+	props  map[string]pmdata.Properties
 	passes func(metrics []string) (int, error)
 	calls  int
 }
 
-var testSubMetrics = map[mapping.MetricType][]string{
-	mapping.TypeCounter:    {"sum", "avg", "max", "min", "sum.per_second", "avg.pct_of_peak_sustained_elapsed", "sum.pct_of_peak_sustained_elapsed"},
-	mapping.TypeRatio:      {"ratio", "pct", "max_rate"},
-	mapping.TypeThroughput: {"avg.pct_of_peak_sustained_elapsed", "max.pct_of_peak_sustained_elapsed"},
+var testSubMetrics = map[pmdata.MetricType][]string{
+	pmdata.TypeCounter:    {"sum", "avg", "max", "min", "sum.per_second", "avg.pct_of_peak_sustained_elapsed", "sum.pct_of_peak_sustained_elapsed"},
+	pmdata.TypeRatio:      {"ratio", "pct", "max_rate"},
+	pmdata.TypeThroughput: {"avg.pct_of_peak_sustained_elapsed", "max.pct_of_peak_sustained_elapsed"},
 }
 
 func gh100Host(t testing.TB, passes func([]string) (int, error)) *tableHost {
@@ -32,8 +32,8 @@ func gh100Host(t testing.TB, passes func([]string) (int, error)) *tableHost {
 		t.Fatalf("opening the GH100 catalog: %v", err)
 	}
 	defer f.Close()
-	h := &tableHost{props: map[string]mapping.Properties{}, passes: passes}
-	types := map[string]mapping.MetricType{"counter": mapping.TypeCounter, "ratio": mapping.TypeRatio, "throughput": mapping.TypeThroughput}
+	h := &tableHost{props: map[string]pmdata.Properties{}, passes: passes}
+	types := map[string]pmdata.MetricType{"counter": pmdata.TypeCounter, "ratio": pmdata.TypeRatio, "throughput": pmdata.TypeThroughput}
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
 		if strings.HasPrefix(sc.Text(), "#") {
@@ -47,7 +47,7 @@ func gh100Host(t testing.TB, passes func([]string) (int, error)) *tableHost {
 			continue
 		}
 		h.bases = append(h.bases, baseMetric{Name: c[1], Type: types[c[0]]})
-		h.props[c[1]] = mapping.Properties{Type: types[c[0]], HWUnit: c[2], DimUnit: c[3]}
+		h.props[c[1]] = pmdata.Properties{Type: types[c[0]], HWUnit: c[2], DimUnit: c[3]}
 	}
 	if len(h.bases) < 1000 {
 		t.Fatalf("catalog has %d base metrics, want the GH100 list", len(h.bases))
@@ -59,7 +59,7 @@ func (h *tableHost) BaseMetrics() ([]baseMetric, error) { return h.bases, nil }
 func (h *tableHost) SubMetrics(b baseMetric) ([]string, error) {
 	return testSubMetrics[b.Type], nil
 }
-func (h *tableHost) Properties(name string) (mapping.Properties, error) {
+func (h *tableHost) Properties(name string) (pmdata.Properties, error) {
 	b, _ := splitName(name)
 	p, ok := h.props[b]
 	if !ok {

@@ -4,6 +4,8 @@ import (
 	"log/slog"
 	"sync"
 	"time"
+
+	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
 )
 
 // rejectLog logs the guard's rejections with everything needed to find their cause, at a
@@ -25,7 +27,7 @@ const (
 // in the counter data image, the image's counts, the decode): the CUPTI one.
 type sampleDescriber interface{ describeSample() []any }
 
-func (l *rejectLog) report(log *slog.Logger, pm pmDevice, b *Batch, start, end uint64, vals []float64, bad int) {
+func (l *rejectLog) report(log *slog.Logger, pm pmDevice, b *pmdata.Batch, start, end uint64, vals []float64, bad int) {
 	l.mu.Lock()
 	now := time.Now()
 	if l.logged >= rejectBurst && now.Sub(l.last) < rejectEvery {

@@ -7,7 +7,9 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/cupti-exporter/cupti-exporter/mapping"
+	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
+
+	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
 
 // StateIdle is a device whose PM session was released because the GPU sat idle (an idle
@@ -17,32 +19,32 @@ const StateIdle State = "idle-released"
 
 // Self-metrics of idle release: one series per device.
 var (
-	idleReleasesDesc = &mapping.Desc{
+	idleReleasesDesc = &snapshot.Desc{
 		Name: "cupti_pm_idle_releases_total", Help: "Times the PM session of an idle GPU was released (state idle-released).",
-		Kind: mapping.KindCounter, OTelName: "cupti.pm.idle.releases", OTelUnit: "{release}",
-		LabelNames: mapping.DeviceLabelNames,
+		Kind: snapshot.KindCounter, OTelName: "cupti.pm.idle.releases", OTelUnit: "{release}",
+		LabelNames: snapshot.DeviceLabelNames,
 	}
-	idleReacquiresDesc = &mapping.Desc{
+	idleReacquiresDesc = &snapshot.Desc{
 		Name: "cupti_pm_idle_reacquires_total", Help: "Times the PM session was taken back after an idle release, on a sign of activity.",
-		Kind: mapping.KindCounter, OTelName: "cupti.pm.idle.reacquires", OTelUnit: "{reacquire}",
-		LabelNames: mapping.DeviceLabelNames,
+		Kind: snapshot.KindCounter, OTelName: "cupti.pm.idle.reacquires", OTelUnit: "{reacquire}",
+		LabelNames: snapshot.DeviceLabelNames,
 	}
-	idleReleasedDesc = &mapping.Desc{
+	idleReleasedDesc = &snapshot.Desc{
 		Name: "cupti_pm_idle_released_seconds_total", Help: "Time the PM session was released because the GPU was idle (no samples, by design).",
-		Kind: mapping.KindCounter, Unit: "seconds", OTelName: "cupti.pm.idle.released", OTelUnit: "s",
-		LabelNames: mapping.DeviceLabelNames,
+		Kind: snapshot.KindCounter, Unit: "seconds", OTelName: "cupti.pm.idle.released", OTelUnit: "s",
+		LabelNames: snapshot.DeviceLabelNames,
 	}
-	idleMissedDesc = &mapping.Desc{
+	idleMissedDesc = &snapshot.Desc{
 		Name: "cupti_pm_idle_missed_seconds_total", Help: "Time from the first sign of activity on a released GPU to its first PM sample after reacquiring: work that ran unsampled.",
-		Kind: mapping.KindCounter, Unit: "seconds", OTelName: "cupti.pm.idle.missed", OTelUnit: "s",
-		LabelNames: mapping.DeviceLabelNames,
+		Kind: snapshot.KindCounter, Unit: "seconds", OTelName: "cupti.pm.idle.missed", OTelUnit: "s",
+		LabelNames: snapshot.DeviceLabelNames,
 	}
 )
 
 // IdleDescs lists the idle-release families (served by IdleProducer, live sampling only), for
 // the metrics reference beside SelfDescs.
-func IdleDescs() []*mapping.Desc {
-	return []*mapping.Desc{idleReleasesDesc, idleReacquiresDesc, idleReleasedDesc, idleMissedDesc}
+func IdleDescs() []*snapshot.Desc {
+	return []*snapshot.Desc{idleReleasesDesc, idleReacquiresDesc, idleReleasedDesc, idleMissedDesc}
 }
 
 // releaseState is the idle-release side of a runner, guarded by runner.mu.
@@ -132,24 +134,24 @@ func (s *Sampler) IdleStats() []IdleStats {
 }
 
 // IdleFamilies returns the idle-release self-metrics of every device.
-func IdleFamilies(devices []Device, stats []IdleStats) []mapping.Family {
-	byIdx := map[int]Device{}
+func IdleFamilies(devices []pmdata.Device, stats []IdleStats) []snapshot.Family {
+	byIdx := map[int]pmdata.Device{}
 	for _, d := range devices {
 		byIdx[d.Index] = d
 	}
-	fams := []mapping.Family{{Desc: idleMissedDesc}, {Desc: idleReacquiresDesc}, {Desc: idleReleasedDesc}, {Desc: idleReleasesDesc}}
+	fams := []snapshot.Family{{Desc: idleMissedDesc}, {Desc: idleReacquiresDesc}, {Desc: idleReleasedDesc}, {Desc: idleReleasesDesc}}
 	for _, st := range stats {
 		d, ok := byIdx[st.Device]
 		if !ok {
-			d = Device{Index: st.Device}
+			d = pmdata.Device{Index: st.Device}
 		}
 		labels := []string{strconv.Itoa(d.Index), d.UUID, d.Model, d.Chip, d.PCIBusID}
 		for i, v := range []float64{st.MissedSeconds, float64(st.Reacquires), st.ReleasedSeconds, float64(st.Releases)} {
-			fams[i].Samples = append(fams[i].Samples, mapping.Sample{LabelValues: labels, Value: v})
+			fams[i].Samples = append(fams[i].Samples, snapshot.Sample{LabelValues: labels, Value: v})
 		}
 	}
 	for i := range fams {
-		slices.SortFunc(fams[i].Samples, func(x, y mapping.Sample) int { return slices.Compare(x.LabelValues, y.LabelValues) })
+		slices.SortFunc(fams[i].Samples, func(x, y snapshot.Sample) int { return slices.Compare(x.LabelValues, y.LabelValues) })
 	}
 	return fams
 }
@@ -162,9 +164,9 @@ type IdleProducer struct{ s *Sampler }
 func NewIdleProducer(s *Sampler) *IdleProducer { return &IdleProducer{s: s} }
 
 // Snapshot builds the families from the sampler's counters (a few mutex reads, no CUPTI).
-func (p *IdleProducer) Snapshot() *mapping.Snapshot {
-	snap := &mapping.Snapshot{Time: time.Now(), Families: IdleFamilies(p.s.Devices(), p.s.IdleStats())}
-	slices.SortFunc(snap.Families, func(x, y mapping.Family) int { return cmp.Compare(x.Desc.Name, y.Desc.Name) })
+func (p *IdleProducer) Snapshot() *snapshot.Snapshot {
+	snap := &snapshot.Snapshot{Time: time.Now(), Families: IdleFamilies(p.s.Devices(), p.s.IdleStats())}
+	slices.SortFunc(snap.Families, func(x, y snapshot.Family) int { return cmp.Compare(x.Desc.Name, y.Desc.Name) })
 	return snap
 }
 
@@ -212,10 +214,10 @@ func (r *runner) off() bool {
 // a loss still open is accounted up to now and delivered, and on waking the account skips the
 // released time. After a Reacquire, the time from the activity to the first sample is lost with
 // reason idle_release (lossAccount.sample accounts it when that sample arrives).
-func (r *runner) idleWait(ctx context.Context, sink func(Batch)) {
+func (r *runner) idleWait(ctx context.Context, sink func(pmdata.Batch)) {
 	r.loss.flush(r.now())
 	if lost := r.loss.take(); len(lost) > 0 {
-		sink(Batch{Device: r.dev.Index, Lost: lost, Interval: r.interval})
+		sink(pmdata.Batch{Device: r.dev.Index, Lost: lost, Interval: r.interval})
 	}
 	r.wait(ctx, time.Time{})
 	now, prev := r.now(), r.loss.cursor
@@ -233,8 +235,8 @@ func (r *runner) idleWait(ctx context.Context, sink func(Batch)) {
 
 // observe wraps the sink of a device: the first sample after a reacquire closes the missed
 // time that began with the activity.
-func (r *runner) observe(sink func(Batch)) func(Batch) {
-	return func(b Batch) {
+func (r *runner) observe(sink func(pmdata.Batch)) func(pmdata.Batch) {
+	return func(b pmdata.Batch) {
 		r.noteTakeBack(b)
 		if len(b.Samples) > 0 {
 			r.mu.Lock()

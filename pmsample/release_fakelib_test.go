@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
+
 	"github.com/cupti-exporter/cupti-exporter/internal/cupti/cuptitest"
 )
 
@@ -54,7 +56,7 @@ func TestSamplerFakeLibDutyCycle(t *testing.T) {
 // dutyLost is the time device dev lost to the duty cycle so far.
 func dutyLost(c *collector, dev int) time.Duration {
 	var ns uint64
-	c.sum(dev, func(b Batch) int {
+	c.sum(dev, func(b pmdata.Batch) int {
 		for _, l := range b.Lost {
 			if l.Reason == "duty_cycle" {
 				ns += l.End - l.Start

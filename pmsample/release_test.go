@@ -6,7 +6,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
+
 	"github.com/cupti-exporter/cupti-exporter/mapping"
+	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
 
 func TestReleaseIdleThenReacquire(t *testing.T) {
@@ -173,13 +176,13 @@ func TestReleaseStateAndIdleMetrics(t *testing.T) {
 // and after reacquiring the mean covers only sampled time (no zeros averaged in).
 func TestReleaseWindowReportsNoZeros(t *testing.T) {
 	a, m, clk := newTestAggregator(t)
-	sm := mappedAs(t, m, mSM, mapping.KindGauge)
-	busy := func(v float64) Batch {
+	sm := mappedAs(t, m, mSM, snapshot.KindGauge)
+	busy := func(v float64) pmdata.Batch {
 		t0 := uint64(clk.now().UnixNano())
-		b := Batch{Device: 0, Metrics: []string{mSM}}
+		b := pmdata.Batch{Device: 0, Metrics: []string{mSM}}
 		for i := range uint64(100) {
 			s := t0 + i*uint64(time.Millisecond)
-			b.Samples = append(b.Samples, Sample{Start: s, End: s + uint64(time.Millisecond), Values: []float64{v}})
+			b.Samples = append(b.Samples, pmdata.Sample{Start: s, End: s + uint64(time.Millisecond), Values: []float64{v}})
 		}
 		return b
 	}

@@ -11,13 +11,15 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
+
 	"github.com/cupti-exporter/cupti-exporter/internal/cupti"
 )
 
 // runner owns one device.
 type runner struct {
 	s      *Sampler
-	dev    Device
+	dev    pmdata.Device
 	pm     pmDevice
 	groups []Group
 	fixed  bool // cannot sample at all; state stays error
@@ -65,7 +67,7 @@ func (r *runner) guardOf(metrics []string) *Guard {
 	return r.guard
 }
 
-func newRunner(s *Sampler, dev Device, pm pmDevice, groups []Group) *runner {
+func newRunner(s *Sampler, dev pmdata.Device, pm pmDevice, groups []Group) *runner {
 	r := &runner{s: s, dev: dev, pm: pm, groups: groups, wake: make(chan struct{}, 1),
 		log: s.logger.With("gpu", dev.Index), interval: s.cfg.interval}
 	r.loss.iv = uint64(r.interval.Nanoseconds())
@@ -116,7 +118,7 @@ func (r *runner) paused() (bool, time.Time) {
 
 // run is the device goroutine: acquire, sample, release; retry with backoff while the
 // counters are busy or refused; wait while paused.
-func (r *runner) run(ctx context.Context, sink func(Batch)) {
+func (r *runner) run(ctx context.Context, sink func(pmdata.Batch)) {
 	runtime.LockOSThread()
 	// With its priority raised the thread ends with this goroutine (never unlocked) rather than
 	// go back to the runtime's pool ahead of everything else.
@@ -213,7 +215,7 @@ func (r *runner) wait(ctx context.Context, t time.Time) bool {
 // idle waits like wait while the device does not sample (paused, busy, error), and every
 // decode period delivers a batch that accounts the time lost so far, so the lost-samples
 // counters and the window coverage move while nothing is sampled.
-func (r *runner) idle(ctx context.Context, until time.Time, sink func(Batch)) {
+func (r *runner) idle(ctx context.Context, until time.Time, sink func(pmdata.Batch)) {
 	for ctx.Err() == nil {
 		next := time.Now().Add(r.s.cfg.decodePeriod)
 		last := !until.IsZero() && !next.Before(until)
@@ -226,7 +228,7 @@ func (r *runner) idle(ctx context.Context, until time.Time, sink func(Batch)) {
 		}
 		r.loss.flush(r.now())
 		if lost := r.loss.take(); len(lost) > 0 {
-			sink(Batch{Device: r.dev.Index, Lost: lost, Interval: r.interval})
+			sink(pmdata.Batch{Device: r.dev.Index, Lost: lost, Interval: r.interval})
 		}
 		if woke || last {
 			return
@@ -247,7 +249,7 @@ const (
 // counter availability instead would be no cheaper: on an H100 it took 28 ms while the counters
 // were held and 200-235 ms while free, and reads made a running ncu fail (run BK). A pause, a
 // give-way, an idle release or ctx ending cuts the wait short.
-func (r *runner) waitBusy(ctx context.Context, sink func(Batch)) {
+func (r *runner) waitBusy(ctx context.Context, sink func(pmdata.Batch)) {
 	r.mu.Lock()
 	since := r.st.Since // of state busy
 	r.mu.Unlock()
@@ -276,7 +278,7 @@ type intervalSetter interface{ setInterval(time.Duration) }
 type refresher interface{ refresh() ([]Group, error) }
 
 // callTimer is a device that times its CUPTI calls (the CUPTI one; test fakes need not).
-type callTimer interface{ takeCallTimes() CallTimes }
+type callTimer interface{ takeCallTimes() pmdata.CallTimes }
 
 // acquire is Enable, SetConfig(group 0), Start.
 func (r *runner) acquire() error {
@@ -354,7 +356,7 @@ func (r *runner) release() {
 
 // sample runs one session: decode on the cadence, rotate groups when multiplexing, stop on
 // ctx end or pause. A non-nil error means the session must be recreated after a backoff.
-func (r *runner) sample(ctx context.Context, sink func(Batch)) error {
+func (r *runner) sample(ctx context.Context, sink func(pmdata.Batch)) error {
 	tick := time.NewTicker(r.s.cfg.decodePeriod)
 	defer tick.Stop()
 	var dutyEnd <-chan time.Time
@@ -412,14 +414,14 @@ var errDutyOff = errors.New("duty cycle: session released for the off phase")
 // decode, Disable. A session kept configured while released (Stop alone) would make the
 // retake a Start, but it costs the idle power the release saves: +3.36 W on an H200, as much
 // as sampling (run V).
-func (r *runner) letGo(sink func(Batch)) {
+func (r *runner) letGo(sink func(pmdata.Batch)) {
 	r.drain(sink)
 	r.release()
 }
 
 // drain stops sampling and decodes what is left; it reports whether the session died (see
 // collect).
-func (r *runner) drain(sink func(Batch)) (dead bool) {
+func (r *runner) drain(sink func(pmdata.Batch)) (dead bool) {
 	if err := r.pm.Stop(); err != nil {
 		r.log.Debug("stopping before drain", "err", err)
 	}
@@ -432,7 +434,7 @@ func (r *runner) drain(sink func(Batch)) (dead bool) {
 // overflow, which kills a keep-oldest session, after a full counter data image the device
 // could not replace (CUPTI will not re-initialise it), or after three decode errors in a row.
 // A pending backoff (admission) restarts the session at its longer interval.
-func (r *runner) decode(sink func(Batch)) error {
+func (r *runner) decode(sink func(pmdata.Batch)) error {
 	dead := r.collect(sink)
 	if !dead && r.decErrs == 0 && r.stalled() { // failing decodes have their own cause and recovery
 		r.pipe.wait() // the evaluator may still deliver the last samples, and it owns the loss account
@@ -460,7 +462,7 @@ func (r *runner) decode(sink func(Batch)) error {
 // is dead: an overflow, or a full counter data image that was not replaced by a fresh one in
 // the same session. With the double pipeline it hands the decoded image to the evaluator
 // thread instead (pipeline.go).
-func (r *runner) collect(sink func(Batch)) (dead bool) {
+func (r *runner) collect(sink func(pmdata.Batch)) (dead bool) {
 	if r.pipe != nil {
 		return r.pipe.collect(r, sink)
 	}
@@ -498,9 +500,9 @@ func (r *runner) replacesImages() bool {
 
 // newBatch starts the batch of one decode of group g and returns the per-sample callback
 // that fills it and accounts the device's time line (samples before startNS are dropped).
-func (r *runner) newBatch(g int, startNS uint64) (*Batch, func(start, end uint64, vals []float64)) {
+func (r *runner) newBatch(g int, startNS uint64) (*pmdata.Batch, func(start, end uint64, vals []float64)) {
 	metrics := r.groups[g].Metrics
-	b := &Batch{Device: r.dev.Index, Metrics: metrics, Multiplexed: len(r.groups) > 1}
+	b := &pmdata.Batch{Device: r.dev.Index, Metrics: metrics, Multiplexed: len(r.groups) > 1}
 	n := len(metrics)
 	guard := r.guardOf(metrics)
 	var buf []float64 // values of many samples share one allocation
@@ -520,21 +522,21 @@ func (r *runner) newBatch(g int, startNS uint64) (*Batch, func(start, end uint64
 			r.loss.discard(start, end, "start")
 		default:
 			if bad := guard.Check(start, end, r.interval, vals); bad >= 0 {
-				b.reject(Failed(metrics, bad))
+				b.Reject(Failed(metrics, bad))
 				r.loss.discard(start, end, lostOutOfRange)
 				r.rejects.report(r.log, r.pm, b, start, end, vals, bad)
 				return
 			}
 			r.loss.sample(start, end)
 			if b.Samples == nil {
-				b.Samples = make([]Sample, 0, expect)
+				b.Samples = make([]pmdata.Sample, 0, expect)
 			}
 			if len(buf)+n > cap(buf) {
 				buf = make([]float64, 0, n*max(expect-len(b.Samples), 64))
 			}
 			i := len(buf)
 			buf = append(buf, vals...)
-			b.Samples = append(b.Samples, Sample{Start: start, End: end, Values: buf[i:len(buf):len(buf)]})
+			b.Samples = append(b.Samples, pmdata.Sample{Start: start, End: end, Values: buf[i:len(buf):len(buf)]})
 		}
 	}
 }
@@ -558,7 +560,7 @@ func (r *runner) countDecodeError(overflow, full bool, err error) {
 }
 
 // outcome counts and logs what a decode reported and opens the matching loss cause.
-func (r *runner) outcome(b *Batch, res cupti.DecodeResult, err error) (overflow, full bool) {
+func (r *runner) outcome(b *pmdata.Batch, res cupti.DecodeResult, err error) (overflow, full bool) {
 	overflow, full = decodeOutcome(res, err)
 	switch {
 	case overflow:
@@ -584,7 +586,7 @@ func (r *runner) outcome(b *Batch, res cupti.DecodeResult, err error) (overflow,
 
 // deliver completes a batch (call times, losses, interval, the thread's CPU since *mark),
 // hands it to sink and feeds admission with cost, the time the slowest thread spent on it.
-func (r *runner) deliver(b *Batch, sink func(Batch), mark *time.Duration, cost time.Duration) {
+func (r *runner) deliver(b *pmdata.Batch, sink func(pmdata.Batch), mark *time.Duration, cost time.Duration) {
 	if ct, ok := r.pm.(callTimer); ok {
 		b.CUPTITime = ct.takeCallTimes()
 	}
@@ -600,7 +602,7 @@ func (r *runner) deliver(b *Batch, sink func(Batch), mark *time.Duration, cost t
 		r.lastSampleNS.Store(b.Samples[n-1].End)
 	}
 	sink(*b)
-	r.admitBatch(cost, len(b.Samples)+b.SkippedInvalid+b.DroppedFirst+b.Incomplete+b.rejectedCount())
+	r.admitBatch(cost, len(b.Samples)+b.SkippedInvalid+b.DroppedFirst+b.Incomplete+b.RejectedCount())
 }
 
 // stalled reports whether the session has delivered no sample for longer than stallAfter

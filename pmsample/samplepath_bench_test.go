@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
+
 	"github.com/cupti-exporter/cupti-exporter/internal/cupti/cuptitest"
 	"github.com/cupti-exporter/cupti-exporter/mapping"
 )
@@ -41,7 +43,7 @@ func BenchmarkSamplePath(b *testing.B) {
 	agg := NewAggregator(m, s.Devices(), s.Catalog(), nil, WithStatus(s.Status))
 	var samples int
 	var inCUPTI time.Duration
-	sink := func(bt Batch) {
+	sink := func(bt pmdata.Batch) {
 		samples += len(bt.Samples)
 		c := bt.CUPTITime
 		inCUPTI += c.Decode + c.SampleInfo + c.Evaluate + c.Reset + c.Session

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
+
 	"github.com/cupti-exporter/cupti-exporter/internal/cupti"
 	"github.com/cupti-exporter/cupti-exporter/mapping"
 )
@@ -43,12 +45,12 @@ type Sampler struct {
 	cfg     config
 	logger  *slog.Logger
 	runners []*runner
-	catalog []CatalogEntry
+	catalog []pmdata.CatalogEntry
 	plan    PlanResult
 	running sync.Mutex // held while Run runs
 }
 
-var _ Source = (*Sampler)(nil)
+var _ pmdata.Source = (*Sampler)(nil)
 
 // New prepares sampling on every visible (or chosen) device: checks support, reads the chip,
 // plans the metrics into single-pass groups and builds their config images. Devices that
@@ -73,7 +75,7 @@ func New(lib *cupti.Lib, m *mapping.Mapper, logger *slog.Logger, opts ...Option)
 		if cfg.devices != nil && !containsInt(cfg.devices, info.Index) {
 			continue
 		}
-		dev := Device{Index: info.Index, UUID: info.UUID, Model: info.Name, PCIBusID: info.PCIBusID}
+		dev := pmdata.Device{Index: info.Index, UUID: info.UUID, Model: info.Name, PCIBusID: info.PCIBusID}
 		pm, groups, err := s.prepare(lib, m, &dev, plans)
 		var pe planError
 		if errors.As(err, &pe) {
@@ -95,7 +97,7 @@ func New(lib *cupti.Lib, m *mapping.Mapper, logger *slog.Logger, opts ...Option)
 }
 
 // prepare opens the host object of one device and plans its metrics (once per chip).
-func (s *Sampler) prepare(lib *cupti.Lib, m *mapping.Mapper, dev *Device, plans map[string]PlanResult) (pmDevice, []Group, error) {
+func (s *Sampler) prepare(lib *cupti.Lib, m *mapping.Mapper, dev *pmdata.Device, plans map[string]PlanResult) (pmDevice, []Group, error) {
 	if err := lib.PMSamplingSupported(dev.Index); err != nil {
 		return nil, nil, fmt.Errorf("checking pm sampling support: %w", err)
 	}
@@ -134,14 +136,14 @@ func (s *Sampler) prepare(lib *cupti.Lib, m *mapping.Mapper, dev *Device, plans 
 		}
 		// Every chip's metrics: chips resolve the curated metrics to different names.
 		for _, name := range plan.Metrics() {
-			if slices.ContainsFunc(s.catalog, func(e CatalogEntry) bool { return e.Name == name }) {
+			if slices.ContainsFunc(s.catalog, func(e pmdata.CatalogEntry) bool { return e.Name == name }) {
 				continue
 			}
 			p, err := hc.Properties(name)
 			if err != nil {
 				s.logger.Warn("metric properties unknown", "metric", name, "err", err)
 			}
-			s.catalog = append(s.catalog, CatalogEntry{Name: name, Properties: p})
+			s.catalog = append(s.catalog, pmdata.CatalogEntry{Name: name, Properties: p})
 		}
 	}
 	if s.cfg.metricSet != "" {
@@ -211,8 +213,8 @@ func DefaultMetrics(m *mapping.Mapper) []string {
 }
 
 // Devices lists the sampled devices.
-func (s *Sampler) Devices() []Device {
-	out := make([]Device, len(s.runners))
+func (s *Sampler) Devices() []pmdata.Device {
+	out := make([]pmdata.Device, len(s.runners))
 	for i, r := range s.runners {
 		out[i] = r.dev
 	}
@@ -220,14 +222,14 @@ func (s *Sampler) Devices() []Device {
 }
 
 // Catalog lists the planned metrics with their properties.
-func (s *Sampler) Catalog() []CatalogEntry { return s.catalog }
+func (s *Sampler) Catalog() []pmdata.CatalogEntry { return s.catalog }
 
 // Plan is the plan the sampler runs.
 func (s *Sampler) Plan() PlanResult { return s.plan }
 
 // Run samples every device until ctx ends, then stops and releases the counters. It returns
 // nil after ctx ends (also when no device can sample: Status says why); it may run once at a time.
-func (s *Sampler) Run(ctx context.Context, sink func(Batch)) error {
+func (s *Sampler) Run(ctx context.Context, sink func(pmdata.Batch)) error {
 	if !s.running.TryLock() {
 		return errors.New("pm sampler: already running")
 	}

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
+
 	"github.com/cupti-exporter/cupti-exporter/internal/cupti"
 	"github.com/cupti-exporter/cupti-exporter/internal/testutil"
 )
@@ -160,7 +162,7 @@ func newTestSampler(t *testing.T, pms []*scriptPM, groups []Group, opts ...Optio
 	}
 	s := &Sampler{cfg: cfg, logger: slog.New(slog.DiscardHandler)}
 	for i, pm := range pms {
-		s.runners = append(s.runners, newRunner(s, Device{Index: i, UUID: fmt.Sprintf("GPU-%d", i)}, pm, groups))
+		s.runners = append(s.runners, newRunner(s, pmdata.Device{Index: i, UUID: fmt.Sprintf("GPU-%d", i)}, pm, groups))
 	}
 	return s
 }
@@ -168,12 +170,12 @@ func newTestSampler(t *testing.T, pms []*scriptPM, groups []Group, opts ...Optio
 // collector records batches.
 type collector struct {
 	mu      sync.Mutex
-	batches []Batch
+	batches []pmdata.Batch
 }
 
-func (c *collector) add(b Batch) { c.mu.Lock(); c.batches = append(c.batches, b); c.mu.Unlock() }
+func (c *collector) add(b pmdata.Batch) { c.mu.Lock(); c.batches = append(c.batches, b); c.mu.Unlock() }
 
-func (c *collector) sum(dev int, f func(Batch) int) int {
+func (c *collector) sum(dev int, f func(pmdata.Batch) int) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	n := 0
@@ -185,7 +187,7 @@ func (c *collector) sum(dev int, f func(Batch) int) int {
 	return n
 }
 
-func samplesOf(b Batch) int { return len(b.Samples) }
+func samplesOf(b pmdata.Batch) int { return len(b.Samples) }
 
 // start runs s until the test ends and returns the collector.
 func start(t *testing.T, s *Sampler) *collector {
@@ -217,7 +219,7 @@ func TestSamplerDropsFirstSample(t *testing.T) {
 	s := newTestSampler(t, []*scriptPM{pm}, oneGroup)
 	c := start(t, s)
 	eventually(t, "30 samples", func() bool { return c.sum(0, samplesOf) >= 30 })
-	if n := c.sum(0, func(b Batch) int { return b.DroppedFirst }); n != 1 {
+	if n := c.sum(0, func(b pmdata.Batch) int { return b.DroppedFirst }); n != 1 {
 		t.Fatalf("dropped first = %d, want 1 (one Start)", n)
 	}
 	c.mu.Lock()
@@ -240,7 +242,7 @@ func TestSamplerOverflowRecreatesSession(t *testing.T) {
 	s := newTestSampler(t, []*scriptPM{pm}, oneGroup)
 	c := start(t, s)
 	eventually(t, "samples after the overflow", func() bool {
-		return c.sum(0, func(b Batch) int { return b.Overflows }) == 1 && c.sum(0, func(b Batch) int { return b.DroppedFirst }) == 2
+		return c.sum(0, func(b pmdata.Batch) int { return b.Overflows }) == 1 && c.sum(0, func(b pmdata.Batch) int { return b.DroppedFirst }) == 2
 	})
 	log := strings.Join(pm.log(), " ")
 	if !strings.Contains(log, "Disable Enable SetConfig(0) Start") {
@@ -253,8 +255,8 @@ func TestSamplerImageFullCounted(t *testing.T) {
 	pm.fullAt[2] = true
 	s := newTestSampler(t, []*scriptPM{pm}, oneGroup)
 	c := start(t, s)
-	eventually(t, "4 decodes", func() bool { return c.sum(0, func(Batch) int { return 1 }) >= 4 })
-	if n := c.sum(0, func(b Batch) int { return b.LostImageFull }); n != 1 {
+	eventually(t, "4 decodes", func() bool { return c.sum(0, func(pmdata.Batch) int { return 1 }) >= 4 })
+	if n := c.sum(0, func(b pmdata.Batch) int { return b.LostImageFull }); n != 1 {
 		t.Fatalf("image full = %d, want 1", n)
 	}
 	// CUPTI will not re-initialise an image after a full decode: the session is recreated.

@@ -1,88 +1,88 @@
 package pmsample
 
-import "github.com/cupti-exporter/cupti-exporter/mapping"
+import "github.com/cupti-exporter/cupti-exporter/snapshot"
 
 // Self-metrics of PM sampling: one series per device (and reason, state or metric).
 var (
-	samplesDesc = &mapping.Desc{
+	samplesDesc = &snapshot.Desc{
 		Name: "cupti_pm_samples_total", Help: "PM samples evaluated and aggregated.",
-		Kind: mapping.KindCounter, OTelName: "cupti.pm.samples", OTelUnit: "{sample}",
-		LabelNames: mapping.DeviceLabelNames,
+		Kind: snapshot.KindCounter, OTelName: "cupti.pm.samples", OTelUnit: "{sample}",
+		LabelNames: snapshot.DeviceLabelNames,
 	}
-	droppedDesc = &mapping.Desc{
+	droppedDesc = &snapshot.Desc{
 		Name: "cupti_pm_samples_dropped_total", Help: "PM samples decoded but not delivered: first_sample (began before Start), invalid (no valid span or value), incomplete (records split by a counter data image re-initialisation), out_of_range (a value or span the hardware cannot produce; cupti_pm_samples_out_of_range_total says which).",
-		Kind: mapping.KindCounter, OTelName: "cupti.pm.samples.dropped", OTelUnit: "{sample}",
+		Kind: snapshot.KindCounter, OTelName: "cupti.pm.samples.dropped", OTelUnit: "{sample}",
 		LabelNames: withLabels("reason"),
 	}
-	outOfRangeDesc = &mapping.Desc{
+	outOfRangeDesc = &snapshot.Desc{
 		Name: "cupti_pm_samples_out_of_range_total", Help: "PM samples rejected because a value or the span was outside what the hardware can produce, by the first check that failed: the Perfworks metric, or span.",
-		Kind: mapping.KindCounter, OTelName: "cupti.pm.samples.out_of_range", OTelUnit: "{sample}",
+		Kind: snapshot.KindCounter, OTelName: "cupti.pm.samples.out_of_range", OTelUnit: "{sample}",
 		LabelNames: withLabels("metric"),
 	}
-	decodeFailuresDesc = &mapping.Desc{
+	decodeFailuresDesc = &snapshot.Desc{
 		Name: "cupti_pm_decode_failures_total", Help: "Decodes that lost data: image_full (COUNTER_DATA_FULL), overflow (hardware buffer), decode_error (the call failed). Counts decodes; cupti_pm_samples_lost_total counts the samples.",
-		Kind: mapping.KindCounter, OTelName: "cupti.pm.decode.failures", OTelUnit: "{decode}",
+		Kind: snapshot.KindCounter, OTelName: "cupti.pm.decode.failures", OTelUnit: "{decode}",
 		LabelNames: withLabels("reason"),
 	}
-	lostSamplesDesc = &mapping.Desc{
+	lostSamplesDesc = &snapshot.Desc{
 		Name: "cupti_pm_samples_lost_total", Help: "PM samples the hardware interval implies for time without a delivered sample, by cause; samples_total + samples_lost_total grow at the configured rate.",
-		Kind: mapping.KindCounter, OTelName: "cupti.pm.samples.lost", OTelUnit: "{sample}",
+		Kind: snapshot.KindCounter, OTelName: "cupti.pm.samples.lost", OTelUnit: "{sample}",
 		LabelNames: withLabels("reason"),
 	}
-	lostSecondsDesc = &mapping.Desc{
+	lostSecondsDesc = &snapshot.Desc{
 		Name: "cupti_pm_lost_seconds_total", Help: "Time without a delivered PM sample, by cause.",
-		Kind: mapping.KindCounter, Unit: "seconds", OTelName: "cupti.pm.lost.duration", OTelUnit: "s",
+		Kind: snapshot.KindCounter, Unit: "seconds", OTelName: "cupti.pm.lost.duration", OTelUnit: "s",
 		LabelNames: withLabels("reason"),
 	}
-	coverageDesc = &mapping.Desc{
+	coverageDesc = &snapshot.Desc{
 		Name: "cupti_pm_window_coverage_ratio", Help: "Share of the statistics window covered by delivered samples (the rest was lost); the window mean, max and min describe only the covered part.",
-		Kind: mapping.KindGauge, Unit: "ratio", OTelName: "cupti.pm.window.coverage", OTelUnit: "1",
-		LabelNames: mapping.DeviceLabelNames,
+		Kind: snapshot.KindGauge, Unit: "ratio", OTelName: "cupti.pm.window.coverage", OTelUnit: "1",
+		LabelNames: snapshot.DeviceLabelNames,
 	}
-	intervalDesc = &mapping.Desc{
+	intervalDesc = &snapshot.Desc{
 		Name: "cupti_pm_sampling_interval_seconds", Help: "Hardware sampling interval in effect (longer than configured after an automatic backoff).",
-		Kind: mapping.KindGauge, Unit: "seconds", OTelName: "cupti.pm.sampling.interval", OTelUnit: "s",
-		LabelNames: mapping.DeviceLabelNames,
+		Kind: snapshot.KindGauge, Unit: "seconds", OTelName: "cupti.pm.sampling.interval", OTelUnit: "s",
+		LabelNames: snapshot.DeviceLabelNames,
 	}
-	overflowsDesc = &mapping.Desc{
+	overflowsDesc = &snapshot.Desc{
 		Name: "cupti_pm_overflows_total", Help: "Hardware buffer overflows; each recreated the sampling session.",
-		Kind: mapping.KindCounter, OTelName: "cupti.pm.overflows", OTelUnit: "{overflow}",
-		LabelNames: mapping.DeviceLabelNames,
+		Kind: snapshot.KindCounter, OTelName: "cupti.pm.overflows", OTelUnit: "{overflow}",
+		LabelNames: snapshot.DeviceLabelNames,
 	}
-	decodeDesc = &mapping.Desc{
+	decodeDesc = &snapshot.Desc{
 		Name: "cupti_pm_decode_duration_seconds", Help: "Time the last decode and evaluation of the hardware buffer took.",
-		Kind: mapping.KindGauge, Unit: "seconds", OTelName: "cupti.pm.decode.duration", OTelUnit: "s",
-		LabelNames: mapping.DeviceLabelNames,
+		Kind: snapshot.KindGauge, Unit: "seconds", OTelName: "cupti.pm.decode.duration", OTelUnit: "s",
+		LabelNames: snapshot.DeviceLabelNames,
 	}
-	decodeGapDesc = &mapping.Desc{
+	decodeGapDesc = &snapshot.Desc{
 		Name: "cupti_pm_decode_gap_seconds", Help: "Time between consecutive decodes of a session: past the decode period by more than the counter data image's room for a late decode (100 ms of samples, at most 250 slots, at first), samples are lost to a full image.",
-		Kind: mapping.KindHistogram, Unit: "seconds", OTelName: "cupti.pm.decode.gap", OTelUnit: "s",
-		LabelNames: mapping.DeviceLabelNames,
+		Kind: snapshot.KindHistogram, Unit: "seconds", OTelName: "cupti.pm.decode.gap", OTelUnit: "s",
+		LabelNames: snapshot.DeviceLabelNames,
 	}
-	cuptiCallDesc = &mapping.Desc{
+	cuptiCallDesc = &snapshot.Desc{
 		Name: "cupti_pm_cupti_call_seconds_total", Help: "Time spent inside CUPTI calls of the decode path (decode, sample_info, evaluate, reset).",
-		Kind: mapping.KindCounter, Unit: "seconds", OTelName: "cupti.pm.cupti_call.duration", OTelUnit: "s",
+		Kind: snapshot.KindCounter, Unit: "seconds", OTelName: "cupti.pm.cupti_call.duration", OTelUnit: "s",
 		LabelNames: withLabels("call"),
 	}
-	threadCPUDesc = &mapping.Desc{
+	threadCPUDesc = &snapshot.Desc{
 		Name: "cupti_pm_decode_thread_cpu_seconds_total", Help: "CPU time of the device's decode thread (CUPTI calls plus the exporter's own work on it); compare with cupti_pm_cupti_call_seconds_total and process_cpu_seconds_total.",
-		Kind: mapping.KindCounter, Unit: "seconds", OTelName: "cupti.pm.decode_thread.cpu", OTelUnit: "s",
-		LabelNames: mapping.DeviceLabelNames,
+		Kind: snapshot.KindCounter, Unit: "seconds", OTelName: "cupti.pm.decode_thread.cpu", OTelUnit: "s",
+		LabelNames: snapshot.DeviceLabelNames,
 	}
-	stateDesc = &mapping.Desc{
+	stateDesc = &snapshot.Desc{
 		Name: "cupti_pm_sampling_state", Help: "1 for the current PM sampling state of the device (sampling, paused, busy, error, idle-released, yielded: given to a profiler found on the host).",
-		Kind: mapping.KindGauge, OTelName: "cupti.pm.sampling.state", OTelUnit: "1",
+		Kind: snapshot.KindGauge, OTelName: "cupti.pm.sampling.state", OTelUnit: "1",
 		LabelNames: withLabels("state"),
 	}
-	observedDesc = &mapping.Desc{
+	observedDesc = &snapshot.Desc{
 		Name: "cupti_pm_observed_ratio", Help: "Fraction of the window during which a multiplexed metric was on the counters.",
-		Kind: mapping.KindGauge, Unit: "ratio", OTelName: "cupti.pm.observed", OTelUnit: "1",
+		Kind: snapshot.KindGauge, Unit: "ratio", OTelName: "cupti.pm.observed", OTelUnit: "1",
 		LabelNames: withLabels("metric"),
 	}
-	lastSampleDesc = &mapping.Desc{
+	lastSampleDesc = &snapshot.Desc{
 		Name: "cupti_pm_last_sample_timestamp_seconds", Help: "End of the newest PM sample, Unix time.",
-		Kind: mapping.KindGauge, Unit: "seconds", OTelName: "cupti.pm.last_sample.timestamp", OTelUnit: "s",
-		LabelNames: mapping.DeviceLabelNames,
+		Kind: snapshot.KindGauge, Unit: "seconds", OTelName: "cupti.pm.last_sample.timestamp", OTelUnit: "s",
+		LabelNames: snapshot.DeviceLabelNames,
 	}
 )
 
@@ -112,5 +112,5 @@ var cuptiCalls = [...]string{"decode", "sample_info", "evaluate", "reset", "sess
 var states = [...]State{StateSampling, StatePaused, StateBusy, StateError, StateIdle, StateYielded}
 
 func withLabels(extra ...string) []string {
-	return append(append([]string(nil), mapping.DeviceLabelNames...), extra...)
+	return append(append([]string(nil), snapshot.DeviceLabelNames...), extra...)
 }

@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
+
 	"github.com/cupti-exporter/cupti-exporter/internal/cupti"
 )
 
@@ -57,7 +59,7 @@ type cuptiDevice struct {
 
 	// cost, for the performance report: time in CUPTI calls since the last takeCallTimes and
 	// in all taken before, samples evaluated
-	calls, total CallTimes
+	calls, total pmdata.CallTimes
 	evaluated    int
 
 	// split[g]: group g's last image was re-initialised while a sample was still being decoded
@@ -87,7 +89,7 @@ func (d *cuptiDevice) describeSample() []any {
 }
 
 // takeCallTimes returns the time spent in CUPTI calls since the last call and starts over.
-func (d *cuptiDevice) takeCallTimes() CallTimes {
+func (d *cuptiDevice) takeCallTimes() pmdata.CallTimes {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	c := d.calls
@@ -96,7 +98,7 @@ func (d *cuptiDevice) takeCallTimes() CallTimes {
 	d.total.Evaluate += c.Evaluate
 	d.total.Reset += c.Reset
 	d.total.Session += c.Session
-	d.calls = CallTimes{}
+	d.calls = pmdata.CallTimes{}
 	return c
 }
 

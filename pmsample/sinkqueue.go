@@ -4,6 +4,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
 )
 
 // sinkQueueLen is how many batches a device's queue holds: 6.4 s of decodes at the default
@@ -16,13 +18,13 @@ const sinkQueueLen = 64
 // counter data image. Batches keep their order. A full queue blocks the device thread
 // (nothing is dropped) and the time it blocked is reported with the next late decode.
 type sinkQueue struct {
-	ch      chan Batch
+	ch      chan pmdata.Batch
 	done    sync.WaitGroup
 	blocked atomic.Int64 // ns put waited for room since the last takeBlocked
 }
 
-func newSinkQueue(sink func(Batch)) *sinkQueue {
-	q := &sinkQueue{ch: make(chan Batch, sinkQueueLen)}
+func newSinkQueue(sink func(pmdata.Batch)) *sinkQueue {
+	q := &sinkQueue{ch: make(chan pmdata.Batch, sinkQueueLen)}
 	q.done.Go(func() {
 		for b := range q.ch {
 			sink(b)
@@ -32,7 +34,7 @@ func newSinkQueue(sink func(Batch)) *sinkQueue {
 }
 
 // put enqueues b; it blocks only while the queue is full.
-func (q *sinkQueue) put(b Batch) {
+func (q *sinkQueue) put(b pmdata.Batch) {
 	select {
 	case q.ch <- b:
 	default:

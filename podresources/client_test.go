@@ -14,7 +14,7 @@ import (
 	podresourcesv1 "k8s.io/kubelet/pkg/apis/podresources/v1"
 
 	"github.com/cupti-exporter/cupti-exporter/internal/testutil"
-	"github.com/cupti-exporter/cupti-exporter/mapping"
+	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
 
 // fakeKubelet serves the real PodResourcesLister gRPC service on a Unix socket.
@@ -97,7 +97,7 @@ func wantNoOwner(t *testing.T, c *Client, uuid string) {
 }
 
 // metric returns the value of one series of the snapshot, failing when absent.
-func metric(t *testing.T, s *mapping.Snapshot, name string, labels ...string) float64 {
+func metric(t *testing.T, s *snapshot.Snapshot, name string, labels ...string) float64 {
 	t.Helper()
 	for _, f := range s.Families {
 		if f.Desc.Name != name {

@@ -3,47 +3,47 @@ package podresources
 import (
 	"sort"
 
-	"github.com/cupti-exporter/cupti-exporter/mapping"
+	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
 
 var (
-	upDesc = &mapping.Desc{
-		Name: "cupti_podresources_up", Kind: mapping.KindGauge,
+	upDesc = &snapshot.Desc{
+		Name: "cupti_podresources_up", Kind: snapshot.KindGauge,
 		Help:     "Whether the last call to the kubelet PodResources API succeeded (1) or not (0).",
 		OTelName: "cupti.podresources.up", OTelUnit: "1",
 	}
-	errorsDesc = &mapping.Desc{
-		Name: "cupti_podresources_errors_total", Kind: mapping.KindCounter,
+	errorsDesc = &snapshot.Desc{
+		Name: "cupti_podresources_errors_total", Kind: snapshot.KindCounter,
 		Help:     "Failed calls to the kubelet PodResources API, by reason (socket_missing, permission_denied, unavailable, timeout, rpc_error).",
 		OTelName: "cupti.podresources.errors", OTelUnit: "{error}",
 		LabelNames: []string{"reason"},
 	}
-	lastRefreshDesc = &mapping.Desc{
-		Name: "cupti_podresources_last_refresh_timestamp_seconds", Kind: mapping.KindGauge, Unit: "seconds",
+	lastRefreshDesc = &snapshot.Desc{
+		Name: "cupti_podresources_last_refresh_timestamp_seconds", Kind: snapshot.KindGauge, Unit: "seconds",
 		Help:     "Unix time of the last successful refresh of the GPU-to-pod map; 0 before the first.",
 		OTelName: "cupti.podresources.last_refresh", OTelUnit: "s",
 	}
-	durationDesc = &mapping.Desc{
-		Name: "cupti_podresources_refresh_duration_seconds", Kind: mapping.KindGauge, Unit: "seconds",
+	durationDesc = &snapshot.Desc{
+		Name: "cupti_podresources_refresh_duration_seconds", Kind: snapshot.KindGauge, Unit: "seconds",
 		Help:     "How long the last call to the kubelet PodResources API took.",
 		OTelName: "cupti.podresources.refresh.duration", OTelUnit: "s",
 	}
-	devicesDesc = &mapping.Desc{
-		Name: "cupti_podresources_devices", Kind: mapping.KindGauge,
+	devicesDesc = &snapshot.Desc{
+		Name: "cupti_podresources_devices", Kind: snapshot.KindGauge,
 		Help:     "GPU and MIG devices assigned to containers in the current map (device plugin and DRA), by sharing (exclusive: one pod holds it; shared: several pods, not attributed).",
 		OTelName: "cupti.podresources.devices", OTelUnit: "{device}",
 		LabelNames: []string{"sharing"},
 	}
-	draDevicesDesc = &mapping.Desc{
-		Name: "cupti_podresources_dra_devices", Kind: mapping.KindGauge,
+	draDevicesDesc = &snapshot.Desc{
+		Name: "cupti_podresources_dra_devices", Kind: snapshot.KindGauge,
 		Help: "Devices of NVIDIA's DRA driver (gpu.nvidia.com) allocated to containers in the last kubelet answer, by how they mapped to a UUID: " +
 			"gpu, mig; or why not (not attributed): unknown_device (no ResourceSlice of this node lists it), mig_not_found (a MIG device created on demand that NVML does not list), " +
 			"no_uuid (listed without a uuid), no_resource_slices (the ResourceSlice informer is off).",
 		OTelName: "cupti.podresources.dra.devices", OTelUnit: "{device}",
 		LabelNames: []string{"result"},
 	}
-	claimInfoDesc = &mapping.Desc{
-		Name: "cupti_podresources_claim_info", Kind: mapping.KindGauge,
+	claimInfoDesc = &snapshot.Desc{
+		Name: "cupti_podresources_claim_info", Kind: snapshot.KindGauge,
 		Help: "A GPU or MIG device (uuid) that a DRA ResourceClaim gave to a container, with the claim and the driver's device name; value 1. " +
 			"One series per container holding it: several pods on one uuid share the device, and its device series carry no pod.",
 		OTelName: "cupti.podresources.claim.info", OTelUnit: "1",
@@ -52,27 +52,27 @@ var (
 )
 
 // Descs lists the families Snapshot emits, for Describe.
-func Descs() []*mapping.Desc {
-	return []*mapping.Desc{upDesc, errorsDesc, lastRefreshDesc, durationDesc, devicesDesc, draDevicesDesc, claimInfoDesc}
+func Descs() []*snapshot.Desc {
+	return []*snapshot.Desc{upDesc, errorsDesc, lastRefreshDesc, durationDesc, devicesDesc, draDevicesDesc, claimInfoDesc}
 }
 
 // Snapshot returns the client's self-metrics. It never blocks on the kubelet.
-func (c *Client) Snapshot() *mapping.Snapshot {
+func (c *Client) Snapshot() *snapshot.Snapshot {
 	var exclusive, shared int
-	dra := make([]mapping.Sample, len(draResults))
+	dra := make([]snapshot.Sample, len(draResults))
 	for i, r := range draResults {
-		dra[i] = mapping.Sample{LabelValues: []string{r}}
+		dra[i] = snapshot.Sample{LabelValues: []string{r}}
 	}
-	var claims []mapping.Sample
+	var claims []snapshot.Sample
 	if m := c.devices.Load(); m != nil {
 		exclusive, shared = m.counts()
 		for i, r := range draResults {
 			dra[i].Value = float64(m.dra[r])
 		}
-		claims = make([]mapping.Sample, len(m.claims))
+		claims = make([]snapshot.Sample, len(m.claims))
 		for i, d := range m.claims {
 			o := d.Owner
-			claims[i] = mapping.Sample{LabelValues: []string{d.UUID, o.Claim, d.Device, o.Namespace, o.Pod, o.Container}, Value: 1}
+			claims[i] = snapshot.Sample{LabelValues: []string{d.UUID, o.Claim, d.Device, o.Namespace, o.Pod, o.Container}, Value: 1}
 		}
 	}
 
@@ -91,18 +91,18 @@ func (c *Client) Snapshot() *mapping.Snapshot {
 		reasons = append(reasons, r)
 	}
 	sort.Strings(reasons)
-	errs := make([]mapping.Sample, 0, len(reasons))
+	errs := make([]snapshot.Sample, 0, len(reasons))
 	for _, r := range reasons {
-		errs = append(errs, mapping.Sample{LabelValues: []string{r}, Value: float64(c.errors[r]), Start: c.start})
+		errs = append(errs, snapshot.Sample{LabelValues: []string{r}, Value: float64(c.errors[r]), Start: c.start})
 	}
-	return &mapping.Snapshot{
+	return &snapshot.Snapshot{
 		Time: c.cfg.now(),
-		Families: []mapping.Family{
-			{Desc: upDesc, Samples: []mapping.Sample{{Value: up}}},
+		Families: []snapshot.Family{
+			{Desc: upDesc, Samples: []snapshot.Sample{{Value: up}}},
 			{Desc: errorsDesc, Samples: errs},
-			{Desc: lastRefreshDesc, Samples: []mapping.Sample{{Value: last}}},
-			{Desc: durationDesc, Samples: []mapping.Sample{{Value: c.lastElapsed.Seconds()}}},
-			{Desc: devicesDesc, Samples: []mapping.Sample{
+			{Desc: lastRefreshDesc, Samples: []snapshot.Sample{{Value: last}}},
+			{Desc: durationDesc, Samples: []snapshot.Sample{{Value: c.lastElapsed.Seconds()}}},
+			{Desc: devicesDesc, Samples: []snapshot.Sample{
 				{LabelValues: []string{"exclusive"}, Value: float64(exclusive)},
 				{LabelValues: []string{"shared"}, Value: float64(shared)},
 			}},

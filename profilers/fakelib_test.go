@@ -21,6 +21,7 @@ import (
 	"github.com/cupti-exporter/cupti-exporter/internal/testutil"
 	"github.com/cupti-exporter/cupti-exporter/mapping"
 	"github.com/cupti-exporter/cupti-exporter/pmsample"
+	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
 )
 
 // The processes of these tests share the fake libcupti's host-wide counters
@@ -193,7 +194,7 @@ func startSampling(t *testing.T, watch bool, poll time.Duration) *sampling {
 	sm := &sampling{s: s, opts: opts, got: make(chan int, 1<<16)}
 	done := make(chan struct{})
 	go func() {
-		_ = s.Run(ctx, func(b pmsample.Batch) {
+		_ = s.Run(ctx, func(b pmdata.Batch) {
 			if len(b.Samples) > 0 {
 				sm.got <- b.Device
 			}

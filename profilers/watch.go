@@ -9,19 +9,23 @@ import (
 	"time"
 
 	"github.com/cupti-exporter/cupti-exporter/pmsample"
+	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
 	"github.com/cupti-exporter/cupti-exporter/profilers/procfs"
 )
 
 // Sampler is what a Watcher drives: pmsample's *Sampler.
 type Sampler interface {
-	Devices() []pmsample.Device
+	Devices() []pmdata.Device
 	GiveWay(device int, h pmsample.Holder)
 	TakeBack(device int)
 }
 
-// Defaults of a Watcher.
+// Defaults of a Watcher, and the bounds the exporter accepts for its poll
+// (pmsample.give_way_poll).
 const (
 	DefaultPoll = 100 * time.Millisecond
+	MinPoll     = 10 * time.Millisecond
+	MaxPoll     = time.Second
 	// youngFor is how long a new process's name is read again: a fork shows its parent's name
 	// until it execs.
 	youngFor = time.Second
@@ -46,7 +50,7 @@ type Watcher struct {
 	young   []int           // those first seen less than youngFor ago (and some older, pruned by Poll)
 	holders map[int]*holder // the profilers among them
 	given   map[int]int     // devices given away: the PID of the holder they went to
-	devices []pmsample.Device
+	devices []pmdata.Device
 	scans   int // listings of /proc, for tests and the debug log
 	lastMap time.Time
 }
@@ -264,7 +268,7 @@ func gpusOf(p *process) []string {
 }
 
 // wants reports whether h wants device d.
-func (h *holder) wants(d pmsample.Device) bool {
+func (h *holder) wants(d pmdata.Device) bool {
 	return h.uuids == nil || slices.ContainsFunc(h.uuids, func(u string) bool { return strings.EqualFold(u, d.UUID) })
 }
 

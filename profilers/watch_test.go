@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/cupti-exporter/cupti-exporter/pmsample"
+	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
 )
 
 // fakeHost is a /proc tree the tests write processes into.
@@ -71,11 +72,11 @@ func (h *fakeHost) exit(pid int) {
 // recorder is a Sampler that records the give-ways and take-backs.
 type recorder struct {
 	mu     sync.Mutex
-	devs   []pmsample.Device
+	devs   []pmdata.Device
 	events []string
 }
 
-func (r *recorder) Devices() []pmsample.Device { return r.devs }
+func (r *recorder) Devices() []pmdata.Device { return r.devs }
 func (r *recorder) GiveWay(d int, h pmsample.Holder) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -97,7 +98,7 @@ func (r *recorder) take() []string {
 }
 
 func twoGPUs() *recorder {
-	return &recorder{devs: []pmsample.Device{{Index: 0, UUID: "GPU-aaaa"}, {Index: 1, UUID: "GPU-bbbb"}}}
+	return &recorder{devs: []pmdata.Device{{Index: 0, UUID: "GPU-aaaa"}, {Index: 1, UUID: "GPU-bbbb"}}}
 }
 
 // clock is a settable time.

@@ -7,19 +7,19 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/cupti-exporter/cupti-exporter/activity"
-	"github.com/cupti-exporter/cupti-exporter/pmsample"
+	"github.com/cupti-exporter/cupti-exporter/activity/record"
+	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
 )
 
 // bigBatch is one 250 ms decode at 10 kHz of 10 metrics.
-func bigBatch() pmsample.Batch {
+func bigBatch() pmdata.Batch {
 	metrics := make([]string, 10)
 	for i := range metrics {
 		metrics[i] = "sm__metric_" + string(rune('a'+i)) + ".avg.pct_of_peak_sustained_elapsed"
 	}
-	b := pmsample.Batch{Metrics: metrics, Samples: make([]pmsample.Sample, 2500)}
+	b := pmdata.Batch{Metrics: metrics, Samples: make([]pmdata.Sample, 2500)}
 	for i := range b.Samples {
-		b.Samples[i] = pmsample.Sample{Start: t0 + uint64(i)*1e5, End: t0 + uint64(i+1)*1e5, Values: make([]float64, 10)}
+		b.Samples[i] = pmdata.Sample{Start: t0 + uint64(i)*1e5, End: t0 + uint64(i+1)*1e5, Values: make([]float64, 10)}
 	}
 	return b
 }
@@ -66,9 +66,9 @@ func TestWriterConcurrentSafe(t *testing.T) {
 			defer wg.Done()
 			for i := range 50 {
 				if g%2 == 0 {
-					w.WriteBatch(t0, pmsample.Batch{Device: g, Metrics: testMetrics, Samples: []pmsample.Sample{{Start: 1, End: 2, Values: []float64{1, 2}}}})
+					w.WriteBatch(t0, pmdata.Batch{Device: g, Metrics: testMetrics, Samples: []pmdata.Sample{{Start: 1, End: 2, Values: []float64{1, 2}}}})
 				} else {
-					w.WriteActivity(t0, ActivityBatch{Conn: uint64(g), Records: []activity.Record{{Kind: activity.KindKernel, Name: "k"}}})
+					w.WriteActivity(t0, ActivityBatch{Conn: uint64(g), Records: []record.Record{{Kind: record.KindKernel, Name: "k"}}})
 				}
 				if i%10 == 0 {
 					w.Flush()

@@ -9,5 +9,5 @@
 // reader never allocates more than a frame's declared (and bounded) length.
 //
 // Writer is used by `cupti-exporter record`; Reader returns typed events; Replayer
-// implements pmsample.Source (and feeds an ActivitySink) for `replay` and `--demo`.
+// implements pmdata.Source (and feeds an ActivitySink) for `replay` and `--demo`.
 package recording

@@ -7,9 +7,11 @@ import (
 	"hash/crc32"
 	"math"
 	"strings"
+	"time"
 
-	"github.com/cupti-exporter/cupti-exporter/activity"
-	"github.com/cupti-exporter/cupti-exporter/pmsample"
+	"github.com/cupti-exporter/cupti-exporter/activity/record"
+	"github.com/cupti-exporter/cupti-exporter/gpuprocs"
+	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
 )
 
 // Magic starts every recording; Version follows it as a little-endian uint16, then two
@@ -37,17 +39,17 @@ type FrameType uint8
 // Frame types. JSON payloads are marked (J), binary ones (B); see docs/recording-format.md.
 const (
 	FrameHeader    FrameType = 'H' // (J) Header; always the first frame
-	FrameDevices   FrameType = 'D' // (J) []pmsample.Device
-	FrameCatalog   FrameType = 'C' // (J) []pmsample.CatalogEntry
+	FrameDevices   FrameType = 'D' // (J) []pmdata.Device
+	FrameCatalog   FrameType = 'C' // (J) []pmdata.CatalogEntry
 	FrameMetricSet FrameType = 'M' // (J) metricSet: the metric list batches refer to
-	FrameBatch     FrameType = 'B' // (B) pmsample.Batch
+	FrameBatch     FrameType = 'B' // (B) pmdata.Batch
 	FrameHello     FrameType = 'P' // (J) ProcessEvent: an activity process connected
 	FrameGoodbye   FrameType = 'G' // (J) ProcessEvent: an activity process went away
 	FrameActivity  FrameType = 'A' // (B) ActivityBatch
 	FrameCoverage  FrameType = 'V' // (B) CoverageBatch (version 3)
 	FrameFamily    FrameType = 'F' // (J) familyDef: a health family health frames refer to (version 4)
-	FrameHealth    FrameType = 'N' // (B) *mapping.Snapshot of the health source (version 4)
-	FrameProcesses FrameType = 'U' // (J) ProcessesEvent: NVML's compute processes of one GPU (version 5)
+	FrameHealth    FrameType = 'N' // (B) *snapshot.Snapshot of the health source (version 4)
+	FrameProcesses FrameType = 'U' // (J) ProcessesFrame: NVML's compute processes of one GPU (version 5)
 	FrameEnd       FrameType = 'E' // (empty) the writer closed the file
 )
 
@@ -97,42 +99,61 @@ type Header struct {
 // ProcessEvent is an activity process connecting (hello) or leaving (goodbye). Conn
 // identifies the connection within the recording.
 type ProcessEvent struct {
-	Conn    uint64            `json:"conn"`
-	Process *activity.Process `json:"process,omitempty"` // hello only
+	Conn    uint64          `json:"conn"`
+	Process *record.Process `json:"process,omitempty"` // hello only
 }
 
-// ProcessesEvent is what NVML saw of the compute processes on one GPU over a period (the
-// health source's running list and per-process SM shares), which the attribution join uses
-// to split samples with processes that load no injection library. Times are ns, as sample
-// times.
-type ProcessesEvent struct {
-	GPU       string            `json:"gpu"`
-	UUID      string            `json:"uuid"`
-	Start     uint64            `json:"start_ns"`
-	End       uint64            `json:"end_ns"`
-	Shares    bool              `json:"shares"`        // the driver answered per-process utilisation
-	MIG       bool              `json:"mig,omitempty"` // the GPU is in MIG mode (version 6)
-	Processes []ObservedProcess `json:"processes"`
+// ProcessesFrame is a processes frame as the file keeps it: a gpuprocs.Observation with
+// times in ns, as sample times, and an unknown share left out.
+type ProcessesFrame struct {
+	GPU       string         `json:"gpu"`
+	UUID      string         `json:"uuid"`
+	Start     uint64         `json:"start_ns"`
+	End       uint64         `json:"end_ns"`
+	Shares    bool           `json:"shares"`        // the driver answered per-process utilisation
+	MIG       bool           `json:"mig,omitempty"` // the GPU is in MIG mode (version 6)
+	Processes []ProcessEntry `json:"processes"`
 }
 
-// ObservedProcess is one process of a ProcessesEvent.
-type ObservedProcess struct {
+// ProcessEntry is one process of a ProcessesFrame.
+type ProcessEntry struct {
 	PID uint32 `json:"pid"`
 	// SMShare is the share of the period a kernel of the process ran (0..1); nil: unknown.
 	SMShare   *float64 `json:"sm_share,omitempty"`
 	Namespace string   `json:"namespace,omitempty"`
 	Pod       string   `json:"pod,omitempty"`
 	Container string   `json:"container,omitempty"`
-	// MPS is the process's part in the Multi-Process Service (version 6): MPSServer,
-	// MPSClient or "" (not under MPS).
+	// MPS is the process's part in the Multi-Process Service (version 6):
+	// gpuprocs.MPSServer, gpuprocs.MPSClient or "" (not under MPS).
 	MPS string `json:"mps,omitempty"`
 }
 
-// MPS roles of an ObservedProcess (version 6), as the health source reports them.
-const (
-	MPSServer = "server"
-	MPSClient = "client"
-)
+// processesFrame is o as the file keeps it (a NaN share becomes unknown).
+func processesFrame(o gpuprocs.Observation) ProcessesFrame {
+	f := ProcessesFrame{GPU: o.GPU, UUID: o.UUID, Start: uint64(o.Start.UnixNano()), End: uint64(o.End.UnixNano()),
+		Shares: o.Shares, MIG: o.MIG, Processes: make([]ProcessEntry, len(o.Processes))}
+	for i, q := range o.Processes {
+		f.Processes[i] = ProcessEntry{PID: q.PID, Namespace: q.Namespace, Pod: q.Pod, Container: q.Container, MPS: q.MPS}
+		if !math.IsNaN(q.SMShare) {
+			s := q.SMShare
+			f.Processes[i].SMShare = &s
+		}
+	}
+	return f
+}
+
+// Observation is the frame as the health source reported it (an unknown share is NaN).
+func (f *ProcessesFrame) Observation() gpuprocs.Observation {
+	o := gpuprocs.Observation{GPU: f.GPU, UUID: f.UUID, Start: time.Unix(0, int64(f.Start)), End: time.Unix(0, int64(f.End)),
+		Shares: f.Shares, MIG: f.MIG, Processes: make([]gpuprocs.Process, len(f.Processes))}
+	for i, q := range f.Processes {
+		o.Processes[i] = gpuprocs.Process{PID: q.PID, SMShare: math.NaN(), Namespace: q.Namespace, Pod: q.Pod, Container: q.Container, MPS: q.MPS}
+		if q.SMShare != nil {
+			o.Processes[i].SMShare = *q.SMShare
+		}
+	}
+	return o
+}
 
 // maxObservedProcesses bounds the processes of one processes frame (the health source
 // reports at most 256 per GPU).
@@ -143,14 +164,14 @@ const maxObservedProcesses = 1024
 type ActivityBatch struct {
 	Conn    uint64
 	Dropped uint64
-	Records []activity.Record
+	Records []record.Record
 }
 
 // CoverageBatch is the spans of time a traced connection reported it traced (the wire
 // format's coverage frame), in time order.
 type CoverageBatch struct {
 	Conn  uint64
-	Spans []activity.Interval
+	Spans []record.Interval
 }
 
 // spanSize is the encoded size of one coverage span: start, end, flags.
@@ -184,7 +205,7 @@ func decodeCoverage(p []byte) (*CoverageBatch, error) {
 	if d.err != nil {
 		return nil, d.err
 	}
-	c.Spans = make([]activity.Interval, n)
+	c.Spans = make([]record.Interval, n)
 	for i := range c.Spans {
 		s := &c.Spans[i]
 		s.Start, s.End = d.u64(), d.u64()
@@ -235,7 +256,7 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 func metricSetKey(m []string) string { return strings.Join(m, "\x00") }
 
 // encodeBatch appends the binary form of b (whose metric list is set id) to dst.
-func encodeBatch(dst []byte, id uint64, b *pmsample.Batch) []byte {
+func encodeBatch(dst []byte, id uint64, b *pmdata.Batch) []byte {
 	dst = binary.AppendUvarint(dst, id)
 	dst = binary.AppendVarint(dst, int64(b.Device))
 	for _, v := range []int{b.DroppedFirst, b.SkippedInvalid, b.LostImageFull, b.Overflows, b.DecodeErrors} {
@@ -357,10 +378,10 @@ func (d *decoder) str(what string) string {
 }
 
 // decodeBatch decodes a batch payload; sets maps metric-set ids to their metric lists.
-func decodeBatch(p []byte, sets map[uint64][]string) (*pmsample.Batch, error) {
+func decodeBatch(p []byte, sets map[uint64][]string) (*pmdata.Batch, error) {
 	d := &decoder{b: p}
 	id := d.uvarint("metric set id")
-	b := &pmsample.Batch{}
+	b := &pmdata.Batch{}
 	b.Device = d.count("device")
 	b.DroppedFirst = d.count("dropped_first")
 	b.SkippedInvalid = d.count("skipped_invalid")
@@ -380,7 +401,7 @@ func decodeBatch(p []byte, sets map[uint64][]string) (*pmsample.Batch, error) {
 	if n > uint64(len(d.b))/per || n*per != uint64(len(d.b)) {
 		return nil, fmt.Errorf("batch of %d samples x %d metrics does not fit its %d remaining bytes", n, len(metrics), len(d.b))
 	}
-	b.Samples = make([]pmsample.Sample, n)
+	b.Samples = make([]pmdata.Sample, n)
 	values := make([]float64, int(n)*len(metrics))
 	for i := range b.Samples {
 		s := &b.Samples[i]
@@ -454,19 +475,19 @@ func decodeActivity(p []byte, version int) (*ActivityBatch, error) {
 	if d.err != nil {
 		return nil, d.err
 	}
-	a.Records = make([]activity.Record, nr)
+	a.Records = make([]record.Record, nr)
 	for i := range a.Records {
 		r := &a.Records[i]
-		r.Kind = activity.Kind(d.u8())
+		r.Kind = record.Kind(d.u8())
 		r.Device = d.u32()
 		r.Stream = d.u32()
 		r.Start = d.u64()
 		r.End = d.u64()
 		r.Bytes = d.u64()
-		r.CopyKind = activity.CopyKind(d.u8())
-		r.SrcKind = activity.MemoryKind(d.u8())
-		r.DstKind = activity.MemoryKind(d.u8())
-		r.MemoryKind = activity.MemoryKind(d.u8())
+		r.CopyKind = record.CopyKind(d.u8())
+		r.SrcKind = record.MemoryKind(d.u8())
+		r.DstKind = record.MemoryKind(d.u8())
+		r.MemoryKind = record.MemoryKind(d.u8())
 		if version >= 2 {
 			sd := d.uvarint("src device")
 			if d.err == nil && sd > math.MaxUint32 {

@@ -8,7 +8,7 @@ import (
 	"math"
 	"time"
 
-	"github.com/cupti-exporter/cupti-exporter/mapping"
+	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
 
 // maxFamilies bounds the health families a reader keeps; maxLabels the labels of one.
@@ -30,10 +30,10 @@ type familyDef struct {
 	Labels   []string `json:"labels,omitempty"`
 }
 
-func defOf(d *mapping.Desc) (familyDef, error) {
+func defOf(d *snapshot.Desc) (familyDef, error) {
 	f := familyDef{Name: d.Name, Help: d.Help, Kind: d.Kind.String(), Unit: d.Unit, OTelName: d.OTelName,
 		OTelUnit: d.OTelUnit, Labels: d.LabelNames}
-	if d.Kind != mapping.KindGauge && d.Kind != mapping.KindCounter {
+	if d.Kind != snapshot.KindGauge && d.Kind != snapshot.KindCounter {
 		return f, fmt.Errorf("family %s: only gauges and counters can be recorded, not %s", d.Name, d.Kind)
 	}
 	return f, f.check()
@@ -64,12 +64,12 @@ func (f *familyDef) check() error {
 	return nil
 }
 
-func (f *familyDef) desc() *mapping.Desc {
-	k := mapping.KindGauge
+func (f *familyDef) desc() *snapshot.Desc {
+	k := snapshot.KindGauge
 	if f.Kind == "counter" {
-		k = mapping.KindCounter
+		k = snapshot.KindCounter
 	}
-	return &mapping.Desc{Name: f.Name, Help: f.Help, Kind: k, Unit: f.Unit, OTelName: f.OTelName, OTelUnit: f.OTelUnit,
+	return &snapshot.Desc{Name: f.Name, Help: f.Help, Kind: k, Unit: f.Unit, OTelName: f.OTelName, OTelUnit: f.OTelUnit,
 		LabelNames: f.Labels}
 }
 
@@ -97,7 +97,7 @@ const (
 
 // encodeHealth appends the binary form of snapshot s to dst; ids maps each family's Desc to
 // its family id (all defined by the caller).
-func encodeHealth(dst []byte, s *mapping.Snapshot, ids map[*mapping.Desc]uint64) []byte {
+func encodeHealth(dst []byte, s *snapshot.Snapshot, ids map[*snapshot.Desc]uint64) []byte {
 	dst = binary.LittleEndian.AppendUint64(dst, unixNano(s.Time))
 	strs := map[string]uint64{}
 	var order []string
@@ -120,7 +120,7 @@ func encodeHealth(dst []byte, s *mapping.Snapshot, ids map[*mapping.Desc]uint64)
 	for _, f := range s.Families {
 		dst = binary.AppendUvarint(dst, ids[f.Desc])
 		dst = binary.AppendUvarint(dst, uint64(len(f.Samples)))
-		counter := f.Desc.Kind == mapping.KindCounter
+		counter := f.Desc.Kind == snapshot.KindCounter
 		for _, x := range f.Samples {
 			for _, v := range x.LabelValues {
 				dst = binary.AppendUvarint(dst, strs[v])
@@ -136,7 +136,7 @@ func encodeHealth(dst []byte, s *mapping.Snapshot, ids map[*mapping.Desc]uint64)
 
 // checkSnapshot refuses a snapshot the format cannot hold: a sample whose label values do
 // not match its family's label names.
-func checkSnapshot(s *mapping.Snapshot) error {
+func checkSnapshot(s *snapshot.Snapshot) error {
 	if s == nil {
 		return errors.New("no snapshot")
 	}
@@ -154,9 +154,9 @@ func checkSnapshot(s *mapping.Snapshot) error {
 }
 
 // decodeHealth decodes a health payload; families maps family ids to their descriptions.
-func decodeHealth(p []byte, families map[uint64]*mapping.Desc) (*mapping.Snapshot, error) {
+func decodeHealth(p []byte, families map[uint64]*snapshot.Desc) (*snapshot.Snapshot, error) {
 	d := &decoder{b: p}
-	s := &mapping.Snapshot{Time: fromUnixNano(d.u64())}
+	s := &snapshot.Snapshot{Time: fromUnixNano(d.u64())}
 	ns := d.uvarint("string count")
 	if d.err == nil && ns > uint64(len(d.b)) {
 		d.fail("string count %d exceeds payload", ns)
@@ -175,7 +175,7 @@ func decodeHealth(p []byte, families map[uint64]*mapping.Desc) (*mapping.Snapsho
 	if d.err != nil {
 		return nil, d.err
 	}
-	s.Families = make([]mapping.Family, 0, nf)
+	s.Families = make([]snapshot.Family, 0, nf)
 	for range nf {
 		id := d.uvarint("family id")
 		n := d.uvarint("sample count")
@@ -187,7 +187,7 @@ func decodeHealth(p []byte, families map[uint64]*mapping.Desc) (*mapping.Snapsho
 			return nil, fmt.Errorf("health frame refers to unknown family %d", id)
 		}
 		nl := len(desc.LabelNames)
-		counter := desc.Kind == mapping.KindCounter
+		counter := desc.Kind == snapshot.KindCounter
 		size := nl + valueSize
 		if counter {
 			size += startSize
@@ -195,7 +195,7 @@ func decodeHealth(p []byte, families map[uint64]*mapping.Desc) (*mapping.Snapsho
 		if n > uint64(len(d.b))/uint64(size) {
 			return nil, fmt.Errorf("family %s: %d samples exceed the %d remaining bytes", desc.Name, n, len(d.b))
 		}
-		f := mapping.Family{Desc: desc, Samples: make([]mapping.Sample, n)}
+		f := snapshot.Family{Desc: desc, Samples: make([]snapshot.Sample, n)}
 		for i := range f.Samples {
 			x := &f.Samples[i]
 			if nl > 0 {
@@ -244,7 +244,7 @@ func fromUnixNano(ns uint64) time.Time {
 }
 
 // decodeFamily decodes a family frame's payload.
-func decodeFamily(p []byte) (uint64, *mapping.Desc, error) {
+func decodeFamily(p []byte) (uint64, *snapshot.Desc, error) {
 	var f familyDef
 	if err := json.Unmarshal(p, &f); err != nil {
 		return 0, nil, err

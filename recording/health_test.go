@@ -12,12 +12,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cupti-exporter/cupti-exporter/activity"
-	"github.com/cupti-exporter/cupti-exporter/mapping"
-	"github.com/cupti-exporter/cupti-exporter/pmsample"
+	"github.com/cupti-exporter/cupti-exporter/activity/record"
+	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
+	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
 
-func dumpSnapshot(s *mapping.Snapshot) string {
+func dumpSnapshot(s *snapshot.Snapshot) string {
 	if s == nil {
 		return "<nil>"
 	}
@@ -33,14 +33,14 @@ func dumpSnapshot(s *mapping.Snapshot) string {
 	return b.String()
 }
 
-func sameSnapshot(a, b *mapping.Snapshot) bool { return dumpSnapshot(a) == dumpSnapshot(b) }
+func sameSnapshot(a, b *snapshot.Snapshot) bool { return dumpSnapshot(a) == dumpSnapshot(b) }
 
 // TestHealthReplayLoop: replayed health snapshots are shifted into the present on every
 // pass; counters keep increasing across passes with the start time of the first pass, and
 // gauges repeat their recorded values.
 func TestHealthReplayLoop(t *testing.T) {
-	var got []*mapping.Snapshot
-	r, err := FromBytes(sampleRecording(t, true), WithSpeed(0), WithLoop(true), WithHealthSink(func(s *mapping.Snapshot) { got = append(got, s) }))
+	var got []*snapshot.Snapshot
+	r, err := FromBytes(sampleRecording(t, true), WithSpeed(0), WithLoop(true), WithHealthSink(func(s *snapshot.Snapshot) { got = append(got, s) }))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,7 +51,7 @@ func TestHealthReplayLoop(t *testing.T) {
 	r.nowFunc = func() time.Time { return now }
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	if err := r.Run(ctx, func(pmsample.Batch) {
+	if err := r.Run(ctx, func(pmdata.Batch) {
 		if len(got) >= 6 {
 			cancel()
 		}
@@ -90,14 +90,14 @@ func TestHealthReplayLoop(t *testing.T) {
 // TestHealthRejects: health frames and family definitions that do not add up are
 // corruption, and the writer refuses what the format cannot hold.
 func TestHealthRejects(t *testing.T) {
-	fams := map[uint64]*mapping.Desc{1: testPowerDesc, 2: testInfoDesc}
-	good := encodeHealth(nil, &mapping.Snapshot{Time: time.Unix(0, int64(t0)), Families: []mapping.Family{
-		{Desc: testPowerDesc, Samples: []mapping.Sample{{LabelValues: []string{"0", "GPU-0"}, Value: 1}}},
-	}}, map[*mapping.Desc]uint64{testPowerDesc: 1})
+	fams := map[uint64]*snapshot.Desc{1: testPowerDesc, 2: testInfoDesc}
+	good := encodeHealth(nil, &snapshot.Snapshot{Time: time.Unix(0, int64(t0)), Families: []snapshot.Family{
+		{Desc: testPowerDesc, Samples: []snapshot.Sample{{LabelValues: []string{"0", "GPU-0"}, Value: 1}}},
+	}}, map[*snapshot.Desc]uint64{testPowerDesc: 1})
 	if s, err := decodeHealth(good, fams); err != nil || s.Families[0].Samples[0].LabelValues[1] != "GPU-0" {
 		t.Fatalf("good payload: %v %v", s, err)
 	}
-	if _, err := decodeHealth(good, map[uint64]*mapping.Desc{}); err == nil || !strings.Contains(err.Error(), "unknown family 1") {
+	if _, err := decodeHealth(good, map[uint64]*snapshot.Desc{}); err == nil || !strings.Contains(err.Error(), "unknown family 1") {
 		t.Errorf("unknown family: %v", err)
 	}
 	if _, err := decodeHealth(append(bytes.Clone(good), 0), fams); err == nil || !strings.Contains(err.Error(), "trailing") {
@@ -141,7 +141,7 @@ func TestHealthRejects(t *testing.T) {
 		}
 	}
 	// A family defined twice is corruption.
-	rd = &Reader{version: 4, header: Header{Version: 4}, fams: map[uint64]*mapping.Desc{}}
+	rd = &Reader{version: 4, header: Header{Version: 4}, fams: map[uint64]*snapshot.Desc{}}
 	def := []byte(`{"id":1,"name":"x","kind":"gauge"}`)
 	ev := Event{Type: FrameFamily}
 	if err := rd.decode(&ev, def); err != nil {
@@ -155,11 +155,11 @@ func TestHealthRejects(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hist := &mapping.Desc{Name: "h_seconds", Kind: mapping.KindHistogram}
-	for name, s := range map[string]*mapping.Snapshot{
-		"histogram":      {Families: []mapping.Family{{Desc: hist, Samples: []mapping.Sample{{}}}}},
-		"label mismatch": {Families: []mapping.Family{{Desc: testPowerDesc, Samples: []mapping.Sample{{LabelValues: []string{"0"}}}}}},
-		"bad name":       {Families: []mapping.Family{{Desc: &mapping.Desc{Name: "a-b"}}}},
+	hist := &snapshot.Desc{Name: "h_seconds", Kind: snapshot.KindHistogram}
+	for name, s := range map[string]*snapshot.Snapshot{
+		"histogram":      {Families: []snapshot.Family{{Desc: hist, Samples: []snapshot.Sample{{}}}}},
+		"label mismatch": {Families: []snapshot.Family{{Desc: testPowerDesc, Samples: []snapshot.Sample{{LabelValues: []string{"0"}}}}}},
+		"bad name":       {Families: []snapshot.Family{{Desc: &snapshot.Desc{Name: "a-b"}}}},
 		"nil":            nil,
 	} {
 		if err := w.WriteHealth(t0, s); err == nil {
@@ -175,7 +175,7 @@ func TestHealthValuesRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	in := &mapping.Snapshot{Time: time.Unix(0, int64(t0)), Families: []mapping.Family{{Desc: testPowerDesc, Samples: []mapping.Sample{
+	in := &snapshot.Snapshot{Time: time.Unix(0, int64(t0)), Families: []snapshot.Family{{Desc: testPowerDesc, Samples: []snapshot.Sample{
 		{LabelValues: []string{"", "GPU-0"}, Value: math.Inf(1)}, {LabelValues: []string{"1", ""}, Value: -0.5},
 	}}, {Desc: testEnergyDesc}}}
 	for _, err := range []error{w.WriteDevices(t0, testDevices), w.WriteHealth(t0, in), w.WriteHealth(t0+1, in), w.Close(t0 + 2)} {
@@ -205,8 +205,8 @@ func TestVersion3FileReads(t *testing.T) {
 	for _, err := range []error{
 		w.writeJSON(FrameHeader, t0, Header{Version: 3, Producer: "v3"}),
 		w.WriteDevices(t0, testDevices),
-		w.WriteHello(t0, ProcessEvent{Conn: 1, Process: &activity.Process{PID: 1}}),
-		w.WriteCoverage(t0+1e6, CoverageBatch{Conn: 1, Spans: []activity.Interval{{Start: t0, End: t0 + 5}}}),
+		w.WriteHello(t0, ProcessEvent{Conn: 1, Process: &record.Process{PID: 1}}),
+		w.WriteCoverage(t0+1e6, CoverageBatch{Conn: 1, Spans: []record.Interval{{Start: t0, End: t0 + 5}}}),
 		w.Close(t0 + 2e6),
 	} {
 		if err != nil {
@@ -215,11 +215,11 @@ func TestVersion3FileReads(t *testing.T) {
 	}
 	sink := &countSink{}
 	health := 0
-	r, err := FromBytes(buf.Bytes(), WithSpeed(0), WithActivitySink(sink), WithHealthSink(func(*mapping.Snapshot) { health++ }))
+	r, err := FromBytes(buf.Bytes(), WithSpeed(0), WithActivitySink(sink), WithHealthSink(func(*snapshot.Snapshot) { health++ }))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := r.Run(context.Background(), func(pmsample.Batch) {}); err != nil {
+	if err := r.Run(context.Background(), func(pmdata.Batch) {}); err != nil {
 		t.Fatal(err)
 	}
 	if r.Summary().Header.Version != 3 || sink.spans != 1 || health != 0 || r.Summary().HealthSnapshots != 0 {

@@ -4,7 +4,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/cupti-exporter/cupti-exporter/mapping"
+	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
 
 // healthCarry shifts replayed health snapshots into the present and keeps their counters
@@ -24,10 +24,10 @@ func newHealthCarry(offset uint64) *healthCarry {
 
 // shift returns s with its time moved by offset, counter starts moved by the first pass's
 // offset and counter values raised by the increase of the previous passes. It modifies s.
-func (h *healthCarry) shift(s *mapping.Snapshot, offset uint64) *mapping.Snapshot {
+func (h *healthCarry) shift(s *snapshot.Snapshot, offset uint64) *snapshot.Snapshot {
 	s.Time = shiftTime(s.Time, offset)
 	for _, f := range s.Families {
-		counter := f.Desc.Kind == mapping.KindCounter
+		counter := f.Desc.Kind == snapshot.KindCounter
 		for i := range f.Samples {
 			x := &f.Samples[i]
 			x.Start = shiftTime(x.Start, h.first0)

@@ -7,8 +7,8 @@ import (
 	"runtime"
 	"testing"
 
-	"github.com/cupti-exporter/cupti-exporter/activity"
-	"github.com/cupti-exporter/cupti-exporter/pmsample"
+	"github.com/cupti-exporter/cupti-exporter/activity/record"
+	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
 )
 
 // TestReplayMemoryBounded: replaying a 40 MB recording streams it; the heap in use while
@@ -42,13 +42,13 @@ func peakReplayHeap(t *testing.T, n int) uint64 {
 	if err := w.WriteDevices(t0, testDevices); err != nil {
 		t.Fatal(err)
 	}
-	if err := w.WriteHello(t0, ProcessEvent{Conn: 1, Process: &activity.Process{PID: 1}}); err != nil {
+	if err := w.WriteHello(t0, ProcessEvent{Conn: 1, Process: &record.Process{PID: 1}}); err != nil {
 		t.Fatal(err)
 	}
 	b := bigBatch()
-	recs := make([]activity.Record, 1000)
+	recs := make([]record.Record, 1000)
 	for i := range recs {
-		recs[i] = activity.Record{Kind: activity.KindKernel, Start: t0 + uint64(i), End: t0 + uint64(i) + 1, Name: "_Z4gemmv"}
+		recs[i] = record.Record{Kind: record.KindKernel, Start: t0 + uint64(i), End: t0 + uint64(i) + 1, Name: "_Z4gemmv"}
 	}
 	for i := range n {
 		ts := t0 + uint64(i)*250e6
@@ -58,14 +58,14 @@ func peakReplayHeap(t *testing.T, n int) uint64 {
 		if err := w.WriteActivity(ts, ActivityBatch{Conn: 1, Records: recs}); err != nil {
 			t.Fatal(err)
 		}
-		if err := w.WriteCoverage(ts, CoverageBatch{Conn: 1, Spans: []activity.Interval{{Start: ts + 1, End: ts + 2}}}); err != nil {
+		if err := w.WriteCoverage(ts, CoverageBatch{Conn: 1, Spans: []record.Interval{{Start: ts + 1, End: ts + 2}}}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	if err := w.Close(t0 + uint64(n)*250e6); err != nil {
 		t.Fatal(err)
 	}
-	b, recs = pmsample.Batch{}, nil
+	b, recs = pmdata.Batch{}, nil
 
 	var ms runtime.MemStats
 	runtime.GC()
@@ -83,7 +83,7 @@ func peakReplayHeap(t *testing.T, n int) uint64 {
 		t.Fatal(err)
 	}
 	batches := 0
-	if err := r.Run(context.Background(), func(pmsample.Batch) { batches++; sample() }); err != nil {
+	if err := r.Run(context.Background(), func(pmdata.Batch) { batches++; sample() }); err != nil {
 		t.Fatal(err)
 	}
 	if batches != n || sink.records != 1000*n || sink.spans != n {
@@ -97,10 +97,10 @@ type memSink struct {
 	records, spans int
 }
 
-func (s *memSink) Connect(uint64, activity.Process) {}
-func (s *memSink) Add(_ uint64, _ uint64, r []activity.Record) {
+func (s *memSink) Connect(uint64, record.Process) {}
+func (s *memSink) Add(_ uint64, _ uint64, r []record.Record) {
 	s.records += len(r)
 	s.sample()
 }
-func (s *memSink) Coverage(_ uint64, spans []activity.Interval) { s.spans += len(spans) }
-func (s *memSink) Disconnect(uint64)                            {}
+func (s *memSink) Coverage(_ uint64, spans []record.Interval) { s.spans += len(spans) }
+func (s *memSink) Disconnect(uint64)                          {}

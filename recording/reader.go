@@ -9,8 +9,9 @@ import (
 	"hash/crc32"
 	"io"
 
-	"github.com/cupti-exporter/cupti-exporter/mapping"
-	"github.com/cupti-exporter/cupti-exporter/pmsample"
+	"github.com/cupti-exporter/cupti-exporter/gpuprocs"
+	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
+	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
 
 // Event is one frame of a recording, decoded. Type says which field is set.
@@ -18,14 +19,14 @@ type Event struct {
 	Type     FrameType
 	Time     uint64 // ns on the Unix epoch, when the frame was written
 	Header   *Header
-	Devices  []pmsample.Device
-	Catalog  []pmsample.CatalogEntry
-	Batch    *pmsample.Batch
+	Devices  []pmdata.Device
+	Catalog  []pmdata.CatalogEntry
+	Batch    *pmdata.Batch
 	Process  *ProcessEvent // FrameHello and FrameGoodbye
 	Activity *ActivityBatch
-	Coverage *CoverageBatch    // FrameCoverage
-	Health   *mapping.Snapshot // FrameHealth: the health source's families at Health.Time
-	Procs    *ProcessesEvent   // FrameProcesses
+	Coverage *CoverageBatch     // FrameCoverage
+	Health   *snapshot.Snapshot // FrameHealth: the health source's families at Health.Time
+	Procs    *ProcessesFrame    // FrameProcesses
 }
 
 // Reader decodes a recording frame by frame. Errors are *FormatError (matching
@@ -37,7 +38,7 @@ type Reader struct {
 	header  Header
 	version int // file-header version, MinVersion..Version
 	sets    map[uint64][]string
-	fams    map[uint64]*mapping.Desc // health families by id
+	fams    map[uint64]*snapshot.Desc // health families by id
 	ended   bool
 	err     error
 	buf     []byte
@@ -45,7 +46,7 @@ type Reader struct {
 
 // NewReader checks the file header and reads the header frame.
 func NewReader(r io.Reader) (*Reader, error) {
-	rd := &Reader{r: bufio.NewReaderSize(r, 256<<10), sets: map[uint64][]string{}, fams: map[uint64]*mapping.Desc{}}
+	rd := &Reader{r: bufio.NewReaderSize(r, 256<<10), sets: map[uint64][]string{}, fams: map[uint64]*snapshot.Desc{}}
 	var fh [fileHeaderSize]byte
 	n, err := io.ReadFull(rd.r, fh[:])
 	if err != nil {
@@ -237,7 +238,7 @@ func (r *Reader) decode(ev *Event, p []byte) error {
 		if r.version < 5 {
 			return fmt.Errorf("processes frame in a version-%d recording", r.version)
 		}
-		ev.Procs = &ProcessesEvent{}
+		ev.Procs = &ProcessesFrame{}
 		if err := json.Unmarshal(p, ev.Procs); err != nil {
 			return err
 		}
@@ -256,7 +257,7 @@ func (r *Reader) decode(ev *Event, p []byte) error {
 // checkProcesses refuses a processes frame no health source writes: a period that ends
 // before it starts, too many processes, a share outside 0..1, an unknown MPS role, or an MPS
 // role in a recording older than version 6.
-func checkProcesses(j *ProcessesEvent, version int) error {
+func checkProcesses(j *ProcessesFrame, version int) error {
 	if j.End <= j.Start {
 		return fmt.Errorf("processes period [%d, %d) is empty", j.Start, j.End)
 	}
@@ -273,7 +274,7 @@ func checkProcesses(j *ProcessesEvent, version int) error {
 		switch {
 		case p.MPS != "" && version < 6:
 			return fmt.Errorf("process %d: MPS role in a version-%d recording", p.PID, version)
-		case p.MPS != "" && p.MPS != MPSServer && p.MPS != MPSClient:
+		case p.MPS != "" && p.MPS != gpuprocs.MPSServer && p.MPS != gpuprocs.MPSClient:
 			return fmt.Errorf("process %d: unknown MPS role %q", p.PID, p.MPS)
 		}
 	}

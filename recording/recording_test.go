@@ -13,37 +13,37 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cupti-exporter/cupti-exporter/activity"
-	"github.com/cupti-exporter/cupti-exporter/mapping"
-	"github.com/cupti-exporter/cupti-exporter/pmsample"
+	"github.com/cupti-exporter/cupti-exporter/activity/record"
+	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
+	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
 
 const t0 = uint64(1795299125930175064)
 
-var testSpans = []activity.Interval{{Start: t0 + 2e6, End: t0 + 25e5}, {Start: t0 + 25e5, End: t0 + 3e6, Lossy: true}}
+var testSpans = []record.Interval{{Start: t0 + 2e6, End: t0 + 25e5}, {Start: t0 + 25e5, End: t0 + 3e6, Lossy: true}}
 
 var (
 	testMetrics = []string{"sm__cycles_active.avg.pct_of_peak_sustained_elapsed", "pcie__read_bytes.sum"}
-	testDevices = []pmsample.Device{{Index: 0, UUID: "GPU-0", Model: "NVIDIA H200", Chip: "GH100", PCIBusID: "0000:19:00.0"}}
-	testCatalog = []pmsample.CatalogEntry{
-		{Name: testMetrics[0], Properties: mapping.Properties{Type: mapping.TypeCounter, HWUnit: "sm", DimUnit: "gpc_cycle"}},
-		{Name: testMetrics[1], Properties: mapping.Properties{Type: mapping.TypeCounter, HWUnit: "pcie", DimUnit: "byte"}},
+	testDevices = []pmdata.Device{{Index: 0, UUID: "GPU-0", Model: "NVIDIA H200", Chip: "GH100", PCIBusID: "0000:19:00.0"}}
+	testCatalog = []pmdata.CatalogEntry{
+		{Name: testMetrics[0], Properties: pmdata.Properties{Type: pmdata.TypeCounter, HWUnit: "sm", DimUnit: "gpc_cycle"}},
+		{Name: testMetrics[1], Properties: pmdata.Properties{Type: pmdata.TypeCounter, HWUnit: "pcie", DimUnit: "byte"}},
 	}
 )
 
 var (
-	testPowerDesc  = &mapping.Desc{Name: "cupti_gpu_power_watts", Kind: mapping.KindGauge, Unit: "watts", OTelName: "hw.power", OTelUnit: "W", Help: "Power draw.", LabelNames: []string{"gpu", "uuid"}}
-	testEnergyDesc = &mapping.Desc{Name: "cupti_gpu_energy_joules_total", Kind: mapping.KindCounter, Unit: "joules", Help: "Energy.", LabelNames: []string{"gpu", "uuid"}}
-	testInfoDesc   = &mapping.Desc{Name: "cupti_health_collection_seconds", Kind: mapping.KindGauge}
+	testPowerDesc  = &snapshot.Desc{Name: "cupti_gpu_power_watts", Kind: snapshot.KindGauge, Unit: "watts", OTelName: "hw.power", OTelUnit: "W", Help: "Power draw.", LabelNames: []string{"gpu", "uuid"}}
+	testEnergyDesc = &snapshot.Desc{Name: "cupti_gpu_energy_joules_total", Kind: snapshot.KindCounter, Unit: "joules", Help: "Energy.", LabelNames: []string{"gpu", "uuid"}}
+	testInfoDesc   = &snapshot.Desc{Name: "cupti_health_collection_seconds", Kind: snapshot.KindGauge}
 	testHealthT0   = time.Unix(0, int64(t0)-5e9)
 )
 
 // testHealth is a health snapshot at time t with energy e joules on GPU 0.
-func testHealth(t uint64, e float64) *mapping.Snapshot {
-	return &mapping.Snapshot{Time: time.Unix(0, int64(t)), Families: []mapping.Family{
-		{Desc: testInfoDesc, Samples: []mapping.Sample{{Value: 0.001}}},
-		{Desc: testPowerDesc, Samples: []mapping.Sample{{LabelValues: []string{"0", "GPU-0"}, Value: 123.5}}},
-		{Desc: testEnergyDesc, Samples: []mapping.Sample{{LabelValues: []string{"0", "GPU-0"}, Value: e, Start: testHealthT0}}},
+func testHealth(t uint64, e float64) *snapshot.Snapshot {
+	return &snapshot.Snapshot{Time: time.Unix(0, int64(t)), Families: []snapshot.Family{
+		{Desc: testInfoDesc, Samples: []snapshot.Sample{{Value: 0.001}}},
+		{Desc: testPowerDesc, Samples: []snapshot.Sample{{LabelValues: []string{"0", "GPU-0"}, Value: 123.5}}},
+		{Desc: testEnergyDesc, Samples: []snapshot.Sample{{LabelValues: []string{"0", "GPU-0"}, Value: e, Start: testHealthT0}}},
 	}}
 }
 
@@ -64,20 +64,20 @@ func sampleRecording(t testing.TB, closed bool) []byte {
 	}
 	must(w.WriteDevices(t0, testDevices))
 	must(w.WriteCatalog(t0, testCatalog))
-	must(w.WriteBatch(t0+2e6, pmsample.Batch{Device: 0, Metrics: testMetrics, DroppedFirst: 1, Samples: []pmsample.Sample{
+	must(w.WriteBatch(t0+2e6, pmdata.Batch{Device: 0, Metrics: testMetrics, DroppedFirst: 1, Samples: []pmdata.Sample{
 		{Start: t0, End: t0 + 1e6, Values: []float64{50, 1000}},
 		{Start: t0 + 1e6, End: t0 + 2e6, Values: []float64{math.NaN(), 2000}},
 	}}))
 	must(w.WriteHealth(t0+2e6, testHealth(t0+2e6, 1000)))
-	must(w.WriteHello(t0+2e6, ProcessEvent{Conn: 7, Process: &activity.Process{PID: 42, Executable: "python3", DeviceUUIDs: []string{"GPU-0"}}}))
-	must(w.WriteActivity(t0+3e6, ActivityBatch{Conn: 7, Dropped: 3, Records: []activity.Record{
-		{Kind: activity.KindKernel, Start: t0 + 2e6, End: t0 + 25e5, Name: "_Z4gemmv"},
-		{Kind: activity.KindMemcpy, Start: t0 + 25e5, End: t0 + 3e6, Bytes: 1 << 20, CopyKind: 1, SrcKind: 2, DstKind: 3},
-		{Kind: activity.KindKernel, Start: t0 + 26e5, End: t0 + 27e5, Name: "_Z4gemmv"},
-		{Kind: activity.KindMemcpy, Device: 1, Start: t0 + 27e5, End: t0 + 28e5, Bytes: 1 << 21, CopyKind: 10, SrcKind: 3, DstKind: 3, SrcDevice: 3},
+	must(w.WriteHello(t0+2e6, ProcessEvent{Conn: 7, Process: &record.Process{PID: 42, Executable: "python3", DeviceUUIDs: []string{"GPU-0"}}}))
+	must(w.WriteActivity(t0+3e6, ActivityBatch{Conn: 7, Dropped: 3, Records: []record.Record{
+		{Kind: record.KindKernel, Start: t0 + 2e6, End: t0 + 25e5, Name: "_Z4gemmv"},
+		{Kind: record.KindMemcpy, Start: t0 + 25e5, End: t0 + 3e6, Bytes: 1 << 20, CopyKind: 1, SrcKind: 2, DstKind: 3},
+		{Kind: record.KindKernel, Start: t0 + 26e5, End: t0 + 27e5, Name: "_Z4gemmv"},
+		{Kind: record.KindMemcpy, Device: 1, Start: t0 + 27e5, End: t0 + 28e5, Bytes: 1 << 21, CopyKind: 10, SrcKind: 3, DstKind: 3, SrcDevice: 3},
 	}}))
 	must(w.WriteCoverage(t0+3e6, CoverageBatch{Conn: 7, Spans: testSpans}))
-	must(w.WriteBatch(t0+4e6, pmsample.Batch{Device: 0, Metrics: testMetrics, Overflows: 1, Samples: []pmsample.Sample{
+	must(w.WriteBatch(t0+4e6, pmdata.Batch{Device: 0, Metrics: testMetrics, Overflows: 1, Samples: []pmdata.Sample{
 		{Start: t0 + 3e6, End: t0 + 4e6, Values: []float64{75, 4000}},
 	}}))
 	must(w.WriteHealth(t0+4e6, testHealth(t0+4e6, 1010)))
@@ -218,18 +218,18 @@ func TestNotARecording(t *testing.T) {
 // TestVersion1Activity: version-1 activity payloads (no src_device) still decode, and
 // reading them as version 2 fails instead of shifting fields.
 func TestVersion1Activity(t *testing.T) {
-	p := []byte{7, 0, 0, 1, byte(activity.KindMemcpy)} // conn 7, dropped 0, no names, 1 record
-	p = binary.LittleEndian.AppendUint32(p, 1)         // device
-	p = binary.LittleEndian.AppendUint32(p, 2)         // stream
-	p = binary.LittleEndian.AppendUint64(p, 3)         // start
-	p = binary.LittleEndian.AppendUint64(p, 4)         // end
-	p = binary.LittleEndian.AppendUint64(p, 5)         // bytes
-	p = append(p, 10, 3, 3, 0, 0)                      // copy, src, dst, memory kind, name index
+	p := []byte{7, 0, 0, 1, byte(record.KindMemcpy)} // conn 7, dropped 0, no names, 1 record
+	p = binary.LittleEndian.AppendUint32(p, 1)       // device
+	p = binary.LittleEndian.AppendUint32(p, 2)       // stream
+	p = binary.LittleEndian.AppendUint64(p, 3)       // start
+	p = binary.LittleEndian.AppendUint64(p, 4)       // end
+	p = binary.LittleEndian.AppendUint64(p, 5)       // bytes
+	p = append(p, 10, 3, 3, 0, 0)                    // copy, src, dst, memory kind, name index
 	a, err := decodeActivity(p, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := activity.Record{Kind: activity.KindMemcpy, Device: 1, Stream: 2, Start: 3, End: 4, Bytes: 5, CopyKind: 10, SrcKind: 3, DstKind: 3}
+	want := record.Record{Kind: record.KindMemcpy, Device: 1, Stream: 2, Start: 3, End: 4, Bytes: 5, CopyKind: 10, SrcKind: 3, DstKind: 3}
 	if a.Conn != 7 || len(a.Records) != 1 || a.Records[0] != want {
 		t.Fatalf("version 1: %+v, want %+v", a, want)
 	}
@@ -240,14 +240,14 @@ func TestVersion1Activity(t *testing.T) {
 
 type sinkLog struct {
 	events []string
-	spans  []activity.Interval
+	spans  []record.Interval
 }
 
-func (s *sinkLog) Connect(c uint64, p activity.Process) { s.events = append(s.events, "connect") }
-func (s *sinkLog) Add(c uint64, d uint64, r []activity.Record) {
+func (s *sinkLog) Connect(c uint64, p record.Process) { s.events = append(s.events, "connect") }
+func (s *sinkLog) Add(c uint64, d uint64, r []record.Record) {
 	s.events = append(s.events, "add")
 }
-func (s *sinkLog) Coverage(c uint64, spans []activity.Interval) {
+func (s *sinkLog) Coverage(c uint64, spans []record.Interval) {
 	s.events = append(s.events, "coverage")
 	s.spans = append(s.spans, spans...)
 }
@@ -265,7 +265,7 @@ func TestReplayLoopShiftsTimestamps(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	var starts []uint64
-	err = r.Run(ctx, func(b pmsample.Batch) {
+	err = r.Run(ctx, func(b pmdata.Batch) {
 		for _, s := range b.Samples {
 			starts = append(starts, s.Start)
 		}
@@ -301,7 +301,7 @@ func TestReplayEndsWithoutLoop(t *testing.T) {
 		t.Fatal(err)
 	}
 	n := 0
-	if err := r.Run(context.Background(), func(b pmsample.Batch) { n++ }); err != nil {
+	if err := r.Run(context.Background(), func(b pmdata.Batch) { n++ }); err != nil {
 		t.Fatal(err)
 	}
 	if n != 2 {
@@ -356,7 +356,7 @@ func TestReplayTruncatedAtEveryByte(t *testing.T) {
 		}
 		sink := &countSink{}
 		health := 0
-		r, err := FromBytes(data[:n], WithSpeed(0), WithActivitySink(sink), WithHealthSink(func(*mapping.Snapshot) { health++ }))
+		r, err := FromBytes(data[:n], WithSpeed(0), WithActivitySink(sink), WithHealthSink(func(*snapshot.Snapshot) { health++ }))
 		if whole == 0 { // no devices frame yet: nothing to serve
 			if err == nil {
 				t.Fatalf("prefix %d: accepted without a devices frame", n)
@@ -371,7 +371,7 @@ func TestReplayTruncatedAtEveryByte(t *testing.T) {
 			t.Fatalf("prefix %d: summary truncated at %d, want a cut frame after %d: %v", n, s.Truncated, ends[whole-1], cut)
 		}
 		batches := 0
-		if err := r.Run(context.Background(), func(pmsample.Batch) { batches++ }); err != nil {
+		if err := r.Run(context.Background(), func(pmdata.Batch) { batches++ }); err != nil {
 			t.Fatalf("prefix %d: replay: %v", n, err)
 		}
 		if batches != wantBatches || sink.records != wantRecords || sink.spans != wantSpans || health != wantHealth {
@@ -383,28 +383,28 @@ func TestReplayTruncatedAtEveryByte(t *testing.T) {
 
 type countSink struct{ records, spans int }
 
-func (s *countSink) Connect(uint64, activity.Process)             {}
-func (s *countSink) Add(_ uint64, _ uint64, r []activity.Record)  { s.records += len(r) }
-func (s *countSink) Coverage(_ uint64, spans []activity.Interval) { s.spans += len(spans) }
-func (s *countSink) Disconnect(uint64)                            {}
+func (s *countSink) Connect(uint64, record.Process)             {}
+func (s *countSink) Add(_ uint64, _ uint64, r []record.Record)  { s.records += len(r) }
+func (s *countSink) Coverage(_ uint64, spans []record.Interval) { s.spans += len(spans) }
+func (s *countSink) Disconnect(uint64)                          {}
 
 // TestCoverageRejects: spans that are empty, reversed, out of order or flagged with
 // unknown bits are corruption, as is a coverage frame in a version-2 file.
 func TestCoverageRejects(t *testing.T) {
 	for _, c := range []struct {
 		name  string
-		spans []activity.Interval
+		spans []record.Interval
 		want  string
 	}{
-		{"empty", []activity.Interval{{Start: 5, End: 5}}, "end 5 <= start 5"},
-		{"reversed", []activity.Interval{{Start: 9, End: 3}}, "end 3 <= start 9"},
-		{"overlap", []activity.Interval{{Start: 1, End: 10}, {Start: 5, End: 20}}, "before the previous span ends"},
+		{"empty", []record.Interval{{Start: 5, End: 5}}, "end 5 <= start 5"},
+		{"reversed", []record.Interval{{Start: 9, End: 3}}, "end 3 <= start 9"},
+		{"overlap", []record.Interval{{Start: 1, End: 10}, {Start: 5, End: 20}}, "before the previous span ends"},
 	} {
 		if _, err := decodeCoverage(encodeCoverage(nil, &CoverageBatch{Conn: 1, Spans: c.spans})); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: %v, want %q", c.name, err, c.want)
 		}
 	}
-	p := encodeCoverage(nil, &CoverageBatch{Conn: 1, Spans: []activity.Interval{{Start: 1, End: 2}}})
+	p := encodeCoverage(nil, &CoverageBatch{Conn: 1, Spans: []record.Interval{{Start: 1, End: 2}}})
 	p[len(p)-1] = 2
 	if _, err := decodeCoverage(p); err == nil || !strings.Contains(err.Error(), "unknown flags") {
 		t.Errorf("unknown flags: %v", err)
@@ -439,14 +439,14 @@ func TestVersion2FileReads(t *testing.T) {
 	}
 	must(w.writeJSON(FrameHeader, t0, Header{Version: 2, Producer: "v2"}))
 	must(w.WriteDevices(t0, testDevices))
-	must(w.WriteActivity(t0+1e6, ActivityBatch{Conn: 1, Records: []activity.Record{{Kind: activity.KindMemcpy, Start: t0, End: t0 + 5, SrcDevice: 1, CopyKind: 10}}}))
+	must(w.WriteActivity(t0+1e6, ActivityBatch{Conn: 1, Records: []record.Record{{Kind: record.KindMemcpy, Start: t0, End: t0 + 5, SrcDevice: 1, CopyKind: 10}}}))
 	must(w.Close(t0 + 2e6))
 	sink := &countSink{}
 	r, err := FromBytes(buf.Bytes(), WithSpeed(0), WithActivitySink(sink))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := r.Run(context.Background(), func(pmsample.Batch) {}); err != nil {
+	if err := r.Run(context.Background(), func(pmdata.Batch) {}); err != nil {
 		t.Fatal(err)
 	}
 	if r.Summary().Header.Version != 2 || sink.records != 1 || sink.spans != 0 {

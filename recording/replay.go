@@ -10,36 +10,38 @@ import (
 	"os"
 	"time"
 
-	"github.com/cupti-exporter/cupti-exporter/activity"
-	"github.com/cupti-exporter/cupti-exporter/mapping"
+	"github.com/cupti-exporter/cupti-exporter/activity/record"
+	"github.com/cupti-exporter/cupti-exporter/gpuprocs"
 	"github.com/cupti-exporter/cupti-exporter/pmsample"
+	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
+	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
 
 // ActivitySink receives the activity events of a replay, in recording order, from the
 // goroutine that runs Replayer.Run.
 type ActivitySink interface {
-	Connect(conn uint64, p activity.Process)
-	Add(conn uint64, dropped uint64, records []activity.Record)
+	Connect(conn uint64, p record.Process)
+	Add(conn uint64, dropped uint64, records []record.Record)
 	// Coverage takes the spans connection conn traced (recordings of version 3 and later).
-	Coverage(conn uint64, spans []activity.Interval)
+	Coverage(conn uint64, spans []record.Interval)
 	Disconnect(conn uint64)
 }
 
 // HealthSink receives the health snapshots of a replay (recordings of version 4 and
 // later), in recording order, from the goroutine that runs Replayer.Run. The snapshot is
 // the sink's to keep.
-type HealthSink func(*mapping.Snapshot)
+type HealthSink func(*snapshot.Snapshot)
 
 // ProcessesSink receives the NVML process observations of a replay (recordings of version
 // 5 and later), in recording order, times shifted as sample times are, from the goroutine
 // that runs Replayer.Run.
-type ProcessesSink func(ProcessesEvent)
+type ProcessesSink func(gpuprocs.Observation)
 
 // Summary describes a whole recording; NewReplayer computes it by reading the file once.
 type Summary struct {
 	Header          Header
-	Devices         []pmsample.Device
-	Catalog         []pmsample.CatalogEntry
+	Devices         []pmdata.Device
+	Catalog         []pmdata.CatalogEntry
 	Batches         int
 	Samples         int
 	Processes       int
@@ -54,7 +56,7 @@ type Summary struct {
 	Truncated int64
 }
 
-// Replayer replays a recording as a pmsample.Source.
+// Replayer replays a recording as a pmdata.Source.
 type Replayer struct {
 	open    func() (io.ReadCloser, error)
 	sum     Summary
@@ -213,16 +215,16 @@ func Summarize(open func() (io.ReadCloser, error)) (Summary, error) {
 // Summary describes the recording.
 func (r *Replayer) Summary() Summary { return r.sum }
 
-// Devices implements pmsample.Source.
-func (r *Replayer) Devices() []pmsample.Device { return r.sum.Devices }
+// Devices implements pmdata.Source.
+func (r *Replayer) Devices() []pmdata.Device { return r.sum.Devices }
 
-// Catalog implements pmsample.Source.
-func (r *Replayer) Catalog() []pmsample.CatalogEntry { return r.sum.Catalog }
+// Catalog implements pmdata.Source.
+func (r *Replayer) Catalog() []pmdata.CatalogEntry { return r.sum.Catalog }
 
-// Run implements pmsample.Source: it delivers the recorded batches (and activity events,
+// Run implements pmdata.Source: it delivers the recorded batches (and activity events,
 // to the sink) with timestamps shifted so that the first frame is now, paced by the speed.
 // It returns nil at the end of the recording unless looping, and ctx.Err() when cancelled.
-func (r *Replayer) Run(ctx context.Context, sink func(pmsample.Batch)) error {
+func (r *Replayer) Run(ctx context.Context, sink func(pmdata.Batch)) error {
 	wallStart := r.nowFunc()
 	offset := uint64(wallStart.UnixNano()) - r.sum.First
 	step := r.sum.Last - r.sum.First + uint64(time.Millisecond)
@@ -240,7 +242,7 @@ func (r *Replayer) Run(ctx context.Context, sink func(pmsample.Batch)) error {
 	}
 }
 
-func (r *Replayer) pass(ctx context.Context, sink func(pmsample.Batch), offset uint64, wallStart time.Time, hc *healthCarry) error {
+func (r *Replayer) pass(ctx context.Context, sink func(pmdata.Batch), offset uint64, wallStart time.Time, hc *healthCarry) error {
 	f, err := r.open()
 	if err != nil {
 		return fmt.Errorf("opening recording: %w", err)
@@ -312,10 +314,10 @@ func (r *Replayer) pass(ctx context.Context, sink func(pmsample.Batch), offset u
 			}
 		case FrameProcesses:
 			if r.procs != nil {
-				p := *ev.Procs
-				p.Start += offset
-				p.End += offset
-				r.procs(p)
+				f := *ev.Procs
+				f.Start += offset
+				f.End += offset
+				r.procs(f.Observation())
 			}
 		}
 	}
@@ -347,7 +349,7 @@ func (r *Replayer) wait(ctx context.Context, wallStart time.Time, elapsed int64)
 // guards holds the pmsample.Guard of each device and metric set of a recording.
 type guards map[string]*pmsample.Guard
 
-func (g guards) of(devices []pmsample.Device, dev int, metrics []string) *pmsample.Guard {
+func (g guards) of(devices []pmdata.Device, dev int, metrics []string) *pmsample.Guard {
 	key := fmt.Sprint(dev, "\x00", metricSetKey(metrics))
 	if gd, ok := g[key]; ok {
 		return gd

@@ -9,8 +9,9 @@ import (
 	"io"
 	"sync"
 
-	"github.com/cupti-exporter/cupti-exporter/mapping"
-	"github.com/cupti-exporter/cupti-exporter/pmsample"
+	"github.com/cupti-exporter/cupti-exporter/gpuprocs"
+	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
+	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
 
 // Writer appends frames to a recording. It is safe for concurrent use. Frames reach the
@@ -48,18 +49,18 @@ func NewWriter(w io.Writer, h Header, time uint64) (*Writer, error) {
 }
 
 // WriteDevices records the device list.
-func (w *Writer) WriteDevices(time uint64, d []pmsample.Device) error {
+func (w *Writer) WriteDevices(time uint64, d []pmdata.Device) error {
 	return w.writeJSON(FrameDevices, time, d)
 }
 
 // WriteCatalog records the metric catalog entries in use.
-func (w *Writer) WriteCatalog(time uint64, c []pmsample.CatalogEntry) error {
+func (w *Writer) WriteCatalog(time uint64, c []pmdata.CatalogEntry) error {
 	return w.writeJSON(FrameCatalog, time, c)
 }
 
 // WriteBatch records a PM sample batch; a metric-set frame precedes the first batch of
 // each distinct metric list.
-func (w *Writer) WriteBatch(time uint64, b pmsample.Batch) error {
+func (w *Writer) WriteBatch(time uint64, b pmdata.Batch) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	key := metricSetKey(b.Metrics)
@@ -106,20 +107,20 @@ func (w *Writer) WriteCoverage(time uint64, c CoverageBatch) error {
 }
 
 // WriteProcesses records what NVML saw of one GPU's compute processes (version 5).
-func (w *Writer) WriteProcesses(time uint64, e ProcessesEvent) error {
-	return w.writeJSON(FrameProcesses, time, e)
+func (w *Writer) WriteProcesses(time uint64, o gpuprocs.Observation) error {
+	return w.writeJSON(FrameProcesses, time, processesFrame(o))
 }
 
 // WriteHealth records a snapshot of the health source (version 4): a family frame precedes
 // the first snapshot of each distinct family description. Only gauges and counters can be
 // recorded, and every sample must have one value per label name.
-func (w *Writer) WriteHealth(time uint64, s *mapping.Snapshot) error {
+func (w *Writer) WriteHealth(time uint64, s *snapshot.Snapshot) error {
 	if err := checkSnapshot(s); err != nil {
 		return fmt.Errorf("recording health: %w", err)
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	ids := make(map[*mapping.Desc]uint64, len(s.Families))
+	ids := make(map[*snapshot.Desc]uint64, len(s.Families))
 	for _, f := range s.Families {
 		if _, ok := ids[f.Desc]; ok {
 			continue

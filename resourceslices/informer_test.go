@@ -17,8 +17,8 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/cupti-exporter/cupti-exporter/internal/testutil"
-	"github.com/cupti-exporter/cupti-exporter/mapping"
 	"github.com/cupti-exporter/cupti-exporter/podresources"
+	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
 
 func str(s string) *string { return &s }
@@ -271,7 +271,7 @@ func TestNewRefusesMissingParts(t *testing.T) {
 }
 
 // sample returns the value of one series of the snapshot, failing when absent.
-func sample(t *testing.T, s *mapping.Snapshot, name string, labels ...string) float64 {
+func sample(t *testing.T, s *snapshot.Snapshot, name string, labels ...string) float64 {
 	t.Helper()
 	for _, f := range s.Families {
 		if f.Desc.Name != name {

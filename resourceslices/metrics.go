@@ -5,22 +5,22 @@ import (
 
 	resourcev1 "k8s.io/api/resource/v1"
 
-	"github.com/cupti-exporter/cupti-exporter/mapping"
+	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
 
 var (
-	syncedDesc = &mapping.Desc{
-		Name: "cupti_resourceslices_synced", Kind: mapping.KindGauge,
+	syncedDesc = &snapshot.Desc{
+		Name: "cupti_resourceslices_synced", Kind: snapshot.KindGauge,
 		Help:     "Whether the cache of this node's ResourceSlices of NVIDIA's DRA driver has been filled from the API server (1) or not yet (0).",
 		OTelName: "cupti.resourceslices.synced", OTelUnit: "1",
 	}
-	devicesDesc = &mapping.Desc{
-		Name: "cupti_resourceslices_devices", Kind: mapping.KindGauge,
+	devicesDesc = &snapshot.Desc{
+		Name: "cupti_resourceslices_devices", Kind: snapshot.KindGauge,
 		Help:     "Devices the cached ResourceSlices of NVIDIA's DRA driver list for this node, by type (gpu, mig, other), all generations counted.",
 		OTelName: "cupti.resourceslices.devices", OTelUnit: "{device}", LabelNames: []string{"type"},
 	}
-	watchErrorsDesc = &mapping.Desc{
-		Name: "cupti_resourceslices_watch_errors_total", Kind: mapping.KindCounter,
+	watchErrorsDesc = &snapshot.Desc{
+		Name: "cupti_resourceslices_watch_errors_total", Kind: snapshot.KindCounter,
 		Help: "Failed lists or watches of this node's ResourceSlices, by reason (forbidden: RBAC; not_served: no resource.k8s.io/v1 API; other); " +
 			"the cache keeps its last state and retries.",
 		OTelName: "cupti.resourceslices.watch.errors", OTelUnit: "{error}", LabelNames: []string{"reason"},
@@ -28,15 +28,15 @@ var (
 )
 
 // Descs lists the families Snapshot emits.
-func Descs() []*mapping.Desc {
-	return []*mapping.Desc{syncedDesc, devicesDesc, watchErrorsDesc}
+func Descs() []*snapshot.Desc {
+	return []*snapshot.Desc{syncedDesc, devicesDesc, watchErrorsDesc}
 }
 
 // deviceTypes are the values of the type label: what the driver publishes, folded.
 var deviceTypes = []string{"gpu", typeMIG, "other"}
 
 // Snapshot returns the informer's self-metrics. It never blocks on the API server.
-func (i *Informer) Snapshot() *mapping.Snapshot {
+func (i *Informer) Snapshot() *snapshot.Snapshot {
 	synced := 0.0
 	if i.informer.HasSynced() {
 		synced = 1
@@ -55,18 +55,18 @@ func (i *Informer) Snapshot() *mapping.Snapshot {
 			byType[t]++
 		}
 	}
-	devices := make([]mapping.Sample, len(deviceTypes))
+	devices := make([]snapshot.Sample, len(deviceTypes))
 	for k, t := range deviceTypes {
-		devices[k] = mapping.Sample{LabelValues: []string{t}, Value: float64(byType[t])}
+		devices[k] = snapshot.Sample{LabelValues: []string{t}, Value: float64(byType[t])}
 	}
-	errs := make([]mapping.Sample, len(errorReasons))
+	errs := make([]snapshot.Sample, len(errorReasons))
 	for k, r := range errorReasons {
-		errs[k] = mapping.Sample{LabelValues: []string{r}, Value: float64(i.watchErrors[k].Load()), Start: i.start}
+		errs[k] = snapshot.Sample{LabelValues: []string{r}, Value: float64(i.watchErrors[k].Load()), Start: i.start}
 	}
-	return &mapping.Snapshot{
+	return &snapshot.Snapshot{
 		Time: time.Now(),
-		Families: []mapping.Family{
-			{Desc: syncedDesc, Samples: []mapping.Sample{{Value: synced}}},
+		Families: []snapshot.Family{
+			{Desc: syncedDesc, Samples: []snapshot.Sample{{Value: synced}}},
 			{Desc: devicesDesc, Samples: devices},
 			{Desc: watchErrorsDesc, Samples: errs},
 		},

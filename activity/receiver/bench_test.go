@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/cupti-exporter/cupti-exporter/activity"
+	"github.com/cupti-exporter/cupti-exporter/activity/record"
 	"github.com/cupti-exporter/cupti-exporter/activity/wire"
 )
 
@@ -17,16 +18,16 @@ import (
 func BenchmarkReceive(b *testing.B) {
 	var stream bytes.Buffer
 	enc := wire.NewEncoder(&stream)
-	p := activity.Process{PID: 1, DeviceUUIDs: []string{"GPU-a", "GPU-b"}, Pod: "p", Namespace: "n"}
+	p := record.Process{PID: 1, DeviceUUIDs: []string{"GPU-a", "GPU-b"}, Pod: "p", Namespace: "n"}
 	if err := enc.Hello(p); err != nil {
 		b.Fatal(err)
 	}
-	recs := make([]activity.Record, wire.MaxRecordsPerFrame)
+	recs := make([]record.Record, wire.MaxRecordsPerFrame)
 	for i := range recs {
-		r := activity.Record{Kind: activity.KindKernel, Device: uint32(i % 2), Start: uint64(i) * 1000,
+		r := record.Record{Kind: record.KindKernel, Device: uint32(i % 2), Start: uint64(i) * 1000,
 			End: uint64(i)*1000 + 500 + uint64(i%977)*37, Name: fmt.Sprintf("_ZN2at6native%dkernel_%dIfEEvPT_", 7+len(fmt.Sprint(i%80)), i%80)}
 		if i%10 == 0 {
-			r = activity.Record{Kind: activity.KindMemcpy, Device: uint32(i % 2), CopyKind: 1, SrcKind: 2, DstKind: 3,
+			r = record.Record{Kind: record.KindMemcpy, Device: uint32(i % 2), CopyKind: 1, SrcKind: 2, DstKind: 3,
 				Bytes: 1 << 20, Start: r.Start, End: r.End}
 		}
 		recs[i] = r

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/cupti-exporter/cupti-exporter/activity"
+	"github.com/cupti-exporter/cupti-exporter/activity/record"
 	"github.com/cupti-exporter/cupti-exporter/activity/wire"
 )
 
@@ -43,7 +44,7 @@ func (s *Server) serveConn(cs *connState) {
 // on return.
 func (s *Server) decode(r io.Reader, cs *connState) {
 	var (
-		p       *activity.Process
+		p       *record.Process
 		m       wire.Message
 		drops   = make(map[string]uint64, wire.NumDropReasons)
 		dec     = wire.NewDecoder(r)
@@ -148,7 +149,7 @@ func latest() uint64 { return uint64(time.Now().Add(maxAhead).UnixNano()) }
 // as ends_ahead: a kernel is reported after it ends, so these are made up (or of another
 // time base), and one would hold its GPU busy for the idle controller until then. The
 // Aggregator checks the rest against the sender's life.
-func (s *Server) screenRecords(recs []activity.Record) []activity.Record {
+func (s *Server) screenRecords(recs []record.Record) []record.Record {
 	limit := latest()
 	kept := recs[:0]
 	for _, r := range recs {
@@ -164,7 +165,7 @@ func (s *Server) screenRecords(recs []activity.Record) []activity.Record {
 
 // lifeOf is when the process of p began, as far as the receiver can tell: its start time
 // (the kernel's when verified), else when its connection was accepted.
-func lifeOf(p *activity.Process, cs *connState) uint64 {
+func lifeOf(p *record.Process, cs *connState) uint64 {
 	switch {
 	case p.StartTime != 0:
 		return p.StartTime
@@ -177,7 +178,7 @@ func lifeOf(p *activity.Process, cs *connState) uint64 {
 // screenCoverage removes from spans, in place, those that end after latest() or last
 // longer than the process has lived since start (activity.LifeSpan), counted as
 // coverage_implausible: traced seconds are node-wide, and one made-up span added 1.6e10.
-func (s *Server) screenCoverage(spans []activity.Interval, start uint64) []activity.Interval {
+func (s *Server) screenCoverage(spans []record.Interval, start uint64) []record.Interval {
 	limit := latest()
 	now := uint64(time.Now().UnixNano())
 	kept := spans[:0]
@@ -197,7 +198,7 @@ var errNoPeer = errors.New("no peer credentials")
 // checkHello refuses what a hello may not claim (sanitizeHello) and checks who it is against
 // the kernel (verify), counting each refusal once. It reports whether the connection may go
 // on: not when the kernel contradicts the hello's pid or start time.
-func (s *Server) checkHello(cs *connState, p *activity.Process) bool {
+func (s *Server) checkHello(cs *connState, p *record.Process) bool {
 	pe := peer{err: errNoPeer}
 	if cs != nil {
 		pe = cs.peer
@@ -217,7 +218,7 @@ func (s *Server) checkHello(cs *connState, p *activity.Process) bool {
 			"claim", claim, "peer_pid", pe.pid, "hello_pid", claimed.PID, "hello_start_time", claimed.StartTime, "peer_start_time", pe.proc.startTime)
 		return false
 	}
-	if p.Identity == activity.IdentityClaimed && p.StartTime != 0 && !s.startPlausible(p.StartTime) {
+	if p.Identity == record.IdentityClaimed && p.StartTime != 0 && !s.startPlausible(p.StartTime) {
 		// Nothing checks a claimed start time, but it bounds what the process may report
 		// (activity.MaxSenderRecordRate): one before the node booted or in the future is none.
 		p.StartTime = 0
@@ -238,7 +239,7 @@ func (s *Server) startPlausible(t uint64) bool {
 }
 
 // helloBytes is the memory a process's hello holds for the life of its connection.
-func helloBytes(p *activity.Process) int {
+func helloBytes(p *record.Process) int {
 	n := 256 + len(p.Executable) + len(p.Cgroup) + len(p.Pod) + len(p.Namespace) + len(p.Container)
 	for _, u := range p.DeviceUUIDs {
 		n += 16 + len(u)
@@ -247,7 +248,7 @@ func helloBytes(p *activity.Process) int {
 }
 
 // connError counts and logs the end of a connection that did not say goodbye.
-func (s *Server) connError(cs *connState, p *activity.Process, err error) {
+func (s *Server) connError(cs *connState, p *record.Process, err error) {
 	var pid uint32
 	if p != nil {
 		pid = p.PID

@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cupti-exporter/cupti-exporter/activity"
+	"github.com/cupti-exporter/cupti-exporter/activity/record"
 	"github.com/cupti-exporter/cupti-exporter/activity/wire"
-	"github.com/cupti-exporter/cupti-exporter/mapping"
+	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
 
 // cgroupOf is the cgroup of the i-th container of the slot tests.
@@ -26,7 +26,7 @@ func TestConnectionSlotsFairShare(t *testing.T) {
 	const btime, ticks = 1_795_000_000, 42 // as moveTo writes them
 	root := t.TempDir()
 	srv, agg := startServer(t, WithProcRoot(root))
-	hello := activity.Process{PID: 7, StartTime: btime*1e9 + ticks*1e7, DeviceUUIDs: []string{"GPU-a"}}
+	hello := record.Process{PID: 7, StartTime: btime*1e9 + ticks*1e7, DeviceUUIDs: []string{"GPU-a"}}
 	// Every connection of this test comes from this process: its /proc entry is rewritten with
 	// the next container's cgroup once the previous container's connections are identified
 	// (and the receiver's cache of this process's entry has expired: moveTo).
@@ -41,21 +41,21 @@ func TestConnectionSlotsFairShare(t *testing.T) {
 			held = append(held, c)
 		}
 		want := float64(len(held))
-		waitFor(t, agg, "the keep-alive connections", func(s *mapping.Snapshot) bool {
+		waitFor(t, agg, "the keep-alive connections", func(s *snapshot.Snapshot) bool {
 			return value(t, s, "cupti_activity_processes") == want
 		})
 	}
 	moveTo(t, root, cgroupOf(99))
 	c := dial(t, srv.Path())
 	enc := wire.NewEncoder(c)
-	recs := make([]activity.Record, 1000)
+	recs := make([]record.Record, 1000)
 	for i := range recs {
-		recs[i] = activity.Record{Kind: activity.KindKernel, Start: 1, End: 1001, Name: "_Z4realv"}
+		recs[i] = record.Record{Kind: record.KindKernel, Start: 1, End: 1001, Name: "_Z4realv"}
 	}
 	if err := errors.Join(enc.Hello(hello), enc.Records(0, recs), enc.Goodbye(1000, wire.Drops{})); err != nil {
 		t.Logf("the newcomer's writes: %v", err) // refused: its records are lost
 	}
-	waitFor(t, agg, "the newcomer counted or refused", func(s *mapping.Snapshot) bool {
+	waitFor(t, agg, "the newcomer counted or refused", func(s *snapshot.Snapshot) bool {
 		return value(t, s, "cupti_activity_records_total", "kernel") == 1000 ||
 			value(t, s, "cupti_activity_dropped_connections_total", "limit") > 0
 	})
@@ -84,7 +84,7 @@ func moveTo(t *testing.T, root, cgroup string) {
 }
 
 // valueOr0 is value, 0 for a series that does not exist.
-func valueOr0(s *mapping.Snapshot, name string, labels ...string) float64 {
+func valueOr0(s *snapshot.Snapshot, name string, labels ...string) float64 {
 	for _, f := range s.Families {
 		for _, sm := range f.Samples {
 			if f.Desc.Name == name && slices.Equal(sm.LabelValues, labels) {

@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cupti-exporter/cupti-exporter/activity"
+	"github.com/cupti-exporter/cupti-exporter/activity/record"
 	"github.com/cupti-exporter/cupti-exporter/activity/wire"
 )
 
@@ -54,7 +54,7 @@ func helper(mode, sock string) error {
 	if err != nil {
 		return err
 	}
-	hello := activity.Process{PID: uint32(os.Getpid()), StartTime: self.startTime, Executable: "/helper", DeviceUUIDs: []string{"GPU-a"}}
+	hello := record.Process{PID: uint32(os.Getpid()), StartTime: self.startTime, Executable: "/helper", DeviceUUIDs: []string{"GPU-a"}}
 	if s := os.Getenv("CX_RECEIVER_START"); s != "" && s != "self" {
 		if hello.StartTime, err = strconv.ParseUint(s, 10, 64); err != nil {
 			return err
@@ -76,10 +76,10 @@ func helper(mode, sock string) error {
 		if life, err := time.ParseDuration(os.Getenv("CX_RECEIVER_LIFE")); err == nil {
 			time.Sleep(life)
 		}
-		recs := make([]activity.Record, 100)
+		recs := make([]record.Record, 100)
 		now := uint64(time.Now().UnixNano())
 		for i := range recs {
-			recs[i] = activity.Record{Kind: activity.KindKernel, Start: now - 2000, End: now - 1000, Name: "_Z5shortv"}
+			recs[i] = record.Record{Kind: record.KindKernel, Start: now - 2000, End: now - 1000, Name: "_Z5shortv"}
 		}
 		if err := errors.Join(enc.Records(0, recs), enc.Goodbye(100, wire.Drops{})); err != nil {
 			return err

@@ -16,9 +16,10 @@ import (
 	"time"
 
 	"github.com/cupti-exporter/cupti-exporter/activity"
+	"github.com/cupti-exporter/cupti-exporter/activity/record"
 	"github.com/cupti-exporter/cupti-exporter/activity/wire"
 	"github.com/cupti-exporter/cupti-exporter/internal/testutil"
-	"github.com/cupti-exporter/cupti-exporter/mapping"
+	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
 
 // nameTableFrames returns strings frames defining ids 1..wire.MaxStringBytes/wire.MaxString
@@ -43,7 +44,7 @@ func nameTableFrames() [][]byte {
 	return frames
 }
 
-func helloFrame(t testing.TB, p activity.Process) []byte {
+func helloFrame(t testing.TB, p record.Process) []byte {
 	var b bytes.Buffer
 	if err := wire.NewEncoder(&b).Hello(p); err != nil {
 		t.Fatal(err)
@@ -91,7 +92,7 @@ func TestNameTableFloodStaysInBudget(t *testing.T) {
 	}
 	wg.Wait()
 	// Every connection either holds its table or was closed; wait for the receiver to settle.
-	waitFor(t, agg, "refusals counted", func(s *mapping.Snapshot) bool {
+	waitFor(t, agg, "refusals counted", func(s *snapshot.Snapshot) bool {
 		return value(t, s, "cupti_activity_dropped_connections_total", "memory_budget") > 0
 	})
 	time.Sleep(200 * time.Millisecond)
@@ -138,9 +139,9 @@ func TestMadeUpDevicesCreateNoSeries(t *testing.T) {
 	if err := enc.Hello(proc(7)); err != nil { // one device
 		t.Fatal(err)
 	}
-	recs := make([]activity.Record, 1000)
+	recs := make([]record.Record, 1000)
 	for i := range recs {
-		recs[i] = activity.Record{Kind: activity.KindKernel, Device: uint32(i), Start: 1, End: 1001, Name: "_Z4busyPfii"}
+		recs[i] = record.Record{Kind: record.KindKernel, Device: uint32(i), Start: 1, End: 1001, Name: "_Z4busyPfii"}
 	}
 	for range 10 {
 		if err := enc.Records(0, recs); err != nil {
@@ -150,7 +151,7 @@ func TestMadeUpDevicesCreateNoSeries(t *testing.T) {
 	if err := enc.Goodbye(10_000, wire.Drops{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, agg, "records", func(s *mapping.Snapshot) bool {
+	waitFor(t, agg, "records", func(s *snapshot.Snapshot) bool {
 		return value(t, s, "cupti_activity_dropped_records_total", "unknown_device") == 9990
 	})
 	s := agg.Snapshot()
@@ -175,14 +176,14 @@ func TestSilentConnectionsDoNotLockOut(t *testing.T) {
 	for range DefaultMaxConnections {
 		dial(t, srv.Path())
 	}
-	waitFor(t, agg, "silent connections accepted", func(s *mapping.Snapshot) bool {
+	waitFor(t, agg, "silent connections accepted", func(s *snapshot.Snapshot) bool {
 		return value(t, s, "cupti_activity_connections_total") == DefaultMaxConnections
 	})
 	c := dial(t, srv.Path())
 	if err := send(c, 42, 3, 100); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, agg, "the real sender's records", func(s *mapping.Snapshot) bool {
+	waitFor(t, agg, "the real sender's records", func(s *snapshot.Snapshot) bool {
 		return value(t, s, "cupti_activity_records_total", "kernel") == 300
 	})
 	s := agg.Snapshot()
@@ -208,7 +209,7 @@ func TestHelloTimeout(t *testing.T) {
 	if err := wire.NewEncoder(real).Hello(proc(2)); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, agg, "hello timeouts", func(s *mapping.Snapshot) bool {
+	waitFor(t, agg, "hello timeouts", func(s *snapshot.Snapshot) bool {
 		return value(t, s, "cupti_activity_dropped_connections_total", "hello_timeout") == 20
 	})
 	for _, c := range silent {
@@ -237,7 +238,7 @@ func TestIdleEviction(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, agg, "4 processes", func(s *mapping.Snapshot) bool { return value(t, s, "cupti_activity_processes") == 4 })
+	waitFor(t, agg, "4 processes", func(s *snapshot.Snapshot) bool { return value(t, s, "cupti_activity_processes") == 4 })
 	early := dial(t, srv.Path())
 	early.SetReadDeadline(time.Now().Add(5 * time.Second))
 	if _, err := early.Read(make([]byte, 1)); err == nil || isTimeout(err) {
@@ -248,7 +249,7 @@ func TestIdleEviction(t *testing.T) {
 	if err := send(c, 9, 1, 10); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, agg, "records of the newcomer", func(s *mapping.Snapshot) bool {
+	waitFor(t, agg, "records of the newcomer", func(s *snapshot.Snapshot) bool {
 		return value(t, s, "cupti_activity_records_total", "kernel") == 10
 	})
 	s := agg.Snapshot()

@@ -16,7 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/cupti-exporter/cupti-exporter/activity"
+	"github.com/cupti-exporter/cupti-exporter/activity/record"
 )
 
 // peer is what the kernel says about the other end of a connection: the credentials of the
@@ -402,16 +402,16 @@ const (
 // a pidfd (the fallback) the /proc entry may be of a later owner of the PID, so it must
 // agree to the tick: both sides compute btime + ticks, and only btime's whole seconds may
 // differ (a clock step between the two reads).
-func verify(pe peer, p *activity.Process) (refused string) {
+func verify(pe peer, p *record.Process) (refused string) {
 	if pe.err != nil {
-		p.Identity = activity.IdentityClaimed
+		p.Identity = record.IdentityClaimed
 		return ""
 	}
 	switch own := pe.proc.nspids; {
 	case len(own) > 0 && p.PID != own[len(own)-1]:
 		return claimPID // getpid() in its own namespace is the last NSpid
 	case len(own) == 0 && p.PID != uint32(pe.pid):
-		p.Identity = activity.IdentityClaimed // a kernel without NSpid: cannot tell its own PID
+		p.Identity = record.IdentityClaimed // a kernel without NSpid: cannot tell its own PID
 		return ""
 	}
 	d := absDiff(p.StartTime, pe.proc.startTime)
@@ -419,7 +419,7 @@ func verify(pe peer, p *activity.Process) (refused string) {
 		return claimStartTime
 	}
 	p.PID, p.StartTime, p.Cgroup = uint32(pe.pid), pe.proc.startTime, pe.proc.cgroup
-	p.Identity = activity.IdentityVerified
+	p.Identity = record.IdentityVerified
 	return ""
 }
 

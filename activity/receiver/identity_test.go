@@ -10,28 +10,29 @@ import (
 	"time"
 
 	"github.com/cupti-exporter/cupti-exporter/activity"
+	"github.com/cupti-exporter/cupti-exporter/activity/record"
 	"github.com/cupti-exporter/cupti-exporter/activity/wire"
-	"github.com/cupti-exporter/cupti-exporter/mapping"
+	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
 
 // connTap keeps the processes the Aggregator connected, as its listeners see them.
 type connTap struct {
 	mu    sync.Mutex
-	procs []activity.Process
+	procs []record.Process
 	infos []activity.ProcessInfo
 }
 
-func (c *connTap) ProcessConnected(p *activity.Process, info activity.ProcessInfo) {
+func (c *connTap) ProcessConnected(p *record.Process, info activity.ProcessInfo) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.procs = append(c.procs, *p)
 	c.infos = append(c.infos, info)
 }
-func (*connTap) Records(*activity.Process, []activity.Record)    {}
-func (*connTap) Coverage(*activity.Process, []activity.Interval) {}
-func (*connTap) ProcessDisconnected(*activity.Process)           {}
+func (*connTap) Records(*record.Process, []record.Record)    {}
+func (*connTap) Coverage(*record.Process, []record.Interval) {}
+func (*connTap) ProcessDisconnected(*record.Process)         {}
 
-func (c *connTap) last(t *testing.T) (activity.Process, activity.ProcessInfo) {
+func (c *connTap) last(t *testing.T) (record.Process, activity.ProcessInfo) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
@@ -112,13 +113,13 @@ func TestIdentityVerifiedFromKernel(t *testing.T) {
 	)
 	agg := activity.NewAggregator(activity.WithPodResolver(resolverOf(&asked, &mu)), activity.WithListener(&tap))
 	srv, _ := startServerAgg(t, agg, WithProcRoot(root))
-	hello := activity.Process{PID: 7, StartTime: btime*1e9 + ticks*1e7, DeviceUUIDs: []string{"GPU-aaaa"},
+	hello := record.Process{PID: 7, StartTime: btime*1e9 + ticks*1e7, DeviceUUIDs: []string{"GPU-aaaa"},
 		Cgroup: victimCgroup, Pod: "victim-pod", Namespace: "prod", Container: "main"}
 	if err := wire.NewEncoder(dial(t, srv.Path())).Hello(hello); err != nil {
 		t.Fatal(err)
 	}
 	p, info := tap.last(t)
-	if p.Identity != activity.IdentityVerified || p.PID != uint32(os.Getpid()) || p.Cgroup != realCgroup || p.StartTime != hello.StartTime {
+	if p.Identity != record.IdentityVerified || p.PID != uint32(os.Getpid()) || p.Cgroup != realCgroup || p.StartTime != hello.StartTime {
 		t.Errorf("connected %+v, want verified, pid %d, the kernel's cgroup", p, os.Getpid())
 	}
 	if info.Namespace != "real" || info.Pod != "real-pod" {
@@ -145,11 +146,11 @@ func TestIdentityContradictedRefused(t *testing.T) {
 	root := fakeProc(t, 7, btime, ticks, realCgroup)
 	for _, tc := range []struct {
 		claim string
-		hello activity.Process
+		hello record.Process
 	}{
-		{"pid", activity.Process{PID: 4242, StartTime: btime*1e9 + ticks*1e7}},
-		{"pid", activity.Process{PID: uint32(os.Getpid()), StartTime: btime*1e9 + ticks*1e7}}, // the host PID is not its own
-		{"start_time", activity.Process{PID: 7, StartTime: btime*1e9 + ticks*1e7 + 5e9}},
+		{"pid", record.Process{PID: 4242, StartTime: btime*1e9 + ticks*1e7}},
+		{"pid", record.Process{PID: uint32(os.Getpid()), StartTime: btime*1e9 + ticks*1e7}}, // the host PID is not its own
+		{"start_time", record.Process{PID: 7, StartTime: btime*1e9 + ticks*1e7 + 5e9}},
 	} {
 		t.Run(tc.claim, func(t *testing.T) {
 			srv, agg := startServer(t, WithProcRoot(root))
@@ -159,7 +160,7 @@ func TestIdentityContradictedRefused(t *testing.T) {
 				t.Fatal(err)
 			}
 			enc.Drops(wire.Drops{wire.DropQueueFull: 1 << 39})
-			waitFor(t, agg, "the refusal", func(s *mapping.Snapshot) bool {
+			waitFor(t, agg, "the refusal", func(s *snapshot.Snapshot) bool {
 				return value(t, s, "cupti_activity_dropped_connections_total", "identity_refused") == 1
 			})
 			c.SetReadDeadline(time.Now().Add(5 * time.Second))
@@ -197,13 +198,13 @@ func TestIdentityClaimed(t *testing.T) {
 			agg := activity.NewAggregator(activity.WithPodResolver(resolverOf(&asked, &mu)), activity.WithListener(&tap),
 				activity.WithTrustHelloPods(trust))
 			srv, _ := startServerAgg(t, agg) // an empty /proc
-			hello := activity.Process{PID: 4242, StartTime: 1, DeviceUUIDs: []string{"GPU-aaaa"},
+			hello := record.Process{PID: 4242, StartTime: 1, DeviceUUIDs: []string{"GPU-aaaa"},
 				Cgroup: victimCgroup, Pod: "victim-pod", Namespace: "prod"}
 			if err := wire.NewEncoder(dial(t, srv.Path())).Hello(hello); err != nil {
 				t.Fatal(err)
 			}
 			p, info := tap.last(t)
-			if p.Identity != activity.IdentityClaimed {
+			if p.Identity != record.IdentityClaimed {
 				t.Errorf("identity %v, want claimed", p.Identity)
 			}
 			mu.Lock()
@@ -245,7 +246,7 @@ func TestIdentityVerifiedRealProc(t *testing.T) {
 	}
 	p, _ := tap.last(t)
 	cg, _ := os.ReadFile("/proc/self/cgroup")
-	if p.Identity != activity.IdentityVerified || p.Cgroup != strings.TrimRight(string(cg), "\n") {
+	if p.Identity != record.IdentityVerified || p.Cgroup != strings.TrimRight(string(cg), "\n") {
 		t.Errorf("connected as %v with cgroup %q, want verified with %q", p.Identity, p.Cgroup, cg)
 	}
 }
@@ -254,7 +255,7 @@ func TestIdentityVerifiedRealProc(t *testing.T) {
 // counted; what remains is valid label text (invalid UTF-8 in a pod label stopped every OTLP
 // push).
 func TestSanitizeHello(t *testing.T) {
-	p := activity.Process{Pod: "trainer-\xff", Namespace: "ml", Container: "Main_1", Executable: "/bin/\xfe",
+	p := record.Process{Pod: "trainer-\xff", Namespace: "ml", Container: "Main_1", Executable: "/bin/\xfe",
 		Cgroup: "0::/x", DeviceUUIDs: []string{"GPU-f1010203-0405-0607-0809-0a0b0c0d0e0f", "GPU-\xff", "", strings.Repeat("a", 65)}}
 	got := sanitizeHello(&p)
 	want := []string{"pod", "container", "device_uuid", "executable"}
@@ -280,10 +281,10 @@ func TestInvalidHelloTextCounted(t *testing.T) {
 	if err := enc.Hello(p); err != nil {
 		t.Fatal(err)
 	}
-	if err := enc.Records(0, []activity.Record{{Kind: activity.KindKernel, Start: 1, End: 2, Name: "_Z1kv"}}); err != nil {
+	if err := enc.Records(0, []record.Record{{Kind: record.KindKernel, Start: 1, End: 2, Name: "_Z1kv"}}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, agg, "the record", func(s *mapping.Snapshot) bool {
+	waitFor(t, agg, "the record", func(s *snapshot.Snapshot) bool {
 		return value(t, s, "cupti_activity_records_total", "kernel") == 1
 	})
 	s := agg.Snapshot()

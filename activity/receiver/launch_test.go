@@ -8,17 +8,18 @@ import (
 	"time"
 
 	"github.com/cupti-exporter/cupti-exporter/activity"
+	"github.com/cupti-exporter/cupti-exporter/activity/record"
 	"github.com/cupti-exporter/cupti-exporter/activity/wire"
 )
 
 // launchTap is a listener that takes launch hints.
 type launchTap struct{ at chan uint64 }
 
-func (launchTap) ProcessConnected(*activity.Process, activity.ProcessInfo) {}
-func (launchTap) Records(*activity.Process, []activity.Record)             {}
-func (launchTap) Coverage(*activity.Process, []activity.Interval)          {}
-func (launchTap) ProcessDisconnected(*activity.Process)                    {}
-func (l launchTap) Launched(p *activity.Process, at uint64)                { l.at <- at }
+func (launchTap) ProcessConnected(*record.Process, activity.ProcessInfo) {}
+func (launchTap) Records(*record.Process, []record.Record)               {}
+func (launchTap) Coverage(*record.Process, []record.Interval)            {}
+func (launchTap) ProcessDisconnected(*record.Process)                    {}
+func (l launchTap) Launched(p *record.Process, at uint64)                { l.at <- at }
 
 // TestServerLaunch: a launch frame reaches the listeners that take launch hints, with the
 // time of the call, on the process that sent it.

@@ -7,8 +7,9 @@ import (
 	"time"
 
 	"github.com/cupti-exporter/cupti-exporter/activity"
+	"github.com/cupti-exporter/cupti-exporter/activity/record"
 	"github.com/cupti-exporter/cupti-exporter/activity/wire"
-	"github.com/cupti-exporter/cupti-exporter/mapping"
+	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
 
 func closedByServer(t *testing.T, c net.Conn) bool {
@@ -25,19 +26,19 @@ func TestIdentityConnectionLimit(t *testing.T) {
 	const btime, ticks = 1_795_000_000, 42
 	root := fakeProc(t, 7, btime, ticks, realCgroup)
 	srv, agg := startServer(t, WithProcRoot(root), WithMaxConnectionsPerIdentity(4))
-	hello := activity.Process{PID: 7, StartTime: btime*1e9 + ticks*1e7, DeviceUUIDs: []string{"GPU-a"}}
+	hello := record.Process{PID: 7, StartTime: btime*1e9 + ticks*1e7, DeviceUUIDs: []string{"GPU-a"}}
 	silent := dial(t, srv.Path())
 	for range 3 {
 		if err := wire.NewEncoder(dial(t, srv.Path())).Hello(hello); err != nil {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, agg, "3 processes", func(s *mapping.Snapshot) bool { return value(t, s, "cupti_activity_processes") == 3 })
+	waitFor(t, agg, "3 processes", func(s *snapshot.Snapshot) bool { return value(t, s, "cupti_activity_processes") == 3 })
 	fourth := dial(t, srv.Path()) // the silent one makes room
 	if err := wire.NewEncoder(fourth).Hello(hello); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, agg, "4 processes", func(s *mapping.Snapshot) bool { return value(t, s, "cupti_activity_processes") == 4 })
+	waitFor(t, agg, "4 processes", func(s *snapshot.Snapshot) bool { return value(t, s, "cupti_activity_processes") == 4 })
 	if !closedByServer(t, silent) {
 		t.Error("the identity's silent connection was kept")
 	}
@@ -46,7 +47,7 @@ func TestIdentityConnectionLimit(t *testing.T) {
 		t.Error("a fifth connection of one identity was taken")
 	}
 	// the refusal is counted as the connection closes: wait for the snapshot that has it
-	waitFor(t, agg, "one identity_limit and one evicted_no_hello", func(s *mapping.Snapshot) bool {
+	waitFor(t, agg, "one identity_limit and one evicted_no_hello", func(s *snapshot.Snapshot) bool {
 		return value(t, s, "cupti_activity_dropped_connections_total", "identity_limit") == 1 &&
 			value(t, s, "cupti_activity_dropped_connections_total", "evicted_no_hello") == 1
 	})
@@ -73,7 +74,7 @@ func TestVerifiedNewcomerEvictsClaimed(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, agg, "4 claimed processes", func(s *mapping.Snapshot) bool {
+	waitFor(t, agg, "4 claimed processes", func(s *snapshot.Snapshot) bool {
 		return value(t, s, "cupti_activity_identities_total", "claimed") == 4
 	})
 	time.Sleep(100 * time.Millisecond) // the name table charged
@@ -81,14 +82,14 @@ func TestVerifiedNewcomerEvictsClaimed(t *testing.T) {
 	enc := wire.NewEncoder(dial(t, srv.Path()))
 	hello := proc(7)
 	hello.StartTime = btime*1e9 + ticks*1e7 // the kernel's
-	recs := make([]activity.Record, 100)
+	recs := make([]record.Record, 100)
 	for i := range recs {
-		recs[i] = activity.Record{Kind: activity.KindKernel, Start: 1, End: 2, Name: "_Z4realv"}
+		recs[i] = record.Record{Kind: record.KindKernel, Start: 1, End: 2, Name: "_Z4realv"}
 	}
 	if err := errors.Join(enc.Hello(hello), enc.Records(0, recs)); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, agg, "the verified sender's records", func(s *mapping.Snapshot) bool {
+	waitFor(t, agg, "the verified sender's records", func(s *snapshot.Snapshot) bool {
 		return value(t, s, "cupti_activity_records_total", "kernel") == 100
 	})
 	if !closedByServer(t, heavy) {

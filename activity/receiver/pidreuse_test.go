@@ -13,8 +13,9 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/cupti-exporter/cupti-exporter/activity"
+	"github.com/cupti-exporter/cupti-exporter/activity/record"
 	"github.com/cupti-exporter/cupti-exporter/activity/wire"
-	"github.com/cupti-exporter/cupti-exporter/mapping"
+	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
 
 // A hello without a start time is refused (before, it was verified: the start time check
@@ -25,10 +26,10 @@ func TestHelloWithoutStartTimeRefused(t *testing.T) {
 	root := fakeProc(t, 7, btime, ticks, realCgroup)
 	srv, agg := startServer(t, WithProcRoot(root))
 	c := dial(t, srv.Path())
-	if err := wire.NewEncoder(c).Hello(activity.Process{PID: 7, DeviceUUIDs: []string{"GPU-a"}}); err != nil {
+	if err := wire.NewEncoder(c).Hello(record.Process{PID: 7, DeviceUUIDs: []string{"GPU-a"}}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, agg, "the hello judged", func(s *mapping.Snapshot) bool {
+	waitFor(t, agg, "the hello judged", func(s *snapshot.Snapshot) bool {
 		return value(t, s, "cupti_activity_identities_total", "verified")+value(t, s, "cupti_activity_identities_total", "refused") > 0
 	})
 	s := agg.Snapshot()
@@ -109,7 +110,7 @@ func TestPIDReuseNotVerifiedAsVictim(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			go srv.Serve(ctx)
-			waitFor(t, agg, "the thief's hello judged", func(s *mapping.Snapshot) bool {
+			waitFor(t, agg, "the thief's hello judged", func(s *snapshot.Snapshot) bool {
 				n := 0.0
 				for _, id := range []string{"verified", "claimed", "refused"} {
 					n += value(t, s, "cupti_activity_identities_total", id)
@@ -151,7 +152,7 @@ func TestIdentityPaths(t *testing.T) {
 				t.Fatal(err)
 			}
 			p, _ := tap.last(t)
-			if p.Identity != activity.IdentityVerified || p.PID != uint32(os.Getpid()) {
+			if p.Identity != record.IdentityVerified || p.PID != uint32(os.Getpid()) {
 				t.Errorf("connected as %v pid %d, want verified %d", p.Identity, p.PID, os.Getpid())
 			}
 		})

@@ -12,8 +12,9 @@ import (
 	"unicode"
 
 	"github.com/cupti-exporter/cupti-exporter/activity"
+	"github.com/cupti-exporter/cupti-exporter/activity/record"
 	"github.com/cupti-exporter/cupti-exporter/activity/wire"
-	"github.com/cupti-exporter/cupti-exporter/mapping"
+	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
 
 // recTap keeps what the listeners get: records and launch hints.
@@ -23,15 +24,15 @@ type recTap struct {
 	launches []uint64
 }
 
-func (*recTap) ProcessConnected(*activity.Process, activity.ProcessInfo) {}
-func (r *recTap) Records(_ *activity.Process, recs []activity.Record) {
+func (*recTap) ProcessConnected(*record.Process, activity.ProcessInfo) {}
+func (r *recTap) Records(_ *record.Process, recs []record.Record) {
 	r.mu.Lock()
 	r.records += len(recs)
 	r.mu.Unlock()
 }
-func (*recTap) Coverage(*activity.Process, []activity.Interval) {}
-func (*recTap) ProcessDisconnected(*activity.Process)           {}
-func (r *recTap) Launched(_ *activity.Process, at uint64) {
+func (*recTap) Coverage(*record.Process, []record.Interval) {}
+func (*recTap) ProcessDisconnected(*record.Process)         {}
+func (r *recTap) Launched(_ *record.Process, at uint64) {
 	r.mu.Lock()
 	r.launches = append(r.launches, at)
 	r.mu.Unlock()
@@ -49,11 +50,11 @@ func TestTimesInTheFutureRefused(t *testing.T) {
 	enc := wire.NewEncoder(c)
 	now := uint64(time.Now().UnixNano())
 	const hour = 3600e9
-	recs := []activity.Record{
-		{Kind: activity.KindKernel, Start: now + hour, End: now + hour + 1000, Name: "_Z4evilv"},
-		{Kind: activity.KindKernel, Start: now - 2000, End: now - 1000, Name: "_Z4realv"},
+	recs := []record.Record{
+		{Kind: record.KindKernel, Start: now + hour, End: now + hour + 1000, Name: "_Z4evilv"},
+		{Kind: record.KindKernel, Start: now - 2000, End: now - 1000, Name: "_Z4realv"},
 	}
-	spans := []activity.Interval{
+	spans := []record.Interval{
 		{Start: now - 2e9, End: now - 1e9},             // one second: counted
 		{Start: now - 1e9, End: now + 500*365*24*hour}, // 500 years, all but a second ahead
 	}
@@ -62,7 +63,7 @@ func TestTimesInTheFutureRefused(t *testing.T) {
 		enc.Goodbye(2, wire.Drops{})); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, agg, "the goodbye", func(s *mapping.Snapshot) bool {
+	waitFor(t, agg, "the goodbye", func(s *snapshot.Snapshot) bool {
 		return value(t, s, "cupti_activity_processes") == 0 && value(t, s, "cupti_activity_records_total", "kernel") > 0
 	})
 	s := agg.Snapshot()
@@ -109,14 +110,14 @@ func TestClaimedStartTimeBeforeBootRefused(t *testing.T) {
 	if err := errors.Join(enc.Hello(hello), enc.Drops(wire.Drops{wire.DropQueueFull: 1 << 39})); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, agg, "the drop report judged", func(s *mapping.Snapshot) bool {
+	waitFor(t, agg, "the drop report judged", func(s *snapshot.Snapshot) bool {
 		return value(t, s, "cupti_activity_dropped_records_total", "queue_full") > 0 ||
 			valueOr0(s, "cupti_activity_invalid_reports_total", "drops_implausible") > 0
 	})
 	s := agg.Snapshot()
 	p, _ := tap.last(t)
 	t.Logf("claimed start time taken as %d; queue_full %g", p.StartTime, value(t, s, "cupti_activity_dropped_records_total", "queue_full"))
-	if p.Identity != activity.IdentityClaimed || p.StartTime != 0 {
+	if p.Identity != record.IdentityClaimed || p.StartTime != 0 {
 		t.Errorf("connected as %v with start time %d, want claimed without one", p.Identity, p.StartTime)
 	}
 	if v := valueOr0(s, "cupti_activity_refused_claims_total", "start_time", "invalid"); v != 1 {
@@ -133,14 +134,14 @@ func TestClaimedStartTimeBeforeBootRefused(t *testing.T) {
 func TestControlCharactersRefused(t *testing.T) {
 	var tap connTap
 	srv, agg := startServerAgg(t, activity.NewAggregator(activity.WithListener(&tap), activity.WithTrustHelloPods(true)))
-	hello := activity.Process{PID: 7, StartTime: 1, Executable: "/bin/py\x1b[31mthon\r\x00", Cgroup: "0::/x\x1b]0;owned\x07",
+	hello := record.Process{PID: 7, StartTime: 1, Executable: "/bin/py\x1b[31mthon\r\x00", Cgroup: "0::/x\x1b]0;owned\x07",
 		Pod: "pod\x1b", Namespace: "ns\r", Container: "c\x00", DeviceUUIDs: []string{"GPU-\x1bz", "GPU-ok"}}
 	c := dial(t, srv.Path())
 	enc := wire.NewEncoder(c)
-	if err := errors.Join(enc.Hello(hello), enc.Records(0, []activity.Record{{Kind: activity.KindKernel, Device: 1, Start: 1, End: 2, Name: "_Z1kv"}})); err != nil {
+	if err := errors.Join(enc.Hello(hello), enc.Records(0, []record.Record{{Kind: record.KindKernel, Device: 1, Start: 1, End: 2, Name: "_Z1kv"}})); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, agg, "the record", func(s *mapping.Snapshot) bool {
+	waitFor(t, agg, "the record", func(s *snapshot.Snapshot) bool {
 		return value(t, s, "cupti_activity_records_total", "kernel") == 1
 	})
 	p, info := tap.last(t)

@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/cupti-exporter/cupti-exporter/activity"
+	"github.com/cupti-exporter/cupti-exporter/activity/record"
 )
 
 // maxUUIDLen bounds a device UUID: "GPU-" and 36 characters, or a MIG device's
@@ -21,7 +22,7 @@ const maxUUIDLen = 64
 // refused as unknown_device), and invalid UTF-8 (replaced) and control characters (removed:
 // ESC, CR, NUL... which terminals, dashboards and log pipelines interpret) in the executable
 // and cgroup. It returns the claims it refused.
-func sanitizeHello(p *activity.Process) (refused []string) {
+func sanitizeHello(p *record.Process) (refused []string) {
 	check := func(claim string, v *string, valid func(string) []string) {
 		if *v != "" && len(valid(*v)) > 0 {
 			*v = ""

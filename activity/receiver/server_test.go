@@ -15,11 +15,12 @@ import (
 	"time"
 
 	"github.com/cupti-exporter/cupti-exporter/activity"
+	"github.com/cupti-exporter/cupti-exporter/activity/record"
 	"github.com/cupti-exporter/cupti-exporter/activity/wire"
-	"github.com/cupti-exporter/cupti-exporter/mapping"
+	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
 
-func value(t *testing.T, s *mapping.Snapshot, name string, labels ...string) float64 {
+func value(t *testing.T, s *snapshot.Snapshot, name string, labels ...string) float64 {
 	t.Helper()
 	for _, f := range s.Families {
 		if f.Desc.Name != name {
@@ -36,7 +37,7 @@ func value(t *testing.T, s *mapping.Snapshot, name string, labels ...string) flo
 }
 
 // waitFor polls the aggregator's snapshot until cond holds.
-func waitFor(t *testing.T, a *activity.Aggregator, what string, cond func(*mapping.Snapshot) bool) {
+func waitFor(t *testing.T, a *activity.Aggregator, what string, cond func(*snapshot.Snapshot) bool) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for !cond(a.Snapshot()) {
@@ -92,7 +93,7 @@ func dial(t *testing.T, path string) net.Conn {
 
 // selfProc is the honest hello of this test process, with its start time as the injection
 // library computes it, which the kernel verifies against the real /proc.
-func selfProc() activity.Process {
+func selfProc() record.Process {
 	p := proc(uint32(os.Getpid()))
 	self, err := readProc("/proc", int32(os.Getpid()), new(bootTime))
 	if err != nil {
@@ -102,8 +103,8 @@ func selfProc() activity.Process {
 	return p
 }
 
-func proc(pid uint32) activity.Process {
-	return activity.Process{PID: pid, StartTime: 1, Executable: "/usr/bin/python3", DeviceUUIDs: []string{"GPU-aaaa"},
+func proc(pid uint32) record.Process {
+	return record.Process{PID: pid, StartTime: 1, Executable: "/usr/bin/python3", DeviceUUIDs: []string{"GPU-aaaa"},
 		Pod: fmt.Sprintf("pod-%d", pid), Namespace: "ns", Container: "c"}
 }
 
@@ -113,10 +114,10 @@ func send(c net.Conn, pid uint32, batches, perBatch int) error {
 	if err := enc.Hello(proc(pid)); err != nil {
 		return err
 	}
-	recs := make([]activity.Record, perBatch)
+	recs := make([]record.Record, perBatch)
 	for b := range batches {
 		for i := range recs {
-			recs[i] = activity.Record{Kind: activity.KindKernel, Start: 10, End: 10 + uint64(1000*(i+1)), Name: "_Z4busyPfii"}
+			recs[i] = record.Record{Kind: record.KindKernel, Start: 10, End: 10 + uint64(1000*(i+1)), Name: "_Z4busyPfii"}
 		}
 		if err := enc.Records(0, recs); err != nil {
 			return err
@@ -161,7 +162,7 @@ func TestServerEndToEnd(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, agg, "all records and disconnects", func(s *mapping.Snapshot) bool {
+	waitFor(t, agg, "all records and disconnects", func(s *snapshot.Snapshot) bool {
 		return value(t, s, "cupti_activity_records_total", "kernel") == senders*batches*perBatch &&
 			value(t, s, "cupti_activity_processes") == 0 &&
 			value(t, s, "cupti_activity_dropped_connections_total", "malformed") == 1
@@ -255,7 +256,7 @@ func TestServerConnectionLimit(t *testing.T) {
 	if err := wire.NewEncoder(first).Hello(proc(1)); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, agg, "first process", func(s *mapping.Snapshot) bool {
+	waitFor(t, agg, "first process", func(s *snapshot.Snapshot) bool {
 		return value(t, s, "cupti_activity_processes") == 1
 	})
 	second := dial(t, srv.Path())
@@ -263,12 +264,12 @@ func TestServerConnectionLimit(t *testing.T) {
 	if _, err := second.Read(make([]byte, 1)); !errors.Is(err, io.EOF) {
 		t.Errorf("second connection read: %v, want EOF (refused)", err)
 	}
-	waitFor(t, agg, "refusal counted", func(s *mapping.Snapshot) bool {
+	waitFor(t, agg, "refusal counted", func(s *snapshot.Snapshot) bool {
 		return value(t, s, "cupti_activity_dropped_connections_total", "limit") == 1
 	})
 	// The first connection ends without goodbye: the process is gone all the same.
 	first.Close()
-	waitFor(t, agg, "disconnect at EOF", func(s *mapping.Snapshot) bool {
+	waitFor(t, agg, "disconnect at EOF", func(s *snapshot.Snapshot) bool {
 		return value(t, s, "cupti_activity_processes") == 0
 	})
 }
@@ -285,7 +286,7 @@ func TestServerCloseUnblocksConnections(t *testing.T) {
 	if err := wire.NewEncoder(c).Hello(selfProc()); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, agg, "process", func(s *mapping.Snapshot) bool { return value(t, s, "cupti_activity_processes") == 1 })
+	waitFor(t, agg, "process", func(s *snapshot.Snapshot) bool { return value(t, s, "cupti_activity_processes") == 1 })
 	if err := srv.Close(); err != nil {
 		t.Fatal(err)
 	}

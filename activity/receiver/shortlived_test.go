@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/cupti-exporter/cupti-exporter/activity"
+	"github.com/cupti-exporter/cupti-exporter/activity/record"
 )
 
 // shortLivedBehindQueue runs one round of the measurement: another process has queued
@@ -54,9 +55,9 @@ func shortLivedBehindQueue(tb testing.TB, n, queued int, life time.Duration, opt
 		tap.mu.Lock()
 		for _, p := range tap.procs {
 			switch {
-			case p.Identity == activity.IdentityVerified && pids[p.PID]:
+			case p.Identity == record.IdentityVerified && pids[p.PID]:
 				verified++
-			case p.Identity == activity.IdentityClaimed && p.Executable == "/helper":
+			case p.Identity == record.IdentityClaimed && p.Executable == "/helper":
 				claimed++
 			}
 		}

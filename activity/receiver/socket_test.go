@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cupti-exporter/cupti-exporter/activity"
+	"github.com/cupti-exporter/cupti-exporter/activity/record"
 	"github.com/cupti-exporter/cupti-exporter/activity/wire"
-	"github.com/cupti-exporter/cupti-exporter/mapping"
+	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
 
 // sendOne connects to path and sends a hello and one kernel record.
@@ -25,7 +25,7 @@ func sendOne(t *testing.T, path string) {
 	if err := enc.Hello(proc(uint32(os.Getpid()))); err != nil {
 		t.Fatal(err)
 	}
-	if err := enc.Records(0, []activity.Record{{Kind: activity.KindKernel, Start: 1, End: 2, Name: "k"}}); err != nil {
+	if err := enc.Records(0, []record.Record{{Kind: record.KindKernel, Start: 1, End: 2, Name: "k"}}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -37,23 +37,23 @@ func sendOne(t *testing.T, path string) {
 func TestSocketRecreated(t *testing.T) {
 	srv, agg := startServer(t, WithSocketCheck(20*time.Millisecond))
 	path := srv.Path()
-	kernels := func(s *mapping.Snapshot) float64 { return value(t, s, "cupti_activity_records_total", "kernel") }
+	kernels := func(s *snapshot.Snapshot) float64 { return value(t, s, "cupti_activity_records_total", "kernel") }
 
 	if err := os.Remove(path); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, agg, "the removal counted", func(s *mapping.Snapshot) bool {
+	waitFor(t, agg, "the removal counted", func(s *snapshot.Snapshot) bool {
 		return value(t, s, "cupti_activity_socket_recreations_total", "removed") == 1
 	})
 	// Back: the file at the path is the one the server listens on (it exists from the bind,
 	// a moment before the listen: a connect in between is refused).
-	back := func(*mapping.Snapshot) bool {
+	back := func(*snapshot.Snapshot) bool {
 		fi, err := os.Stat(path)
 		return err == nil && os.SameFile(fi, srv.file.Load().info) && srv.SocketProblem() == ""
 	}
 	waitFor(t, agg, "the socket back", back)
 	sendOne(t, path)
-	waitFor(t, agg, "the record", func(s *mapping.Snapshot) bool { return kernels(s) == 1 })
+	waitFor(t, agg, "the record", func(s *snapshot.Snapshot) bool { return kernels(s) == 1 })
 
 	// Another process binds the path: the exporter takes it back.
 	os.Remove(path)
@@ -62,19 +62,19 @@ func TestSocketRecreated(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer other.Close()
-	waitFor(t, agg, "the replacement counted", func(s *mapping.Snapshot) bool {
+	waitFor(t, agg, "the replacement counted", func(s *snapshot.Snapshot) bool {
 		return value(t, s, "cupti_activity_socket_recreations_total", "replaced") == 1
 	})
 	waitFor(t, agg, "the socket back", back)
 	sendOne(t, path)
-	waitFor(t, agg, "the record", func(s *mapping.Snapshot) bool { return kernels(s) == 2 })
+	waitFor(t, agg, "the record", func(s *snapshot.Snapshot) bool { return kernels(s) == 2 })
 
 	// A regular file in its place: reported, not removed.
 	os.Remove(path)
 	if err := os.WriteFile(path, []byte("mine"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, agg, "the problem reported", func(*mapping.Snapshot) bool { return srv.SocketProblem() != "" })
+	waitFor(t, agg, "the problem reported", func(*snapshot.Snapshot) bool { return srv.SocketProblem() != "" })
 	if b, err := os.ReadFile(path); err != nil || string(b) != "mine" {
 		t.Errorf("the file in the socket's place was touched: %q %v", b, err)
 	}
@@ -88,7 +88,7 @@ func TestSocketRecreated(t *testing.T) {
 	os.Remove(path)
 	waitFor(t, agg, "the socket back", back)
 	sendOne(t, path)
-	waitFor(t, agg, "the record", func(s *mapping.Snapshot) bool { return kernels(s) == 3 })
+	waitFor(t, agg, "the record", func(s *snapshot.Snapshot) bool { return kernels(s) == 3 })
 	// Closing removes the file it listens on, not left behind after a re-creation.
 	srv.Close()
 	if _, err := os.Lstat(path); !os.IsNotExist(err) {
@@ -112,9 +112,9 @@ func TestRefusedConnectionRecordsCounted(t *testing.T) {
 	}
 	defer c.Close()
 	enc := wire.NewEncoder(c)
-	recs := make([]activity.Record, 250)
+	recs := make([]record.Record, 250)
 	for i := range recs {
-		recs[i] = activity.Record{Kind: activity.KindKernel, Start: 1, End: 2, Name: "k"}
+		recs[i] = record.Record{Kind: record.KindKernel, Start: 1, End: 2, Name: "k"}
 	}
 	if err := errors.Join(enc.Hello(proc(9)), enc.Records(0, recs), enc.Records(0, recs)); err != nil {
 		t.Fatal(err)

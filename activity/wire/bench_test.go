@@ -5,15 +5,15 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/cupti-exporter/cupti-exporter/activity"
+	"github.com/cupti-exporter/cupti-exporter/activity/record"
 )
 
 // BenchmarkDecodeRecords decodes full 21,845-record frames with ReadInto;
 // records/s is the figure to compare with the 2M records/s pipeline target.
 func BenchmarkDecodeRecords(b *testing.B) {
-	recs := make([]activity.Record, MaxRecordsPerFrame)
+	recs := make([]record.Record, MaxRecordsPerFrame)
 	for i := range recs {
-		recs[i] = activity.Record{Kind: activity.KindKernel, Stream: uint32(i % 8), Start: uint64(i) * 1000, End: uint64(i)*1000 + 700,
+		recs[i] = record.Record{Kind: record.KindKernel, Stream: uint32(i % 8), Start: uint64(i) * 1000, End: uint64(i)*1000 + 700,
 			Name: fmt.Sprintf("kernel_%d", i%50)}
 	}
 	var one bytes.Buffer

@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"testing"
 
-	"github.com/cupti-exporter/cupti-exporter/activity"
+	"github.com/cupti-exporter/cupti-exporter/activity/record"
 )
 
 // The records of whole frames are counted; a cut frame, garbage or a count larger than
@@ -12,12 +12,12 @@ import (
 func TestCountRecords(t *testing.T) {
 	var b bytes.Buffer
 	enc := NewEncoder(&b)
-	if err := enc.Hello(activity.Process{PID: 1}); err != nil {
+	if err := enc.Hello(record.Process{PID: 1}); err != nil {
 		t.Fatal(err)
 	}
-	recs := make([]activity.Record, 100)
+	recs := make([]record.Record, 100)
 	for i := range recs {
-		recs[i] = activity.Record{Kind: activity.KindKernel, Start: 1, End: 2, Name: "k"}
+		recs[i] = record.Record{Kind: record.KindKernel, Start: 1, End: 2, Name: "k"}
 	}
 	for range 3 {
 		if err := enc.Records(0, recs); err != nil {

@@ -8,10 +8,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cupti-exporter/cupti-exporter/activity"
+	"github.com/cupti-exporter/cupti-exporter/activity/record"
 )
 
-var testSpans = []activity.Interval{
+var testSpans = []record.Interval{
 	{Start: 1_000, End: 2_000},
 	{Start: 2_000, End: 2_500, Lossy: true}, // may start where the previous one ended
 	{Start: 9_000, End: 9_001},
@@ -27,7 +27,7 @@ func TestCoverageRoundTrip(t *testing.T) {
 	}
 	d := NewDecoder(bytes.NewReader(stream))
 	var m Message
-	var spans []activity.Interval
+	var spans []record.Interval
 	for {
 		err := d.ReadInto(&m)
 		if err == io.EOF {
@@ -51,9 +51,9 @@ func TestCoverageRoundTrip(t *testing.T) {
 }
 
 func TestCoverageSplitsLargeBatches(t *testing.T) {
-	spans := make([]activity.Interval, MaxSpansPerFrame+3)
+	spans := make([]record.Interval, MaxSpansPerFrame+3)
 	for i := range spans {
-		spans[i] = activity.Interval{Start: uint64(2*i + 1), End: uint64(2*i + 2)}
+		spans[i] = record.Interval{Start: uint64(2*i + 1), End: uint64(2*i + 2)}
 	}
 	stream := encodeStream(t, func(e *Encoder) error { return errors.Join(e.Hello(testProcess), e.Coverage(spans)) })
 	n := frameSizes(t, stream, FrameCoverage, func(m *Message) int { return len(m.Coverage) })
@@ -105,7 +105,7 @@ func hello1() []byte { return helloVersion(1) }
 func helloVersion(v int) []byte {
 	var b bytes.Buffer
 	e, _ := NewEncoderVersion(&b, v)
-	if err := e.Hello(activity.Process{PID: 1}); err != nil {
+	if err := e.Hello(record.Process{PID: 1}); err != nil {
 		panic(err)
 	}
 	return b.Bytes()

@@ -8,7 +8,7 @@ import (
 	"io"
 	"unsafe"
 
-	"github.com/cupti-exporter/cupti-exporter/activity"
+	"github.com/cupti-exporter/cupti-exporter/activity/record"
 )
 
 var le = binary.LittleEndian
@@ -57,7 +57,7 @@ func (d *Decoder) charge(n int) error {
 }
 
 // recordBytes is the memory of one decoded record, for SetReserve.
-const recordBytes = int(unsafe.Sizeof(activity.Record{}))
+const recordBytes = int(unsafe.Sizeof(record.Record{}))
 
 // nameSlotBytes is the memory of one string-table slot beyond its bytes, for SetReserve.
 const nameSlotBytes = int(unsafe.Sizeof("")) + 1
@@ -255,7 +255,7 @@ func (c *cursor) str(what string) string {
 	return string(c.take(int(n), what))
 }
 
-func decodeHello(p []byte, proc *activity.Process) error {
+func decodeHello(p []byte, proc *record.Process) error {
 	c := cursor{p: p}
 	proc.PID = c.u32("pid")
 	proc.StartTime = c.u64("start time")
@@ -334,7 +334,7 @@ func (d *Decoder) Name(id uint32) (string, bool) {
 	return "", false
 }
 
-func (d *Decoder) decodeRecords(p []byte, dst []activity.Record) ([]activity.Record, uint64, error) {
+func (d *Decoder) decodeRecords(p []byte, dst []record.Record) ([]record.Record, uint64, error) {
 	if len(p) < recordsHeader {
 		return dst, 0, fmt.Errorf("header: %d bytes, need %d: %w", len(p), recordsHeader, ErrMalformed)
 	}
@@ -355,20 +355,20 @@ func (d *Decoder) decodeRecords(p []byte, dst []activity.Record) ([]activity.Rec
 		if err := d.charge((n - cap(dst)) * recordBytes); err != nil {
 			return dst[:0], drops, fmt.Errorf("record buffer of %d records: %w", n, err)
 		}
-		dst = make([]activity.Record, 0, n)
+		dst = make([]record.Record, 0, n)
 	}
 	dst = dst[:n]
 	for i := range dst {
 		b := body[i*size : i*size+RecordSize]
 		r := &dst[i]
-		r.Kind = activity.Kind(b[0])
+		r.Kind = record.Kind(b[0])
 		if !validKind(r.Kind) {
 			return dst[:0], drops, fmt.Errorf("record %d: unknown kind %d: %w", i, b[0], ErrMalformed)
 		}
-		r.CopyKind = activity.CopyKind(b[1])
-		r.SrcKind = activity.MemoryKind(b[2])
-		r.DstKind = activity.MemoryKind(b[3])
-		r.MemoryKind = activity.MemoryKind(b[4])
+		r.CopyKind = record.CopyKind(b[1])
+		r.SrcKind = record.MemoryKind(b[2])
+		r.DstKind = record.MemoryKind(b[3])
+		r.MemoryKind = record.MemoryKind(b[4])
 		r.Device = le.Uint32(b[8:])
 		r.Stream = le.Uint32(b[12:])
 		r.Start = le.Uint64(b[16:])
@@ -379,7 +379,7 @@ func (d *Decoder) decodeRecords(p []byte, dst []activity.Record) ([]activity.Rec
 		}
 		r.Bytes = le.Uint64(b[32:])
 		r.SrcDevice = 0
-		if r.Kind == activity.KindMemcpy && r.CopyKind == copyPtoP {
+		if r.Kind == record.KindMemcpy && r.CopyKind == copyPtoP {
 			r.SrcDevice = le.Uint32(b[44:]) // reserved (ignored) for other records
 		}
 		r.Name = ""
@@ -396,7 +396,7 @@ func (d *Decoder) decodeRecords(p []byte, dst []activity.Record) ([]activity.Rec
 // decodeCoverage reads a coverage frame's spans into dst. Spans must be non-empty and in
 // time order, also across the frames of the connection (a span may start where the
 // previous one ended).
-func (d *Decoder) decodeCoverage(p []byte, dst []activity.Interval) ([]activity.Interval, error) {
+func (d *Decoder) decodeCoverage(p []byte, dst []record.Interval) ([]record.Interval, error) {
 	if len(p) < coverageHeader {
 		return dst, fmt.Errorf("header: %d bytes, need %d: %w", len(p), coverageHeader, ErrMalformed)
 	}
@@ -412,7 +412,7 @@ func (d *Decoder) decodeCoverage(p []byte, dst []activity.Interval) ([]activity.
 		return dst, fmt.Errorf("%d spans of %d bytes do not fill %d bytes: %w", n, SpanSize, len(body), ErrMalformed)
 	}
 	if cap(dst) < n {
-		dst = make([]activity.Interval, 0, n)
+		dst = make([]record.Interval, 0, n)
 	}
 	dst = dst[:n]
 	for i := range dst {
@@ -427,7 +427,7 @@ func (d *Decoder) decodeCoverage(p []byte, dst []activity.Interval) ([]activity.
 			return dst[:0], fmt.Errorf("span %d: start %d before the end %d of the previous span: %w", i, start, d.spanEnd, ErrMalformed)
 		}
 		d.spanEnd = end
-		dst[i] = activity.Interval{Start: start, End: end, Lossy: flags&SpanLossy != 0}
+		dst[i] = record.Interval{Start: start, End: end, Lossy: flags&SpanLossy != 0}
 	}
 	return dst, nil
 }

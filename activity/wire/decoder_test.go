@@ -8,23 +8,23 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cupti-exporter/cupti-exporter/activity"
+	"github.com/cupti-exporter/cupti-exporter/activity/record"
 )
 
-var testProcess = activity.Process{
+var testProcess = record.Process{
 	PID: 4242, StartTime: 1_795_000_000_000_000_000, Executable: "/usr/bin/python3",
 	Cgroup: "0::/kubepods/pod1234/abcd", CUDAVersion: 13000, CUPTIVersion: 130001,
 	DeviceUUIDs: []string{"GPU-00000000-1111-2222-3333-444444444444", ""},
 	Pod:         "trainer-0", Namespace: "ml", Container: "main",
 }
 
-var testRecords = []activity.Record{
-	{Kind: activity.KindKernel, Device: 0, Stream: 7, Start: 100, End: 250, Name: "_Z4busyPfii"},
-	{Kind: activity.KindMemcpy, Device: 1, Stream: 13, Start: 300, End: 400, Bytes: 1 << 20, CopyKind: 1, SrcKind: 1, DstKind: 3},
-	{Kind: activity.KindMemset, Device: 0, Stream: 7, Start: 500, End: 510, Bytes: 4096, MemoryKind: 3},
-	{Kind: activity.KindKernel, Device: 0, Stream: 7, Start: 600, End: 900, Name: "_Z4busyPfii"},
-	{Kind: activity.KindKernel, Device: 0, Stream: 8, Start: 0, End: 0},
-	{Kind: activity.KindMemcpy, Device: 0, Stream: 14, Start: 420, End: 480, Bytes: 8 << 20, CopyKind: 10, SrcKind: 3, DstKind: 3, SrcDevice: 1},
+var testRecords = []record.Record{
+	{Kind: record.KindKernel, Device: 0, Stream: 7, Start: 100, End: 250, Name: "_Z4busyPfii"},
+	{Kind: record.KindMemcpy, Device: 1, Stream: 13, Start: 300, End: 400, Bytes: 1 << 20, CopyKind: 1, SrcKind: 1, DstKind: 3},
+	{Kind: record.KindMemset, Device: 0, Stream: 7, Start: 500, End: 510, Bytes: 4096, MemoryKind: 3},
+	{Kind: record.KindKernel, Device: 0, Stream: 7, Start: 600, End: 900, Name: "_Z4busyPfii"},
+	{Kind: record.KindKernel, Device: 0, Stream: 8, Start: 0, End: 0},
+	{Kind: record.KindMemcpy, Device: 0, Stream: 14, Start: 420, End: 480, Bytes: 8 << 20, CopyKind: 10, SrcKind: 3, DstKind: 3, SrcDevice: 1},
 }
 
 func encodeStream(t testing.TB, f func(e *Encoder) error) []byte {
@@ -82,9 +82,9 @@ func frameSizes(t *testing.T, stream []byte, typ FrameType, size func(*Message) 
 }
 
 func TestEncoderSplitsLargeBatches(t *testing.T) {
-	recs := make([]activity.Record, MaxRecordsPerFrame+10)
+	recs := make([]record.Record, MaxRecordsPerFrame+10)
 	for i := range recs {
-		recs[i] = activity.Record{Kind: activity.KindMemset, Start: uint64(i), End: uint64(i) + 1}
+		recs[i] = record.Record{Kind: record.KindMemset, Start: uint64(i), End: uint64(i) + 1}
 	}
 	stream := encodeStream(t, func(e *Encoder) error { return errors.Join(e.Hello(testProcess), e.Records(0, recs)) })
 	n := frameSizes(t, stream, FrameRecords, func(m *Message) int { return len(m.Records) })
@@ -115,7 +115,7 @@ func decodeAll(t testing.TB, stream []byte) (*Decoder, []*Message) {
 
 func hello() []byte {
 	var b bytes.Buffer
-	if err := NewEncoder(&b).Hello(activity.Process{PID: 1}); err != nil {
+	if err := NewEncoder(&b).Hello(record.Process{PID: 1}); err != nil {
 		panic(err)
 	}
 	return b.Bytes()
@@ -127,7 +127,7 @@ func recordsPayload(size, n int, mutate func(rec []byte)) []byte {
 	le.PutUint16(p[12:], uint16(size))
 	for i := 0; i < n; i++ {
 		rec := p[recordsHeader+i*size:]
-		rec[0] = byte(activity.KindKernel)
+		rec[0] = byte(record.KindKernel)
 		if mutate != nil {
 			mutate(rec)
 		}
@@ -270,13 +270,13 @@ func TestReadIntoDoesNotAllocate(t *testing.T) {
 // it is reserved and ignored (older senders leave it 0, and it must not leak into SrcDevice).
 func TestSourceDevice(t *testing.T) {
 	for _, c := range []struct {
-		kind activity.Kind
+		kind record.Kind
 		copy byte
 		want uint32
 	}{
-		{activity.KindMemcpy, 10, 3},
-		{activity.KindMemcpy, 8, 0},
-		{activity.KindKernel, 10, 0},
+		{record.KindMemcpy, 10, 3},
+		{record.KindMemcpy, 8, 0},
+		{record.KindKernel, 10, 0},
 	} {
 		p := recordsPayload(RecordSize, 1, func(rec []byte) {
 			rec[0], rec[1] = byte(c.kind), c.copy

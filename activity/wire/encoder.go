@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/cupti-exporter/cupti-exporter/activity"
+	"github.com/cupti-exporter/cupti-exporter/activity/record"
 )
 
 // Encoder writes frames to one connection. It assigns string ids to kernel
@@ -67,7 +67,7 @@ func appendStr(dst []byte, s, what string) ([]byte, error) {
 }
 
 // Hello writes the hello frame for p.
-func (e *Encoder) Hello(p activity.Process) error {
+func (e *Encoder) Hello(p record.Process) error {
 	if len(p.DeviceUUIDs) > MaxDevices {
 		return fmt.Errorf("encoding hello: %d devices > %d: %w", len(p.DeviceUUIDs), MaxDevices, ErrTooLarge)
 	}
@@ -95,7 +95,7 @@ func (e *Encoder) Hello(p activity.Process) error {
 
 // Records writes recs as one or more records frames, each carrying
 // dropTotal, preceded by a strings frame for names not sent before.
-func (e *Encoder) Records(dropTotal uint64, recs []activity.Record) error {
+func (e *Encoder) Records(dropTotal uint64, recs []record.Record) error {
 	for len(recs) > 0 {
 		n := min(len(recs), MaxRecordsPerFrame)
 		if err := e.records(dropTotal, recs[:n]); err != nil {
@@ -106,7 +106,7 @@ func (e *Encoder) Records(dropTotal uint64, recs []activity.Record) error {
 	return nil
 }
 
-func (e *Encoder) records(dropTotal uint64, recs []activity.Record) error {
+func (e *Encoder) records(dropTotal uint64, recs []record.Record) error {
 	var strs []byte
 	count := uint32(0)
 	for _, r := range recs {
@@ -156,7 +156,7 @@ func (e *Encoder) records(dropTotal uint64, recs []activity.Record) error {
 		}
 		le.PutUint64(rec[32:], r.Bytes)
 		le.PutUint32(rec[40:], e.names[r.Name]) // 0 for ""
-		if r.Kind == activity.KindMemcpy && r.CopyKind == copyPtoP {
+		if r.Kind == record.KindMemcpy && r.CopyKind == copyPtoP {
 			le.PutUint32(rec[44:], r.SrcDevice)
 		}
 		b = append(b, rec[:]...)
@@ -189,7 +189,7 @@ func (e *Encoder) Goodbye(sentRecords uint64, d Drops) error {
 }
 
 // Coverage writes spans (in time order, each End > Start) as one or more coverage frames.
-func (e *Encoder) Coverage(spans []activity.Interval) error {
+func (e *Encoder) Coverage(spans []record.Interval) error {
 	if e.version < 2 {
 		return fmt.Errorf("encoding coverage frame: needs wire version 2, encoder writes %d: %w", e.version, ErrUnsupportedVersion)
 	}

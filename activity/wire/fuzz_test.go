@@ -6,7 +6,7 @@ import (
 	"io"
 	"testing"
 
-	"github.com/cupti-exporter/cupti-exporter/activity"
+	"github.com/cupti-exporter/cupti-exporter/activity/record"
 )
 
 // FuzzDecoder feeds arbitrary bytes to the decoder: it must return an error or
@@ -43,7 +43,7 @@ func FuzzDecoder(f *testing.F) {
 				prev = s.End
 			}
 			for _, r := range m.Records {
-				if r.End < r.Start || r.Kind < activity.KindKernel || r.Kind > activity.KindMemset {
+				if r.End < r.Start || r.Kind < record.KindKernel || r.Kind > record.KindMemset {
 					t.Fatalf("accepted invalid record %+v", r)
 				}
 			}

@@ -14,25 +14,26 @@ import (
 	"time"
 
 	"github.com/cupti-exporter/cupti-exporter/activity"
+	"github.com/cupti-exporter/cupti-exporter/activity/record"
 	"github.com/cupti-exporter/cupti-exporter/internal/testutil"
 )
 
 // fakeRecord mirrors the synthetic record g of activity/inject/test/fake_cupti.h.
-func fakeRecord(g uint64) activity.Record {
-	r := activity.Record{
+func fakeRecord(g uint64) record.Record {
+	r := record.Record{
 		Device: uint32(g % 2), Stream: uint32(7 + g/1000000),
 		Start: 1000*g + 1, End: 1000*g + 1 + 100 + g%7,
 	}
 	switch g % 3 {
 	case 0:
-		r.Kind, r.Name = activity.KindKernel, fmt.Sprintf("kernel_%d", g%5)
+		r.Kind, r.Name = record.KindKernel, fmt.Sprintf("kernel_%d", g%5)
 	case 1:
-		r.Kind, r.Bytes, r.CopyKind, r.SrcKind, r.DstKind = activity.KindMemcpy, 4096+g, activity.CopyKind(1+g%2), 1, 3
+		r.Kind, r.Bytes, r.CopyKind, r.SrcKind, r.DstKind = record.KindMemcpy, 4096+g, record.CopyKind(1+g%2), 1, 3
 		if g%5 == 0 { // peer-to-peer copy from the other device to Device
 			r.CopyKind, r.SrcKind, r.SrcDevice = 10, 3, uint32(1-g%2)
 		}
 	case 2:
-		r.Kind, r.Bytes, r.MemoryKind = activity.KindMemset, 512+g, 3
+		r.Kind, r.Bytes, r.MemoryKind = record.KindMemset, 512+g, 3
 	}
 	return r
 }
@@ -89,9 +90,9 @@ func TestInjectionLibrary(t *testing.T) {
 	conn.SetDeadline(time.Now().Add(10 * time.Second))
 
 	d := NewDecoder(conn)
-	var hello *activity.Process
-	var got []activity.Record
-	var spans []activity.Interval
+	var hello *record.Process
+	var got []record.Record
+	var spans []record.Interval
 	var recordsBeforeLastSpan int
 	var goodbye *Message
 	for {
@@ -126,7 +127,7 @@ func TestInjectionLibrary(t *testing.T) {
 	if hello != nil && !reflect.DeepEqual(hello.DeviceUUIDs, wantUUIDs) {
 		t.Errorf("device UUIDs = %q, want %q", hello.DeviceUUIDs, wantUUIDs)
 	}
-	var want []activity.Record
+	var want []record.Record
 	for th := range uint64(4) {
 		for r := range uint64(5) {
 			for i := range uint64(30) {
@@ -134,7 +135,7 @@ func TestInjectionLibrary(t *testing.T) {
 			}
 		}
 	}
-	byStart := func(a, b activity.Record) int { return int(int64(a.Start - b.Start)) }
+	byStart := func(a, b record.Record) int { return int(int64(a.Start - b.Start)) }
 	slices.SortFunc(got, byStart)
 	slices.SortFunc(want, byStart)
 	if !reflect.DeepEqual(got, want) {
@@ -164,7 +165,7 @@ func TestInjectionLibrary(t *testing.T) {
 	}
 }
 
-func firstDiff(got, want []activity.Record) string {
+func firstDiff(got, want []record.Record) string {
 	for i := range min(len(got), len(want)) {
 		if got[i] != want[i] {
 			return fmt.Sprintf("record %d: got %+v, want %+v", i, got[i], want[i])
@@ -204,7 +205,7 @@ func TestInjectionLibraryHungExporter(t *testing.T) {
 	for _, c := range conns {
 		c.SetDeadline(time.Now().Add(5 * time.Second))
 		d := NewDecoder(c)
-		var p *activity.Process
+		var p *record.Process
 		var m Message
 		for {
 			err := d.ReadInto(&m)

@@ -4,7 +4,7 @@ import (
 	"errors"
 	"strconv"
 
-	"github.com/cupti-exporter/cupti-exporter/activity"
+	"github.com/cupti-exporter/cupti-exporter/activity/record"
 )
 
 // Format constants; see docs/wire-format.md.
@@ -123,10 +123,10 @@ func (d *Drops) Total() uint64 {
 type Message struct {
 	Type FrameType
 	// Process is set for FrameHello.
-	Process activity.Process
+	Process record.Process
 	// Records holds a FrameRecords batch with names resolved. With ReadInto
 	// the slice is reused by the next call.
-	Records []activity.Record
+	Records []record.Record
 	// DropTotal is the sender's cumulative drop total (all reasons), carried
 	// by every FrameRecords frame; for FrameDrops and FrameGoodbye it is
 	// Drops.Total() over the reasons this package knows.
@@ -137,7 +137,7 @@ type Message struct {
 	SentRecords uint64
 	// Coverage holds the spans of a FrameCoverage frame, in time order. With
 	// ReadInto the slice is reused by the next call.
-	Coverage []activity.Interval
+	Coverage []record.Interval
 	// Launch is the call of a FrameLaunch frame.
 	Launch Launch
 }
@@ -170,8 +170,8 @@ var (
 
 // copyPtoP is the copy kind of peer-to-peer copies (CUpti_ActivityMemcpyKind PTOP); only
 // their records carry a source device (record offset 44).
-const copyPtoP activity.CopyKind = 10
+const copyPtoP record.CopyKind = 10
 
-func validKind(k activity.Kind) bool {
-	return k == activity.KindKernel || k == activity.KindMemcpy || k == activity.KindMemset
+func validKind(k record.Kind) bool {
+	return k == record.KindKernel || k == record.KindMemcpy || k == record.KindMemset
 }

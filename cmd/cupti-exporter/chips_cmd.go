@@ -15,6 +15,7 @@ import (
 
 	"github.com/cupti-exporter/cupti-exporter/internal/cupti"
 	"github.com/cupti-exporter/cupti-exporter/mapping"
+	"github.com/cupti-exporter/cupti-exporter/pipeline"
 	"github.com/cupti-exporter/cupti-exporter/pmsample"
 )
 
@@ -34,7 +35,7 @@ func addChipsCommand(metrics *kingpin.CmdClause, c *cli) {
 
 // runChips answers `metrics chips`: every chip CUPTI's host library supports (or --chip's), the
 // curated default set resolved for it, and with --capture each chip's capture files.
-func runChips(logger *slog.Logger, cfg *Config, cl *cli, stdout io.Writer) error {
+func runChips(logger *slog.Logger, cfg *pipeline.Config, cl *cli, stdout io.Writer) error {
 	lib, err := cupti.Open(cupti.Options{LibraryPath: cfg.CUPTI.Library})
 	if err != nil {
 		return fmt.Errorf("reading the supported chips: %w", err)

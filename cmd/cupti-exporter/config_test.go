@@ -8,6 +8,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/cupti-exporter/cupti-exporter/internal/settings"
+	"github.com/cupti-exporter/cupti-exporter/pipeline"
 )
 
 func writeFile(t *testing.T, body string) string {
@@ -114,14 +117,14 @@ func TestConfigFileMissing(t *testing.T) {
 // A config file over 1 MiB is refused before it is parsed (a 200 MB file took 1.43 GB), with
 // an error naming the file, its size and the limit; one of exactly 1 MiB is read.
 func TestConfigFileTooLarge(t *testing.T) {
-	big := "# " + strings.Repeat("x", maxConfigBytes) + "\n"
+	big := "# " + strings.Repeat("x", pipeline.MaxConfigBytes) + "\n"
 	path := writeFile(t, big)
 	_, _, _, err := parse([]string{"--config.file", path}, io.Discard, io.Discard)
 	want := fmt.Sprintf("%s: %d bytes, more than the 1048576 a configuration file may have", path, len(big))
 	if err == nil || !strings.Contains(err.Error(), want) {
 		t.Fatalf("err %v, want it to say %q", err, want)
 	}
-	fits := "# " + strings.Repeat("x", maxConfigBytes-3) + "\n"
+	fits := "# " + strings.Repeat("x", pipeline.MaxConfigBytes-3) + "\n"
 	if _, _, _, err := parse([]string{"--config.file", writeFile(t, fits)}, io.Discard, io.Discard); err != nil {
 		t.Fatalf("a file of exactly %d bytes: %v", len(fits), err)
 	}
@@ -150,14 +153,14 @@ func TestParseConfigHostile(t *testing.T) {
 		"pmsample:\n  duty_cycle: .nan\n", "pmsample:\n  metrics: [[a]]\n", "otlp:\n  header:\n    ? [a]\n    : b\n",
 		"\xff\xfe", "web: !!binary aGVsbG8=\n", "--- \n...\n", "pmsample: *nowhere\n",
 	} {
-		c := defaultConfig()
-		if err := parseConfig([]byte(doc), "hostile.yml", &c); err != nil {
+		c := pipeline.DefaultConfig()
+		if err := pipeline.ParseConfig([]byte(doc), "hostile.yml", &c); err != nil {
 			if !strings.HasPrefix(err.Error(), "config file hostile.yml: ") || strings.Contains(err.Error(), "\n") {
 				t.Errorf("%q: error %q is not one line naming the file", doc, err)
 			}
 			continue
 		}
-		_ = c.validate()
+		_ = c.Validate()
 	}
 }
 
@@ -169,7 +172,7 @@ func TestAttributionConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	a := cfg.Attribution
-	if a.Enabled || a.Estimator != "overlap" || a.MaxPendingRecords != 1000 || a.Watermark != Duration(5*time.Second) {
+	if a.Enabled || a.Estimator != "overlap" || a.MaxPendingRecords != 1000 || a.Watermark != settings.Duration(5*time.Second) {
 		t.Errorf("attribution config %+v", a)
 	}
 }

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/alecthomas/kingpin/v2"
+	"github.com/cupti-exporter/cupti-exporter/internal/settings"
+	"github.com/cupti-exporter/cupti-exporter/pipeline"
 	"github.com/prometheus/common/promslog"
 	promslogflag "github.com/prometheus/common/promslog/flag"
 	"github.com/prometheus/common/version"
@@ -21,13 +23,9 @@ type cli struct {
 	demo       bool
 	log        promslog.Config
 
-	replayFile  string
-	replaySpeed float64
-	replayLoop  bool
+	replay pipeline.ReplayArgs
 
-	recordOutput   string
-	recordDuration time.Duration
-	recordMaxSize  ByteSize
+	record pipeline.RecordArgs
 
 	metricsChip   string
 	describeName  string
@@ -51,7 +49,7 @@ const (
 
 // newApp builds the command line over cfg: every Config leaf becomes a flag whose default
 // is its current value (so a YAML file read into cfg first sets the defaults flags override).
-func newApp(cfg *Config, stdout, stderr io.Writer) (*kingpin.Application, *cli) {
+func newApp(cfg *pipeline.Config, stdout, stderr io.Writer) (*kingpin.Application, *cli) {
 	c := &cli{log: promslog.Config{}}
 	app := kingpin.New("cupti-exporter", "Exports NVIDIA CUPTI PM Sampling device counters and Activity API kernel/memcpy records as Prometheus and OTLP metrics.")
 	app.UsageWriter(stdout)
@@ -67,15 +65,15 @@ func newApp(cfg *Config, stdout, stderr io.Writer) (*kingpin.Application, *cli) 
 	app.Command(cmdServe, "Serve metrics from the GPUs of this host (the default command).").Default()
 
 	replay := app.Command(cmdReplay, "Serve metrics from a recording instead of the GPUs.")
-	replay.Arg("file", "Recording made with `record`.").Required().StringVar(&c.replayFile)
-	replay.Flag("replay.speed", "Replay speed: 1 is real time, 10 ten times faster.").Default("1").Float64Var(&c.replaySpeed)
-	replay.Flag("replay.loop", "Start over at the end of the recording.").BoolVar(&c.replayLoop)
+	replay.Arg("file", "Recording made with `record`.").Required().StringVar(&c.replay.File)
+	replay.Flag("replay.speed", "Replay speed: 1 is real time, 10 ten times faster.").Default("1").Float64Var(&c.replay.Speed)
+	replay.Flag("replay.loop", "Start over at the end of the recording.").BoolVar(&c.replay.Loop)
 
 	record := app.Command(cmdRecord, "Record PM samples, activity records and NVML health to a file, for replay.")
-	record.Flag("output", "File to write.").Required().PlaceHolder("FILE").StringVar(&c.recordOutput)
-	record.Flag("duration", "How long to record.").Default("60s").DurationVar(&c.recordDuration)
+	record.Flag("output", "File to write.").Required().PlaceHolder("FILE").StringVar(&c.record.Output)
+	record.Flag("duration", "How long to record.").Default("60s").DurationVar(&c.record.Duration)
 	record.Flag("max-size", "Stop recording when the file reaches this size (e.g. 512MiB; 0: no limit). A flood of activity records writes over 100 MB/s.").
-		Default("1GiB").SetValue((*byteSizeValue)(&c.recordMaxSize))
+		Default("1GiB").SetValue((*byteSizeValue)(&c.record.MaxSize))
 
 	metrics := app.Command("metrics", "Inspect the PM Sampling metric catalog.")
 	metrics.Flag("chip", "Chip whose catalog to read (e.g. GH100, needs libcupti but no GPU) or a CUDA ordinal.").Default("0").IsSetByUser(&c.chips.chipSet).StringVar(&c.metricsChip)
@@ -113,9 +111,9 @@ func addConfigFlags(app *kingpin.Application, v reflect.Value, prefix string) {
 			fl.Default(strconv.Itoa(*p)).IntVar(p)
 		case *float64:
 			fl.Default(strconv.FormatFloat(*p, 'g', -1, 64)).Float64Var(p)
-		case *Duration:
+		case *settings.Duration:
 			fl.Default(p.String()).SetValue((*durationValue)(p))
-		case *ByteSize:
+		case *settings.ByteSize:
 			fl.Default(p.String()).SetValue((*byteSizeValue)(p))
 		case *[]string:
 			fl.Default(strings.Join(*p, ",")).SetValue((*listValue)(p))
@@ -154,7 +152,7 @@ func configFlags(t reflect.Type, prefix string, out map[string]string) map[strin
 	return out
 }
 
-type durationValue Duration
+type durationValue settings.Duration
 
 func (d *durationValue) Set(s string) error {
 	v, err := time.ParseDuration(s)
@@ -164,19 +162,19 @@ func (d *durationValue) Set(s string) error {
 	*d = durationValue(v)
 	return nil
 }
-func (d *durationValue) String() string { return Duration(*d).String() }
+func (d *durationValue) String() string { return settings.Duration(*d).String() }
 
-type byteSizeValue ByteSize
+type byteSizeValue settings.ByteSize
 
 func (b *byteSizeValue) Set(s string) error {
-	v, err := parseByteSize(s)
+	v, err := settings.ParseByteSize(s)
 	if err != nil {
 		return err
 	}
 	*b = byteSizeValue(v)
 	return nil
 }
-func (b *byteSizeValue) String() string { return ByteSize(*b).String() }
+func (b *byteSizeValue) String() string { return settings.ByteSize(*b).String() }
 
 type listValue []string
 

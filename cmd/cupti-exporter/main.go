@@ -14,6 +14,7 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/cupti-exporter/cupti-exporter/pipeline"
 	"github.com/prometheus/common/promslog"
 	"github.com/prometheus/common/version"
 )
@@ -86,16 +87,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 // parse reads the command line and, with --config.file, the YAML file: the file's values
 // become the defaults of a second parse, so flags given explicitly win.
-func parse(args []string, stdout, stderr io.Writer) (*Config, *cli, string, error) {
-	cfg := defaultConfig()
+func parse(args []string, stdout, stderr io.Writer) (*pipeline.Config, *cli, string, error) {
+	cfg := pipeline.DefaultConfig()
 	app, cl := newApp(&cfg, stdout, stderr)
 	cmd, err := app.Parse(args)
 	if err != nil {
 		return nil, nil, "", fmt.Errorf("%w (see --help)", err)
 	}
 	if cl.configFile != "" {
-		cfg = defaultConfig()
-		if err := loadConfigFile(cl.configFile, &cfg); err != nil {
+		cfg = pipeline.DefaultConfig()
+		if err := pipeline.LoadConfigFile(cl.configFile, &cfg); err != nil {
 			return nil, nil, "", err
 		}
 		app, cl = newApp(&cfg, stdout, stderr)
@@ -103,13 +104,13 @@ func parse(args []string, stdout, stderr io.Writer) (*Config, *cli, string, erro
 			return nil, nil, "", fmt.Errorf("%w (see --help)", err)
 		}
 	}
-	if err := cfg.validate(); err != nil {
+	if err := cfg.Validate(); err != nil {
 		return nil, nil, "", fmt.Errorf("invalid configuration: %w", err)
 	}
 	return &cfg, cl, cmd, nil
 }
 
-func dispatch(ctx context.Context, cmd string, cfg *Config, cl *cli, stdout io.Writer) error {
+func dispatch(ctx context.Context, cmd string, cfg *pipeline.Config, cl *cli, stdout io.Writer) error {
 	logger := promslog.New(&cl.log)
 	// The signal log runs until the command returns, and the command waits for it: the
 	// shutdown line must be written before main exits.
@@ -122,9 +123,9 @@ func dispatch(ctx context.Context, cmd string, cfg *Config, cl *cli, stdout io.W
 		fmt.Fprintln(stdout, version.Print("cupti-exporter"))
 		return nil
 	case cmdReplay:
-		return runReplay(ctx, logger, cfg, cl)
+		return pipeline.Replay(ctx, logger, cfg, cl.replay)
 	case cmdRecord:
-		return runRecord(ctx, logger, cfg, cl)
+		return pipeline.Record(ctx, logger, cfg, cl.record)
 	case cmdList, cmdDescribe, cmdPlan:
 		return runMetrics(cmd, logger, cfg, cl, stdout)
 	case cmdChips:
@@ -133,7 +134,7 @@ func dispatch(ctx context.Context, cmd string, cfg *Config, cl *cli, stdout io.W
 		return runWebhook(ctx, logger, cfg, &cl.webhook)
 	}
 	if cl.demo {
-		return runDemo(ctx, logger, cfg)
+		return pipeline.Demo(ctx, logger, cfg)
 	}
-	return runServe(ctx, logger, cfg)
+	return pipeline.Serve(ctx, logger, cfg)
 }

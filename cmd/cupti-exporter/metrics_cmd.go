@@ -8,12 +8,13 @@ import (
 	"text/tabwriter"
 
 	"github.com/cupti-exporter/cupti-exporter/internal/cupti"
+	"github.com/cupti-exporter/cupti-exporter/pipeline"
 	"github.com/cupti-exporter/cupti-exporter/pmsample"
 )
 
 // runMetrics answers `metrics list`, `metrics describe NAME` and `metrics plan m1,m2` from
 // the CUPTI catalog of a device or chip.
-func runMetrics(cmd string, logger *slog.Logger, cfg *Config, cl *cli, stdout io.Writer) error {
+func runMetrics(cmd string, logger *slog.Logger, cfg *pipeline.Config, cl *cli, stdout io.Writer) error {
 	lib, err := cupti.Open(cupti.Options{LibraryPath: cfg.CUPTI.Library})
 	if err != nil {
 		return fmt.Errorf("reading the metric catalog: %w", err)

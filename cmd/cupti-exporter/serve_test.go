@@ -2,45 +2,9 @@ package main
 
 import (
 	"io"
-	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 )
-
-// TestPMSamplingAPIOptIn checks that the pause/resume API is served only with
-// --web.enable-pm-sampling-api, and that every 404 says why.
-func TestPMSamplingAPIOptIn(t *testing.T) {
-	sampler := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "sampler\n") })
-	for _, tc := range []struct {
-		name     string
-		args     []string
-		pm       pmSetup
-		wantCode int
-		want     string
-	}{
-		{"off by default", nil, pmSetup{pause: sampler, live: true}, 404, "start the exporter with --web.enable-pm-sampling-api"},
-		{"enabled", []string{"--web.enable-pm-sampling-api"}, pmSetup{pause: sampler, live: true}, 200, "sampler\n"},
-		{"enabled, PM sampling off", []string{"--web.enable-pm-sampling-api"}, pmSetup{off: "PM sampling is off: libcupti.so not found", live: true}, 404,
-			"no PM sampling session to pause: PM sampling is off: libcupti.so not found"},
-		// A recording says it has nothing to pause, flag or not: never "add the flag" first.
-		{"enabled, recording", []string{"--web.enable-pm-sampling-api"}, pmSetup{}, 404, noSessionInRecording},
-		{"demo without the flag", []string{"--demo"}, pmSetup{}, 404, noSessionInRecording},
-		{"demo with the flag", []string{"--demo", "--web.enable-pm-sampling-api"}, pmSetup{}, 404, noSessionInRecording},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			cfg, _, _, err := parse(tc.args, io.Discard, io.Discard)
-			if err != nil {
-				t.Fatal(err)
-			}
-			rec := httptest.NewRecorder()
-			pmSamplingAPI(cfg, tc.pm).ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/api/v1/pm-sampling/pause", nil))
-			if rec.Code != tc.wantCode || !strings.Contains(rec.Body.String(), tc.want) {
-				t.Errorf("POST pause = %d %q, want %d with %q", rec.Code, rec.Body.String(), tc.wantCode, tc.want)
-			}
-		})
-	}
-}
 
 func TestHealthListenAddressDefault(t *testing.T) {
 	cfg, _, _, err := parse(nil, io.Discard, io.Discard)
@@ -76,7 +40,7 @@ func TestHealthListenAddressFollowsMainHost(t *testing.T) {
 			t.Errorf("%q: %v", tc.args, err)
 			continue
 		}
-		if got := cfg.healthListenAddress(); got != tc.want {
+		if got := cfg.Web.HealthAddress(); got != tc.want {
 			t.Errorf("%q: health listener on %q, want %q", tc.args, got, tc.want)
 		}
 	}

@@ -4,6 +4,9 @@ import (
 	"io"
 	"strings"
 	"testing"
+
+	"github.com/cupti-exporter/cupti-exporter/internal/settings"
+	"github.com/cupti-exporter/cupti-exporter/pipeline"
 )
 
 // Configurations that cannot work are refused at start, each with one line naming the key
@@ -84,24 +87,24 @@ func TestConfigAcceptsBounds(t *testing.T) {
 }
 
 func TestByteSize(t *testing.T) {
-	for in, want := range map[string]ByteSize{"256MiB": 256 << 20, "1GiB": 1 << 30, "65536": 65536, "4 KiB": 4096, "1MB": 1e6, "0": 0} {
-		if got, err := parseByteSize(in); err != nil || got != want {
-			t.Errorf("parseByteSize(%q) = %d, %v; want %d", in, got, err, want)
+	for in, want := range map[string]settings.ByteSize{"256MiB": 256 << 20, "1GiB": 1 << 30, "65536": 65536, "4 KiB": 4096, "1MB": 1e6, "0": 0} {
+		if got, err := settings.ParseByteSize(in); err != nil || got != want {
+			t.Errorf("settings.ParseByteSize(%q) = %d, %v; want %d", in, got, err, want)
 		}
 	}
 	for _, in := range []string{"", "MiB", "-1MiB", "1.5GiB", "1TiB", "99999999999GiB"} {
-		if _, err := parseByteSize(in); err == nil {
-			t.Errorf("parseByteSize(%q) accepted", in)
+		if _, err := settings.ParseByteSize(in); err == nil {
+			t.Errorf("settings.ParseByteSize(%q) accepted", in)
 		}
 	}
-	if s := ByteSize(256 << 20).String(); s != "256MiB" {
+	if s := settings.ByteSize(256 << 20).String(); s != "256MiB" {
 		t.Errorf("String = %q", s)
 	}
-	cfg := defaultConfig()
-	if err := parseConfig([]byte("activity:\n  memory_budget: 512MiB\n"), "c.yaml", &cfg); err != nil || cfg.Activity.MemoryBudget != 512<<20 {
+	cfg := pipeline.DefaultConfig()
+	if err := pipeline.ParseConfig([]byte("activity:\n  memory_budget: 512MiB\n"), "c.yaml", &cfg); err != nil || cfg.Activity.MemoryBudget != 512<<20 {
 		t.Errorf("YAML memory_budget: %v, %d", err, cfg.Activity.MemoryBudget)
 	}
-	if err := parseConfig([]byte("activity:\n  memory_budget: [1]\n"), "c.yaml", &cfg); err == nil || !strings.Contains(err.Error(), "line 2") {
+	if err := pipeline.ParseConfig([]byte("activity:\n  memory_budget: [1]\n"), "c.yaml", &cfg); err == nil || !strings.Contains(err.Error(), "line 2") {
 		t.Errorf("YAML list as size: %v", err)
 	}
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/cupti-exporter/cupti-exporter/exporter"
 	"github.com/cupti-exporter/cupti-exporter/internal/httplimit"
 	"github.com/cupti-exporter/cupti-exporter/kubepods"
+	"github.com/cupti-exporter/cupti-exporter/pipeline"
 	"github.com/cupti-exporter/cupti-exporter/webhook"
 )
 
@@ -74,7 +75,7 @@ func addWebhookCommand(app *kingpin.Application, f *webhookFlags) {
 }
 
 // runWebhook serves admissions until ctx ends.
-func runWebhook(ctx context.Context, logger *slog.Logger, cfg *Config, f *webhookFlags) error {
+func runWebhook(ctx context.Context, logger *slog.Logger, cfg *pipeline.Config, f *webhookFlags) error {
 	logger = logger.With("source", "webhook")
 	wiring, err := webhook.LoadConfig(f.wiringFile)
 	if err != nil {

@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cupti-exporter/cupti-exporter/activity"
-	"github.com/cupti-exporter/cupti-exporter/mapping"
-	"github.com/cupti-exporter/cupti-exporter/pmsample"
+	"github.com/cupti-exporter/cupti-exporter/activity/record"
+	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
+	"github.com/cupti-exporter/cupti-exporter/snapshot"
 
 	"github.com/cupti-exporter/cupti-exporter/recording"
 )
@@ -34,15 +34,15 @@ func TestSyntheticGenerator(t *testing.T) {
 		t.Fatalf("summary %+v", s)
 	}
 	// Health: both GPUs, with the PM series' labels, energy rising with the power drawn.
-	var snaps []*mapping.Snapshot
-	r, err = recording.FromBytes(buf.Bytes(), recording.WithSpeed(0), recording.WithHealthSink(func(s *mapping.Snapshot) { snaps = append(snaps, s) }))
+	var snaps []*snapshot.Snapshot
+	r, err = recording.FromBytes(buf.Bytes(), recording.WithSpeed(0), recording.WithHealthSink(func(s *snapshot.Snapshot) { snaps = append(snaps, s) }))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := r.Run(context.Background(), func(pmsample.Batch) {}); err != nil {
+	if err := r.Run(context.Background(), func(pmdata.Batch) {}); err != nil {
 		t.Fatal(err)
 	}
-	value := func(s *mapping.Snapshot, name, gpu string) (float64, []string) {
+	value := func(s *snapshot.Snapshot, name, gpu string) (float64, []string) {
 		for _, f := range s.Families {
 			for _, x := range f.Samples {
 				if f.Desc.Name == name && x.LabelValues[0] == gpu {
@@ -108,7 +108,7 @@ func TestGenerateNode(t *testing.T) {
 	if !s.Header.Synthetic || !s.Complete || len(s.Devices) != 3 || s.HealthSnapshots != 10 {
 		t.Fatalf("summary %+v", s)
 	}
-	if err := r.Run(context.Background(), func(pmsample.Batch) {}); err != nil {
+	if err := r.Run(context.Background(), func(pmdata.Batch) {}); err != nil {
 		t.Fatal(err)
 	}
 	colls := map[string]bool{} // every pod's collective kernel, the 5 pods use 4 names
@@ -128,13 +128,13 @@ type countingSink struct {
 	coverage    int
 }
 
-func (c *countingSink) Connect(_ uint64, p activity.Process) { c.pods[p.Namespace+"/"+p.Pod] = true }
-func (c *countingSink) Add(_ uint64, _ uint64, recs []activity.Record) {
+func (c *countingSink) Connect(_ uint64, p record.Process) { c.pods[p.Namespace+"/"+p.Pod] = true }
+func (c *countingSink) Add(_ uint64, _ uint64, recs []record.Record) {
 	for _, r := range recs {
-		if r.Kind == activity.KindKernel {
+		if r.Kind == record.KindKernel {
 			c.names[r.Name] = true
 		}
 	}
 }
-func (c *countingSink) Coverage(_ uint64, spans []activity.Interval) { c.coverage += len(spans) }
-func (c *countingSink) Disconnect(uint64)                            {}
+func (c *countingSink) Coverage(_ uint64, spans []record.Interval) { c.coverage += len(spans) }
+func (c *countingSink) Disconnect(uint64)                          {}

@@ -7,8 +7,8 @@ import (
 	"math/rand/v2"
 	"time"
 
-	"github.com/cupti-exporter/cupti-exporter/activity"
-	"github.com/cupti-exporter/cupti-exporter/pmsample"
+	"github.com/cupti-exporter/cupti-exporter/activity/record"
+	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
 	"github.com/cupti-exporter/cupti-exporter/recording"
 )
 
@@ -57,10 +57,10 @@ func (s NodeSpec) withDefaults() (NodeSpec, error) {
 }
 
 // nodeDevices names the spec's GPUs, all GH100.
-func nodeDevices(n int) []pmsample.Device {
-	devs := make([]pmsample.Device, n)
+func nodeDevices(n int) []pmdata.Device {
+	devs := make([]pmdata.Device, n)
 	for i := range devs {
-		devs[i] = pmsample.Device{Index: i, UUID: fmt.Sprintf("GPU-5e0d%04x-0000-4000-8000-00000000%04x", i, i),
+		devs[i] = pmdata.Device{Index: i, UUID: fmt.Sprintf("GPU-5e0d%04x-0000-4000-8000-00000000%04x", i, i),
 			Model: "NVIDIA H200", Chip: "GH100", PCIBusID: fmt.Sprintf("0000:%02x:00.0", 0x19+0x10*i)}
 	}
 	return devs
@@ -111,7 +111,7 @@ func GenerateNode(w io.Writer, tsv string, spec NodeSpec) error {
 	}
 	rng := rand.New(rand.NewPCG(spec.Seed, 23))
 	for p := 0; p < spec.Pods; p++ {
-		proc := activity.Process{PID: uint32(10000 + p), StartTime: synthStart - 5e9, Executable: "/usr/bin/python3",
+		proc := record.Process{PID: uint32(10000 + p), StartTime: synthStart - 5e9, Executable: "/usr/bin/python3",
 			Cgroup: fmt.Sprintf("/synthetic/pod-%d", p), CUDAVersion: 13000, CUPTIVersion: 130001,
 			DeviceUUIDs: []string{devices[p%spec.GPUs].UUID},
 			Pod:         fmt.Sprintf("job-%02d", p), Namespace: fmt.Sprintf("team-%d", p%4), Container: "worker"}
@@ -131,7 +131,7 @@ func GenerateNode(w io.Writer, tsv string, spec NodeSpec) error {
 	for t := uint64(0); t < duration; t += synthBatch {
 		at := synthStart + t + synthBatch
 		for _, d := range devices {
-			b := pmsample.Batch{Device: d.Index, Metrics: metrics}
+			b := pmdata.Batch{Device: d.Index, Metrics: metrics}
 			if t == 0 {
 				b.DroppedFirst = 1
 			}
@@ -140,7 +140,7 @@ func GenerateNode(w io.Writer, tsv string, spec NodeSpec) error {
 				ph = "matmul"
 			}
 			for s := t; s < t+synthBatch; s += synthInterval {
-				smp := pmsample.Sample{Start: synthStart + s, End: synthStart + s + synthInterval, Values: make([]float64, len(metrics))}
+				smp := pmdata.Sample{Start: synthStart + s, End: synthStart + s + synthInterval, Values: make([]float64, len(metrics))}
 				for i, m := range metrics {
 					v := level(bareBase(m), ph) * load(d.Index) * (1 + 0.05*rng.NormFloat64())
 					smp.Values[i] = sampleValue(m, v)
@@ -158,8 +158,8 @@ func GenerateNode(w io.Writer, tsv string, spec NodeSpec) error {
 				if err := rw.WriteActivity(at, recording.ActivityBatch{Conn: conn, Records: recs}); err != nil {
 					return err
 				}
-				span := activity.Interval{Start: synthStart + t, End: synthStart + t + synthBatch}
-				if err := rw.WriteCoverage(at, recording.CoverageBatch{Conn: conn, Spans: []activity.Interval{span}}); err != nil {
+				span := record.Interval{Start: synthStart + t, End: synthStart + t + synthBatch}
+				if err := rw.WriteCoverage(at, recording.CoverageBatch{Conn: conn, Spans: []record.Interval{span}}); err != nil {
 					return err
 				}
 			}
@@ -191,8 +191,8 @@ var nodeCollectives = []string{
 // nodeActivity is one pod's records of the batch that starts at start: n kernels one after
 // the other (20 µs to 5 ms; names 80 % from the popular head, 20 % uniform over all of
 // them), then the collective kernel comm (0.5 to 4 ms), two copies and a fill.
-func nodeActivity(rng *rand.Rand, zipf *rand.Zipf, names []string, comm string, start uint64, n int) []activity.Record {
-	recs := make([]activity.Record, 0, n+4)
+func nodeActivity(rng *rand.Rand, zipf *rand.Zipf, names []string, comm string, start uint64, n int) []record.Record {
+	recs := make([]record.Record, 0, n+4)
 	at := start
 	for i := 0; i < n; i++ {
 		k := 0
@@ -204,15 +204,15 @@ func nodeActivity(rng *rand.Rand, zipf *rand.Zipf, names []string, comm string, 
 			k = rng.IntN(len(names))
 		}
 		d := uint64(20e3 * math.Pow(250, rng.Float64()))
-		recs = append(recs, activity.Record{Kind: activity.KindKernel, Stream: 7, Start: at, End: at + d, Name: names[k]})
+		recs = append(recs, record.Record{Kind: record.KindKernel, Stream: 7, Start: at, End: at + d, Name: names[k]})
 		at += d + 1e3
 	}
-	recs = append(recs, activity.Record{Kind: activity.KindKernel, Stream: 9, Start: at, End: at + uint64(0.5e6+3.5e6*rng.Float64()), Name: comm})
+	recs = append(recs, record.Record{Kind: record.KindKernel, Stream: 9, Start: at, End: at + uint64(0.5e6+3.5e6*rng.Float64()), Name: comm})
 	recs = append(recs,
-		activity.Record{Kind: activity.KindMemcpy, Stream: 8, Start: start, End: start + 2e6, Bytes: 64 << 20,
+		record.Record{Kind: record.KindMemcpy, Stream: 8, Start: start, End: start + 2e6, Bytes: 64 << 20,
 			CopyKind: 1, SrcKind: 2, DstKind: 3},
-		activity.Record{Kind: activity.KindMemcpy, Stream: 8, Start: start + 3e6, End: start + 4e6, Bytes: 16 << 20,
+		record.Record{Kind: record.KindMemcpy, Stream: 8, Start: start + 3e6, End: start + 4e6, Bytes: 16 << 20,
 			CopyKind: 2, SrcKind: 3, DstKind: 2},
-		activity.Record{Kind: activity.KindMemset, Stream: 8, Start: start + 5e6, End: start + 5e6 + 50e3, Bytes: 8 << 20, MemoryKind: 3})
+		record.Record{Kind: record.KindMemset, Stream: 8, Start: start + 5e6, End: start + 5e6 + 50e3, Bytes: 8 << 20, MemoryKind: 3})
 	return recs
 }

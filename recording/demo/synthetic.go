@@ -9,9 +9,8 @@ import (
 	"os"
 	"strings"
 
-	"github.com/cupti-exporter/cupti-exporter/activity"
-	"github.com/cupti-exporter/cupti-exporter/mapping"
-	"github.com/cupti-exporter/cupti-exporter/pmsample"
+	"github.com/cupti-exporter/cupti-exporter/activity/record"
+	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
 	"github.com/cupti-exporter/cupti-exporter/recording"
 )
 
@@ -25,7 +24,7 @@ const (
 )
 
 // Devices of the synthetic recording.
-var synthDevices = []pmsample.Device{
+var synthDevices = []pmdata.Device{
 	{Index: 0, UUID: "GPU-5d1f0c3a-7b2e-4c91-9a60-1f2e3d4c5b6a", Model: "NVIDIA H200", Chip: "GH100", PCIBusID: "0000:19:00.0"},
 	{Index: 1, UUID: "GPU-8e2a4b6c-1d3f-4e5a-8b7c-9d0e1f2a3b4c", Model: "NVIDIA H200", Chip: "GH100", PCIBusID: "0000:3b:00.0"},
 }
@@ -81,7 +80,7 @@ func level(base, ph string) float64 {
 
 // openSynthWriter starts a generated recording at synthStart: its header, devices and the
 // catalog of the curated metrics (read from the GH100 catalog TSV), which it returns.
-func openSynthWriter(w io.Writer, tsv string, h recording.Header, devices []pmsample.Device) (*recording.Writer, []string, error) {
+func openSynthWriter(w io.Writer, tsv string, h recording.Header, devices []pmdata.Device) (*recording.Writer, []string, error) {
 	metrics, err := curatedMetrics()
 	if err != nil {
 		return nil, nil, err
@@ -105,39 +104,39 @@ func openSynthWriter(w io.Writer, tsv string, h recording.Header, devices []pmsa
 
 // loadCatalog reads the properties of the named metrics' base metrics from the GH100
 // catalog TSV (metric_type, base_metric, hw_unit, dim_unit).
-func loadCatalog(tsv string, metrics []string) ([]pmsample.CatalogEntry, error) {
+func loadCatalog(tsv string, metrics []string) ([]pmdata.CatalogEntry, error) {
 	f, err := os.Open(tsv)
 	if err != nil {
 		return nil, fmt.Errorf("reading metric catalog: %w", err)
 	}
 	defer f.Close()
-	props := map[string]mapping.Properties{}
+	props := map[string]pmdata.Properties{}
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
 		cols := strings.Split(sc.Text(), "\t")
 		if len(cols) != 4 || strings.HasPrefix(cols[0], "#") {
 			continue
 		}
-		p := mapping.Properties{HWUnit: cols[2], DimUnit: cols[3]}
+		p := pmdata.Properties{HWUnit: cols[2], DimUnit: cols[3]}
 		switch cols[0] {
 		case "ratio":
-			p.Type = mapping.TypeRatio
+			p.Type = pmdata.TypeRatio
 		case "throughput":
-			p.Type = mapping.TypeThroughput
+			p.Type = pmdata.TypeThroughput
 		}
 		props[cols[1]] = p
 	}
 	if err := sc.Err(); err != nil {
 		return nil, fmt.Errorf("reading metric catalog: %w", err)
 	}
-	var out []pmsample.CatalogEntry
+	var out []pmdata.CatalogEntry
 	for _, m := range metrics {
 		base := baseOf(m)
 		p, ok := props[base]
 		if !ok {
 			return nil, fmt.Errorf("metric %s: base metric %s is not in %s", m, base, tsv)
 		}
-		out = append(out, pmsample.CatalogEntry{Name: m, Properties: p})
+		out = append(out, pmdata.CatalogEntry{Name: m, Properties: p})
 	}
 	return out, nil
 }
@@ -162,7 +161,7 @@ func Generate(w io.Writer, tsv string) error {
 		return err
 	}
 	rng := rand.New(rand.NewPCG(1, 2))
-	proc := activity.Process{PID: 4242, StartTime: synthStart - 5e9, Executable: "/usr/bin/python3", Cgroup: "/synthetic",
+	proc := record.Process{PID: 4242, StartTime: synthStart - 5e9, Executable: "/usr/bin/python3", Cgroup: "/synthetic",
 		CUDAVersion: 13000, CUPTIVersion: 130001, DeviceUUIDs: []string{synthDevices[0].UUID, synthDevices[1].UUID}}
 	if err := rw.WriteHello(synthStart+1e9, recording.ProcessEvent{Conn: 1, Process: &proc}); err != nil {
 		return err
@@ -170,12 +169,12 @@ func Generate(w io.Writer, tsv string) error {
 	for t := uint64(0); t < synthDuration; t += synthBatch {
 		at := synthStart + t + synthBatch
 		for _, d := range synthDevices {
-			b := pmsample.Batch{Device: d.Index, Metrics: metrics}
+			b := pmdata.Batch{Device: d.Index, Metrics: metrics}
 			if t == 0 {
 				b.DroppedFirst = 1
 			}
 			for s := t; s < t+synthBatch; s += synthInterval {
-				smp := pmsample.Sample{Start: synthStart + s, End: synthStart + s + synthInterval, Values: make([]float64, len(metrics))}
+				smp := pmdata.Sample{Start: synthStart + s, End: synthStart + s + synthInterval, Values: make([]float64, len(metrics))}
 				load := synthLoad(d.Index)
 				for i, m := range metrics {
 					v := level(bareBase(m), phaseAt(s)) * load * (1 + 0.05*rng.NormFloat64())
@@ -213,9 +212,9 @@ func synthLoad(dev int) float64 {
 }
 
 // activityFor makes the activity records of the batch that starts at t.
-func activityFor(rng *rand.Rand, t uint64) []activity.Record {
-	var recs []activity.Record
-	add := func(n int, mk func(start uint64) activity.Record) {
+func activityFor(rng *rand.Rand, t uint64) []record.Record {
+	var recs []record.Record
+	add := func(n int, mk func(start uint64) record.Record) {
 		for i := 0; i < n; i++ {
 			start := synthStart + t + uint64(i)*synthBatch/uint64(n)
 			r := mk(start)
@@ -226,26 +225,26 @@ func activityFor(rng *rand.Rand, t uint64) []activity.Record {
 	}
 	switch phaseAt(t) {
 	case "matmul":
-		add(25, func(s uint64) activity.Record { // ~4-12 ms GEMMs
-			return activity.Record{Kind: activity.KindKernel, Start: s, End: s + uint64(4e6+rng.Float64()*8e6),
+		add(25, func(s uint64) record.Record { // ~4-12 ms GEMMs
+			return record.Record{Kind: record.KindKernel, Start: s, End: s + uint64(4e6+rng.Float64()*8e6),
 				Name: "_Z16gemm_bf16_kernelILi128ELi256EEvPK13__nv_bfloat16S2_PS0_iii"}
 		})
 	case "copies":
-		add(10, func(s uint64) activity.Record {
-			ck := activity.CopyKind(1 + rng.IntN(2)) // HtoD or DtoH
-			src, dst := activity.MemoryKind(2), activity.MemoryKind(3)
+		add(10, func(s uint64) record.Record {
+			ck := record.CopyKind(1 + rng.IntN(2)) // HtoD or DtoH
+			src, dst := record.MemoryKind(2), record.MemoryKind(3)
 			if ck == 2 {
 				src, dst = dst, src
 			}
-			return activity.Record{Kind: activity.KindMemcpy, Start: s, End: s + uint64(10e6+rng.Float64()*5e6),
+			return record.Record{Kind: record.KindMemcpy, Start: s, End: s + uint64(10e6+rng.Float64()*5e6),
 				Bytes: 256 << 20, CopyKind: ck, SrcKind: src, DstKind: dst}
 		})
-		add(2, func(s uint64) activity.Record {
-			return activity.Record{Kind: activity.KindMemset, Start: s, End: s + 50e3, Bytes: 64 << 20, MemoryKind: 3}
+		add(2, func(s uint64) record.Record {
+			return record.Record{Kind: record.KindMemset, Start: s, End: s + 50e3, Bytes: 64 << 20, MemoryKind: 3}
 		})
 	case "tiny kernels":
-		add(120, func(s uint64) activity.Record { // ~3-8 us kernels
-			return activity.Record{Kind: activity.KindKernel, Start: s, End: s + uint64(3e3+rng.Float64()*5e3),
+		add(120, func(s uint64) record.Record { // ~3-8 us kernels
+			return record.Record{Kind: record.KindKernel, Start: s, End: s + uint64(3e3+rng.Float64()*5e3),
 				Name: "_Z15vector_add_tinyPfPKfS1_i"}
 		})
 	}

@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/cupti-exporter/cupti-exporter/health"
-	"github.com/cupti-exporter/cupti-exporter/mapping"
-	"github.com/cupti-exporter/cupti-exporter/pmsample"
+	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
+	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
 
 // Synthetic health: one snapshot a second of both devices, in the health source's own
@@ -34,20 +34,20 @@ var healthLevels = map[string]healthLevel{
 
 // synthHealth generates the health snapshots of a synthetic recording.
 type synthHealth struct {
-	devices []pmsample.Device
+	devices []pmdata.Device
 	// load is a device's share of full load (1: the phase's level, 0: idle); procPID is
 	// the PID whose memory a device shows while t is inside the workload (0: none).
 	load     func(dev int) float64
 	procPID  func(dev int) string
 	duration uint64 // ns, of the recording
-	descs    map[string]*mapping.Desc
+	descs    map[string]*snapshot.Desc
 	energy   []float64 // J per device since the driver loaded
 	temp     []float64 // °C per device, following the phase's level with a lag
 	viol     []float64 // s per device held at the power cap since the driver loaded
 }
 
-func newSynthHealth(devices []pmsample.Device, duration uint64, load func(int) float64, procPID func(int) string) (*synthHealth, error) {
-	h := &synthHealth{devices: devices, duration: duration, load: load, procPID: procPID, descs: map[string]*mapping.Desc{}}
+func newSynthHealth(devices []pmdata.Device, duration uint64, load func(int) float64, procPID func(int) string) (*synthHealth, error) {
+	h := &synthHealth{devices: devices, duration: duration, load: load, procPID: procPID, descs: map[string]*snapshot.Desc{}}
 	for _, d := range health.Descs() {
 		h.descs[d.Name] = d
 	}
@@ -65,13 +65,13 @@ func newSynthHealth(devices []pmsample.Device, duration uint64, load func(int) f
 }
 
 // snapshot is the health of the devices at t ns since the start.
-func (h *synthHealth) snapshot(t uint64) *mapping.Snapshot {
+func (h *synthHealth) snapshot(t uint64) *snapshot.Snapshot {
 	now := time.Unix(0, int64(synthStart+t))
 	start := time.Unix(0, int64(driverLoaded))
-	fams := map[string][]mapping.Sample{}
+	fams := map[string][]snapshot.Sample{}
 	add := func(name string, v float64, labels ...string) {
-		s := mapping.Sample{LabelValues: labels, Value: v}
-		if h.descs[name].Kind == mapping.KindCounter {
+		s := snapshot.Sample{LabelValues: labels, Value: v}
+		if h.descs[name].Kind == snapshot.KindCounter {
 			s.Start = start
 		}
 		fams[name] = append(fams[name], s)
@@ -147,10 +147,10 @@ func (h *synthHealth) snapshot(t uint64) *mapping.Snapshot {
 		dev("cupti_gpu_mig_enabled", 0)
 	}
 	add("cupti_health_collection_seconds", 0.0011)
-	snap := &mapping.Snapshot{Time: now}
+	snap := &snapshot.Snapshot{Time: now}
 	for _, d := range health.Descs() {
 		if s := fams[d.Name]; len(s) > 0 {
-			snap.Families = append(snap.Families, mapping.Family{Desc: d, Samples: s})
+			snap.Families = append(snap.Families, snapshot.Family{Desc: d, Samples: s})
 		}
 	}
 	return snap

@@ -9,8 +9,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/cupti-exporter/cupti-exporter/activity"
-	"github.com/cupti-exporter/cupti-exporter/pmsample"
+	"github.com/cupti-exporter/cupti-exporter/activity/record"
+	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
 	"github.com/cupti-exporter/cupti-exporter/recording"
 )
 
@@ -106,7 +106,7 @@ func trainLevel(base string, st pmState) float64 {
 
 // trainRank is one rank's generated activity: its records by end time and its PM segments.
 type trainRank struct {
-	recs []activity.Record
+	recs []record.Record
 	segs []seg
 }
 
@@ -133,10 +133,10 @@ func simulateJob(rng *rand.Rand, j TrainingJob, first int, duration uint64) []tr
 				if k%3 == 2 {
 					name, d = trainElemwise, d/8
 				}
-				ranks[r].recs = append(ranks[r].recs, activity.Record{Kind: activity.KindKernel, Device: uint32(first + r), Stream: 7, Start: t, End: t + d, Name: name})
+				ranks[r].recs = append(ranks[r].recs, record.Record{Kind: record.KindKernel, Device: uint32(first + r), Stream: 7, Start: t, End: t + d, Name: name})
 				t += d + 5_000
 			}
-			ranks[r].recs = append(ranks[r].recs, activity.Record{Kind: activity.KindMemcpy, Device: uint32(first + r), Stream: 13,
+			ranks[r].recs = append(ranks[r].recs, record.Record{Kind: record.KindMemcpy, Device: uint32(first + r), Stream: 13,
 				Start: at + gap, End: cs, Bytes: 64 << 20, CopyKind: 1, SrcKind: 2, DstKind: 3})
 			ranks[r].segs = append(ranks[r].segs, seg{at, at + gap, pmIdle}, seg{at + gap, cs, pmCopy}, seg{cs, t, pmCompute})
 			computeStart[r], arrive[r] = cs, t
@@ -148,14 +148,14 @@ func simulateJob(rng *rand.Rand, j TrainingJob, first int, duration uint64) []tr
 		}
 		for r := range ranks {
 			ar := arrive[r] - min(overlapNS, arrive[r]-computeStart[r])
-			ranks[r].recs = append(ranks[r].recs, activity.Record{Kind: activity.KindKernel, Device: uint32(first + r), Stream: 21,
+			ranks[r].recs = append(ranks[r].recs, record.Record{Kind: record.KindKernel, Device: uint32(first + r), Stream: 21,
 				Start: ar, End: done, Name: trainAllReduce})
 			ranks[r].segs = append(ranks[r].segs, seg{arrive[r], last, pmWait}, seg{last, done, pmTransfer})
 		}
 		at = done
 	}
 	for r := range ranks {
-		slices.SortFunc(ranks[r].recs, func(x, y activity.Record) int { return cmp.Compare(x.End, y.End) })
+		slices.SortFunc(ranks[r].recs, func(x, y record.Record) int { return cmp.Compare(x.End, y.End) })
 	}
 	return ranks
 }
@@ -214,7 +214,7 @@ func GenerateTraining(w io.Writer, tsv string, spec TrainingSpec) error {
 		for r := range j.Ranks {
 			dev := first + r
 			// Each rank sees every GPU of the node (torchrun) and uses its own.
-			proc := activity.Process{PID: uint32(20000 + dev), StartTime: synthStart - 5e9, Executable: "/usr/bin/python3",
+			proc := record.Process{PID: uint32(20000 + dev), StartTime: synthStart - 5e9, Executable: "/usr/bin/python3",
 				Cgroup: fmt.Sprintf("/synthetic/%s-%d", j.Name, r), CUDAVersion: 13000, CUPTIVersion: 130001, DeviceUUIDs: uuids,
 				Pod: fmt.Sprintf("%s-%d", j.Name, r), Namespace: j.Namespace, Container: "trainer"}
 			if err := rw.WriteHello(synthStart+1e9, recording.ProcessEvent{Conn: uint64(dev + 1), Process: &proc}); err != nil {
@@ -230,7 +230,7 @@ func GenerateTraining(w io.Writer, tsv string, spec TrainingSpec) error {
 	// records completed by then, and the span since the previous flush after them.
 	flush := func(at uint64) error {
 		for dev := range ranks {
-			var batch []activity.Record
+			var batch []record.Record
 			for recs := ranks[dev].recs; next[dev] < len(recs) && synthStart+recs[next[dev]].End <= at; next[dev]++ {
 				r := recs[next[dev]]
 				r.Start += synthStart
@@ -242,8 +242,8 @@ func GenerateTraining(w io.Writer, tsv string, spec TrainingSpec) error {
 					return err
 				}
 			}
-			span := activity.Interval{Start: spanFrom, End: at}
-			if err := rw.WriteCoverage(at, recording.CoverageBatch{Conn: uint64(dev + 1), Spans: []activity.Interval{span}}); err != nil {
+			span := record.Interval{Start: spanFrom, End: at}
+			if err := rw.WriteCoverage(at, recording.CoverageBatch{Conn: uint64(dev + 1), Spans: []record.Interval{span}}); err != nil {
 				return err
 			}
 		}
@@ -253,7 +253,7 @@ func GenerateTraining(w io.Writer, tsv string, spec TrainingSpec) error {
 	for t := uint64(0); t < duration; t += synthBatch {
 		at := synthStart + t + synthBatch
 		for dev, d := range devices {
-			b := pmsample.Batch{Device: d.Index, Metrics: metrics}
+			b := pmdata.Batch{Device: d.Index, Metrics: metrics}
 			if t == 0 {
 				b.DroppedFirst = 1
 			}
@@ -268,7 +268,7 @@ func GenerateTraining(w io.Writer, tsv string, spec TrainingSpec) error {
 						segAt[dev] = i + 1
 					}
 				}
-				smp := pmsample.Sample{Start: synthStart + s, End: synthStart + s + synthInterval, Values: make([]float64, len(metrics))}
+				smp := pmdata.Sample{Start: synthStart + s, End: synthStart + s + synthInterval, Values: make([]float64, len(metrics))}
 				for i, m := range metrics {
 					v := 0.0
 					for st, f := range frac {

@@ -8,24 +8,25 @@ import (
 	"time"
 
 	"github.com/cupti-exporter/cupti-exporter/activity"
-	"github.com/cupti-exporter/cupti-exporter/pmsample"
+	"github.com/cupti-exporter/cupti-exporter/activity/record"
+	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
 	"github.com/cupti-exporter/cupti-exporter/recording"
 )
 
 // aggregatorSink replays a recording's activity into an Aggregator, as the replay command does.
 type aggregatorSink struct {
 	a     *activity.Aggregator
-	procs map[uint64]*activity.Process
+	procs map[uint64]*record.Process
 }
 
-func (s *aggregatorSink) Connect(conn uint64, p activity.Process) {
+func (s *aggregatorSink) Connect(conn uint64, p record.Process) {
 	s.procs[conn] = &p
 	s.a.Connect(&p)
 }
-func (s *aggregatorSink) Add(conn uint64, _ uint64, recs []activity.Record) {
+func (s *aggregatorSink) Add(conn uint64, _ uint64, recs []record.Record) {
 	s.a.Add(s.procs[conn], recs)
 }
-func (s *aggregatorSink) Coverage(conn uint64, spans []activity.Interval) {
+func (s *aggregatorSink) Coverage(conn uint64, spans []record.Interval) {
 	s.a.Coverage(s.procs[conn], spans)
 }
 func (s *aggregatorSink) Disconnect(conn uint64) { s.a.Disconnect(s.procs[conn]) }
@@ -41,7 +42,7 @@ func TestGenerateTraining(t *testing.T) {
 	if err := GenerateTraining(&buf, catalogTSV, spec); err != nil {
 		t.Fatal(err)
 	}
-	sink := &aggregatorSink{a: activity.NewAggregator(), procs: map[uint64]*activity.Process{}}
+	sink := &aggregatorSink{a: activity.NewAggregator(), procs: map[uint64]*record.Process{}}
 	r, err := recording.FromBytes(buf.Bytes(), recording.WithSpeed(0), recording.WithActivitySink(sink))
 	if err != nil {
 		t.Fatal(err)
@@ -49,7 +50,7 @@ func TestGenerateTraining(t *testing.T) {
 	if s := r.Summary(); !s.Header.Synthetic || !s.Complete || len(s.Devices) != 4 || s.HealthSnapshots != 20 {
 		t.Fatalf("summary %+v", s)
 	}
-	if err := r.Run(context.Background(), func(pmsample.Batch) {}); err != nil {
+	if err := r.Run(context.Background(), func(pmdata.Batch) {}); err != nil {
 		t.Fatal(err)
 	}
 	split := map[string]map[string]float64{} // pod -> state -> seconds

@@ -23,7 +23,7 @@ import (
 	"os"
 	"strings"
 
-	"github.com/cupti-exporter/cupti-exporter/activity"
+	"github.com/cupti-exporter/cupti-exporter/activity/record"
 	"github.com/cupti-exporter/cupti-exporter/recording"
 )
 
@@ -117,7 +117,7 @@ func filter(in, out, prefix string) error {
 		case recording.FrameHealth:
 			err = w.WriteHealth(ev.Time, ev.Health)
 		case recording.FrameProcesses:
-			err = w.WriteProcesses(ev.Time, *ev.Procs)
+			err = w.WriteProcesses(ev.Time, ev.Procs.Observation())
 		}
 		if err != nil {
 			return err
@@ -162,7 +162,7 @@ func dump(in string) error {
 			pods[ev.Process.Conn] = ev.Process.Process.Pod
 		case recording.FrameActivity:
 			for _, r := range ev.Activity.Records {
-				if r.Kind == activity.KindKernel {
+				if r.Kind == record.KindKernel {
 					fmt.Fprintf(out, "K %s %d %d %s\n", pods[ev.Activity.Conn], r.Start, r.End, r.Name)
 				}
 			}

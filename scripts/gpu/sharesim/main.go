@@ -18,7 +18,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math"
 	"os"
 	"sort"
 	"strconv"
@@ -26,10 +25,12 @@ import (
 	"time"
 
 	"github.com/cupti-exporter/cupti-exporter/activity"
+	"github.com/cupti-exporter/cupti-exporter/activity/record"
 	"github.com/cupti-exporter/cupti-exporter/attribution"
 	"github.com/cupti-exporter/cupti-exporter/mapping"
-	"github.com/cupti-exporter/cupti-exporter/pmsample"
+	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
 	"github.com/cupti-exporter/cupti-exporter/recording"
+	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
 
 func main() {
@@ -84,10 +85,10 @@ func run(path string, hidden map[string]bool, est string, w io.Writer) error {
 	}
 	var (
 		clock    time.Time
-		devices  []pmsample.Device
+		devices  []pmdata.Device
 		attr     *attribution.Attributor
 		agg      *activity.Aggregator
-		procs    = map[uint64]*activity.Process{}
+		procs    = map[uint64]*record.Process{}
 		dramRead = map[int]float64{}
 	)
 	now := func() time.Time { return clock }
@@ -129,7 +130,7 @@ func run(path string, hidden map[string]bool, est string, w io.Writer) error {
 					}
 				}
 			}
-			attr.AddBatch(*ev.Batch)
+			attr.Add(*ev.Batch)
 		case recording.FrameHello:
 			if hidden[ev.Process.Process.Pod] {
 				continue
@@ -152,7 +153,7 @@ func run(path string, hidden map[string]bool, est string, w io.Writer) error {
 			}
 		case recording.FrameProcesses:
 			if attr != nil {
-				attr.ObserveProcesses(observation(*ev.Procs))
+				attr.ObserveProcesses(ev.Procs.Observation())
 			}
 		}
 	}
@@ -164,21 +165,7 @@ func run(path string, hidden map[string]bool, est string, w io.Writer) error {
 	return write(w, attr.Snapshot(), dramRead)
 }
 
-// observation is a recorded processes frame as the binary hands it to the join.
-func observation(e recording.ProcessesEvent) attribution.ProcessObservation {
-	o := attribution.ProcessObservation{GPU: e.GPU, UUID: e.UUID, Start: time.Unix(0, int64(e.Start)), End: time.Unix(0, int64(e.End)), Shares: e.Shares, MIG: e.MIG}
-	for _, q := range e.Processes {
-		share := math.NaN()
-		if q.SMShare != nil {
-			share = *q.SMShare
-		}
-		o.Processes = append(o.Processes, attribution.ObservedProcess{PID: q.PID, SMShare: share, Namespace: q.Namespace,
-			Pod: q.Pod, Container: q.Container, MPS: q.MPS})
-	}
-	return o
-}
-
-func write(w io.Writer, snap *mapping.Snapshot, dramRead map[int]float64) error {
+func write(w io.Writer, snap *snapshot.Snapshot, dramRead map[int]float64) error {
 	bw := bufio.NewWriter(w)
 	for dev, v := range dramRead {
 		fmt.Fprintf(bw, "cupti_dram_read_bytes_total{gpu=\"%d\"} %g\n", dev, v)

@@ -1,4 +1,4 @@
-package main
+package pipeline
 
 import (
 	"strconv"
@@ -12,7 +12,7 @@ import (
 // socket, the health listener and the rest have their reserve; what cannot fit is refused
 // with the numbers and the remedies.
 func TestPlanDescriptors(t *testing.T) {
-	cfg := defaultConfig() // activity.max_connections 256, health listener on
+	cfg := DefaultConfig() // activity.max_connections 256, health listener on
 	reserve := 2*256 + 2 + otherReserve + exporter.HealthMaxConnections + 1 + 1
 	for _, tc := range []struct {
 		name     string

@@ -1,4 +1,4 @@
-package main
+package pipeline
 
 import (
 	"context"
@@ -24,6 +24,7 @@ import (
 	"github.com/cupti-exporter/cupti-exporter/internal/cupti"
 	"github.com/cupti-exporter/cupti-exporter/mapping"
 	"github.com/cupti-exporter/cupti-exporter/pmsample"
+	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
 	"github.com/cupti-exporter/cupti-exporter/profilers"
 )
 
@@ -35,9 +36,9 @@ func otlpTurnedOnBy(endpoint, envVar string) string {
 	return envVar
 }
 
-// runServe samples this host's GPUs. Without CUPTI (or with PM sampling disabled) it still
+// Serve samples this host's GPUs. Without CUPTI (or with PM sampling disabled) it still
 // serves activity and self metrics, and /readyz and the logs say why PM sampling is off.
-func runServe(ctx context.Context, logger *slog.Logger, cfg *Config) error {
+func Serve(ctx context.Context, logger *slog.Logger, cfg *Config) error {
 	m, err := newMapper(cfg)
 	if err != nil {
 		return err
@@ -79,11 +80,10 @@ func runServe(ctx context.Context, logger *slog.Logger, cfg *Config) error {
 		return err
 	}
 	budget := activity.NewBudget(int64(cfg.Activity.MemoryBudget))
-	var act *activity.Aggregator
 	// The host's GPUs for the activity socket: the PM source's, else NVML's (PM sampling
 	// off), so that made-up device UUIDs do not fill the device table.
 	pm.nvml = &nvmlGPUs{}
-	hostGPUs := func() []pmsample.Device {
+	hostGPUs := func() []pmdata.Device {
 		if ds := pm.devices(); len(ds) > 0 {
 			return ds
 		}
@@ -92,7 +92,7 @@ func runServe(ctx context.Context, logger *slog.Logger, cfg *Config) error {
 	actOpts := append(liveActivityOptions(hostGPUs, budget), activity.WithTrustHelloPods(cfg.Activity.TrustHelloPods))
 	actOpts = append(actOpts, budgetActivityOptions(cfg)...)
 	if cfg.Activity.Enabled {
-		if actOpts, err = pm.attribute(cfg, logger, budget, actOpts, func(m string) string { return act.KernelLabel(m) }); err != nil {
+		if actOpts, err = pm.attribute(cfg, logger, budget, actOpts); err != nil {
 			return err
 		}
 	}
@@ -105,7 +105,7 @@ func runServe(ctx context.Context, logger *slog.Logger, cfg *Config) error {
 	if pm.idle != nil { // kernel records wake an idle-released GPU
 		actOpts = append(actOpts, activity.WithListener(pm.idle))
 	}
-	act = activity.NewAggregator(actOpts...)
+	act := pm.newActivity(actOpts)
 	if !cfg.Activity.Enabled {
 		return serveSources(ctx, logger, cfg, pm, act, extra...)
 	}
@@ -127,7 +127,7 @@ func runServe(ctx context.Context, logger *slog.Logger, cfg *Config) error {
 // nil with off saying why there is none.
 type pmSetup struct {
 	mapper  *mapping.Mapper
-	src     pmsample.Source
+	src     pmdata.Source
 	pause   http.Handler             // the pause/resume API of a live sampler
 	status  func() []exporter.Status // readiness of a live sampler; nil: ready after the first batch
 	aggOpts []pmsample.AggregatorOption
@@ -148,10 +148,9 @@ type pmSetup struct {
 }
 
 // attribute sets up the attribution join when it is enabled and PM samples flow: it
-// returns the activity options plus the join as a listener. kernelLabel gives the activity
-// aggregator's bounded kernel label (the aggregator is made after the join, with it). What
-// clients make the join hold is charged to budget, the activity receiver's.
-func (pm *pmSetup) attribute(cfg *Config, logger *slog.Logger, budget *activity.Budget, opts []activity.Option, kernelLabel func(string) string) ([]activity.Option, error) {
+// returns the activity options plus the join as a listener. What clients make the join hold
+// is charged to budget, the activity receiver's.
+func (pm *pmSetup) attribute(cfg *Config, logger *slog.Logger, budget *activity.Budget, opts []activity.Option) ([]activity.Option, error) {
 	if !cfg.Attribution.Enabled || pm.src == nil {
 		return opts, nil
 	}
@@ -160,7 +159,6 @@ func (pm *pmSetup) attribute(cfg *Config, logger *slog.Logger, budget *activity.
 			attribution.WithWatermark(time.Duration(cfg.Attribution.Watermark)),
 			attribution.WithEstimator(cfg.Attribution.Estimator),
 			attribution.WithMaxPendingRecords(cfg.Attribution.MaxPendingRecords),
-			attribution.WithKernelLabel(kernelLabel),
 			attribution.WithBudget(budget))...)
 	if err != nil {
 		return nil, fmt.Errorf("setting up attribution: %w", err)
@@ -168,6 +166,16 @@ func (pm *pmSetup) attribute(cfg *Config, logger *slog.Logger, budget *activity.
 	pm.attr = a
 	logger.Info("attributing PM samples to kernels and pods", "watermark", cfg.Attribution.Watermark, "estimator", cfg.Attribution.Estimator)
 	return append(opts, activity.WithListener(a)), nil
+}
+
+// newActivity makes the activity aggregator with opts; the attribution join, one of its
+// listeners, labels kernels with the aggregator's bounded kernel labels.
+func (pm *pmSetup) newActivity(opts []activity.Option) *activity.Aggregator {
+	act := activity.NewAggregator(opts...)
+	if pm.attr != nil {
+		pm.attr.LabelKernelsWith(act)
+	}
+	return act
 }
 
 // namedProducer is one more source of self-metrics to register (the pod informer), or of
@@ -190,7 +198,7 @@ func socketStatus(srv *receiver.Server) exporter.StatusReporter {
 }
 
 // devices lists the source's devices (none when PM sampling is off).
-func (pm *pmSetup) devices() []pmsample.Device {
+func (pm *pmSetup) devices() []pmdata.Device {
 	if pm.src == nil {
 		return nil
 	}
@@ -223,7 +231,7 @@ func serveSources(ctx context.Context, logger *slog.Logger, cfg *Config, pm pmSe
 			opts = append(opts, health.WithPodResolver(pm.pidPod))
 		}
 		if pm.attr != nil { // who else is on the GPU: NVML's processes into the join
-			opts = append(opts, health.WithProcessListener(observeProcesses(pm.attr)))
+			opts = append(opts, health.WithProcessListener(pm.attr.ObserveProcesses))
 		}
 		src := startHealth(ctx, logger, cfg, exp, pm.devices, opts...)
 		if pm.nvml != nil {
@@ -293,18 +301,15 @@ func serveSources(ctx context.Context, logger *slog.Logger, cfg *Config, pm pmSe
 			exp.Register("pmsample_give_way", pm.giveWays)
 			go pm.profilers.Run(ctx)
 		}
-		go func() {
-			srcErr <- src.Run(ctx, func(b pmsample.Batch) {
-				agg.Add(b)
-				if pm.attr != nil {
-					pm.attr.AddBatch(b)
-				}
-				if pm.idle != nil {
-					pm.idle.Add(b)
-				}
-				fed.Store(true)
-			})
-		}()
+		consumers := fanOut{agg}
+		if pm.attr != nil {
+			consumers = append(consumers, pm.attr)
+		}
+		if pm.idle != nil {
+			consumers = append(consumers, pm.idle)
+		}
+		consumers = append(consumers, (*fedFlag)(&fed))
+		go func() { srcErr <- src.Run(ctx, consumers.Add) }()
 	}
 
 	maxConns, err := httpServerLimits(logger, cfg, pm.live && cfg.Activity.Enabled)
@@ -313,7 +318,7 @@ func serveSources(ctx context.Context, logger *slog.Logger, cfg *Config, pm pmSe
 	}
 	srv := exporter.NewServer(logger, exporter.ServerConfig{
 		ListenAddresses:     []string{cfg.Web.ListenAddress},
-		HealthListenAddress: cfg.healthListenAddress(),
+		HealthListenAddress: cfg.Web.HealthAddress(),
 		WebConfigFile:       cfg.Web.ConfigFile,
 		TelemetryPath:       cfg.Web.TelemetryPath,
 		MaxRequests:         cfg.Web.MaxRequests,
@@ -323,7 +328,7 @@ func serveSources(ctx context.Context, logger *slog.Logger, cfg *Config, pm pmSe
 		Registry:            exp.Registry(),
 		Status:              exp,
 	})
-	srv.Handle("/api/v1/pm-sampling/", pmSamplingAPI(cfg, pm))
+	srv.Handle(exporter.PauseAPIPath+"/", pmSamplingAPI(cfg, pm))
 	otlpFromEnv, otlpEnvVar := exporter.OTLPFromEnv()
 	if cfg.OTLP.Endpoint != "" || otlpFromEnv {
 		naming, _ := exporter.ParseNaming(cfg.OTLP.Naming) // validated with the configuration
@@ -406,6 +411,20 @@ func pmSamplingAPI(cfg *Config, pm pmSetup) http.Handler {
 const noSessionInRecording = "no PM sampling session to pause: this exporter serves a recording (replay or --demo), not the GPUs; " +
 	"the pause/resume API (--web.enable-pm-sampling-api) is for `serve` on a GPU host"
 
+// fanOut hands every batch of the PM source to each of its consumers in turn.
+type fanOut []pmdata.Consumer
+
+func (f fanOut) Add(b pmdata.Batch) {
+	for _, c := range f {
+		c.Add(b)
+	}
+}
+
+// fedFlag is set once the PM source has delivered a batch (a recording's readiness).
+type fedFlag atomic.Bool
+
+func (f *fedFlag) Add(pmdata.Batch) { (*atomic.Bool)(f).Store(true) }
+
 type statusFunc func() []exporter.Status
 
 func (f statusFunc) Status() []exporter.Status { return f() }
@@ -452,13 +471,13 @@ func samplerOptions(cfg *Config) []pmsample.Option {
 
 // activityOptions labels activity series with the host's GPU index of the UUID a process
 // reports (its own CUDA ordinals are remapped by CUDA_VISIBLE_DEVICES), as PM series do.
-func activityOptions(devices func() []pmsample.Device) []activity.Option {
+func activityOptions(devices func() []pmdata.Device) []activity.Option {
 	return []activity.Option{activity.WithGPUResolver(gpuLabelOf(devices))}
 }
 
 // gpuLabelOf maps a device UUID (as a process or NVML reports it) to the gpu label of the PM
 // series: the index of the source's device with that UUID.
-func gpuLabelOf(devices func() []pmsample.Device) func(uuid string) (string, bool) {
+func gpuLabelOf(devices func() []pmdata.Device) func(uuid string) (string, bool) {
 	return func(uuid string) (string, bool) {
 		if d, ok := deviceByUUID(devices(), uuid); ok {
 			return strconv.Itoa(d.Index), true
@@ -467,19 +486,19 @@ func gpuLabelOf(devices func() []pmsample.Device) func(uuid string) (string, boo
 	}
 }
 
-func deviceByUUID(ds []pmsample.Device, uuid string) (pmsample.Device, bool) {
+func deviceByUUID(ds []pmdata.Device, uuid string) (pmdata.Device, bool) {
 	for _, d := range ds {
 		if strings.EqualFold(d.UUID, uuid) {
 			return d, true
 		}
 	}
-	return pmsample.Device{}, false
+	return pmdata.Device{}, false
 }
 
 // liveActivityOptions are activityOptions for records from the socket: devices a process
 // declares must exist on this host (when the PM source knows the host's GPUs), and the
 // per-device state is charged to the receiver's budget.
-func liveActivityOptions(devices func() []pmsample.Device, budget *activity.Budget) []activity.Option {
+func liveActivityOptions(devices func() []pmdata.Device, budget *activity.Budget) []activity.Option {
 	return append(activityOptions(devices),
 		activity.WithBudget(budget),
 		activity.WithDeviceFilter(func(uuid string) (exists, known bool) {
@@ -492,7 +511,7 @@ func liveActivityOptions(devices func() []pmsample.Device, budget *activity.Budg
 // receiverOptions are the activity socket server's options from the configuration.
 func receiverOptions(cfg *Config, budget *activity.Budget) []receiver.Option {
 	return []receiver.Option{
-		receiver.WithSocketMode(cfg.activitySocketMode()),
+		receiver.WithSocketMode(cfg.Activity.SocketFileMode()),
 		receiver.WithMaxConnections(cfg.Activity.MaxConnections),
 		receiver.WithHelloTimeout(time.Duration(cfg.Activity.HelloTimeout)),
 		receiver.WithIdleTimeout(time.Duration(cfg.Activity.IdleTimeout)),

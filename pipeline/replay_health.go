@@ -1,4 +1,4 @@
-package main
+package pipeline
 
 import (
 	"slices"
@@ -6,19 +6,19 @@ import (
 
 	"github.com/cupti-exporter/cupti-exporter/exporter"
 	"github.com/cupti-exporter/cupti-exporter/health"
-	"github.com/cupti-exporter/cupti-exporter/mapping"
+	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
 
 // replayHealth serves the health snapshots of a recording as source "health": the last
 // one replayed, as it was recorded (timestamps shifted by the replay), in this build's
 // health families where it has them (canonical).
 type replayHealth struct {
-	snap atomic.Pointer[mapping.Snapshot]
+	snap atomic.Pointer[snapshot.Snapshot]
 }
 
 // healthDescs are this build's health families, by name.
-var healthDescs = func() map[string]*mapping.Desc {
-	out := map[string]*mapping.Desc{}
+var healthDescs = func() map[string]*snapshot.Desc {
+	out := map[string]*snapshot.Desc{}
 	for _, d := range health.Descs() {
 		out[d.Name] = d
 	}
@@ -26,17 +26,17 @@ var healthDescs = func() map[string]*mapping.Desc {
 }()
 
 // set is the replay's health sink.
-func (h *replayHealth) set(s *mapping.Snapshot) { h.snap.Store(canonical(s)) }
+func (h *replayHealth) set(s *snapshot.Snapshot) { h.snap.Store(canonical(s)) }
 
 // canonical returns s with every recorded family that this build's health source also
 // describes (same name, kind and labels) replaced by that description, so that a recording
 // pushes OTLP under today's names and attributes, which recordings do not carry in full (no
 // constant attributes such as hw.gpu.task).
-func canonical(s *mapping.Snapshot) *mapping.Snapshot {
+func canonical(s *snapshot.Snapshot) *snapshot.Snapshot {
 	if s == nil {
 		return nil
 	}
-	out := &mapping.Snapshot{Time: s.Time, Families: slices.Clone(s.Families)}
+	out := &snapshot.Snapshot{Time: s.Time, Families: slices.Clone(s.Families)}
 	for i, f := range out.Families {
 		if f.Desc == nil {
 			continue
@@ -49,7 +49,7 @@ func canonical(s *mapping.Snapshot) *mapping.Snapshot {
 }
 
 // Snapshot implements exporter.Producer; nil until the first health frame is replayed.
-func (h *replayHealth) Snapshot() *mapping.Snapshot { return h.snap.Load() }
+func (h *replayHealth) Snapshot() *snapshot.Snapshot { return h.snap.Load() }
 
 // status is ready once the first health frame is in.
 func (h *replayHealth) status() []exporter.Status {

@@ -1,8 +1,7 @@
-package main
+package pipeline
 
 import (
 	"context"
-	"math"
 	"os"
 	"path/filepath"
 	"testing"
@@ -14,10 +13,10 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/cupti-exporter/cupti-exporter/attribution"
-	"github.com/cupti-exporter/cupti-exporter/health"
+	"github.com/cupti-exporter/cupti-exporter/gpuprocs"
 	"github.com/cupti-exporter/cupti-exporter/kubepods"
 	"github.com/cupti-exporter/cupti-exporter/mapping"
-	"github.com/cupti-exporter/cupti-exporter/pmsample"
+	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
 )
 
 // An untraced pod is resolved from the cgroup of the PID NVML lists (the same informer as
@@ -75,21 +74,21 @@ func TestUntracedPodFromNVML(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := attribution.New([]pmsample.Device{{Index: 0, UUID: "GPU-1"}},
-		[]pmsample.CatalogEntry{{Name: bytesMetric, Properties: mapping.Properties{Type: mapping.TypeCounter, HWUnit: "pcie", DimUnit: "byte"}}}, m, nil)
+	a, err := attribution.New([]pmdata.Device{{Index: 0, UUID: "GPU-1"}},
+		[]pmdata.CatalogEntry{{Name: bytesMetric, Properties: pmdata.Properties{Type: pmdata.TypeCounter, HWUnit: "pcie", DimUnit: "byte"}}}, m, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t0 := time.Now().Add(-time.Minute).Truncate(time.Second)
 	pod, ns, ctr, _ := resolve(4242)
-	observeProcesses(a)(health.Processes{GPU: "0", UUID: "GPU-1", Start: t0, End: t0.Add(time.Second), Shares: true,
-		Procs: []health.Process{{PID: 4242, SMShare: 1, Namespace: ns, Pod: pod, Container: ctr}}})
-	var ss []pmsample.Sample
+	a.ObserveProcesses(gpuprocs.Observation{GPU: "0", UUID: "GPU-1", Start: t0, End: t0.Add(time.Second), Shares: true,
+		Processes: []gpuprocs.Process{{PID: 4242, SMShare: 1, Namespace: ns, Pod: pod, Container: ctr}}})
+	var ss []pmdata.Sample
 	for i := range 100 {
 		s := uint64(t0.UnixNano()) + uint64(i)*1e6
-		ss = append(ss, pmsample.Sample{Start: s, End: s + 1e6, Values: []float64{1000}})
+		ss = append(ss, pmdata.Sample{Start: s, End: s + 1e6, Values: []float64{1000}})
 	}
-	a.AddBatch(pmsample.Batch{Device: 0, Metrics: []string{bytesMetric}, Samples: ss})
+	a.Add(pmdata.Batch{Device: 0, Metrics: []string{bytesMetric}, Samples: ss})
 	a.Flush()
 	var podBytes, present float64
 	for _, f := range a.Snapshot().Families {
@@ -108,26 +107,5 @@ func TestUntracedPodFromNVML(t *testing.T) {
 	}
 	if podBytes != 100_000 || present != 1 {
 		t.Errorf("notebook pod (source=nvml) got %v bytes of 100000, untraced-present ratio %v (want 1)", podBytes, present)
-	}
-}
-
-// TestRecordedProcessesRoundTrip: what the health source saw of a GPU's processes survives a
-// recording (record writes it, replay feeds it to the join): an unknown share stays unknown.
-func TestRecordedProcessesRoundTrip(t *testing.T) {
-	in := health.Processes{GPU: "0", UUID: "GPU-0", Start: time.Unix(10, 5), End: time.Unix(11, 7), Shares: true, MIG: true, Procs: []health.Process{
-		{PID: 7, SMShare: 0.25, Namespace: "ml", Pod: "p", Container: "c", MPS: health.MPSClient}, {PID: 8, SMShare: math.NaN(), MPS: health.MPSServer},
-	}}
-	out := replayedProcesses(recordedProcesses(in))
-	if !out.Start.Equal(in.Start) || !out.End.Equal(in.End) || out.GPU != "0" || out.UUID != "GPU-0" || !out.Shares || !out.MIG || len(out.Procs) != 2 {
-		t.Fatalf("round trip: %+v", out)
-	}
-	if out.Procs[1].MPS != health.MPSServer {
-		t.Errorf("process 1: MPS role %q, want the server", out.Procs[1].MPS)
-	}
-	if p := out.Procs[0]; p != in.Procs[0] {
-		t.Errorf("process 0: %+v, want %+v", p, in.Procs[0])
-	}
-	if p := out.Procs[1]; p.PID != 8 || !math.IsNaN(p.SMShare) {
-		t.Errorf("process 1 (share unknown): %+v", p)
 	}
 }

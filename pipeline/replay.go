@@ -1,4 +1,4 @@
-package main
+package pipeline
 
 import (
 	"context"
@@ -6,12 +6,14 @@ import (
 	"log/slog"
 
 	"github.com/cupti-exporter/cupti-exporter/activity"
+	"github.com/cupti-exporter/cupti-exporter/activity/record"
+	"github.com/cupti-exporter/cupti-exporter/gpuprocs"
 	"github.com/cupti-exporter/cupti-exporter/recording"
 	"github.com/cupti-exporter/cupti-exporter/recording/demo"
 )
 
-// runDemo serves the embedded demo recording, looping in real time.
-func runDemo(ctx context.Context, logger *slog.Logger, cfg *Config) error {
+// Demo serves the embedded demo recording, looping in real time.
+func Demo(ctx context.Context, logger *slog.Logger, cfg *Config) error {
 	logger.Info("the demo replays a recording: its GPU is idle for about the first 15 s of every loop, so kernel and memcpy histograms appear once the recorded workload starts")
 	return serveRecording(ctx, logger, cfg, "serving the embedded demo recording (no GPU is used)",
 		func(opts ...recording.ReplayOption) (*recording.Replayer, error) {
@@ -23,11 +25,18 @@ func runDemo(ctx context.Context, logger *slog.Logger, cfg *Config) error {
 		})
 }
 
-// runReplay serves a recording file.
-func runReplay(ctx context.Context, logger *slog.Logger, cfg *Config, cl *cli) error {
-	return serveRecording(ctx, logger, cfg, "replaying "+cl.replayFile,
+// ReplayArgs is what `replay` is told besides the configuration.
+type ReplayArgs struct {
+	File  string  // the recording
+	Speed float64 // 1: real time
+	Loop  bool    // start over at the end
+}
+
+// Replay serves a recording file.
+func Replay(ctx context.Context, logger *slog.Logger, cfg *Config, cl ReplayArgs) error {
+	return serveRecording(ctx, logger, cfg, "replaying "+cl.File,
 		func(opts ...recording.ReplayOption) (*recording.Replayer, error) {
-			return recording.OpenFile(cl.replayFile, append(opts, recording.WithLoop(cl.replayLoop), recording.WithSpeed(cl.replaySpeed))...)
+			return recording.OpenFile(cl.File, append(opts, recording.WithLoop(cl.Loop), recording.WithSpeed(cl.Speed))...)
 		})
 }
 
@@ -45,9 +54,9 @@ func serveRecording(ctx context.Context, logger *slog.Logger, cfg *Config, msg s
 	// join, which needs its devices and catalog, can listen to the activity aggregator.
 	sink := newActivitySink(nil)
 	health := &replayHealth{}
-	procs := func(e recording.ProcessesEvent) { // NVML's processes into the join, as live
+	procs := func(o gpuprocs.Observation) { // NVML's processes into the join, as live
 		if pm.attr != nil {
-			observeProcesses(pm.attr)(replayedProcesses(e))
+			pm.attr.ObserveProcesses(o)
 		}
 	}
 	r, err := open(recording.WithActivitySink(sink), recording.WithHealthSink(health.set), recording.WithProcessesSink(procs),
@@ -63,15 +72,13 @@ func serveRecording(ctx context.Context, logger *slog.Logger, cfg *Config, msg s
 	if r.Summary().HealthSnapshots > 0 {
 		pm.health = health
 	}
-	var act *activity.Aggregator
 	budget := activity.NewBudget(int64(cfg.Activity.MemoryBudget))
 	opts, err := pm.attribute(cfg, logger, budget, append(append(activityOptions(pm.devices), budgetActivityOptions(cfg)...),
-		activity.WithBudget(budget)),
-		func(m string) string { return act.KernelLabel(m) })
+		activity.WithBudget(budget)))
 	if err != nil {
 		return err
 	}
-	act = activity.NewAggregator(opts...)
+	act := pm.newActivity(opts)
 	sink.agg = act
 	return serveSources(ctx, logger, cfg, pm, act)
 }
@@ -86,26 +93,26 @@ func logRecording(logger *slog.Logger, msg string, s recording.Summary) {
 }
 
 // activitySink feeds replayed activity events into an aggregator, one recorded
-// connection to one *activity.Process.
+// connection to one *record.Process.
 type activitySink struct {
 	agg     *activity.Aggregator
-	procs   map[uint64]*activity.Process
+	procs   map[uint64]*record.Process
 	dropped map[uint64]uint64
 }
 
 func newActivitySink(a *activity.Aggregator) *activitySink {
-	return &activitySink{agg: a, procs: map[uint64]*activity.Process{}, dropped: map[uint64]uint64{}}
+	return &activitySink{agg: a, procs: map[uint64]*record.Process{}, dropped: map[uint64]uint64{}}
 }
 
-func (s *activitySink) Connect(conn uint64, p activity.Process) {
+func (s *activitySink) Connect(conn uint64, p record.Process) {
 	s.procs[conn] = &p
 	s.agg.Connect(&p)
 }
 
-func (s *activitySink) Add(conn uint64, dropped uint64, recs []activity.Record) {
+func (s *activitySink) Add(conn uint64, dropped uint64, recs []record.Record) {
 	p := s.procs[conn]
 	if p == nil { // records of a connection whose hello was not recorded
-		p = &activity.Process{PID: uint32(conn)}
+		p = &record.Process{PID: uint32(conn)}
 		s.Connect(conn, *p)
 		p = s.procs[conn]
 	}
@@ -116,7 +123,7 @@ func (s *activitySink) Add(conn uint64, dropped uint64, recs []activity.Record) 
 	s.agg.Add(p, recs)
 }
 
-func (s *activitySink) Coverage(conn uint64, spans []activity.Interval) {
+func (s *activitySink) Coverage(conn uint64, spans []record.Interval) {
 	if p := s.procs[conn]; p != nil {
 		s.agg.Coverage(p, spans)
 	}

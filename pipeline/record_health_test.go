@@ -1,4 +1,4 @@
-package main
+package pipeline
 
 import (
 	"context"
@@ -7,33 +7,33 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cupti-exporter/cupti-exporter/mapping"
+	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
 
 type snapSource struct {
-	p atomic.Pointer[mapping.Snapshot]
+	p atomic.Pointer[snapshot.Snapshot]
 }
 
-func (s *snapSource) Snapshot() *mapping.Snapshot { return s.p.Load() }
+func (s *snapSource) Snapshot() *snapshot.Snapshot { return s.p.Load() }
 
 // TestRecordHealth: every new snapshot is written once, snapshots without families (NVML
 // not read yet) are not, and the recorder reports its count only after the source stopped.
 func TestRecordHealth(t *testing.T) {
 	src := &snapSource{}
-	src.p.Store(&mapping.Snapshot{}) // before the first collection
+	src.p.Store(&snapshot.Snapshot{}) // before the first collection
 	var mu sync.Mutex
-	var got []*mapping.Snapshot
+	var got []*snapshot.Snapshot
 	ctx, cancel := context.WithCancel(context.Background())
 	srcDone := make(chan struct{})
-	done := recordHealth(ctx, src, 4*time.Millisecond, func(s *mapping.Snapshot) {
+	done := recordHealth(ctx, src, 4*time.Millisecond, func(s *snapshot.Snapshot) {
 		mu.Lock()
 		got = append(got, s)
 		mu.Unlock()
 	}, srcDone)
-	fam := []mapping.Family{{Desc: &mapping.Desc{Name: "x"}, Samples: []mapping.Sample{{Value: 1}}}}
-	var want []*mapping.Snapshot
+	fam := []snapshot.Family{{Desc: &snapshot.Desc{Name: "x"}, Samples: []snapshot.Sample{{Value: 1}}}}
+	var want []*snapshot.Snapshot
 	for range 5 {
-		s := &mapping.Snapshot{Time: time.Now(), Families: fam}
+		s := &snapshot.Snapshot{Time: time.Now(), Families: fam}
 		want = append(want, s)
 		src.p.Store(s)
 		time.Sleep(20 * time.Millisecond) // several polls see the same snapshot

@@ -1,4 +1,4 @@
-package main
+package pipeline
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/cupti-exporter/cupti-exporter/activity"
+	"github.com/cupti-exporter/cupti-exporter/activity/record"
 	"github.com/cupti-exporter/cupti-exporter/exporter"
 	"github.com/cupti-exporter/cupti-exporter/kubepods"
 )
@@ -35,7 +36,7 @@ func TestPodInformerSettings(t *testing.T) {
 		{"on", "on", "n3", "", nil, "n3", true, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg := defaultConfig()
+			cfg := DefaultConfig()
 			cfg.Kubernetes.PodInformer, cfg.Kubernetes.NodeName, cfg.Kubernetes.Kubeconfig = tc.mode, tc.flagNode, tc.kubeconfig
 			node, on, err := podInformerSettings(&cfg, func(k string) string { return tc.env[k] })
 			if (err != nil) != tc.err || on != tc.on || (!tc.err && node != tc.node) {
@@ -43,9 +44,9 @@ func TestPodInformerSettings(t *testing.T) {
 			}
 		})
 	}
-	cfg := defaultConfig()
+	cfg := DefaultConfig()
 	cfg.Kubernetes.PodInformer = "yes"
-	if err := cfg.validate(); err == nil {
+	if err := cfg.Validate(); err == nil {
 		t.Error("pod_informer=yes accepted")
 	}
 }
@@ -83,15 +84,15 @@ func TestPodInformerTwoPodsOneGPU(t *testing.T) {
 	}
 
 	agg := activity.NewAggregator(activity.WithPodResolver(podResolver(r)), activity.WithKernelHistogramSplit(activity.SplitGPU|activity.SplitPod))
-	pa := &activity.Process{PID: 7, DeviceUUIDs: []string{"GPU-1"}, Container: "stray",
+	pa := &record.Process{PID: 7, DeviceUUIDs: []string{"GPU-1"}, Container: "stray",
 		Cgroup: "0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod0a1b2c3d_0000_4000_8000_00000000000a.slice/cri-containerd-" + cidA + ".scope"}
-	pb := &activity.Process{PID: 7, DeviceUUIDs: []string{"GPU-1"},
+	pb := &record.Process{PID: 7, DeviceUUIDs: []string{"GPU-1"},
 		Cgroup: "12:memory:/kubepods/besteffort/pod" + uidB + "/" + cidB + "\n0::/\n"}
-	host := &activity.Process{PID: 8, DeviceUUIDs: []string{"GPU-1"}, Container: "stray", Cgroup: "0::/user.slice/user-1000.slice/session-1.scope"}
-	pageable := activity.Record{Kind: activity.KindMemcpy, CopyKind: 1, SrcKind: 1, DstKind: 3, Bytes: 100, End: 10}
-	for _, p := range []*activity.Process{pa, pb, host} {
+	host := &record.Process{PID: 8, DeviceUUIDs: []string{"GPU-1"}, Container: "stray", Cgroup: "0::/user.slice/user-1000.slice/session-1.scope"}
+	pageable := record.Record{Kind: record.KindMemcpy, CopyKind: 1, SrcKind: 1, DstKind: 3, Bytes: 100, End: 10}
+	for _, p := range []*record.Process{pa, pb, host} {
 		agg.Connect(p)
-		agg.Add(p, []activity.Record{{Kind: activity.KindKernel, Name: "_Z1kv", End: 1000}, pageable})
+		agg.Add(p, []record.Record{{Kind: record.KindKernel, Name: "_Z1kv", End: 1000}, pageable})
 	}
 	s := agg.Snapshot()
 	want := map[string][][]string{
@@ -163,7 +164,7 @@ func TestStartPodInformerWithoutToken(t *testing.T) {
 	t.Setenv("KUBERNETES_SERVICE_PORT", "")
 	t.Setenv("NODE_NAME", "n1")
 	logger := slog.New(slog.DiscardHandler)
-	cfg := defaultConfig()
+	cfg := DefaultConfig()
 	r, err := startPodInformer(context.Background(), logger, &cfg)
 	if err != nil || r != nil {
 		t.Errorf("auto without a token: %v, %v; want no informer and no error", r, err)

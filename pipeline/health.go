@@ -1,4 +1,4 @@
-package main
+package pipeline
 
 import (
 	"context"
@@ -11,12 +11,12 @@ import (
 
 	"github.com/cupti-exporter/cupti-exporter/exporter"
 	"github.com/cupti-exporter/cupti-exporter/health"
-	"github.com/cupti-exporter/cupti-exporter/pmsample"
+	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
 )
 
 // startHealth reads the host's GPU health from NVML on its own goroutine and registers it
 // as source "health". Its gpu label follows the PM series (CUDA order, by UUID).
-func startHealth(ctx context.Context, logger *slog.Logger, cfg *Config, exp *exporter.Exporter, devices func() []pmsample.Device, opts ...health.Option) *health.Source {
+func startHealth(ctx context.Context, logger *slog.Logger, cfg *Config, exp *exporter.Exporter, devices func() []pmdata.Device, opts ...health.Option) *health.Source {
 	src := newHealthSource(logger, cfg, devices, opts...)
 	exp.Register("health", healthView(cfg, src))
 	exp.RegisterStatus("health", statusFunc(func() []exporter.Status {
@@ -38,18 +38,18 @@ func startHealth(ctx context.Context, logger *slog.Logger, cfg *Config, exp *exp
 // activity device filter when PM sampling is off.
 type nvmlGPUs struct{ src atomic.Pointer[health.Source] }
 
-func (g *nvmlGPUs) devices() []pmsample.Device {
+func (g *nvmlGPUs) devices() []pmdata.Device {
 	src := g.src.Load()
 	if src == nil {
 		return nil
 	}
-	var out []pmsample.Device
+	var out []pmdata.Device
 	for _, st := range src.Status() {
 		if st.UUID == "" {
 			continue
 		}
 		i, _ := strconv.Atoi(st.Device)
-		out = append(out, pmsample.Device{Index: i, UUID: st.UUID})
+		out = append(out, pmdata.Device{Index: i, UUID: st.UUID})
 	}
 	return out
 }
@@ -57,7 +57,7 @@ func (g *nvmlGPUs) devices() []pmsample.Device {
 // newHealthSource is the NVML health source of cfg, whose gpu label follows the PM series
 // of devices (CUDA order, by UUID), with opts after the configured ones. Nothing is read
 // until its Run.
-func newHealthSource(logger *slog.Logger, cfg *Config, devices func() []pmsample.Device, opts ...health.Option) *health.Source {
+func newHealthSource(logger *slog.Logger, cfg *Config, devices func() []pmdata.Device, opts ...health.Option) *health.Source {
 	var libOpts []nvml.LibraryOption
 	if cfg.Health.Library != "" {
 		libOpts = append(libOpts, nvml.WithLibraryPath(cfg.Health.Library))

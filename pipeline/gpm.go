@@ -1,4 +1,4 @@
-package main
+package pipeline
 
 import (
 	"context"
@@ -12,6 +12,8 @@ import (
 	"github.com/cupti-exporter/cupti-exporter/gpmsource"
 	"github.com/cupti-exporter/cupti-exporter/mapping"
 	"github.com/cupti-exporter/cupti-exporter/pmsample"
+	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
+	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
 
 // gpmOnly reports whether gpm.mode=only: the curated metrics from GPM alone, no PM session.
@@ -48,7 +50,7 @@ func startGPM(ctx context.Context, logger *slog.Logger, cfg *Config, exp *export
 		logger.Error("GPM source not started", "err", err)
 		return pmAgg, nil
 	}
-	var pmSnap interface{ Snapshot() *mapping.Snapshot }
+	var pmSnap interface{ Snapshot() *snapshot.Snapshot }
 	if pmAgg != nil {
 		pmSnap = pmAgg
 	}
@@ -66,7 +68,7 @@ func startGPM(ctx context.Context, logger *slog.Logger, cfg *Config, exp *export
 
 // plannedFamilies tells the curated families PM sampling's plan serves: the names its
 // catalog's metrics map to.
-func plannedFamilies(m *mapping.Mapper, cat []pmsample.CatalogEntry) func(string) bool {
+func plannedFamilies(m *mapping.Mapper, cat []pmdata.CatalogEntry) func(string) bool {
 	names := map[string]bool{}
 	for _, e := range cat {
 		met, err := m.Map(e.Name, e.Properties)

@@ -1,4 +1,4 @@
-package main
+package pipeline
 
 import (
 	"context"
@@ -10,21 +10,33 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/cupti-exporter/cupti-exporter/internal/settings"
+
 	"github.com/cupti-exporter/cupti-exporter/activity"
 	"github.com/cupti-exporter/cupti-exporter/activity/receiver"
+	"github.com/cupti-exporter/cupti-exporter/activity/record"
+	"github.com/cupti-exporter/cupti-exporter/gpuprocs"
 	"github.com/cupti-exporter/cupti-exporter/health"
 	"github.com/cupti-exporter/cupti-exporter/internal/cupti"
-	"github.com/cupti-exporter/cupti-exporter/mapping"
 	"github.com/cupti-exporter/cupti-exporter/pmsample"
+	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
 	"github.com/cupti-exporter/cupti-exporter/recording"
+	"github.com/cupti-exporter/cupti-exporter/snapshot"
 	"github.com/prometheus/common/version"
 )
 
-// runRecord samples the GPUs (and, if enabled, receives activity records) for the given
+// RecordArgs is what `record` is told besides the configuration.
+type RecordArgs struct {
+	Output   string            // the file to write
+	Duration time.Duration     // how long to record
+	MaxSize  settings.ByteSize // stop when the file reaches this size; 0: no limit
+}
+
+// Record samples the GPUs (and, if enabled, receives activity records) for the given
 // duration and writes everything to a recording.
-func runRecord(ctx context.Context, logger *slog.Logger, cfg *Config, cl *cli) error {
-	if cl.recordDuration <= 0 {
-		return fmt.Errorf("--duration must be positive, got %s", cl.recordDuration)
+func Record(ctx context.Context, logger *slog.Logger, cfg *Config, cl RecordArgs) error {
+	if cl.Duration <= 0 {
+		return fmt.Errorf("--duration must be positive, got %s", cl.Duration)
 	}
 	m, err := newMapper(cfg)
 	if err != nil {
@@ -41,7 +53,7 @@ func runRecord(ctx context.Context, logger *slog.Logger, cfg *Config, cl *cli) e
 	}
 	defer s.Close()
 
-	f, err := os.Create(cl.recordOutput)
+	f, err := os.Create(cl.Output)
 	if err != nil {
 		return fmt.Errorf("creating recording: %w", err)
 	}
@@ -61,7 +73,7 @@ func runRecord(ctx context.Context, logger *slog.Logger, cfg *Config, cl *cli) e
 		return err
 	}
 
-	ctx, cancel := context.WithTimeout(ctx, cl.recordDuration)
+	ctx, cancel := context.WithTimeout(ctx, cl.Duration)
 	defer cancel()
 	var mu sync.Mutex
 	var werr error
@@ -72,16 +84,16 @@ func runRecord(ctx context.Context, logger *slog.Logger, cfg *Config, cl *cli) e
 			werr = err
 			cancel()
 		}
-		if max := int64(cl.recordMaxSize); max > 0 && !full && file.written.Load() >= max {
+		if max := int64(cl.MaxSize); max > 0 && !full && file.written.Load() >= max {
 			full = true
-			logger.Warn("recording stopped: the file reached --max-size", "output", cl.recordOutput, "max_size", cl.recordMaxSize)
+			logger.Warn("recording stopped: the file reached --max-size", "output", cl.Output, "max_size", cl.MaxSize)
 			cancel()
 		}
 		mu.Unlock()
 	}
 	if cfg.Activity.Enabled {
-		conns := map[*activity.Process]uint64{}
-		connID := func(p *activity.Process) uint64 { // the recording's id of p; hello on first use
+		conns := map[*record.Process]uint64{}
+		connID := func(p *record.Process) uint64 { // the recording's id of p; hello on first use
 			mu.Lock()
 			id, ok := conns[p]
 			if !ok {
@@ -94,16 +106,16 @@ func runRecord(ctx context.Context, logger *slog.Logger, cfg *Config, cl *cli) e
 			}
 			return id
 		}
-		tap := func(p *activity.Process, recs []activity.Record) {
+		tap := func(p *record.Process, recs []record.Record) {
 			keep(w.WriteActivity(now(), recording.ActivityBatch{Conn: connID(p), Records: recs}))
 		}
 		cov := processTap{
-			coverage: func(p *activity.Process, spans []activity.Interval) {
+			coverage: func(p *record.Process, spans []record.Interval) {
 				keep(w.WriteCoverage(now(), recording.CoverageBatch{Conn: connID(p), Spans: spans}))
 			},
 			// A replay ends the process's presence here; without it the process stays present
 			// to the recording's end, and the join counts that time as untraced.
-			gone: func(p *activity.Process) {
+			gone: func(p *record.Process) {
 				mu.Lock()
 				id, ok := conns[p]
 				mu.Unlock()
@@ -124,18 +136,18 @@ func runRecord(ctx context.Context, logger *slog.Logger, cfg *Config, cl *cli) e
 	}
 	var healthDone <-chan int
 	if cfg.Health.Enabled {
-		src := newHealthSource(logger, cfg, s.Devices, health.WithProcessListener(func(p health.Processes) {
-			keep(w.WriteProcesses(now(), recordedProcesses(p)))
+		src := newHealthSource(logger, cfg, s.Devices, health.WithProcessListener(func(o gpuprocs.Observation) {
+			keep(w.WriteProcesses(now(), o))
 		}))
 		srcDone := make(chan struct{})
 		go func() { src.Run(ctx); close(srcDone) }()
-		healthDone = recordHealth(ctx, src, time.Duration(cfg.Health.Interval), func(snap *mapping.Snapshot) {
+		healthDone = recordHealth(ctx, src, time.Duration(cfg.Health.Interval), func(snap *snapshot.Snapshot) {
 			keep(w.WriteHealth(now(), snap))
 		}, srcDone)
 	}
-	logger.Info("recording", "output", cl.recordOutput, "duration", cl.recordDuration, "devices", len(s.Devices()), "health", cfg.Health.Enabled)
+	logger.Info("recording", "output", cl.Output, "duration", cl.Duration, "devices", len(s.Devices()), "health", cfg.Health.Enabled)
 	var batches int
-	runErr := s.Run(ctx, func(b pmsample.Batch) {
+	runErr := s.Run(ctx, func(b pmdata.Batch) {
 		keep(w.WriteBatch(now(), b))
 		keep(w.Flush())
 		mu.Lock()
@@ -151,7 +163,7 @@ func runRecord(ctx context.Context, logger *slog.Logger, cfg *Config, cl *cli) e
 		snaps = <-healthDone
 	}
 	err = errors.Join(runErr, werr, w.Close(now()))
-	logger.Info("recording done", "output", cl.recordOutput, "batches", batches, "health_snapshots", snaps,
+	logger.Info("recording done", "output", cl.Output, "batches", batches, "health_snapshots", snaps,
 		"bytes", file.written.Load(), "stopped_at_max_size", full, "err", err)
 	return err
 }
@@ -173,11 +185,11 @@ func (f *sizedFile) Write(p []byte) (int, error) {
 // number written on the channel it returns. It looks four times an interval, so no
 // collection is missed; a snapshot without families (NVML not read yet, or missing) is
 // not written.
-func recordHealth(ctx context.Context, src interface{ Snapshot() *mapping.Snapshot }, interval time.Duration,
-	write func(*mapping.Snapshot), srcDone <-chan struct{}) <-chan int {
+func recordHealth(ctx context.Context, src interface{ Snapshot() *snapshot.Snapshot }, interval time.Duration,
+	write func(*snapshot.Snapshot), srcDone <-chan struct{}) <-chan int {
 	done := make(chan int, 1)
 	go func() {
-		var last *mapping.Snapshot
+		var last *snapshot.Snapshot
 		n := 0
 		t := time.NewTicker(max(interval/4, time.Millisecond))
 		defer t.Stop()
@@ -202,11 +214,11 @@ func recordHealth(ctx context.Context, src interface{ Snapshot() *mapping.Snapsh
 // processTap is an activity.Listener that passes coverage spans and disconnections to
 // functions (the recorder writes them); records reach the recorder through the record tap.
 type processTap struct {
-	coverage func(p *activity.Process, spans []activity.Interval)
-	gone     func(p *activity.Process)
+	coverage func(p *record.Process, spans []record.Interval)
+	gone     func(p *record.Process)
 }
 
-func (processTap) ProcessConnected(*activity.Process, activity.ProcessInfo)  {}
-func (processTap) Records(*activity.Process, []activity.Record)              {}
-func (t processTap) Coverage(p *activity.Process, spans []activity.Interval) { t.coverage(p, spans) }
-func (t processTap) ProcessDisconnected(p *activity.Process)                 { t.gone(p) }
+func (processTap) ProcessConnected(*record.Process, activity.ProcessInfo) {}
+func (processTap) Records(*record.Process, []record.Record)               {}
+func (t processTap) Coverage(p *record.Process, spans []record.Interval)  { t.coverage(p, spans) }
+func (t processTap) ProcessDisconnected(p *record.Process)                { t.gone(p) }

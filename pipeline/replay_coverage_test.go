@@ -1,4 +1,4 @@
-package main
+package pipeline
 
 import (
 	"bytes"
@@ -6,7 +6,8 @@ import (
 	"testing"
 
 	"github.com/cupti-exporter/cupti-exporter/activity"
-	"github.com/cupti-exporter/cupti-exporter/pmsample"
+	"github.com/cupti-exporter/cupti-exporter/activity/record"
+	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
 	"github.com/cupti-exporter/cupti-exporter/recording"
 )
 
@@ -20,9 +21,9 @@ func TestReplayCoverage(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, err := range []error{
-		w.WriteDevices(t0, []pmsample.Device{{Index: 0, UUID: "GPU-0"}}),
-		w.WriteHello(t0, recording.ProcessEvent{Conn: 1, Process: &activity.Process{PID: 7, DeviceUUIDs: []string{"GPU-0"}}}),
-		w.WriteCoverage(t0+1, recording.CoverageBatch{Conn: 1, Spans: []activity.Interval{
+		w.WriteDevices(t0, []pmdata.Device{{Index: 0, UUID: "GPU-0"}}),
+		w.WriteHello(t0, recording.ProcessEvent{Conn: 1, Process: &record.Process{PID: 7, DeviceUUIDs: []string{"GPU-0"}}}),
+		w.WriteCoverage(t0+1, recording.CoverageBatch{Conn: 1, Spans: []record.Interval{
 			{Start: t0, End: t0 + 2e9}, {Start: t0 + 2e9, End: t0 + 2.5e9, Lossy: true}}}),
 		w.Close(t0 + 3e9),
 	} {
@@ -35,7 +36,7 @@ func TestReplayCoverage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := r.Run(context.Background(), func(pmsample.Batch) {}); err != nil {
+	if err := r.Run(context.Background(), func(pmdata.Batch) {}); err != nil {
 		t.Fatal(err)
 	}
 	got := map[string]float64{}

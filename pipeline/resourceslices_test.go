@@ -1,4 +1,4 @@
-package main
+package pipeline
 
 import (
 	"context"
@@ -45,7 +45,7 @@ func TestResourceSliceSettings(t *testing.T) {
 		{"on without the PodResources API", "on", "", "n1", "", nil, false, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg := defaultConfig()
+			cfg := DefaultConfig()
 			cfg.Kubernetes.ResourceSlices, cfg.Kubelet.PodResourcesSocket = tc.mode, tc.socket
 			cfg.Kubernetes.NodeName, cfg.Kubernetes.Kubeconfig = tc.flagNode, tc.kubeconfig
 			_, on, err := resourceSliceSettings(&cfg, func(k string) string { return tc.env[k] })
@@ -54,9 +54,9 @@ func TestResourceSliceSettings(t *testing.T) {
 			}
 		})
 	}
-	cfg := defaultConfig()
+	cfg := DefaultConfig()
 	cfg.Kubernetes.ResourceSlices = "yes"
-	if err := cfg.validate(); err == nil || !strings.Contains(err.Error(), "resource_slices") {
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "resource_slices") {
 		t.Errorf("resource_slices=yes: %v; want refused", err)
 	}
 }
@@ -67,7 +67,7 @@ func TestResourceSlicesWithoutToken(t *testing.T) {
 	t.Setenv("KUBERNETES_SERVICE_HOST", "10.0.0.1")
 	t.Setenv("KUBERNETES_SERVICE_PORT", "")
 	t.Setenv("NODE_NAME", "n1")
-	cfg := defaultConfig()
+	cfg := DefaultConfig()
 	cfg.Kubelet.PodResourcesSocket = filepath.Join(t.TempDir(), "kubelet.sock")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

@@ -1,47 +1,20 @@
-package main
+package pipeline
 
 import (
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/cupti-exporter/cupti-exporter/activity"
+	"github.com/cupti-exporter/cupti-exporter/activity/receiver"
 	"github.com/cupti-exporter/cupti-exporter/attribution"
 	"github.com/cupti-exporter/cupti-exporter/health"
-	"github.com/cupti-exporter/cupti-exporter/mapping"
 	"github.com/cupti-exporter/cupti-exporter/pmsample"
+	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
 
 // The series budget: the activity.* and attribution.* settings that bound what a node serves
 // (docs/sizing.md measures each).
-
-func formatBounds(b []float64) []string {
-	out := make([]string, len(b))
-	for i, v := range b {
-		out[i] = strconv.FormatFloat(v, 'g', -1, 64)
-	}
-	return out
-}
-
-// parseBounds reads histogram bucket bounds: positive, finite, increasing, at most 64.
-func parseBounds(s []string) ([]float64, error) {
-	if len(s) == 0 || len(s) > 64 {
-		return nil, fmt.Errorf("want 1 to 64 bounds, got %d", len(s))
-	}
-	out := make([]float64, len(s))
-	for i, x := range s {
-		v, err := strconv.ParseFloat(x, 64)
-		if err != nil || !(v > 0) || v > 1e6 {
-			return nil, fmt.Errorf("bound %q: want a positive number of seconds", x)
-		}
-		if i > 0 && v <= out[i-1] {
-			return nil, fmt.Errorf("bounds must increase: %s after %s", x, s[i-1])
-		}
-		out[i] = v
-	}
-	return out, nil
-}
 
 // familyStems is a family list as attribution takes it: nil for "all", else the stems
 // (empty, not nil, for none).
@@ -55,25 +28,10 @@ func familyStems(list []string) []string {
 // validateBudget checks the budget settings.
 func (c *Config) validateBudget() []error {
 	var errs []error
-	if c.Activity.TopKernels < 1 || c.Activity.TopKernels > 1000 {
-		errs = append(errs, fmt.Errorf("activity.top_kernels must be between 1 and 1000, got %d", c.Activity.TopKernels))
-	}
-	if _, err := activity.ParseSplit(c.Activity.KernelHistogramSplit); err != nil {
-		errs = append(errs, fmt.Errorf("activity.kernel_histogram_split: %w", err))
-	}
-	if _, err := activity.ParseSplit(c.Activity.CopyHistogramSplit); err != nil {
-		errs = append(errs, fmt.Errorf("activity.copy_histogram_split: %w", err))
-	}
-	if _, err := parseBounds(c.Activity.HistogramBuckets); err != nil {
-		errs = append(errs, fmt.Errorf("activity.histogram_buckets: %w", err))
-	}
 	for _, g := range c.Series.Extra {
 		if g != "all" && !slices.Contains(extraSeriesGroups, g) {
 			errs = append(errs, fmt.Errorf("series.extra: unknown group %q; want %s or all", g, strings.Join(extraSeriesGroups, ", ")))
 		}
-	}
-	if c.Attribution.TopKernels < 0 {
-		errs = append(errs, fmt.Errorf("attribution.top_kernels must not be negative, got %d", c.Attribution.TopKernels))
 	}
 	return errs
 }
@@ -98,7 +56,7 @@ func budgetAggregatorOptions(c *Config) []pmsample.AggregatorOption {
 
 // healthView serves src (the NVML source or a recording's health) with what series.extra
 // turns on.
-func healthView(c *Config, src interface{ Snapshot() *mapping.Snapshot }) *health.View {
+func healthView(c *Config, src interface{ Snapshot() *snapshot.Snapshot }) *health.View {
 	return health.NewView(src, health.WithDetail(c.extraSeries("nvml_detail")), health.WithZeroReasons(c.extraSeries("zero_reasons")))
 }
 
@@ -107,7 +65,7 @@ func healthView(c *Config, src interface{ Snapshot() *mapping.Snapshot }) *healt
 func budgetActivityOptions(c *Config) []activity.Option {
 	kernel, _ := activity.ParseSplit(c.Activity.KernelHistogramSplit)
 	copies, _ := activity.ParseSplit(c.Activity.CopyHistogramSplit)
-	bounds, _ := parseBounds(c.Activity.HistogramBuckets)
+	bounds, _ := receiver.ParseBounds(c.Activity.HistogramBuckets)
 	return []activity.Option{
 		activity.WithTopKernels(c.Activity.TopKernels),
 		activity.WithKernelHistogramSplit(kernel),

@@ -1,4 +1,7 @@
-package mapping
+// Package snapshot is the metric data model every producer fills and the exporter serves:
+// a Snapshot of Families, each a Desc and its Samples. It imports nothing of the project, so
+// any package can publish metrics without depending on the packages that do work.
+package snapshot
 
 import "time"
 
@@ -101,3 +104,9 @@ type Snapshot struct {
 	Time     time.Time
 	Families []Family
 }
+
+// Label is a constant name and value (a mapping rule's direction="rx", an OTLP attribute).
+type Label struct{ Name, Value string }
+
+// DeviceLabelNames are the labels every device series carries, in this order.
+var DeviceLabelNames = []string{"gpu", "uuid", "model", "chip", "pci_bus_id"}
