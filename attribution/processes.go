@@ -377,16 +377,15 @@ func (a *Attributor) byOwner(d *devState, chunk []psample, s int, b *itemBuilder
 		room[c] = T
 		edge := false // one of its records starts or ends in the sample
 		if ctx.key.kind != ctxUntraced {
-			mine := func(p int32) bool { return p == ctx.slot || (ctx.slot < 0 && slices.Contains(ctx.slots, p)) }
 			room[c] = 0
 			for i := sc.tcOff[s]; i < sc.tcOff[s+1]; i++ {
-				if mine(sc.tcSlot[i]) {
+				if ctx.holds(sc.tcSlot[i]) {
 					room[c] = max(room[c], min(sc.tcCov[i], T)) // the MPS server's clients run side by side
 					edge = edge || sc.tcEv[i]
 				}
 			}
 			for i := lo; i < hi; i++ {
-				if mine(sc.itemProc[i]) {
+				if ctx.holds(sc.itemProc[i]) {
 					ws[c] += sc.itemW[i]
 				}
 			}
@@ -415,9 +414,8 @@ func (a *Attributor) byOwner(d *devState, chunk []psample, s int, b *itemBuilder
 		if ctx.key.kind == ctxUntraced || tm[c] <= 0 {
 			continue
 		}
-		mine := func(p int32) bool { return p == ctx.slot || (ctx.slot < 0 && slices.Contains(ctx.slots, p)) }
 		for i := lo; i < hi; i++ {
-			if mine(sc.itemProc[i]) {
+			if ctx.holds(sc.itemProc[i]) {
 				nw := sc.itemW[i] * tm[c] / ws[c]
 				x := nw * act // alone in its turn, it ran its owned time while the GPU worked
 				if ctx.key.kind == ctxMPS {

@@ -87,6 +87,12 @@ type turnCtx struct {
 	slots []int32 // the MPS group: its traced clients
 }
 
+// holds says whether process slot p is the context's: its traced process, or one of the MPS
+// server's traced clients.
+func (c turnCtx) holds(p int32) bool {
+	return p == c.slot || (c.slot < 0 && slices.Contains(c.slots, p))
+}
+
 // recordless says whether no record of the context shows its turns: an untraced process, or
 // the MPS server's clients when none is traced.
 func (c turnCtx) recordless() bool {
