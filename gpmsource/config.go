@@ -2,8 +2,6 @@ package gpmsource
 
 import (
 	"fmt"
-	"slices"
-	"strings"
 	"time"
 
 	"github.com/cupti-exporter/cupti-exporter/internal/settings"
@@ -36,8 +34,8 @@ func (c Config) Validate() []error {
 		errs = append(errs, fmt.Errorf("gpm.interval must be between %s and %s, got %s", MinInterval, MaxInterval, c.Interval))
 	}
 	for _, f := range c.Families {
-		if !slices.Contains(Families(), f) {
-			errs = append(errs, fmt.Errorf("gpm.families: %q is not a family GPM serves (%s)", f, strings.Join(Families(), ", ")))
+		if err := unknownFamily(f); err != nil {
+			errs = append(errs, fmt.Errorf("gpm.families: %w", err))
 		}
 	}
 	return errs

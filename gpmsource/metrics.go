@@ -73,12 +73,21 @@ func Families() []string {
 	return out
 }
 
+// unknownFamily says why a family name is not one GPM serves (nil when it is): the check of
+// gpm.families (Config.Validate) and of WithFamilies (New).
+func unknownFamily(name string) error {
+	if all := Families(); !slices.Contains(all, name) {
+		return fmt.Errorf("%q is not a family GPM serves (%s)", name, strings.Join(all, ", "))
+	}
+	return nil
+}
+
 // resolve finds each metric's curated Perfworks name in the mapper's table, for the families
 // wanted (nil: every one); a wanted family GPM does not serve is an error.
 func resolve(m *mapping.Mapper, wanted []string) ([]resolved, error) {
 	for _, f := range wanted {
-		if !slices.Contains(Families(), f) {
-			return nil, fmt.Errorf("gpm: family %q is not one GPM serves (%s)", f, strings.Join(Families(), ", "))
+		if err := unknownFamily(f); err != nil {
+			return nil, fmt.Errorf("gpm: families: %w", err)
 		}
 	}
 	var out []resolved
