@@ -224,9 +224,35 @@ func deviceSeries(fams map[string]*dto.MetricFamily) map[string][]map[string]str
 			ls := labels(m)
 			if _, ok := ls["pod"]; ok && ls["uuid"] != "" && strings.HasPrefix(ls["uuid"], "GPU-") {
 				if _, isDevice := ls["pid"]; !isDevice {
+					ls["__name__"] = name
 					out[ls["uuid"]] = append(out[ls["uuid"]], ls)
 				}
 			}
+		}
+	}
+	return out
+}
+
+// seriesOnlyIn names the series of a that b lacks, by their labels other than the pod's.
+func seriesOnlyIn(a, b []map[string]string) []string {
+	key := func(ls map[string]string) string {
+		var parts []string
+		for k, v := range ls {
+			if k != "namespace" && k != "pod" && k != "container" {
+				parts = append(parts, k+"="+v)
+			}
+		}
+		slices.Sort(parts)
+		return strings.Join(parts, ",")
+	}
+	inB := map[string]bool{}
+	for _, ls := range b {
+		inB[key(ls)] = true
+	}
+	var out []string
+	for _, ls := range a {
+		if k := key(ls); !inB[k] {
+			out = append(out, k)
 		}
 	}
 	return out
@@ -405,7 +431,8 @@ func TestDRAAgainstAPIServer(t *testing.T) {
 	forbiddenSeries := deviceSeries(fams)
 	for i, uuid := range gpus {
 		if len(forbiddenSeries[uuid]) != len(series[uuid]) {
-			t.Errorf("GPU %d has %d device series without the ResourceSlice rule, %d with it; want the same", i, len(forbiddenSeries[uuid]), len(series[uuid]))
+			t.Errorf("GPU %d has %d device series without the ResourceSlice rule, %d with it; want the same; only without: %v; only with: %v",
+				i, len(forbiddenSeries[uuid]), len(series[uuid]), seriesOnlyIn(forbiddenSeries[uuid], series[uuid]), seriesOnlyIn(series[uuid], forbiddenSeries[uuid]))
 		}
 		want := "//"
 		if i == 2 {

@@ -403,6 +403,13 @@ func TestMetricsDoc(t *testing.T) {
 func replayedProc(t *testing.T, file string, args ...string) *exporterProc {
 	t.Helper()
 	p := start(t, append([]string{"replay", file, "--replay.speed=200"}, args...)...)
+	waitReplayEnd(t, p)
+	return p
+}
+
+// waitReplayEnd waits (30 s at most) until p's recording has been replayed to its end.
+func waitReplayEnd(t *testing.T, p *exporterProc) {
+	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for !strings.Contains(p.out.String(), "PM sample source finished") {
 		if time.Now().After(deadline) {
@@ -410,7 +417,6 @@ func replayedProc(t *testing.T, file string, args ...string) *exporterProc {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	return p
 }
 
 // expectedAttributes is what the OTLP outlet must make of a series' labels: renamed by the

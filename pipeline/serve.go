@@ -376,6 +376,11 @@ func serveSources(ctx context.Context, logger *slog.Logger, cfg *Config, pm pmSe
 			<-srvErr
 			return fmt.Errorf("PM sample source: %w", err)
 		}
+		if pm.attr != nil {
+			// No sample comes after the last: attribute what waits for the watermark now, so
+			// the first scrape after this line serves the whole source joined (a replay's end).
+			pm.attr.Flush()
+		}
 		logger.Info("PM sample source finished; still serving its last values")
 		return <-srvErr
 	}
