@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/cupti-exporter/cupti-exporter/gpuprocs"
 	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
 
@@ -71,8 +72,10 @@ func (a *Attributor) attribute(d *devState, chunk []psample, now time.Time) {
 	}
 	defer clear(sc.accP)
 
-	// Exposure (seconds) by local class, and the sampled seconds.
-	sc.exp = grow(sc.exp, nl)
+	// Exposure (seconds) by local class, over every sample and over the solo ones, and the
+	// sampled seconds.
+	a.markShared(d, len(chunk))
+	sc.exp, sc.expS = grow(sc.exp, nl), grow(sc.expS, nl)
 	s := 0
 	for i, lc := range sc.itemLC {
 		for int32(i) >= sc.off[s+1] {
@@ -80,6 +83,9 @@ func (a *Attributor) attribute(d *devState, chunk []psample, now time.Time) {
 		}
 		w := sc.itemW[i] / 1e9
 		sc.exp[lc] += sc.itemX[i] / 1e9
+		if !sc.shared[s] {
+			sc.expS[lc] += sc.itemX[i] / 1e9
+		}
 		sc.accK[lc].sampled += w
 		if p := podAcc(sc.itemProc[i]); p != nil {
 			p.sampled += w
@@ -136,12 +142,13 @@ func (a *Attributor) attribute(d *devState, chunk []psample, now time.Time) {
 	}
 	for row, m := range sc.metrics {
 		v := sc.v[row*ns : (row+1)*ns]
-		sc.r, sc.newA = grow(sc.r, nl), grow(sc.newA, nl)
+		sc.r, sc.newA, sc.newAS = grow(sc.r, nl), grow(sc.newA, nl), grow(sc.newAS, nl)
 		rate := a.cfg.estimator == EstimatorRate
 		if rate {
-			rate = a.fit(d, m, v, decay)
+			rate = a.fit(d, m, v, decay, float64(chunk[len(chunk)-1].end-chunk[0].start)/1e9/float64(ns))
 		}
 		clear(sc.newA)
+		clear(sc.newAS)
 		if int(m) >= len(d.total) {
 			d.total = append(d.total, make([]float64, int(m)+1-len(d.total))...)
 		}
@@ -177,6 +184,9 @@ func (a *Attributor) attribute(d *devState, chunk []psample, now time.Time) {
 			for i := lo; i < hi; i++ {
 				lc, part := sc.itemLC[i], sc.part[i-lo]
 				sc.newA[lc] += part
+				if !sc.shared[s] {
+					sc.newAS[lc] += part
+				}
 				sc.accK[lc].add(m, part)
 				if p := podAcc(sc.itemProc[i]); p != nil {
 					p.add(m, part)
@@ -188,6 +198,7 @@ func (a *Attributor) attribute(d *devState, chunk []psample, now time.Time) {
 				cr := d.rate(rateKey{c, sc.lpid[lc]})
 				cr.grow(int(m) + 1)
 				cr.a[m] = cr.a[m]*decay + sc.newA[lc]
+				cr.as[m] = cr.as[m]*decay + sc.newAS[lc]
 			}
 		}
 		sc.rows[m] = -1
@@ -196,23 +207,32 @@ func (a *Attributor) attribute(d *devState, chunk []psample, now time.Time) {
 		for lc, c := range sc.classes {
 			cr := d.rate(rateKey{c, sc.lpid[lc]})
 			cr.e = cr.e*decay + sc.exp[lc]
+			cr.es = cr.es*decay + sc.expS[lc]
 		}
 	}
 }
 
 // fit estimates the rate of each local class for metric m (into sc.r): EM passes that split
 // the chunk by overlap x rate and re-estimate each rate as (carried quantity + its split) /
-// (carried exposure + its exposure). It reports false when the chunk has nothing to fit.
-func (a *Attributor) fit(d *devState, m int32, v []float64, decay float64) bool {
+// (carried exposure + its exposure). Where a class ran alone for at least one sample's worth
+// of time (solo, carried and this chunk's: no other process's item beside it; secs, the
+// chunk's mean sample), its rate is re-estimated from those samples only and held in the
+// shared ones: kernels of processes running side by side (MPS) slow each other unevenly,
+// and one rate fitted over both mixes the two. It reports false when the chunk has nothing
+// to fit.
+func (a *Attributor) fit(d *devState, m int32, v []float64, decay, secs float64) bool {
 	sc := &d.sc
 	nl := len(sc.classes)
 	sc.priorA, sc.priorE = grow(sc.priorA, nl), grow(sc.priorE, nl)
+	sc.priorAS, sc.priorES = grow(sc.priorAS, nl), grow(sc.priorES, nl)
 	var sumA, sumE, sumV, sumW float64
 	for lc, c := range sc.classes {
 		if cr := d.carried[rateKey{c, sc.lpid[lc]}]; cr != nil {
 			sc.priorE[lc] = cr.e * decay
+			sc.priorES[lc] = cr.es * decay
 			if int(m) < len(cr.a) {
 				sc.priorA[lc] = cr.a[m] * decay
+				sc.priorAS[lc] = cr.as[m] * decay
 			}
 		}
 		sumA += sc.priorA[lc]
@@ -234,7 +254,9 @@ func (a *Attributor) fit(d *devState, m int32, v []float64, decay float64) bool 
 	}
 	for lc, c := range sc.classes {
 		r := mean
-		if sc.priorE[lc] > 1e-9 {
+		if sc.lpid[lc] != 0 && sc.priorES[lc] >= secs {
+			r = sc.priorAS[lc] / sc.priorES[lc]
+		} else if sc.priorE[lc] > 1e-9 {
 			r = sc.priorA[lc] / sc.priorE[lc]
 		}
 		if c == classQuiet {
@@ -251,27 +273,38 @@ func (a *Attributor) fit(d *devState, m int32, v []float64, decay float64) bool 
 	for pass := range passes {
 		changed := false
 		clear(sc.newA[:nl])
+		clear(sc.newAS[:nl])
 		for s, x := range v {
 			lo, hi := sc.off[s], sc.off[s+1]
 			if x == 0 || hi == lo {
 				continue
 			}
+			solo := !sc.shared[s]
 			if hi-lo == 1 {
 				sc.newA[sc.itemLC[lo]] += x
+				if solo {
+					sc.newAS[sc.itemLC[lo]] += x
+				}
 				continue
 			}
 			var dr float64
 			for i := lo; i < hi; i++ {
 				dr += sc.itemX[i] * sc.r[sc.itemLC[i]]
 			}
+			// by time where no item has a rate, else by exposure x rate
+			num, den := sc.itemX, dr
 			if dr <= 0 {
-				for i := lo; i < hi; i++ {
-					sc.newA[sc.itemLC[i]] += x * sc.itemW[i] / sc.wsum[s]
-				}
-				continue
+				num, den = sc.itemW, sc.wsum[s]
 			}
 			for i := lo; i < hi; i++ {
-				sc.newA[sc.itemLC[i]] += x * sc.itemX[i] * sc.r[sc.itemLC[i]] / dr
+				p := x * num[i] / den
+				if dr > 0 {
+					p *= sc.r[sc.itemLC[i]]
+				}
+				sc.newA[sc.itemLC[i]] += p
+				if solo {
+					sc.newAS[sc.itemLC[i]] += p
+				}
 			}
 		}
 		for lc, c := range sc.classes {
@@ -279,7 +312,11 @@ func (a *Attributor) fit(d *devState, m int32, v []float64, decay float64) bool 
 			if e <= 0 || c == classQuiet {
 				continue
 			}
-			r := max((sc.priorA[lc]+sc.newA[lc])/e, floor)
+			r := (sc.priorA[lc] + sc.newA[lc]) / e
+			if es := sc.priorES[lc] + sc.expS[lc]; sc.lpid[lc] != 0 && es >= secs {
+				r = (sc.priorAS[lc] + sc.newAS[lc]) / es
+			}
+			r = max(r, floor)
 			changed = changed || math.Abs(r-sc.r[lc]) > emSettled*max(r, floor)
 			sc.r[lc] = r
 		}
@@ -290,9 +327,53 @@ func (a *Attributor) fit(d *devState, m int32, v []float64, decay float64) bool 
 	return true
 }
 
+// markShared sets sc.shared[s] for each of the chunk's ns samples: whether the traced items
+// exposed in it run side by side with another process's (MPS clients, NVML's observations
+// say): another traced process's items, or an untraced process's (whose time is an
+// estimate). Time-sliced processes never run side by side: their samples are not shared.
+func (a *Attributor) markShared(d *devState, ns int) {
+	sc := &d.sc
+	if cap(sc.shared) < ns {
+		sc.shared = make([]bool, ns)
+	}
+	sc.shared = sc.shared[:ns]
+	clear(sc.shared)
+	var mps []uint32 // the MPS clients' PIDs in the chunk's observations
+	for _, oi := range sc.sobsAll {
+		for _, p := range d.nvml[oi].procs {
+			if p.MPS == gpuprocs.MPSClient && !slices.Contains(mps, p.PID) {
+				mps = append(mps, p.PID)
+			}
+		}
+	}
+	if len(mps) == 0 {
+		return
+	}
+	for s := range ns {
+		first, untraced, side := int32(-1), false, false
+		for i := sc.off[s]; i < sc.off[s+1]; i++ {
+			switch p := sc.itemProc[i]; {
+			case p == -1 || sc.itemX[i] <= 0:
+			case p < -1:
+				untraced = true
+			case first == -1:
+				first = p
+			case p != first:
+				side = true
+			}
+		}
+		if first < 0 || !untraced && !side {
+			continue
+		}
+		ps := a.slots[first]
+		sc.shared[s] = ps != nil && slices.Contains(mps, ps.pid)
+	}
+}
+
 func (cr *classRate) grow(n int) {
 	if len(cr.a) < n {
 		cr.a = append(cr.a, make([]float64, n-len(cr.a))...)
+		cr.as = append(cr.as, make([]float64, n-len(cr.as))...)
 	}
 }
 

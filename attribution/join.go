@@ -102,10 +102,11 @@ type rateKey struct {
 }
 
 // classRate is the rate estimator's memory of one class on one device: decayed exposure
-// seconds and decayed attributed quantity by metric index.
+// seconds and decayed attributed quantity by metric index, over every sample (e, a) and over
+// the solo samples only (es, as: no other process's item beside the class's; estimate.go).
 type classRate struct {
-	e float64
-	a []float64
+	e, es float64
+	a, as []float64
 }
 
 // devState is the join of one device.
@@ -181,11 +182,16 @@ type scratch struct {
 	r, newA []float64
 	priorA  []float64
 	priorE  []float64
-	part    []float64 // the parts of the current sample's items (estimate.go)
-	order   []int32   // the items in the order capActive fills them
-	gapW    []float64 // gap (idle + untraced) weight of sample s
-	sobs    []int32   // observation of sample s with active untraced processes, -1
-	sobsAll []int32   // the observations the chunk's samples meet
+	// The same over the solo samples only (no item of another process beside), and whether
+	// sample s is shared by the items of two or more processes.
+	expS, newAS      []float64
+	priorAS, priorES []float64
+	shared           []bool
+	part             []float64 // the parts of the current sample's items (estimate.go)
+	order            []int32   // the items in the order capActive fills them
+	gapW             []float64 // gap (idle + untraced) weight of sample s
+	sobs             []int32   // observation of sample s with active untraced processes, -1
+	sobsAll          []int32   // the observations the chunk's samples meet
 	// Turns (turns.go): each traced process's covered time in sample s and whether one of its
 	// records starts or ends in it (entries tcOff[s]..tcOff[s+1]); the chunk's contexts, each
 	// sample's segment (-1: it holds a switch) and owner distribution over the contexts.

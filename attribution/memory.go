@@ -16,7 +16,7 @@ const (
 	recBlock   = 4096 // records reserved from the budget at once
 	classBytes = 96   // a kernel class: map entry, name header; plus the name
 	accBytes   = 96   // a series accumulator (kernel or pod), plus 9 B per metric
-	rateBytes  = 48   // a class's rate state on a device, plus 8 B per metric
+	rateBytes  = 72   // a class's rate state on a device, plus 16 B per metric
 	procBytes  = 160  // a traced process, plus 16 B per coverage span
 
 	// maxJoinItems bounds the items (sample x class x process) one join builds: a chunk of
@@ -80,7 +80,7 @@ func (a *Attributor) settle() {
 		d.held.Store(int64(held))
 		want += int64(held)*recBytes + d.sc.bytes
 		want += int64(len(d.kernels)+len(d.pods)) * (accBytes + 9*nm)
-		want += int64(len(d.carried)) * (rateBytes + 8*nm)
+		want += int64(len(d.carried)) * (rateBytes + 16*nm)
 	}
 	for _, ps := range a.procs {
 		want += procBytes + 16*int64(cap(ps.spans))
@@ -104,7 +104,7 @@ func (sc *scratch) shed() {
 	sc.itemLC, sc.itemProc, sc.itemW, sc.itemRun, sc.itemX, sc.off, sc.wsum, sc.gapW = nil, nil, nil, nil, nil, nil, nil, nil
 	sc.itemLC2, sc.itemProc2, sc.itemW2, sc.itemRun2, sc.itemX2, sc.off2 = nil, nil, nil, nil, nil, nil
 	sc.active, sc.ev, sc.gs, sc.v, sc.sobs, sc.u, sc.uPre = nil, nil, nil, nil, nil, nil, nil
-	sc.sobsAll, sc.unc = nil, nil
+	sc.sobsAll, sc.unc, sc.shared = nil, nil, nil
 	sc.tcSlot, sc.tcCov, sc.tcEv, sc.tcOff, sc.tSeg, sc.tCum, sc.tUnc, sc.tOwn, sc.tHas, sc.tOwnT = nil, nil, nil, nil, nil, nil, nil, nil, nil, nil
 }
 
@@ -117,8 +117,9 @@ func (sc *scratch) scratchBytes() int64 {
 	n += f64 * (cap(sc.itemW) + cap(sc.wsum) + cap(sc.gs) + cap(sc.v) + cap(sc.exp) + cap(sc.r) + cap(sc.newA) +
 		cap(sc.priorA) + cap(sc.priorE) + cap(sc.gapW) + cap(sc.itemW2) + cap(sc.uPre) + 2*cap(sc.u) + cap(sc.part) +
 		cap(sc.itemRun) + cap(sc.itemRun2) + cap(sc.itemX) + cap(sc.itemX2) +
-		cap(sc.unc) + cap(sc.tcCov) + cap(sc.tCum) + cap(sc.tUnc) + cap(sc.tOwn) + cap(sc.tOwnT))
+		cap(sc.unc) + cap(sc.tcCov) + cap(sc.tCum) + cap(sc.tUnc) + cap(sc.tOwn) + cap(sc.tOwnT) +
+		cap(sc.expS) + cap(sc.newAS) + cap(sc.priorAS) + cap(sc.priorES))
 	n += 16*cap(sc.ev) + 8*(cap(sc.accK)+cap(sc.accP)+cap(sc.accU))
-	n += cap(sc.tcEv) + cap(sc.tHas) + 16*len(sc.locP) // the map's entries (key and value), not its overhead
+	n += cap(sc.tcEv) + cap(sc.tHas) + cap(sc.shared) + 16*len(sc.locP) // the map's entries (key and value), not its overhead
 	return int64(n)
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/cupti-exporter/cupti-exporter/activity/record"
 	"github.com/cupti-exporter/cupti-exporter/gpuprocs"
 	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
+	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
 
 // TestTimeSlicedManyProcesses is issue 31's regression for three and more processes
@@ -137,9 +138,50 @@ type mpsGPU struct {
 	rates []float64  // per record, bytes per ns
 	owner []int
 	bytes []float64
+	// slowed: per record, the spans in which another client's kernel ran beside it, and the
+	// share of its rate it keeps there (slow; 1 without).
+	beside [][][2]int64
+	keep   []float64
 }
 
-func makeMPS(rng *rand.Rand, clients int, span int64, rate []float64) *mpsGPU {
+// slow makes each client's kernels move keep[c] of their bytes per ns while a kernel of
+// another client runs beside them, and recounts the clients' bytes.
+func (g *mpsGPU) slow(keep []float64) {
+	g.beside, g.keep = make([][][2]int64, len(g.runs)), make([]float64, len(g.runs))
+	clear(g.bytes)
+	for i, r := range g.runs {
+		g.keep[i] = keep[g.owner[i]]
+		for j, o := range g.runs {
+			if g.owner[j] != g.owner[i] && o[0] < r[1] && r[0] < o[1] {
+				g.beside[i] = append(g.beside[i], [2]int64{max(r[0], o[0]), min(r[1], o[1])})
+			}
+		}
+		g.bytes[g.owner[i]] += g.bytesIn(i, r[0], r[1])
+	}
+}
+
+// bytesIn is what record i moved in [s, e).
+func (g *mpsGPU) bytesIn(i int, s, e int64) float64 {
+	r := g.runs[i]
+	ov := min(e, r[1]) - max(s, r[0])
+	if ov <= 0 {
+		return 0
+	}
+	b := g.rates[i] * float64(ov)
+	if g.keep != nil {
+		for _, x := range g.beside[i] {
+			if o := min(e, x[1]) - max(s, x[0]); o > 0 {
+				b -= g.rates[i] * (1 - g.keep[i]) * float64(o)
+			}
+		}
+	}
+	return b
+}
+
+// makeMPS lays out each client's kernels over span: 40 % spin kernels (no bytes), the rest
+// streaming at rate[c] bytes per ms, 0.25-3.25 ms each, an idle gap of up to 2 ms after each
+// with probability gap[c].
+func makeMPS(rng *rand.Rand, clients int, span int64, rate, gap []float64) *mpsGPU {
 	g := &mpsGPU{recs: make([][]record.Record, clients), bytes: make([]float64, clients)}
 	for c := range clients {
 		t := t0
@@ -155,7 +197,7 @@ func makeMPS(rng *rand.Rand, clients int, span int64, rate []float64) *mpsGPU {
 			g.owner = append(g.owner, c)
 			g.bytes[c] += r * float64(d)
 			t += d
-			if rng.Float64() < 0.3 {
+			if rng.Float64() < gap[c] {
 				t += rng.Int64N(2 * ms)
 			}
 		}
@@ -167,11 +209,47 @@ func (g *mpsGPU) valueAt(s, e int64) []float64 {
 	var bytes, active float64
 	for i, r := range g.runs {
 		if ov := min(e, r[1]) - max(s, r[0]); ov > 0 {
-			bytes += g.rates[i] * float64(ov)
+			bytes += g.bytesIn(i, s, e)
 			active = max(active, float64(ov))
 		}
 	}
 	return []float64{100 * active / float64(e-s), bytes, 0}
+}
+
+// runMPS joins g's two traced clients' records and samples over span, with NVML's
+// observations of an MPS server and its clients each second, and returns the snapshot.
+func runMPS(t *testing.T, g *mpsGPU, span int64) *snapshot.Snapshot {
+	t.Helper()
+	a, clk := newTest(t, WithWatermark(time.Second))
+	procs := make([]*record.Process, 2)
+	for c := range procs {
+		var info activity.ProcessInfo
+		procs[c], info = newProc(uint32(10+c), fmt.Sprintf("pod%d", c), "0")
+		a.ProcessConnected(procs[c], info)
+		a.Coverage(procs[c], []record.Interval{{Start: uint64(t0 - ms), End: uint64(t0 + 2*span)}})
+	}
+	next := make([]int, 2)
+	step := 100 * ms
+	metrics := append(slices.Clip(testMetrics), switchMetric)
+	for now := t0; now < t0+span; now += step {
+		clk.set(now + step)
+		for c := range procs {
+			var recs []record.Record
+			for next[c] < len(g.recs[c]) && int64(g.recs[c][next[c]].Start) < now+step {
+				recs = append(recs, g.recs[c][next[c]])
+				next[c]++
+			}
+			a.Records(procs[c], recs)
+		}
+		if (now+step-t0)%int64(time.Second) == 0 {
+			a.ObserveProcesses(gpuprocs.Observation{GPU: "0", Start: time.Unix(0, now+step-int64(time.Second)), End: time.Unix(0, now+step), Shares: true,
+				Processes: []gpuprocs.Process{{PID: 99, SMShare: 0.99, MPS: gpuprocs.MPSServer}, {PID: 10, MPS: gpuprocs.MPSClient}, {PID: 11, MPS: gpuprocs.MPSClient}}})
+		}
+		a.Add(pmdata.Batch{Device: 0, Metrics: metrics, Samples: samples(now, ms, int(step/ms), g.valueAt)})
+	}
+	clk.advance(5 * time.Second)
+	a.Flush()
+	return a.Snapshot()
 }
 
 // TestMPSClients is issue 31's regression for MPS: NVML lists the MPS server beside its
@@ -183,37 +261,9 @@ func TestMPSClients(t *testing.T) {
 	const span = 8 * int64(time.Second)
 	for seed := range uint64(3) {
 		t.Run(fmt.Sprintf("seed%d", seed), func(t *testing.T) {
-			g := makeMPS(rand.New(rand.NewPCG(seed, 31)), 2, span, []float64{1000, 2500})
-			a, clk := newTest(t, WithWatermark(time.Second))
-			procs := make([]*record.Process, 2)
-			for c := range procs {
-				var info activity.ProcessInfo
-				procs[c], info = newProc(uint32(10+c), fmt.Sprintf("pod%d", c), "0")
-				a.ProcessConnected(procs[c], info)
-				a.Coverage(procs[c], []record.Interval{{Start: uint64(t0 - ms), End: uint64(t0 + 2*span)}})
-			}
-			next := make([]int, 2)
-			step := 100 * ms
-			metrics := append(slices.Clip(testMetrics), switchMetric)
-			for now := t0; now < t0+span; now += step {
-				clk.set(now + step)
-				for c := range procs {
-					var recs []record.Record
-					for next[c] < len(g.recs[c]) && int64(g.recs[c][next[c]].Start) < now+step {
-						recs = append(recs, g.recs[c][next[c]])
-						next[c]++
-					}
-					a.Records(procs[c], recs)
-				}
-				if (now+step-t0)%int64(time.Second) == 0 {
-					a.ObserveProcesses(gpuprocs.Observation{GPU: "0", Start: time.Unix(0, now+step-int64(time.Second)), End: time.Unix(0, now+step), Shares: true,
-						Processes: []gpuprocs.Process{{PID: 99, SMShare: 0.99, MPS: gpuprocs.MPSServer}, {PID: 10, MPS: gpuprocs.MPSClient}, {PID: 11, MPS: gpuprocs.MPSClient}}})
-				}
-				a.Add(pmdata.Batch{Device: 0, Metrics: metrics, Samples: samples(now, ms, int(step/ms), g.valueAt)})
-			}
-			clk.advance(5 * time.Second)
-			a.Flush()
-			snap := a.Snapshot()
+			g := makeMPS(rand.New(rand.NewPCG(seed, 31)), 2, span, []float64{1000, 2500}, []float64{0.3, 0.3})
+			snap := runMPS(t, g, span)
+			procs := g.recs
 			for c := range procs {
 				got := byLabels(snap, "cupti_pod_pcie_bytes_total", map[string]string{"pod": fmt.Sprintf("pod%d", c), "source": "kernel"})
 				e := got/g.bytes[c] - 1
@@ -290,4 +340,33 @@ func (g *sharedGPU) startUp(p int, warm int64, k time.Duration, rate float64) {
 		g.recs[p] = append(g.recs[p], kernel(0, g.procs[p].names[0], x.start, x.end))
 	}
 	slices.SortFunc(g.recs[p], func(a, b record.Record) int { return int(a.Start - b.Start) })
+}
+
+// TestMPSAloneAndBeside is issue 31's regression for MPS clients that slow each other: a
+// client's kernel moves its own bytes per ms alone, and beside a kernel of the other client the
+// two share a DRAM bandwidth below what both move alone, each in proportion to what it moves
+// alone (both keep 57 % here). One client is rarely alone (a gap after 10 % of its kernels),
+// the other often (90 %). One rate per kernel fitted over every sample averages its alone and
+// beside samples, in other proportions for each client, and splits the shared samples by those
+// averages (the often-alone client −12 % and −9 % on two of the three seeds); fitted where the
+// client ran alone and held in the shared samples, the split follows what each moves alone.
+// Each client within 5 %. (Where the clients keep unequal shares, e.g. a narrow kernel
+// slowed more than a wide one, neither fit is within 5 %: docs/attribution.md.)
+func TestMPSAloneAndBeside(t *testing.T) {
+	const span = 8 * int64(time.Second)
+	for seed := range uint64(3) {
+		t.Run(fmt.Sprintf("seed%d", seed), func(t *testing.T) {
+			g := makeMPS(rand.New(rand.NewPCG(seed, 31)), 2, span, []float64{1000, 2500}, []float64{0.9, 0.1})
+			g.slow([]float64{0.57, 0.57})
+			snap := runMPS(t, g, span)
+			for c := range 2 {
+				got := byLabels(snap, "cupti_pod_pcie_bytes_total", map[string]string{"pod": fmt.Sprintf("pod%d", c), "source": "kernel"})
+				e := got/g.bytes[c] - 1
+				t.Logf("MPS client pod%d: bytes error %+.4f", c, e)
+				if math.Abs(e) > 0.05 {
+					t.Errorf("MPS client pod%d: %.4g bytes, truth %.4g (%+.1f %%, bound 5 %%)", c, got, g.bytes[c], 100*e)
+				}
+			}
+		})
+	}
 }
