@@ -6,5 +6,6 @@ import "github.com/cupti-exporter/cupti-exporter/snapshot"
 // reference and name checks: a recording does not exercise them all (cupti_pm_sampling_state
 // needs a live sampler, cupti_pm_observed_ratio multiplexing).
 func SelfDescs() []*snapshot.Desc {
-	return []*snapshot.Desc{samplesDesc, droppedDesc, outOfRangeDesc, overflowsDesc, decodeDesc, decodeGapDesc, cuptiCallDesc, stateDesc, observedDesc, lastSampleDesc}
+	return []*snapshot.Desc{samplesDesc, droppedDesc, outOfRangeDesc, decodeFailuresDesc, lostSamplesDesc, lostSecondsDesc, coverageDesc,
+		intervalDesc, overflowsDesc, decodeDesc, decodeGapDesc, cuptiCallDesc, threadCPUDesc, stateDesc, observedDesc, lastSampleDesc}
 }
