@@ -9,24 +9,24 @@ import (
 )
 
 var (
-	kernelDurationDesc = &snapshot.Desc{
+	kernelDurationDesc = descs.Add(&snapshot.Desc{
 		Name: "cupti_kernel_duration_seconds", Kind: snapshot.KindHistogram, Unit: "seconds",
 		Help:     "Duration of CUDA kernels by kernel name (top kernels by GPU time, the rest as kernel=\"other\"), and by GPU and pod where --activity.kernel-histogram.split says so (empty labels otherwise).",
 		OTelName: "cupti.kernel.duration", OTelUnit: "s",
 		LabelNames: []string{"gpu", "uuid", "namespace", "pod", "container", "kernel"},
-	}
-	kernelGPUSecondsDesc = &snapshot.Desc{
+	})
+	kernelGPUSecondsDesc = descs.Add(&snapshot.Desc{
 		Name: "cupti_kernel_gpu_seconds_total", Kind: snapshot.KindCounter, Unit: "seconds",
 		Help:     "GPU time spent in CUDA kernels by GPU and pod (sum of kernel durations; overlapping kernels add up).",
 		OTelName: "cupti.kernel.time", OTelUnit: "s",
 		LabelNames: []string{"gpu", "uuid", "namespace", "pod", "container"},
-	}
-	podKernelDurationDesc = &snapshot.Desc{
+	})
+	podKernelDurationDesc = descs.Add(&snapshot.Desc{
 		Name: "cupti_pod_kernel_duration_seconds", Kind: snapshot.KindHistogram, Unit: "seconds",
 		Help:     "Duration of CUDA kernels by GPU and pod.",
 		OTelName: "cupti.pod.kernel.duration", OTelUnit: "s",
 		LabelNames: []string{"gpu", "uuid", "namespace", "pod", "container"},
-	}
+	})
 )
 
 // maxTrackedNames bounds the distinct mangled kernel names the ranking remembers; records

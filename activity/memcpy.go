@@ -12,26 +12,26 @@ var (
 	memcpyLabels = []string{"gpu", "uuid", "namespace", "pod", "container", "copy_kind", "host_memory", "src_gpu"}
 	memsetLabels = []string{"gpu", "uuid", "namespace", "pod", "container", "memory"}
 
-	memcpyBytesDesc = &snapshot.Desc{
+	memcpyBytesDesc = descs.Add(&snapshot.Desc{
 		Name: "cupti_memcpy_bytes_total", Kind: snapshot.KindCounter, Unit: "bytes",
 		Help:     "Bytes copied by CUDA memcpy operations by GPU (the destination of peer-to-peer copies), pod, copy kind, host memory kind and source GPU of peer-to-peer copies.",
 		OTelName: "cupti.memcpy.io", OTelUnit: "By", LabelNames: memcpyLabels,
-	}
-	memcpyDurationDesc = &snapshot.Desc{
+	})
+	memcpyDurationDesc = descs.Add(&snapshot.Desc{
 		Name: "cupti_memcpy_duration_seconds", Kind: snapshot.KindHistogram, Unit: "seconds",
 		Help:     "Duration of CUDA memcpy operations by GPU (the destination of peer-to-peer copies), pod, copy kind, host memory kind and source GPU of peer-to-peer copies.",
 		OTelName: "cupti.memcpy.duration", OTelUnit: "s", LabelNames: memcpyLabels,
-	}
-	memsetBytesDesc = &snapshot.Desc{
+	})
+	memsetBytesDesc = descs.Add(&snapshot.Desc{
 		Name: "cupti_memset_bytes_total", Kind: snapshot.KindCounter, Unit: "bytes",
 		Help:     "Bytes set by CUDA memset operations by GPU, pod and memory kind.",
 		OTelName: "cupti.memset.io", OTelUnit: "By", LabelNames: memsetLabels,
-	}
-	memsetDurationDesc = &snapshot.Desc{
+	})
+	memsetDurationDesc = descs.Add(&snapshot.Desc{
 		Name: "cupti_memset_duration_seconds", Kind: snapshot.KindHistogram, Unit: "seconds",
 		Help:     "Duration of CUDA memset operations by GPU, pod and memory kind.",
 		OTelName: "cupti.memset.duration", OTelUnit: "s", LabelNames: memsetLabels,
-	}
+	})
 )
 
 // CUPTI copy kinds (CUpti_ActivityMemcpyKind) and memory kinds (CUpti_ActivityMemoryKind).

@@ -9,28 +9,29 @@ import (
 )
 
 var (
-	syncedDesc = &snapshot.Desc{
+	syncedDesc = descs.Add(&snapshot.Desc{
 		Name: "cupti_resourceslices_synced", Kind: snapshot.KindGauge,
 		Help:     "Whether the cache of this node's ResourceSlices of NVIDIA's DRA driver has been filled from the API server (1) or not yet (0).",
 		OTelName: "cupti.resourceslices.synced", OTelUnit: "1",
-	}
-	devicesDesc = &snapshot.Desc{
+	})
+	devicesDesc = descs.Add(&snapshot.Desc{
 		Name: "cupti_resourceslices_devices", Kind: snapshot.KindGauge,
 		Help:     "Devices the cached ResourceSlices of NVIDIA's DRA driver list for this node, by type (gpu, mig, other), all generations counted.",
 		OTelName: "cupti.resourceslices.devices", OTelUnit: "{device}", LabelNames: []string{"type"},
-	}
-	watchErrorsDesc = &snapshot.Desc{
+	})
+	watchErrorsDesc = descs.Add(&snapshot.Desc{
 		Name: "cupti_resourceslices_watch_errors_total", Kind: snapshot.KindCounter,
 		Help: "Failed lists or watches of this node's ResourceSlices, by reason (forbidden: RBAC; not_served: no resource.k8s.io/v1 API; other); " +
 			"the cache keeps its last state and retries.",
 		OTelName: "cupti.resourceslices.watch.errors", OTelUnit: "{error}", LabelNames: []string{"reason"},
-	}
+	})
 )
 
+// descs are the families Snapshot emits.
+var descs = snapshot.NewTable()
+
 // Descs lists the families Snapshot emits.
-func Descs() []*snapshot.Desc {
-	return []*snapshot.Desc{syncedDesc, devicesDesc, watchErrorsDesc}
-}
+func Descs() []*snapshot.Desc { return descs.Descs() }
 
 // deviceTypes are the values of the type label: what the driver publishes, folded.
 var deviceTypes = []string{"gpu", typeMIG, "other"}
