@@ -12,13 +12,11 @@ func labels(extra ...string) []string { return append(append([]string{}, deviceL
 var descs = snapshot.NewTable()
 
 func gauge(name, unit, otel, otelUnit, help string, extra ...string) *snapshot.Desc {
-	return descs.Add(&snapshot.Desc{Name: name, Kind: snapshot.KindGauge, Unit: unit, OTelName: otel, OTelUnit: otelUnit,
-		Help: help, LabelNames: labels(extra...)})
+	return descs.Gauge(name, unit, otel, otelUnit, help, labels(extra...)...)
 }
 
 func counter(name, unit, otel, otelUnit, help string, extra ...string) *snapshot.Desc {
-	return descs.Add(&snapshot.Desc{Name: name, Kind: snapshot.KindCounter, Unit: unit, OTelName: otel, OTelUnit: otelUnit,
-		Help: help, LabelNames: labels(extra...)})
+	return descs.Counter(name, unit, otel, otelUnit, help, labels(extra...)...)
 }
 
 // gpuTask makes d a point of hw.gpu.utilization: the hardware semantic conventions' one
@@ -33,8 +31,7 @@ func gpuTask(d *snapshot.Desc, task string) *snapshot.Desc {
 // The families of the health source. Names follow Prometheus conventions with base units;
 // OTel names follow the hardware semantic conventions (hw.gpu.*) where one exists.
 var (
-	infoDesc = descs.Add(&snapshot.Desc{Name: "cupti_nvml_info", Kind: snapshot.KindGauge, OTelName: "cupti.nvml.info", OTelUnit: "1",
-		Help: "NVML and driver versions of the host (value 1; DCGM DRIVER_VERSION label).", LabelNames: []string{"driver_version", "nvml_version", "cuda_driver_version"}})
+	infoDesc           = descs.Gauge("cupti_nvml_info", "", "cupti.nvml.info", "1", "NVML and driver versions of the host (value 1; DCGM DRIVER_VERSION label).", "driver_version", "nvml_version", "cuda_driver_version")
 	memoryUsedDesc     = gauge("cupti_gpu_memory_used_bytes", "bytes", "hw.gpu.memory.usage", "By", "Frame-buffer memory in use (NVML; DCGM FB_USED).")
 	memoryFreeDesc     = gauge("cupti_gpu_memory_free_bytes", "bytes", "cupti.gpu.memory.free", "By", "Frame-buffer memory free (NVML; DCGM FB_FREE).")
 	memoryTotalDesc    = gauge("cupti_gpu_memory_total_bytes", "bytes", "hw.gpu.memory.limit", "By", "Frame-buffer memory size (NVML).")
@@ -84,11 +81,8 @@ var (
 		"Fraction of cycles any tensor pipe was active over the last health interval, from NVML GPM (GPM_METRIC_ANY_TENSOR_UTIL; DCGM PROF_PIPE_TENSOR_ACTIVE); --health.gpm.", "source")
 	gpmDRAMDesc = gauge("cupti_gpm_dram_bandwidth_ratio", "ratio", "cupti.gpm.dram.bandwidth", "1",
 		"DRAM bandwidth used as a fraction of peak over the last health interval, from NVML GPM (GPM_METRIC_DRAM_BW_UTIL; DCGM PROF_DRAM_ACTIVE); --health.gpm.", "source")
-	collectDesc = descs.Add(&snapshot.Desc{Name: "cupti_health_collection_seconds", Kind: snapshot.KindGauge, Unit: "seconds",
-		OTelName: "cupti.health.collection.duration", OTelUnit: "s", Help: "Time the last NVML collection of every device took."})
-	errorsDesc = descs.Add(&snapshot.Desc{Name: "cupti_health_read_errors_total", Kind: snapshot.KindCounter,
-		OTelName: "cupti.health.read.errors", OTelUnit: "{error}", LabelNames: []string{"gpu", "field"},
-		Help: "NVML reads that failed with an error other than not-supported, by GPU and field."})
+	collectDesc = descs.Gauge("cupti_health_collection_seconds", "seconds", "cupti.health.collection.duration", "s", "Time the last NVML collection of every device took.")
+	errorsDesc  = descs.Counter("cupti_health_read_errors_total", "", "cupti.health.read.errors", "{error}", "NVML reads that failed with an error other than not-supported, by GPU and field.", "gpu", "field")
 )
 
 // Descs lists every family the health source can emit, for docs and dashboard checks.

@@ -36,3 +36,23 @@ func Declared() []*Desc {
 	}
 	return out
 }
+
+// Gauge adds a gauge: its Prometheus name and unit suffix ("" for none), OpenTelemetry name
+// and UCUM unit, help and label names.
+func (t *Table) Gauge(name, unit, otelName, otelUnit, help string, labels ...string) *Desc {
+	return t.add(KindGauge, name, unit, otelName, otelUnit, help, labels)
+}
+
+// Counter adds a counter (a name ending in _total), as Gauge.
+func (t *Table) Counter(name, unit, otelName, otelUnit, help string, labels ...string) *Desc {
+	return t.add(KindCounter, name, unit, otelName, otelUnit, help, labels)
+}
+
+// Histogram adds a histogram, as Gauge.
+func (t *Table) Histogram(name, unit, otelName, otelUnit, help string, labels ...string) *Desc {
+	return t.add(KindHistogram, name, unit, otelName, otelUnit, help, labels)
+}
+
+func (t *Table) add(k Kind, name, unit, otelName, otelUnit, help string, labels []string) *Desc {
+	return t.Add(&Desc{Name: name, Help: help, Kind: k, Unit: unit, OTelName: otelName, OTelUnit: otelUnit, LabelNames: labels})
+}

@@ -36,3 +36,24 @@ func TestDeviceLabels(t *testing.T) {
 		t.Error("DeviceLabels shares its array with DeviceLabelNames")
 	}
 }
+
+func TestTableRows(t *testing.T) {
+	tab := &Table{} // not NewTable: kept out of Declared
+	for _, c := range []struct {
+		got  *Desc
+		want Desc
+	}{
+		{tab.Gauge("a_ratio", "ratio", "a", "1", "A.", "gpu"), Desc{Name: "a_ratio", Help: "A.", Kind: KindGauge, Unit: "ratio", OTelName: "a", OTelUnit: "1", LabelNames: []string{"gpu"}}},
+		{tab.Counter("b_total", "", "b", "{b}", "B."), Desc{Name: "b_total", Help: "B.", Kind: KindCounter, OTelName: "b", OTelUnit: "{b}"}},
+		{tab.Histogram("c_seconds", "seconds", "c", "s", "C.", "x", "y"), Desc{Name: "c_seconds", Help: "C.", Kind: KindHistogram, Unit: "seconds", OTelName: "c", OTelUnit: "s", LabelNames: []string{"x", "y"}}},
+	} {
+		g := *c.got
+		if g.Name != c.want.Name || g.Help != c.want.Help || g.Kind != c.want.Kind || g.Unit != c.want.Unit || g.OTelName != c.want.OTelName ||
+			g.OTelUnit != c.want.OTelUnit || !slices.Equal(g.LabelNames, c.want.LabelNames) || g.OTelAttributes != nil {
+			t.Errorf("got %+v, want %+v", g, c.want)
+		}
+	}
+	if got := tab.Descs(); len(got) != 3 || got[2].Name != "c_seconds" {
+		t.Errorf("the table holds %d descriptors, want the 3 added", len(got))
+	}
+}
