@@ -24,12 +24,8 @@ const (
 	evictedFairShare
 )
 
-var deviceEvictionsDesc = &snapshot.Desc{
-	Name: "cupti_activity_device_evictions_total", Kind: snapshot.KindCounter,
-	Help: "Devices taken out of the full device table (256) to make room for a new one, with their series, by reason " +
-		"(unused: no connected process used it; fair_share: it was held by the identity holding the most devices).",
-	OTelName: "cupti.activity.device.evictions", OTelUnit: "{device}", LabelNames: []string{"reason"},
-}
+var deviceEvictionsDesc = descs.Counter("cupti_activity_device_evictions_total", "", "cupti.activity.device.evictions", "{device}", "Devices taken out of the full device table (256) to make room for a new one, with their series, by reason "+
+	"(unused: no connected process used it; fair_share: it was held by the identity holding the most devices).", "reason")
 
 // deviceOwner is the identity a process's devices are counted against: the container (cgroup)
 // the kernel named, every claimed process together, every unchecked (recorded) one together.

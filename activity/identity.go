@@ -5,16 +5,8 @@ import (
 )
 
 var (
-	identitiesDesc = &snapshot.Desc{
-		Name: "cupti_activity_identities_total", Kind: snapshot.KindCounter,
-		Help:     "Traced-process connections by how their identity was checked at hello (verified: the kernel named the process and its /proc entry agreed; claimed: only the hello says who it is; refused: the kernel contradicted the hello, the connection was closed).",
-		OTelName: "cupti.activity.identities", OTelUnit: "{connection}", LabelNames: []string{"identity"},
-	}
-	refusedClaimsDesc = &snapshot.Desc{
-		Name: "cupti_activity_refused_claims_total", Kind: snapshot.KindCounter,
-		Help:     "Claims of hellos the exporter refused, by claim (pid, start_time, pod, namespace, container, device_uuid, executable, cgroup) and reason (invalid: not valid text of its kind; contradicted: the kernel says otherwise).",
-		OTelName: "cupti.activity.refused_claims", OTelUnit: "{claim}", LabelNames: []string{"claim", "reason"},
-	}
+	identitiesDesc    = descs.Counter("cupti_activity_identities_total", "", "cupti.activity.identities", "{connection}", "Traced-process connections by how their identity was checked at hello (verified: the kernel named the process and its /proc entry agreed; claimed: only the hello says who it is; refused: the kernel contradicted the hello, the connection was closed).", "identity")
+	refusedClaimsDesc = descs.Counter("cupti_activity_refused_claims_total", "", "cupti.activity.refused_claims", "{claim}", "Claims of hellos the exporter refused, by claim (pid, start_time, pod, namespace, container, device_uuid, executable, cgroup) and reason (invalid: not valid text of its kind; contradicted: the kernel says otherwise).", "claim", "reason")
 )
 
 // Identity states counted in cupti_activity_identities_total.

@@ -9,24 +9,9 @@ import (
 )
 
 var (
-	kernelDurationDesc = &snapshot.Desc{
-		Name: "cupti_kernel_duration_seconds", Kind: snapshot.KindHistogram, Unit: "seconds",
-		Help:     "Duration of CUDA kernels by kernel name (top kernels by GPU time, the rest as kernel=\"other\"), and by GPU and pod where --activity.kernel-histogram.split says so (empty labels otherwise).",
-		OTelName: "cupti.kernel.duration", OTelUnit: "s",
-		LabelNames: []string{"gpu", "uuid", "namespace", "pod", "container", "kernel"},
-	}
-	kernelGPUSecondsDesc = &snapshot.Desc{
-		Name: "cupti_kernel_gpu_seconds_total", Kind: snapshot.KindCounter, Unit: "seconds",
-		Help:     "GPU time spent in CUDA kernels by GPU and pod (sum of kernel durations; overlapping kernels add up).",
-		OTelName: "cupti.kernel.time", OTelUnit: "s",
-		LabelNames: []string{"gpu", "uuid", "namespace", "pod", "container"},
-	}
-	podKernelDurationDesc = &snapshot.Desc{
-		Name: "cupti_pod_kernel_duration_seconds", Kind: snapshot.KindHistogram, Unit: "seconds",
-		Help:     "Duration of CUDA kernels by GPU and pod.",
-		OTelName: "cupti.pod.kernel.duration", OTelUnit: "s",
-		LabelNames: []string{"gpu", "uuid", "namespace", "pod", "container"},
-	}
+	kernelDurationDesc    = descs.Histogram("cupti_kernel_duration_seconds", "seconds", "cupti.kernel.duration", "s", "Duration of CUDA kernels by kernel name (top kernels by GPU time, the rest as kernel=\"other\"), and by GPU and pod where --activity.kernel-histogram.split says so (empty labels otherwise).", "gpu", "uuid", "namespace", "pod", "container", "kernel")
+	kernelGPUSecondsDesc  = descs.Counter("cupti_kernel_gpu_seconds_total", "seconds", "cupti.kernel.time", "s", "GPU time spent in CUDA kernels by GPU and pod (sum of kernel durations; overlapping kernels add up).", "gpu", "uuid", "namespace", "pod", "container")
+	podKernelDurationDesc = descs.Histogram("cupti_pod_kernel_duration_seconds", "seconds", "cupti.pod.kernel.duration", "s", "Duration of CUDA kernels by GPU and pod.", "gpu", "uuid", "namespace", "pod", "container")
 )
 
 // maxTrackedNames bounds the distinct mangled kernel names the ranking remembers; records

@@ -12,26 +12,10 @@ var (
 	memcpyLabels = []string{"gpu", "uuid", "namespace", "pod", "container", "copy_kind", "host_memory", "src_gpu"}
 	memsetLabels = []string{"gpu", "uuid", "namespace", "pod", "container", "memory"}
 
-	memcpyBytesDesc = &snapshot.Desc{
-		Name: "cupti_memcpy_bytes_total", Kind: snapshot.KindCounter, Unit: "bytes",
-		Help:     "Bytes copied by CUDA memcpy operations by GPU (the destination of peer-to-peer copies), pod, copy kind, host memory kind and source GPU of peer-to-peer copies.",
-		OTelName: "cupti.memcpy.io", OTelUnit: "By", LabelNames: memcpyLabels,
-	}
-	memcpyDurationDesc = &snapshot.Desc{
-		Name: "cupti_memcpy_duration_seconds", Kind: snapshot.KindHistogram, Unit: "seconds",
-		Help:     "Duration of CUDA memcpy operations by GPU (the destination of peer-to-peer copies), pod, copy kind, host memory kind and source GPU of peer-to-peer copies.",
-		OTelName: "cupti.memcpy.duration", OTelUnit: "s", LabelNames: memcpyLabels,
-	}
-	memsetBytesDesc = &snapshot.Desc{
-		Name: "cupti_memset_bytes_total", Kind: snapshot.KindCounter, Unit: "bytes",
-		Help:     "Bytes set by CUDA memset operations by GPU, pod and memory kind.",
-		OTelName: "cupti.memset.io", OTelUnit: "By", LabelNames: memsetLabels,
-	}
-	memsetDurationDesc = &snapshot.Desc{
-		Name: "cupti_memset_duration_seconds", Kind: snapshot.KindHistogram, Unit: "seconds",
-		Help:     "Duration of CUDA memset operations by GPU, pod and memory kind.",
-		OTelName: "cupti.memset.duration", OTelUnit: "s", LabelNames: memsetLabels,
-	}
+	memcpyBytesDesc    = descs.Counter("cupti_memcpy_bytes_total", "bytes", "cupti.memcpy.io", "By", "Bytes copied by CUDA memcpy operations by GPU (the destination of peer-to-peer copies), pod, copy kind, host memory kind and source GPU of peer-to-peer copies.", memcpyLabels...)
+	memcpyDurationDesc = descs.Histogram("cupti_memcpy_duration_seconds", "seconds", "cupti.memcpy.duration", "s", "Duration of CUDA memcpy operations by GPU (the destination of peer-to-peer copies), pod, copy kind, host memory kind and source GPU of peer-to-peer copies.", memcpyLabels...)
+	memsetBytesDesc    = descs.Counter("cupti_memset_bytes_total", "bytes", "cupti.memset.io", "By", "Bytes set by CUDA memset operations by GPU, pod and memory kind.", memsetLabels...)
+	memsetDurationDesc = descs.Histogram("cupti_memset_duration_seconds", "seconds", "cupti.memset.duration", "s", "Duration of CUDA memset operations by GPU, pod and memory kind.", memsetLabels...)
 )
 
 // CUPTI copy kinds (CUpti_ActivityMemcpyKind) and memory kinds (CUpti_ActivityMemoryKind).

@@ -94,11 +94,7 @@ const (
 
 var podResolutionResults = []string{resolvedCgroup, resolvedCgroupLate, resolvedHello, resolvedNone, resolvedTimedOut, resolvedUnverified}
 
-var podResolutionsDesc = &snapshot.Desc{
-	Name: "cupti_activity_pod_resolutions_total", Kind: snapshot.KindCounter,
-	Help:     "Traced-process connections by how their pod labels were decided (cgroup: by the pod resolver; cgroup_late: by the resolver on a retry; hello: the process's POD_NAME/POD_NAMESPACE, trusted; none; timed_out: the resolver never knew the pod; unverified: the hello named a pod nothing could check, labels left empty).",
-	OTelName: "cupti.activity.pod_resolutions", OTelUnit: "{connection}", LabelNames: []string{"result"},
-}
+var podResolutionsDesc = descs.Counter("cupti_activity_pod_resolutions_total", "", "cupti.activity.pod_resolutions", "{connection}", "Traced-process connections by how their pod labels were decided (cgroup: by the pod resolver; cgroup_late: by the resolver on a retry; hello: the process's POD_NAME/POD_NAMESPACE, trusted; none; timed_out: the resolver never knew the pod; unverified: the hello named a pod nothing could check, labels left empty).", "result")
 
 // WithTrustHelloPods labels processes with the pod their hello names (POD_NAME,
 // POD_NAMESPACE, CONTAINER_NAME) when nothing can check it: no pod resolver, a resolver that

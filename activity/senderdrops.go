@@ -32,15 +32,11 @@ var invalidReasons = []string{invalidDropsBackwards, invalidDropsJump, invalidDr
 // refused to trace (docs/wire-format.md).
 const versionRefused = "version_refused"
 
-var invalidDesc = &snapshot.Desc{
-	Name: "cupti_activity_invalid_reports_total", Kind: snapshot.KindCounter,
-	Help: "Reports from traced processes refused as implausible, by reason (drops_backwards: a cumulative " +
-		"drop counter went down; drops_jump: it grew by more than 2^40 in one report; drops_implausible: it passed " +
-		"the records the process could have made in its life, 10^8 a second, or version_refused passed 1; " +
-		"coverage_implausible: a traced span ending in the future or longer than the process's life; " +
-		"launch_ahead: a launch hint in the future).",
-	OTelName: "cupti.activity.reports.invalid", OTelUnit: "{report}", LabelNames: []string{"reason"},
-}
+var invalidDesc = descs.Counter("cupti_activity_invalid_reports_total", "", "cupti.activity.reports.invalid", "{report}", "Reports from traced processes refused as implausible, by reason (drops_backwards: a cumulative "+
+	"drop counter went down; drops_jump: it grew by more than 2^40 in one report; drops_implausible: it passed "+
+	"the records the process could have made in its life, 10^8 a second, or version_refused passed 1; "+
+	"coverage_implausible: a traced span ending in the future or longer than the process's life; "+
+	"launch_ahead: a launch hint in the future).", "reason")
 
 // takeSenderDropsLocked validates one report of cumulative counters and adds the
 // increases. A counter may not go down, jump by more than MaxDropDelta, nor pass the records

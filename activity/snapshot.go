@@ -10,63 +10,19 @@ import (
 )
 
 var (
-	recordsDesc = &snapshot.Desc{
-		Name: "cupti_activity_records_total", Kind: snapshot.KindCounter,
-		Help:     "Activity records received from traced processes, by kind.",
-		OTelName: "cupti.activity.records", OTelUnit: "{record}", LabelNames: []string{"kind"},
-	}
-	droppedDesc = &snapshot.Desc{
-		Name: "cupti_activity_dropped_records_total", Kind: snapshot.KindCounter,
-		Help:     "Activity records lost before aggregation, by reason (sender-side counters and receiver-side drops).",
-		OTelName: "cupti.activity.records.dropped", OTelUnit: "{record}", LabelNames: []string{"reason"},
-	}
-	processesDesc = &snapshot.Desc{
-		Name: "cupti_activity_processes", Kind: snapshot.KindGauge,
-		Help:     "Traced processes connected to the activity socket.",
-		OTelName: "cupti.activity.processes", OTelUnit: "{process}",
-	}
-	connectionsDesc = &snapshot.Desc{
-		Name: "cupti_activity_connections_total", Kind: snapshot.KindCounter,
-		Help:     "Connections accepted on the activity socket.",
-		OTelName: "cupti.activity.connections", OTelUnit: "{connection}",
-	}
-	connDroppedDesc = &snapshot.Desc{
-		Name: "cupti_activity_dropped_connections_total", Kind: snapshot.KindCounter,
-		Help:     "Activity connections refused or closed by the receiver, by reason (malformed, limit, read_error, hello_timeout, evicted_no_hello, evicted_idle, evicted_claimed, evicted_fair_share, memory_budget, identity_refused, identity_limit).",
-		OTelName: "cupti.activity.connections.dropped", OTelUnit: "{connection}", LabelNames: []string{"reason"},
-	}
-	socketRecreatedDesc = &snapshot.Desc{
-		Name: "cupti_activity_socket_recreations_total", Kind: snapshot.KindCounter,
-		Help:     "Times the activity socket file was found removed or replaced (by reason) and re-created; processes that started in between could not connect.",
-		OTelName: "cupti.activity.socket.recreations", OTelUnit: "{event}", LabelNames: []string{"reason"},
-	}
-	memoryDesc = &snapshot.Desc{
-		Name: "cupti_activity_memory_bytes", Kind: snapshot.KindGauge, Unit: "bytes",
-		Help:     "Memory the activity receiver holds (kernel-name tables, frame buffers, per-connection and per-GPU state), as charged to its budget.",
-		OTelName: "cupti.activity.memory", OTelUnit: "By",
-	}
-	memoryBudgetDesc = &snapshot.Desc{
-		Name: "cupti_activity_memory_budget_bytes", Kind: snapshot.KindGauge, Unit: "bytes",
-		Help:     "The activity receiver's memory budget (--activity.memory-budget); past it, connections and devices are refused and counted.",
-		OTelName: "cupti.activity.memory.limit", OTelUnit: "By",
-	}
-	foldedDesc = &snapshot.Desc{
-		Name: "cupti_activity_kernels_folded_total", Kind: snapshot.KindCounter,
-		Help:     "Kernel records counted under kernel=\"other\": their name is outside the top kernels by GPU time (--activity.top-kernels), or the name table is full.",
-		OTelName: "cupti.activity.kernels.folded", OTelUnit: "{record}",
-	}
-	namesNotDemangledDesc = &snapshot.Desc{
-		Name: "cupti_activity_kernel_names_not_demangled_total", Kind: snapshot.KindCounter,
-		Help: "Mangled kernel names shortened as text instead of demangled, by reason: too_long (over 1 KiB); " +
-			"cast_operators, template_copies, pack_expansions, local_names, substitutions, nesting (shapes on which " +
-			"demangling costs more than linear time); budget (the demangling CPU budget was spent: tried again later).",
-		OTelName: "cupti.activity.kernel_names.not_demangled", OTelUnit: "{name}", LabelNames: []string{"reason"},
-	}
-	tracedDesc = &snapshot.Desc{
-		Name: "cupti_activity_traced_seconds_total", Kind: snapshot.KindCounter, Unit: "seconds",
-		Help:     "Process-seconds that traced processes reported as traced (coverage spans), complete or lossy (records of the span were lost).",
-		OTelName: "cupti.activity.traced_time", OTelUnit: "s", LabelNames: []string{"state"},
-	}
+	recordsDesc           = descs.Counter("cupti_activity_records_total", "", "cupti.activity.records", "{record}", "Activity records received from traced processes, by kind.", "kind")
+	droppedDesc           = descs.Counter("cupti_activity_dropped_records_total", "", "cupti.activity.records.dropped", "{record}", "Activity records lost before aggregation, by reason (sender-side counters and receiver-side drops).", "reason")
+	processesDesc         = descs.Gauge("cupti_activity_processes", "", "cupti.activity.processes", "{process}", "Traced processes connected to the activity socket.")
+	connectionsDesc       = descs.Counter("cupti_activity_connections_total", "", "cupti.activity.connections", "{connection}", "Connections accepted on the activity socket.")
+	connDroppedDesc       = descs.Counter("cupti_activity_dropped_connections_total", "", "cupti.activity.connections.dropped", "{connection}", "Activity connections refused or closed by the receiver, by reason (malformed, limit, read_error, hello_timeout, evicted_no_hello, evicted_idle, evicted_claimed, evicted_fair_share, memory_budget, identity_refused, identity_limit).", "reason")
+	socketRecreatedDesc   = descs.Counter("cupti_activity_socket_recreations_total", "", "cupti.activity.socket.recreations", "{event}", "Times the activity socket file was found removed or replaced (by reason) and re-created; processes that started in between could not connect.", "reason")
+	memoryDesc            = descs.Gauge("cupti_activity_memory_bytes", "bytes", "cupti.activity.memory", "By", "Memory the activity receiver holds (kernel-name tables, frame buffers, per-connection and per-GPU state), as charged to its budget.")
+	memoryBudgetDesc      = descs.Gauge("cupti_activity_memory_budget_bytes", "bytes", "cupti.activity.memory.limit", "By", "The activity receiver's memory budget (--activity.memory-budget); past it, connections and devices are refused and counted.")
+	foldedDesc            = descs.Counter("cupti_activity_kernels_folded_total", "", "cupti.activity.kernels.folded", "{record}", "Kernel records counted under kernel=\"other\": their name is outside the top kernels by GPU time (--activity.top-kernels), or the name table is full.")
+	namesNotDemangledDesc = descs.Counter("cupti_activity_kernel_names_not_demangled_total", "", "cupti.activity.kernel_names.not_demangled", "{name}", "Mangled kernel names shortened as text instead of demangled, by reason: too_long (over 1 KiB); "+
+		"cast_operators, template_copies, pack_expansions, local_names, substitutions, nesting (shapes on which "+
+		"demangling costs more than linear time); budget (the demangling CPU budget was spent: tried again later).", "reason")
+	tracedDesc = descs.Counter("cupti_activity_traced_seconds_total", "seconds", "cupti.activity.traced_time", "s", "Process-seconds that traced processes reported as traced (coverage spans), complete or lossy (records of the span were lost).", "state")
 )
 
 // Label values that always have a series, so that rates start from zero.
@@ -149,15 +105,9 @@ func sorted(f snapshot.Family) snapshot.Family {
 	return f
 }
 
+// descs are the families the aggregator can emit, declared beside the code that fills them.
+var descs = snapshot.NewTable()
+
 // Descs lists every family the aggregator can emit, for checks of the names that dashboards
 // and alert rules query (a recording may not exercise them all).
-func Descs() []*snapshot.Desc {
-	return []*snapshot.Desc{
-		kernelDurationDesc, kernelGPUSecondsDesc, podKernelDurationDesc,
-		memcpyBytesDesc, memcpyDurationDesc, memsetBytesDesc, memsetDurationDesc,
-		recordsDesc, droppedDesc, processesDesc, connectionsDesc, connDroppedDesc, tracedDesc,
-		memoryDesc, memoryBudgetDesc, socketRecreatedDesc,
-		podResolutionsDesc, identitiesDesc, refusedClaimsDesc, foldedDesc, namesNotDemangledDesc, deviceEvictionsDesc,
-		podTimeDesc, splitDroppedDesc,
-	}
-}
+func Descs() []*snapshot.Desc { return descs.Descs() }

@@ -38,22 +38,13 @@ const (
 var splitStates = [numSplitStates]string{"compute", "communication", "overlap", "copy", "idle"}
 
 var (
-	podTimeDesc = &snapshot.Desc{
-		Name: "cupti_pod_time_seconds_total", Kind: snapshot.KindCounter, Unit: "seconds",
-		Help: "Traced time of each pod's processes on each GPU, by what the GPU ran for them: compute kernels (compute), " +
-			"collective-communication kernels only (communication: NCCL and the libraries of docs/training.md; in a synchronous job " +
-			"mostly waiting for the other ranks), both at once (overlap), copies only (copy), nothing (idle). The states add up to " +
-			"the complete coverage spans from the process's first record on the GPU.",
-		OTelName: "cupti.pod.time", OTelUnit: "s",
-		LabelNames: []string{"gpu", "uuid", "namespace", "pod", "container", "state"},
-	}
-	splitDroppedDesc = &snapshot.Desc{
-		Name: "cupti_activity_split_dropped_records_total", Kind: snapshot.KindCounter,
-		Help: "Activity records left out of cupti_pod_time_seconds_total, by reason: late (their time was already split), " +
-			"pending_full (a process held more records than the split keeps between two coverage spans), memory_budget, " +
-			"no_coverage (a process that has sent no coverage span yet: a library older than wire version 2, or a busy start).",
-		OTelName: "cupti.activity.split.records.dropped", OTelUnit: "{record}", LabelNames: []string{"reason"},
-	}
+	podTimeDesc = descs.Counter("cupti_pod_time_seconds_total", "seconds", "cupti.pod.time", "s", "Traced time of each pod's processes on each GPU, by what the GPU ran for them: compute kernels (compute), "+
+		"collective-communication kernels only (communication: NCCL and the libraries of docs/training.md; in a synchronous job "+
+		"mostly waiting for the other ranks), both at once (overlap), copies only (copy), nothing (idle). The states add up to "+
+		"the complete coverage spans from the process's first record on the GPU.", "gpu", "uuid", "namespace", "pod", "container", "state")
+	splitDroppedDesc = descs.Counter("cupti_activity_split_dropped_records_total", "", "cupti.activity.split.records.dropped", "{record}", "Activity records left out of cupti_pod_time_seconds_total, by reason: late (their time was already split), "+
+		"pending_full (a process held more records than the split keeps between two coverage spans), memory_budget, "+
+		"no_coverage (a process that has sent no coverage span yet: a library older than wire version 2, or a busy start).", "reason")
 )
 
 // Reasons of cupti_activity_split_dropped_records_total.

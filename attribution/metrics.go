@@ -28,92 +28,27 @@ const (
 // fixedKernelLabels are the kernel labels that name no kernel.
 var fixedKernelLabels = []string{labelIdle, labelUntraced, labelMemcpy, labelMemset, labelOther}
 
+// descs are the fixed families the Attributor emits.
+var descs = snapshot.NewTable()
+
 var (
-	kernelSampledDesc = &snapshot.Desc{
-		Name: "cupti_kernel_sampled_seconds_total", Kind: snapshot.KindCounter, Unit: "seconds",
-		Help:     "PM sample time attributed to each kernel: its overlap with the samples, concurrent kernels sharing it; kernel=\"(idle)\" and \"(untraced)\" carry the time no traced kernel covers. The denominator of the attributed utilisations.",
-		OTelName: "cupti.attribution.kernel.sampled_time", OTelUnit: "s", LabelNames: kernelLabelNames,
-	}
-	podSampledDesc = &snapshot.Desc{
-		Name: "cupti_pod_sampled_seconds_total", Kind: snapshot.KindCounter, Unit: "seconds",
-		Help:     "PM sample time attributed to the kernels of each pod (source=\"kernel\"), or estimated from NVML's per-process SM shares for processes that load no injection library (source=\"nvml\"); processes without a pod under pod=\"\".",
-		OTelName: "cupti.attribution.pod.sampled_time", OTelUnit: "s", LabelNames: podLabelNames,
-	}
-	kindSecondsDesc = &snapshot.Desc{
-		Name: "cupti_attribution_seconds_total", Kind: snapshot.KindCounter, Unit: "seconds",
-		Help:     "Attributed PM sample time by kind: traced (a kernel of a traced process ran), idle (every process on the GPU traced that time and none ran a kernel), untraced (some process on the GPU did not trace it).",
-		OTelName: "cupti.attribution.time", OTelUnit: "s", LabelNames: []string{"gpu", "uuid", "kind"},
-	}
-	lagDesc = &snapshot.Desc{
-		Name: "cupti_attribution_lag_seconds", Kind: snapshot.KindGauge, Unit: "seconds",
-		Help:     "End of the newest PM sample minus the end of the newest attributed one (the watermark plus the batch cadence when all is well).",
-		OTelName: "cupti.attribution.lag", OTelUnit: "s", LabelNames: deviceLabelNames,
-	}
-	lateRecordsDesc = &snapshot.Desc{
-		Name: "cupti_attribution_late_records_total", Kind: snapshot.KindCounter,
-		Help:     "Kernel records that arrived after (part of) their time was attributed; only the part after the attributed frontier is joined.",
-		OTelName: "cupti.attribution.records.late", OTelUnit: "{record}", LabelNames: deviceLabelNames,
-	}
-	lateSecondsDesc = &snapshot.Desc{
-		Name: "cupti_attribution_late_seconds_total", Kind: snapshot.KindCounter, Unit: "seconds",
-		Help:     "Kernel time of late records that fell before the attributed frontier (that time went to the kernels known then, or to idle/untraced).",
-		OTelName: "cupti.attribution.late_time", OTelUnit: "s", LabelNames: deviceLabelNames,
-	}
-	pendingDesc = &snapshot.Desc{
-		Name: "cupti_attribution_pending_records", Kind: snapshot.KindGauge,
-		Help:     "Kernel records held for PM samples that are not attributed yet.",
-		OTelName: "cupti.attribution.records.pending", OTelUnit: "{record}", LabelNames: deviceLabelNames,
-	}
-	joinSecondsDesc = &snapshot.Desc{
-		Name: "cupti_attribution_join_seconds_total", Kind: snapshot.KindCounter, Unit: "seconds",
-		Help:     "Wall time the exporter spent joining samples with records (the cost of attribution).",
-		OTelName: "cupti.attribution.join_time", OTelUnit: "s", LabelNames: deviceLabelNames,
-	}
-	untracedPresentDesc = &snapshot.Desc{
-		Name: "cupti_attribution_untraced_present_ratio", Kind: snapshot.KindGauge, Unit: "ratio",
-		Help:     "Share of the recently attributed sample time (one-minute half-life) during which a process the join does not trace was present on the GPU: NVML showed an untraced process running, or a traced process did not trace part of it. Per-kernel and per-pod numbers of such time are estimates (docs/attribution.md, \"Untraced processes\").",
-		OTelName: "cupti.attribution.untraced_present", OTelUnit: "1", LabelNames: deviceLabelNames,
-	}
-	uncertainDesc = &snapshot.Desc{
-		Name: "cupti_attribution_uncertain_ratio", Kind: snapshot.KindGauge, Unit: "ratio",
-		Help:     "Share of the recently attributed sample time (one-minute half-life) whose split over processes rested on an estimate: NVML's period shares (an untraced process on a GPU whose turns are not known), the rate fit alone between the records of several processes, or turns the context-switch counter left in doubt. The per-pod numbers of such time carry the error of docs/attribution.md's table for the sharing mode. A GPU has the series from its first such split on.",
-		OTelName: "cupti.attribution.uncertain", OTelUnit: "1", LabelNames: deviceLabelNames,
-	}
-	podUncertainDesc = &snapshot.Desc{
-		Name: "cupti_pod_uncertain_seconds_total", Kind: snapshot.KindCounter, Unit: "seconds",
-		Help:     "Of cupti_pod_sampled_seconds_total, the seconds whose split rested on an estimate (see cupti_attribution_uncertain_ratio); only pods that had such time have the series.",
-		OTelName: "cupti.attribution.pod.uncertain_time", OTelUnit: "s", LabelNames: podLabelNames,
-	}
-	droppedObsDesc = &snapshot.Desc{
-		Name: "cupti_attribution_dropped_process_observations_total", Kind: snapshot.KindCounter,
-		Help:     "NVML process observations the join could not use, by reason (invalid: end <= start; unknown_device; late: the attributed frontier had passed their period; full: more than 64 held for a GPU, the oldest dropped).",
-		OTelName: "cupti.attribution.process_observations.dropped", OTelUnit: "{observation}", LabelNames: []string{"reason"},
-	}
-	memoryDesc = &snapshot.Desc{
-		Name: "cupti_attribution_memory_bytes", Kind: snapshot.KindGauge, Unit: "bytes",
-		Help:     "Memory the attribution join holds for clients (records waiting for their samples, kernel classes, series, join buffers), as charged to the activity memory budget (--activity.memory-budget); its share of cupti_activity_memory_bytes.",
-		OTelName: "cupti.attribution.memory", OTelUnit: "By",
-	}
-	foldedClassesDesc = &snapshot.Desc{
-		Name: "cupti_attribution_folded_kernel_names_total", Kind: snapshot.KindCounter,
-		Help:     "Kernel names the join told apart from no other and joined as kernel=\"other\", by reason (table_full: 8,192 names known; memory_budget: the memory budget was full).",
-		OTelName: "cupti.attribution.kernel_names.folded", OTelUnit: "{name}", LabelNames: []string{"reason"},
-	}
-	droppedRecordsDesc = &snapshot.Desc{
-		Name: "cupti_attribution_dropped_records_total", Kind: snapshot.KindCounter,
-		Help:     "Kernel records the join could not use, by reason (pending_full, memory_budget, bad_span, far_clock, ends_ahead: ends over a minute past the newest sample and the wall clock, overlap_limit: more than 8,192 records overlap one sample, unknown_device, unknown_process).",
-		OTelName: "cupti.attribution.records.dropped", OTelUnit: "{record}", LabelNames: []string{"reason"},
-	}
-	droppedSamplesDesc = &snapshot.Desc{
-		Name: "cupti_attribution_dropped_samples_total", Kind: snapshot.KindCounter,
-		Help:     "PM samples the join could not use, by reason (invalid: end <= start, NaN or wrong value count; before_frontier: the sample starts before samples already attributed).",
-		OTelName: "cupti.attribution.samples.dropped", OTelUnit: "{sample}", LabelNames: []string{"gpu", "uuid", "reason"},
-	}
-	badCoverageDesc = &snapshot.Desc{
-		Name: "cupti_attribution_bad_coverage_spans_total", Kind: snapshot.KindCounter,
-		Help:     "Traced-time spans from processes that were malformed (bad_span: end <= start), out of order or overlapping an earlier span (out_of_order: merged anyway), far from the sample clock (far_clock: ignored) or from an unknown process.",
-		OTelName: "cupti.attribution.coverage.bad_spans", OTelUnit: "{span}", LabelNames: []string{"reason"},
-	}
+	kernelSampledDesc   = descs.Counter("cupti_kernel_sampled_seconds_total", "seconds", "cupti.attribution.kernel.sampled_time", "s", "PM sample time attributed to each kernel: its overlap with the samples, concurrent kernels sharing it; kernel=\"(idle)\" and \"(untraced)\" carry the time no traced kernel covers. The denominator of the attributed utilisations.", kernelLabelNames...)
+	podSampledDesc      = descs.Counter("cupti_pod_sampled_seconds_total", "seconds", "cupti.attribution.pod.sampled_time", "s", "PM sample time attributed to the kernels of each pod (source=\"kernel\"), or estimated from NVML's per-process SM shares for processes that load no injection library (source=\"nvml\"); processes without a pod under pod=\"\".", podLabelNames...)
+	kindSecondsDesc     = descs.Counter("cupti_attribution_seconds_total", "seconds", "cupti.attribution.time", "s", "Attributed PM sample time by kind: traced (a kernel of a traced process ran), idle (every process on the GPU traced that time and none ran a kernel), untraced (some process on the GPU did not trace it).", "gpu", "uuid", "kind")
+	lagDesc             = descs.Gauge("cupti_attribution_lag_seconds", "seconds", "cupti.attribution.lag", "s", "End of the newest PM sample minus the end of the newest attributed one (the watermark plus the batch cadence when all is well).", deviceLabelNames...)
+	lateRecordsDesc     = descs.Counter("cupti_attribution_late_records_total", "", "cupti.attribution.records.late", "{record}", "Kernel records that arrived after (part of) their time was attributed; only the part after the attributed frontier is joined.", deviceLabelNames...)
+	lateSecondsDesc     = descs.Counter("cupti_attribution_late_seconds_total", "seconds", "cupti.attribution.late_time", "s", "Kernel time of late records that fell before the attributed frontier (that time went to the kernels known then, or to idle/untraced).", deviceLabelNames...)
+	pendingDesc         = descs.Gauge("cupti_attribution_pending_records", "", "cupti.attribution.records.pending", "{record}", "Kernel records held for PM samples that are not attributed yet.", deviceLabelNames...)
+	joinSecondsDesc     = descs.Counter("cupti_attribution_join_seconds_total", "seconds", "cupti.attribution.join_time", "s", "Wall time the exporter spent joining samples with records (the cost of attribution).", deviceLabelNames...)
+	untracedPresentDesc = descs.Gauge("cupti_attribution_untraced_present_ratio", "ratio", "cupti.attribution.untraced_present", "1", "Share of the recently attributed sample time (one-minute half-life) during which a process the join does not trace was present on the GPU: NVML showed an untraced process running, or a traced process did not trace part of it. Per-kernel and per-pod numbers of such time are estimates (docs/attribution.md, \"Untraced processes\").", deviceLabelNames...)
+	uncertainDesc       = descs.Gauge("cupti_attribution_uncertain_ratio", "ratio", "cupti.attribution.uncertain", "1", "Share of the recently attributed sample time (one-minute half-life) whose split over processes rested on an estimate: NVML's period shares (an untraced process on a GPU whose turns are not known), the rate fit alone between the records of several processes, or turns the context-switch counter left in doubt. The per-pod numbers of such time carry the error of docs/attribution.md's table for the sharing mode. A GPU has the series from its first such split on.", deviceLabelNames...)
+	podUncertainDesc    = descs.Counter("cupti_pod_uncertain_seconds_total", "seconds", "cupti.attribution.pod.uncertain_time", "s", "Of cupti_pod_sampled_seconds_total, the seconds whose split rested on an estimate (see cupti_attribution_uncertain_ratio); only pods that had such time have the series.", podLabelNames...)
+	droppedObsDesc      = descs.Counter("cupti_attribution_dropped_process_observations_total", "", "cupti.attribution.process_observations.dropped", "{observation}", "NVML process observations the join could not use, by reason (invalid: end <= start; unknown_device; late: the attributed frontier had passed their period; full: more than 64 held for a GPU, the oldest dropped).", "reason")
+	memoryDesc          = descs.Gauge("cupti_attribution_memory_bytes", "bytes", "cupti.attribution.memory", "By", "Memory the attribution join holds for clients (records waiting for their samples, kernel classes, series, join buffers), as charged to the activity memory budget (--activity.memory-budget); its share of cupti_activity_memory_bytes.")
+	foldedClassesDesc   = descs.Counter("cupti_attribution_folded_kernel_names_total", "", "cupti.attribution.kernel_names.folded", "{name}", "Kernel names the join told apart from no other and joined as kernel=\"other\", by reason (table_full: 8,192 names known; memory_budget: the memory budget was full).", "reason")
+	droppedRecordsDesc  = descs.Counter("cupti_attribution_dropped_records_total", "", "cupti.attribution.records.dropped", "{record}", "Kernel records the join could not use, by reason (pending_full, memory_budget, bad_span, far_clock, ends_ahead: ends over a minute past the newest sample and the wall clock, overlap_limit: more than 8,192 records overlap one sample, unknown_device, unknown_process).", "reason")
+	droppedSamplesDesc  = descs.Counter("cupti_attribution_dropped_samples_total", "", "cupti.attribution.samples.dropped", "{sample}", "PM samples the join could not use, by reason (invalid: end <= start, NaN or wrong value count; before_frontier: the sample starts before samples already attributed).", "gpu", "uuid", "reason")
+	badCoverageDesc     = descs.Counter("cupti_attribution_bad_coverage_spans_total", "", "cupti.attribution.coverage.bad_spans", "{span}", "Traced-time spans from processes that were malformed (bad_span: end <= start), out of order or overlapping an earlier span (out_of_order: merged anyway), far from the sample clock (far_clock: ignored) or from an unknown process.", "reason")
 )
 
 // Reasons that always have a series.
@@ -129,13 +64,7 @@ var (
 
 // Descs lists the fixed families the Attributor emits (the per-metric families depend on the
 // metrics sampled), for checks of the names dashboards and rules query.
-func Descs() []*snapshot.Desc {
-	return []*snapshot.Desc{
-		kernelSampledDesc, podSampledDesc, kindSecondsDesc, lagDesc, lateRecordsDesc, lateSecondsDesc,
-		pendingDesc, joinSecondsDesc, droppedRecordsDesc, droppedSamplesDesc, badCoverageDesc,
-		untracedPresentDesc, uncertainDesc, podUncertainDesc, droppedObsDesc, memoryDesc, foldedClassesDesc,
-	}
-}
+func Descs() []*snapshot.Desc { return descs.Descs() }
 
 // quantity is what a PM metric attributes: bytes (a counter's value) or active seconds (a
 // ratio times the sample's duration).

@@ -16,18 +16,13 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 
-	"github.com/cupti-exporter/cupti-exporter/activity"
-	"github.com/cupti-exporter/cupti-exporter/attribution"
 	"github.com/cupti-exporter/cupti-exporter/exporter"
 	"github.com/cupti-exporter/cupti-exporter/gpmsource"
-	"github.com/cupti-exporter/cupti-exporter/health"
-	"github.com/cupti-exporter/cupti-exporter/kubepods"
 	"github.com/cupti-exporter/cupti-exporter/mapping"
-	"github.com/cupti-exporter/cupti-exporter/pmsample"
+	// Linked for their descriptor tables (snapshot.Declared): every package the binary serves from.
+	_ "github.com/cupti-exporter/cupti-exporter/pipeline"
 	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
-	"github.com/cupti-exporter/cupti-exporter/podresources"
 	"github.com/cupti-exporter/cupti-exporter/recording/demo"
-	"github.com/cupti-exporter/cupti-exporter/resourceslices"
 	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
 
@@ -112,13 +107,13 @@ func offByDefault(name string) string {
 	return "off by default ([sizing.md](sizing.md))"
 }
 
-// knownDescs lists every family the sources describe: activity, pod resources, PM self-metrics
-// and the curated PM metrics (mapped with their GH100 catalog properties).
+// knownDescs lists every family the sources describe: the descriptor tables of the packages
+// the binary is assembled from (snapshot.Declared), the MIG families and the curated PM
+// metrics (mapped with their GH100 catalog properties).
 func knownDescs(t *testing.T) map[string]*snapshot.Desc {
 	t.Helper()
 	out := map[string]*snapshot.Desc{}
-	for _, d := range slices.Concat(activity.Descs(), podresources.Descs(), pmsample.SelfDescs(), pmsample.IdleDescs(), pmsample.GiveWayDescs(),
-		health.Descs(), attribution.Descs(), kubepods.Descs(), gpmsource.Descs(), resourceslices.Descs()) {
+	for _, d := range snapshot.Declared() {
 		out[d.Name] = d
 	}
 	props := catalogProperties(t)
@@ -372,6 +367,11 @@ func TestMetricsDoc(t *testing.T) {
 		}
 	}
 	rows := docFamilies(t, fams)
+	for n := range liveOnly { // an entry of a family no row shows says nothing to the reader
+		if !slices.ContainsFunc(rows, func(r docFamily) bool { return r.name == n }) {
+			t.Errorf("liveOnly describes %s, which no table declares (snapshot.Declared) and the demo does not serve", n)
+		}
+	}
 	for _, pb := range pushColumns(rows, fams, pushed) {
 		t.Errorf("OTLP column: %s", pb)
 	}

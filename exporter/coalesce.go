@@ -330,12 +330,6 @@ type refusals struct {
 	maxRequests, renderWait, filtered atomic.Uint64
 }
 
-var scrapesRefusedDesc = prometheus.NewDesc("cupti_exporter_scrapes_refused_total",
-	"Scrapes answered 503 by reason: max_requests (--web.max-requests already waiting or running), "+
-		"render_wait (other distinct responses, by format, compression or name[] filter, held the render slot for 2 s), "+
-		"filtered (2 requests with a name[] filter already waiting or running).",
-	[]string{"reason"}, nil)
-
 func newRefusals() *refusals { return &refusals{} }
 
 func (f *refusals) inc(reason string) {

@@ -9,18 +9,6 @@ import (
 	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
 
-// Descriptors of the self-metrics the collector emits.
-var (
-	collectDurationDesc = prometheus.NewDesc(
-		"cupti_exporter_collect_duration_seconds",
-		"Time the snapshot collector took to emit the latest snapshots of all sources.",
-		nil, nil)
-	seriesDroppedDesc = prometheus.NewDesc(
-		"cupti_exporter_series_dropped_total",
-		"Series not exported because their family conflicts with another of the same name, their label set repeats, their values are invalid, or their family passed the series limit (cardinality).",
-		[]string{"outlet", "reason"}, nil)
-)
-
 // collector mirrors the latest snapshots of the exporter's producers as
 // const metrics. It is unchecked: the families vary with the sources.
 type collector struct {

@@ -113,13 +113,13 @@ func TestCollectSkipsProducerWithoutSnapshot(t *testing.T) {
 
 func TestDeviceLabeler(t *testing.T) {
 	var calls atomic.Int32
-	e := newTestExporter(WithDeviceLabeler(func(uuid string) (string, string, string) {
+	e := newTestExporter(WithDeviceLabeler(DeviceLabelerFunc(func(uuid string) (string, string, string) {
 		calls.Add(1)
 		if uuid == "GPU-aaaa" {
 			return "train-0", "ml", "trainer"
 		}
 		return "", "", ""
-	}))
+	})))
 	// A family that already has a pod label is left alone.
 	podDesc := &snapshot.Desc{Name: "cupti_test_pod_info", Help: "x", Kind: snapshot.KindGauge, LabelNames: []string{"uuid", "pod"}}
 	e.Register("other", newFakeProducer(&snapshot.Snapshot{Families: []snapshot.Family{

@@ -42,9 +42,19 @@ type StatusReporter interface {
 }
 
 // DeviceLabeler maps a device uuid to the pod, namespace and container that
-// hold it; empty strings when no pod holds it or it is not known. It is called
-// on the scrape path and must answer from memory without blocking.
-type DeviceLabeler func(uuid string) (pod, namespace, container string)
+// hold it; empty strings when no pod holds it or it is not known (podresources.Client).
+// It is called on the scrape path and must answer from memory without blocking.
+type DeviceLabeler interface {
+	DeviceLabels(uuid string) (pod, namespace, container string)
+}
+
+// DeviceLabelerFunc is a function as a DeviceLabeler.
+type DeviceLabelerFunc func(uuid string) (pod, namespace, container string)
+
+// DeviceLabels calls f.
+func (f DeviceLabelerFunc) DeviceLabels(uuid string) (pod, namespace, container string) {
+	return f(uuid)
+}
 
 // Option configures an Exporter.
 type Option interface {

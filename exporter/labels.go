@@ -36,7 +36,7 @@ func attributePods(s *snapshot.Snapshot, labeler DeviceLabeler) *snapshot.Snapsh
 	lookup := func(uuid string) owner {
 		o, ok := memo[uuid]
 		if !ok && labeler != nil {
-			o.pod, o.namespace, o.container = labeler(uuid)
+			o.pod, o.namespace, o.container = labeler.DeviceLabels(uuid)
 			memo[uuid] = o
 		}
 		return o

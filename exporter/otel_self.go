@@ -5,35 +5,34 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/cupti-exporter/cupti-exporter/internal/httplimit"
 	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
 
-// selfOTel names the exporter's own families over OTLP: name and UCUM unit.
-var selfOTel = map[string]struct{ name, unit string }{
-	"cupti_exporter_source_up":                {"cupti.exporter.source.up", "1"},
-	"cupti_exporter_series_dropped_total":     {"cupti.exporter.series.dropped", "{series}"},
-	"cupti_exporter_build_info":               {"cupti.exporter.build_info", "1"},
-	"cupti_exporter_otlp_exports_total":       {"cupti.exporter.otlp.exports", "{export}"},
-	"cupti_exporter_collect_duration_seconds": {"cupti.exporter.collect.duration", "s"},
-
-	// The HTTP server's (Server.SelfMetrics).
-	"cupti_exporter_http_connections":              {"cupti.exporter.http.active_connections", "{connection}"},
-	"cupti_exporter_http_connections_limit":        {"cupti.exporter.http.connection_limit", "{connection}"},
-	"cupti_exporter_http_connections_closed_total": {"cupti.exporter.http.closed_connections", "{connection}"},
-	"cupti_exporter_scrapes_refused_total":         {"cupti.exporter.scrapes.refused", "{scrape}"},
-}
+// selfOTel names the exporter's own families over OTLP, name and UCUM unit: those of
+// selfDescs, of its HTTP listeners (httplimit.Descs), and cupti_exporter_build_info (made by
+// prometheus/common/version's collector). Built at first use, once the tables are filled.
+var selfOTel = sync.OnceValue(func() map[string]struct{ name, unit string } {
+	m := map[string]struct{ name, unit string }{"cupti_exporter_build_info": {"cupti.exporter.build_info", "1"}}
+	open, limit, closed := httplimit.Descs(selfNamespace)
+	for _, d := range append(selfDescs.Descs(), open, limit, closed) {
+		m[d.Name] = struct{ name, unit string }{d.OTelName, d.OTelUnit}
+	}
+	return m
+})
 
 // SelfOTelName returns the OpenTelemetry name and unit of a family the exporter's
 // self-metrics registry serves (Exporter.SelfMetrics): the table above for ours; the
 // others (go_*, process_*) keep their Prometheus name (go_memstats_alloc_bytes and
 // go_memstats_alloc_bytes_total are two families), the unit from its suffix.
 func SelfOTelName(name string) (otelName, unit string) {
-	if n, ok := selfOTel[name]; ok {
+	if n, ok := selfOTel()[name]; ok {
 		return n.name, n.unit
 	}
 	base := strings.TrimSuffix(name, "_total")

@@ -73,7 +73,7 @@ func TestMetricProducer(t *testing.T) {
 }
 
 func TestMetricProducerAttributionAndDrops(t *testing.T) {
-	e := New(nil, WithoutRuntimeMetrics(), WithDeviceLabeler(func(string) (string, string, string) { return "train-0", "ml", "trainer" }))
+	e := New(nil, WithoutRuntimeMetrics(), WithDeviceLabeler(DeviceLabelerFunc(func(string) (string, string, string) { return "train-0", "ml", "trainer" })))
 	e.Register("pmsample", newFakeProducer(pmSnapshot()))
 	e.Register("again", newFakeProducer(pmSnapshot())) // every series a duplicate
 	mp := newMetricProducer(e.Producers(), NamingOTel, nil, nil, &dropCounter{})

@@ -31,11 +31,6 @@ import (
 // ServiceName is the service.name of the OTLP resource.
 const ServiceName = "cupti-exporter"
 
-var otlpExportsDesc = prometheus.NewDesc(
-	"cupti_exporter_otlp_exports_total",
-	"OTLP exports attempted, by result (success or failure).",
-	[]string{"result"}, nil)
-
 // DefaultOTLPInterval is the push interval when neither OTLPConfig.Interval nor
 // OTEL_METRIC_EXPORT_INTERVAL sets one.
 const DefaultOTLPInterval = 15 * time.Second

@@ -137,7 +137,7 @@ func NewServer(logger *slog.Logger, cfg ServerConfig) *Server {
 		cfg.WriteTimeout = DefaultWriteTimeout
 	}
 	s := &Server{logger: logger, cfg: cfg, mux: http.NewServeMux(), health: http.NewServeMux(),
-		conns: httplimit.NewMetrics("cupti_exporter"), refused: newRefusals(), self: prometheus.NewRegistry(), started: make(chan struct{})}
+		conns: httplimit.NewMetrics(selfNamespace), refused: newRefusals(), self: prometheus.NewRegistry(), started: make(chan struct{})}
 	own := serverCollector{s}
 	if err := cfg.Registry.Register(own); err != nil { // a second Server on one registry
 		logger.Warn("HTTP server self-metrics not registered", "err", err)

@@ -6,13 +6,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// sourceUpDesc is cupti_exporter_source_up: a short reason code as label value; the full
-// text of Status.Reason goes to /readyz and the log, never into a label.
-var sourceUpDesc = prometheus.NewDesc(
-	"cupti_exporter_source_up",
-	"Whether a source is producing data on a GPU (1) or not (0, with a short reason code: no_cupti, no_gpu, privileges, busy, paused, disabled, starting, no_socket, error; /readyz and the log give the full text).",
-	[]string{"source", "gpu", "reason"}, nil)
-
 // Reason codes of cupti_exporter_source_up.
 const (
 	ReasonNoCUPTI    = "no_cupti"   // libcupti (or the driver) could not be loaded

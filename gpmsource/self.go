@@ -11,27 +11,18 @@ import (
 	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
 
+// descs are the families the GPM source may add beside the curated ones.
+var descs = snapshot.NewTable()
+
 // Self-metrics of the GPM source, and the holders of a busy GPU's PM counters.
 var (
-	samplesDesc = &snapshot.Desc{
-		Name: "cupti_gpm_samples_total", Help: "Pairs of NVML GPM samples read into the curated metrics (served while PM sampling cannot read the GPU, or always with gpm.mode=only).",
-		Kind: snapshot.KindCounter, OTelName: "cupti.gpm.samples", OTelUnit: "{sample}",
-		LabelNames: snapshot.DeviceLabelNames,
-	}
-	failuresDesc = &snapshot.Desc{
-		Name: "cupti_gpm_read_failures_total", Help: "GPM reads that gave no sample of the curated metrics, by reason: sample (nvmlGpmSampleGet failed), metrics (nvmlGpmMetricsGet failed), metric (NVML failed one metric of a pair), invalid (a reading the hardware cannot produce), mig (a read of a MIG instance): the time (of that metric) is a gap in the curated series; no_refresh (a pair that saw no GPM refresh, which reads 0: merged into the next pair, no time lost).",
-		Kind: snapshot.KindCounter, OTelName: "cupti.gpm.read.failures", OTelUnit: "{read}",
-		LabelNames: slices.Concat(snapshot.DeviceLabelNames, []string{"reason"}),
-	}
-	holderDesc = &snapshot.Desc{
-		Name: "cupti_pm_counters_holder_info", Help: "A process that holds the PM counters of a GPU whose PM sampling is busy (1): a process using the GPU with a profiling library loaded (Nsight Compute's or Nsight Systems' injection, NVIDIA's PerfWorks, DCGM's profiling module, another CUPTI PM client).",
-		Kind: snapshot.KindGauge, OTelName: "cupti.pm.counters.holder", OTelUnit: "1",
-		LabelNames: slices.Concat(snapshot.DeviceLabelNames, []string{"pid", "command", "library"}),
-	}
+	samplesDesc  = descs.Counter("cupti_gpm_samples_total", "", "cupti.gpm.samples", "{sample}", "Pairs of NVML GPM samples read into the curated metrics (served while PM sampling cannot read the GPU, or always with gpm.mode=only).", snapshot.DeviceLabelNames...)
+	failuresDesc = descs.Counter("cupti_gpm_read_failures_total", "", "cupti.gpm.read.failures", "{read}", "GPM reads that gave no sample of the curated metrics, by reason: sample (nvmlGpmSampleGet failed), metrics (nvmlGpmMetricsGet failed), metric (NVML failed one metric of a pair), invalid (a reading the hardware cannot produce), mig (a read of a MIG instance): the time (of that metric) is a gap in the curated series; no_refresh (a pair that saw no GPM refresh, which reads 0: merged into the next pair, no time lost).", snapshot.DeviceLabels("reason")...)
+	holderDesc   = descs.Gauge("cupti_pm_counters_holder_info", "", "cupti.pm.counters.holder", "1", "A process that holds the PM counters of a GPU whose PM sampling is busy (1): a process using the GPU with a profiling library loaded (Nsight Compute's or Nsight Systems' injection, NVIDIA's PerfWorks, DCGM's profiling module, another CUPTI PM client).", snapshot.DeviceLabels("pid", "command", "library")...)
 )
 
 // Descs lists the families the GPM source may add beside the curated ones.
-func Descs() []*snapshot.Desc { return []*snapshot.Desc{samplesDesc, failuresDesc, holderDesc} }
+func Descs() []*snapshot.Desc { return descs.Descs() }
 
 // publishSelf stores the sample and failure counts of gpus.
 func (s *Source) publishSelf(gpus []*gpu) {

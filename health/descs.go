@@ -8,14 +8,15 @@ var deviceLabels = []string{"gpu", "uuid", "model", "pci_bus_id"}
 
 func labels(extra ...string) []string { return append(append([]string{}, deviceLabels...), extra...) }
 
+// descs are every family the health source can emit, in the order of its snapshots.
+var descs = snapshot.NewTable()
+
 func gauge(name, unit, otel, otelUnit, help string, extra ...string) *snapshot.Desc {
-	return &snapshot.Desc{Name: name, Kind: snapshot.KindGauge, Unit: unit, OTelName: otel, OTelUnit: otelUnit,
-		Help: help, LabelNames: labels(extra...)}
+	return descs.Gauge(name, unit, otel, otelUnit, help, labels(extra...)...)
 }
 
 func counter(name, unit, otel, otelUnit, help string, extra ...string) *snapshot.Desc {
-	return &snapshot.Desc{Name: name, Kind: snapshot.KindCounter, Unit: unit, OTelName: otel, OTelUnit: otelUnit,
-		Help: help, LabelNames: labels(extra...)}
+	return descs.Counter(name, unit, otel, otelUnit, help, labels(extra...)...)
 }
 
 // gpuTask makes d a point of hw.gpu.utilization: the hardware semantic conventions' one
@@ -30,20 +31,19 @@ func gpuTask(d *snapshot.Desc, task string) *snapshot.Desc {
 // The families of the health source. Names follow Prometheus conventions with base units;
 // OTel names follow the hardware semantic conventions (hw.gpu.*) where one exists.
 var (
-	memoryUsedDesc  = gauge("cupti_gpu_memory_used_bytes", "bytes", "hw.gpu.memory.usage", "By", "Frame-buffer memory in use (NVML; DCGM FB_USED).")
-	memoryFreeDesc  = gauge("cupti_gpu_memory_free_bytes", "bytes", "cupti.gpu.memory.free", "By", "Frame-buffer memory free (NVML; DCGM FB_FREE).")
-	memoryTotalDesc = gauge("cupti_gpu_memory_total_bytes", "bytes", "hw.gpu.memory.limit", "By", "Frame-buffer memory size (NVML).")
-	bar1UsedDesc    = gauge("cupti_gpu_bar1_memory_used_bytes", "bytes", "cupti.gpu.bar1.usage", "By", "BAR1 memory in use (NVML).")
-	bar1TotalDesc   = gauge("cupti_gpu_bar1_memory_total_bytes", "bytes", "cupti.gpu.bar1.limit", "By", "BAR1 memory size (NVML).")
-	nvmlUtilDesc    = gpuTask(gauge("cupti_nvml_gpu_utilization_ratio", "ratio", "hw.gpu.utilization", "1",
+	infoDesc           = descs.Gauge("cupti_nvml_info", "", "cupti.nvml.info", "1", "NVML and driver versions of the host (value 1; DCGM DRIVER_VERSION label).", "driver_version", "nvml_version", "cuda_driver_version")
+	memoryUsedDesc     = gauge("cupti_gpu_memory_used_bytes", "bytes", "hw.gpu.memory.usage", "By", "Frame-buffer memory in use (NVML; DCGM FB_USED).")
+	memoryFreeDesc     = gauge("cupti_gpu_memory_free_bytes", "bytes", "cupti.gpu.memory.free", "By", "Frame-buffer memory free (NVML; DCGM FB_FREE).")
+	memoryTotalDesc    = gauge("cupti_gpu_memory_total_bytes", "bytes", "hw.gpu.memory.limit", "By", "Frame-buffer memory size (NVML).")
+	memoryReservedDesc = gauge("cupti_gpu_memory_reserved_bytes", "bytes", "cupti.gpu.memory.reserved", "By", "Frame-buffer memory reserved by the driver (NVML v2; DCGM FB_RESERVED).")
+	bar1UsedDesc       = gauge("cupti_gpu_bar1_memory_used_bytes", "bytes", "cupti.gpu.bar1.usage", "By", "BAR1 memory in use (NVML).")
+	bar1TotalDesc      = gauge("cupti_gpu_bar1_memory_total_bytes", "bytes", "cupti.gpu.bar1.limit", "By", "BAR1 memory size (NVML).")
+	nvmlUtilDesc       = gpuTask(gauge("cupti_nvml_gpu_utilization_ratio", "ratio", "hw.gpu.utilization", "1",
 		"Fraction of NVML's sample period during which one or more kernels ran (nvmlDeviceGetUtilizationRates; DCGM GPU_UTIL). Coarse: a single tiny kernel counts as busy; see cupti_sm_active_ratio for how much of the GPU worked."), "general")
 	nvmlCopyUtilDesc = gauge("cupti_nvml_memory_copy_utilization_ratio", "ratio", "cupti.nvml.memory_copy.utilization", "1",
 		"Fraction of NVML's sample period during which device memory was being read or written (nvmlDeviceGetUtilizationRates; DCGM MEM_COPY_UTIL).")
-	encUtilDesc        = gpuTask(gauge("cupti_nvml_encoder_utilization_ratio", "ratio", "hw.gpu.utilization", "1", "Video encoder utilisation (NVML; DCGM ENC_UTIL)."), "encoder")
-	decUtilDesc        = gpuTask(gauge("cupti_nvml_decoder_utilization_ratio", "ratio", "hw.gpu.utilization", "1", "Video decoder utilisation (NVML; DCGM DEC_UTIL)."), "decoder")
-	memoryReservedDesc = gauge("cupti_gpu_memory_reserved_bytes", "bytes", "cupti.gpu.memory.reserved", "By", "Frame-buffer memory reserved by the driver (NVML v2; DCGM FB_RESERVED).")
-	infoDesc           = &snapshot.Desc{Name: "cupti_nvml_info", Kind: snapshot.KindGauge, OTelName: "cupti.nvml.info", OTelUnit: "1",
-		Help: "NVML and driver versions of the host (value 1; DCGM DRIVER_VERSION label).", LabelNames: []string{"driver_version", "nvml_version", "cuda_driver_version"}}
+	encUtilDesc    = gpuTask(gauge("cupti_nvml_encoder_utilization_ratio", "ratio", "hw.gpu.utilization", "1", "Video encoder utilisation (NVML; DCGM ENC_UTIL)."), "encoder")
+	decUtilDesc    = gpuTask(gauge("cupti_nvml_decoder_utilization_ratio", "ratio", "hw.gpu.utilization", "1", "Video decoder utilisation (NVML; DCGM DEC_UTIL)."), "decoder")
 	powerDesc      = gauge("cupti_gpu_power_watts", "watts", "hw.power", "W", "Power draw (NVML; DCGM POWER_USAGE).")
 	powerLimitDesc = gauge("cupti_gpu_power_limit_watts", "watts", "cupti.gpu.power.limit", "W", "Enforced power limit (NVML).")
 	energyDesc     = counter("cupti_gpu_energy_joules_total", "joules", "hw.energy", "J", "Energy consumed since the driver loaded (NVML; DCGM TOTAL_ENERGY_CONSUMPTION).")
@@ -81,19 +81,9 @@ var (
 		"Fraction of cycles any tensor pipe was active over the last health interval, from NVML GPM (GPM_METRIC_ANY_TENSOR_UTIL; DCGM PROF_PIPE_TENSOR_ACTIVE); --health.gpm.", "source")
 	gpmDRAMDesc = gauge("cupti_gpm_dram_bandwidth_ratio", "ratio", "cupti.gpm.dram.bandwidth", "1",
 		"DRAM bandwidth used as a fraction of peak over the last health interval, from NVML GPM (GPM_METRIC_DRAM_BW_UTIL; DCGM PROF_DRAM_ACTIVE); --health.gpm.", "source")
-	collectDesc = &snapshot.Desc{Name: "cupti_health_collection_seconds", Kind: snapshot.KindGauge, Unit: "seconds",
-		OTelName: "cupti.health.collection.duration", OTelUnit: "s", Help: "Time the last NVML collection of every device took."}
-	errorsDesc = &snapshot.Desc{Name: "cupti_health_read_errors_total", Kind: snapshot.KindCounter,
-		OTelName: "cupti.health.read.errors", OTelUnit: "{error}", LabelNames: []string{"gpu", "field"},
-		Help: "NVML reads that failed with an error other than not-supported, by GPU and field."}
+	collectDesc = descs.Gauge("cupti_health_collection_seconds", "seconds", "cupti.health.collection.duration", "s", "Time the last NVML collection of every device took.")
+	errorsDesc  = descs.Counter("cupti_health_read_errors_total", "", "cupti.health.read.errors", "{error}", "NVML reads that failed with an error other than not-supported, by GPU and field.", "gpu", "field")
 )
 
 // Descs lists every family the health source can emit, for docs and dashboard checks.
-func Descs() []*snapshot.Desc {
-	return []*snapshot.Desc{infoDesc, memoryUsedDesc, memoryFreeDesc, memoryTotalDesc, memoryReservedDesc, bar1UsedDesc, bar1TotalDesc,
-		nvmlUtilDesc, nvmlCopyUtilDesc, encUtilDesc, decUtilDesc, powerDesc, powerLimitDesc, energyDesc, tempDesc, memTempDesc,
-		clockDesc, maxClockDesc, clockEventDesc, violationDesc, xidDesc, xidLastDesc, eccDesc, retiredDesc,
-		retiredPendingDesc, remappedDesc, remapPendingDesc, remapFailedDesc, pcieReplayDesc, nvlinkUpDesc,
-		nvlinkErrDesc, procMemDesc, migModeDesc, migMemDesc, migMemTotalDesc, gpmSMDesc, gpmTensorDesc, gpmDRAMDesc,
-		collectDesc, errorsDesc}
-}
+func Descs() []*snapshot.Desc { return descs.Descs() }

@@ -651,7 +651,7 @@ func TestProcessListener(t *testing.T) {
 			}
 			return "", "", "", false
 		}),
-		WithProcessListener(func(p gpuprocs.Observation) { got[p.GPU] = append(got[p.GPU], p) }))
+		WithProcessListener(ProcessListenerFunc(func(p gpuprocs.Observation) { got[p.GPU] = append(got[p.GPU], p) })))
 	started(t, src)
 	src.Collect()
 	now = now.Add(time.Second)
@@ -716,12 +716,12 @@ func TestMPSProcesses(t *testing.T) {
 	rs[1].unsupported["mps_processes"] = true
 	rs[2].procs = []nvml.ProcessInfo{{Pid: 100}}
 	got := map[string]map[uint32]string{}
-	src := New(srv, nil, WithoutEvents(), WithProcRoot(root), WithProcessListener(func(p gpuprocs.Observation) {
+	src := New(srv, nil, WithoutEvents(), WithProcRoot(root), WithProcessListener(ProcessListenerFunc(func(p gpuprocs.Observation) {
 		got[p.GPU] = map[uint32]string{}
 		for _, q := range p.Processes {
 			got[p.GPU][q.PID] = q.MPS
 		}
-	}))
+	})))
 	started(t, src)
 	src.Collect()
 	for gpu, want := range map[string]map[uint32]string{
@@ -749,7 +749,7 @@ func TestMIGProcesses(t *testing.T) {
 	rs[0].procs = []nvml.ProcessInfo{{Pid: 100, GpuInstanceId: 1, ComputeInstanceId: 0}, {Pid: 200, GpuInstanceId: 2, ComputeInstanceId: 0}}
 	rs[1].procs = []nvml.ProcessInfo{{Pid: 300}}
 	got := map[string]gpuprocs.Observation{}
-	src := New(srv, nil, WithoutEvents(), WithProcessListener(func(p gpuprocs.Observation) { got[p.GPU] = p }))
+	src := New(srv, nil, WithoutEvents(), WithProcessListener(ProcessListenerFunc(func(p gpuprocs.Observation) { got[p.GPU] = p })))
 	started(t, src)
 	src.Collect()
 	if p := got["0"]; !p.MIG || len(p.Processes) != 2 {

@@ -17,7 +17,7 @@ type config struct {
 	gpuResolver func(uuid string) (gpu string, ok bool)
 	podResolver func(pid uint32) (pod, namespace, container string, ok bool)
 	procRoot    string // where /proc is: the MPS server is told by its command line
-	onProcesses func(gpuprocs.Observation)
+	onProcesses ProcessListener
 	events      bool
 	gpm         bool
 	now         func() time.Time
@@ -58,12 +58,24 @@ func WithPodResolver(f func(pid uint32) (pod, namespace, container string, ok bo
 // line of the processes NVML lists: the MPS server is known by it.
 func WithProcRoot(dir string) Option { return func(c *config) { c.procRoot = dir } }
 
-// WithProcessListener hands f, after every collection of each GPU, the compute processes
-// NVML lists on it with their share of SM time since the previous collection (a gpuprocs.Observation).
-// f runs on the collection goroutine and must not block. Without it the per-process
-// utilisation is not read.
-func WithProcessListener(f func(gpuprocs.Observation)) Option {
-	return func(c *config) { c.onProcesses = f }
+// ProcessListener takes, after every collection of each GPU, the compute processes NVML
+// lists on it with their share of SM time since the previous collection (the attribution
+// join's (*attribution.Attributor).ObserveProcesses, or a recording's writer). It runs on
+// the collection goroutine and must not block.
+type ProcessListener interface {
+	ObserveProcesses(gpuprocs.Observation)
+}
+
+// ProcessListenerFunc is a function as a ProcessListener.
+type ProcessListenerFunc func(gpuprocs.Observation)
+
+// ObserveProcesses calls f.
+func (f ProcessListenerFunc) ObserveProcesses(o gpuprocs.Observation) { f(o) }
+
+// WithProcessListener hands l every collection's compute processes of each GPU (a
+// gpuprocs.Observation). Without it the per-process utilisation is not read.
+func WithProcessListener(l ProcessListener) Option {
+	return func(c *config) { c.onProcesses = l }
 }
 
 // WithGPM reads the GPM metrics (SM, tensor and DRAM bandwidth utilisation; Hopper and

@@ -44,7 +44,7 @@ const maxObservedProcesses = 256
 
 // observeProcesses reads the per-process SM utilisation since the last collection into
 // procs (the running list of this collection) and hands the result to the listener.
-func (g *gpuState) observeProcesses(procs []gpuprocs.Process, now time.Time, interval time.Duration, listen func(gpuprocs.Observation)) {
+func (g *gpuState) observeProcesses(procs []gpuprocs.Process, now time.Time, interval time.Duration, listen ProcessListener) {
 	start := g.lastProcs
 	if start.IsZero() || now.Sub(start) > 10*interval { // first collection, or after a long gap
 		start = now.Add(-interval)
@@ -65,7 +65,7 @@ func (g *gpuState) observeProcesses(procs []gpuprocs.Process, now time.Time, int
 			}
 		}
 	}
-	listen(gpuprocs.Observation{GPU: g.gpu, UUID: g.uuid, Start: start, End: now, Shares: shares != nil, MIG: g.migOn, Processes: procs})
+	listen.ObserveProcesses(gpuprocs.Observation{GPU: g.gpu, UUID: g.uuid, Start: start, End: now, Shares: shares != nil, MIG: g.migOn, Processes: procs})
 }
 
 // readShares returns each process's mean SM utilisation (0..1) over the samples NVML took

@@ -2,33 +2,18 @@ package kubepods
 
 import "github.com/cupti-exporter/cupti-exporter/snapshot"
 
+// descs are the families Snapshot emits.
+var descs = snapshot.NewTable()
+
 var (
-	syncedDesc = &snapshot.Desc{
-		Name: "cupti_kubepods_synced", Kind: snapshot.KindGauge,
-		Help:     "Whether the cache of this node's pods has been filled from the API server (1) or not yet (0).",
-		OTelName: "cupti.kubepods.synced", OTelUnit: "1",
-	}
-	podsDesc = &snapshot.Desc{
-		Name: "cupti_kubepods_pods", Kind: snapshot.KindGauge,
-		Help:     "Pods of this node in the cache.",
-		OTelName: "cupti.kubepods.pods", OTelUnit: "{pod}",
-	}
-	lookupsDesc = &snapshot.Desc{
-		Name: "cupti_kubepods_lookups_total", Kind: snapshot.KindCounter,
-		Help:     "Lookups of a process's pod from its cgroup, by result (found; pending: the pod or its container is not in the cache yet; not_in_pod: the cgroup names no pod).",
-		OTelName: "cupti.kubepods.lookups", OTelUnit: "{lookup}", LabelNames: []string{"result"},
-	}
-	watchErrorsDesc = &snapshot.Desc{
-		Name: "cupti_kubepods_watch_errors_total", Kind: snapshot.KindCounter,
-		Help:     "Failed lists or watches of this node's pods (the cache keeps its last state and retries).",
-		OTelName: "cupti.kubepods.watch.errors", OTelUnit: "{error}",
-	}
+	syncedDesc      = descs.Gauge("cupti_kubepods_synced", "", "cupti.kubepods.synced", "1", "Whether the cache of this node's pods has been filled from the API server (1) or not yet (0).")
+	podsDesc        = descs.Gauge("cupti_kubepods_pods", "", "cupti.kubepods.pods", "{pod}", "Pods of this node in the cache.")
+	lookupsDesc     = descs.Counter("cupti_kubepods_lookups_total", "", "cupti.kubepods.lookups", "{lookup}", "Lookups of a process's pod from its cgroup, by result (found; pending: the pod or its container is not in the cache yet; not_in_pod: the cgroup names no pod).", "result")
+	watchErrorsDesc = descs.Counter("cupti_kubepods_watch_errors_total", "", "cupti.kubepods.watch.errors", "{error}", "Failed lists or watches of this node's pods (the cache keeps its last state and retries).")
 )
 
 // Descs lists the families Snapshot emits.
-func Descs() []*snapshot.Desc {
-	return []*snapshot.Desc{syncedDesc, podsDesc, lookupsDesc, watchErrorsDesc}
-}
+func Descs() []*snapshot.Desc { return descs.Descs() }
 
 // Snapshot returns the resolver's self-metrics. It never blocks on the API server.
 func (r *Resolver) Snapshot() *snapshot.Snapshot {

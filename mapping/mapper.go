@@ -149,7 +149,7 @@ func (m *Mapper) Map(name string, p pmdata.Properties) (Metric, error) {
 			}
 		}
 	}
-	labelNames := append(append([]string{}, snapshot.DeviceLabelNames...), labelNamesOf(labels)...)
+	labelNames := snapshot.DeviceLabels(labelNamesOf(labels)...)
 	out := Metric{Perfworks: name, Labels: labels, Scale: d.scale, owner: owner}
 	mk := func(stat, what string) *snapshot.Desc {
 		desc := &snapshot.Desc{

@@ -136,9 +136,9 @@ func Record(ctx context.Context, logger *slog.Logger, cfg *Config, cl RecordArgs
 	}
 	var healthDone <-chan int
 	if cfg.Health.Enabled {
-		src := newHealthSource(logger, cfg, s.Devices, health.WithProcessListener(func(o gpuprocs.Observation) {
+		src := newHealthSource(logger, cfg, s.Devices, health.WithProcessListener(health.ProcessListenerFunc(func(o gpuprocs.Observation) {
 			keep(w.WriteProcesses(now(), o))
-		}))
+		})))
 		srcDone := make(chan struct{})
 		go func() { src.Run(ctx); close(srcDone) }()
 		healthDone = recordHealth(ctx, src, time.Duration(cfg.Health.Interval), func(snap *snapshot.Snapshot) {

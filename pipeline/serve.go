@@ -217,10 +217,7 @@ func serveSources(ctx context.Context, logger *slog.Logger, cfg *Config, pm pmSe
 	}
 	if pods != nil {
 		defer pods.Close()
-		expOpts = append(expOpts, exporter.WithDeviceLabeler(func(uuid string) (string, string, string) {
-			pod, ns, ctr, _ := pods.Lookup(uuid)
-			return pod, ns, ctr
-		}))
+		expOpts = append(expOpts, exporter.WithDeviceLabeler(pods))
 		logger.Info("attributing GPUs to pods", "socket", cfg.Kubelet.PodResourcesSocket)
 	}
 	exp := exporter.New(logger, expOpts...)
@@ -231,7 +228,7 @@ func serveSources(ctx context.Context, logger *slog.Logger, cfg *Config, pm pmSe
 			opts = append(opts, health.WithPodResolver(pm.pidPod))
 		}
 		if pm.attr != nil { // who else is on the GPU: NVML's processes into the join
-			opts = append(opts, health.WithProcessListener(pm.attr.ObserveProcesses))
+			opts = append(opts, health.WithProcessListener(pm.attr))
 		}
 		src := startHealth(ctx, logger, cfg, exp, pm.devices, opts...)
 		if pm.nvml != nil {

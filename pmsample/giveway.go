@@ -29,14 +29,7 @@ type Holder struct {
 func (h Holder) String() string { return fmt.Sprintf("%s (pid %d, %s)", h.Tool, h.PID, h.Comm) }
 
 // giveWaysDesc counts the give-ways of each device by tool.
-var giveWaysDesc = &snapshot.Desc{
-	Name: "cupti_pm_give_ways_total", Help: "Times the PM counters of the GPU were given to a profiler found on the host (tool: ncu, nsys, dcgm, named); the log names its process. Time without samples meanwhile is lost with reason yielded.",
-	Kind: snapshot.KindCounter, OTelName: "cupti.pm.give_ways", OTelUnit: "{give_way}",
-	LabelNames: withLabels("tool"),
-}
-
-// GiveWayDescs lists the give-way families (GiveWayProducer), for the metrics reference.
-func GiveWayDescs() []*snapshot.Desc { return []*snapshot.Desc{giveWaysDesc} }
+var giveWaysDesc = descs.Counter("cupti_pm_give_ways_total", "", "cupti.pm.give_ways", "{give_way}", "Times the PM counters of the GPU were given to a profiler found on the host (tool: ncu, nsys, dcgm, named); the log names its process. Time without samples meanwhile is lost with reason yielded.", snapshot.DeviceLabels("tool")...)
 
 // yieldState is the give-way side of a runner, guarded by runner.mu.
 type yieldState struct {

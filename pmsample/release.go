@@ -19,33 +19,11 @@ const StateIdle State = "idle-released"
 
 // Self-metrics of idle release: one series per device.
 var (
-	idleReleasesDesc = &snapshot.Desc{
-		Name: "cupti_pm_idle_releases_total", Help: "Times the PM session of an idle GPU was released (state idle-released).",
-		Kind: snapshot.KindCounter, OTelName: "cupti.pm.idle.releases", OTelUnit: "{release}",
-		LabelNames: snapshot.DeviceLabelNames,
-	}
-	idleReacquiresDesc = &snapshot.Desc{
-		Name: "cupti_pm_idle_reacquires_total", Help: "Times the PM session was taken back after an idle release, on a sign of activity.",
-		Kind: snapshot.KindCounter, OTelName: "cupti.pm.idle.reacquires", OTelUnit: "{reacquire}",
-		LabelNames: snapshot.DeviceLabelNames,
-	}
-	idleReleasedDesc = &snapshot.Desc{
-		Name: "cupti_pm_idle_released_seconds_total", Help: "Time the PM session was released because the GPU was idle (no samples, by design).",
-		Kind: snapshot.KindCounter, Unit: "seconds", OTelName: "cupti.pm.idle.released", OTelUnit: "s",
-		LabelNames: snapshot.DeviceLabelNames,
-	}
-	idleMissedDesc = &snapshot.Desc{
-		Name: "cupti_pm_idle_missed_seconds_total", Help: "Time from the first sign of activity on a released GPU to its first PM sample after reacquiring: work that ran unsampled.",
-		Kind: snapshot.KindCounter, Unit: "seconds", OTelName: "cupti.pm.idle.missed", OTelUnit: "s",
-		LabelNames: snapshot.DeviceLabelNames,
-	}
+	idleReleasesDesc   = descs.Counter("cupti_pm_idle_releases_total", "", "cupti.pm.idle.releases", "{release}", "Times the PM session of an idle GPU was released (state idle-released).", snapshot.DeviceLabelNames...)
+	idleReacquiresDesc = descs.Counter("cupti_pm_idle_reacquires_total", "", "cupti.pm.idle.reacquires", "{reacquire}", "Times the PM session was taken back after an idle release, on a sign of activity.", snapshot.DeviceLabelNames...)
+	idleReleasedDesc   = descs.Counter("cupti_pm_idle_released_seconds_total", "seconds", "cupti.pm.idle.released", "s", "Time the PM session was released because the GPU was idle (no samples, by design).", snapshot.DeviceLabelNames...)
+	idleMissedDesc     = descs.Counter("cupti_pm_idle_missed_seconds_total", "seconds", "cupti.pm.idle.missed", "s", "Time from the first sign of activity on a released GPU to its first PM sample after reacquiring: work that ran unsampled.", snapshot.DeviceLabelNames...)
 )
-
-// IdleDescs lists the idle-release families (served by IdleProducer, live sampling only), for
-// the metrics reference beside SelfDescs.
-func IdleDescs() []*snapshot.Desc {
-	return []*snapshot.Desc{idleReleasesDesc, idleReacquiresDesc, idleReleasedDesc, idleMissedDesc}
-}
 
 // releaseState is the idle-release side of a runner, guarded by runner.mu.
 type releaseState struct {

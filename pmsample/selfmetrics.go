@@ -4,86 +4,22 @@ import "github.com/cupti-exporter/cupti-exporter/snapshot"
 
 // Self-metrics of PM sampling: one series per device (and reason, state or metric).
 var (
-	samplesDesc = &snapshot.Desc{
-		Name: "cupti_pm_samples_total", Help: "PM samples evaluated and aggregated.",
-		Kind: snapshot.KindCounter, OTelName: "cupti.pm.samples", OTelUnit: "{sample}",
-		LabelNames: snapshot.DeviceLabelNames,
-	}
-	droppedDesc = &snapshot.Desc{
-		Name: "cupti_pm_samples_dropped_total", Help: "PM samples decoded but not delivered: first_sample (began before Start), invalid (no valid span or value), incomplete (records split by a counter data image re-initialisation), out_of_range (a value or span the hardware cannot produce; cupti_pm_samples_out_of_range_total says which).",
-		Kind: snapshot.KindCounter, OTelName: "cupti.pm.samples.dropped", OTelUnit: "{sample}",
-		LabelNames: withLabels("reason"),
-	}
-	outOfRangeDesc = &snapshot.Desc{
-		Name: "cupti_pm_samples_out_of_range_total", Help: "PM samples rejected because a value or the span was outside what the hardware can produce, by the first check that failed: the Perfworks metric, or span.",
-		Kind: snapshot.KindCounter, OTelName: "cupti.pm.samples.out_of_range", OTelUnit: "{sample}",
-		LabelNames: withLabels("metric"),
-	}
-	decodeFailuresDesc = &snapshot.Desc{
-		Name: "cupti_pm_decode_failures_total", Help: "Decodes that lost data: image_full (COUNTER_DATA_FULL), overflow (hardware buffer), decode_error (the call failed). Counts decodes; cupti_pm_samples_lost_total counts the samples.",
-		Kind: snapshot.KindCounter, OTelName: "cupti.pm.decode.failures", OTelUnit: "{decode}",
-		LabelNames: withLabels("reason"),
-	}
-	lostSamplesDesc = &snapshot.Desc{
-		Name: "cupti_pm_samples_lost_total", Help: "PM samples the hardware interval implies for time without a delivered sample, by cause; samples_total + samples_lost_total grow at the configured rate.",
-		Kind: snapshot.KindCounter, OTelName: "cupti.pm.samples.lost", OTelUnit: "{sample}",
-		LabelNames: withLabels("reason"),
-	}
-	lostSecondsDesc = &snapshot.Desc{
-		Name: "cupti_pm_lost_seconds_total", Help: "Time without a delivered PM sample, by cause.",
-		Kind: snapshot.KindCounter, Unit: "seconds", OTelName: "cupti.pm.lost.duration", OTelUnit: "s",
-		LabelNames: withLabels("reason"),
-	}
-	coverageDesc = &snapshot.Desc{
-		Name: "cupti_pm_window_coverage_ratio", Help: "Share of the statistics window covered by delivered samples (the rest was lost); the window mean, max and min describe only the covered part.",
-		Kind: snapshot.KindGauge, Unit: "ratio", OTelName: "cupti.pm.window.coverage", OTelUnit: "1",
-		LabelNames: snapshot.DeviceLabelNames,
-	}
-	intervalDesc = &snapshot.Desc{
-		Name: "cupti_pm_sampling_interval_seconds", Help: "Hardware sampling interval in effect (longer than configured after an automatic backoff).",
-		Kind: snapshot.KindGauge, Unit: "seconds", OTelName: "cupti.pm.sampling.interval", OTelUnit: "s",
-		LabelNames: snapshot.DeviceLabelNames,
-	}
-	overflowsDesc = &snapshot.Desc{
-		Name: "cupti_pm_overflows_total", Help: "Hardware buffer overflows; each recreated the sampling session.",
-		Kind: snapshot.KindCounter, OTelName: "cupti.pm.overflows", OTelUnit: "{overflow}",
-		LabelNames: snapshot.DeviceLabelNames,
-	}
-	decodeDesc = &snapshot.Desc{
-		Name: "cupti_pm_decode_duration_seconds", Help: "Time the last decode and evaluation of the hardware buffer took.",
-		Kind: snapshot.KindGauge, Unit: "seconds", OTelName: "cupti.pm.decode.duration", OTelUnit: "s",
-		LabelNames: snapshot.DeviceLabelNames,
-	}
-	decodeGapDesc = &snapshot.Desc{
-		Name: "cupti_pm_decode_gap_seconds", Help: "Time between consecutive decodes of a session: past the decode period by more than the counter data image's room for a late decode (100 ms of samples, at most 250 slots, at first), samples are lost to a full image.",
-		Kind: snapshot.KindHistogram, Unit: "seconds", OTelName: "cupti.pm.decode.gap", OTelUnit: "s",
-		LabelNames: snapshot.DeviceLabelNames,
-	}
-	cuptiCallDesc = &snapshot.Desc{
-		Name: "cupti_pm_cupti_call_seconds_total", Help: "Time spent inside CUPTI calls of the decode path (decode, sample_info, evaluate, reset).",
-		Kind: snapshot.KindCounter, Unit: "seconds", OTelName: "cupti.pm.cupti_call.duration", OTelUnit: "s",
-		LabelNames: withLabels("call"),
-	}
-	threadCPUDesc = &snapshot.Desc{
-		Name: "cupti_pm_decode_thread_cpu_seconds_total", Help: "CPU time of the device's decode thread (CUPTI calls plus the exporter's own work on it); compare with cupti_pm_cupti_call_seconds_total and process_cpu_seconds_total.",
-		Kind: snapshot.KindCounter, Unit: "seconds", OTelName: "cupti.pm.decode_thread.cpu", OTelUnit: "s",
-		LabelNames: snapshot.DeviceLabelNames,
-	}
-	stateDesc = &snapshot.Desc{
-		Name: "cupti_pm_sampling_state", Help: "1 for the current PM sampling state of the device (sampling, paused, busy, error, idle-released, yielded: given to a profiler found on the host).",
-		Kind: snapshot.KindGauge, OTelName: "cupti.pm.sampling.state", OTelUnit: "1",
-		LabelNames: withLabels("state"),
-	}
-	observedDesc = &snapshot.Desc{
-		Name: "cupti_pm_observed_ratio", Help: "Fraction of the window during which a multiplexed metric was on the counters.",
-		Kind: snapshot.KindGauge, Unit: "ratio", OTelName: "cupti.pm.observed", OTelUnit: "1",
-		LabelNames: withLabels("metric"),
-	}
-	lastSampleDesc = &snapshot.Desc{
-		Name: "cupti_pm_last_sample_timestamp_seconds", Help: "End of the newest PM sample, Unix time.",
-		Kind: snapshot.KindGauge, Unit: "seconds", OTelName: "cupti.pm.last_sample.timestamp", OTelUnit: "s",
-		LabelNames: snapshot.DeviceLabelNames,
-	}
+	samplesDesc        = descs.Counter("cupti_pm_samples_total", "", "cupti.pm.samples", "{sample}", "PM samples evaluated and aggregated.", snapshot.DeviceLabelNames...)
+	droppedDesc        = descs.Counter("cupti_pm_samples_dropped_total", "", "cupti.pm.samples.dropped", "{sample}", "PM samples decoded but not delivered: first_sample (began before Start), invalid (no valid span or value), incomplete (records split by a counter data image re-initialisation), out_of_range (a value or span the hardware cannot produce; cupti_pm_samples_out_of_range_total says which).", snapshot.DeviceLabels("reason")...)
+	outOfRangeDesc     = descs.Counter("cupti_pm_samples_out_of_range_total", "", "cupti.pm.samples.out_of_range", "{sample}", "PM samples rejected because a value or the span was outside what the hardware can produce, by the first check that failed: the Perfworks metric, or span.", snapshot.DeviceLabels("metric")...)
+	decodeFailuresDesc = descs.Counter("cupti_pm_decode_failures_total", "", "cupti.pm.decode.failures", "{decode}", "Decodes that lost data: image_full (COUNTER_DATA_FULL), overflow (hardware buffer), decode_error (the call failed). Counts decodes; cupti_pm_samples_lost_total counts the samples.", snapshot.DeviceLabels("reason")...)
+	lostSamplesDesc    = descs.Counter("cupti_pm_samples_lost_total", "", "cupti.pm.samples.lost", "{sample}", "PM samples the hardware interval implies for time without a delivered sample, by cause; samples_total + samples_lost_total grow at the configured rate.", snapshot.DeviceLabels("reason")...)
+	lostSecondsDesc    = descs.Counter("cupti_pm_lost_seconds_total", "seconds", "cupti.pm.lost.duration", "s", "Time without a delivered PM sample, by cause.", snapshot.DeviceLabels("reason")...)
+	coverageDesc       = descs.Gauge("cupti_pm_window_coverage_ratio", "ratio", "cupti.pm.window.coverage", "1", "Share of the statistics window covered by delivered samples (the rest was lost); the window mean, max and min describe only the covered part.", snapshot.DeviceLabelNames...)
+	intervalDesc       = descs.Gauge("cupti_pm_sampling_interval_seconds", "seconds", "cupti.pm.sampling.interval", "s", "Hardware sampling interval in effect (longer than configured after an automatic backoff).", snapshot.DeviceLabelNames...)
+	overflowsDesc      = descs.Counter("cupti_pm_overflows_total", "", "cupti.pm.overflows", "{overflow}", "Hardware buffer overflows; each recreated the sampling session.", snapshot.DeviceLabelNames...)
+	decodeDesc         = descs.Gauge("cupti_pm_decode_duration_seconds", "seconds", "cupti.pm.decode.duration", "s", "Time the last decode and evaluation of the hardware buffer took.", snapshot.DeviceLabelNames...)
+	decodeGapDesc      = descs.Histogram("cupti_pm_decode_gap_seconds", "seconds", "cupti.pm.decode.gap", "s", "Time between consecutive decodes of a session: past the decode period by more than the counter data image's room for a late decode (100 ms of samples, at most 250 slots, at first), samples are lost to a full image.", snapshot.DeviceLabelNames...)
+	cuptiCallDesc      = descs.Counter("cupti_pm_cupti_call_seconds_total", "seconds", "cupti.pm.cupti_call.duration", "s", "Time spent inside CUPTI calls of the decode path (decode, sample_info, evaluate, reset).", snapshot.DeviceLabels("call")...)
+	threadCPUDesc      = descs.Counter("cupti_pm_decode_thread_cpu_seconds_total", "seconds", "cupti.pm.decode_thread.cpu", "s", "CPU time of the device's decode thread (CUPTI calls plus the exporter's own work on it); compare with cupti_pm_cupti_call_seconds_total and process_cpu_seconds_total.", snapshot.DeviceLabelNames...)
+	stateDesc          = descs.Gauge("cupti_pm_sampling_state", "", "cupti.pm.sampling.state", "1", "1 for the current PM sampling state of the device (sampling, paused, busy, error, idle-released, yielded: given to a profiler found on the host).", snapshot.DeviceLabels("state")...)
+	observedDesc       = descs.Gauge("cupti_pm_observed_ratio", "ratio", "cupti.pm.observed", "1", "Fraction of the window during which a multiplexed metric was on the counters.", snapshot.DeviceLabels("metric")...)
+	lastSampleDesc     = descs.Gauge("cupti_pm_last_sample_timestamp_seconds", "seconds", "cupti.pm.last_sample.timestamp", "s", "End of the newest PM sample, Unix time.", snapshot.DeviceLabelNames...)
 )
 
 // Drop reasons, in the order of devAgg.dropped.
@@ -110,7 +46,3 @@ var cuptiCalls = [...]string{"decode", "sample_info", "evaluate", "reset", "sess
 
 // States a device can be in; every one is reported, 1 for the current.
 var states = [...]State{StateSampling, StatePaused, StateBusy, StateError, StateIdle, StateYielded}
-
-func withLabels(extra ...string) []string {
-	return append(append([]string(nil), snapshot.DeviceLabelNames...), extra...)
-}

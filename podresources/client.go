@@ -187,6 +187,13 @@ func (c *Client) list(ctx context.Context) (*podresourcesv1.ListPodResourcesResp
 	return resp, nil
 }
 
+// DeviceLabels is Lookup without ok (empty strings when no single pod holds the device):
+// the exporter's pod labels of a device series (exporter.DeviceLabeler).
+func (c *Client) DeviceLabels(uuid string) (pod, namespace, container string) {
+	pod, namespace, container, _ = c.Lookup(uuid)
+	return pod, namespace, container
+}
+
 // Lookup returns the pod and container holding the device with this UUID, through the
 // device plugin or a DRA ResourceClaim. Several containers of one pod give the pod with an
 // empty container. ok is false when no pod holds it, when several pods do (a shared GPU,

@@ -6,55 +6,24 @@ import (
 	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
 
+// descs are the families Snapshot emits.
+var descs = snapshot.NewTable()
+
 var (
-	upDesc = &snapshot.Desc{
-		Name: "cupti_podresources_up", Kind: snapshot.KindGauge,
-		Help:     "Whether the last call to the kubelet PodResources API succeeded (1) or not (0).",
-		OTelName: "cupti.podresources.up", OTelUnit: "1",
-	}
-	errorsDesc = &snapshot.Desc{
-		Name: "cupti_podresources_errors_total", Kind: snapshot.KindCounter,
-		Help:     "Failed calls to the kubelet PodResources API, by reason (socket_missing, permission_denied, unavailable, timeout, rpc_error).",
-		OTelName: "cupti.podresources.errors", OTelUnit: "{error}",
-		LabelNames: []string{"reason"},
-	}
-	lastRefreshDesc = &snapshot.Desc{
-		Name: "cupti_podresources_last_refresh_timestamp_seconds", Kind: snapshot.KindGauge, Unit: "seconds",
-		Help:     "Unix time of the last successful refresh of the GPU-to-pod map; 0 before the first.",
-		OTelName: "cupti.podresources.last_refresh", OTelUnit: "s",
-	}
-	durationDesc = &snapshot.Desc{
-		Name: "cupti_podresources_refresh_duration_seconds", Kind: snapshot.KindGauge, Unit: "seconds",
-		Help:     "How long the last call to the kubelet PodResources API took.",
-		OTelName: "cupti.podresources.refresh.duration", OTelUnit: "s",
-	}
-	devicesDesc = &snapshot.Desc{
-		Name: "cupti_podresources_devices", Kind: snapshot.KindGauge,
-		Help:     "GPU and MIG devices assigned to containers in the current map (device plugin and DRA), by sharing (exclusive: one pod holds it; shared: several pods, not attributed).",
-		OTelName: "cupti.podresources.devices", OTelUnit: "{device}",
-		LabelNames: []string{"sharing"},
-	}
-	draDevicesDesc = &snapshot.Desc{
-		Name: "cupti_podresources_dra_devices", Kind: snapshot.KindGauge,
-		Help: "Devices of NVIDIA's DRA driver (gpu.nvidia.com) allocated to containers in the last kubelet answer, by how they mapped to a UUID: " +
-			"gpu, mig; or why not (not attributed): unknown_device (no ResourceSlice of this node lists it), mig_not_found (a MIG device created on demand that NVML does not list), " +
-			"no_uuid (listed without a uuid), no_resource_slices (the ResourceSlice informer is off).",
-		OTelName: "cupti.podresources.dra.devices", OTelUnit: "{device}",
-		LabelNames: []string{"result"},
-	}
-	claimInfoDesc = &snapshot.Desc{
-		Name: "cupti_podresources_claim_info", Kind: snapshot.KindGauge,
-		Help: "A GPU or MIG device (uuid) that a DRA ResourceClaim gave to a container, with the claim and the driver's device name; value 1. " +
-			"One series per container holding it: several pods on one uuid share the device, and its device series carry no pod.",
-		OTelName: "cupti.podresources.claim.info", OTelUnit: "1",
-		LabelNames: []string{"uuid", "claim", "device", "namespace", "pod", "container"},
-	}
+	upDesc          = descs.Gauge("cupti_podresources_up", "", "cupti.podresources.up", "1", "Whether the last call to the kubelet PodResources API succeeded (1) or not (0).")
+	errorsDesc      = descs.Counter("cupti_podresources_errors_total", "", "cupti.podresources.errors", "{error}", "Failed calls to the kubelet PodResources API, by reason (socket_missing, permission_denied, unavailable, timeout, rpc_error).", "reason")
+	lastRefreshDesc = descs.Gauge("cupti_podresources_last_refresh_timestamp_seconds", "seconds", "cupti.podresources.last_refresh", "s", "Unix time of the last successful refresh of the GPU-to-pod map; 0 before the first.")
+	durationDesc    = descs.Gauge("cupti_podresources_refresh_duration_seconds", "seconds", "cupti.podresources.refresh.duration", "s", "How long the last call to the kubelet PodResources API took.")
+	devicesDesc     = descs.Gauge("cupti_podresources_devices", "", "cupti.podresources.devices", "{device}", "GPU and MIG devices assigned to containers in the current map (device plugin and DRA), by sharing (exclusive: one pod holds it; shared: several pods, not attributed).", "sharing")
+	draDevicesDesc  = descs.Gauge("cupti_podresources_dra_devices", "", "cupti.podresources.dra.devices", "{device}", "Devices of NVIDIA's DRA driver (gpu.nvidia.com) allocated to containers in the last kubelet answer, by how they mapped to a UUID: "+
+		"gpu, mig; or why not (not attributed): unknown_device (no ResourceSlice of this node lists it), mig_not_found (a MIG device created on demand that NVML does not list), "+
+		"no_uuid (listed without a uuid), no_resource_slices (the ResourceSlice informer is off).", "result")
+	claimInfoDesc = descs.Gauge("cupti_podresources_claim_info", "", "cupti.podresources.claim.info", "1", "A GPU or MIG device (uuid) that a DRA ResourceClaim gave to a container, with the claim and the driver's device name; value 1. "+
+		"One series per container holding it: several pods on one uuid share the device, and its device series carry no pod.", "uuid", "claim", "device", "namespace", "pod", "container")
 )
 
-// Descs lists the families Snapshot emits, for Describe.
-func Descs() []*snapshot.Desc {
-	return []*snapshot.Desc{upDesc, errorsDesc, lastRefreshDesc, durationDesc, devicesDesc, draDevicesDesc, claimInfoDesc}
-}
+// Descs lists the families Snapshot emits.
+func Descs() []*snapshot.Desc { return descs.Descs() }
 
 // Snapshot returns the client's self-metrics. It never blocks on the kubelet.
 func (c *Client) Snapshot() *snapshot.Snapshot {

@@ -8,29 +8,18 @@ import (
 	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
 
+// descs are the families Snapshot emits.
+var descs = snapshot.NewTable()
+
 var (
-	syncedDesc = &snapshot.Desc{
-		Name: "cupti_resourceslices_synced", Kind: snapshot.KindGauge,
-		Help:     "Whether the cache of this node's ResourceSlices of NVIDIA's DRA driver has been filled from the API server (1) or not yet (0).",
-		OTelName: "cupti.resourceslices.synced", OTelUnit: "1",
-	}
-	devicesDesc = &snapshot.Desc{
-		Name: "cupti_resourceslices_devices", Kind: snapshot.KindGauge,
-		Help:     "Devices the cached ResourceSlices of NVIDIA's DRA driver list for this node, by type (gpu, mig, other), all generations counted.",
-		OTelName: "cupti.resourceslices.devices", OTelUnit: "{device}", LabelNames: []string{"type"},
-	}
-	watchErrorsDesc = &snapshot.Desc{
-		Name: "cupti_resourceslices_watch_errors_total", Kind: snapshot.KindCounter,
-		Help: "Failed lists or watches of this node's ResourceSlices, by reason (forbidden: RBAC; not_served: no resource.k8s.io/v1 API; other); " +
-			"the cache keeps its last state and retries.",
-		OTelName: "cupti.resourceslices.watch.errors", OTelUnit: "{error}", LabelNames: []string{"reason"},
-	}
+	syncedDesc      = descs.Gauge("cupti_resourceslices_synced", "", "cupti.resourceslices.synced", "1", "Whether the cache of this node's ResourceSlices of NVIDIA's DRA driver has been filled from the API server (1) or not yet (0).")
+	devicesDesc     = descs.Gauge("cupti_resourceslices_devices", "", "cupti.resourceslices.devices", "{device}", "Devices the cached ResourceSlices of NVIDIA's DRA driver list for this node, by type (gpu, mig, other), all generations counted.", "type")
+	watchErrorsDesc = descs.Counter("cupti_resourceslices_watch_errors_total", "", "cupti.resourceslices.watch.errors", "{error}", "Failed lists or watches of this node's ResourceSlices, by reason (forbidden: RBAC; not_served: no resource.k8s.io/v1 API; other); "+
+		"the cache keeps its last state and retries.", "reason")
 )
 
 // Descs lists the families Snapshot emits.
-func Descs() []*snapshot.Desc {
-	return []*snapshot.Desc{syncedDesc, devicesDesc, watchErrorsDesc}
-}
+func Descs() []*snapshot.Desc { return descs.Descs() }
 
 // deviceTypes are the values of the type label: what the driver publishes, folded.
 var deviceTypes = []string{"gpu", typeMIG, "other"}

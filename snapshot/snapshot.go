@@ -110,3 +110,9 @@ type Label struct{ Name, Value string }
 
 // DeviceLabelNames are the labels every device series carries, in this order.
 var DeviceLabelNames = []string{"gpu", "uuid", "model", "chip", "pci_bus_id"}
+
+// DeviceLabels returns the label names of a device family with more labels: DeviceLabelNames
+// followed by extra, in a slice of its own.
+func DeviceLabels(extra ...string) []string {
+	return append(append(make([]string, 0, len(DeviceLabelNames)+len(extra)), DeviceLabelNames...), extra...)
+}

@@ -1,10 +1,13 @@
 package httplimit
 
 import (
+	"strings"
 	"sync"
 	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
 
 // Metrics counts the connections of a process's listeners by listener name (listeners of
@@ -25,19 +28,30 @@ type counts struct {
 	closed [len(reasons)]atomic.Uint64
 }
 
-// NewMetrics returns the metrics of listeners named under namespace (cupti_exporter).
-func NewMetrics(namespace string) *Metrics {
-	return &Metrics{
-		openDesc: prometheus.NewDesc(namespace+"_http_connections",
-			"HTTP connections open now, by listener.", []string{"listener"}, nil),
-		limitDesc: prometheus.NewDesc(namespace+"_http_connections_limit",
-			"Most HTTP connections a listener holds at once (docs/security.md, \"HTTP listeners\").", []string{"listener"}, nil),
-		closedDesc: prometheus.NewDesc(namespace+"_http_connections_closed_total",
+// Descs returns the families of listeners named under namespace (cupti_exporter): open,
+// limit and closed, with their OpenTelemetry names under the namespace's dotted form.
+func Descs(namespace string) (open, limit, closed *snapshot.Desc) {
+	var t snapshot.Table // families made per namespace, not one package's fixed table
+	otel := strings.ReplaceAll(namespace, "_", ".") + ".http."
+	return t.Gauge(namespace+"_http_connections", "", otel+"active_connections", "{connection}",
+			"HTTP connections open now, by listener.", "listener"),
+		t.Gauge(namespace+"_http_connections_limit", "", otel+"connection_limit", "{connection}",
+			"Most HTTP connections a listener holds at once (docs/security.md, \"HTTP listeners\").", "listener"),
+		t.Counter(namespace+"_http_connections_closed_total", "", otel+"closed_connections", "{connection}",
 			"HTTP connections closed by a limit, by listener and reason: limit (refused, every connection was in a request), "+
 				"evicted (waiting longest without a request, closed to make room for a newcomer), timeout (a header, read, write or idle timeout passed).",
-			[]string{"listener", "reason"}, nil),
-		byName: map[string]*counts{},
-	}
+			"listener", "reason")
+}
+
+// NewMetrics returns the metrics of listeners named under namespace (cupti_exporter).
+func NewMetrics(namespace string) *Metrics {
+	open, limit, closed := Descs(namespace)
+	return &Metrics{openDesc: promDesc(open), limitDesc: promDesc(limit), closedDesc: promDesc(closed), byName: map[string]*counts{}}
+}
+
+// promDesc is d as client_golang describes it (no unit metadata, as before).
+func promDesc(d *snapshot.Desc) *prometheus.Desc {
+	return prometheus.NewDesc(d.Name, d.Help, d.LabelNames, nil)
 }
 
 func (m *Metrics) get(name string) *counts {
