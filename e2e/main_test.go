@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -66,34 +67,26 @@ func startEnv(t testing.TB, env []string, args ...string) *exporterProc {
 	return startServing(t, nil, env, "/readyz", 30*time.Second, func(body string) bool { return !strings.Contains(body, "waiting for the first batch") }, args...)
 }
 
-// startServing launches the binary (launch) and waits until path serves (waitServing). The
-// listen address is a port FreeAddr found free and let go, which the exporter's own health
-// listener (port 0) or another process can take first (seen once in CI): a start that fails
-// with "address already in use" is tried again on new ports, at most three times.
+// startServing launches the binary (launch) and waits until path serves (waitServing).
 func startServing(t testing.TB, prefix, env []string, path string, timeout time.Duration, ready func(body string) bool, args ...string) *exporterProc {
 	t.Helper()
-	for try := 1; ; try++ {
-		p := launch(t, prefix, env, args...)
-		err := p.waitServing(path, timeout, ready)
-		if err == nil {
-			return p
-		}
-		if lost := strings.Contains(p.out.String(), "address already in use"); lost && try < 3 {
-			t.Logf("start %d lost its port, trying again: %v", try, err)
-			continue
-		}
+	p := launch(t, prefix, env, args...)
+	if err := p.waitServing(path, timeout, ready); err != nil {
 		t.Fatalf("%v:\n%s", err, p.out.String())
 	}
+	return p
 }
 
-// launch starts the binary with args (behind prefix, a wrapper such as prlimit, when given)
-// on a free listen address, with extra environment variables.
+// launch starts the binary with args (behind prefix, a wrapper such as prlimit, when given),
+// with extra environment variables. Its listeners take ports of the kernel's choice: a port
+// found free and let go could be taken by another process before the exporter binds it (seen
+// in CI); waitServing reads the one it got from its log.
 func launch(t testing.TB, prefix, env []string, args ...string) *exporterProc {
 	t.Helper()
-	p := &exporterProc{addr: testutil.FreeAddr(t), out: &testutil.SyncBuffer{}}
+	p := &exporterProc{out: &testutil.SyncBuffer{}}
 	// The health listener (default :9478) gets a port of its own: tests run side by side.
 	argv := append(slices.Clone(prefix), binary)
-	argv = append(argv, append(args, "--web.listen-address="+p.addr, "--web.health-listen-address=127.0.0.1:0", "--log.level=debug")...)
+	argv = append(argv, append(args, "--web.listen-address=127.0.0.1:0", "--web.health-listen-address=127.0.0.1:0", "--log.level=debug")...)
 	p.cmd = exec.Command(argv[0], argv[1:]...)
 	p.cmd.Env = append(os.Environ(), env...)
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
@@ -105,15 +98,27 @@ func launch(t testing.TB, prefix, env []string, args ...string) *exporterProc {
 	return p
 }
 
+// webAddr finds the address of the main listener in the exporter's log (its line on the
+// listener's limits).
+var webAddr = regexp.MustCompile(`msg="HTTP listener limits" listener=web address=(\S+)`)
+
 // waitServing waits up to timeout for path to answer 200 with a body ready accepts (nil:
-// any); it fails when the exporter exits first or the time is up.
+// any); it fails when the exporter exits first or the time is up. It sets p.addr from the
+// exporter's log once the listener is open.
 func (p *exporterProc) waitServing(path string, timeout time.Duration, ready func(body string) bool) error {
 	deadline := time.Now().Add(timeout)
-	for time.Now().Before(deadline) {
+	for ; time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
 		select {
 		case <-p.proc.Done():
 			return fmt.Errorf("exporter exited early (%v)", p.proc.Err())
 		default:
+		}
+		if p.addr == "" {
+			m := webAddr.FindStringSubmatch(p.out.String())
+			if m == nil {
+				continue
+			}
+			p.addr = m[1]
 		}
 		resp, err := http.Get("http://" + p.addr + path)
 		if err == nil {
@@ -123,7 +128,6 @@ func (p *exporterProc) waitServing(path string, timeout time.Duration, ready fun
 				return nil
 			}
 		}
-		time.Sleep(100 * time.Millisecond)
 	}
 	return fmt.Errorf("exporter not serving %s after %s", path, timeout)
 }

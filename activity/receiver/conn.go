@@ -131,6 +131,9 @@ func (s *Server) decode(r io.Reader, cs *connState) {
 				s.log.Warn("activity drop counters refused", "pid", p.PID, "err", err)
 			}
 			if m.Type == wire.FrameGoodbye {
+				if cs != nil {
+					cs.counted.Store(true) // an ordinary end: an eviction from now on costs nothing
+				}
 				s.log.Debug("activity process said goodbye", "pid", p.PID, "sent_records", m.SentRecords)
 				return
 			}
@@ -213,7 +216,7 @@ func (s *Server) checkHello(cs *connState, p *record.Process) bool {
 	}
 	if claim := verify(pe, p); claim != "" {
 		s.agg.IdentityRefused(claim)
-		s.agg.ConnectionDropped("identity_refused")
+		s.drop(cs, "identity_refused")
 		s.warn.Warn("identity_refused", "activity connection refused: the kernel contradicts its hello",
 			"claim", claim, "peer_pid", pe.pid, "hello_pid", claimed.PID, "hello_start_time", claimed.StartTime, "peer_start_time", pe.proc.startTime)
 		return false
@@ -247,7 +250,8 @@ func helloBytes(p *record.Process) int {
 	return n
 }
 
-// connError counts and logs the end of a connection that did not say goodbye.
+// connError counts and logs the end of a connection that did not say goodbye (an eviction
+// was counted when it happened, by evictConnLocked).
 func (s *Server) connError(cs *connState, p *record.Process, err error) {
 	var pid uint32
 	if p != nil {
@@ -256,24 +260,23 @@ func (s *Server) connError(cs *connState, p *record.Process, err error) {
 	switch {
 	case cs != nil && cs.evicted.Load() != nil:
 		reason := *cs.evicted.Load()
-		s.agg.ConnectionDropped(reason)
 		s.warn.Warn(reason, "activity connection closed to make room for a new one", "reason", reason, "pid", pid)
 	case errors.Is(err, errBudget):
-		s.agg.ConnectionDropped("memory_budget")
+		s.drop(cs, "memory_budget")
 		s.warn.Warn("memory_budget", "activity connection closed: receiver memory budget reached",
 			"pid", pid, "budget_bytes", s.cfg.budget.Limit(), "err", err)
 	case errors.Is(err, io.EOF):
 		s.log.Debug("activity connection closed without goodbye", "pid", pid)
 	case wire.IsMalformed(err):
-		s.agg.ConnectionDropped("malformed")
+		s.drop(cs, "malformed")
 		s.warn.Warn("malformed", "activity connection dropped: malformed frame", "pid", pid, "err", err)
 	case s.isClosed():
 		// Close unblocked the read.
 	case p == nil && errors.Is(err, os.ErrDeadlineExceeded):
-		s.agg.ConnectionDropped("hello_timeout")
+		s.drop(cs, "hello_timeout")
 		s.warn.Warn("hello_timeout", "activity connection closed: no hello in time", "timeout", s.cfg.helloTimeout)
 	default:
-		s.agg.ConnectionDropped("read_error")
+		s.drop(cs, "read_error")
 		s.warn.Warn("read_error", "activity connection dropped: read error", "pid", pid, "err", err)
 	}
 }

@@ -174,6 +174,8 @@ type connState struct {
 	hello   atomic.Bool
 	last    atomic.Int64           // Unix ns of the last frame (or the accept)
 	evicted atomic.Pointer[string] // the reason it was closed to make room, if it was
+	// counted: its end is counted (a drop) or needs no count (its goodbye); see drop.
+	counted atomic.Bool
 }
 
 // identityState is what the connections of one verified identity hold together.
@@ -448,10 +450,27 @@ func (s *Server) evictLocked(key string) bool {
 			return false
 		}
 	}
-	victim.evicted.Store(&reason)
-	s.forgetLocked(victim) // its goroutine counts it and releases its memory
-	victim.c.Close()
+	s.evictConnLocked(victim, reason)
 	return true
+}
+
+// evictConnLocked closes cs to make room, counted as reason here, where it happens: its
+// goroutine may end without an error to count it by (a goodbye it had already read) and
+// releases its memory when it ends. s.mu is held.
+func (s *Server) evictConnLocked(cs *connState, reason string) {
+	cs.evicted.Store(&reason)
+	s.drop(cs, reason)
+	s.forgetLocked(cs)
+	cs.c.Close()
+}
+
+// drop counts the end of cs as reason, unless its end was counted already: each connection is
+// counted once, whichever of its own goroutine and an eviction comes first. cs is nil in
+// benchmarks.
+func (s *Server) drop(cs *connState, reason string) {
+	if cs == nil || cs.counted.CompareAndSwap(false, true) {
+		s.agg.ConnectionDropped(reason)
+	}
 }
 
 // fairShareVictimLocked returns the connection silent longest of the identity holding the
@@ -499,10 +518,7 @@ func (s *Server) evictOwnLocked(id *identityState) bool {
 	if victim == nil {
 		return false
 	}
-	reason := "evicted_no_hello"
-	victim.evicted.Store(&reason)
-	s.forgetLocked(victim)
-	victim.c.Close()
+	s.evictConnLocked(victim, "evicted_no_hello")
 	return true
 }
 
