@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/cupti-exporter/cupti-exporter/pmsample/catalog"
 	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
 
 	"github.com/cupti-exporter/cupti-exporter/internal/cupti"
@@ -21,7 +22,7 @@ type runner struct {
 	s      *Sampler
 	dev    pmdata.Device
 	pm     pmDevice
-	groups []Group
+	groups []catalog.Group
 	fixed  bool // cannot sample at all; state stays error
 	log    *slog.Logger
 
@@ -67,7 +68,7 @@ func (r *runner) guardOf(metrics []string) *Guard {
 	return r.guard
 }
 
-func newRunner(s *Sampler, dev pmdata.Device, pm pmDevice, groups []Group) *runner {
+func newRunner(s *Sampler, dev pmdata.Device, pm pmDevice, groups []catalog.Group) *runner {
 	r := &runner{s: s, dev: dev, pm: pm, groups: groups, wake: make(chan struct{}, 1),
 		log: s.logger.With("gpu", dev.Index), interval: s.cfg.interval}
 	r.loss.iv = uint64(r.interval.Nanoseconds())
@@ -275,7 +276,9 @@ func (r *runner) now() uint64 {
 type intervalSetter interface{ setInterval(time.Duration) }
 
 // refresher is a device that may have to re-plan before its first session (cuptiDevice.refresh).
-type refresher interface{ refresh() ([]Group, error) }
+type refresher interface {
+	refresh() ([]catalog.Group, error)
+}
 
 // callTimer is a device that times its CUPTI calls (the CUPTI one; test fakes need not).
 type callTimer interface{ takeCallTimes() pmdata.CallTimes }
