@@ -18,7 +18,7 @@
 //     WithMultiplex several groups take turns, each turn in a new session, each period.
 //   - pipeline.go: WithPipeline(PipelineDouble) decodes into one of two images per group on the
 //     device thread while an evaluator thread evaluates and resets the other (awaits its GPU check).
-//   - guard.go, bounds.go: every decoded sample is checked against what the hardware can
+//   - guard/ (package guard): every decoded sample is checked against what the hardware can
 //     produce (span, pct_of_peak within [0, 100], memory and link bytes under the chip's peak
 //     rate) before any outlet; a replay is screened the same way. A decode that ends inside a
 //     sample (populated > completed) splits it when the image is re-initialised: the next

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/cupti-exporter/cupti-exporter/pmsample/catalog"
+	"github.com/cupti-exporter/cupti-exporter/pmsample/guard"
 	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
 
 	"github.com/cupti-exporter/cupti-exporter/internal/cupti"
@@ -55,15 +56,15 @@ type runner struct {
 	// lastSampleNS is the end of the newest delivered sample, or the session's start (ns on
 	// the samples' clock); the evaluator thread of the double pipeline writes it too.
 	lastSampleNS atomic.Uint64
-	guard        *Guard // for the metrics of guardFor (guard.go); device thread only
+	guard        *guard.Guard // for the metrics of guardFor (package guard); device thread only
 	guardFor     []string
 	rejects      rejectLog // the guard's rejections, logged at a bounded rate
 }
 
 // guardOf returns the guard for a group's metrics, built once per metric list.
-func (r *runner) guardOf(metrics []string) *Guard {
+func (r *runner) guardOf(metrics []string) *guard.Guard {
 	if r.guard == nil || !slices.Equal(r.guardFor, metrics) {
-		r.guard, r.guardFor = NewGuard(r.dev.Chip, metrics), metrics
+		r.guard, r.guardFor = guard.New(r.dev.Chip, metrics), metrics
 	}
 	return r.guard
 }
@@ -507,7 +508,7 @@ func (r *runner) newBatch(g int, startNS uint64) (*pmdata.Batch, func(start, end
 	metrics := r.groups[g].Metrics
 	b := &pmdata.Batch{Device: r.dev.Index, Metrics: metrics, Multiplexed: len(r.groups) > 1}
 	n := len(metrics)
-	guard := r.guardOf(metrics)
+	gd := r.guardOf(metrics)
 	var buf []float64 // values of many samples share one allocation
 	// A decode period's samples, and a quarter more for a late decode: the batch's slices are
 	// made once at that size (made at the first sample; an idle decode allocates nothing).
@@ -524,8 +525,8 @@ func (r *runner) newBatch(g int, startNS uint64) (*pmdata.Batch, func(start, end
 			b.DroppedFirst++
 			r.loss.discard(start, end, "start")
 		default:
-			if bad := guard.Check(start, end, r.interval, vals); bad >= 0 {
-				b.Reject(Failed(metrics, bad))
+			if bad := gd.Check(start, end, r.interval, vals); bad >= 0 {
+				b.Reject(guard.Failed(metrics, bad))
 				r.loss.discard(start, end, lostOutOfRange)
 				r.rejects.report(r.log, r.pm, b, start, end, vals, bad)
 				return
