@@ -39,7 +39,7 @@
 //     names it; lost with reason yielded; cupti_pm_give_ways_total{tool}) and takes them back
 //     when it exits. WithCountersInUse keeps New from reading the counter availability while a
 //     profiler runs (on an H100 reads made a running ncu fail).
-//   - aggregate.go, window.go: the Aggregator consumes Batches from any Source (the sampler or a
+//   - aggregate.go, window/ (package window): the Aggregator consumes Batches from any Source (the sampler or a
 //     recording replay). Counters become monotonic totals (sum of value x scale); gauges become
 //     the time-weighted mean (weight = sample duration), max and min over a window (default 10 s,
 //     one batch granularity, in sample time), published as the Desc, Max and Min families that

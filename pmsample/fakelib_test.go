@@ -15,6 +15,7 @@ import (
 	"github.com/cupti-exporter/cupti-exporter/pmsample/catalog"
 	"github.com/cupti-exporter/cupti-exporter/pmsample/internal/pmtest"
 	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
+	"github.com/cupti-exporter/cupti-exporter/pmsample/window"
 
 	"github.com/cupti-exporter/cupti-exporter/internal/cupti"
 	"github.com/cupti-exporter/cupti-exporter/internal/cupti/cuptitest"
@@ -429,7 +430,7 @@ func TestSamplerFakeLibSlowSinkDoesNotDelayDecodes(t *testing.T) {
 		t.Errorf("mean decode gap %.3f s; want about the 50 ms decode period", mean)
 	}
 	// Each slow batch held the decode thread 200 ms when the sink ran on it.
-	over := v.Count - v.Cumulative[slices.Index(decodeGapBounds[:], 0.2)]
+	over := v.Count - v.Cumulative[slices.Index(window.DecodeGapBounds[:], 0.2)]
 	if over > 1 {
 		t.Errorf("%d decodes came more than 200 ms after the previous one; want none (one on a loaded machine): the slow sink held the decode thread", over)
 	}
