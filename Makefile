@@ -29,7 +29,7 @@ demo:
 docs:
 	$(GO) test ./cmd/cupti-exporter -run TestConfigurationDoc -update
 	$(GO) test ./e2e -run TestMetricsDoc -update
-	$(GO) test ./pmsample -run TestSupportedGPUsDoc -update
+	$(GO) test ./pmsample/catalog -run TestSupportedGPUsDoc -update
 
 # Copy dashboards/*.json into the Helm chart, which packages only files inside it
 # (grafanaDashboards, docs/dashboards.md); go test ./helm fails while the copies differ.

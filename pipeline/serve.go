@@ -454,21 +454,7 @@ func newMapper(cfg *Config) (*mapping.Mapper, error) {
 }
 
 func samplerOptions(cfg *Config) []pmsample.Option {
-	opts := []pmsample.Option{
-		pmsample.WithInterval(time.Duration(cfg.PMSample.Interval)),
-		pmsample.WithDecodePeriod(time.Duration(cfg.PMSample.DecodePeriod)),
-		pmsample.WithMultiplex(time.Duration(cfg.PMSample.Multiplex)),
-		pmsample.WithRateBackoff(cfg.PMSample.Backoff),
-		pmsample.WithPipeline(cfg.PMSample.Pipeline),
-		pmsample.WithDutyCycle(cfg.PMSample.DutyCycle, time.Duration(cfg.PMSample.DutyPeriod)),
-	}
-	if len(cfg.PMSample.Metrics) > 0 {
-		opts = append(opts, pmsample.WithMetrics(cfg.PMSample.Metrics...))
-	}
-	if cfg.PMSample.MetricSet != "" {
-		opts = append(opts, pmsample.WithMetricSet(cfg.PMSample.MetricSet))
-	}
-	return opts
+	return append(cfg.PMSample.Config.Options(), cfg.PMSample.LoopConfig.Options()...)
 }
 
 // activityOptions labels activity series with the host's GPU index of the UUID a process

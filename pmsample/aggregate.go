@@ -12,6 +12,7 @@ import (
 
 	"github.com/cupti-exporter/cupti-exporter/mapping"
 	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
+	"github.com/cupti-exporter/cupti-exporter/pmsample/window"
 	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
 
@@ -107,24 +108,24 @@ type devAgg struct {
 	lostNS     [len(pmdata.LostReasons)]float64 // ns without a delivered sample, by cause
 	lostN      [len(pmdata.LostReasons)]float64 // samples those imply
 	interval   time.Duration                    // newest Batch.Interval
-	covered    window                           // delivered sample time, for the coverage ratio
-	uncovered  window                           // lost time, for the coverage ratio
+	covered    window.Window                    // delivered sample time, for the coverage ratio
+	uncovered  window.Window                    // lost time, for the coverage ratio
 	overflows  uint64
 	decode     float64 // seconds, last batch
-	gaps       gapHistogram
+	gaps       window.GapHistogram
 	// seconds inside CUPTI calls, by cuptiCalls
 	cuptiCalls [len(cuptiCalls)]float64
 	threadCPU  float64 // seconds, decode thread
 	firstNS    uint64  // start of the first aggregated sample
 	lastNS     uint64  // end of the newest sample
 	lastAdd    time.Time
-	multiplex  map[string]*window // observed time of multiplexed metrics
+	multiplex  map[string]*window.Window // observed time of multiplexed metrics
 }
 
 type series struct {
 	total float64
 	start time.Time
-	win   window
+	win   window.Window
 }
 
 // NewAggregator returns an aggregator for the devices and catalog of a source.
@@ -157,6 +158,15 @@ func (a *Aggregator) Add(b pmdata.Batch) {
 	defer a.mu.Unlock()
 	d := a.dev(b.Device)
 	d.lastAdd = a.cfg.now()
+	d.countDrops(b)
+	d.addLosses(b.Lost)
+	d.addDecode(b)
+	a.addSamples(d, b)
+	a.build()
+}
+
+// countDrops counts the batch's samples decoded and not delivered, and its failed decodes.
+func (d *devAgg) countDrops(b pmdata.Batch) {
 	d.dropped[dropFirst] += uint64(b.DroppedFirst)
 	d.dropped[dropInvalid] += uint64(b.SkippedInvalid)
 	d.dropped[dropIncomplete] += uint64(b.Incomplete)
@@ -170,48 +180,62 @@ func (a *Aggregator) Add(b pmdata.Batch) {
 	d.failures[failImageFull] += uint64(b.LostImageFull)
 	d.failures[failOverflow] += uint64(b.Overflows)
 	d.failures[failDecodeError] += uint64(b.DecodeErrors)
-	if b.Interval > 0 {
-		d.interval = b.Interval
-	}
-	lost := bucket{}
-	for _, l := range b.Lost {
+	d.overflows += uint64(b.Overflows)
+}
+
+// addLosses accounts the time without samples by cause; it moves the window on while nothing
+// is sampled and counts against the coverage.
+func (d *devAgg) addLosses(lost []pmdata.Loss) {
+	all := window.Bucket{}
+	for _, l := range lost {
 		if l.End <= l.Start {
 			continue
 		}
 		i := lostIndex(l.Reason)
 		d.lostNS[i] += float64(l.End - l.Start)
 		d.lostN[i] += l.Samples
-		lost.add(l.Start, l.End, 0)
+		all.Add(l.Start, l.End, 0)
 		d.lastNS = max(d.lastNS, l.End) // the window moves on while nothing is sampled
 		if d.firstNS == 0 {
 			d.firstNS = l.Start
 		}
 	}
-	d.uncovered.add(lost)
-	d.overflows += uint64(b.Overflows)
+	d.uncovered.Add(all)
+}
+
+// addDecode takes the decode path's interval and timings.
+func (d *devAgg) addDecode(b pmdata.Batch) {
+	if b.Interval > 0 {
+		d.interval = b.Interval
+	}
 	if b.DecodeDuration > 0 {
 		d.decode = b.DecodeDuration.Seconds()
 	}
 	if b.DecodeGap > 0 {
-		d.gaps.observe(b.DecodeGap.Seconds())
+		d.gaps.Observe(b.DecodeGap.Seconds())
 	}
 	ct := b.CUPTITime
 	d.threadCPU += b.ThreadCPU.Seconds()
 	for i, t := range [...]time.Duration{ct.Decode, ct.SampleInfo, ct.Evaluate, ct.Reset, ct.Session} {
 		d.cuptiCalls[i] += t.Seconds()
 	}
+}
 
+// addSamples folds the batch's valid samples in: counters into their totals, gauges into one
+// bucket each for their windows, every sample's span into the coverage and, for multiplexed
+// metrics, their observed time.
+func (a *Aggregator) addSamples(d *devAgg, b pmdata.Batch) {
 	ms := make([]*mapped, len(b.Metrics))
 	ss := make([]*series, len(b.Metrics))
-	buckets := make([]bucket, len(b.Metrics))
+	buckets := make([]window.Bucket, len(b.Metrics))
 	for j, name := range b.Metrics {
 		ms[j] = a.metric(name)
 		if ms[j] != nil {
 			ss[j] = d.get(name)
 		}
-		buckets[j] = newBucket()
+		buckets[j] = window.NewBucket()
 	}
-	observed := newBucket()
+	observed := window.NewBucket()
 	for _, s := range b.Samples {
 		if !valid(s, len(b.Metrics)) {
 			d.dropped[dropInvalid]++
@@ -222,7 +246,7 @@ func (a *Aggregator) Add(b pmdata.Batch) {
 			d.firstNS = s.Start
 		}
 		d.lastNS = max(d.lastNS, s.End)
-		observed.add(s.Start, s.End, 1)
+		observed.Add(s.Start, s.End, 1)
 		for j, v := range s.Values {
 			m := ms[j]
 			switch {
@@ -233,25 +257,24 @@ func (a *Aggregator) Add(b pmdata.Batch) {
 				}
 				ss[j].total += v * m.m.Scale
 			default:
-				buckets[j].add(s.Start, s.End, v)
+				buckets[j].Add(s.Start, s.End, v)
 			}
 		}
 	}
-	d.covered.add(observed)
+	d.covered.Add(observed)
 	for j := range b.Metrics {
 		if ss[j] != nil && ms[j].kind != snapshot.KindCounter {
-			ss[j].win.add(buckets[j])
+			ss[j].win.Add(buckets[j])
 		}
 		if b.Multiplexed {
 			w := d.multiplex[b.Metrics[j]]
 			if w == nil {
-				w = &window{}
+				w = &window.Window{}
 				d.multiplex[b.Metrics[j]] = w
 			}
-			w.add(observed)
+			w.Add(observed)
 		}
 	}
-	a.build()
 }
 
 func valid(s pmdata.Sample, n int) bool {
@@ -277,7 +300,7 @@ func (a *Aggregator) dev(i int) *devAgg {
 	d := &devAgg{
 		labels:    []string{strconv.Itoa(dv.Index), dv.UUID, dv.Model, dv.Chip, dv.PCIBusID},
 		series:    map[string]*series{},
-		multiplex: map[string]*window{},
+		multiplex: map[string]*window.Window{},
 	}
 	a.devs[i] = d
 	return d
@@ -334,118 +357,42 @@ func (a *Aggregator) publish() {
 	a.build()
 }
 
+// families collects a snapshot's families while it is built.
+type families map[*snapshot.Desc]*snapshot.Family
+
+func (fams families) putSample(desc *snapshot.Desc, s snapshot.Sample) {
+	f := fams[desc]
+	if f == nil {
+		f = &snapshot.Family{Desc: desc}
+		fams[desc] = f
+	}
+	f.Samples = append(f.Samples, s)
+}
+
+func (fams families) put(desc *snapshot.Desc, labels []string, v float64, start time.Time) {
+	fams.putSample(desc, snapshot.Sample{LabelValues: labels, Value: v, Start: start})
+}
+
+func lbl(dev []string, extra ...string) []string {
+	return append(slices.Clone(dev), extra...)
+}
+
 // build makes and publishes a snapshot; a.mu is held.
 func (a *Aggregator) build() {
 	now := a.cfg.now()
-	fams := map[*snapshot.Desc]*snapshot.Family{}
-	putSample := func(desc *snapshot.Desc, s snapshot.Sample) {
-		f := fams[desc]
-		if f == nil {
-			f = &snapshot.Family{Desc: desc}
-			fams[desc] = f
-		}
-		f.Samples = append(f.Samples, s)
-	}
-	put := func(desc *snapshot.Desc, labels []string, v float64, start time.Time) {
-		putSample(desc, snapshot.Sample{LabelValues: labels, Value: v, Start: start})
-	}
-	lbl := func(dev []string, extra ...string) []string {
-		return append(slices.Clone(dev), extra...)
-	}
+	fams := families{}
 	for _, idx := range sortedKeys(a.devs) {
 		d := a.devs[idx]
 		cutoff := sub(d.lastNS, a.cfg.window)
 		stale := now.Sub(d.lastAdd) > a.cfg.window
-		for _, name := range d.order {
-			m, s := a.mapped[name], d.series[name]
-			labels := lbl(d.labels, m.labels...)
-			if m.kind == snapshot.KindCounter {
-				put(m.m.Desc, labels, s.total, s.start)
-				continue
-			}
-			s.win.expire(cutoff)
-			mean, hi, lo, _, ok := s.win.stats()
-			if !ok || stale {
-				continue
-			}
-			put(m.m.Desc, labels, mean*m.m.Scale, time.Time{})
-			if m.m.Max != nil {
-				put(m.m.Max, labels, hi*m.m.Scale, time.Time{})
-			}
-			if m.m.Min != nil && a.cfg.windowMin {
-				put(m.m.Min, labels, lo*m.m.Scale, time.Time{})
-			}
-		}
-		span := float64(min(a.cfg.window, time.Duration(d.lastNS-d.firstNS)))
-		for _, name := range sortedKeys(d.multiplex) {
-			w := d.multiplex[name]
-			w.expire(cutoff)
-			if _, _, _, dur, ok := w.stats(); ok && span > 0 && !stale {
-				put(observedDesc, lbl(d.labels, name), min(dur/span, 1), time.Time{})
-			}
-		}
-		put(samplesDesc, d.labels, float64(d.samples), time.Time{})
-		// A reason's series from its first event on (WithZeroReasons: from the start).
-		zero := a.cfg.zeroReasons
-		for r, n := range d.dropped {
-			if n > 0 || zero {
-				put(droppedDesc, lbl(d.labels, dropReasons[r]), float64(n), time.Time{})
-			}
-		}
-		for _, check := range sortedKeys(d.outOfRange) {
-			put(outOfRangeDesc, lbl(d.labels, check), float64(d.outOfRange[check]), time.Time{})
-		}
-		for r, n := range d.failures {
-			if n > 0 || zero {
-				put(decodeFailuresDesc, lbl(d.labels, failureReasons[r]), float64(n), time.Time{})
-			}
-		}
-		for r := range pmdata.LostReasons {
-			if d.lostNS[r] == 0 && d.lostN[r] == 0 && !zero {
-				continue
-			}
-			put(lostSamplesDesc, lbl(d.labels, pmdata.LostReasons[r]), d.lostN[r], time.Time{})
-			put(lostSecondsDesc, lbl(d.labels, pmdata.LostReasons[r]), d.lostNS[r]/1e9, time.Time{})
-		}
-		d.covered.expire(cutoff)
-		d.uncovered.expire(cutoff)
-		_, _, _, cov, okc := d.covered.stats()
-		_, _, _, unc, oku := d.uncovered.stats()
-		if (okc || oku) && !stale {
-			put(coverageDesc, d.labels, cov/(cov+unc), time.Time{})
-		}
-		if d.interval > 0 {
-			put(intervalDesc, d.labels, d.interval.Seconds(), time.Time{})
-		}
-		if d.overflows > 0 || zero {
-			put(overflowsDesc, d.labels, float64(d.overflows), time.Time{})
-		}
+		a.putMetrics(fams, d, cutoff, stale)
+		a.putCounts(fams, d)
+		d.putCoverage(fams, cutoff, stale)
 		if a.cfg.timing {
-			if d.gaps.count > 0 {
-				putSample(decodeGapDesc, snapshot.Sample{LabelValues: d.labels, Histogram: d.gaps.value()})
-			}
-			put(decodeDesc, d.labels, d.decode, time.Time{})
-			for i, sec := range d.cuptiCalls {
-				put(cuptiCallDesc, lbl(d.labels, cuptiCalls[i]), sec, time.Time{})
-			}
-			if d.threadCPU > 0 {
-				put(threadCPUDesc, d.labels, d.threadCPU, time.Time{})
-			}
-			if d.lastNS > 0 {
-				put(lastSampleDesc, d.labels, float64(d.lastNS)/1e9, time.Time{})
-			}
+			d.putTiming(fams)
 		}
 	}
-	if a.cfg.status != nil {
-		for _, st := range a.cfg.status() {
-			d := a.dev(st.Device)
-			for _, s := range states {
-				if st.State == s || a.cfg.zeroReasons {
-					put(stateDesc, lbl(d.labels, string(s)), b2f(st.State == s), time.Time{})
-				}
-			}
-		}
-	}
+	a.putStates(fams)
 	snap := &snapshot.Snapshot{Time: now}
 	for _, f := range fams {
 		slices.SortFunc(f.Samples, func(x, y snapshot.Sample) int { return slices.Compare(x.LabelValues, y.LabelValues) })
@@ -453,6 +400,116 @@ func (a *Aggregator) build() {
 	}
 	slices.SortFunc(snap.Families, func(x, y snapshot.Family) int { return cmp.Compare(x.Desc.Name, y.Desc.Name) })
 	a.snap.Store(snap)
+}
+
+// putMetrics puts the device's sampled metrics: counter totals, and the window mean, max (and
+// min) of gauges and the observed share of multiplexed metrics unless the window is empty or
+// the device stale.
+func (a *Aggregator) putMetrics(fams families, d *devAgg, cutoff uint64, stale bool) {
+	for _, name := range d.order {
+		m, s := a.mapped[name], d.series[name]
+		labels := lbl(d.labels, m.labels...)
+		if m.kind == snapshot.KindCounter {
+			fams.put(m.m.Desc, labels, s.total, s.start)
+			continue
+		}
+		s.win.Expire(cutoff)
+		mean, hi, lo, _, ok := s.win.Stats()
+		if !ok || stale {
+			continue
+		}
+		fams.put(m.m.Desc, labels, mean*m.m.Scale, time.Time{})
+		if m.m.Max != nil {
+			fams.put(m.m.Max, labels, hi*m.m.Scale, time.Time{})
+		}
+		if m.m.Min != nil && a.cfg.windowMin {
+			fams.put(m.m.Min, labels, lo*m.m.Scale, time.Time{})
+		}
+	}
+	span := float64(min(a.cfg.window, time.Duration(d.lastNS-d.firstNS)))
+	for _, name := range sortedKeys(d.multiplex) {
+		w := d.multiplex[name]
+		w.Expire(cutoff)
+		if _, _, _, dur, ok := w.Stats(); ok && span > 0 && !stale {
+			fams.put(observedDesc, lbl(d.labels, name), min(dur/span, 1), time.Time{})
+		}
+	}
+}
+
+// putCounts puts the device's sample, drop, failure and loss counters: a reason's series from
+// its first event on (WithZeroReasons: from the start).
+func (a *Aggregator) putCounts(fams families, d *devAgg) {
+	fams.put(samplesDesc, d.labels, float64(d.samples), time.Time{})
+	zero := a.cfg.zeroReasons
+	for r, n := range d.dropped {
+		if n > 0 || zero {
+			fams.put(droppedDesc, lbl(d.labels, dropReasons[r]), float64(n), time.Time{})
+		}
+	}
+	for _, check := range sortedKeys(d.outOfRange) {
+		fams.put(outOfRangeDesc, lbl(d.labels, check), float64(d.outOfRange[check]), time.Time{})
+	}
+	for r, n := range d.failures {
+		if n > 0 || zero {
+			fams.put(decodeFailuresDesc, lbl(d.labels, failureReasons[r]), float64(n), time.Time{})
+		}
+	}
+	for r := range pmdata.LostReasons {
+		if d.lostNS[r] == 0 && d.lostN[r] == 0 && !zero {
+			continue
+		}
+		fams.put(lostSamplesDesc, lbl(d.labels, pmdata.LostReasons[r]), d.lostN[r], time.Time{})
+		fams.put(lostSecondsDesc, lbl(d.labels, pmdata.LostReasons[r]), d.lostNS[r]/1e9, time.Time{})
+	}
+	if d.overflows > 0 || zero {
+		fams.put(overflowsDesc, d.labels, float64(d.overflows), time.Time{})
+	}
+}
+
+// putCoverage puts the share of the window delivered samples cover, and the interval in effect.
+func (d *devAgg) putCoverage(fams families, cutoff uint64, stale bool) {
+	d.covered.Expire(cutoff)
+	d.uncovered.Expire(cutoff)
+	_, _, _, cov, okc := d.covered.Stats()
+	_, _, _, unc, oku := d.uncovered.Stats()
+	if (okc || oku) && !stale {
+		fams.put(coverageDesc, d.labels, cov/(cov+unc), time.Time{})
+	}
+	if d.interval > 0 {
+		fams.put(intervalDesc, d.labels, d.interval.Seconds(), time.Time{})
+	}
+}
+
+// putTiming puts the decode path's timings and the newest sample's time (WithTiming).
+func (d *devAgg) putTiming(fams families) {
+	if d.gaps.Count() > 0 {
+		fams.putSample(decodeGapDesc, snapshot.Sample{LabelValues: d.labels, Histogram: d.gaps.Value()})
+	}
+	fams.put(decodeDesc, d.labels, d.decode, time.Time{})
+	for i, sec := range d.cuptiCalls {
+		fams.put(cuptiCallDesc, lbl(d.labels, cuptiCalls[i]), sec, time.Time{})
+	}
+	if d.threadCPU > 0 {
+		fams.put(threadCPUDesc, d.labels, d.threadCPU, time.Time{})
+	}
+	if d.lastNS > 0 {
+		fams.put(lastSampleDesc, d.labels, float64(d.lastNS)/1e9, time.Time{})
+	}
+}
+
+// putStates puts every device's sampling state (WithStatus): the current one's series, or all.
+func (a *Aggregator) putStates(fams families) {
+	if a.cfg.status == nil {
+		return
+	}
+	for _, st := range a.cfg.status() {
+		d := a.dev(st.Device)
+		for _, s := range states {
+			if st.State == s || a.cfg.zeroReasons {
+				fams.put(stateDesc, lbl(d.labels, string(s)), b2f(st.State == s), time.Time{})
+			}
+		}
+	}
 }
 
 func sub(ns uint64, d time.Duration) uint64 {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/cupti-exporter/cupti-exporter/mapping"
+	"github.com/cupti-exporter/cupti-exporter/pmsample/guard"
 	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
 	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
@@ -385,5 +386,39 @@ func TestAggregatorIdleSeriesByDefault(t *testing.T) {
 		if v := mustValue(t, s, "cupti_pm_lost_seconds_total", "gap"); v != 2 {
 			t.Errorf("zero=%v: lost seconds gap = %v, want 2", zero, v)
 		}
+	}
+}
+
+// The aggregator counts the guard's rejections as dropped and lost, by metric, and the window
+// statistics never see them.
+func TestAggregatorCountsOutOfRange(t *testing.T) {
+	const ms = uint64(time.Millisecond)
+	a, m, _ := newTestAggregator(t)
+	metrics := []string{mSM}
+	b := pmdata.Batch{Device: 0, Metrics: metrics, Interval: time.Millisecond, Samples: []pmdata.Sample{
+		{Start: 1 * ms, End: 2 * ms, Values: []float64{50}},
+		{Start: 2 * ms, End: 3 * ms, Values: []float64{106300}},
+		{Start: 3 * ms, End: 4 * ms, Values: []float64{60}},
+	}}
+	guard.New("GH100", metrics).Screen(&b)
+	a.Add(b)
+	s := a.Snapshot()
+	for _, c := range []struct {
+		name  string
+		extra []string
+		want  float64
+	}{
+		{"cupti_pm_samples_dropped_total", []string{"out_of_range"}, 1},
+		{"cupti_pm_samples_out_of_range_total", []string{mSM}, 1},
+		{"cupti_pm_samples_lost_total", []string{"out_of_range"}, 1},
+		{"cupti_pm_samples_total", nil, 2},
+	} {
+		if v, ok := value(t, s, c.name, c.extra...); !ok || v != c.want {
+			t.Errorf("%s%v = %v (present %v), want %v", c.name, c.extra, v, ok, c.want)
+		}
+	}
+	mm := mappedAs(t, m, mSM, snapshot.KindGauge)
+	if v, ok := value(t, s, mm.Max.Name); !ok || v != 60*mm.Scale {
+		t.Errorf("max = %v (present %v), want %v", v, ok, 60*mm.Scale)
 	}
 }

@@ -3,11 +3,9 @@
 //
 // # Pieces
 //
-//   - planner.go: requested Perfworks metrics (priority order) to single-pass groups. Unknown
-//     names fail with the nearest valid names; a metric that alone needs more than one pass
-//     (sm__throughput.avg.pct_of_peak_sustained_elapsed needs 19 on GH100) fails with
-//     single-pass metrics of the same hardware unit. Metrics are packed greedily, first fit,
-//     asking GetNumOfPasses. A named single-pass set (CUPTI 13.2) is one group.
+//   - catalog/: what a chip can sample: the metric catalog, the planning of requested Perfworks
+//     metrics into single-pass groups, the curated default set resolved per chip, the chip
+//     facts and captures (package catalog). New plans once per chip through it.
 //   - sampler.go, runner.go, session.go: one goroutine per device, locked to its OS thread, owning the
 //     session: Enable, SetConfig, Start, a decode every 100 ms (default), Stop, Disable. The
 //     hardware samples every 1 ms (GPU_TIME trigger; SYSCLK where the device refuses it) into a
@@ -20,7 +18,7 @@
 //     WithMultiplex several groups take turns, each turn in a new session, each period.
 //   - pipeline.go: WithPipeline(PipelineDouble) decodes into one of two images per group on the
 //     device thread while an evaluator thread evaluates and resets the other (awaits its GPU check).
-//   - guard.go, bounds.go: every decoded sample is checked against what the hardware can
+//   - guard/ (package guard): every decoded sample is checked against what the hardware can
 //     produce (span, pct_of_peak within [0, 100], memory and link bytes under the chip's peak
 //     rate) before any outlet; a replay is screened the same way. A decode that ends inside a
 //     sample (populated > completed) splits it when the image is re-initialised: the next
@@ -41,13 +39,12 @@
 //     names it; lost with reason yielded; cupti_pm_give_ways_total{tool}) and takes them back
 //     when it exits. WithCountersInUse keeps New from reading the counter availability while a
 //     profiler runs (on an H100 reads made a running ncu fail).
-//   - aggregate.go, window.go: the Aggregator consumes Batches from any Source (the sampler or a
+//   - aggregate.go, window/ (package window): the Aggregator consumes Batches from any Source (the sampler or a
 //     recording replay). Counters become monotonic totals (sum of value x scale); gauges become
 //     the time-weighted mean (weight = sample duration), max and min over a window (default 10 s,
 //     one batch granularity, in sample time), published as the Desc, Max and Min families that
 //     mapping names. Snapshots are immutable and swapped atomically; Snapshot never blocks.
 //     Gauges of a device that delivered nothing for a whole window are left out; counters stay.
-//   - catalog.go: OpenCatalog(lib, "0" or "GH100") with List, Describe and Plan for the CLI.
 //
 // # Self-metrics
 //
@@ -89,11 +86,10 @@
 // # Default metrics
 //
 // Without WithMetrics the curated, DCGM-comparable metrics of mapping.Curated() are resolved per
-// chip (defaults.go): in priority order, each takes the first of its candidate Perfworks names
-// that the chip's catalog has and that keeps one pass with those before it; the others are
-// logged with their reason and left out (Catalog.DefaultSet and `metrics chips` show the result,
-// docs/supported-gpus.md every chip's; capture.go writes a chip's catalog and pass counts for the
-// fake libcupti). On GH100 (H200,
+// chip (catalog.Planner.PlanDefaults): in priority order, each takes the first of its candidate
+// Perfworks names that the chip's catalog has and that keeps one pass with those before it; the
+// others are logged with their reason and left out (catalog.Catalog.DefaultSet and `metrics
+// chips` show the result, docs/supported-gpus.md every chip's). On GH100 (H200,
 // CUPTI 13.0) nine make it: graphics engine, SM active, occupancy, tensor, DRAM, FP64 and FP32
 // pipes, PCIe rx and tx; FP16 would need a second pass; NVLink is refused without NVLink peers
 // (docs/pm-sampling.md has the table and the measurements).

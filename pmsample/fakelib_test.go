@@ -12,90 +12,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cupti-exporter/cupti-exporter/pmsample/catalog"
+	"github.com/cupti-exporter/cupti-exporter/pmsample/internal/pmtest"
 	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
+	"github.com/cupti-exporter/cupti-exporter/pmsample/window"
 
 	"github.com/cupti-exporter/cupti-exporter/internal/cupti"
 	"github.com/cupti-exporter/cupti-exporter/internal/cupti/cuptitest"
 	"github.com/cupti-exporter/cupti-exporter/internal/testutil"
 	"github.com/cupti-exporter/cupti-exporter/mapping"
 )
-
-// The fake libcupti (internal/cupti/fake) has 2 GH100 devices, the GH100 catalog, passes =
-// ceil(n/8) (19 with sm__throughput) and injectable faults.
-
-func openFake(t testing.TB) *cupti.Lib {
-	t.Helper()
-	lib, err := cupti.Open(cuptitest.Build(t))
-	if err != nil {
-		t.Fatalf("opening the fake libcupti: %v", err)
-	}
-	t.Cleanup(func() { _ = lib.Close() })
-	return lib
-}
-
-// fakeMetrics returns n valid one-pass full names of the catalog.
-func fakeMetrics(n int) []string {
-	bases := []string{"gr__cycles_active", "sm__cycles_active", "dram__cycles_active", "pcie__read_bytes", "pcie__write_bytes",
-		"gr__cycles_elapsed", "dram__bytes_read", "dram__bytes_write", "sm__inst_executed", "dram__sectors", "sm__warps_active"}
-	out := make([]string, n)
-	for i := range out {
-		out[i] = bases[i] + ".sum"
-	}
-	return out
-}
-
-func TestCatalogFakeLib(t *testing.T) {
-	lib := openFake(t)
-	for _, target := range []string{"0", "GH100"} {
-		c, err := OpenCatalog(lib, target)
-		if err != nil {
-			t.Fatalf("OpenCatalog(%s): %v", target, err)
-		}
-		defer c.Close()
-		if c.Chip != "GH100" {
-			t.Fatalf("chip = %q", c.Chip)
-		}
-		l, err := c.List()
-		if err != nil || len(l) < 1000 {
-			t.Fatalf("List: %d metrics, %v", len(l), err)
-		}
-	}
-	c, err := OpenCatalog(lib, "0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	// Greedy: 8 metrics fit a pass; the 9th and 10th do not.
-	ms := fakeMetrics(10)
-	res, err := c.Plan(ms, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(res.Groups) != 1 || !slices.Equal(res.Groups[0].Metrics, ms[:8]) || len(res.Rejected) != 2 {
-		t.Fatalf("plan = %+v, want 8 metrics and 2 rejected", res)
-	}
-	res, err = c.Plan(ms, true)
-	if err != nil || len(res.Groups) != 2 || !slices.Equal(res.Groups[1].Metrics, ms[8:]) {
-		t.Fatalf("multiplexed plan = %+v, %v; want groups of 8 and 2", res, err)
-	}
-	// 19 passes: rejected with single-pass alternatives that really are one pass.
-	res, _ = c.Plan([]string{"sm__throughput.avg.pct_of_peak_sustained_elapsed", ms[0]}, false)
-	if len(res.Rejected) != 1 || !strings.Contains(res.Rejected[0].Reason, "19 passes") || len(res.Rejected[0].Alternatives) == 0 {
-		t.Fatalf("rejected = %+v, want the 19-pass metric with alternatives", res.Rejected)
-	}
-	for _, a := range res.Rejected[0].Alternatives {
-		if r, err := c.Plan([]string{a}, false); err != nil || len(r.Rejected) != 0 {
-			t.Errorf("alternative %s is not a one-pass metric: %+v %v", a, r, err)
-		}
-	}
-	d, err := c.Describe("sm__throughput.avg.pct_of_peak_sustained_elapsed")
-	if err != nil || d.Passes != 19 || len(d.SubMetrics) == 0 {
-		t.Fatalf("describe = %+v, %v", d, err)
-	}
-	if _, err := c.Describe("sm__cycles_activ"); err == nil || !strings.Contains(err.Error(), "sm__cycles_active") {
-		t.Fatalf("describe of a misspelt name: %v, want a suggestion", err)
-	}
-}
 
 type fakeRun struct {
 	s   *Sampler
@@ -112,13 +38,13 @@ func runFake(t *testing.T, faults string, opts ...Option) fakeRun {
 // device's thread (serial pipeline): a hook that sleeps makes the next decode late.
 func runFakeHook(t *testing.T, faults string, hook func(pmdata.Batch), opts ...Option) fakeRun {
 	t.Helper()
-	lib := openFake(t)
+	lib := pmtest.OpenFake(t)
 	cuptitest.Inject(t, faults)
 	m, err := mapping.New()
 	if err != nil {
 		t.Fatal(err)
 	}
-	opts = append([]Option{WithMetrics(fakeMetrics(3)...), WithInterval(time.Millisecond), WithDecodePeriod(20 * time.Millisecond),
+	opts = append([]Option{WithMetrics(pmtest.FakeMetrics(3)...), WithInterval(time.Millisecond), WithDecodePeriod(20 * time.Millisecond),
 		WithBackoff(10*time.Millisecond, 40*time.Millisecond), WithBusyPoll(10 * time.Millisecond), WithPrivilegeRetry(20 * time.Millisecond)}, opts...)
 	s, err := New(lib, m, slog.New(slog.DiscardHandler), opts...)
 	if err != nil {
@@ -252,7 +178,7 @@ func TestSamplerFakeLibPrivileges(t *testing.T) {
 }
 
 func TestSamplerFakeLibRejects19Passes(t *testing.T) {
-	lib := openFake(t)
+	lib := pmtest.OpenFake(t)
 	m, _ := mapping.New()
 	_, err := New(lib, m, nil, WithMetrics("sm__throughput.avg.pct_of_peak_sustained_elapsed"))
 	if err == nil || !strings.Contains(err.Error(), "19 passes") || !strings.Contains(err.Error(), "single-pass alternatives") {
@@ -263,10 +189,10 @@ func TestSamplerFakeLibRejects19Passes(t *testing.T) {
 	}
 	// Without multiplexing, explicit metrics that need two passes are refused; with it they
 	// become two groups.
-	if _, err := New(lib, m, nil, WithMetrics(fakeMetrics(10)...)); err == nil || !strings.Contains(err.Error(), "does not fit") {
+	if _, err := New(lib, m, nil, WithMetrics(pmtest.FakeMetrics(10)...)); err == nil || !strings.Contains(err.Error(), "does not fit") {
 		t.Fatalf("New with 10 metrics: %v, want 'does not fit'", err)
 	}
-	s, err := New(lib, m, nil, WithMetrics(fakeMetrics(10)...), WithMultiplex(time.Second))
+	s, err := New(lib, m, nil, WithMetrics(pmtest.FakeMetrics(10)...), WithMultiplex(time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -361,18 +287,18 @@ func TestSamplerFakeLibNamesFromBaseUnits(t *testing.T) {
 // free: what the GPU runs report as "rest" beside the time inside CUPTI.
 func BenchmarkDecodeFakeLib(b *testing.B) {
 	const perDecode = 1000
-	lib := openFake(b)
+	lib := pmtest.OpenFake(b)
 	cuptitest.Inject(b, fmt.Sprintf("samples_per_decode=%d", perDecode))
 	host, err := lib.NewHost("GH100", nil)
 	if err != nil {
 		b.Fatal(err)
 	}
-	metrics := fakeMetrics(8)
+	metrics := pmtest.FakeMetrics(8)
 	cfg, err := newConfig([]Option{WithInterval(time.Millisecond), WithDecodePeriod(time.Second)})
 	if err != nil {
 		b.Fatal(err)
 	}
-	d, err := newCuptiDevice(lib, 0, host, []Group{{Metrics: metrics}}, cfg)
+	d, err := newCuptiDevice(lib, 0, host, []catalog.Group{{Metrics: metrics}}, cfg)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -395,7 +321,7 @@ func BenchmarkDecodeFakeLib(b *testing.B) {
 // (run M) switching groups inside one session gave silence after the first turn; the fake
 // does the same now, and each turn is a new session.
 func TestSamplerFakeLibMultiplexRotates(t *testing.T) {
-	ms := fakeMetrics(10)
+	ms := pmtest.FakeMetrics(10)
 	r := runFake(t, "", WithMetrics(ms...), WithMultiplex(40*time.Millisecond))
 	groupSamples := func(first string) func(pmdata.Batch) int {
 		return func(b pmdata.Batch) int {
@@ -504,7 +430,7 @@ func TestSamplerFakeLibSlowSinkDoesNotDelayDecodes(t *testing.T) {
 		t.Errorf("mean decode gap %.3f s; want about the 50 ms decode period", mean)
 	}
 	// Each slow batch held the decode thread 200 ms when the sink ran on it.
-	over := v.Count - v.Cumulative[slices.Index(decodeGapBounds[:], 0.2)]
+	over := v.Count - v.Cumulative[slices.Index(window.DecodeGapBounds[:], 0.2)]
 	if over > 1 {
 		t.Errorf("%d decodes came more than 200 ms after the previous one; want none (one on a loaded machine): the slow sink held the decode thread", over)
 	}

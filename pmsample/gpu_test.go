@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cupti-exporter/cupti-exporter/pmsample/catalog"
 	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
 
 	"github.com/cupti-exporter/cupti-exporter/internal/cupti"
@@ -49,7 +50,7 @@ func TestGPUPlanDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := OpenCatalog(lib, "0")
+	c, err := catalog.Open(lib, "0")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,12 +1,15 @@
 package pmsample
 
-import "github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
+import (
+	"github.com/cupti-exporter/cupti-exporter/pmsample/guard"
+	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
+)
 
 // Losses of decoded samples that are not delivered: split by an image re-initialisation, or
 // rejected by the Guard.
 const (
 	lostIncomplete = "incomplete"
-	lostOutOfRange = "out_of_range"
+	lostOutOfRange = guard.LostOutOfRange
 )
 
 func lostIndex(reason string) int {

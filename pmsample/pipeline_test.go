@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cupti-exporter/cupti-exporter/pmsample/internal/pmtest"
 	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
 )
 
@@ -64,7 +65,7 @@ func TestPipelineDoubleLosses(t *testing.T) {
 }
 
 func TestPipelineDoubleMultiplexAndPause(t *testing.T) {
-	ms := fakeMetrics(10)
+	ms := pmtest.FakeMetrics(10)
 	r := runFake(t, "", WithPipeline(PipelineDouble), WithMetrics(ms...), WithMultiplex(40*time.Millisecond))
 	eventually(t, "both groups sampled", func() bool {
 		return r.c.sum(0, func(b pmdata.Batch) int {

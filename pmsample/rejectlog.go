@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cupti-exporter/cupti-exporter/pmsample/guard"
 	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
 )
 
@@ -39,7 +40,7 @@ func (l *rejectLog) report(log *slog.Logger, pm pmDevice, b *pmdata.Batch, start
 	l.logged++
 	l.last, l.skipped = now, 0
 	l.mu.Unlock()
-	args := []any{"failed", Failed(b.Metrics, bad), "start_ns", start, "end_ns", end,
+	args := []any{"failed", guard.Failed(b.Metrics, bad), "start_ns", start, "end_ns", end,
 		"span", time.Duration(end - start), "values", append([]float64(nil), vals...),
 		"metrics", b.Metrics, "unlogged_before", skipped}
 	if n := len(b.Samples); n > 0 {

@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/cupti-exporter/cupti-exporter/pmsample/catalog"
+	"github.com/cupti-exporter/cupti-exporter/pmsample/guard"
 	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
 
 	"github.com/cupti-exporter/cupti-exporter/internal/cupti"
@@ -21,7 +23,7 @@ type runner struct {
 	s      *Sampler
 	dev    pmdata.Device
 	pm     pmDevice
-	groups []Group
+	groups []catalog.Group
 	fixed  bool // cannot sample at all; state stays error
 	log    *slog.Logger
 
@@ -54,20 +56,20 @@ type runner struct {
 	// lastSampleNS is the end of the newest delivered sample, or the session's start (ns on
 	// the samples' clock); the evaluator thread of the double pipeline writes it too.
 	lastSampleNS atomic.Uint64
-	guard        *Guard // for the metrics of guardFor (guard.go); device thread only
+	guard        *guard.Guard // for the metrics of guardFor (package guard); device thread only
 	guardFor     []string
 	rejects      rejectLog // the guard's rejections, logged at a bounded rate
 }
 
 // guardOf returns the guard for a group's metrics, built once per metric list.
-func (r *runner) guardOf(metrics []string) *Guard {
+func (r *runner) guardOf(metrics []string) *guard.Guard {
 	if r.guard == nil || !slices.Equal(r.guardFor, metrics) {
-		r.guard, r.guardFor = NewGuard(r.dev.Chip, metrics), metrics
+		r.guard, r.guardFor = guard.New(r.dev.Chip, metrics), metrics
 	}
 	return r.guard
 }
 
-func newRunner(s *Sampler, dev pmdata.Device, pm pmDevice, groups []Group) *runner {
+func newRunner(s *Sampler, dev pmdata.Device, pm pmDevice, groups []catalog.Group) *runner {
 	r := &runner{s: s, dev: dev, pm: pm, groups: groups, wake: make(chan struct{}, 1),
 		log: s.logger.With("gpu", dev.Index), interval: s.cfg.interval}
 	r.loss.iv = uint64(r.interval.Nanoseconds())
@@ -275,7 +277,9 @@ func (r *runner) now() uint64 {
 type intervalSetter interface{ setInterval(time.Duration) }
 
 // refresher is a device that may have to re-plan before its first session (cuptiDevice.refresh).
-type refresher interface{ refresh() ([]Group, error) }
+type refresher interface {
+	refresh() ([]catalog.Group, error)
+}
 
 // callTimer is a device that times its CUPTI calls (the CUPTI one; test fakes need not).
 type callTimer interface{ takeCallTimes() pmdata.CallTimes }
@@ -504,7 +508,7 @@ func (r *runner) newBatch(g int, startNS uint64) (*pmdata.Batch, func(start, end
 	metrics := r.groups[g].Metrics
 	b := &pmdata.Batch{Device: r.dev.Index, Metrics: metrics, Multiplexed: len(r.groups) > 1}
 	n := len(metrics)
-	guard := r.guardOf(metrics)
+	gd := r.guardOf(metrics)
 	var buf []float64 // values of many samples share one allocation
 	// A decode period's samples, and a quarter more for a late decode: the batch's slices are
 	// made once at that size (made at the first sample; an idle decode allocates nothing).
@@ -521,8 +525,8 @@ func (r *runner) newBatch(g int, startNS uint64) (*pmdata.Batch, func(start, end
 			b.DroppedFirst++
 			r.loss.discard(start, end, "start")
 		default:
-			if bad := guard.Check(start, end, r.interval, vals); bad >= 0 {
-				b.Reject(Failed(metrics, bad))
+			if bad := gd.Check(start, end, r.interval, vals); bad >= 0 {
+				b.Reject(guard.Failed(metrics, bad))
 				r.loss.discard(start, end, lostOutOfRange)
 				r.rejects.report(r.log, r.pm, b, start, end, vals, bad)
 				return

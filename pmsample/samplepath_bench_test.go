@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cupti-exporter/cupti-exporter/pmsample/internal/pmtest"
 	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
 
 	"github.com/cupti-exporter/cupti-exporter/internal/cupti/cuptitest"
@@ -23,7 +24,7 @@ import (
 // the CUPTI calls' time (docs/performance.md).
 func BenchmarkSamplePath(b *testing.B) {
 	const perDecode = 100
-	lib := openFake(b)
+	lib := pmtest.OpenFake(b)
 	dir := cuptitest.ChipCatalogs(b)
 	cuptitest.Inject(b, "catalogs="+dir+",chip=GH100,samples_per_decode=100")
 	m, err := mapping.New()

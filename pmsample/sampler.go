@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cupti-exporter/cupti-exporter/pmsample/catalog"
 	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
 
 	"github.com/cupti-exporter/cupti-exporter/internal/cupti"
@@ -46,7 +47,7 @@ type Sampler struct {
 	logger  *slog.Logger
 	runners []*runner
 	catalog []pmdata.CatalogEntry
-	plan    PlanResult
+	plan    catalog.PlanResult
 	running sync.Mutex // held while Run runs
 }
 
@@ -70,7 +71,7 @@ func New(lib *cupti.Lib, m *mapping.Mapper, logger *slog.Logger, opts ...Option)
 		return nil, fmt.Errorf("listing cuda devices: %w", err)
 	}
 	s := &Sampler{cfg: cfg, logger: logger}
-	plans := map[string]PlanResult{} // by chip
+	plans := map[string]catalog.PlanResult{} // by chip
 	for _, info := range infos {
 		if cfg.devices != nil && !containsInt(cfg.devices, info.Index) {
 			continue
@@ -97,7 +98,7 @@ func New(lib *cupti.Lib, m *mapping.Mapper, logger *slog.Logger, opts ...Option)
 }
 
 // prepare opens the host object of one device and plans its metrics (once per chip).
-func (s *Sampler) prepare(lib *cupti.Lib, m *mapping.Mapper, dev *pmdata.Device, plans map[string]PlanResult) (pmDevice, []Group, error) {
+func (s *Sampler) prepare(lib *cupti.Lib, m *mapping.Mapper, dev *pmdata.Device, plans map[string]catalog.PlanResult) (pmDevice, []catalog.Group, error) {
 	if err := lib.PMSamplingSupported(dev.Index); err != nil {
 		return nil, nil, fmt.Errorf("checking pm sampling support: %w", err)
 	}
@@ -123,7 +124,7 @@ func (s *Sampler) prepare(lib *cupti.Lib, m *mapping.Mapper, dev *pmdata.Device,
 	if err != nil {
 		return nil, nil, fmt.Errorf("opening profiler host for %s: %w", chip, err)
 	}
-	hc := &hostCatalog{host: host, lib: lib}
+	hc := catalog.NewHost(lib, host)
 	plan, ok := plans[chip]
 	if !ok {
 		if plan, err = s.planFor(hc, chip, m); err != nil {
@@ -167,7 +168,7 @@ func (s *Sampler) prepare(lib *cupti.Lib, m *mapping.Mapper, dev *pmdata.Device,
 	}
 	if avail == nil {
 		pm.chip, pm.needAvail = chip, true
-		pm.replan = func(h metricHost) (PlanResult, error) { return s.planFor(h, chip, m) }
+		pm.replan = func(h catalog.MetricHost) (catalog.PlanResult, error) { return s.planFor(h, chip, m) }
 	}
 	return pm, groups, nil
 }
@@ -181,21 +182,21 @@ type planError struct{ error }
 
 func (e planError) Unwrap() error { return e.error }
 
-func (s *Sampler) planFor(h metricHost, chip string, m *mapping.Mapper) (PlanResult, error) {
-	p, err := newPlanner(h)
+func (s *Sampler) planFor(h catalog.MetricHost, chip string, m *mapping.Mapper) (catalog.PlanResult, error) {
+	p, err := catalog.NewPlanner(h)
 	if err != nil {
-		return PlanResult{}, err
+		return catalog.PlanResult{}, err
 	}
 	if s.cfg.metricSet != "" {
-		return p.planSet(s.cfg.metricSet)
+		return p.PlanSet(s.cfg.metricSet)
 	}
 	if len(s.cfg.metrics) > 0 {
-		if err := oneCandidateEach(s.cfg.metrics, m.Curated()); err != nil {
-			return PlanResult{}, err
+		if err := catalog.OneCandidateEach(s.cfg.metrics, m.Curated()); err != nil {
+			return catalog.PlanResult{}, err
 		}
-		return p.plan(s.cfg.metrics, s.cfg.multiplex > 0, true)
+		return p.Plan(s.cfg.metrics, s.cfg.multiplex > 0, true)
 	}
-	plan, _, err := p.planDefaults(chip, m.Curated(), s.cfg.multiplex > 0)
+	plan, _, err := p.PlanDefaults(chip, m.Curated(), s.cfg.multiplex > 0)
 	for _, r := range plan.Rejected {
 		s.logger.Info("default metric left out", "chip", chip, "metric", r.Metric, "reason", r.Reason)
 	}
@@ -225,7 +226,7 @@ func (s *Sampler) Devices() []pmdata.Device {
 func (s *Sampler) Catalog() []pmdata.CatalogEntry { return s.catalog }
 
 // Plan is the plan the sampler runs.
-func (s *Sampler) Plan() PlanResult { return s.plan }
+func (s *Sampler) Plan() catalog.PlanResult { return s.plan }
 
 // Run samples every device until ctx ends, then stops and releases the counters. It returns
 // nil after ctx ends (also when no device can sample: Status says why); it may run once at a time.

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cupti-exporter/cupti-exporter/pmsample/catalog"
 	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
 
 	"github.com/cupti-exporter/cupti-exporter/internal/cupti"
@@ -154,7 +155,7 @@ func (p *scriptPM) set(f func(*scriptPM)) {
 	f(p)
 }
 
-func newTestSampler(t *testing.T, pms []*scriptPM, groups []Group, opts ...Option) *Sampler {
+func newTestSampler(t *testing.T, pms []*scriptPM, groups []catalog.Group, opts ...Option) *Sampler {
 	t.Helper()
 	cfg, err := newConfig(append([]Option{WithInterval(time.Millisecond), WithDecodePeriod(5 * time.Millisecond), WithBackoff(5*time.Millisecond, 20*time.Millisecond), WithBusyPoll(5 * time.Millisecond), WithPrivilegeRetry(10 * time.Millisecond)}, opts...))
 	if err != nil {
@@ -212,7 +213,16 @@ func eventually(t *testing.T, what string, cond func() bool) {
 	testutil.WaitFor(t, what, 5*time.Second, 2*time.Millisecond, cond)
 }
 
-var oneGroup = []Group{{Metrics: []string{mSM}}}
+// Metrics of the GH100 catalog the tests sample.
+const (
+	mGr     = "gr__cycles_active.avg.pct_of_peak_sustained_elapsed"
+	mSM     = "sm__cycles_active.avg.pct_of_peak_sustained_elapsed"
+	mDram   = "dram__cycles_active.avg.pct_of_peak_sustained_elapsed"
+	mPCIeRx = "pcie__read_bytes.sum"
+	mPCIeTx = "pcie__write_bytes.sum"
+)
+
+var oneGroup = []catalog.Group{{Metrics: []string{mSM}}}
 
 func TestSamplerDropsFirstSample(t *testing.T) {
 	pm := newScriptPM()
@@ -371,7 +381,7 @@ func (p *scriptPM) released() bool {
 func TestSamplerMultiplexTakesTurns(t *testing.T) {
 	pm := newScriptPM()
 	pm.restartDead = true
-	groups := []Group{{Metrics: []string{mSM}}, {Metrics: []string{mPCIeRx}}}
+	groups := []catalog.Group{{Metrics: []string{mSM}}, {Metrics: []string{mPCIeRx}}}
 	s := newTestSampler(t, []*scriptPM{pm}, groups, WithMultiplex(15*time.Millisecond))
 	c := start(t, s)
 	// Both groups keep delivering, turn after turn (before, the second turn was silent).
@@ -419,7 +429,7 @@ func TestSamplerMultiplexTakesTurns(t *testing.T) {
 func TestSamplerStallRecreatesSession(t *testing.T) {
 	pm := newScriptPM()
 	pm.deadFrom = 5
-	s := newTestSampler(t, []*scriptPM{pm}, []Group{{Metrics: []string{mSM}}})
+	s := newTestSampler(t, []*scriptPM{pm}, []catalog.Group{{Metrics: []string{mSM}}})
 	s.cfg.stallFloor = 30 * time.Millisecond
 	c := start(t, s)
 	stallNS := func() (ns float64) {

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/cupti-exporter/cupti-exporter/pmsample/catalog"
 	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
 
 	"github.com/cupti-exporter/cupti-exporter/internal/cupti"
@@ -35,7 +36,7 @@ type cuptiDevice struct {
 	lib        *cupti.Lib
 	dev        int
 	host       *cupti.Host
-	groups     []Group
+	groups     []catalog.Group
 	images     []*cupti.ConfigImage
 	set        cupti.SetConfig
 	triedTime  bool
@@ -47,7 +48,7 @@ type cuptiDevice struct {
 	needAvail bool
 	chip      string
 	metricSet string // named single-pass set given to the host object (CUPTI 13.2+), or ""
-	replan    func(metricHost) (PlanResult, error)
+	replan    func(catalog.MetricHost) (catalog.PlanResult, error)
 	multiplex bool
 
 	sess   *cupti.Session
@@ -102,7 +103,7 @@ func (d *cuptiDevice) takeCallTimes() pmdata.CallTimes {
 	return c
 }
 
-func newCuptiDevice(lib *cupti.Lib, dev int, host *cupti.Host, groups []Group, c config) (*cuptiDevice, error) {
+func newCuptiDevice(lib *cupti.Lib, dev int, host *cupti.Host, groups []catalog.Group, c config) (*cuptiDevice, error) {
 	d := &cuptiDevice{
 		lib: lib, dev: dev, host: host, groups: groups, maxSamples: c.maxSamples(), decode: c.decodePeriod, multiplex: c.multiplex > 0, metricSet: c.metricSet,
 		double: c.pipeline == PipelineDouble,
@@ -116,7 +117,7 @@ func newCuptiDevice(lib *cupti.Lib, dev int, host *cupti.Host, groups []Group, c
 	return d, nil
 }
 
-func configImages(host *cupti.Host, groups []Group) ([]*cupti.ConfigImage, error) {
+func configImages(host *cupti.Host, groups []catalog.Group) ([]*cupti.ConfigImage, error) {
 	var images []*cupti.ConfigImage
 	for _, g := range groups {
 		img, err := host.ConfigImage(g.Metrics)
@@ -136,7 +137,7 @@ func configImages(host *cupti.Host, groups []Group) ([]*cupti.ConfigImage, error
 // Without the image CUPTI accepts metrics the device cannot collect (NVLink bytes on a GPU
 // without NVLink peers), and such a session then yields no samples at all (seen on an H200).
 // It returns the new groups, or nil when nothing was to be done.
-func (d *cuptiDevice) refresh() ([]Group, error) {
+func (d *cuptiDevice) refresh() ([]catalog.Group, error) {
 	if !d.needAvail {
 		return nil, nil
 	}
@@ -148,7 +149,7 @@ func (d *cuptiDevice) refresh() ([]Group, error) {
 	if err != nil {
 		return nil, fmt.Errorf("opening profiler host for %s: %w", d.chip, err)
 	}
-	plan, err := d.replan(&hostCatalog{lib: d.lib, host: host})
+	plan, err := d.replan(catalog.NewHost(d.lib, host))
 	if err != nil {
 		host.Close()
 		return nil, fmt.Errorf("planning metrics of device %d again: %w", d.dev, err)

@@ -14,17 +14,9 @@ import (
 	"github.com/cupti-exporter/cupti-exporter/internal/cupti"
 	"github.com/cupti-exporter/cupti-exporter/internal/cupti/cuptitest"
 	"github.com/cupti-exporter/cupti-exporter/mapping"
+	"github.com/cupti-exporter/cupti-exporter/pmsample/catalog"
+	"github.com/cupti-exporter/cupti-exporter/pmsample/internal/pmtest"
 )
-
-// The fake's GH100 sets from version 130200 (internal/cupti/fake/README.md).
-var fakeTriageCompute = []string{
-	"gr__cycles_active.avg.pct_of_peak_sustained_elapsed",
-	"sm__cycles_active.avg.pct_of_peak_sustained_elapsed",
-	"sm__warps_active.avg.pct_of_peak_sustained_active",
-	"dram__throughput.avg.pct_of_peak_sustained_elapsed",
-	"pcie__read_bytes.sum.per_second",
-	"pcie__write_bytes.sum.per_second",
-}
 
 func newSetSampler(t *testing.T, lib *cupti.Lib, set string) (*Sampler, error) {
 	t.Helper()
@@ -39,20 +31,20 @@ func newSetSampler(t *testing.T, lib *cupti.Lib, set string) (*Sampler, error) {
 func TestSamplerFakeLibMetricSet(t *testing.T) {
 	cuptitest.Build(t)
 	cuptitest.Inject(t, "version=130200") // before Open: the Lib reads the version once
-	lib := openFake(t)
+	lib := pmtest.OpenFake(t)
 	s, err := newSetSampler(t, lib, "TriageCompute")
 	if err != nil {
 		t.Fatalf("New with a metric set: %v", err)
 	}
 	defer s.Close()
-	if p := s.Plan(); len(p.Groups) != 1 || !slices.Equal(p.Groups[0].Metrics, fakeTriageCompute) {
+	if p := s.Plan(); len(p.Groups) != 1 || !slices.Equal(p.Groups[0].Metrics, pmtest.FakeTriageCompute) {
 		t.Fatalf("plan = %+v, want the set's metrics as one group", p)
 	}
 	var names []string
 	for _, e := range s.Catalog() {
 		names = append(names, e.Name)
 	}
-	if !slices.Equal(names, fakeTriageCompute) {
+	if !slices.Equal(names, pmtest.FakeTriageCompute) {
 		t.Errorf("catalog = %q", names)
 	}
 	c := &collector{}
@@ -73,7 +65,7 @@ func TestSamplerFakeLibMetricSet(t *testing.T) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, b := range c.batches {
-		if len(b.Samples) > 0 && !slices.Equal(b.Metrics, fakeTriageCompute) {
+		if len(b.Samples) > 0 && !slices.Equal(b.Metrics, pmtest.FakeTriageCompute) {
 			t.Fatalf("batch metrics = %q", b.Metrics)
 		}
 		for _, smp := range b.Samples {
@@ -90,7 +82,7 @@ func TestSamplerFakeLibMetricSet(t *testing.T) {
 func TestSamplerFakeLibUnknownMetricSet(t *testing.T) {
 	cuptitest.Build(t)
 	cuptitest.Inject(t, "version=130200")
-	lib := openFake(t)
+	lib := pmtest.OpenFake(t)
 	_, err := newSetSampler(t, lib, "Triage")
 	if err == nil || !strings.Contains(err.Error(), `"Triage"`) || !strings.Contains(err.Error(), "available: TriageCompute, Throughput") {
 		t.Fatalf("New with an unknown set = %v; want the available sets", err)
@@ -98,9 +90,9 @@ func TestSamplerFakeLibUnknownMetricSet(t *testing.T) {
 }
 
 func TestSamplerFakeLibMetricSetNeeds132(t *testing.T) {
-	lib := openFake(t) // the fake reports 13.0 (130001)
+	lib := pmtest.OpenFake(t) // the fake reports 13.0 (130001)
 	_, err := newSetSampler(t, lib, "TriageCompute")
-	if !errors.Is(err, cupti.ErrNotSupported) || !errors.Is(err, errNoSinglePassSets) || !strings.Contains(err.Error(), "CUDA 13.2") {
+	if !errors.Is(err, cupti.ErrNotSupported) || !errors.Is(err, catalog.ErrNoSinglePassSets) || !strings.Contains(err.Error(), "CUDA 13.2") {
 		t.Fatalf("New with a set on CUPTI 13.0 = %v; want an error naming CUDA 13.2", err)
 	}
 	// A library of 13.2's version without the symbols says which functions it lacks.
@@ -110,38 +102,7 @@ func TestSamplerFakeLibMetricSetNeeds132(t *testing.T) {
 	}
 	defer lib2.Close()
 	_, err = newSetSampler(t, lib2, "TriageCompute")
-	if !errors.Is(err, errNoSinglePassSets) || !strings.Contains(err.Error(), "cuptiProfilerHostGetSinglePassSets") {
+	if !errors.Is(err, catalog.ErrNoSinglePassSets) || !strings.Contains(err.Error(), "cuptiProfilerHostGetSinglePassSets") {
 		t.Fatalf("New with a set, symbols absent = %v", err)
-	}
-}
-
-func TestCatalogSinglePassSets(t *testing.T) {
-	cuptitest.Build(t)
-	cuptitest.Inject(t, "version=130200")
-	lib := openFake(t)
-	c, err := OpenCatalog(lib, "GH100")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	sets, err := c.SinglePassSets()
-	if err != nil || len(sets) != 2 || sets[0].Name != "TriageCompute" || !slices.Equal(sets[0].Metrics, fakeTriageCompute) ||
-		sets[1].Name != "Throughput" || len(sets[1].Metrics) != 5 {
-		t.Fatalf("SinglePassSets = %+v, %v", sets, err)
-	}
-	p, err := c.PlanSet("Throughput")
-	if err != nil || len(p.Groups) != 1 || !slices.Equal(p.Groups[0].Metrics, sets[1].Metrics) {
-		t.Fatalf("PlanSet = %+v, %v", p, err)
-	}
-
-	cuptitest.SetFaults(t, "") // 13.0: no sets, and no error for listing them
-	lib13 := openFake(t)
-	c13, err := OpenCatalog(lib13, "GH100")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c13.Close()
-	if sets, err := c13.SinglePassSets(); err != nil || sets != nil {
-		t.Errorf("SinglePassSets on 13.0 = %+v, %v", sets, err)
 	}
 }

@@ -12,7 +12,7 @@ import (
 
 	"github.com/cupti-exporter/cupti-exporter/activity/record"
 	"github.com/cupti-exporter/cupti-exporter/gpuprocs"
-	"github.com/cupti-exporter/cupti-exporter/pmsample"
+	"github.com/cupti-exporter/cupti-exporter/pmsample/guard"
 	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
 	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
@@ -67,7 +67,7 @@ type Replayer struct {
 	procs   ProcessesSink
 	logger  *slog.Logger
 	nowFunc func() time.Time
-	guards  guards // a recording is screened as live samples are (pmsample.Guard)
+	guards  guards // a recording is screened as live samples are (guard.Guard)
 }
 
 // ReplayOption configures a Replayer.
@@ -346,10 +346,10 @@ func (r *Replayer) wait(ctx context.Context, wallStart time.Time, elapsed int64)
 	}
 }
 
-// guards holds the pmsample.Guard of each device and metric set of a recording.
-type guards map[string]*pmsample.Guard
+// guards holds the guard.Guard of each device and metric set of a recording.
+type guards map[string]*guard.Guard
 
-func (g guards) of(devices []pmdata.Device, dev int, metrics []string) *pmsample.Guard {
+func (g guards) of(devices []pmdata.Device, dev int, metrics []string) *guard.Guard {
 	key := fmt.Sprint(dev, "\x00", metricSetKey(metrics))
 	if gd, ok := g[key]; ok {
 		return gd
@@ -360,7 +360,7 @@ func (g guards) of(devices []pmdata.Device, dev int, metrics []string) *pmsample
 			chip = d.Chip
 		}
 	}
-	gd := pmsample.NewGuard(chip, metrics)
+	gd := guard.New(chip, metrics)
 	g[key] = gd
 	return gd
 }

@@ -16,7 +16,7 @@ import (
 	"github.com/cupti-exporter/cupti-exporter/internal/cupti"
 	"github.com/cupti-exporter/cupti-exporter/mapping"
 	"github.com/cupti-exporter/cupti-exporter/pipeline"
-	"github.com/cupti-exporter/cupti-exporter/pmsample"
+	"github.com/cupti-exporter/cupti-exporter/pmsample/catalog"
 )
 
 const cmdChips = "metrics chips"
@@ -70,7 +70,7 @@ func runChips(logger *slog.Logger, cfg *pipeline.Config, cl *cli, stdout io.Writ
 		logger.Debug("chip resolved", "chip", target, "took", time.Since(start))
 		if err != nil {
 			failed = append(failed, err)
-			f := pmsample.ChipFacts(target)
+			f := catalog.ChipFacts(target)
 			fmt.Fprintf(tw, "%s\t%s\t%s\t-\t-\t%v\n", target, f.Architecture, f.Trigger, err)
 			continue
 		}
@@ -84,7 +84,7 @@ func runChips(logger *slog.Logger, cfg *pipeline.Config, cl *cli, stdout io.Writ
 				out = append(out, fmt.Sprintf("%s (%s)", c.Name, c.Missing))
 			}
 		}
-		f := pmsample.ChipFacts(set.Chip)
+		f := catalog.ChipFacts(set.Chip)
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d of %d\t%s\n", set.Chip, f.Architecture, f.Trigger, set.Passes, len(set.Metrics()), len(set.Choices), strings.Join(out, ", "))
 	}
 	if detail && len(failed) > 0 {
@@ -95,10 +95,10 @@ func runChips(logger *slog.Logger, cfg *pipeline.Config, cl *cli, stdout io.Writ
 
 // resolveChip resolves the default set of one chip (a chip name or CUDA ordinal), writing its
 // capture into dir when dir is set.
-func resolveChip(lib *cupti.Lib, target string, curated []mapping.CuratedMetric, dir, header string) (pmsample.DefaultSet, error) {
-	cat, err := pmsample.OpenCatalog(lib, target)
+func resolveChip(lib *cupti.Lib, target string, curated []mapping.CuratedMetric, dir, header string) (catalog.DefaultSet, error) {
+	cat, err := catalog.Open(lib, target)
 	if err != nil {
-		return pmsample.DefaultSet{Chip: target}, err
+		return catalog.DefaultSet{Chip: target}, err
 	}
 	defer cat.Close()
 	if dir == "" {
@@ -108,11 +108,11 @@ func resolveChip(lib *cupti.Lib, target string, curated []mapping.CuratedMetric,
 	if err != nil {
 		return c.Defaults, fmt.Errorf("capturing %s: %w", cat.Chip, err)
 	}
-	return c.Defaults, pmsample.WriteCapture(dir, c, header)
+	return c.Defaults, catalog.WriteCapture(dir, c, header)
 }
 
-func printChipDetail(tw io.Writer, set pmsample.DefaultSet) {
-	f := pmsample.ChipFacts(set.Chip)
+func printChipDetail(tw io.Writer, set catalog.DefaultSet) {
+	f := catalog.ChipFacts(set.Chip)
 	fmt.Fprintf(tw, "chip\t%s (%s: %s)\ntrigger\t%s\npasses\t%d\n", set.Chip, f.Architecture, f.GPUs, f.Trigger, set.Passes)
 	fmt.Fprintln(tw, "SERIES\tHEADLINE\tPERFWORKS METRIC")
 	for _, c := range set.Choices {

@@ -95,9 +95,13 @@ func addConfigFlags(app *kingpin.Application, v reflect.Value, prefix string) {
 	t := v.Type()
 	for i := 0; i < t.NumField(); i++ {
 		f := t.Field(i)
-		key := prefix + f.Tag.Get("yaml")
+		key, inline := yamlKey(f, prefix)
 		fv := v.Field(i)
-		if f.Type.Kind() == reflect.Struct {
+		switch {
+		case inline:
+			addConfigFlags(app, fv, prefix)
+			continue
+		case f.Type.Kind() == reflect.Struct:
 			addConfigFlags(app, fv, key+".")
 			continue
 		}
@@ -130,6 +134,14 @@ func addConfigFlags(app *kingpin.Application, v reflect.Value, prefix string) {
 	}
 }
 
+// yamlKey is the dotted YAML key of field f under prefix; inline is set for a struct whose
+// fields belong to the section that holds it (`yaml:",inline"`: the pmsample section is made
+// of pmsample's, idle's and profilers' parts).
+func yamlKey(f reflect.StructField, prefix string) (key string, inline bool) {
+	name, opts, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+	return prefix + name, opts == "inline" && f.Type.Kind() == reflect.Struct
+}
+
 // flagName is the flag of a Config leaf with YAML key key.
 func flagName(f reflect.StructField, key string) string {
 	if n := f.Tag.Get("flag"); n != "" {
@@ -142,8 +154,12 @@ func flagName(f reflect.StructField, key string) string {
 func configFlags(t reflect.Type, prefix string, out map[string]string) map[string]string {
 	for i := 0; i < t.NumField(); i++ {
 		f := t.Field(i)
-		key := prefix + f.Tag.Get("yaml")
-		if f.Type.Kind() == reflect.Struct {
+		key, inline := yamlKey(f, prefix)
+		switch {
+		case inline:
+			configFlags(f.Type, prefix, out)
+			continue
+		case f.Type.Kind() == reflect.Struct:
 			configFlags(f.Type, key+".", out)
 			continue
 		}

@@ -9,7 +9,7 @@ import (
 
 	"github.com/cupti-exporter/cupti-exporter/internal/cupti"
 	"github.com/cupti-exporter/cupti-exporter/pipeline"
-	"github.com/cupti-exporter/cupti-exporter/pmsample"
+	"github.com/cupti-exporter/cupti-exporter/pmsample/catalog"
 )
 
 // runMetrics answers `metrics list`, `metrics describe NAME` and `metrics plan m1,m2` from
@@ -20,7 +20,7 @@ func runMetrics(cmd string, logger *slog.Logger, cfg *pipeline.Config, cl *cli, 
 		return fmt.Errorf("reading the metric catalog: %w", err)
 	}
 	defer lib.Close()
-	cat, err := pmsample.OpenCatalog(lib, cl.metricsChip)
+	cat, err := catalog.Open(lib, cl.metricsChip)
 	if err != nil {
 		return err
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"reflect"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -34,7 +35,7 @@ func (e *Error) Error() string {
 
 // Decode decodes the first YAML document of data into v, a pointer to a struct,
 // over the values v already holds (an empty document or a null leaves them).
-// Keys are matched to fields by their yaml tag (inline fields are not supported);
+// Keys are matched to fields by their yaml tag, those of inline struct fields included;
 // a key the struct does not have, a value of the wrong kind and a key given twice
 // are refused with an *Error; a syntax error is returned as yaml.v3 words it,
 // without its "yaml: " prefix.
@@ -189,15 +190,24 @@ func decodeLeaf(n *yaml.Node, t reflect.Type, path, want string) error {
 	return &Error{n.Line, path, oneLine(strings.TrimPrefix(err.Error(), "yaml: "))}
 }
 
-// fieldsOf maps the yaml keys of struct type t to its fields.
+// fieldsOf maps the yaml keys of struct type t to its fields; the keys of an inline struct
+// field (`yaml:",inline"`) are t's own, as yaml.v3 decodes them, and their fields' Index is
+// the path from t.
 func fieldsOf(t reflect.Type) map[string]reflect.StructField {
 	out := map[string]reflect.StructField{}
 	for i := range t.NumField() {
 		f := t.Field(i)
+		name, opts, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+		if opts == "inline" && f.Type.Kind() == reflect.Struct && (f.IsExported() || f.Anonymous) {
+			for k, inner := range fieldsOf(f.Type) {
+				inner.Index = append([]int{i}, inner.Index...)
+				out[k] = inner
+			}
+			continue
+		}
 		if !f.IsExported() {
 			continue
 		}
-		name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
 		switch name {
 		case "-":
 			continue
@@ -216,7 +226,7 @@ func keysOf(t reflect.Type) []string {
 	for k := range fields {
 		keys = append(keys, k)
 	}
-	sort.Slice(keys, func(i, j int) bool { return fields[keys[i]].Index[0] < fields[keys[j]].Index[0] })
+	sort.Slice(keys, func(i, j int) bool { return slices.Compare(fields[keys[i]].Index, fields[keys[j]].Index) < 0 })
 	return keys
 }
 

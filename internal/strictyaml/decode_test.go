@@ -204,3 +204,39 @@ func TestDistance(t *testing.T) {
 		}
 	}
 }
+
+// A section made of several packages' parts (`yaml:",inline"`) takes and checks their keys as
+// its own, in field order, as yaml.v3 decodes them.
+func TestDecodeInline(t *testing.T) {
+	type sampler struct {
+		Interval duration `yaml:"interval"`
+		Enabled  bool     `yaml:"enabled"`
+	}
+	type idle struct {
+		Poll duration `yaml:"idle_poll"`
+	}
+	var c struct {
+		PMSample struct {
+			sampler `yaml:",inline"`
+			Idle    idle `yaml:",inline"`
+			Backoff bool `yaml:"backoff"`
+		} `yaml:"pmsample"`
+	}
+	if err := Decode([]byte("pmsample:\n  interval: 2ms\n  idle_poll: 20ms\n  backoff: true\n"), &c); err != nil {
+		t.Fatal(err)
+	}
+	if c.PMSample.Interval != duration(2*time.Millisecond) || c.PMSample.Idle.Poll != duration(20*time.Millisecond) || !c.PMSample.Backoff {
+		t.Fatalf("decoded %+v", c.PMSample)
+	}
+	for _, tc := range []struct{ doc, want string }{
+		{"pmsample:\n  idle_pol: 1ms\n", "line 2: pmsample.idle_pol: unknown key; did you mean pmsample.idle_poll?"},
+		{"pmsample:\n  colour: red\n", "line 2: pmsample.colour: unknown key; pmsample has interval, enabled, idle_poll, backoff"},
+		{"pmsample:\n  idle_poll: 10x\n", `line 2: pmsample.idle_poll: invalid duration "10x"`},
+		{"pmsample:\n  idle_poll: 1ms\n  idle_poll: 2ms\n", "line 3: pmsample.idle_poll: given twice (first on line 2)"},
+	} {
+		err := Decode([]byte(tc.doc), &c)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q:\n got  %v\n want %s", tc.doc, err, tc.want)
+		}
+	}
+}

@@ -64,8 +64,8 @@ type Batch struct {
 	// Incomplete counts samples whose counter records a counter data image re-initialisation
 	// split (the first of a decode after one that ended inside a sample): not evaluated.
 	Incomplete int
-	// Rejected counts samples the pmsample.Guard rejected, by the check that failed first: a metric
-	// of Metrics, or pmsample.SpanCheck. Nil when none was.
+	// Rejected counts samples the guard.Guard (pmsample/guard) rejected, by the check that failed first: a metric
+	// of Metrics, or guard.SpanCheck. Nil when none was.
 	Rejected      map[string]int
 	LostImageFull int // decodes that stopped with COUNTER_DATA_FULL (samples lost; Lost says how many)
 	Overflows     int // hardware buffer overflows (session recreated)
@@ -143,7 +143,7 @@ type Loss struct {
 //   - invalid: decoded samples that could not be evaluated or had no valid time span.
 //   - incomplete: a sample whose records a counter data image re-initialisation split (the
 //     decode before ended inside it); its remainder alone reads up to 4.3 times the truth.
-//   - out_of_range: decoded samples with a value the hardware cannot produce (pmsample.Guard).
+//   - out_of_range: decoded samples with a value the hardware cannot produce (pmsample/guard).
 //   - start: from Start to the first delivered sample of a session nothing else explains
 //     (the first sample, which began before Start, is dropped).
 //   - rotation: multiplexing switched groups (a new session for the next group).

@@ -1,4 +1,4 @@
-package pmsample
+package catalog
 
 import (
 	"errors"
@@ -10,30 +10,30 @@ import (
 	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
 )
 
-// metricHost is what planning needs from the Profiler Host API of one chip. hostCatalog
+// MetricHost is what planning needs from the Profiler Host API of one chip. Host
 // implements it with the binding; tests implement it with a table.
-type metricHost interface {
+type MetricHost interface {
 	// BaseMetrics lists every base metric of the chip with its type.
-	BaseMetrics() ([]baseMetric, error)
+	BaseMetrics() ([]BaseMetric, error)
 	// SubMetrics lists the rollup/submetric suffixes valid for a base metric (no leading dot).
-	SubMetrics(b baseMetric) ([]string, error)
+	SubMetrics(b BaseMetric) ([]string, error)
 	// Properties are the properties of a base or full metric name.
 	Properties(name string) (pmdata.Properties, error)
 	// Passes is the number of passes the metrics need together (GetNumOfPasses).
 	Passes(metrics []string) (int, error)
-	// SinglePassSet lists the metrics of a named single-pass set; errNoSinglePassSets when
+	// SinglePassSet lists the metrics of a named single-pass set; ErrNoSinglePassSets when
 	// CUPTI lacks the 13.2 queries.
 	SinglePassSet(name string) ([]string, error)
 }
 
-type baseMetric struct {
+type BaseMetric struct {
 	Name string
 	Type pmdata.MetricType
 }
 
-// errNoSinglePassSets: the loaded CUPTI lacks the 13.2 set queries (the wrapped binding error says
+// ErrNoSinglePassSets: the loaded CUPTI lacks the 13.2 set queries (the wrapped binding error says
 // which version is needed and which was loaded).
-var errNoSinglePassSets = errors.New("named single-pass sets unavailable")
+var ErrNoSinglePassSets = errors.New("named single-pass sets unavailable")
 
 // Group is a set of metrics CUPTI can sample in one pass.
 type Group struct {
@@ -64,25 +64,25 @@ func (p PlanResult) Metrics() []string {
 	return out
 }
 
-// planner turns requested metrics into single-pass groups.
-type planner struct {
-	host  metricHost
-	bases []baseMetric // cached
+// Planner turns requested metrics into single-pass groups.
+type Planner struct {
+	host  MetricHost
+	bases []BaseMetric // cached
 }
 
-func newPlanner(h metricHost) (*planner, error) {
+func NewPlanner(h MetricHost) (*Planner, error) {
 	bases, err := h.BaseMetrics()
 	if err != nil {
 		return nil, fmt.Errorf("listing base metrics: %w", err)
 	}
-	return &planner{host: h, bases: bases}, nil
+	return &Planner{host: h, bases: bases}, nil
 }
 
-// plan validates metrics (priority order) and packs them greedily into single-pass groups:
+// Plan validates metrics (priority order) and packs them greedily into single-pass groups:
 // each metric joins the first group it fits in (GetNumOfPasses stays 1). With multiplex false
 // only one group is built and metrics that do not fit are rejected. With strict, any
 // rejection is an error (explicit requests); otherwise rejections are reported (defaults).
-func (p *planner) plan(metrics []string, multiplex, strict bool) (PlanResult, error) {
+func (p *Planner) Plan(metrics []string, multiplex, strict bool) (PlanResult, error) {
 	var res PlanResult
 	seen := map[string]bool{}
 	for _, m := range metrics {
@@ -128,8 +128,8 @@ func (p *planner) plan(metrics []string, multiplex, strict bool) (PlanResult, er
 	return res, nil
 }
 
-// planSet plans a named single-pass set (CUPTI 13.2+) as one group.
-func (p *planner) planSet(name string) (PlanResult, error) {
+// PlanSet plans a named single-pass set (CUPTI 13.2+) as one group.
+func (p *Planner) PlanSet(name string) (PlanResult, error) {
 	ms, err := p.host.SinglePassSet(name)
 	if err != nil {
 		return PlanResult{}, fmt.Errorf("planning single-pass set %q: %w", name, err)
@@ -163,16 +163,16 @@ func splitName(name string) (base, rest string) {
 	return name, ""
 }
 
-func (p *planner) base(name string) (baseMetric, bool) {
+func (p *Planner) base(name string) (BaseMetric, bool) {
 	for _, b := range p.bases {
 		if b.Name == name {
 			return b, true
 		}
 	}
-	return baseMetric{}, false
+	return BaseMetric{}, false
 }
 
-func (p *planner) baseNames() []string {
+func (p *Planner) baseNames() []string {
 	out := make([]string, len(p.bases))
 	for i, b := range p.bases {
 		out[i] = b.Name
@@ -181,7 +181,7 @@ func (p *planner) baseNames() []string {
 }
 
 // check validates one metric alone: known base, valid suffix, one pass.
-func (p *planner) check(m string) (Rejection, bool) {
+func (p *Planner) check(m string) (Rejection, bool) {
 	baseName, rest := splitName(m)
 	b, ok := p.base(baseName)
 	if !ok {
@@ -212,7 +212,7 @@ func (p *planner) check(m string) (Rejection, bool) {
 
 // alternatives proposes up to three single-pass metrics on the same hardware unit as b, with
 // the same suffix where valid, nearest names first.
-func (p *planner) alternatives(b baseMetric, rest string) []string {
+func (p *Planner) alternatives(b BaseMetric, rest string) []string {
 	unit := b.Name[:strings.Index(b.Name, "__")+2]
 	var same []string
 	for _, c := range p.bases {

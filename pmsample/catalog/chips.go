@@ -1,4 +1,4 @@
-package pmsample
+package catalog
 
 import "strings"
 

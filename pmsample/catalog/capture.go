@@ -1,4 +1,4 @@
-package pmsample
+package catalog
 
 import (
 	"bufio"
@@ -45,15 +45,15 @@ type ChipCapture struct {
 	Defaults   DefaultSet
 }
 
-// passRecorder is a metricHost that logs every pass count it answers.
+// passRecorder is a MetricHost that logs every pass count it answers.
 type passRecorder struct {
-	metricHost
+	MetricHost
 	log  []PassQuery
 	seen map[string]bool
 }
 
 func (r *passRecorder) Passes(ms []string) (int, error) {
-	n, err := r.metricHost.Passes(ms)
+	n, err := r.MetricHost.Passes(ms)
 	key := strings.Join(ms, ",")
 	if r.seen[key] {
 		return n, err
@@ -74,8 +74,8 @@ func (r *passRecorder) Passes(ms []string) (int, error) {
 // Capture resolves the default set while recording every pass count CUPTI gives, adds the
 // pass count of every candidate present alone, and reads the whole catalog.
 func (c *Catalog) Capture(curated []mapping.CuratedMetric) (ChipCapture, error) {
-	rec := &passRecorder{metricHost: c.p.host, seen: map[string]bool{}}
-	p := &planner{host: rec, bases: c.p.bases}
+	rec := &passRecorder{MetricHost: c.p.host, seen: map[string]bool{}}
+	p := &Planner{host: rec, bases: c.p.bases}
 	out := ChipCapture{Chip: c.Chip, SubMetrics: map[string][]string{}}
 	set, err := p.resolveDefaults(c.Chip, curated)
 	if err != nil {
@@ -118,7 +118,7 @@ func WriteCapture(dir string, c ChipCapture, header string) error {
 		return err
 	}
 	w := bufio.NewWriter(f)
-	fmt.Fprintf(w, "# %s\n# chip %s: pass counts from cuptiProfilerHostGetNumOfPasses (format: pmsample/capture.go)\n", header, c.Chip)
+	fmt.Fprintf(w, "# %s\n# chip %s: pass counts from cuptiProfilerHostGetNumOfPasses (format: pmsample/catalog/capture.go)\n", header, c.Chip)
 	ids := map[string]int{}
 	list := func(ms []string) string {
 		out := make([]string, len(ms))

@@ -1,4 +1,4 @@
-package pmsample
+package catalog
 
 import (
 	"bufio"
@@ -11,9 +11,9 @@ import (
 	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
 )
 
-// tableHost is a metricHost over the GH100 catalog with a passes function chosen by the test.
+// tableHost is a MetricHost over the GH100 catalog with a passes function chosen by the test.
 type tableHost struct {
-	bases  []baseMetric
+	bases  []BaseMetric
 	props  map[string]pmdata.Properties
 	passes func(metrics []string) (int, error)
 	calls  int
@@ -27,7 +27,7 @@ var testSubMetrics = map[pmdata.MetricType][]string{
 
 func gh100Host(t testing.TB, passes func([]string) (int, error)) *tableHost {
 	t.Helper()
-	f, err := os.Open("../testdata/gh100_pm_sampling_base_metrics.tsv")
+	f, err := os.Open("../../testdata/gh100_pm_sampling_base_metrics.tsv")
 	if err != nil {
 		t.Fatalf("opening the GH100 catalog: %v", err)
 	}
@@ -46,7 +46,7 @@ func gh100Host(t testing.TB, passes func([]string) (int, error)) *tableHost {
 		if _, dup := h.props[c[1]]; dup {
 			continue
 		}
-		h.bases = append(h.bases, baseMetric{Name: c[1], Type: types[c[0]]})
+		h.bases = append(h.bases, BaseMetric{Name: c[1], Type: types[c[0]]})
 		h.props[c[1]] = pmdata.Properties{Type: types[c[0]], HWUnit: c[2], DimUnit: c[3]}
 	}
 	if len(h.bases) < 1000 {
@@ -55,8 +55,8 @@ func gh100Host(t testing.TB, passes func([]string) (int, error)) *tableHost {
 	return h
 }
 
-func (h *tableHost) BaseMetrics() ([]baseMetric, error) { return h.bases, nil }
-func (h *tableHost) SubMetrics(b baseMetric) ([]string, error) {
+func (h *tableHost) BaseMetrics() ([]BaseMetric, error) { return h.bases, nil }
+func (h *tableHost) SubMetrics(b BaseMetric) ([]string, error) {
 	return testSubMetrics[b.Type], nil
 }
 func (h *tableHost) Properties(name string) (pmdata.Properties, error) {
@@ -69,7 +69,7 @@ func (h *tableHost) Properties(name string) (pmdata.Properties, error) {
 }
 func (h *tableHost) Passes(ms []string) (int, error) { h.calls++; return h.passes(ms) }
 func (h *tableHost) SinglePassSet(string) ([]string, error) {
-	return nil, errNoSinglePassSets
+	return nil, ErrNoSinglePassSets
 }
 
 // weightPasses: sm__throughput needs 19 passes; otherwise each metric costs its weight (default
@@ -101,12 +101,12 @@ const (
 
 func TestPlanGreedyFirstFit(t *testing.T) {
 	h := gh100Host(t, weightPasses(map[string]int{mDram: 2}))
-	p, err := newPlanner(h)
+	p, err := NewPlanner(h)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// gr+sm = 2; dram (2) does not fit (4 > 3); pcie rx fits the first group (3).
-	res, err := p.plan([]string{mGr, mSM, mDram, mPCIeRx, mGr}, false, false)
+	res, err := p.Plan([]string{mGr, mSM, mDram, mPCIeRx, mGr}, false, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,7 +117,7 @@ func TestPlanGreedyFirstFit(t *testing.T) {
 		t.Fatalf("rejected = %+v, want dram", res.Rejected)
 	}
 	// The same list with multiplexing opens a second group for dram, and pcie tx joins it.
-	res, err = p.plan([]string{mGr, mSM, mDram, mPCIeRx, mPCIeTx}, true, true)
+	res, err = p.Plan([]string{mGr, mSM, mDram, mPCIeRx, mPCIeTx}, true, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,18 +126,18 @@ func TestPlanGreedyFirstFit(t *testing.T) {
 		t.Fatalf("groups = %+v, want %v", res.Groups, want)
 	}
 	// Strict without multiplexing: an explicit request that does not fit is an error.
-	if _, err := p.plan([]string{mGr, mSM, mDram}, false, true); err == nil || !strings.Contains(err.Error(), "does not fit in one pass") {
+	if _, err := p.Plan([]string{mGr, mSM, mDram}, false, true); err == nil || !strings.Contains(err.Error(), "does not fit in one pass") {
 		t.Fatalf("strict plan error = %v, want 'does not fit in one pass'", err)
 	}
 }
 
 func TestPlanRejectsMultiPassWithAlternatives(t *testing.T) {
 	h := gh100Host(t, weightPasses(nil))
-	p, err := newPlanner(h)
+	p, err := NewPlanner(h)
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = p.plan([]string{"sm__throughput.avg.pct_of_peak_sustained_elapsed"}, false, true)
+	_, err = p.Plan([]string{"sm__throughput.avg.pct_of_peak_sustained_elapsed"}, false, true)
 	if err == nil {
 		t.Fatal("planning a 19-pass metric succeeded")
 	}
@@ -148,7 +148,7 @@ func TestPlanRejectsMultiPassWithAlternatives(t *testing.T) {
 		}
 	}
 	// Every alternative is a one-pass sm metric.
-	res, _ := p.plan([]string{"sm__throughput.avg.pct_of_peak_sustained_elapsed", mGr}, false, false)
+	res, _ := p.Plan([]string{"sm__throughput.avg.pct_of_peak_sustained_elapsed", mGr}, false, false)
 	if len(res.Rejected) != 1 || len(res.Rejected[0].Alternatives) == 0 {
 		t.Fatalf("rejected = %+v, want one with alternatives", res.Rejected)
 	}
@@ -164,23 +164,23 @@ func TestPlanRejectsMultiPassWithAlternatives(t *testing.T) {
 
 func TestPlanUnknownNamesSuggest(t *testing.T) {
 	h := gh100Host(t, weightPasses(nil))
-	p, err := newPlanner(h)
+	p, err := NewPlanner(h)
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = p.plan([]string{"sm__cycles_activ.avg.pct_of_peak_sustained_elapsed"}, false, true)
+	_, err = p.Plan([]string{"sm__cycles_activ.avg.pct_of_peak_sustained_elapsed"}, false, true)
 	if err == nil || !strings.Contains(err.Error(), "unknown metric") || !strings.Contains(err.Error(), "sm__cycles_active") {
 		t.Fatalf("error = %v, want unknown metric suggesting sm__cycles_active", err)
 	}
-	_, err = p.plan([]string{"sm__cycles_active.avg.pct_of_peak_sustained_elapse"}, false, true)
+	_, err = p.Plan([]string{"sm__cycles_active.avg.pct_of_peak_sustained_elapse"}, false, true)
 	if err == nil || !strings.Contains(err.Error(), "unknown rollup") || !strings.Contains(err.Error(), mSM) {
 		t.Fatalf("error = %v, want unknown rollup suggesting %s", err, mSM)
 	}
-	_, err = p.plan([]string{"sm__cycles_active"}, false, true)
+	_, err = p.Plan([]string{"sm__cycles_active"}, false, true)
 	if err == nil || !strings.Contains(err.Error(), "needs a rollup") {
 		t.Fatalf("error = %v, want 'needs a rollup'", err)
 	}
-	if _, err := p.plan(nil, false, false); err == nil {
+	if _, err := p.Plan(nil, false, false); err == nil {
 		t.Fatal("empty plan succeeded")
 	}
 }
@@ -191,8 +191,8 @@ func TestPlanDottedBaseNames(t *testing.T) {
 		t.Fatalf("splitName = %q, %q", base, rest)
 	}
 	h := gh100Host(t, weightPasses(nil))
-	p, _ := newPlanner(h)
-	res, err := p.plan([]string{"PCI.TriageCompute.pcie__read_bytes.sum"}, false, true)
+	p, _ := NewPlanner(h)
+	res, err := p.Plan([]string{"PCI.TriageCompute.pcie__read_bytes.sum"}, false, true)
 	if err != nil || len(res.Groups) != 1 {
 		t.Fatalf("plan = %+v, %v", res, err)
 	}
@@ -200,15 +200,15 @@ func TestPlanDottedBaseNames(t *testing.T) {
 
 func TestPlanSet(t *testing.T) {
 	h := gh100Host(t, weightPasses(nil))
-	p, _ := newPlanner(h)
-	if _, err := p.planSet("triage"); !errors.Is(err, errNoSinglePassSets) {
-		t.Fatalf("planSet error = %v, want errNoSinglePassSets", err)
+	p, _ := NewPlanner(h)
+	if _, err := p.PlanSet("triage"); !errors.Is(err, ErrNoSinglePassSets) {
+		t.Fatalf("planSet error = %v, want ErrNoSinglePassSets", err)
 	}
 }
 
 func TestDescribeAndList(t *testing.T) {
 	h := gh100Host(t, weightPasses(nil))
-	p, _ := newPlanner(h)
+	p, _ := NewPlanner(h)
 	d, err := describe(p, "sm__throughput")
 	if err != nil {
 		t.Fatal(err)

@@ -1,4 +1,4 @@
-package pmsample
+package catalog
 
 import (
 	"errors"
@@ -66,7 +66,7 @@ func seriesLabel(c mapping.CuratedMetric) string {
 // candidates that is in the catalog and keeps GetNumOfPasses at one with the metrics chosen
 // before it, so that when the pass budget runs out the least important metrics are the ones
 // left out. Every left-out metric carries its reason.
-func (p *planner) resolveDefaults(chip string, curated []mapping.CuratedMetric) (DefaultSet, error) {
+func (p *Planner) resolveDefaults(chip string, curated []mapping.CuratedMetric) (DefaultSet, error) {
 	set := DefaultSet{Chip: chip}
 	var chosen []string
 	for i := range curated {
@@ -134,7 +134,7 @@ func missingReason(chip string, ch DefaultChoice, present, refused []string) (Mi
 }
 
 // inCatalog reports whether a full name is a known base with a valid rollup or submetric.
-func (p *planner) inCatalog(name string) bool {
+func (p *Planner) inCatalog(name string) bool {
 	baseName, rest := splitName(name)
 	b, ok := p.base(baseName)
 	if !ok {
@@ -144,10 +144,10 @@ func (p *planner) inCatalog(name string) bool {
 	return err != nil || len(subs) == 0 || slices.Contains(subs, rest)
 }
 
-// planDefaults plans the curated default set of a chip: the resolved one-pass set, and with
+// PlanDefaults plans the curated default set of a chip: the resolved one-pass set, and with
 // multiplex the metrics the pass budget left out (their first candidate present) in further
 // groups. Left-out metrics are reported as rejections with their reasons.
-func (p *planner) planDefaults(chip string, curated []mapping.CuratedMetric, multiplex bool) (PlanResult, DefaultSet, error) {
+func (p *Planner) PlanDefaults(chip string, curated []mapping.CuratedMetric, multiplex bool) (PlanResult, DefaultSet, error) {
 	set, err := p.resolveDefaults(chip, curated)
 	if err != nil {
 		return PlanResult{}, set, err
@@ -176,14 +176,14 @@ func (p *planner) planDefaults(chip string, curated []mapping.CuratedMetric, mul
 		}
 		return PlanResult{}, set, errors.Join(errs...)
 	}
-	plan, err := p.plan(names, multiplex, false)
+	plan, err := p.Plan(names, multiplex, false)
 	plan.Rejected = append(plan.Rejected, rejected...)
 	return plan, set, err
 }
 
-// oneCandidateEach refuses an explicit metric list that names two candidates of one curated
+// OneCandidateEach refuses an explicit metric list that names two candidates of one curated
 // metric: both would feed the same series.
-func oneCandidateEach(metrics []string, curated []mapping.CuratedMetric) error {
+func OneCandidateEach(metrics []string, curated []mapping.CuratedMetric) error {
 	owner := map[string]string{}
 	for _, c := range curated {
 		for _, k := range c.Candidates {

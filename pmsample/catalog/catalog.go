@@ -1,4 +1,4 @@
-package pmsample
+package catalog
 
 import (
 	"errors"
@@ -12,29 +12,32 @@ import (
 	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
 )
 
-// hostCatalog is metricHost over a Profiler Host object.
-type hostCatalog struct {
+// Host is MetricHost over a Profiler Host object.
+type Host struct {
 	lib  *cupti.Lib
 	host *cupti.Host
 }
 
+// NewHost plans over host, a Profiler Host object of lib; the caller keeps closing host.
+func NewHost(lib *cupti.Lib, host *cupti.Host) *Host { return &Host{lib: lib, host: host} }
+
 var metricTypes = []cupti.MetricType{cupti.MetricTypeCounter, cupti.MetricTypeRatio, cupti.MetricTypeThroughput}
 
-func (h *hostCatalog) BaseMetrics() ([]baseMetric, error) {
-	var out []baseMetric
+func (h *Host) BaseMetrics() ([]BaseMetric, error) {
+	var out []BaseMetric
 	for _, t := range metricTypes {
 		names, err := h.host.BaseMetrics(t)
 		if err != nil {
 			return nil, err
 		}
 		for _, n := range names {
-			out = append(out, baseMetric{Name: n, Type: pmdata.MetricType(t)})
+			out = append(out, BaseMetric{Name: n, Type: pmdata.MetricType(t)})
 		}
 	}
 	return out, nil
 }
 
-func (h *hostCatalog) SubMetrics(b baseMetric) ([]string, error) {
+func (h *Host) SubMetrics(b BaseMetric) ([]string, error) {
 	subs, err := h.host.SubMetrics(cupti.MetricType(b.Type), b.Name)
 	for i, s := range subs {
 		subs[i] = strings.TrimPrefix(s, ".")
@@ -45,7 +48,7 @@ func (h *hostCatalog) SubMetrics(b baseMetric) ([]string, error) {
 // Properties are those of the base metric: for a full name CUPTI reports the units of the
 // rollup and submetric (e.g. bytes per second for .sum.per_second), while mapping derives
 // names from the base metric's units plus the rollup and submetric it parses itself.
-func (h *hostCatalog) Properties(name string) (pmdata.Properties, error) {
+func (h *Host) Properties(name string) (pmdata.Properties, error) {
 	if n, err := mapping.ParseName(name); err == nil {
 		name = n.Base()
 	}
@@ -56,7 +59,7 @@ func (h *hostCatalog) Properties(name string) (pmdata.Properties, error) {
 	return pmdata.Properties{Type: pmdata.MetricType(p.Type), HWUnit: p.HWUnit, DimUnit: p.DimUnit, Description: p.Description}, nil
 }
 
-func (h *hostCatalog) Passes(metrics []string) (int, error) {
+func (h *Host) Passes(metrics []string) (int, error) {
 	img, err := h.host.ConfigImage(metrics)
 	if err != nil {
 		return 0, err
@@ -67,14 +70,14 @@ func (h *hostCatalog) Passes(metrics []string) (int, error) {
 
 // SinglePassSet lists the metrics of a named single-pass set of the host's chip (CUPTI 13.2+).
 // An unknown name is an error listing the chip's sets; a library without the queries gives
-// errNoSinglePassSets (and the binding's FeatureError, matching cupti.ErrNotSupported).
-func (h *hostCatalog) SinglePassSet(name string) ([]string, error) {
+// ErrNoSinglePassSets (and the binding's FeatureError, matching cupti.ErrNotSupported).
+func (h *Host) SinglePassSet(name string) ([]string, error) {
 	chip := h.host.Chip()
 	sets, err := h.lib.SinglePassSets(chip)
 	if err != nil {
 		var fe *cupti.FeatureError
 		if errors.As(err, &fe) {
-			return nil, fmt.Errorf("%w: %w", errNoSinglePassSets, fe)
+			return nil, fmt.Errorf("%w: %w", ErrNoSinglePassSets, fe)
 		}
 		return nil, err
 	}
@@ -88,7 +91,7 @@ func (h *hostCatalog) SinglePassSet(name string) ([]string, error) {
 }
 
 // SinglePassSets lists the chip's single-pass sets (empty without CUPTI 13.2's queries).
-func (h *hostCatalog) SinglePassSets() ([]string, error) {
+func (h *Host) SinglePassSets() ([]string, error) {
 	if !h.lib.HasSinglePassSets() {
 		return nil, nil
 	}
@@ -98,8 +101,8 @@ func (h *hostCatalog) SinglePassSets() ([]string, error) {
 // Catalog answers the CLI's `metrics list/describe/plan` for one device or chip.
 type Catalog struct {
 	Chip string
-	hc   *hostCatalog
-	p    *planner
+	hc   *Host
+	p    *Planner
 }
 
 // MetricInfo is a base metric with its properties.
@@ -118,9 +121,9 @@ type MetricDetail struct {
 	Passes     int      `json:"passes"`     // passes the named metric needs alone (first submetric for a base name)
 }
 
-// OpenCatalog opens the metric catalog of target: a CUDA ordinal ("0", read with the device's
+// Open opens the metric catalog of target: a CUDA ordinal ("0", read with the device's
 // counter availability) or a chip name ("GH100", host only, no GPU needed). Close it after use.
-func OpenCatalog(lib *cupti.Lib, target string) (*Catalog, error) {
+func Open(lib *cupti.Lib, target string) (*Catalog, error) {
 	chip, avail := target, []byte(nil)
 	if i, err := strconv.Atoi(target); err == nil {
 		if chip, err = lib.ChipName(i); err != nil {
@@ -132,8 +135,8 @@ func OpenCatalog(lib *cupti.Lib, target string) (*Catalog, error) {
 	if err != nil {
 		return nil, fmt.Errorf("opening profiler host for %s: %w", chip, err)
 	}
-	hc := &hostCatalog{lib: lib, host: host}
-	p, err := newPlanner(hc)
+	hc := &Host{lib: lib, host: host}
+	p, err := NewPlanner(hc)
 	if err != nil {
 		host.Close()
 		return nil, err
@@ -166,7 +169,7 @@ func (c *Catalog) SinglePassSets() ([]SinglePassSet, error) {
 }
 
 // PlanSet plans a named single-pass set as one group, as WithMetricSet makes the sampler do.
-func (c *Catalog) PlanSet(name string) (PlanResult, error) { return c.p.planSet(name) }
+func (c *Catalog) PlanSet(name string) (PlanResult, error) { return c.p.PlanSet(name) }
 
 // Close frees the host object.
 func (c *Catalog) Close() error { return c.hc.host.Close() }
@@ -180,7 +183,7 @@ func (c *Catalog) Describe(name string) (MetricDetail, error) { return describe(
 // Plan packs metrics (priority order) into single-pass groups, as the sampler would; with
 // multiplex false only one group is built and the rest is reported as rejected.
 func (c *Catalog) Plan(metrics []string, multiplex bool) (PlanResult, error) {
-	return c.p.plan(metrics, multiplex, false)
+	return c.p.Plan(metrics, multiplex, false)
 }
 
 // DefaultSet resolves the curated default set for the catalog's chip (see docs/supported-gpus.md).
@@ -200,7 +203,7 @@ func typeName(t pmdata.MetricType) string {
 	return "unknown"
 }
 
-func list(p *planner) ([]MetricInfo, error) {
+func list(p *Planner) ([]MetricInfo, error) {
 	out := make([]MetricInfo, 0, len(p.bases))
 	for _, b := range p.bases {
 		props, err := p.host.Properties(b.Name)
@@ -212,7 +215,7 @@ func list(p *planner) ([]MetricInfo, error) {
 	return out, nil
 }
 
-func describe(p *planner, name string) (MetricDetail, error) {
+func describe(p *Planner, name string) (MetricDetail, error) {
 	baseName, rest := splitName(name)
 	b, ok := p.base(baseName)
 	if !ok {

@@ -1,4 +1,7 @@
-package pmsample
+// Package guard checks PM samples against what the hardware can produce, before any outlet:
+// the live sampler screens each decoded sample (pmsample), a replay each recorded one
+// (recording). bounds.go holds the peak memory and link rates per chip it bounds bytes by.
+package guard
 
 import (
 	"strings"
@@ -35,6 +38,9 @@ const (
 	spanSlack    = 16   // a sample may last from interval/16 to 16 × interval
 )
 
+// LostOutOfRange is the reason (pmdata.LostReasons) of the time of a rejected sample.
+const LostOutOfRange = "out_of_range"
+
 // SpanCheck names the span check in rejection counts (no metric is called that).
 const SpanCheck = "span"
 
@@ -52,9 +58,9 @@ type limit struct {
 	link linkKind // for limitBytes and limitBytesPerSecond
 }
 
-// NewGuard returns the guard for samples of metrics (full Perfworks names, in Batch.Metrics
+// New returns the guard for samples of metrics (full Perfworks names, in Batch.Metrics
 // order) on a device of chip ("" or an unknown chip: bounds of the fastest chip known).
-func NewGuard(chip string, metrics []string) *Guard {
+func New(chip string, metrics []string) *Guard {
 	g := &Guard{limits: make([]limit, len(metrics)), rates: ratesOf(chip)}
 	for i, m := range metrics {
 		g.limits[i] = limitOf(m)
@@ -161,7 +167,7 @@ func (g *Guard) Screen(b *pmdata.Batch) {
 		b.Reject(Failed(b.Metrics, bad))
 		if s.End > s.Start {
 			iv := max(uint64(b.Interval.Nanoseconds()), 1)
-			b.Lost = append(b.Lost, pmdata.Loss{Reason: lostOutOfRange, Start: s.Start, End: s.End, Samples: float64(s.End-s.Start) / float64(iv)})
+			b.Lost = append(b.Lost, pmdata.Loss{Reason: LostOutOfRange, Start: s.Start, End: s.End, Samples: float64(s.End-s.Start) / float64(iv)})
 		}
 	}
 	if kept != nil {

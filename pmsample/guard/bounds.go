@@ -1,4 +1,4 @@
-package pmsample
+package guard
 
 import "strings"
 

@@ -1,4 +1,4 @@
-package pmsample
+package catalog
 
 import (
 	"errors"
@@ -44,7 +44,7 @@ func choice(t *testing.T, set DefaultSet, name string) DefaultChoice {
 // the pass budget drops, as before per-chip resolution.
 func TestResolveDefaultsGH100(t *testing.T) {
 	cur := curated(t)
-	p, err := newPlanner(gh100Host(t, gh100Passes))
+	p, err := NewPlanner(gh100Host(t, gh100Passes))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +72,7 @@ func TestResolveDefaultsGH100(t *testing.T) {
 
 // without returns the GH100 host less the base metrics drop says.
 func without(h *tableHost, drop func(string) bool) *tableHost {
-	h.bases = slices.DeleteFunc(h.bases, func(b baseMetric) bool { return drop(b.Name) })
+	h.bases = slices.DeleteFunc(h.bases, func(b BaseMetric) bool { return drop(b.Name) })
 	return h
 }
 
@@ -80,7 +80,7 @@ func without(h *tableHost, drop func(string) bool) *tableHost {
 // candidates its catalog has, under the same series.
 func TestResolveDefaultsOtherNames(t *testing.T) {
 	h := without(gh100Host(t, gh100Passes), func(n string) bool { return strings.Contains(n, "TriageCompute.") })
-	p, err := newPlanner(h)
+	p, err := NewPlanner(h)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,7 +117,7 @@ func TestResolveDefaultsReasons(t *testing.T) {
 		}
 		return gh100Passes(ms)
 	}
-	p, err := newPlanner(h)
+	p, err := NewPlanner(h)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,11 +147,11 @@ func TestResolveDefaultsReasons(t *testing.T) {
 // metrics are its rejections; with it, the metric dropped for the pass budget gets a group.
 func TestPlanDefaults(t *testing.T) {
 	cur := curated(t)
-	p, err := newPlanner(gh100Host(t, gh100Passes))
+	p, err := NewPlanner(gh100Host(t, gh100Passes))
 	if err != nil {
 		t.Fatal(err)
 	}
-	plan, set, err := p.planDefaults("GH100", cur, false)
+	plan, set, err := p.PlanDefaults("GH100", cur, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,7 +161,7 @@ func TestPlanDefaults(t *testing.T) {
 	if len(plan.Rejected) != 1 || plan.Rejected[0].Metric != "cupti_fp16_pipe_active_ratio" {
 		t.Errorf("rejected %+v, want FP16", plan.Rejected)
 	}
-	plan, _, err = p.planDefaults("GH100", cur, true)
+	plan, _, err = p.PlanDefaults("GH100", cur, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,10 +172,10 @@ func TestPlanDefaults(t *testing.T) {
 
 func TestOneCandidateEach(t *testing.T) {
 	cur := curated(t)
-	if err := oneCandidateEach([]string{cur[1].Perfworks, "dram__bytes_read.sum"}, cur); err != nil {
+	if err := OneCandidateEach([]string{cur[1].Perfworks, "dram__bytes_read.sum"}, cur); err != nil {
 		t.Errorf("distinct metrics refused: %v", err)
 	}
-	err := oneCandidateEach([]string{cur[1].Candidates[0].Perfworks, cur[1].Candidates[len(cur[1].Candidates)-1].Perfworks}, cur)
+	err := OneCandidateEach([]string{cur[1].Candidates[0].Perfworks, cur[1].Candidates[len(cur[1].Candidates)-1].Perfworks}, cur)
 	if err == nil || !strings.Contains(err.Error(), "cupti_sm_active_ratio") {
 		t.Errorf("two candidates of SM active: err %v, want a refusal naming the series", err)
 	}

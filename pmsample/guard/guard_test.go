@@ -1,12 +1,10 @@
-package pmsample
+package guard
 
 import (
 	"testing"
 	"time"
 
 	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
-
-	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
 
 const (
@@ -20,7 +18,7 @@ const (
 
 func TestGuardCheck(t *testing.T) {
 	metrics := []string{guardSM, guardPCIe, guardDRAM, guardNVL, guardRate, guardInst}
-	g := NewGuard("GH100", metrics)
+	g := New("GH100", metrics)
 	const ms = uint64(time.Millisecond)
 	ok := func() []float64 { return []float64{50, 1e6, 1e9, 1e8, 3e12, 1e9} }
 	cases := []struct {
@@ -73,12 +71,12 @@ func TestGuardChipBounds(t *testing.T) {
 	// 2 GB in 1 ms is 2 TB/s: an A100's peak, impossible on an L40S (864 GB/s), possible on a
 	// chip the table does not know.
 	for chip, want := range map[string]int{"GA100": -1, "AD102": 0, "GH100": -1, "XX999": -1, "": -1} {
-		if got := NewGuard(chip, []string{guardDRAM}).Check(0, ms, time.Millisecond, []float64{2e9}); got != want {
+		if got := New(chip, []string{guardDRAM}).Check(0, ms, time.Millisecond, []float64{2e9}); got != want {
 			t.Errorf("%s: Check = %d, want %d", chip, got, want)
 		}
 	}
 	// NVLink bytes on a chip without NVLink are impossible; zero is fine.
-	g := NewGuard("AD102", []string{guardNVL})
+	g := New("AD102", []string{guardNVL})
 	if got := g.Check(0, ms, time.Millisecond, []float64{1e6}); got != 0 {
 		t.Errorf("AD102 NVLink bytes: Check = %d, want 0", got)
 	}
@@ -88,7 +86,7 @@ func TestGuardChipBounds(t *testing.T) {
 }
 
 func TestGuardUnknownInterval(t *testing.T) {
-	g := NewGuard("GH100", []string{guardSM})
+	g := New("GH100", []string{guardSM})
 	if got := g.Check(0, uint64(10*time.Second), 0, []float64{50}); got != -1 {
 		t.Errorf("an old recording without the interval: Check = %d, want -1", got)
 	}
@@ -105,7 +103,7 @@ func TestGuardScreen(t *testing.T) {
 		{Start: 4 * ms, End: 5 * ms, Values: []float64{20, 1}},
 	}
 	b := pmdata.Batch{Metrics: metrics, Samples: shared, Interval: time.Millisecond}
-	NewGuard("GH100", metrics).Screen(&b)
+	New("GH100", metrics).Screen(&b)
 	if len(b.Samples) != 3 || b.Samples[0].Start != 0 || b.Samples[1].Start != 2*ms || b.Samples[2].Start != 4*ms {
 		t.Fatalf("kept %+v, want the samples at 0, 2 and 4 ms", b.Samples)
 	}
@@ -120,39 +118,5 @@ func TestGuardScreen(t *testing.T) {
 	}
 	if shared[1].Start != ms || len(shared) != 5 {
 		t.Error("Screen edited the reader's samples")
-	}
-}
-
-// The aggregator counts the guard's rejections as dropped and lost, by metric, and the window
-// statistics never see them.
-func TestAggregatorCountsOutOfRange(t *testing.T) {
-	const ms = uint64(time.Millisecond)
-	a, m, _ := newTestAggregator(t)
-	metrics := []string{mSM}
-	b := pmdata.Batch{Device: 0, Metrics: metrics, Interval: time.Millisecond, Samples: []pmdata.Sample{
-		{Start: 1 * ms, End: 2 * ms, Values: []float64{50}},
-		{Start: 2 * ms, End: 3 * ms, Values: []float64{106300}},
-		{Start: 3 * ms, End: 4 * ms, Values: []float64{60}},
-	}}
-	NewGuard("GH100", metrics).Screen(&b)
-	a.Add(b)
-	s := a.Snapshot()
-	for _, c := range []struct {
-		name  string
-		extra []string
-		want  float64
-	}{
-		{"cupti_pm_samples_dropped_total", []string{"out_of_range"}, 1},
-		{"cupti_pm_samples_out_of_range_total", []string{mSM}, 1},
-		{"cupti_pm_samples_lost_total", []string{"out_of_range"}, 1},
-		{"cupti_pm_samples_total", nil, 2},
-	} {
-		if v, ok := value(t, s, c.name, c.extra...); !ok || v != c.want {
-			t.Errorf("%s%v = %v (present %v), want %v", c.name, c.extra, v, ok, c.want)
-		}
-	}
-	mm := mappedAs(t, m, mSM, snapshot.KindGauge)
-	if v, ok := value(t, s, mm.Max.Name); !ok || v != 60*mm.Scale {
-		t.Errorf("max = %v (present %v), want %v", v, ok, 60*mm.Scale)
 	}
 }

@@ -1,0 +1,29 @@
+package profilers
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/cupti-exporter/cupti-exporter/internal/settings"
+)
+
+// Config is the give-way's part of the configuration's pmsample section (docs/pm-sampling.md
+// "Sharing the counters"); pipeline.Config composes it into that section.
+type Config struct {
+	GiveWay bool              `yaml:"give_way" help:"Give a GPU's counters to a profiler found among the host's processes (Nsight Compute, Nsight Systems with --gpu-metrics-devices, DCGM's profiling module, pmsample.give_way_to) while it runs, and take them back when it exits (state yielded, cupti_pm_give_ways_total). Needs the host's PID namespace (the chart's hostPID)."`
+	To      []string          `yaml:"give_way_to" help:"More process names (comm, comma separated; a trailing * matches a prefix) to give the counters to, counted as tool named."`
+	Poll    settings.Duration `yaml:"give_way_poll" help:"How often the host's processes are looked at for profilers (10ms to 1s); ncu's target asked for the counters more than 0.17 s after a 100ms poll saw its front end on an H100 (docs/pm-sampling.md)."`
+}
+
+// DefaultConfig is the give-way's part of the built-in configuration.
+func DefaultConfig() Config {
+	return Config{GiveWay: true, To: []string{}, Poll: settings.Duration(DefaultPoll)}
+}
+
+// Validate checks the values the flags and YAML accept but a Watcher cannot use.
+func (c Config) Validate() []error {
+	if time.Duration(c.Poll) < MinPoll || time.Duration(c.Poll) > MaxPoll {
+		return []error{fmt.Errorf("pmsample.give_way_poll must be between %s and %s, got %s", MinPoll, MaxPoll, c.Poll)}
+	}
+	return nil
+}
