@@ -22,7 +22,7 @@ const (
 	budgetBytes  = 1 << 20 // bytes of one uncompressed text scrape
 	// budgetIdleGPU bounds the series of one idle GPU (every series labelled with it): 129
 	// before the idle budget (PM 30, NVML 48, PM sampling's self-metrics 35, attribution 16),
-	// 59 with the defaults (docs/sizing.md "An idle GPU").
+	// 60 with the defaults (docs/sizing.md "An idle GPU").
 	budgetIdleGPU = 60
 )
 

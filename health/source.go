@@ -43,8 +43,9 @@ type Source struct {
 
 	info []string // driver, NVML and CUDA driver versions, set by init
 
-	snap atomic.Pointer[snapshot.Snapshot]
-	migs atomic.Pointer[map[migKey]string] // MIG UUID by GPU, profile and placement, from the last collection
+	snap     atomic.Pointer[snapshot.Snapshot]
+	migs     atomic.Pointer[map[migKey]string] // MIG UUID by GPU, profile and placement, from the last collection
+	observer SnapshotObserver                  // told every collection's snapshot; set before Run
 }
 
 // migKey names a MIG device by its GPU (UUID, lower case) and its GPU instance's profile
@@ -195,8 +196,16 @@ func (s *Source) Collect() {
 	}
 	s.migs.Store(&migs)
 	b.add(collectDesc, time.Since(t0).Seconds())
-	s.snap.Store(b.snapshot(s.cfg.now()))
+	snap := b.snapshot(s.cfg.now())
+	s.snap.Store(snap)
+	if s.observer != nil {
+		s.observer.Observe(snap)
+	}
 }
+
+// ObserveWith has every snapshot the source makes told to o (the View serving it); call it
+// before Run.
+func (s *Source) ObserveWith(o SnapshotObserver) { s.observer = o }
 
 // MIGDeviceUUID returns the UUID of the MIG device whose GPU instance has profile
 // giProfileID and starts at placementStart on the GPU gpuUUID, as the last collection found

@@ -122,7 +122,7 @@ func (v *View) Snapshot() *snapshot.Snapshot {
 				continue
 			}
 			if !v.zeros && anyMatch(fromFirstEvent, f.Desc, x) {
-				key := f.Desc.Name + "\xff" + strings.Join(x.LabelValues, "\xff")
+				key := seriesKey(f.Desc, x)
 				if x.Value == 0 && !v.seen[key] {
 					continue
 				}
@@ -136,4 +136,32 @@ func (v *View) Snapshot() *snapshot.Snapshot {
 	}
 	v.in, v.out = in, out
 	return out
+}
+
+// Observe marks the series of fromFirstEvent that are non-zero in s as seen. The source calls
+// it with every snapshot it makes: the view itself sees only the snapshots scrapes find, so a
+// reason that held between two scrapes (or a replay's frames, many a scrape) would otherwise
+// never appear, and which did would depend on when the scrapes came.
+func (v *View) Observe(s *snapshot.Snapshot) {
+	if s == nil || v.zeros {
+		return
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	for _, f := range s.Families {
+		for _, x := range f.Samples {
+			if x.Value != 0 && anyMatch(fromFirstEvent, f.Desc, x) {
+				v.seen[seriesKey(f.Desc, x)] = true
+			}
+		}
+	}
+}
+
+// SnapshotObserver is told every snapshot a health source makes (a View).
+type SnapshotObserver interface {
+	Observe(*snapshot.Snapshot)
+}
+
+func seriesKey(d *snapshot.Desc, x snapshot.Sample) string {
+	return d.Name + "\xff" + strings.Join(x.LabelValues, "\xff")
 }

@@ -137,3 +137,32 @@ func TestViewConcurrentSafe(t *testing.T) {
 		t.Errorf("sw_power_cap held once, not served: %v", got)
 	}
 }
+
+// A reason that held only between two scrapes still appears, and which series a scrape
+// serves does not depend on when the scrapes came: the source tells the view every snapshot.
+func TestViewReasonBetweenScrapes(t *testing.T) {
+	src := &snapSource{s: viewSnapshot(false)}
+	v := NewView(src)
+	v.Observe(src.s)
+	before := served(v.Snapshot())
+	// A collection held at sw_power_cap that no scrape saw, then back to idle.
+	for _, throttled := range []bool{true, false} {
+		src.s = viewSnapshot(throttled)
+		v.Observe(src.s)
+	}
+	after := served(v.Snapshot())
+	for _, s := range []string{"cupti_gpu_clock_event_reasons{sw_power_cap}", "cupti_gpu_clock_event_seconds_total{sync_boost}", "cupti_gpu_ecc_errors_total{corrected,volatile}"} {
+		if slices.Contains(before, s) {
+			t.Errorf("%s served before its first event", s)
+		}
+		if !slices.Contains(after, s) {
+			t.Errorf("%s not served after an event no scrape saw: %v", s, after)
+		}
+	}
+	// With the zeros on, nothing to remember: every series from the start.
+	z := NewView(src, WithZeroReasons(true))
+	z.Observe(viewSnapshot(true))
+	if len(z.seen) != 0 {
+		t.Errorf("WithZeroReasons: %d series remembered; want none", len(z.seen))
+	}
+}

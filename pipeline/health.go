@@ -18,7 +18,9 @@ import (
 // as source "health". Its gpu label follows the PM series (CUDA order, by UUID).
 func startHealth(ctx context.Context, logger *slog.Logger, cfg *Config, exp *exporter.Exporter, devices func() []pmdata.Device, opts ...health.Option) *health.Source {
 	src := newHealthSource(logger, cfg, devices, opts...)
-	exp.Register("health", healthView(cfg, src))
+	view := healthView(cfg, src)
+	src.ObserveWith(view)
+	exp.Register("health", view)
 	exp.RegisterStatus("health", statusFunc(func() []exporter.Status {
 		var out []exporter.Status
 		for _, st := range src.Status() {

@@ -14,6 +14,7 @@ import (
 // health families where it has them (canonical).
 type replayHealth struct {
 	snap atomic.Pointer[snapshot.Snapshot]
+	view *health.View // told every frame (set before the replay runs); nil: not served
 }
 
 // healthDescs are this build's health families, by name.
@@ -26,7 +27,13 @@ var healthDescs = func() map[string]*snapshot.Desc {
 }()
 
 // set is the replay's health sink.
-func (h *replayHealth) set(s *snapshot.Snapshot) { h.snap.Store(canonical(s)) }
+func (h *replayHealth) set(s *snapshot.Snapshot) {
+	c := canonical(s)
+	h.snap.Store(c)
+	if h.view != nil {
+		h.view.Observe(c)
+	}
+}
 
 // canonical returns s with every recorded family that this build's health source also
 // describes (same name, kind and labels) replaced by that description, so that a recording

@@ -238,7 +238,8 @@ func serveSources(ctx context.Context, logger *slog.Logger, cfg *Config, pm pmSe
 		logger.Warn("NVML health is off: attribution cannot see processes that load no injection library; their work lands on the traced kernels they overlap (docs/attribution.md)")
 	}
 	if pm.health != nil && cfg.Health.Enabled {
-		exp.Register("health", healthView(cfg, pm.health))
+		pm.health.view = healthView(cfg, pm.health) // before the replay runs: it tells the view every frame
+		exp.Register("health", pm.health.view)
 		exp.RegisterStatus("health", statusFunc(pm.health.status))
 	}
 	if pm.attr != nil {

@@ -116,12 +116,13 @@ func (h *synthHealth) snapshot(t uint64) *snapshot.Snapshot {
 		for _, r := range []string{"gpu_idle", "applications_clocks_setting", "sw_power_cap", "hw_slowdown", "sync_boost",
 			"sw_thermal_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown", "display_clock_setting"} {
 			v := 0.0
-			if r == "gpu_idle" && ph == "idle" || r == "sw_power_cap" && ph == "matmul" && d.Index == 0 {
+			// A device without load is idle whatever the phase, and never power-capped.
+			if r == "gpu_idle" && (ph == "idle" || load == 0) || r == "sw_power_cap" && ph == "matmul" && d.Index == 0 && load > 0 {
 				v = 1
 			}
 			dev("cupti_gpu_clock_event_reasons", v, r)
 		}
-		if ph == "matmul" && d.Index == 0 { // held at the power cap now and then
+		if ph == "matmul" && d.Index == 0 && load > 0 { // held at the power cap now and then
 			h.viol[d.Index] += 0.08
 		}
 		for _, p := range []string{"power", "thermal", "sync_boost", "board_limit", "low_utilization", "reliability", "app_clocks", "base_clocks"} {
