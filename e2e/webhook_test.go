@@ -16,6 +16,7 @@ import (
 	"crypto/x509"
 	"encoding/pem"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -99,6 +100,18 @@ func startAPIServer(t *testing.T) (*rest.Config, *kubernetes.Clientset) {
 		fmt.Sprintf("--initial-advertise-peer-urls=http://127.0.0.1:%d", peerPort),
 		fmt.Sprintf("--initial-cluster=default=http://127.0.0.1:%d", peerPort),
 		"--log-level=warn", "--quota-backend-bytes=268435456")
+	// kube-apiserver gives up when etcd does not answer within 20 s (CI saw it: etcd slow to
+	// start on a loaded machine, the API server exited, the test waited out its 120 s), so it
+	// starts once etcd serves.
+	testutil.WaitFor(t, "etcd /health", 120*time.Second, 100*time.Millisecond, func() bool {
+		resp, err := http.Get(etcdURL + "/health")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		return resp.StatusCode == http.StatusOK && strings.Contains(string(body), `"health":"true"`)
+	})
 
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
