@@ -28,7 +28,48 @@ const (
 func (a *Attributor) attribute(d *devState, chunk []psample, now time.Time) {
 	sc := &d.sc
 	nl := len(sc.classes)
-	// Series of each local class and of each process slot.
+	a.chunkSeries(d, now)
+	defer clear(sc.accP)
+	a.markShared(d, len(chunk))
+	a.exposure(d, now)
+	a.chunkValues(d, chunk)
+	ns := len(chunk)
+	decay := 1.0
+	if span := chunk[len(chunk)-1].end - chunk[0].start; span > 0 {
+		decay = math.Exp2(-float64(span) / float64(a.cfg.rateHalfLife))
+	}
+	for row, m := range sc.metrics {
+		v := sc.v[row*ns : (row+1)*ns]
+		sc.r, sc.newA, sc.newAS = grow(sc.r, nl), grow(sc.newA, nl), grow(sc.newAS, nl)
+		rate := a.cfg.estimator == EstimatorRate
+		if rate {
+			rate = a.fit(d, m, v, decay, float64(chunk[len(chunk)-1].end-chunk[0].start)/1e9/float64(ns))
+		}
+		a.splitMetric(d, m, v, rate, now)
+		if a.cfg.estimator == EstimatorRate {
+			for lc, c := range sc.classes {
+				cr := d.rate(rateKey{c, sc.lpid[lc]})
+				cr.grow(int(m) + 1)
+				cr.a[m] = cr.a[m]*decay + sc.newA[lc]
+				cr.as[m] = cr.as[m]*decay + sc.newAS[lc]
+			}
+		}
+		sc.rows[m] = -1
+	}
+	if a.cfg.estimator == EstimatorRate {
+		for lc, c := range sc.classes {
+			cr := d.rate(rateKey{c, sc.lpid[lc]})
+			cr.e = cr.e*decay + sc.exp[lc]
+			cr.es = cr.es*decay + sc.expS[lc]
+		}
+	}
+}
+
+// chunkSeries finds the series the chunk adds to: each local class's kernel series
+// (sc.accK) and each untraced pod's (sc.accU); sc.accP, by process slot, is sized here and
+// filled on first use (podAcc), so a process with no item touches no pod series.
+func (a *Attributor) chunkSeries(d *devState, now time.Time) {
+	sc := &d.sc
 	sc.accK = sc.accK[:0]
 	for _, c := range sc.classes {
 		label := a.classes.names[c]
@@ -54,27 +95,35 @@ func (a *Attributor) attribute(d *devState, chunk []psample, now time.Time) {
 		}
 		sc.accU = append(sc.accU, c)
 	}
-	podAcc := func(slot int32) *acc {
-		if slot < -1 { // an untraced process's item: its pod, estimated from NVML
-			return sc.accU[-2-slot]
-		}
-		if slot < 0 {
-			return nil
-		}
-		if c := sc.accP[slot]; c != nil {
-			return c
-		}
-		ps := a.slots[slot]
-		c := touch(d.pods, ps.pod, now)
-		c.prio = max(c.prio, ps.podPrio)
-		sc.accP[slot] = c
+}
+
+// podAcc is the pod series of an item's process slot: an untraced process's pod (slot < -1,
+// estimated from NVML), a traced process's (touched at its first item), or nil (idle and
+// untraced time).
+func (a *Attributor) podAcc(d *devState, slot int32, now time.Time) *acc {
+	sc := &d.sc
+	if slot < -1 { // an untraced process's item: its pod, estimated from NVML
+		return sc.accU[-2-slot]
+	}
+	if slot < 0 {
+		return nil
+	}
+	if c := sc.accP[slot]; c != nil {
 		return c
 	}
-	defer clear(sc.accP)
+	ps := a.slots[slot]
+	c := touch(d.pods, ps.pod, now)
+	c.prio = max(c.prio, ps.podPrio)
+	sc.accP[slot] = c
+	return c
+}
 
-	// Exposure (seconds) by local class, over every sample and over the solo ones, and the
-	// sampled seconds.
-	a.markShared(d, len(chunk))
+// exposure adds up the exposure (seconds) of each local class, over every sample (sc.exp)
+// and over the solo ones (sc.expS), which the rate fit divides by, and the sampled seconds of
+// each series and of each kind of time (d.kinds: kernels, idle, untraced).
+func (a *Attributor) exposure(d *devState, now time.Time) {
+	sc := &d.sc
+	nl := len(sc.classes)
 	sc.exp, sc.expS = grow(sc.exp, nl), grow(sc.expS, nl)
 	s := 0
 	for i, lc := range sc.itemLC {
@@ -87,7 +136,7 @@ func (a *Attributor) attribute(d *devState, chunk []psample, now time.Time) {
 			sc.expS[lc] += sc.itemX[i] / 1e9
 		}
 		sc.accK[lc].sampled += w
-		if p := podAcc(sc.itemProc[i]); p != nil {
+		if p := a.podAcc(d, sc.itemProc[i], now); p != nil {
 			p.sampled += w
 			p.uncertain += w * sc.unc[s]
 		}
@@ -100,8 +149,13 @@ func (a *Attributor) attribute(d *devState, chunk []psample, now time.Time) {
 			d.kinds[0] += w
 		}
 	}
+}
 
-	// Values of the chunk: one row per attributable metric, one column per sample.
+// chunkValues lays the chunk's values out as one row per attributable metric (sc.metrics,
+// sc.rows) and one column per sample (sc.v), as quantities: a rate times the sample's
+// seconds, so that parts of it add up.
+func (a *Attributor) chunkValues(d *devState, chunk []psample) {
+	sc := &d.sc
 	if len(sc.rows) < len(a.metrics) {
 		sc.rows = make([]int32, len(a.metrics))
 		for i := range sc.rows {
@@ -136,78 +190,58 @@ func (a *Attributor) attribute(d *devState, chunk []psample, now time.Time) {
 			sc.v[int(sc.rows[m])*ns+si] = v
 		}
 	}
-	decay := 1.0
-	if span := chunk[len(chunk)-1].end - chunk[0].start; span > 0 {
-		decay = math.Exp2(-float64(span) / float64(a.cfg.rateHalfLife))
+}
+
+// splitMetric splits metric m's values v (one per sample) over each sample's items, by
+// weight or, where rate (the fit found rates), by exposure x rate, and adds the parts to the
+// series; it sums each local class's parts into sc.newA and sc.newAS (solo samples) for the
+// rates carried to the next chunk.
+func (a *Attributor) splitMetric(d *devState, m int32, v []float64, rate bool, now time.Time) {
+	sc := &d.sc
+	clear(sc.newA)
+	clear(sc.newAS)
+	if int(m) >= len(d.total) {
+		d.total = append(d.total, make([]float64, int(m)+1-len(d.total))...)
 	}
-	for row, m := range sc.metrics {
-		v := sc.v[row*ns : (row+1)*ns]
-		sc.r, sc.newA, sc.newAS = grow(sc.r, nl), grow(sc.newA, nl), grow(sc.newAS, nl)
-		rate := a.cfg.estimator == EstimatorRate
+	for s := range len(v) {
+		x := v[s]
+		d.total[m] += x
+		lo, hi := sc.off[s], sc.off[s+1]
+		if hi == lo {
+			continue
+		}
+		denom := sc.wsum[s]
+		useRate := false
 		if rate {
-			rate = a.fit(d, m, v, decay, float64(chunk[len(chunk)-1].end-chunk[0].start)/1e9/float64(ns))
-		}
-		clear(sc.newA)
-		clear(sc.newAS)
-		if int(m) >= len(d.total) {
-			d.total = append(d.total, make([]float64, int(m)+1-len(d.total))...)
-		}
-		for s := range ns {
-			x := v[s]
-			d.total[m] += x
-			lo, hi := sc.off[s], sc.off[s+1]
-			if hi == lo {
-				continue
-			}
-			denom := sc.wsum[s]
-			useRate := false
-			if rate {
-				var dr float64
-				for i := lo; i < hi; i++ {
-					dr += sc.itemX[i] * sc.r[sc.itemLC[i]]
-				}
-				if dr > 0 {
-					denom, useRate = dr, true
-				}
-			}
-			sc.part = sc.part[:0]
+			var dr float64
 			for i := lo; i < hi; i++ {
-				w := sc.itemW[i]
-				if useRate {
-					w = sc.itemX[i] * sc.r[sc.itemLC[i]]
-				}
-				sc.part = append(sc.part, x*w/denom)
+				dr += sc.itemX[i] * sc.r[sc.itemLC[i]]
 			}
-			if useRate && a.metrics[m].q == quantitySeconds {
-				sc.capActive(x, sc.wsum[s]/1e9, lo, hi)
-			}
-			for i := lo; i < hi; i++ {
-				lc, part := sc.itemLC[i], sc.part[i-lo]
-				sc.newA[lc] += part
-				if !sc.shared[s] {
-					sc.newAS[lc] += part
-				}
-				sc.accK[lc].add(m, part)
-				if p := podAcc(sc.itemProc[i]); p != nil {
-					p.add(m, part)
-				}
+			if dr > 0 {
+				denom, useRate = dr, true
 			}
 		}
-		if a.cfg.estimator == EstimatorRate {
-			for lc, c := range sc.classes {
-				cr := d.rate(rateKey{c, sc.lpid[lc]})
-				cr.grow(int(m) + 1)
-				cr.a[m] = cr.a[m]*decay + sc.newA[lc]
-				cr.as[m] = cr.as[m]*decay + sc.newAS[lc]
+		sc.part = sc.part[:0]
+		for i := lo; i < hi; i++ {
+			w := sc.itemW[i]
+			if useRate {
+				w = sc.itemX[i] * sc.r[sc.itemLC[i]]
 			}
+			sc.part = append(sc.part, x*w/denom)
 		}
-		sc.rows[m] = -1
-	}
-	if a.cfg.estimator == EstimatorRate {
-		for lc, c := range sc.classes {
-			cr := d.rate(rateKey{c, sc.lpid[lc]})
-			cr.e = cr.e*decay + sc.exp[lc]
-			cr.es = cr.es*decay + sc.expS[lc]
+		if useRate && a.metrics[m].q == quantitySeconds {
+			sc.capActive(x, sc.wsum[s]/1e9, lo, hi)
+		}
+		for i := lo; i < hi; i++ {
+			lc, part := sc.itemLC[i], sc.part[i-lo]
+			sc.newA[lc] += part
+			if !sc.shared[s] {
+				sc.newAS[lc] += part
+			}
+			sc.accK[lc].add(m, part)
+			if p := a.podAcc(d, sc.itemProc[i], now); p != nil {
+				p.add(m, part)
+			}
 		}
 	}
 }
