@@ -256,23 +256,8 @@ func (a *Attributor) splitMetric(d *devState, m int32, v []float64, rate bool, n
 // to fit.
 func (a *Attributor) fit(d *devState, m int32, v []float64, decay, secs float64) bool {
 	sc := &d.sc
-	nl := len(sc.classes)
-	sc.priorA, sc.priorE = grow(sc.priorA, nl), grow(sc.priorE, nl)
-	sc.priorAS, sc.priorES = grow(sc.priorAS, nl), grow(sc.priorES, nl)
-	var sumA, sumE, sumV, sumW float64
-	for lc, c := range sc.classes {
-		if cr := d.carried[rateKey{c, sc.lpid[lc]}]; cr != nil {
-			sc.priorE[lc] = cr.e * decay
-			sc.priorES[lc] = cr.es * decay
-			if int(m) < len(cr.a) {
-				sc.priorA[lc] = cr.a[m] * decay
-				sc.priorAS[lc] = cr.as[m] * decay
-			}
-		}
-		sumA += sc.priorA[lc]
-		sumE += sc.priorE[lc]
-		sumW += sc.exp[lc]
-	}
+	sumA, sumE, sumW := sc.fitPriors(d, m, decay)
+	var sumV float64
 	nonzero := false
 	for _, x := range v {
 		sumV += x
@@ -286,6 +271,49 @@ func (a *Attributor) fit(d *devState, m int32, v []float64, decay, secs float64)
 	if mean > 0 {
 		floor = rateFloor * mean
 	}
+	sc.startRates(mean, floor, secs)
+	// A chunk with untraced processes' classes (NVML) converges slowly: their exposure is
+	// spread over every sample of a period, so the fit goes on until the rates settle.
+	passes := a.cfg.emPasses
+	if len(sc.upods) > 0 {
+		passes = maxEMPassesNVML
+	}
+	for pass := range passes {
+		sc.emSplit(v)
+		if !sc.emRates(floor, secs) && pass+1 >= a.cfg.emPasses {
+			break
+		}
+	}
+	return true
+}
+
+// fitPriors sets each local class's carried quantity and exposure of metric m, decayed to
+// this chunk (sc.priorA, sc.priorE, and over the solo samples sc.priorAS, sc.priorES): the
+// fit's prior. It returns their sums and that of the chunk's exposure.
+func (sc *scratch) fitPriors(d *devState, m int32, decay float64) (sumA, sumE, sumW float64) {
+	nl := len(sc.classes)
+	sc.priorA, sc.priorE = grow(sc.priorA, nl), grow(sc.priorE, nl)
+	sc.priorAS, sc.priorES = grow(sc.priorAS, nl), grow(sc.priorES, nl)
+	for lc, c := range sc.classes {
+		if cr := d.carried[rateKey{c, sc.lpid[lc]}]; cr != nil {
+			sc.priorE[lc] = cr.e * decay
+			sc.priorES[lc] = cr.es * decay
+			if int(m) < len(cr.a) {
+				sc.priorA[lc] = cr.a[m] * decay
+				sc.priorAS[lc] = cr.as[m] * decay
+			}
+		}
+		sumA += sc.priorA[lc]
+		sumE += sc.priorE[lc]
+		sumW += sc.exp[lc]
+	}
+	return sumA, sumE, sumW
+}
+
+// startRates sets the rates the EM passes start from: each class's carried rate (its solo
+// one where it has enough solo time), the device's mean where it has none, never below floor
+// (quiet kernels: 0).
+func (sc *scratch) startRates(mean, floor, secs float64) {
 	for lc, c := range sc.classes {
 		r := mean
 		if sc.lpid[lc] != 0 && sc.priorES[lc] >= secs {
@@ -298,67 +326,69 @@ func (a *Attributor) fit(d *devState, m int32, v []float64, decay, secs float64)
 		}
 		sc.r[lc] = max(r, floor)
 	}
-	// A chunk with untraced processes' classes (NVML) converges slowly: their exposure is
-	// spread over every sample of a period, so the fit goes on until the rates settle.
-	passes := a.cfg.emPasses
-	if len(sc.upods) > 0 {
-		passes = maxEMPassesNVML
-	}
-	for pass := range passes {
-		changed := false
-		clear(sc.newA[:nl])
-		clear(sc.newAS[:nl])
-		for s, x := range v {
-			lo, hi := sc.off[s], sc.off[s+1]
-			if x == 0 || hi == lo {
-				continue
-			}
-			solo := !sc.shared[s]
-			if hi-lo == 1 {
-				sc.newA[sc.itemLC[lo]] += x
-				if solo {
-					sc.newAS[sc.itemLC[lo]] += x
-				}
-				continue
-			}
-			var dr float64
-			for i := lo; i < hi; i++ {
-				dr += sc.itemX[i] * sc.r[sc.itemLC[i]]
-			}
-			// by time where no item has a rate, else by exposure x rate
-			num, den := sc.itemX, dr
-			if dr <= 0 {
-				num, den = sc.itemW, sc.wsum[s]
-			}
-			for i := lo; i < hi; i++ {
-				p := x * num[i] / den
-				if dr > 0 {
-					p *= sc.r[sc.itemLC[i]]
-				}
-				sc.newA[sc.itemLC[i]] += p
-				if solo {
-					sc.newAS[sc.itemLC[i]] += p
-				}
-			}
+}
+
+// emSplit is an EM pass's expectation: it splits each sample's value x over its items by
+// exposure x the current rates (by time where no item has a rate) and sums each class's
+// parts into sc.newA, and over the solo samples into sc.newAS.
+func (sc *scratch) emSplit(v []float64) {
+	nl := len(sc.classes)
+	clear(sc.newA[:nl])
+	clear(sc.newAS[:nl])
+	for s, x := range v {
+		lo, hi := sc.off[s], sc.off[s+1]
+		if x == 0 || hi == lo {
+			continue
 		}
-		for lc, c := range sc.classes {
-			e := sc.priorE[lc] + sc.exp[lc]
-			if e <= 0 || c == classQuiet {
-				continue
+		solo := !sc.shared[s]
+		if hi-lo == 1 {
+			sc.newA[sc.itemLC[lo]] += x
+			if solo {
+				sc.newAS[sc.itemLC[lo]] += x
 			}
-			r := (sc.priorA[lc] + sc.newA[lc]) / e
-			if es := sc.priorES[lc] + sc.expS[lc]; sc.lpid[lc] != 0 && es >= secs {
-				r = (sc.priorAS[lc] + sc.newAS[lc]) / es
-			}
-			r = max(r, floor)
-			changed = changed || math.Abs(r-sc.r[lc]) > emSettled*max(r, floor)
-			sc.r[lc] = r
+			continue
 		}
-		if !changed && pass+1 >= a.cfg.emPasses {
-			break
+		var dr float64
+		for i := lo; i < hi; i++ {
+			dr += sc.itemX[i] * sc.r[sc.itemLC[i]]
+		}
+		// by time where no item has a rate, else by exposure x rate
+		num, den := sc.itemX, dr
+		if dr <= 0 {
+			num, den = sc.itemW, sc.wsum[s]
+		}
+		for i := lo; i < hi; i++ {
+			p := x * num[i] / den
+			if dr > 0 {
+				p *= sc.r[sc.itemLC[i]]
+			}
+			sc.newA[sc.itemLC[i]] += p
+			if solo {
+				sc.newAS[sc.itemLC[i]] += p
+			}
 		}
 	}
-	return true
+}
+
+// emRates is an EM pass's maximisation: each class's rate becomes (carried + split quantity)
+// / (carried + chunk exposure), over the solo samples where the class has enough solo time.
+// It reports whether a rate moved by more than emSettled of itself.
+func (sc *scratch) emRates(floor, secs float64) bool {
+	changed := false
+	for lc, c := range sc.classes {
+		e := sc.priorE[lc] + sc.exp[lc]
+		if e <= 0 || c == classQuiet {
+			continue
+		}
+		r := (sc.priorA[lc] + sc.newA[lc]) / e
+		if es := sc.priorES[lc] + sc.expS[lc]; sc.lpid[lc] != 0 && es >= secs {
+			r = (sc.priorAS[lc] + sc.newAS[lc]) / es
+		}
+		r = max(r, floor)
+		changed = changed || math.Abs(r-sc.r[lc]) > emSettled*max(r, floor)
+		sc.r[lc] = r
+	}
+	return changed
 }
 
 // markShared sets sc.shared[s] for each of the chunk's ns samples: whether the traced items
