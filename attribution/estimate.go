@@ -45,7 +45,7 @@ func (a *Attributor) attribute(d *devState, chunk []psample, now time.Time) {
 		if rate {
 			rate = a.fit(d, m, v, decay, float64(chunk[len(chunk)-1].end-chunk[0].start)/1e9/float64(ns))
 		}
-		a.splitMetric(d, m, v, rate, now)
+		a.splitMetric(d, m, v, rate)
 		if a.cfg.estimator == EstimatorRate {
 			for lc, c := range sc.classes {
 				cr := d.rate(rateKey{c, sc.lpid[lc]})
@@ -116,6 +116,18 @@ func (a *Attributor) podAcc(d *devState, slot int32, now time.Time) *acc {
 	c.prio = max(c.prio, ps.podPrio)
 	sc.accP[slot] = c
 	return c
+}
+
+// podOf is podAcc once exposure has touched the pod series of every item's process: small
+// enough to inline where it is called for every item and metric (splitMetric).
+func (sc *scratch) podOf(slot int32) *acc {
+	if slot < -1 {
+		return sc.accU[-2-slot]
+	}
+	if slot < 0 {
+		return nil
+	}
+	return sc.accP[slot]
 }
 
 // exposure adds up the exposure (seconds) of each local class, over every sample (sc.exp)
@@ -196,7 +208,7 @@ func (a *Attributor) chunkValues(d *devState, chunk []psample) {
 // weight or, where rate (the fit found rates), by exposure x rate, and adds the parts to the
 // series; it sums each local class's parts into sc.newA and sc.newAS (solo samples) for the
 // rates carried to the next chunk.
-func (a *Attributor) splitMetric(d *devState, m int32, v []float64, rate bool, now time.Time) {
+func (a *Attributor) splitMetric(d *devState, m int32, v []float64, rate bool) {
 	sc := &d.sc
 	clear(sc.newA)
 	clear(sc.newAS)
@@ -239,7 +251,7 @@ func (a *Attributor) splitMetric(d *devState, m int32, v []float64, rate bool, n
 				sc.newAS[lc] += part
 			}
 			sc.accK[lc].add(m, part)
-			if p := a.podAcc(d, sc.itemProc[i], now); p != nil {
+			if p := sc.podOf(sc.itemProc[i]); p != nil {
 				p.add(m, part)
 			}
 		}
