@@ -28,7 +28,48 @@ const (
 func (a *Attributor) attribute(d *devState, chunk []psample, now time.Time) {
 	sc := &d.sc
 	nl := len(sc.classes)
-	// Series of each local class and of each process slot.
+	a.chunkSeries(d, now)
+	defer clear(sc.accP)
+	a.markShared(d, len(chunk))
+	a.exposure(d, now)
+	a.chunkValues(d, chunk)
+	ns := len(chunk)
+	decay := 1.0
+	if span := chunk[len(chunk)-1].end - chunk[0].start; span > 0 {
+		decay = math.Exp2(-float64(span) / float64(a.cfg.rateHalfLife))
+	}
+	for row, m := range sc.metrics {
+		v := sc.v[row*ns : (row+1)*ns]
+		sc.r, sc.newA, sc.newAS = grow(sc.r, nl), grow(sc.newA, nl), grow(sc.newAS, nl)
+		rate := a.cfg.estimator == EstimatorRate
+		if rate {
+			rate = a.fit(d, m, v, decay, float64(chunk[len(chunk)-1].end-chunk[0].start)/1e9/float64(ns))
+		}
+		a.splitMetric(d, m, v, rate)
+		if a.cfg.estimator == EstimatorRate {
+			for lc, c := range sc.classes {
+				cr := d.rate(rateKey{c, sc.lpid[lc]})
+				cr.grow(int(m) + 1)
+				cr.a[m] = cr.a[m]*decay + sc.newA[lc]
+				cr.as[m] = cr.as[m]*decay + sc.newAS[lc]
+			}
+		}
+		sc.rows[m] = -1
+	}
+	if a.cfg.estimator == EstimatorRate {
+		for lc, c := range sc.classes {
+			cr := d.rate(rateKey{c, sc.lpid[lc]})
+			cr.e = cr.e*decay + sc.exp[lc]
+			cr.es = cr.es*decay + sc.expS[lc]
+		}
+	}
+}
+
+// chunkSeries finds the series the chunk adds to: each local class's kernel series
+// (sc.accK) and each untraced pod's (sc.accU); sc.accP, by process slot, is sized here and
+// filled on first use (podAcc), so a process with no item touches no pod series.
+func (a *Attributor) chunkSeries(d *devState, now time.Time) {
+	sc := &d.sc
 	sc.accK = sc.accK[:0]
 	for _, c := range sc.classes {
 		label := a.classes.names[c]
@@ -54,27 +95,47 @@ func (a *Attributor) attribute(d *devState, chunk []psample, now time.Time) {
 		}
 		sc.accU = append(sc.accU, c)
 	}
-	podAcc := func(slot int32) *acc {
-		if slot < -1 { // an untraced process's item: its pod, estimated from NVML
-			return sc.accU[-2-slot]
-		}
-		if slot < 0 {
-			return nil
-		}
-		if c := sc.accP[slot]; c != nil {
-			return c
-		}
-		ps := a.slots[slot]
-		c := touch(d.pods, ps.pod, now)
-		c.prio = max(c.prio, ps.podPrio)
-		sc.accP[slot] = c
+}
+
+// podAcc is the pod series of an item's process slot: an untraced process's pod (slot < -1,
+// estimated from NVML), a traced process's (touched at its first item), or nil (idle and
+// untraced time).
+func (a *Attributor) podAcc(d *devState, slot int32, now time.Time) *acc {
+	sc := &d.sc
+	if slot < -1 { // an untraced process's item: its pod, estimated from NVML
+		return sc.accU[-2-slot]
+	}
+	if slot < 0 {
+		return nil
+	}
+	if c := sc.accP[slot]; c != nil {
 		return c
 	}
-	defer clear(sc.accP)
+	ps := a.slots[slot]
+	c := touch(d.pods, ps.pod, now)
+	c.prio = max(c.prio, ps.podPrio)
+	sc.accP[slot] = c
+	return c
+}
 
-	// Exposure (seconds) by local class, over every sample and over the solo ones, and the
-	// sampled seconds.
-	a.markShared(d, len(chunk))
+// podOf is podAcc once exposure has touched the pod series of every item's process: small
+// enough to inline where it is called for every item and metric (splitMetric).
+func (sc *scratch) podOf(slot int32) *acc {
+	if slot < -1 {
+		return sc.accU[-2-slot]
+	}
+	if slot < 0 {
+		return nil
+	}
+	return sc.accP[slot]
+}
+
+// exposure adds up the exposure (seconds) of each local class, over every sample (sc.exp)
+// and over the solo ones (sc.expS), which the rate fit divides by, and the sampled seconds of
+// each series and of each kind of time (d.kinds: kernels, idle, untraced).
+func (a *Attributor) exposure(d *devState, now time.Time) {
+	sc := &d.sc
+	nl := len(sc.classes)
 	sc.exp, sc.expS = grow(sc.exp, nl), grow(sc.expS, nl)
 	s := 0
 	for i, lc := range sc.itemLC {
@@ -87,7 +148,7 @@ func (a *Attributor) attribute(d *devState, chunk []psample, now time.Time) {
 			sc.expS[lc] += sc.itemX[i] / 1e9
 		}
 		sc.accK[lc].sampled += w
-		if p := podAcc(sc.itemProc[i]); p != nil {
+		if p := a.podAcc(d, sc.itemProc[i], now); p != nil {
 			p.sampled += w
 			p.uncertain += w * sc.unc[s]
 		}
@@ -100,8 +161,13 @@ func (a *Attributor) attribute(d *devState, chunk []psample, now time.Time) {
 			d.kinds[0] += w
 		}
 	}
+}
 
-	// Values of the chunk: one row per attributable metric, one column per sample.
+// chunkValues lays the chunk's values out as one row per attributable metric (sc.metrics,
+// sc.rows) and one column per sample (sc.v), as quantities: a rate times the sample's
+// seconds, so that parts of it add up.
+func (a *Attributor) chunkValues(d *devState, chunk []psample) {
+	sc := &d.sc
 	if len(sc.rows) < len(a.metrics) {
 		sc.rows = make([]int32, len(a.metrics))
 		for i := range sc.rows {
@@ -136,78 +202,58 @@ func (a *Attributor) attribute(d *devState, chunk []psample, now time.Time) {
 			sc.v[int(sc.rows[m])*ns+si] = v
 		}
 	}
-	decay := 1.0
-	if span := chunk[len(chunk)-1].end - chunk[0].start; span > 0 {
-		decay = math.Exp2(-float64(span) / float64(a.cfg.rateHalfLife))
+}
+
+// splitMetric splits metric m's values v (one per sample) over each sample's items, by
+// weight or, where rate (the fit found rates), by exposure x rate, and adds the parts to the
+// series; it sums each local class's parts into sc.newA and sc.newAS (solo samples) for the
+// rates carried to the next chunk.
+func (a *Attributor) splitMetric(d *devState, m int32, v []float64, rate bool) {
+	sc := &d.sc
+	clear(sc.newA)
+	clear(sc.newAS)
+	if int(m) >= len(d.total) {
+		d.total = append(d.total, make([]float64, int(m)+1-len(d.total))...)
 	}
-	for row, m := range sc.metrics {
-		v := sc.v[row*ns : (row+1)*ns]
-		sc.r, sc.newA, sc.newAS = grow(sc.r, nl), grow(sc.newA, nl), grow(sc.newAS, nl)
-		rate := a.cfg.estimator == EstimatorRate
+	for s := range len(v) {
+		x := v[s]
+		d.total[m] += x
+		lo, hi := sc.off[s], sc.off[s+1]
+		if hi == lo {
+			continue
+		}
+		denom := sc.wsum[s]
+		useRate := false
 		if rate {
-			rate = a.fit(d, m, v, decay, float64(chunk[len(chunk)-1].end-chunk[0].start)/1e9/float64(ns))
-		}
-		clear(sc.newA)
-		clear(sc.newAS)
-		if int(m) >= len(d.total) {
-			d.total = append(d.total, make([]float64, int(m)+1-len(d.total))...)
-		}
-		for s := range ns {
-			x := v[s]
-			d.total[m] += x
-			lo, hi := sc.off[s], sc.off[s+1]
-			if hi == lo {
-				continue
-			}
-			denom := sc.wsum[s]
-			useRate := false
-			if rate {
-				var dr float64
-				for i := lo; i < hi; i++ {
-					dr += sc.itemX[i] * sc.r[sc.itemLC[i]]
-				}
-				if dr > 0 {
-					denom, useRate = dr, true
-				}
-			}
-			sc.part = sc.part[:0]
+			var dr float64
 			for i := lo; i < hi; i++ {
-				w := sc.itemW[i]
-				if useRate {
-					w = sc.itemX[i] * sc.r[sc.itemLC[i]]
-				}
-				sc.part = append(sc.part, x*w/denom)
+				dr += sc.itemX[i] * sc.r[sc.itemLC[i]]
 			}
-			if useRate && a.metrics[m].q == quantitySeconds {
-				sc.capActive(x, sc.wsum[s]/1e9, lo, hi)
-			}
-			for i := lo; i < hi; i++ {
-				lc, part := sc.itemLC[i], sc.part[i-lo]
-				sc.newA[lc] += part
-				if !sc.shared[s] {
-					sc.newAS[lc] += part
-				}
-				sc.accK[lc].add(m, part)
-				if p := podAcc(sc.itemProc[i]); p != nil {
-					p.add(m, part)
-				}
+			if dr > 0 {
+				denom, useRate = dr, true
 			}
 		}
-		if a.cfg.estimator == EstimatorRate {
-			for lc, c := range sc.classes {
-				cr := d.rate(rateKey{c, sc.lpid[lc]})
-				cr.grow(int(m) + 1)
-				cr.a[m] = cr.a[m]*decay + sc.newA[lc]
-				cr.as[m] = cr.as[m]*decay + sc.newAS[lc]
+		sc.part = sc.part[:0]
+		for i := lo; i < hi; i++ {
+			w := sc.itemW[i]
+			if useRate {
+				w = sc.itemX[i] * sc.r[sc.itemLC[i]]
 			}
+			sc.part = append(sc.part, x*w/denom)
 		}
-		sc.rows[m] = -1
-	}
-	if a.cfg.estimator == EstimatorRate {
-		for lc, c := range sc.classes {
-			cr := d.rate(rateKey{c, sc.lpid[lc]})
-			cr.e = cr.e*decay + sc.exp[lc]
-			cr.es = cr.es*decay + sc.expS[lc]
+		if useRate && a.metrics[m].q == quantitySeconds {
+			sc.capActive(x, sc.wsum[s]/1e9, lo, hi)
+		}
+		for i := lo; i < hi; i++ {
+			lc, part := sc.itemLC[i], sc.part[i-lo]
+			sc.newA[lc] += part
+			if !sc.shared[s] {
+				sc.newAS[lc] += part
+			}
+			sc.accK[lc].add(m, part)
+			if p := sc.podOf(sc.itemProc[i]); p != nil {
+				p.add(m, part)
+			}
 		}
 	}
 }
@@ -222,23 +268,8 @@ func (a *Attributor) attribute(d *devState, chunk []psample, now time.Time) {
 // to fit.
 func (a *Attributor) fit(d *devState, m int32, v []float64, decay, secs float64) bool {
 	sc := &d.sc
-	nl := len(sc.classes)
-	sc.priorA, sc.priorE = grow(sc.priorA, nl), grow(sc.priorE, nl)
-	sc.priorAS, sc.priorES = grow(sc.priorAS, nl), grow(sc.priorES, nl)
-	var sumA, sumE, sumV, sumW float64
-	for lc, c := range sc.classes {
-		if cr := d.carried[rateKey{c, sc.lpid[lc]}]; cr != nil {
-			sc.priorE[lc] = cr.e * decay
-			sc.priorES[lc] = cr.es * decay
-			if int(m) < len(cr.a) {
-				sc.priorA[lc] = cr.a[m] * decay
-				sc.priorAS[lc] = cr.as[m] * decay
-			}
-		}
-		sumA += sc.priorA[lc]
-		sumE += sc.priorE[lc]
-		sumW += sc.exp[lc]
-	}
+	sumA, sumE, sumW := sc.fitPriors(d, m, decay)
+	var sumV float64
 	nonzero := false
 	for _, x := range v {
 		sumV += x
@@ -252,6 +283,49 @@ func (a *Attributor) fit(d *devState, m int32, v []float64, decay, secs float64)
 	if mean > 0 {
 		floor = rateFloor * mean
 	}
+	sc.startRates(mean, floor, secs)
+	// A chunk with untraced processes' classes (NVML) converges slowly: their exposure is
+	// spread over every sample of a period, so the fit goes on until the rates settle.
+	passes := a.cfg.emPasses
+	if len(sc.upods) > 0 {
+		passes = maxEMPassesNVML
+	}
+	for pass := range passes {
+		sc.emSplit(v)
+		if !sc.emRates(floor, secs) && pass+1 >= a.cfg.emPasses {
+			break
+		}
+	}
+	return true
+}
+
+// fitPriors sets each local class's carried quantity and exposure of metric m, decayed to
+// this chunk (sc.priorA, sc.priorE, and over the solo samples sc.priorAS, sc.priorES): the
+// fit's prior. It returns their sums and that of the chunk's exposure.
+func (sc *scratch) fitPriors(d *devState, m int32, decay float64) (sumA, sumE, sumW float64) {
+	nl := len(sc.classes)
+	sc.priorA, sc.priorE = grow(sc.priorA, nl), grow(sc.priorE, nl)
+	sc.priorAS, sc.priorES = grow(sc.priorAS, nl), grow(sc.priorES, nl)
+	for lc, c := range sc.classes {
+		if cr := d.carried[rateKey{c, sc.lpid[lc]}]; cr != nil {
+			sc.priorE[lc] = cr.e * decay
+			sc.priorES[lc] = cr.es * decay
+			if int(m) < len(cr.a) {
+				sc.priorA[lc] = cr.a[m] * decay
+				sc.priorAS[lc] = cr.as[m] * decay
+			}
+		}
+		sumA += sc.priorA[lc]
+		sumE += sc.priorE[lc]
+		sumW += sc.exp[lc]
+	}
+	return sumA, sumE, sumW
+}
+
+// startRates sets the rates the EM passes start from: each class's carried rate (its solo
+// one where it has enough solo time), the device's mean where it has none, never below floor
+// (quiet kernels: 0).
+func (sc *scratch) startRates(mean, floor, secs float64) {
 	for lc, c := range sc.classes {
 		r := mean
 		if sc.lpid[lc] != 0 && sc.priorES[lc] >= secs {
@@ -264,67 +338,69 @@ func (a *Attributor) fit(d *devState, m int32, v []float64, decay, secs float64)
 		}
 		sc.r[lc] = max(r, floor)
 	}
-	// A chunk with untraced processes' classes (NVML) converges slowly: their exposure is
-	// spread over every sample of a period, so the fit goes on until the rates settle.
-	passes := a.cfg.emPasses
-	if len(sc.upods) > 0 {
-		passes = maxEMPassesNVML
-	}
-	for pass := range passes {
-		changed := false
-		clear(sc.newA[:nl])
-		clear(sc.newAS[:nl])
-		for s, x := range v {
-			lo, hi := sc.off[s], sc.off[s+1]
-			if x == 0 || hi == lo {
-				continue
-			}
-			solo := !sc.shared[s]
-			if hi-lo == 1 {
-				sc.newA[sc.itemLC[lo]] += x
-				if solo {
-					sc.newAS[sc.itemLC[lo]] += x
-				}
-				continue
-			}
-			var dr float64
-			for i := lo; i < hi; i++ {
-				dr += sc.itemX[i] * sc.r[sc.itemLC[i]]
-			}
-			// by time where no item has a rate, else by exposure x rate
-			num, den := sc.itemX, dr
-			if dr <= 0 {
-				num, den = sc.itemW, sc.wsum[s]
-			}
-			for i := lo; i < hi; i++ {
-				p := x * num[i] / den
-				if dr > 0 {
-					p *= sc.r[sc.itemLC[i]]
-				}
-				sc.newA[sc.itemLC[i]] += p
-				if solo {
-					sc.newAS[sc.itemLC[i]] += p
-				}
-			}
+}
+
+// emSplit is an EM pass's expectation: it splits each sample's value x over its items by
+// exposure x the current rates (by time where no item has a rate) and sums each class's
+// parts into sc.newA, and over the solo samples into sc.newAS.
+func (sc *scratch) emSplit(v []float64) {
+	nl := len(sc.classes)
+	clear(sc.newA[:nl])
+	clear(sc.newAS[:nl])
+	for s, x := range v {
+		lo, hi := sc.off[s], sc.off[s+1]
+		if x == 0 || hi == lo {
+			continue
 		}
-		for lc, c := range sc.classes {
-			e := sc.priorE[lc] + sc.exp[lc]
-			if e <= 0 || c == classQuiet {
-				continue
+		solo := !sc.shared[s]
+		if hi-lo == 1 {
+			sc.newA[sc.itemLC[lo]] += x
+			if solo {
+				sc.newAS[sc.itemLC[lo]] += x
 			}
-			r := (sc.priorA[lc] + sc.newA[lc]) / e
-			if es := sc.priorES[lc] + sc.expS[lc]; sc.lpid[lc] != 0 && es >= secs {
-				r = (sc.priorAS[lc] + sc.newAS[lc]) / es
-			}
-			r = max(r, floor)
-			changed = changed || math.Abs(r-sc.r[lc]) > emSettled*max(r, floor)
-			sc.r[lc] = r
+			continue
 		}
-		if !changed && pass+1 >= a.cfg.emPasses {
-			break
+		var dr float64
+		for i := lo; i < hi; i++ {
+			dr += sc.itemX[i] * sc.r[sc.itemLC[i]]
+		}
+		// by time where no item has a rate, else by exposure x rate
+		num, den := sc.itemX, dr
+		if dr <= 0 {
+			num, den = sc.itemW, sc.wsum[s]
+		}
+		for i := lo; i < hi; i++ {
+			p := x * num[i] / den
+			if dr > 0 {
+				p *= sc.r[sc.itemLC[i]]
+			}
+			sc.newA[sc.itemLC[i]] += p
+			if solo {
+				sc.newAS[sc.itemLC[i]] += p
+			}
 		}
 	}
-	return true
+}
+
+// emRates is an EM pass's maximisation: each class's rate becomes (carried + split quantity)
+// / (carried + chunk exposure), over the solo samples where the class has enough solo time.
+// It reports whether a rate moved by more than emSettled of itself.
+func (sc *scratch) emRates(floor, secs float64) bool {
+	changed := false
+	for lc, c := range sc.classes {
+		e := sc.priorE[lc] + sc.exp[lc]
+		if e <= 0 || c == classQuiet {
+			continue
+		}
+		r := (sc.priorA[lc] + sc.newA[lc]) / e
+		if es := sc.priorES[lc] + sc.expS[lc]; sc.lpid[lc] != 0 && es >= secs {
+			r = (sc.priorAS[lc] + sc.newAS[lc]) / es
+		}
+		r = max(r, floor)
+		changed = changed || math.Abs(r-sc.r[lc]) > emSettled*max(r, floor)
+		sc.r[lc] = r
+	}
+	return changed
 }
 
 // markShared sets sc.shared[s] for each of the chunk's ns samples: whether the traced items

@@ -290,6 +290,31 @@ func (a *Attributor) release(d *devState, upTo int64, now time.Time) bool {
 func (a *Attributor) join(d *devState, chunk []psample, ready []rec, end int64, now time.Time) {
 	sc := &d.sc
 	a.untraced(d, chunk[0].start, end)
+	a.resetJoin(sc)
+	next := 0
+	for _, s := range chunk {
+		next = a.activeRecords(d, ready, next, s.start, s.end)
+		idleW, untracedW, wsum := a.sampleItems(sc, ready, s.start, s.end)
+		if d.switches { // what the turns need: each process's covered time and record edges
+			sc.coverTurns(ready, s.start, s.end)
+		}
+		sc.off = append(sc.off, int32(len(sc.itemLC)))
+		sc.wsum = append(sc.wsum, wsum)
+		sc.gapW = append(sc.gapW, idleW+untracedW)
+	}
+	a.applyNVML(d, chunk, sc.local)
+	a.present(d, chunk)
+	a.attribute(d, chunk, now)
+	for lc, c := range sc.classes {
+		if sc.lpid[lc] == 0 {
+			sc.loc[c] = -1
+		}
+	}
+}
+
+// resetJoin empties the chunk's local classes and items, keeping their buffers: every chunk
+// numbers its classes afresh.
+func (a *Attributor) resetJoin(sc *scratch) {
 	// class id -> local class, -1 for none; classes named since the last chunk start at -1
 	for len(sc.loc) < len(a.classes.names) {
 		sc.loc = append(sc.loc, -1)
@@ -299,131 +324,134 @@ func (a *Attributor) join(d *devState, chunk []psample, ready []rec, end int64, 
 	if sc.locP == nil {
 		sc.locP = map[int64]int32{}
 	}
-	// A kernel's rate is fitted per process: pods that run the same kernel names at other
-	// launch widths or sizes move bytes at other rates (measured, run BB).
-	kernelLocal := func(class, slot int32) int32 {
-		if slot < 0 || class < firstNamedClass && class != classMemcpy && class != classMemset && class != classOther {
-			return sc.local(class)
-		}
-		key := int64(class)<<32 | int64(uint32(slot))
-		if l, ok := sc.locP[key]; ok {
-			return l
-		}
-		l := int32(len(sc.classes))
-		sc.locP[key] = l
-		sc.classes, sc.lpid = append(sc.classes, class), append(sc.lpid, a.slots[slot].pid)
-		return l
-	}
-	local := sc.local
 	sc.itemLC, sc.itemProc, sc.itemW, sc.itemRun, sc.itemX = sc.itemLC[:0], sc.itemProc[:0], sc.itemW[:0], sc.itemRun[:0], sc.itemX[:0]
 	sc.off, sc.wsum, sc.gapW = append(sc.off[:0], 0), sc.wsum[:0], sc.gapW[:0]
 	sc.tcSlot, sc.tcCov, sc.tcEv, sc.tcOff = sc.tcSlot[:0], sc.tcCov[:0], sc.tcEv[:0], append(sc.tcOff[:0], 0)
 	sc.active = sc.active[:0]
-	next := 0
-	for _, s := range chunk {
-		lo, hi := s.start, s.end
-		for next < len(ready) && ready[next].start < hi {
-			sc.active = append(sc.active, int32(next))
-			next++
+}
+
+// kernelLocal is the chunk's local class of a record's class and process slot. A kernel's
+// rate is fitted per process: pods that run the same kernel names at other launch widths or
+// sizes move bytes at other rates (measured, run BB).
+func (a *Attributor) kernelLocal(sc *scratch, class, slot int32) int32 {
+	if slot < 0 || class < firstNamedClass && class != classMemcpy && class != classMemset && class != classOther {
+		return sc.local(class)
+	}
+	key := int64(class)<<32 | int64(uint32(slot))
+	if l, ok := sc.locP[key]; ok {
+		return l
+	}
+	l := int32(len(sc.classes))
+	sc.locP[key] = l
+	sc.classes, sc.lpid = append(sc.classes, class), append(sc.lpid, a.slots[slot].pid)
+	return l
+}
+
+// activeRecords moves sc.active to the ready records overlapping the sample [lo, hi): those
+// from next on that start before hi join, those that ended by lo leave (ready is sorted by
+// start). It returns the next record not yet taken.
+func (a *Attributor) activeRecords(d *devState, ready []rec, next int, lo, hi int64) int {
+	sc := &d.sc
+	for next < len(ready) && ready[next].start < hi {
+		sc.active = append(sc.active, int32(next))
+		next++
+	}
+	k := 0
+	for _, ri := range sc.active {
+		if ready[ri].end > lo {
+			sc.active[k] = ri
+			k++
 		}
-		k := 0
-		for _, ri := range sc.active {
-			if ready[ri].end > lo {
-				sc.active[k] = ri
-				k++
-			}
+	}
+	sc.active = sc.active[:k]
+	if k > maxOverlap { // more records at once than a GPU runs: leave the latest out
+		for _, ri := range sc.active[maxOverlap:] {
+			ready[ri].end = ready[ri].start // ends the record: not carried, dropped once
 		}
-		sc.active = sc.active[:k]
-		if k > maxOverlap { // more records at once than a GPU runs: leave the latest out
-			for _, ri := range sc.active[maxOverlap:] {
-				ready[ri].end = ready[ri].start // ends the record: not carried, dropped once
-			}
-			a.drop("overlap_limit", uint64(k-maxOverlap), "more records overlap one sample than a GPU runs at once", "gpu", d.gpu)
-			sc.active = sc.active[:maxOverlap]
+		a.drop("overlap_limit", uint64(k-maxOverlap), "more records overlap one sample than a GPU runs at once", "gpu", d.gpu)
+		sc.active = sc.active[:maxOverlap]
+	}
+	return next
+}
+
+// sampleItems appends the items of the sample [lo, hi): one per class and process of the
+// active records (weighted by their share of the time), then the idle and the untraced gaps
+// between them. It returns the gaps' weights and the sum of all the weights.
+func (a *Attributor) sampleItems(sc *scratch, ready []rec, lo, hi int64) (idleW, untracedW, wsum float64) {
+	gap := func(x, y int64) {
+		u := sc.measure(x, y)
+		untracedW += float64(u)
+		idleW += float64(y - x - u)
+	}
+	first := len(sc.itemLC)
+	item := func(r rec, w float64) {
+		wsum += w
+		run := float64(min(r.end, hi) - max(r.start, lo)) // it ran (or waited for its turn) this long
+		lc := a.kernelLocal(sc, r.class, r.proc)
+		for int(lc) >= len(sc.slotOf) {
+			sc.slotOf = append(sc.slotOf, 0)
 		}
-		var idleW, untracedW, wsum float64
-		gap := func(x, y int64) {
-			u := sc.measure(x, y)
-			untracedW += float64(u)
-			idleW += float64(y - x - u)
+		// one item per class and process in a sample: the split is linear in the weight
+		if i := sc.slotOf[lc] - 1; i >= 0 && sc.itemProc[i] == r.proc {
+			sc.itemW[i] += w
+			sc.itemRun[i] = min(sc.itemRun[i]+run, float64(hi-lo))
+			sc.itemX[i] = sc.itemRun[i]
+			return
 		}
-		first := len(sc.itemLC)
-		item := func(r rec, w float64) {
-			wsum += w
-			run := float64(min(r.end, hi) - max(r.start, lo)) // it ran (or waited for its turn) this long
-			lc := kernelLocal(r.class, r.proc)
-			for int(lc) >= len(sc.slotOf) {
-				sc.slotOf = append(sc.slotOf, 0)
-			}
-			// one item per class and process in a sample: the split is linear in the weight
-			if i := sc.slotOf[lc] - 1; i >= 0 && sc.itemProc[i] == r.proc {
-				sc.itemW[i] += w
-				sc.itemRun[i] = min(sc.itemRun[i]+run, float64(hi-lo))
-				sc.itemX[i] = sc.itemRun[i]
-				return
-			}
-			sc.slotOf[lc] = int32(len(sc.itemLC)) + 1
-			sc.itemLC = append(sc.itemLC, lc)
-			sc.itemProc = append(sc.itemProc, r.proc)
-			sc.itemW, sc.itemRun, sc.itemX = append(sc.itemW, w), append(sc.itemRun, run), append(sc.itemX, run)
-		}
-		switch len(sc.active) {
-		case 0:
+		sc.slotOf[lc] = int32(len(sc.itemLC)) + 1
+		sc.itemLC = append(sc.itemLC, lc)
+		sc.itemProc = append(sc.itemProc, r.proc)
+		sc.itemW, sc.itemRun, sc.itemX = append(sc.itemW, w), append(sc.itemRun, run), append(sc.itemX, run)
+	}
+	switch len(sc.active) {
+	case 0:
+		gap(lo, hi)
+	case 1:
+		r := ready[sc.active[0]]
+		x, y := max(r.start, lo), min(r.end, hi)
+		if x >= y { // starts after this sample (it began before an earlier, longer one ended)
 			gap(lo, hi)
-		case 1:
-			r := ready[sc.active[0]]
-			x, y := max(r.start, lo), min(r.end, hi)
-			if x >= y { // starts after this sample (it began before an earlier, longer one ended)
-				gap(lo, hi)
-				break
-			}
-			if x > lo {
-				gap(lo, x)
-			}
-			item(r, float64(y-x))
-			if y < hi {
-				gap(y, hi)
-			}
-		default:
-			sc.sweep(ready, lo, hi, gap, item)
+			break
 		}
-		if idleW > 0 {
-			sc.itemLC, sc.itemProc, sc.itemW = append(sc.itemLC, local(classIdle)), append(sc.itemProc, -1), append(sc.itemW, idleW)
-			sc.itemRun, sc.itemX = append(sc.itemRun, idleW), append(sc.itemX, idleW)
-			wsum += idleW
+		if x > lo {
+			gap(lo, x)
 		}
-		if untracedW > 0 {
-			sc.itemLC, sc.itemProc, sc.itemW = append(sc.itemLC, local(classUntraced)), append(sc.itemProc, -1), append(sc.itemW, untracedW)
-			sc.itemRun, sc.itemX = append(sc.itemRun, untracedW), append(sc.itemX, untracedW)
-			wsum += untracedW
+		item(r, float64(y-x))
+		if y < hi {
+			gap(y, hi)
 		}
-		for _, lc := range sc.itemLC[first:] {
-			if int(lc) < len(sc.slotOf) {
-				sc.slotOf[lc] = 0
-			}
-		}
-		if d.switches { // what the turns need: each process's covered time and record edges
-			first := len(sc.tcSlot)
-			for _, ri := range sc.active {
-				r := ready[ri]
-				if x, y := max(r.start, lo), min(r.end, hi); y > x && r.proc >= 0 {
-					sc.turnCover(first, r.proc, float64(y-x), (r.start > lo && r.start < hi) || (r.end > lo && r.end < hi))
-				}
-			}
-			sc.tcOff = append(sc.tcOff, int32(len(sc.tcSlot)))
-		}
-		sc.off = append(sc.off, int32(len(sc.itemLC)))
-		sc.wsum = append(sc.wsum, wsum)
-		sc.gapW = append(sc.gapW, idleW+untracedW)
+	default:
+		sc.sweep(ready, lo, hi, gap, item)
 	}
-	a.applyNVML(d, chunk, local)
-	a.present(d, chunk)
-	a.attribute(d, chunk, now)
-	for lc, c := range sc.classes {
-		if sc.lpid[lc] == 0 {
-			sc.loc[c] = -1
+	if idleW > 0 {
+		sc.itemLC, sc.itemProc, sc.itemW = append(sc.itemLC, sc.local(classIdle)), append(sc.itemProc, -1), append(sc.itemW, idleW)
+		sc.itemRun, sc.itemX = append(sc.itemRun, idleW), append(sc.itemX, idleW)
+		wsum += idleW
+	}
+	if untracedW > 0 {
+		sc.itemLC, sc.itemProc, sc.itemW = append(sc.itemLC, sc.local(classUntraced)), append(sc.itemProc, -1), append(sc.itemW, untracedW)
+		sc.itemRun, sc.itemX = append(sc.itemRun, untracedW), append(sc.itemX, untracedW)
+		wsum += untracedW
+	}
+	for _, lc := range sc.itemLC[first:] {
+		if int(lc) < len(sc.slotOf) {
+			sc.slotOf[lc] = 0
 		}
 	}
+	return idleW, untracedW, wsum
+}
+
+// coverTurns records the sample [lo, hi)'s entries for the turns (turns.go): each traced
+// process's covered time and whether one of its records starts or ends inside it.
+func (sc *scratch) coverTurns(ready []rec, lo, hi int64) {
+	first := len(sc.tcSlot)
+	for _, ri := range sc.active {
+		r := ready[ri]
+		if x, y := max(r.start, lo), min(r.end, hi); y > x && r.proc >= 0 {
+			sc.turnCover(first, r.proc, float64(y-x), (r.start > lo && r.start < hi) || (r.end > lo && r.end < hi))
+		}
+	}
+	sc.tcOff = append(sc.tcOff, int32(len(sc.tcSlot)))
 }
 
 // local is the chunk's local class of class id c shared by every process (idle, untraced,

@@ -181,16 +181,77 @@ func (a *Attributor) turns(d *devState, chunk []psample) bool {
 	lo, hi := chunk[0].start, chunk[len(chunk)-1].end
 	a.turnContexts(d, lo, hi)
 	n := len(sc.tCtx)
-
-	// The segments (runs of samples without a switch) and the switches between them.
-	type segment struct {
-		first, last int // samples
-		steps       int // switches since the segment before (the likeliest count)
+	segs, counter := a.turnSegments(d, chunk)
+	if !counter || n < 2 || n > maxTurnStates || len(segs) == 0 {
+		st.keys, st.alpha = st.keys[:0], st.alpha[:0]
+		return false
 	}
-	var segs []segment
+	m := &turnModel{ctxs: sc.tCtx, segs: segs, n: n, K: len(segs)}
+	a.turnEvidence(d, m, chunk)
+	m.emissions(st)
+	m.prior = st.prior(m.ctxs)
+	decay := math.Exp2(-float64(m.K) / orderHalfLife)
+	order := m.bestOrder(st, decay)
+	m.smooth()
+	m.learnRotation(st, order, decay)
+	m.learnEdges(st, decay)
+	st.keys, st.alpha = st.keys[:0], st.alpha[:0]
+	for c, ctx := range sc.tCtx {
+		st.keys = append(st.keys, ctx.key)
+		st.alpha = append(st.alpha, m.alpha[(m.K-1)*n+c])
+	}
+	a.sampleOwners(d, chunk, m)
+	if turnsHook != nil {
+		turnsHook(chunk, sc.tCtx, sc.tOwn, sc.tHas)
+	}
+	return true
+}
+
+// turnSegment is a run of a chunk's samples without a switch.
+type turnSegment struct {
+	first, last int // samples
+	steps       int // switches since the segment before (the likeliest count)
+}
+
+// turnEvid is one context's evidence in one segment: the time its records cover (a fraction
+// of the segment's), whether one of its records starts or ends inside it, and whether it had
+// work at the switches before it (traced: a record spans them).
+type turnEvid struct {
+	cov  float64
+	edge bool
+	run  bool
+}
+
+// turnModel is one chunk's hidden Markov model: its states the n contexts (ctxs), its steps
+// the K segments; the slices are by segment, then context (then context again for the
+// transitions).
+type turnModel struct {
+	ctxs  []turnCtx
+	segs  []turnSegment
+	n, K  int
+	ev    []turnEvid
+	busy  []bool    // whether the GPU worked in segment k
+	em    []float64 // emissions
+	rhoOf []float64 // how often each untraced context has work at a switch
+	prior []float64 // the owner distribution before the first segment
+	// The best order's transitions into each segment and forward distributions, and the
+	// backward and smoothed ones.
+	As, alpha   []float64
+	beta, gamma []float64
+	tmp, tmp2   []float64 // n each: scratch
+	pos         []int     // positions of an order
+	buf         []float64 // propagate's scratch
+}
+
+// turnSegments finds the chunk's segments (runs of samples without a switch) and the
+// switches between them, into sc.tSeg (each sample's segment, -1 for a switch sample or one
+// that counts nothing) and sc.tCum; a run of switches may go on across chunks (st.marker,
+// st.pending). counter says whether any sample counted switches.
+func (a *Attributor) turnSegments(d *devState, chunk []psample) (segs []turnSegment, counter bool) {
+	sc := &d.sc
+	st := &d.turn
 	steps := st.pending
 	sc.tSeg, sc.tCum = sc.tSeg[:0], sc.tCum[:0]
-	counter := false
 	for _, smp := range chunk {
 		c := a.switchCycles(smp)
 		switch {
@@ -215,29 +276,25 @@ func (a *Attributor) turns(d *devState, chunk []psample) bool {
 		if k := len(segs); k > 0 && steps == 0 && cycles == 0 && segs[k-1].last == s-1 {
 			segs[k-1].last = s
 		} else {
-			segs = append(segs, segment{first: s, last: s, steps: steps + switchCount(cycles)})
+			segs = append(segs, turnSegment{first: s, last: s, steps: steps + switchCount(cycles)})
 		}
 		sc.tSeg = append(sc.tSeg, int32(len(segs)-1))
 		steps = 0
 	}
 	st.pending = steps
-	if !counter || n < 2 || n > maxTurnStates || len(segs) == 0 {
-		st.keys, st.alpha = st.keys[:0], st.alpha[:0]
-		return false
-	}
-	K := len(segs)
+	return segs, counter
+}
 
-	// Evidence: each context's coverage and record edges in each segment, and whether it had
-	// work at the switches before each segment (traced: a record spans them).
-	type evid struct {
-		cov  float64
-		edge bool
-		run  bool
-	}
-	ev := make([]evid, K*n)
-	busy := make([]bool, K)
+// turnEvidence sets m.ev and m.busy: each context's coverage and record edges in each
+// segment, and whether it had work at the switches before each segment (traced: a record
+// spans them), from what join recorded per sample (turnCover).
+func (a *Attributor) turnEvidence(d *devState, m *turnModel, chunk []psample) {
+	sc := &d.sc
+	n, segs := m.n, m.segs
+	ev := make([]turnEvid, m.K*n)
+	busy := make([]bool, m.K)
 	ctxOf := map[int32]int{}
-	for c, ctx := range sc.tCtx {
+	for c, ctx := range m.ctxs {
 		if ctx.slot >= 0 {
 			ctxOf[ctx.slot] = c
 		}
@@ -274,11 +331,19 @@ func (a *Attributor) turns(d *devState, chunk []psample) bool {
 			ev[k*n+c].cov /= secs
 		}
 	}
+	m.ev, m.busy = ev, busy
+}
+
+// emissions sets m.em, each context's likelihood of the evidence of each segment, and
+// m.rhoOf, from what earlier chunks taught (st.q: how often a context's turns hold one of its
+// record edges; st.rho: how often an untraced context has work at a switch).
+func (m *turnModel) emissions(st *turnState) {
+	n, K, ev := m.n, m.K, m.ev
 	if st.q == nil {
 		st.q = map[ctxKey][2]float64{}
 	}
 	qOf := make([]float64, n)
-	for c, ctx := range sc.tCtx {
+	for c, ctx := range m.ctxs {
 		q := st.q[ctx.key]
 		qOf[c] = min(0.95, max(0.05, (q[0]+0.5)/(q[1]+1)))
 	}
@@ -287,18 +352,18 @@ func (a *Attributor) turns(d *devState, chunk []psample) bool {
 	if st.rho == nil {
 		st.rho = map[ctxKey][2]float64{}
 	}
-	rhoOf := make([]float64, n)
-	for c, ctx := range sc.tCtx {
+	m.rhoOf = make([]float64, n)
+	for c, ctx := range m.ctxs {
 		r := st.rho[ctx.key]
-		rhoOf[c] = min(0.995, max(0.05, (r[0]+runUntraced*rhoPrior)/(r[0]+r[1]+rhoPrior)))
+		m.rhoOf[c] = min(0.995, max(0.05, (r[0]+runUntraced*rhoPrior)/(r[0]+r[1]+rhoPrior)))
 	}
-	em := make([]float64, K*n)
+	m.em = make([]float64, K*n)
 	for k := range K {
-		row := em[k*n : (k+1)*n]
-		for c, ctx := range sc.tCtx {
+		row := m.em[k*n : (k+1)*n]
+		for c, ctx := range m.ctxs {
 			e := ev[k*n+c]
 			switch {
-			case !busy[k] && ctx.key.kind == ctxUntraced:
+			case !m.busy[k] && ctx.key.kind == ctxUntraced:
 				row[c] = emitIdle
 			case ctx.key.kind == ctxUntraced:
 				row[c] = 1
@@ -318,111 +383,138 @@ func (a *Attributor) turns(d *devState, chunk []psample) bool {
 			}
 		}
 	}
+}
 
-	// Transitions of a cyclic order at the switch before segment k: the next context that has
-	// work, in the order.
-	runP := func(k, c int) float64 {
-		ctx := sc.tCtx[c]
-		switch {
-		case ctx.recordless():
-			return rhoOf[c]
-		case ev[k*n+c].run:
-			return runTraced
-		}
-		return runNotTraced
-	}
-	trans := func(order, pos []int, k int, A []float64) { // pos: positions(order)
-		for b := range n {
-			// A switch happened, so another context had work: the first in the order after b
-			// (b itself again only through a context that is no state, transSelf).
-			row := A[b*n : (b+1)*n]
-			skip := 1.0
-			var sum float64
-			for j := 1; j < n; j++ {
-				c := order[(pos[b]+j)%n]
-				p := runP(k, c)
-				row[c] = skip * p
-				sum += row[c]
-				skip *= 1 - p
-			}
-			for c := range n {
-				row[c] *= (1 - transSelf) / sum
-			}
-			row[b] = transSelf
-		}
-	}
-	stepF := func(p []float64, A []float64, out []float64) { // out = p A
-		clear(out)
-		for b := range n {
-			for c := range n {
-				out[c] += p[b] * A[b*n+c]
-			}
-		}
-	}
-	stepB := func(p []float64, A []float64, out []float64) { // out = A p
-		clear(out)
-		for b := range n {
-			for c := range n {
-				out[b] += A[b*n+c] * p[c]
-			}
-		}
-	}
-	norm := func(p []float64) float64 {
-		var s float64
-		for _, x := range p {
-			s += x
-		}
-		if s <= 0 || math.IsNaN(s) {
-			for i := range p {
-				p[i] = 1 / float64(len(p))
-			}
-			return 0
-		}
-		for i := range p {
-			p[i] /= s
-		}
-		return s
-	}
-	prior := make([]float64, n)
-	for c, ctx := range sc.tCtx {
+// prior is the owner distribution before the chunk's first segment: the last chunk's last
+// one for the contexts it had, and a little for every context (one may have come).
+func (st *turnState) prior(ctxs []turnCtx) []float64 {
+	prior := make([]float64, len(ctxs))
+	for c, ctx := range ctxs {
 		prior[c] = 1e-3
 		if i := slices.Index(st.keys, ctx.key); i >= 0 {
 			prior[c] += st.alpha[i]
 		}
 	}
-	norm(prior)
-	// The transitions into each segment and the forward distributions: of the best order so
-	// far (As, alpha), and of the order being scored (wAs, wAlpha), swapped when it is better.
-	As, alpha := make([]float64, K*n*n), make([]float64, K*n)
-	wAs, wAlpha := make([]float64, K*n*n), make([]float64, K*n)
-	tmp, tmp2 := make([]float64, n), make([]float64, n)
-	pos, buf := make([]int, n), make([]float64, 2*n)
-	forward := func(order []int, As, alpha []float64) float64 {
-		positions(order, pos)
-		var ll float64
-		for k, sg := range segs {
-			A := As[k*n*n : (k+1)*n*n]
-			trans(order, pos, k, A)
-			src := prior
-			if k > 0 {
-				src = alpha[(k-1)*n : k*n]
-			}
-			propagate(src, A, sg.steps, tmp, stepF, buf)
-			row := alpha[k*n : (k+1)*n]
-			for c := range n {
-				row[c] = tmp[c] * em[k*n+c]
-			}
-			ll += math.Log(max(norm(row), 1e-300))
-		}
-		return ll
-	}
+	normalize(prior)
+	return prior
+}
 
-	// The cyclic order: every one of the contexts (the first kept first), scored on this
-	// chunk, the best over the decayed history used.
+// runP is the chance that context c had work at the switch before segment k.
+func (m *turnModel) runP(k, c int) float64 {
+	ctx := m.ctxs[c]
+	switch {
+	case ctx.recordless():
+		return m.rhoOf[c]
+	case m.ev[k*m.n+c].run:
+		return runTraced
+	}
+	return runNotTraced
+}
+
+// trans sets A to the transitions of a cyclic order (pos: positions(order)) at the switch
+// before segment k: the next context that has work, in the order.
+func (m *turnModel) trans(order, pos []int, k int, A []float64) {
+	n := m.n
+	for b := range n {
+		// A switch happened, so another context had work: the first in the order after b
+		// (b itself again only through a context that is no state, transSelf).
+		row := A[b*n : (b+1)*n]
+		skip := 1.0
+		var sum float64
+		for j := 1; j < n; j++ {
+			c := order[(pos[b]+j)%n]
+			p := m.runP(k, c)
+			row[c] = skip * p
+			sum += row[c]
+			skip *= 1 - p
+		}
+		for c := range n {
+			row[c] *= (1 - transSelf) / sum
+		}
+		row[b] = transSelf
+	}
+}
+
+// stepForward sets out = p A (one switch forward; A is len(p) x len(p)).
+func stepForward(p []float64, A []float64, out []float64) {
+	n := len(p)
+	clear(out)
+	for b := range n {
+		for c := range n {
+			out[c] += p[b] * A[b*n+c]
+		}
+	}
+}
+
+// stepBackward sets out = A p (one switch backward).
+func stepBackward(p []float64, A []float64, out []float64) {
+	n := len(p)
+	clear(out)
+	for b := range n {
+		for c := range n {
+			out[b] += A[b*n+c] * p[c]
+		}
+	}
+}
+
+// normalize scales p to sum to one (uniform where it sums to nothing) and returns its sum
+// before (0 for none).
+func normalize(p []float64) float64 {
+	var s float64
+	for _, x := range p {
+		s += x
+	}
+	if s <= 0 || math.IsNaN(s) {
+		for i := range p {
+			p[i] = 1 / float64(len(p))
+		}
+		return 0
+	}
+	for i := range p {
+		p[i] /= s
+	}
+	return s
+}
+
+// forward runs the forward pass of a cyclic order into As (the transitions into each
+// segment) and alpha (the normalized forward distributions), and returns the order's
+// log-likelihood of the chunk.
+func (m *turnModel) forward(order []int, As, alpha []float64) float64 {
+	n := m.n
+	positions(order, m.pos)
+	var ll float64
+	for k, sg := range m.segs {
+		A := As[k*n*n : (k+1)*n*n]
+		m.trans(order, m.pos, k, A)
+		src := m.prior
+		if k > 0 {
+			src = alpha[(k-1)*n : k*n]
+		}
+		propagate(src, A, sg.steps, m.tmp, stepForward, m.buf)
+		row := alpha[k*n : (k+1)*n]
+		for c := range n {
+			row[c] = m.tmp[c] * m.em[k*n+c]
+		}
+		ll += math.Log(max(normalize(row), 1e-300))
+	}
+	return ll
+}
+
+// bestOrder scores every cyclic order of the contexts (the first kept first) on this chunk,
+// adds it to its decayed history (st.orders) and returns the best, whose forward pass it
+// leaves in m.As and m.alpha.
+func (m *turnModel) bestOrder(st *turnState, decay float64) []int {
+	K, n := m.K, m.n
+	// The transitions into each segment and the forward distributions: of the best order so
+	// far (m.As, m.alpha), and of the order being scored (wAs, wAlpha), swapped when it is
+	// better.
+	m.As, m.alpha = make([]float64, K*n*n), make([]float64, K*n)
+	wAs, wAlpha := make([]float64, K*n*n), make([]float64, K*n)
+	m.tmp, m.tmp2 = make([]float64, n), make([]float64, n)
+	m.pos, m.buf = make([]int, n), make([]float64, 2*n)
 	if st.orders == nil {
 		st.orders = map[string]float64{}
 	}
-	decay := math.Exp2(-float64(K) / orderHalfLife)
 	var best []int
 	bestScore := math.Inf(-1)
 	rest := make([]int, n-1)
@@ -431,12 +523,12 @@ func (a *Attributor) turns(d *devState, chunk []psample) bool {
 	}
 	permute(rest, func(p []int) {
 		order := append([]int{0}, p...)
-		key := orderKey(sc.tCtx, order)
-		score := st.orders[key]*decay + forward(order, wAs, wAlpha)
+		key := orderKey(m.ctxs, order)
+		score := st.orders[key]*decay + m.forward(order, wAs, wAlpha)
 		st.orders[key] = score
 		if score > bestScore {
 			best, bestScore = order, score
-			As, wAs, alpha, wAlpha = wAs, As, wAlpha, alpha
+			m.As, wAs, m.alpha, wAlpha = wAs, m.As, wAlpha, m.alpha
 		}
 	})
 	if len(st.orders) > 4*120 { // contexts came and went: forget orders of old sets
@@ -446,42 +538,51 @@ func (a *Attributor) turns(d *devState, chunk []psample) bool {
 			}
 		}
 	}
+	return best
+}
 
-	// Backward, and the owners.
-	beta := make([]float64, K*n)
-	gamma := make([]float64, K*n)
+// smooth runs the backward pass (m.beta) of the best order and sets each segment's owner
+// distribution given the whole chunk (m.gamma).
+func (m *turnModel) smooth() {
+	K, n := m.K, m.n
+	m.beta, m.gamma = make([]float64, K*n), make([]float64, K*n)
+	beta, gamma := m.beta, m.gamma
 	for c := range n {
 		beta[(K-1)*n+c] = 1
 	}
 	for k := K - 2; k >= 0; k-- {
 		for c := range n {
-			tmp[c] = em[(k+1)*n+c] * beta[(k+1)*n+c]
+			m.tmp[c] = m.em[(k+1)*n+c] * beta[(k+1)*n+c]
 		}
-		A := As[(k+1)*n*n : (k+2)*n*n]
-		propagate(tmp, A, segs[k+1].steps, beta[k*n:(k+1)*n], stepB, buf)
-		norm(beta[k*n : (k+1)*n])
+		A := m.As[(k+1)*n*n : (k+2)*n*n]
+		propagate(m.tmp, A, m.segs[k+1].steps, beta[k*n:(k+1)*n], stepBackward, m.buf)
+		normalize(beta[k*n : (k+1)*n])
 	}
 	for k := range K {
 		for c := range n {
-			gamma[k*n+c] = alpha[k*n+c] * beta[k*n+c]
+			gamma[k*n+c] = m.alpha[k*n+c] * beta[k*n+c]
 		}
-		norm(gamma[k*n : (k+1)*n])
+		normalize(gamma[k*n : (k+1)*n])
 	}
-	// The untraced contexts' turns taken and passed over, from the expected transitions of
-	// the switches counted once.
-	order := best
+}
+
+// learnRotation adds the untraced contexts' turns taken and passed over (st.rho), from the
+// expected transitions of the switches counted once, in the best order.
+func (m *turnModel) learnRotation(st *turnState, order []int, decay float64) {
+	K, n := m.K, m.n
+	pos := m.pos
 	positions(order, pos)
 	var taken, passed [maxTurnStates]float64
 	xi := make([]float64, n*n)
 	for k := 1; k < K; k++ {
-		if segs[k].steps != 1 {
+		if m.segs[k].steps != 1 {
 			continue
 		}
-		A := As[k*n*n : (k+1)*n*n]
+		A := m.As[k*n*n : (k+1)*n*n]
 		var z float64
 		for b := range n {
 			for c := range n {
-				x := alpha[(k-1)*n+b] * A[b*n+c] * em[k*n+c] * beta[k*n+c]
+				x := m.alpha[(k-1)*n+b] * A[b*n+c] * m.em[k*n+c] * m.beta[k*n+c]
 				xi[b*n+c] = x
 				z += x
 			}
@@ -502,50 +603,55 @@ func (a *Attributor) turns(d *devState, chunk []psample) bool {
 			}
 		}
 	}
-	for c, ctx := range sc.tCtx {
+	for c, ctx := range m.ctxs {
 		if ctx.recordless() {
 			r := st.rho[ctx.key]
 			st.rho[ctx.key] = [2]float64{r[0]*decay + taken[c], r[1]*decay + passed[c]}
 		}
 	}
-	// How often each context's turns hold one of its record edges (the emission's q).
-	for c, ctx := range sc.tCtx {
+}
+
+// learnEdges adds how often each context's turns hold one of its record edges (st.q, the
+// emission's q), over the segments in which the GPU worked and its records cover.
+func (m *turnModel) learnEdges(st *turnState, decay float64) {
+	n := m.n
+	for c, ctx := range m.ctxs {
 		if ctx.recordless() {
 			continue
 		}
 		q := st.q[ctx.key]
 		q[0] *= decay
 		q[1] *= decay
-		for k := range K {
-			if busy[k] && ev[k*n+c].cov > 0 {
-				g := gamma[k*n+c]
+		for k := range m.K {
+			if m.busy[k] && m.ev[k*n+c].cov > 0 {
+				g := m.gamma[k*n+c]
 				q[1] += g
-				if ev[k*n+c].edge {
+				if m.ev[k*n+c].edge {
 					q[0] += g
 				}
 			}
 		}
 		st.q[ctx.key] = q
 	}
-	st.keys, st.alpha = st.keys[:0], st.alpha[:0]
-	for c, ctx := range sc.tCtx {
-		st.keys = append(st.keys, ctx.key)
-		st.alpha = append(st.alpha, alpha[(K-1)*n+c])
-	}
+}
 
-	// Each sample's owner distribution: its segment's; a sample that holds switches averages
-	// the owners of the turns that pass in it (given the segments on both sides).
+// sampleOwners sets each sample's owner distribution (sc.tOwn) and doubt (sc.tUnc): its
+// segment's; a sample that holds switches averages the owners of the turns that pass in it
+// (passingOwners).
+func (a *Attributor) sampleOwners(d *devState, chunk []psample, m *turnModel) {
+	sc := &d.sc
+	st := &d.turn
+	n := m.n
 	sc.tOwn = grow(sc.tOwn, len(chunk)*n)
 	sc.tUnc = grow(sc.tUnc, len(chunk))
-	doubt := func(k int) float64 { return 1 - slices.Max(gamma[k*n:(k+1)*n]) }
 	next := 0 // the first segment after sample s
 	turn := make([]float64, n)
 	for s := range chunk {
 		row := sc.tOwn[s*n : (s+1)*n]
 		sc.tHas = append(sc.tHas, true)
 		if k := sc.tSeg[s]; k >= 0 {
-			copy(row, gamma[int(k)*n:int(k+1)*n])
-			sc.tUnc[s] = doubt(int(k))
+			copy(row, m.gamma[int(k)*n:int(k+1)*n])
+			sc.tUnc[s] = m.doubt(int(k))
 			next = int(k) + 1
 			continue
 		}
@@ -553,54 +659,63 @@ func (a *Attributor) turns(d *devState, chunk []psample) bool {
 			sc.tHas[s] = false
 			continue
 		}
-		before := prior
-		if next > 0 {
-			before = gamma[(next-1)*n : next*n]
-		}
-		var after, A []float64
-		m := max(st.pending+switchCount(st.marker), 1) // the run's switches, as far as the chunk goes
-		if next < K {
-			after, m, A = gamma[next*n:(next+1)*n], max(segs[next].steps, 1), As[next*n*n:(next+1)*n*n]
-		} else {
-			A = As[(K-1)*n*n : K*n*n]
-		}
 		switch {
-		case next > 0 && next < K:
-			sc.tUnc[s] = max(doubt(next-1), doubt(next))
+		case next > 0 && next < m.K:
+			sc.tUnc[s] = max(m.doubt(next-1), m.doubt(next))
 		case next > 0:
-			sc.tUnc[s] = doubt(next - 1)
+			sc.tUnc[s] = m.doubt(next - 1)
 		default:
-			sc.tUnc[s] = doubt(0)
+			sc.tUnc[s] = m.doubt(0)
 		}
-		first := min(m, int(sc.tCum[2*s]/ctxswPerSwitch))
-		last := min(m, max(first+1, int(math.Round(sc.tCum[2*s+1]/ctxswPerSwitch))))
-		clear(row)
-		for i := first; i <= last; i++ {
-			copy(turn, before)
-			for range min(i, 2*n) {
-				stepF(turn, A, tmp2)
-				copy(turn, tmp2)
+		// the run's switches, as far as the chunk goes
+		m.passingOwners(row, turn, next, sc.tCum[2*s], sc.tCum[2*s+1], max(st.pending+switchCount(st.marker), 1))
+	}
+}
+
+// doubt is how far segment k's owner is in doubt: 1 - its likeliest owner's probability.
+func (m *turnModel) doubt(k int) float64 { return 1 - slices.Max(m.gamma[k*m.n:(k+1)*m.n]) }
+
+// passingOwners sets row to the owner distribution of a switch sample before segment next:
+// the mean over the turns that pass in it (the run's switches from cumBefore to cumAfter
+// cycles; runSteps, the switches of a run the chunk ends in), each given the segments on both
+// sides; turn is its scratch.
+func (m *turnModel) passingOwners(row, turn []float64, next int, cumBefore, cumAfter float64, runSteps int) {
+	n, K := m.n, m.K
+	before := m.prior
+	if next > 0 {
+		before = m.gamma[(next-1)*n : next*n]
+	}
+	var after, A []float64
+	steps := runSteps
+	if next < K {
+		after, steps, A = m.gamma[next*n:(next+1)*n], max(m.segs[next].steps, 1), m.As[next*n*n:(next+1)*n*n]
+	} else {
+		A = m.As[(K-1)*n*n : K*n*n]
+	}
+	first := min(steps, int(cumBefore/ctxswPerSwitch))
+	last := min(steps, max(first+1, int(math.Round(cumAfter/ctxswPerSwitch))))
+	clear(row)
+	for i := first; i <= last; i++ {
+		copy(turn, before)
+		for range min(i, 2*n) {
+			stepForward(turn, A, m.tmp2)
+			copy(turn, m.tmp2)
+		}
+		if after != nil {
+			copy(m.tmp, after)
+			for range min(steps-i, 2*n) {
+				stepBackward(m.tmp, A, m.tmp2)
+				copy(m.tmp, m.tmp2)
 			}
-			if after != nil {
-				copy(tmp, after)
-				for range min(m-i, 2*n) {
-					stepB(tmp, A, tmp2)
-					copy(tmp, tmp2)
-				}
-				for c := range n {
-					turn[c] *= tmp[c]
-				}
-			}
-			norm(turn)
 			for c := range n {
-				row[c] += turn[c] / float64(last-first+1)
+				turn[c] *= m.tmp[c]
 			}
 		}
+		normalize(turn)
+		for c := range n {
+			row[c] += turn[c] / float64(last-first+1)
+		}
 	}
-	if turnsHook != nil {
-		turnsHook(chunk, sc.tCtx, sc.tOwn, sc.tHas)
-	}
-	return true
 }
 
 // switchCount is the likeliest number of switches in a run of switch samples holding cycles
