@@ -114,6 +114,7 @@ func (v *View) Snapshot() *snapshot.Snapshot {
 		}
 		return v.out
 	}
+	v.markLocked(in)
 	out := &snapshot.Snapshot{Time: in.Time}
 	for _, f := range in.Families {
 		var keep []snapshot.Sample
@@ -121,12 +122,8 @@ func (v *View) Snapshot() *snapshot.Snapshot {
 			if !v.detail && anyMatch(detailSeries, f.Desc, x) {
 				continue
 			}
-			if !v.zeros && anyMatch(fromFirstEvent, f.Desc, x) {
-				key := seriesKey(f.Desc, x)
-				if x.Value == 0 && !v.seen[key] {
-					continue
-				}
-				v.seen[key] = true // bounded: GPUs x the fixed reasons
+			if !v.zeros && anyMatch(fromFirstEvent, f.Desc, x) && !v.seen[seriesKey(f.Desc, x)] {
+				continue
 			}
 			keep = append(keep, x)
 		}
@@ -143,11 +140,20 @@ func (v *View) Snapshot() *snapshot.Snapshot {
 // reason that held between two scrapes (or a replay's frames, many a scrape) would otherwise
 // never appear, and which did would depend on when the scrapes came.
 func (v *View) Observe(s *snapshot.Snapshot) {
-	if s == nil || v.zeros {
+	if s == nil {
 		return
 	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
+	v.markLocked(s)
+}
+
+// markLocked marks the series of fromFirstEvent that are non-zero in s as seen (bounded: GPUs x
+// the fixed reasons); v.mu is held.
+func (v *View) markLocked(s *snapshot.Snapshot) {
+	if v.zeros {
+		return
+	}
 	for _, f := range s.Families {
 		for _, x := range f.Samples {
 			if x.Value != 0 && anyMatch(fromFirstEvent, f.Desc, x) {
