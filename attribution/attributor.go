@@ -14,6 +14,7 @@ import (
 
 	"github.com/cupti-exporter/cupti-exporter/activity"
 	"github.com/cupti-exporter/cupti-exporter/activity/record"
+	"github.com/cupti-exporter/cupti-exporter/attribution/turns"
 	"github.com/cupti-exporter/cupti-exporter/mapping"
 	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
 	"github.com/cupti-exporter/cupti-exporter/snapshot"
@@ -357,7 +358,7 @@ func (a *Attributor) gc(now time.Time) {
 						delete(d.carried, k)
 					}
 				}
-				delete(d.turn.q, tracedKey(ps))
+				d.turn.Forget(turns.TracedKey(ps.slot, ps.pid))
 			}
 			delete(a.procs, p)
 			a.slots[ps.slot] = nil

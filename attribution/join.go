@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/cupti-exporter/cupti-exporter/attribution/turns"
 	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
 
@@ -122,7 +123,7 @@ type devState struct {
 	lastBatch time.Time
 
 	carried map[rateKey]*classRate // rate estimator state by class id and process
-	turn    turnState              // whose turn each sample was (turns.go)
+	turn    turns.State            // whose turn each sample was (package turns)
 	// switches: its samples count context-switch cycles, so an untraced process NVML lists
 	// counts as active even in a period none of NVML's draws credited it (ownership.go
 	// tells its turns).
@@ -192,24 +193,17 @@ type scratch struct {
 	gapW             []float64 // gap (idle + untraced) weight of sample s
 	sobs             []int32   // observation of sample s with active untraced processes, -1
 	sobsAll          []int32   // the observations the chunk's samples meet
-	// Turns (turns.go): each traced process's covered time in sample s and whether one of its
-	// records starts or ends in it (entries tcOff[s]..tcOff[s+1]); the chunk's contexts, each
-	// sample's segment (-1: it holds a switch) and owner distribution over the contexts.
-	tcSlot []int32
-	tcCov  []float64
-	tcEv   []bool
-	tcOff  []int32
-	tCtx   []turnCtx
-	tSeg   []int32
-	tCum   []float64 // a switch sample's run cycles before and after it (2 per sample)
-	tUnc   []float64 // 1 - the likeliest owner's probability, by sample
+	// Turns (turns.go): what the records cover of each sample, the chunk's contexts (and the
+	// untraced ones' pods), each sample's owner distribution over them.
+	cover  turns.Cover
+	tCtx   []turns.Context
+	tPod   []podKey
+	owners turns.Owners
 	tOwnT  []float64 // byOwner's scratch: each context's time, room and weight in a sample
 	// unc is how far sample s's split rested on an estimate (0..1): NVML's period shares (1),
 	// records of several processes told apart by the rate fit alone (1), or an owner the
 	// turns left in doubt (1 - its probability).
 	unc     []float64
-	tOwn    []float64
-	tHas    []bool
 	upods   []podKey // pod of the untraced item -2-k
 	upodIdx map[podKey]int32
 	accU    []*acc // pod series of upods[k]
@@ -326,7 +320,7 @@ func (a *Attributor) resetJoin(sc *scratch) {
 	}
 	sc.itemLC, sc.itemProc, sc.itemW, sc.itemRun, sc.itemX = sc.itemLC[:0], sc.itemProc[:0], sc.itemW[:0], sc.itemRun[:0], sc.itemX[:0]
 	sc.off, sc.wsum, sc.gapW = append(sc.off[:0], 0), sc.wsum[:0], sc.gapW[:0]
-	sc.tcSlot, sc.tcCov, sc.tcEv, sc.tcOff = sc.tcSlot[:0], sc.tcCov[:0], sc.tcEv[:0], append(sc.tcOff[:0], 0)
+	sc.cover.Reset()
 	sc.active = sc.active[:0]
 }
 
@@ -444,14 +438,13 @@ func (a *Attributor) sampleItems(sc *scratch, ready []rec, lo, hi int64) (idleW,
 // coverTurns records the sample [lo, hi)'s entries for the turns (turns.go): each traced
 // process's covered time and whether one of its records starts or ends inside it.
 func (sc *scratch) coverTurns(ready []rec, lo, hi int64) {
-	first := len(sc.tcSlot)
 	for _, ri := range sc.active {
 		r := ready[ri]
 		if x, y := max(r.start, lo), min(r.end, hi); y > x && r.proc >= 0 {
-			sc.turnCover(first, r.proc, float64(y-x), (r.start > lo && r.start < hi) || (r.end > lo && r.end < hi))
+			sc.cover.Add(r.proc, float64(y-x), (r.start > lo && r.start < hi) || (r.end > lo && r.end < hi))
 		}
 	}
-	sc.tcOff = append(sc.tcOff, int32(len(sc.tcSlot)))
+	sc.cover.EndSample()
 }
 
 // local is the chunk's local class of class id c shared by every process (idle, untraced,

@@ -105,7 +105,9 @@ func (sc *scratch) shed() {
 	sc.itemLC2, sc.itemProc2, sc.itemW2, sc.itemRun2, sc.itemX2, sc.off2 = nil, nil, nil, nil, nil, nil
 	sc.active, sc.ev, sc.gs, sc.v, sc.sobs, sc.u, sc.uPre = nil, nil, nil, nil, nil, nil, nil
 	sc.sobsAll, sc.unc, sc.shared = nil, nil, nil
-	sc.tcSlot, sc.tcCov, sc.tcEv, sc.tcOff, sc.tSeg, sc.tCum, sc.tUnc, sc.tOwn, sc.tHas, sc.tOwnT = nil, nil, nil, nil, nil, nil, nil, nil, nil, nil
+	sc.tOwnT = nil
+	sc.cover.Shed()
+	sc.owners.Shed()
 }
 
 // scratchBytes sums the capacity of the join's reusable buffers.
@@ -113,13 +115,13 @@ func (sc *scratch) scratchBytes() int64 {
 	const i32, f64 = 4, 8
 	n := i32 * (cap(sc.itemLC) + cap(sc.itemProc) + cap(sc.off) + cap(sc.active) + cap(sc.loc) + cap(sc.slotOf) +
 		cap(sc.classes) + cap(sc.rows) + cap(sc.metrics) + cap(sc.sobs) + cap(sc.itemLC2) + cap(sc.itemProc2) + cap(sc.off2) + cap(sc.order) +
-		cap(sc.lpid) + cap(sc.sobsAll) + cap(sc.tcSlot) + cap(sc.tcOff) + cap(sc.tSeg))
+		cap(sc.lpid) + cap(sc.sobsAll))
 	n += f64 * (cap(sc.itemW) + cap(sc.wsum) + cap(sc.gs) + cap(sc.v) + cap(sc.exp) + cap(sc.r) + cap(sc.newA) +
 		cap(sc.priorA) + cap(sc.priorE) + cap(sc.gapW) + cap(sc.itemW2) + cap(sc.uPre) + 2*cap(sc.u) + cap(sc.part) +
 		cap(sc.itemRun) + cap(sc.itemRun2) + cap(sc.itemX) + cap(sc.itemX2) +
-		cap(sc.unc) + cap(sc.tcCov) + cap(sc.tCum) + cap(sc.tUnc) + cap(sc.tOwn) + cap(sc.tOwnT) +
+		cap(sc.unc) + cap(sc.tOwnT) +
 		cap(sc.expS) + cap(sc.newAS) + cap(sc.priorAS) + cap(sc.priorES))
 	n += 16*cap(sc.ev) + 8*(cap(sc.accK)+cap(sc.accP)+cap(sc.accU))
-	n += cap(sc.tcEv) + cap(sc.tHas) + cap(sc.shared) + 16*len(sc.locP) // the map's entries (key and value), not its overhead
-	return int64(n)
+	n += cap(sc.shared) + 16*len(sc.locP) // the map's entries (key and value), not its overhead
+	return int64(n) + sc.cover.Bytes() + sc.owners.Bytes()
 }

@@ -8,17 +8,7 @@ import (
 // The GPU's context-switch counter. Every switch between the contexts that time-slice a GPU
 // costs the front end cycles processing context-switch commands, which PM sampling counts
 // (gpu__gr_cycles_active_cmd_ctxsw): a sample without such cycles is one context's alone.
-// turns.go tells whose.
-
-const (
-	// ctxswMin is the switch cycles above which a sample holds a switch (measured on an H100,
-	// run BB: one switch costs 150,000-320,000; a sample without one counts 0, and one split
-	// across two samples leaves a few thousand in one of them).
-	ctxswMin = 50_000
-	// ctxswPerSwitch converts a run of samples' switch cycles into a number of switches (two
-	// switches 350,000-550,000, three 600,000-700,000: a turn cut short inside a run).
-	ctxswPerSwitch = 220_000
-)
+// Package turns tells whose (turns.CyclesPerSwitch: the cycles of one switch).
 
 // contextSwitchBase is the counter of context-switch cycles; chips name it with or without
 // the FE_A.TriageCompute triage prefix (the variant that fits a PM Sampling pass).

@@ -6,6 +6,8 @@ import (
 	"math/rand/v2"
 	"testing"
 	"time"
+
+	"github.com/cupti-exporter/cupti-exporter/attribution/turns"
 )
 
 const switchMetric = "FE_A.TriageCompute.gpu__gr_cycles_active_cmd_ctxsw.sum"
@@ -79,16 +81,15 @@ func TestOwnershipClassifiesTurns(t *testing.T) {
 	g := makeSlicedGPU(rand.New(rand.NewPCG(0, 21)), procs, span, 2*ms, true)
 	g.switches = true
 	var conf [3][3]int // truth (traced, untraced, both) x owner given (traced, untraced, split)
-	turnsHook = func(chunk []psample, ctxs []turnCtx, own []float64, has []bool) {
-		n := len(ctxs)
+	turnsHook = func(chunk []psample, ctxs []turns.Context, own *turns.Owners) {
 		for s, smp := range chunk {
-			if !has[s] {
+			if !own.Has(s) {
 				continue
 			}
 			var traced float64
 			for c, ctx := range ctxs {
-				if ctx.slot >= 0 {
-					traced += own[s*n+c]
+				if ctx.Slot >= 0 {
+					traced += own.Of(s)[c]
 				}
 			}
 			var ran [2]bool

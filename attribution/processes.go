@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cupti-exporter/cupti-exporter/attribution/turns"
 	"github.com/cupti-exporter/cupti-exporter/gpuprocs"
 )
 
@@ -247,10 +248,10 @@ func (a *Attributor) applyNVML(d *devState, chunk []psample, local func(int32) i
 		}
 		sc.sobs = append(sc.sobs, idx)
 	}
-	turns := a.turns(d, chunk)
+	byTurns := a.turns(d, chunk)
 	sc.unc = grow(sc.unc, len(chunk))
 
-	if !any && !turns {
+	if !any && !byTurns {
 		for s := range chunk {
 			sc.unc[s] = a.overlapping(d, s)
 		}
@@ -266,7 +267,7 @@ func (a *Attributor) applyNVML(d *devState, chunk []psample, local func(int32) i
 	}
 	untracedTurns := false
 	for _, ctx := range sc.tCtx {
-		untracedTurns = untracedTurns || ctx.recordless()
+		untracedTurns = untracedTurns || ctx.Recordless()
 	}
 	for s := range chunk {
 		lo, hi := sc.off[s], sc.off[s+1]
@@ -276,9 +277,9 @@ func (a *Attributor) applyNVML(d *devState, chunk []psample, local func(int32) i
 			// split by process says whose the counters are (docs/attribution.md, "MIG").
 			b.add(local(classUntraced), -1, sc.wsum[s], sc.wsum[s], sc.wsum[s])
 			sc.unc[s] = 1
-		case turns && sc.tHas[s] && a.owned(d, chunk, s):
+		case byTurns && sc.owners.Has(s) && a.owned(d, chunk, s):
 			a.byOwner(d, chunk, s, b)
-			sc.unc[s] = sc.tUnc[s]
+			sc.unc[s] = sc.owners.Doubt(s)
 			if untracedTurns {
 				// Whose turns an untraced process took the rotation says, not a record: within
 				// 5 % in some cases measured, off by 10-50 % in others (docs/attribution.md).
@@ -346,7 +347,7 @@ func (b *itemBuilder) podIndex(pod podKey) int32 {
 // record spans it (an idle sample keeps its idle and untraced gaps).
 func (a *Attributor) owned(d *devState, chunk []psample, s int) bool {
 	sc := &d.sc
-	return sc.tcOff[s+1] > sc.tcOff[s] || a.busy(chunk[s])
+	return sc.cover.Any(s) || a.busy(chunk[s])
 }
 
 // byOwner appends sample s's items split by its owner distribution (turns.go): a traced
@@ -364,7 +365,7 @@ func (a *Attributor) owned(d *devState, chunk []psample, s int) bool {
 func (a *Attributor) byOwner(d *devState, chunk []psample, s int, b *itemBuilder) {
 	sc := &d.sc
 	n := len(sc.tCtx)
-	g := sc.tOwn[s*n : (s+1)*n]
+	g := sc.owners.Of(s)
 	T := float64(chunk[s].end - chunk[s].start)
 	act := a.activeShare(chunk[s])
 	lo, hi := sc.off[s], sc.off[s+1]
@@ -372,20 +373,21 @@ func (a *Attributor) byOwner(d *devState, chunk []psample, s int, b *itemBuilder
 	// span; an untraced context, the whole sample) and its items' weight (ws).
 	sc.tOwnT = grow(sc.tOwnT, 3*n)
 	tm, room, ws := sc.tOwnT[:n], sc.tOwnT[n:2*n], sc.tOwnT[2*n:3*n]
-	switchSample := sc.tSeg[s] < 0
+	switchSample := sc.owners.Switch(s)
 	for c, ctx := range sc.tCtx {
 		room[c] = T
 		edge := false // one of its records starts or ends in the sample
-		if ctx.key.kind != ctxUntraced {
+		if ctx.Key.Kind != turns.Untraced {
 			room[c] = 0
-			for i := sc.tcOff[s]; i < sc.tcOff[s+1]; i++ {
-				if ctx.holds(sc.tcSlot[i]) {
-					room[c] = max(room[c], min(sc.tcCov[i], T)) // the MPS server's clients run side by side
-					edge = edge || sc.tcEv[i]
+			cov := &sc.cover
+			for i := cov.Off[s]; i < cov.Off[s+1]; i++ {
+				if ctx.Holds(cov.Slot[i]) {
+					room[c] = max(room[c], min(cov.Time[i], T)) // the MPS server's clients run side by side
+					edge = edge || cov.Edge[i]
 				}
 			}
 			for i := lo; i < hi; i++ {
-				if ctx.holds(sc.itemProc[i]) {
+				if ctx.Holds(sc.itemProc[i]) {
 					ws[c] += sc.itemW[i]
 				}
 			}
@@ -411,14 +413,14 @@ func (a *Attributor) byOwner(d *devState, chunk []psample, s int, b *itemBuilder
 	}
 	quiet = max(quiet, 0)
 	for c, ctx := range sc.tCtx {
-		if ctx.key.kind == ctxUntraced || tm[c] <= 0 {
+		if ctx.Key.Kind == turns.Untraced || tm[c] <= 0 {
 			continue
 		}
 		for i := lo; i < hi; i++ {
-			if ctx.holds(sc.itemProc[i]) {
+			if ctx.Holds(sc.itemProc[i]) {
 				nw := sc.itemW[i] * tm[c] / ws[c]
 				x := nw * act // alone in its turn, it ran its owned time while the GPU worked
-				if ctx.key.kind == ctxMPS {
+				if ctx.Key.Kind == turns.MPS {
 					x = sc.itemX[i] * g[c] // the MPS server's clients run side by side
 				}
 				b.add(sc.itemLC[i], sc.itemProc[i], nw, sc.itemRun[i], x)
@@ -429,8 +431,8 @@ func (a *Attributor) byOwner(d *devState, chunk []psample, s int, b *itemBuilder
 	// yet has a record in it) keep nothing: their time is the owners'.
 	b.add(b.local(classQuiet), -1, quiet, quiet, quiet)
 	for c, ctx := range sc.tCtx {
-		if ctx.key.kind == ctxUntraced {
-			b.untraced(ctx.class, ctx.pod, tm[c], tm[c]*act)
+		if ctx.Key.Kind == turns.Untraced {
+			b.untraced(ctx.Class, sc.tPod[c], tm[c], tm[c]*act)
 		}
 	}
 }

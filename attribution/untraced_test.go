@@ -11,6 +11,7 @@ import (
 
 	"github.com/cupti-exporter/cupti-exporter/activity"
 	"github.com/cupti-exporter/cupti-exporter/activity/record"
+	"github.com/cupti-exporter/cupti-exporter/attribution/turns"
 	"github.com/cupti-exporter/cupti-exporter/gpuprocs"
 	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
 	"github.com/cupti-exporter/cupti-exporter/snapshot"
@@ -33,7 +34,7 @@ type simProc struct {
 // kernels (rate bytes/ms) and spin kernels (none) of 0.5-3 ms with idle gaps.
 type sharedGPU struct {
 	procs []simProc
-	// switches: the PM samples count context-switch cycles (ctxswPerSwitch at every change
+	// switches: the PM samples count context-switch cycles (turns.CyclesPerSwitch at every change
 	// of the running process), as FE_A.TriageCompute.gpu__gr_cycles_active_cmd_ctxsw does.
 	switches bool
 	recs     [][]record.Record
@@ -144,7 +145,7 @@ func (g *sharedGPU) valueAt(s, e int64) []float64 {
 	var cycles float64
 	for i := max(g.search(s), 1); i < len(g.exec) && g.exec[i].start < e; i++ {
 		if g.exec[i].start >= s && g.exec[i].proc != g.exec[i-1].proc {
-			cycles += ctxswPerSwitch
+			cycles += turns.CyclesPerSwitch
 		}
 	}
 	return []float64{100 * active / float64(e-s), bytes, cycles, 100 * active / float64(e-s)}
@@ -261,9 +262,9 @@ func runShared(t *testing.T, g *sharedGPU, span int64) *snapshot.Snapshot {
 		}
 	}
 	for _, d := range a.devOrder {
-		for k := range d.turn.q {
-			if k.kind == ctxTraced {
-				t.Errorf("GPU %s still holds the turns of traced context %x after its process was collected", d.gpu, k.id)
+		for _, k := range d.turn.Remembered() {
+			if k.Kind == turns.Traced {
+				t.Errorf("GPU %s still holds the turns of traced context %x after its process was collected", d.gpu, k.ID)
 			}
 		}
 		for k := range d.carried {

@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -22,10 +21,9 @@ import (
 	"helm.sh/helm/v3/pkg/engine"
 	"sigs.k8s.io/yaml"
 
-	"github.com/cupti-exporter/cupti-exporter/activity"
-	"github.com/cupti-exporter/cupti-exporter/attribution"
-	"github.com/cupti-exporter/cupti-exporter/health"
-	"github.com/cupti-exporter/cupti-exporter/podresources"
+	// Linked for their descriptor tables (snapshot.Declared): every package the binary serves from.
+	_ "github.com/cupti-exporter/cupti-exporter/pipeline"
+	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
 
 const (
@@ -355,8 +353,8 @@ var notFromTheDemo = map[string]string{
 }
 
 // TestMetricNamesEmitted checks every used name against the names the exporter emits
-// in its --demo scrape (written by the e2e script), and the pod-resources names
-// against the podresources package, which --demo does not run.
+// in its --demo scrape (written by the e2e script), and against the families the packages
+// declare (snapshot.Declared): pod-resources, which --demo does not run, among them.
 func TestMetricNamesEmitted(t *testing.T) {
 	raw, err := os.ReadFile(demoNamesFile)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -373,11 +371,11 @@ func TestMetricNamesEmitted(t *testing.T) {
 		}
 	}
 	// Families the demo recording may not exercise (activity families depend on what the
-	// recorded workload did; pod-resources is off in --demo) are checked against the code.
-	// The health and fixed attribution families are listed by their packages too; the
-	// attributed per-metric families (cupti_kernel_<counter>, cupti_pod_<counter>) depend on
-	// the metrics sampled and are checked against the demo scrape only.
-	for _, d := range slices.Concat(podresources.Descs(), activity.Descs(), health.Descs(), attribution.Descs()) {
+	// recorded workload did; pod-resources is off in --demo) are checked against the code:
+	// every fixed family the packages declare. The attributed per-metric families
+	// (cupti_kernel_<counter>, cupti_pod_<counter>) depend on the metrics sampled and are
+	// in no table: they are checked against the demo scrape only.
+	for _, d := range snapshot.Declared() {
 		emitted[d.Name] = true
 	}
 	for _, r := range chartRules(t) { // the chart's recorded series: Prometheus writes them

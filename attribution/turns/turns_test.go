@@ -1,0 +1,110 @@
+package turns
+
+import (
+	"math"
+	"testing"
+)
+
+// samples is a chunk of 1 ms samples: cycles[s] the switch cycles of sample s (NaN: the
+// metrics lack the counter); every sample busy.
+type samples struct{ cycles []float64 }
+
+func (c samples) Len() int                   { return len(c.cycles) }
+func (c samples) Nanoseconds(int) int64      { return 1e6 }
+func (c samples) SwitchCycles(s int) float64 { return c.cycles[s] }
+func (c samples) Busy(int) bool              { return true }
+
+// TestChunkFollowsRecordEdges: two traced processes take turns of three samples; each turn
+// holds a record edge of its owner and records of both span it. The model gives each segment
+// to its owner, splits the switch samples and forgets a process when told.
+func TestChunkFollowsRecordEdges(t *testing.T) {
+	ctxs := []Context{
+		{Key: TracedKey(0, 100), Slot: 0, Class: -1},
+		{Key: TracedKey(1, 200), Slot: 1, Class: -1},
+	}
+	var smp samples
+	var cov Cover
+	cov.Reset()
+	var owner []int // by sample: the turn's owner, -1 for a switch sample
+	for turn := range 20 {
+		if turn > 0 {
+			smp.cycles = append(smp.cycles, CyclesPerSwitch)
+			cov.Add(0, 1e6, false)
+			cov.Add(1, 1e6, false)
+			cov.EndSample()
+			owner = append(owner, -1)
+		}
+		for i := range 3 {
+			smp.cycles = append(smp.cycles, 0)
+			cov.Add(0, 1e6, false)
+			cov.Add(1, 1e6, false)
+			cov.Add(int32(turn%2), 0, i == 1) // the owner's record ends in the turn
+			cov.EndSample()
+			owner = append(owner, turn%2)
+		}
+	}
+	if got := cov.Off[2] - cov.Off[1]; got != 2 {
+		t.Fatalf("a sample with two processes' records has %d cover entries, want 2 (one a process)", got)
+	}
+	var st State
+	var own Owners
+	if !st.Chunk(ctxs, smp, &cov, &own) {
+		t.Fatal("two contexts and a switch counter: the model did not run")
+	}
+	for s, o := range owner {
+		if !own.Has(s) {
+			t.Fatalf("sample %d has no owners", s)
+		}
+		if own.Switch(s) != (o < 0) {
+			t.Errorf("sample %d: switch %v, want %v", s, own.Switch(s), o < 0)
+		}
+		if o < 0 {
+			continue
+		}
+		if p := own.Of(s)[o]; p < 0.9 {
+			t.Errorf("sample %d: its owner %d has probability %.3f", s, o, p)
+		}
+		if d := own.Doubt(s); d > 0.1 || math.Abs(d-(1-own.Of(s)[o])) > 1e-12 {
+			t.Errorf("sample %d: doubt %.3f", s, d)
+		}
+	}
+	if n := len(st.Remembered()); n != 2 {
+		t.Errorf("the state remembers %d contexts, want 2", n)
+	}
+	st.Forget(ctxs[0].Key)
+	if r := st.Remembered(); len(r) != 1 || r[0] != ctxs[1].Key {
+		t.Errorf("after Forget the state remembers %v, want only %v", r, ctxs[1].Key)
+	}
+	if own.Bytes() <= 0 || cov.Bytes() <= 0 {
+		t.Errorf("buffers counted as %d and %d bytes", own.Bytes(), cov.Bytes())
+	}
+
+	// One context, or samples without the counter: no owners.
+	if st.Chunk(ctxs[:1], smp, &cov, &own) {
+		t.Error("one context: the model ran")
+	}
+	nan := samples{cycles: make([]float64, len(smp.cycles))}
+	for i := range nan.cycles {
+		nan.cycles[i] = math.NaN()
+	}
+	if st.Chunk(ctxs, nan, &cov, &own) {
+		t.Error("no switch counter: the model ran")
+	}
+}
+
+// TestOrderKeyIsCyclic: the same cycle listed from another context has one key; another cycle
+// another.
+func TestOrderKeyIsCyclic(t *testing.T) {
+	ctxs := []Context{{Key: Key{Traced, 7}}, {Key: Key{Untraced, 3}}, {Key: Key{MPS, 0}}, {Key: Key{Traced, 2}}}
+	if a, b := orderKey(ctxs, []int{0, 1, 2, 3}), orderKey(ctxs, []int{2, 3, 0, 1}); a != b {
+		t.Errorf("one cycle, two keys: %q %q", a, b)
+	}
+	if a, b := orderKey(ctxs, []int{0, 1, 2, 3}), orderKey(ctxs, []int{0, 2, 1, 3}); a == b {
+		t.Errorf("two cycles, one key %q", a)
+	}
+	seen := map[string]bool{}
+	permute([]int{1, 2, 3}, func(p []int) { seen[orderKey(ctxs, append([]int{0}, p...))] = true })
+	if len(seen) != 6 {
+		t.Errorf("the permutations of three contexts after the first gave %d cycles, want 6", len(seen))
+	}
+}
