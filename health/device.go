@@ -37,7 +37,8 @@ type gpuState struct {
 	staticRead  bool          // static holds them: read since the GPU was (re)identified
 	lastProcs   time.Time     // the previous process observation (WithProcessListener)
 	lastUtilTS  uint64        // newest per-process utilisation sample read (NVML's µs)
-	migOn       bool          // MIG mode was on at the last collection
+	migRead     bool          // migOn holds the MIG mode, read on the slow cadence
+	migOn       bool          // MIG mode was on at its last read
 
 	migs map[string]migPlacement // MIG UUID -> its GPU instance's placement, of the last collection
 }
@@ -45,12 +46,13 @@ type gpuState struct {
 // slowPeriod: the slow fields are read every slowPeriod (every collection when the interval is
 // as long) and repeated in between. They are the error and link counters (ECC, retired pages,
 // remapped rows, PCIe replays, NVLink state and errors), which change rarely and are more than
-// half of a collection's NVML calls (18 NVLink links × 6 calls on an H200), and the energy and
+// half of a collection's NVML calls (18 NVLink links × 6 calls on an H200), the energy and
 // clock-event (violation) counters, cumulative counters that dashboards and alerts read as
 // rates over minutes, and among NVML's dearest calls: on an H100 they were 0.26 s of the 0.44 s
-// health spent in 20 s of collections (docs/gpu-validation.md run BK). XID errors are events
-// and arrive at once; power, clocks, temperatures, utilisation and the clock-event reasons
-// are read every collection.
+// health spent in 20 s of collections (docs/gpu-validation.md run BK), and BAR1 memory and the
+// MIG mode (0.4 and 0.3 ms a call, run CA), which change rarely. XID errors are events and
+// arrive at once; power, clocks, temperatures, utilisation, the clock-event reasons and the
+// MIG instances' memory are read every collection.
 const slowPeriod = 10 * time.Second
 
 // slowEvery is how many collections of interval apart make slowPeriod (at least one).
@@ -156,12 +158,6 @@ func (g *gpuState) collect(b *builder, podOf func(uint32) (string, string, strin
 			add(decUtilDesc, float64(u)/100)
 		}
 	}
-	if !g.skip("bar1") {
-		if m, ret := g.dev.GetBAR1MemoryInfo(); g.ok("bar1", ret) {
-			add(bar1UsedDesc, float64(m.Bar1Used))
-			add(bar1TotalDesc, float64(m.Bar1Total))
-		}
-	}
 	if !g.skip("utilization") {
 		if u, ret := g.dev.GetUtilizationRates(); g.ok("utilization", ret) {
 			add(nvmlUtilDesc, float64(u.Gpu)/100)
@@ -212,6 +208,8 @@ func (g *gpuState) collect(b *builder, podOf func(uint32) (string, string, strin
 		}
 		g.collectCounters(keep)
 		g.collectErrors(keep)
+		g.collectBAR1(keep)
+		g.readMIGMode()
 	}
 	g.slowTick++
 	for _, c := range g.static {
@@ -364,18 +362,41 @@ func (g *gpuState) mpsClients() []nvml.ProcessInfo {
 	return clients
 }
 
-// collectMIG reports MIG mode and, when it is on, each MIG device's memory.
-func (g *gpuState) collectMIG(add func(*descT, float64, ...string)) {
+// collectBAR1 reads the BAR1 memory (0.4 ms of CPU a call on an H100, run CA), a slow field:
+// its size is fixed and its use changes with the mappings a process makes, not from one
+// second to the next.
+func (g *gpuState) collectBAR1(add func(*descT, float64, ...string)) {
+	if g.skip("bar1") {
+		return
+	}
+	if m, ret := g.dev.GetBAR1MemoryInfo(); g.ok("bar1", ret) {
+		add(bar1UsedDesc, float64(m.Bar1Used))
+		add(bar1TotalDesc, float64(m.Bar1Total))
+	}
+}
+
+// readMIGMode reads the MIG mode (0.3 ms of CPU a call on an H100, run CA) on the slow cadence:
+// it changes only when an administrator switches it on an idle GPU. A failed read leaves it
+// unknown (no MIG series) until the next one.
+func (g *gpuState) readMIGMode() {
+	g.migRead = false
 	if g.skip("mig") {
 		return
 	}
 	cur, _, ret := g.dev.GetMigMode()
-	if !g.ok("mig", ret) {
+	if g.ok("mig", ret) {
+		g.migRead, g.migOn = true, cur == nvml.DEVICE_MIG_ENABLE
+	}
+}
+
+// collectMIG reports the MIG mode (as last read) and, when it is on, each MIG device's
+// memory, read every collection.
+func (g *gpuState) collectMIG(add func(*descT, float64, ...string)) {
+	if !g.migRead {
 		return
 	}
-	add(migModeDesc, b01(cur == nvml.DEVICE_MIG_ENABLE))
-	g.migOn = cur == nvml.DEVICE_MIG_ENABLE
-	if cur != nvml.DEVICE_MIG_ENABLE {
+	add(migModeDesc, b01(g.migOn))
+	if !g.migOn {
 		g.migs = nil
 		return
 	}

@@ -130,6 +130,7 @@ func fakeGPU(d *server.Device, r *reading) {
 	d.GetComputeRunningProcessesFunc = func() ([]nvml.ProcessInfo, nvml.Return) { return r.procs, r.ret("processes") }
 	d.GetMPSComputeRunningProcessesFunc = func() ([]nvml.ProcessInfo, nvml.Return) { return r.mps, r.ret("mps_processes") }
 	d.GetProcessUtilizationFunc = func(uint64) ([]nvml.ProcessUtilizationSample, nvml.Return) { return nil, nvml.ERROR_NOT_FOUND }
+	d.GetMigModeFunc = func() (int, int, nvml.Return) { return d.MigMode, d.MigMode, r.ret("mig") }
 	d.GetSupportedEventTypesFunc = func() (uint64, nvml.Return) { return nvml.EventTypeXidCriticalError, nvml.SUCCESS }
 	d.RegisterEventsFunc = func(uint64, nvml.EventSet) nvml.Return { return nvml.SUCCESS }
 }
@@ -429,12 +430,15 @@ func TestMIGInstances(t *testing.T) {
 // of CPU each in run BK) as dear_calls/op.
 func BenchmarkCollect8GPUs(b *testing.B) {
 	srv, rs := newFakeServer(b)
-	var all, dear atomic.Int64
+	var all, dear, bar1MIG atomic.Int64
 	for _, r := range rs {
 		r.procs = []nvml.ProcessInfo{{Pid: 100, UsedGpuMemory: 1 << 30}}
 		r.all = &all
 		for _, f := range []string{"energy", "violation", "max_clock"} {
 			r.calls[f] = &dear
+		}
+		for _, f := range []string{"bar1", "mig"} {
+			r.calls[f] = &bar1MIG
 		}
 	}
 	src := New(srv, nil, WithoutEvents())
@@ -448,6 +452,7 @@ func BenchmarkCollect8GPUs(b *testing.B) {
 	}
 	b.ReportMetric(float64(all.Load())/float64(n), "nvml_calls/op")
 	b.ReportMetric(float64(dear.Load())/float64(n), "dear_calls/op")
+	b.ReportMetric(float64(bar1MIG.Load())/float64(n), "bar1_mig_calls/op")
 }
 
 // TestFamiliesLint serves a full collection through the exporter's registry and lints it
@@ -567,12 +572,14 @@ func TestMaxClocksReadOncePerIdentify(t *testing.T) {
 	want(9, 1755)
 }
 
-// TestCountersReadEveryTenth checks that the energy and clock-event (violation) counters are
-// read on the first collection and every tenth after it, repeated in between.
+// TestCountersReadEveryTenth checks that the energy and clock-event (violation) counters,
+// BAR1 memory and the MIG mode are read on the first collection and every tenth after it,
+// repeated in between.
 func TestCountersReadEveryTenth(t *testing.T) {
 	srv, rs := newFakeServer(t)
-	rs[0].calls["energy"] = &atomic.Int64{}
-	rs[0].calls["violation"] = &atomic.Int64{}
+	for _, f := range []string{"energy", "violation", "bar1", "mig"} {
+		rs[0].calls[f] = &atomic.Int64{}
+	}
 	src := New(srv, nil, WithoutEvents())
 	started(t, src)
 	for i := range 12 {
@@ -583,6 +590,12 @@ func TestCountersReadEveryTenth(t *testing.T) {
 		want := 123456.789
 		if i >= 10 {
 			want += 5
+		}
+		if v, ok := series(t, src.Snapshot(), "cupti_gpu_bar1_memory_used_bytes", map[string]string{"gpu": "0"}); !ok || v != 5<<20 {
+			t.Fatalf("collection %d: BAR1 used %v (present %v), want 5 MiB", i, v, ok)
+		}
+		if v, ok := series(t, src.Snapshot(), "cupti_gpu_mig_enabled", map[string]string{"gpu": "0"}); !ok || v != 0 {
+			t.Fatalf("collection %d: MIG mode %v (present %v), want 0", i, v, ok)
 		}
 		if v, ok := series(t, src.Snapshot(), "cupti_gpu_energy_joules_total", map[string]string{"gpu": "0"}); !ok || math.Abs(v-want) > 1e-6 {
 			t.Fatalf("collection %d: energy %v (present %v), want %v", i, v, ok, want)
@@ -596,6 +609,11 @@ func TestCountersReadEveryTenth(t *testing.T) {
 	}
 	if n := rs[0].calls["violation"].Load(); n != 2*int64(len(violationPolicies)) {
 		t.Errorf("violation counters read %d times in 12 collections, want %d", n, 2*len(violationPolicies))
+	}
+	for _, f := range []string{"bar1", "mig"} {
+		if n := rs[0].calls[f].Load(); n != 2 {
+			t.Errorf("%s read %d times in 12 collections, want 2", f, n)
+		}
 	}
 }
 

@@ -30,6 +30,12 @@ type Aggregator struct {
 	devs   map[int]*devAgg
 	mapped map[string]*mapped // by Perfworks name; nil value: unmappable
 	snap   atomic.Pointer[snapshot.Snapshot]
+	// What one Add and one build reuse (a.mu held): a batch's per-metric state, and how many
+	// families the previous build made.
+	batchMetrics []*mapped
+	batchSeries  []*series
+	batchBuckets []window.Bucket
+	nFamilies    int
 }
 
 type aggConfig struct {
@@ -97,11 +103,14 @@ type mapped struct {
 }
 
 type devAgg struct {
-	labels  []string // device label values
-	series  map[string]*series
-	order   []string // Perfworks names in first-seen order
-	samples uint64
-	dropped [len(dropReasons)]uint64
+	labels []string // device label values
+	// device labels plus one value (a reason, a call, a state, a metric), made once: every
+	// snapshot shares them (snapshots are read-only)
+	labelsWith map[string][]string
+	series     map[string]*series
+	order      []string // Perfworks names in first-seen order
+	samples    uint64
+	dropped    [len(dropReasons)]uint64
 	// outOfRange counts the guard's rejections by check; a series appears with the first one
 	outOfRange map[string]uint64
 	failures   [len(failureReasons)]uint64
@@ -123,9 +132,10 @@ type devAgg struct {
 }
 
 type series struct {
-	total float64
-	start time.Time
-	win   window.Window
+	labels []string // device and metric label values, made once (shared by every snapshot)
+	total  float64
+	start  time.Time
+	win    window.Window
 }
 
 // NewAggregator returns an aggregator for the devices and catalog of a source.
@@ -225,13 +235,15 @@ func (d *devAgg) addDecode(b pmdata.Batch) {
 // bucket each for their windows, every sample's span into the coverage and, for multiplexed
 // metrics, their observed time.
 func (a *Aggregator) addSamples(d *devAgg, b pmdata.Batch) {
-	ms := make([]*mapped, len(b.Metrics))
-	ss := make([]*series, len(b.Metrics))
-	buckets := make([]window.Bucket, len(b.Metrics))
+	n := len(b.Metrics)
+	ms := slices.Grow(a.batchMetrics[:0], n)[:n]
+	ss := slices.Grow(a.batchSeries[:0], n)[:n]
+	buckets := slices.Grow(a.batchBuckets[:0], n)[:n]
+	a.batchMetrics, a.batchSeries, a.batchBuckets = ms, ss, buckets
 	for j, name := range b.Metrics {
-		ms[j] = a.metric(name)
+		ms[j], ss[j] = a.metric(name), nil
 		if ms[j] != nil {
-			ss[j] = d.get(name)
+			ss[j] = d.get(name, ms[j])
 		}
 		buckets[j] = window.NewBucket()
 	}
@@ -298,22 +310,33 @@ func (a *Aggregator) dev(i int) *devAgg {
 		dv = pmdata.Device{Index: i}
 	}
 	d := &devAgg{
-		labels:    []string{strconv.Itoa(dv.Index), dv.UUID, dv.Model, dv.Chip, dv.PCIBusID},
-		series:    map[string]*series{},
-		multiplex: map[string]*window.Window{},
+		labels:     []string{strconv.Itoa(dv.Index), dv.UUID, dv.Model, dv.Chip, dv.PCIBusID},
+		series:     map[string]*series{},
+		multiplex:  map[string]*window.Window{},
+		labelsWith: map[string][]string{},
 	}
 	a.devs[i] = d
 	return d
 }
 
-func (d *devAgg) get(name string) *series {
+func (d *devAgg) get(name string, m *mapped) *series {
 	s := d.series[name]
 	if s == nil {
-		s = &series{}
+		s = &series{labels: slices.Clip(lbl(d.labels, m.labels...))}
 		d.series[name] = s
 		d.order = append(d.order, name)
 	}
 	return s
+}
+
+// with is the device's label values followed by v, made once per value.
+func (d *devAgg) with(v string) []string {
+	l, ok := d.labelsWith[v]
+	if !ok {
+		l = slices.Clip(lbl(d.labels, v))
+		d.labelsWith[v] = l
+	}
+	return l
 }
 
 // metric maps a Perfworks name once; an unmappable name is logged once and left out.
@@ -357,19 +380,29 @@ func (a *Aggregator) publish() {
 	a.build()
 }
 
-// families collects a snapshot's families while it is built.
-type families map[*snapshot.Desc]*snapshot.Family
-
-func (fams families) putSample(desc *snapshot.Desc, s snapshot.Sample) {
-	f := fams[desc]
-	if f == nil {
-		f = &snapshot.Family{Desc: desc}
-		fams[desc] = f
-	}
-	f.Samples = append(f.Samples, s)
+// families collects a snapshot's families while it is built: list is the snapshot's, made at
+// the previous build's count; a family's samples start with room for one a device.
+type families struct {
+	index   map[*snapshot.Desc]int
+	list    []snapshot.Family
+	devices int
 }
 
-func (fams families) put(desc *snapshot.Desc, labels []string, v float64, start time.Time) {
+func newFamilies(n, devices int) *families {
+	return &families{index: make(map[*snapshot.Desc]int, n), list: make([]snapshot.Family, 0, n), devices: devices}
+}
+
+func (fams *families) putSample(desc *snapshot.Desc, s snapshot.Sample) {
+	i, ok := fams.index[desc]
+	if !ok {
+		i = len(fams.list)
+		fams.index[desc] = i
+		fams.list = append(fams.list, snapshot.Family{Desc: desc, Samples: make([]snapshot.Sample, 0, fams.devices)})
+	}
+	fams.list[i].Samples = append(fams.list[i].Samples, s)
+}
+
+func (fams *families) put(desc *snapshot.Desc, labels []string, v float64, start time.Time) {
 	fams.putSample(desc, snapshot.Sample{LabelValues: labels, Value: v, Start: start})
 }
 
@@ -380,7 +413,7 @@ func lbl(dev []string, extra ...string) []string {
 // build makes and publishes a snapshot; a.mu is held.
 func (a *Aggregator) build() {
 	now := a.cfg.now()
-	fams := families{}
+	fams := newFamilies(a.nFamilies, max(len(a.devs), 1))
 	for _, idx := range sortedKeys(a.devs) {
 		d := a.devs[idx]
 		cutoff := sub(d.lastNS, a.cfg.window)
@@ -393,10 +426,10 @@ func (a *Aggregator) build() {
 		}
 	}
 	a.putStates(fams)
-	snap := &snapshot.Snapshot{Time: now}
-	for _, f := range fams {
+	a.nFamilies = len(fams.list)
+	snap := &snapshot.Snapshot{Time: now, Families: fams.list}
+	for _, f := range snap.Families {
 		slices.SortFunc(f.Samples, func(x, y snapshot.Sample) int { return slices.Compare(x.LabelValues, y.LabelValues) })
-		snap.Families = append(snap.Families, *f)
 	}
 	slices.SortFunc(snap.Families, func(x, y snapshot.Family) int { return cmp.Compare(x.Desc.Name, y.Desc.Name) })
 	a.snap.Store(snap)
@@ -405,10 +438,10 @@ func (a *Aggregator) build() {
 // putMetrics puts the device's sampled metrics: counter totals, and the window mean, max (and
 // min) of gauges and the observed share of multiplexed metrics unless the window is empty or
 // the device stale.
-func (a *Aggregator) putMetrics(fams families, d *devAgg, cutoff uint64, stale bool) {
+func (a *Aggregator) putMetrics(fams *families, d *devAgg, cutoff uint64, stale bool) {
 	for _, name := range d.order {
 		m, s := a.mapped[name], d.series[name]
-		labels := lbl(d.labels, m.labels...)
+		labels := s.labels
 		if m.kind == snapshot.KindCounter {
 			fams.put(m.m.Desc, labels, s.total, s.start)
 			continue
@@ -431,35 +464,35 @@ func (a *Aggregator) putMetrics(fams families, d *devAgg, cutoff uint64, stale b
 		w := d.multiplex[name]
 		w.Expire(cutoff)
 		if _, _, _, dur, ok := w.Stats(); ok && span > 0 && !stale {
-			fams.put(observedDesc, lbl(d.labels, name), min(dur/span, 1), time.Time{})
+			fams.put(observedDesc, d.with(name), min(dur/span, 1), time.Time{})
 		}
 	}
 }
 
 // putCounts puts the device's sample, drop, failure and loss counters: a reason's series from
 // its first event on (WithZeroReasons: from the start).
-func (a *Aggregator) putCounts(fams families, d *devAgg) {
+func (a *Aggregator) putCounts(fams *families, d *devAgg) {
 	fams.put(samplesDesc, d.labels, float64(d.samples), time.Time{})
 	zero := a.cfg.zeroReasons
 	for r, n := range d.dropped {
 		if n > 0 || zero {
-			fams.put(droppedDesc, lbl(d.labels, dropReasons[r]), float64(n), time.Time{})
+			fams.put(droppedDesc, d.with(dropReasons[r]), float64(n), time.Time{})
 		}
 	}
 	for _, check := range sortedKeys(d.outOfRange) {
-		fams.put(outOfRangeDesc, lbl(d.labels, check), float64(d.outOfRange[check]), time.Time{})
+		fams.put(outOfRangeDesc, d.with(check), float64(d.outOfRange[check]), time.Time{})
 	}
 	for r, n := range d.failures {
 		if n > 0 || zero {
-			fams.put(decodeFailuresDesc, lbl(d.labels, failureReasons[r]), float64(n), time.Time{})
+			fams.put(decodeFailuresDesc, d.with(failureReasons[r]), float64(n), time.Time{})
 		}
 	}
 	for r := range pmdata.LostReasons {
 		if d.lostNS[r] == 0 && d.lostN[r] == 0 && !zero {
 			continue
 		}
-		fams.put(lostSamplesDesc, lbl(d.labels, pmdata.LostReasons[r]), d.lostN[r], time.Time{})
-		fams.put(lostSecondsDesc, lbl(d.labels, pmdata.LostReasons[r]), d.lostNS[r]/1e9, time.Time{})
+		fams.put(lostSamplesDesc, d.with(pmdata.LostReasons[r]), d.lostN[r], time.Time{})
+		fams.put(lostSecondsDesc, d.with(pmdata.LostReasons[r]), d.lostNS[r]/1e9, time.Time{})
 	}
 	if d.overflows > 0 || zero {
 		fams.put(overflowsDesc, d.labels, float64(d.overflows), time.Time{})
@@ -467,7 +500,7 @@ func (a *Aggregator) putCounts(fams families, d *devAgg) {
 }
 
 // putCoverage puts the share of the window delivered samples cover, and the interval in effect.
-func (d *devAgg) putCoverage(fams families, cutoff uint64, stale bool) {
+func (d *devAgg) putCoverage(fams *families, cutoff uint64, stale bool) {
 	d.covered.Expire(cutoff)
 	d.uncovered.Expire(cutoff)
 	_, _, _, cov, okc := d.covered.Stats()
@@ -481,13 +514,13 @@ func (d *devAgg) putCoverage(fams families, cutoff uint64, stale bool) {
 }
 
 // putTiming puts the decode path's timings and the newest sample's time (WithTiming).
-func (d *devAgg) putTiming(fams families) {
+func (d *devAgg) putTiming(fams *families) {
 	if d.gaps.Count() > 0 {
 		fams.putSample(decodeGapDesc, snapshot.Sample{LabelValues: d.labels, Histogram: d.gaps.Value()})
 	}
 	fams.put(decodeDesc, d.labels, d.decode, time.Time{})
 	for i, sec := range d.cuptiCalls {
-		fams.put(cuptiCallDesc, lbl(d.labels, cuptiCalls[i]), sec, time.Time{})
+		fams.put(cuptiCallDesc, d.with(cuptiCalls[i]), sec, time.Time{})
 	}
 	if d.threadCPU > 0 {
 		fams.put(threadCPUDesc, d.labels, d.threadCPU, time.Time{})
@@ -498,7 +531,7 @@ func (d *devAgg) putTiming(fams families) {
 }
 
 // putStates puts every device's sampling state (WithStatus): the current one's series, or all.
-func (a *Aggregator) putStates(fams families) {
+func (a *Aggregator) putStates(fams *families) {
 	if a.cfg.status == nil {
 		return
 	}
@@ -506,7 +539,7 @@ func (a *Aggregator) putStates(fams families) {
 		d := a.dev(st.Device)
 		for _, s := range states {
 			if st.State == s || a.cfg.zeroReasons {
-				fams.put(stateDesc, lbl(d.labels, string(s)), b2f(st.State == s), time.Time{})
+				fams.put(stateDesc, d.with(string(s)), b2f(st.State == s), time.Time{})
 			}
 		}
 	}

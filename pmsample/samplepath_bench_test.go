@@ -4,6 +4,8 @@ package pmsample
 
 import (
 	"log/slog"
+	"runtime"
+	"runtime/metrics"
 	"testing"
 	"time"
 
@@ -21,7 +23,9 @@ import (
 // capture), 100 samples a decode as the 100 ms default decode period gives. The fake's own
 // calls cost next to nothing; out-of-cupti-ns/sample leaves out even that (the time the
 // exporter's call timers saw inside them), which is what the GPU stage perf compares with
-// the CUPTI calls' time (docs/performance.md).
+// the CUPTI calls' time (docs/performance.md). gc-cpu-ns/sample is the runtime's estimate of
+// the garbage collector's CPU (idle mark workers included: they take CPU an idle core would not
+// spend), which GOGC and GOMEMLIMIT trade against heap.
 func BenchmarkSamplePath(b *testing.B) {
 	const perDecode = 100
 	lib := pmtest.OpenFake(b)
@@ -52,11 +56,16 @@ func BenchmarkSamplePath(b *testing.B) {
 	}
 	r.collect(sink) // the first decode drops the sample that began before Start
 	samples, inCUPTI = 0, 0
+	runtime.GC()
+	gc0 := gcCPU()
 	b.ReportAllocs()
 	b.ResetTimer()
 	for range b.N {
 		r.collect(sink)
 	}
+	b.StopTimer()
+	runtime.GC() // the cycle in progress finishes: its cost is the loop's
+	gcNS := (gcCPU() - gc0) * 1e9
 	if samples < b.N*(perDecode-1) {
 		b.Fatalf("%d samples in %d decodes", samples, b.N)
 	}
@@ -64,4 +73,12 @@ func BenchmarkSamplePath(b *testing.B) {
 	b.ReportMetric(ns/float64(samples), "ns/sample")
 	b.ReportMetric((ns-float64(inCUPTI.Nanoseconds()))/float64(samples), "out-of-cupti-ns/sample")
 	b.ReportMetric(float64(len(r.groups[0].Metrics)), "metrics")
+	b.ReportMetric(gcNS/float64(samples), "gc-cpu-ns/sample")
+}
+
+// gcCPU is the runtime's estimate of the CPU seconds its garbage collector has spent.
+func gcCPU() float64 {
+	m := []metrics.Sample{{Name: "/cpu/classes/gc/total:cpu-seconds"}}
+	metrics.Read(m)
+	return m[0].Value.Float64()
 }

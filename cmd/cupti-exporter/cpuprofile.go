@@ -3,7 +3,9 @@
 package main
 
 import (
+	"fmt"
 	"os"
+	"runtime"
 	"runtime/pprof"
 	"strings"
 	"time"
@@ -11,7 +13,10 @@ import (
 
 // A build for the GPU stages only (`go build -tags cpuprofile`, scripts/gpu/prepare.sh): with
 // CUPTI_EXPORTER_CPUPROFILE=FILE,DELAY,SECONDS the process writes a CPU profile of SECONDS
-// (Go duration) starting DELAY after it starts. Release builds have no such variable.
+// (Go duration) starting DELAY after it starts, and beside it FILE.allocs0 and FILE.allocs1 (the
+// allocation profile at the window's start and end: `go tool pprof -base FILE.allocs0
+// FILE.allocs1` is what the window allocated) and FILE.memstats (the window's allocation and
+// collector figures). Release builds have no such variable.
 func init() {
 	spec := os.Getenv("CUPTI_EXPORTER_CPUPROFILE")
 	if spec == "" {
@@ -36,8 +41,27 @@ func init() {
 			f.Close()
 			return
 		}
+		var m0, m1 runtime.MemStats
+		writeAllocs(parts[0] + ".allocs0")
+		runtime.ReadMemStats(&m0)
 		time.Sleep(length)
+		runtime.ReadMemStats(&m1)
+		writeAllocs(parts[0] + ".allocs1")
 		pprof.StopCPUProfile()
 		f.Close()
+		secs := length.Seconds()
+		_ = os.WriteFile(parts[0]+".memstats", []byte(fmt.Sprintf(
+			"window %.1f s: allocated %.0f B/s in %.0f objects/s; %d collections (%.2f /s), collector CPU fraction since start %.4f; heap in use %d -> %d B, next GC at %d B, GOGC default\n",
+			secs, float64(m1.TotalAlloc-m0.TotalAlloc)/secs, float64(m1.Mallocs-m0.Mallocs)/secs, m1.NumGC-m0.NumGC,
+			float64(m1.NumGC-m0.NumGC)/secs, m1.GCCPUFraction, m0.HeapAlloc, m1.HeapAlloc, m1.NextGC)), 0o644)
 	}()
+}
+
+func writeAllocs(path string) {
+	f, err := os.Create(path)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	_ = pprof.Lookup("allocs").WriteTo(f, 0)
 }

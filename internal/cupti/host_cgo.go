@@ -286,15 +286,9 @@ func (h *Host) Evaluate(cd *CounterData, i int, out []float64) error {
 	if i < 0 {
 		return fmt.Errorf("evaluate: sample index %d", i)
 	}
-	// The params struct (Go memory) points at out (Go memory): pin out for the call.
-	var pin runtime.Pinner
-	pin.Pin(&out[0])
-	defer pin.Unpin()
-	p := C.CUpti_Profiler_Host_EvaluateToGpuValues_Params{
-		structSize:  C.CUpti_Profiler_Host_EvaluateToGpuValues_Params_STRUCT_SIZE,
-		pHostObject: h.c.obj, pCounterDataImage: cd.c.img, counterDataImageSize: cd.c.size,
-		rangeIndex: C.size_t(i), ppMetricNames: cd.c.names, numMetrics: C.size_t(len(cd.metrics)),
-		pMetricValues: (*C.double)(unsafe.Pointer(&out[0])),
-	}
-	return h.l.call(C.CX_FN_cuptiProfilerHostEvaluateToGpuValues, unsafe.Pointer(&p))
+	// The params live on the C stack (loader.h): no allocation a sample, and out, passed as an
+	// argument, needs no pinning.
+	r := C.cx_evaluate(h.l.c, h.c.obj, cd.c.img, cd.c.size, C.size_t(i), cd.c.names, C.size_t(len(cd.metrics)),
+		(*C.double)(unsafe.Pointer(&out[0])))
+	return h.l.result(C.CX_FN_cuptiProfilerHostEvaluateToGpuValues, r)
 }

@@ -220,7 +220,11 @@ func (l *Lib) callError(fn string, r C.CUptiResult) error {
 
 // call runs one params-shaped entry point and wraps its result.
 func (l *Lib) call(id C.int, p unsafe.Pointer) error {
-	r := C.cx_call(l.c, id, p)
+	return l.result(id, C.cx_call(l.c, id, p))
+}
+
+// result is the error of function id's result r (nil for success).
+func (l *Lib) result(id C.int, r C.CUptiResult) error {
 	if r == 0 { // the hot path (decode, evaluate per sample) builds no error text
 		return nil
 	}

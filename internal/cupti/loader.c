@@ -125,6 +125,38 @@ CUptiResult cx_call(cx_lib *l, int id, void *params) {
 	return l->fn[id](params);
 }
 
+cx_sample_info_result cx_sample_info(cx_lib *l, CUpti_PmSampling_Object *obj, const uint8_t *img, size_t size,
+				     size_t i) {
+	CUpti_PmSampling_CounterData_GetSampleInfo_Params p = {
+		.structSize = CUpti_PmSampling_CounterData_GetSampleInfo_Params_STRUCT_SIZE,
+		.pPmSamplingObject = obj,
+		.pCounterDataImage = img,
+		.counterDataImageSize = size,
+		.sampleIndex = i,
+	};
+	cx_sample_info_result res = {.r = cx_call(l, CX_FN_cuptiPmSamplingCounterDataGetSampleInfo, &p)};
+	if (res.r == 0) {
+		res.start = p.startTimestamp;
+		res.end = p.endTimestamp;
+	}
+	return res;
+}
+
+CUptiResult cx_evaluate(cx_lib *l, CUpti_Profiler_Host_Object *obj, const uint8_t *img, size_t size, size_t i,
+			const char **names, size_t n, double *out) {
+	CUpti_Profiler_Host_EvaluateToGpuValues_Params p = {
+		.structSize = CUpti_Profiler_Host_EvaluateToGpuValues_Params_STRUCT_SIZE,
+		.pHostObject = obj,
+		.pCounterDataImage = img,
+		.counterDataImageSize = size,
+		.rangeIndex = i,
+		.ppMetricNames = names,
+		.numMetrics = n,
+		.pMetricValues = out,
+	};
+	return cx_call(l, CX_FN_cuptiProfilerHostEvaluateToGpuValues, &p);
+}
+
 CUptiResult cx_get_version(cx_lib *l, uint32_t *v) { return l->getVersion ? l->getVersion(v) : 11; }
 CUptiResult cx_get_timestamp(cx_lib *l, uint64_t *ts) { return l->getTimestamp ? l->getTimestamp(ts) : 11; }
 

@@ -82,6 +82,18 @@ int cx_open_cuda(cx_lib *l, const char *path, char *err, size_t errlen);
 void cx_close(cx_lib *l);
 
 CUptiResult cx_call(cx_lib *l, int id, void *params);
+/* cx_sample_info and cx_evaluate are cuptiPmSamplingCounterDataGetSampleInfo and
+ * cuptiProfilerHostEvaluateToGpuValues, called once per sample each, with their params on the C
+ * stack: a Go params struct whose address goes to C escapes to the heap, two allocations a
+ * sample. */
+typedef struct cx_sample_info_result {
+	CUptiResult r;
+	uint64_t start, end;
+} cx_sample_info_result;
+cx_sample_info_result cx_sample_info(cx_lib *l, CUpti_PmSampling_Object *obj, const uint8_t *img, size_t size,
+				     size_t i);
+CUptiResult cx_evaluate(cx_lib *l, CUpti_Profiler_Host_Object *obj, const uint8_t *img, size_t size, size_t i,
+			const char **names, size_t n, double *out);
 CUptiResult cx_get_version(cx_lib *l, uint32_t *v);
 CUptiResult cx_get_timestamp(cx_lib *l, uint64_t *ts);
 const char *cx_result_string(cx_lib *l, CUptiResult r);

@@ -233,14 +233,15 @@ func (cd *CounterData) SampleTimes(i int) (start, end uint64, err error) {
 	if err := cd.usable(); err != nil {
 		return 0, 0, err
 	}
-	p := C.CUpti_PmSampling_CounterData_GetSampleInfo_Params{
-		structSize:        C.CUpti_PmSampling_CounterData_GetSampleInfo_Params_STRUCT_SIZE,
-		pPmSamplingObject: cd.s.c.obj, pCounterDataImage: cd.c.img, counterDataImageSize: cd.c.size,
-		sampleIndex: C.size_t(i)}
-	if err := cd.s.l.call(C.CX_FN_cuptiPmSamplingCounterDataGetSampleInfo, unsafe.Pointer(&p)); err != nil {
+	if i < 0 {
+		return 0, 0, fmt.Errorf("sample info: sample index %d", i)
+	}
+	// The params live on the C stack: no allocation a sample (loader.h).
+	res := C.cx_sample_info(cd.s.l.c, cd.s.c.obj, cd.c.img, cd.c.size, C.size_t(i))
+	if err := cd.s.l.result(C.CX_FN_cuptiPmSamplingCounterDataGetSampleInfo, res.r); err != nil {
 		return 0, 0, err
 	}
-	return uint64(p.startTimestamp), uint64(p.endTimestamp), nil
+	return uint64(res.start), uint64(res.end), nil
 }
 
 // Size is the image's size in bytes (0 once freed).

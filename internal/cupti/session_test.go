@@ -119,6 +119,19 @@ func TestPMSamplingCycle(t *testing.T) {
 		t.Errorf("sample 0 starts at %d, outside Start's [%d, %d]", start0, before, after)
 	}
 	checkSamples(t, h, cd, start0, 0, 5)
+	// The two calls made once a sample allocate nothing (their params were 2 heap objects a
+	// sample, and Evaluate pinned its output: issue 32's sample path).
+	out := make([]float64, 3)
+	if n := testing.AllocsPerRun(100, func() {
+		if _, _, err := cd.SampleTimes(1); err != nil {
+			t.Fatal(err)
+		}
+		if err := h.Evaluate(cd, 1, out); err != nil {
+			t.Fatal(err)
+		}
+	}); n != 0 {
+		t.Errorf("SampleTimes and Evaluate: %v allocations a sample, want 0", n)
+	}
 	if err := h.Evaluate(cd, 5, make([]float64, 3)); err == nil {
 		t.Error("Evaluate past the completed samples succeeded")
 	}

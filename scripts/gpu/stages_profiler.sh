@@ -178,8 +178,8 @@ pmcost_run() {
   scrape "$L/cost1-$name.txt"; local c1; c1=$(proc_cpu_s $pid); python3 scripts/gpu/threads.py $pid "$L/cost-thr0-$name.json" > "$L/cost-thr-$name.json"
   local rss; rss=$(proc_rss_mb $pid)
   local anon; anon=$(awk '/^Anonymous/ {printf "%.0f", $2/1024}' /proc/$pid/smaps_rollup)
-  python3 - "$L/cost0-$name.txt" "$L/cost1-$name.txt" "$c0" "$c1" "$secs" "$name" "$rss" "$anon" <<'PY' | tee -a "$S"
-import sys, re
+  python3 - "$L/cost0-$name.txt" "$L/cost1-$name.txt" "$c0" "$c1" "$secs" "$name" "$rss" "$anon" "$L/cost-thr-$name.json" <<'PY' | tee -a "$S"
+import sys, re, json
 def vals(f):
     out = {}
     for l in open(f):
@@ -196,8 +196,15 @@ us = lambda x: x * 1e6 / max(n, 1)
 print(f"{sys.argv[6]}: {n:.0f} samples in {sys.argv[5]} s, lost {lost:.0f}; process {us(cpu):.1f} us/sample, CUPTI calls {us(cu):.1f} "
       f"(decode {us(call('decode')):.1f}, evaluate {us(call('evaluate')):.1f}, reset {us(call('reset')):.1f}, sample_info {us(call('sample_info')):.1f}, session {us(call('session')):.1f}); "
       f"ratio {cpu / max(cu, 1e-9):.3f}; {100 * cpu / float(sys.argv[5]):.1f} % of a core; RSS {sys.argv[7]} MB (anonymous {sys.argv[8]} MB)")
+# The window's CPU by thread group (threads.py): Go's threads carry the binary's name (either
+# build's: cupti-exporter, cupti-exporter-), CUPTI's and the driver's name themselves.
+groups = {}
+for t, s in json.load(open(sys.argv[9])).items():
+    g = "go" if t.startswith("cupti-exporte") else t
+    groups[g] = groups.get(g, 0.0) + s
+print(f"  {sys.argv[6]} by thread, us/sample: " + ", ".join(f"{g} {us(s):.1f}" for g, s in sorted(groups.items(), key=lambda kv: -kv[1]))
+      + f" (threads' sum {us(sum(groups.values())):.1f}; Go's threads / CUPTI calls {groups.get('go', 0) / max(cu, 1e-9):.3f})")
 PY
-  say "  threads: $(cat "$L/cost-thr-$name.json")"
   [ -n "${PMCOST_LAG:-}" ] && pmcost_lag "$name"
   stop_exporter 9477
 }
@@ -221,7 +228,8 @@ pmcost_lag() {
 # build's first run ($OUT/cpu-pmcost-after.pprof, a cpuprofile build); this build without NVML
 # health; then, under an injected bf16 matmul (so attribution has a pod to join), this build at
 # the decode periods PMCOST_DP (100ms 250ms 1s 2s): CPU, RSS, the newest sample's age and the
-# attribution lag. About 3.5 minutes.
+# attribution lag. Every run's CPU is also split by thread group, in µs a sample (pmcost_run,
+# threads.py). About 3.5 minutes.
 stage_pmcostab() {
   say "== pmcostab (issue 32 item 5: before / after, decode periods)"
   mkdir -p /run/cupti-exporter
