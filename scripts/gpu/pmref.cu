@@ -9,6 +9,9 @@
 // MAX_SAMPLES is the counter data image's capacity; when a decode stops with
 // COUNTER_DATA_FULL the image is replaced by a fresh one of the same capacity (what the
 // exporter does), otherwise it is re-initialised. Single pass only (fails otherwise).
+// OUT.tsv "-" writes no samples (stage pmcostref: the CPU of the API path alone). At the end
+// it prints to stderr the time inside each CUPTI call and the process's CPU (every thread,
+// getrusage) from the first decode's sleep to the last decode, both in us a sample.
 #include <cuda.h>
 #include <cupti_activity.h>
 #include <cupti_pmsampling.h>
@@ -22,6 +25,7 @@
 #include <string>
 #include <thread>
 #include <vector>
+#include <sys/resource.h>
 
 #define CK(x) do { CUptiResult r_ = (x); if (r_ != CUPTI_SUCCESS) { const char* s_; cuptiGetResultString(r_, &s_); \
   fprintf(stderr, "%s:%d %s: %d %s\n", __FILE__, __LINE__, #x, (int)r_, s_); exit(1); } } while (0)
@@ -43,8 +47,9 @@ int main(int argc, char** argv) {
   double secs = atof(argv[1]); uint64_t interval = strtoull(argv[2], nullptr, 10);
   int decodeMs = atoi(argv[3]); uint32_t maxSamples = (uint32_t)atoi(argv[4]);
   std::vector<const char*> m = splitNames(argv[5]);
-  FILE* out = fopen(argv[6], "w");
-  if (!out) { perror(argv[6]); return 1; }
+  bool quiet = std::string(argv[6]) == "-";
+  FILE* out = quiet ? nullptr : fopen(argv[6], "w");
+  if (!quiet && !out) { perror(argv[6]); return 1; }
 
   cuInit(0);
   CUpti_Profiler_Initialize_Params ip{CUpti_Profiler_Initialize_Params_STRUCT_SIZE}; CK(cuptiProfilerInitialize(&ip));
@@ -85,12 +90,19 @@ int main(int argc, char** argv) {
 
   uint64_t startNs; CK(cuptiGetTimestamp(&startNs));
   CUpti_PmSampling_Start_Params st{CUpti_PmSampling_Start_Params_STRUCT_SIZE}; st.pPmSamplingObject = obj; CK(cuptiPmSamplingStart(&st));
-  fprintf(out, "# start_ns\t%llu\tchip\t%s\tdecode_ms\t%d\tmax_samples\t%u\n", (unsigned long long)startNs, cn.pChipName, decodeMs, maxSamples);
-  fprintf(out, "decode\tindex\tcompleted\tpopulated\tstop\tstart_ns\tend_ns");
-  for (auto x : m) fprintf(out, "\t%s", x);
-  fprintf(out, "\n");
+  if (out) {
+    fprintf(out, "# start_ns\t%llu\tchip\t%s\tdecode_ms\t%d\tmax_samples\t%u\n", (unsigned long long)startNs, cn.pChipName, decodeMs, maxSamples);
+    fprintf(out, "decode\tindex\tcompleted\tpopulated\tstop\tstart_ns\tend_ns");
+    for (auto x : m) fprintf(out, "\t%s", x);
+    fprintf(out, "\n");
+  }
 
   std::vector<double> vals(m.size());
+  auto cpuNow = [] { rusage ru; getrusage(RUSAGE_SELF, &ru); return ru.ru_utime.tv_sec + ru.ru_stime.tv_sec + (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6; };
+  using clk = std::chrono::steady_clock;
+  auto us = [](clk::time_point a, clk::time_point b) { return std::chrono::duration<double, std::micro>(b - a).count(); };
+  double tDecode = 0, tInfo = 0, tSample = 0, tEval = 0, tInit = 0;
+  double cpu0 = cpuNow();
   auto t0 = std::chrono::steady_clock::now();
   bool stopped = false;
   long fulls = 0, decodes = 0, samples = 0;
@@ -100,37 +112,53 @@ int main(int argc, char** argv) {
     else if (!stopped) std::this_thread::sleep_until(t0 + std::chrono::milliseconds((long)(decode + 1) * decodeMs));
     CUpti_PmSampling_DecodeData_Params dd{CUpti_PmSampling_DecodeData_Params_STRUCT_SIZE};
     dd.pPmSamplingObject = obj; dd.pCounterDataImage = cd.data(); dd.counterDataImageSize = cd.size();
+    auto c0 = clk::now();
     CK(cuptiPmSamplingDecodeData(&dd));
+    auto c1 = clk::now(); tDecode += us(c0, c1);
     decodes++;
     CUpti_PmSampling_GetCounterDataInfo_Params di{CUpti_PmSampling_GetCounterDataInfo_Params_STRUCT_SIZE};
     di.pCounterDataImage = cd.data(); di.counterDataImageSize = cd.size(); CK(cuptiPmSamplingGetCounterDataInfo(&di));
+    tInfo += us(c1, clk::now());
     for (size_t i = 0; i < di.numCompletedSamples; i++) {
       CUpti_PmSampling_CounterData_GetSampleInfo_Params si{CUpti_PmSampling_CounterData_GetSampleInfo_Params_STRUCT_SIZE};
       si.pPmSamplingObject = obj; si.pCounterDataImage = cd.data(); si.counterDataImageSize = cd.size(); si.sampleIndex = i;
+      auto s0 = clk::now();
       CK(cuptiPmSamplingCounterDataGetSampleInfo(&si));
+      auto s1 = clk::now(); tSample += us(s0, s1);
       CUpti_Profiler_Host_EvaluateToGpuValues_Params ev{CUpti_Profiler_Host_EvaluateToGpuValues_Params_STRUCT_SIZE};
       ev.pHostObject = host; ev.pCounterDataImage = cd.data(); ev.counterDataImageSize = cd.size();
       ev.ppMetricNames = m.data(); ev.numMetrics = m.size(); ev.rangeIndex = i; ev.pMetricValues = vals.data();
       CK(cuptiProfilerHostEvaluateToGpuValues(&ev));
+      tEval += us(s1, clk::now());
+      samples++;
+      if (!out) continue;
       fprintf(out, "%d\t%zu\t%zu\t%zu\t%d\t%llu\t%llu", decode, i, di.numCompletedSamples, di.numPopulatedSamples, (int)dd.decodeStopReason,
               (unsigned long long)si.startTimestamp, (unsigned long long)si.endTimestamp);
       for (double v : vals) fprintf(out, "\t%.6g", v);
       fprintf(out, "\n");
-      samples++;
     }
     if (dd.decodeStopReason == CUPTI_PM_SAMPLING_DECODE_STOP_REASON_COUNTER_DATA_FULL) {
       fulls++;
       std::vector<uint8_t> fresh(ds.counterDataSize);  // CUPTI refuses to re-initialise a full image
       cd.swap(fresh);
+      auto i0 = clk::now();
       initImage(obj, cd);
+      tInit += us(i0, clk::now());
       continue;  // decode again at once: records are waiting
     }
+    auto i0 = clk::now();
     initImage(obj, cd);
+    tInit += us(i0, clk::now());
     if (stopped && dd.decodeStopReason == CUPTI_PM_SAMPLING_DECODE_STOP_REASON_END_OF_RECORDS) break;
     if (stopped && decode > 100000) break;
   }
+  double cpu = cpuNow() - cpu0;
   CUpti_PmSampling_Disable_Params dp{CUpti_PmSampling_Disable_Params_STRUCT_SIZE}; dp.pPmSamplingObject = obj; CK(cuptiPmSamplingDisable(&dp));
-  fclose(out);
+  if (out) fclose(out);
   fprintf(stderr, "pmref: %ld decodes, %ld samples, %ld full images\n", decodes, samples, fulls);
+  double n = samples > 0 ? (double)samples : 1;
+  double calls = tDecode + tInfo + tSample + tEval + tInit;
+  fprintf(stderr, "pmref cost: process %.1f us/sample, CUPTI calls %.1f (decode %.1f, info %.1f, sample_info %.1f, evaluate %.1f, init %.1f); ratio %.3f\n",
+          cpu * 1e6 / n, calls / n, tDecode / n, tInfo / n, tSample / n, tEval / n, tInit / n, cpu * 1e6 / calls);
   return 0;
 }
