@@ -345,7 +345,6 @@ var notFromTheDemo = map[string]string{
 	"cupti_pm_decode_gap_seconds":          "only the live sampler times its decodes (pmsample/runner.go); the Prometheus check sees it from its live stand-in (live_standin_test.go)",
 	"cupti_pm_decode_gap_seconds_bucket":   "the classic buckets of cupti_pm_decode_gap_seconds (live sampler only)",
 	"cupti_pm_idle_released_seconds_total": "only the live sampler with idle release (pmsample/release.go); the Prometheus check sees it from its live stand-in (live_standin_test.go)",
-	"cupti_pm_idle_missed_seconds_total":   "only the live sampler with idle release (pmsample/release.go); the Prometheus check sees it from its live stand-in (live_standin_test.go)",
 	"cupti_nvlink_bytes_total":             "curated (mapping/curated.go); CUPTI offers NVLink counters only on multi-GPU hosts, the demo is a one-GPU H200",
 	"cupti_kernel_nvlink_bytes_total":      "attributed from cupti_nvlink_bytes_total (attribution/metrics.go, derived), which the one-GPU demo lacks; the Prometheus check sees it from the synthetic two-GPU replay",
 	"cupti_pod_nvlink_bytes_total":         "attributed from cupti_nvlink_bytes_total (attribution/metrics.go, derived), which the one-GPU demo lacks; the Prometheus check sees it from the synthetic two-GPU replay",
