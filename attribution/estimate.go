@@ -1,7 +1,6 @@
 package attribution
 
 import (
-	"cmp"
 	"math"
 	"slices"
 	"time"
@@ -509,8 +508,8 @@ func grow(s []float64, n int) []float64 {
 // sample of secs seconds (sc.part, in proportion to time x rate; the items' times add up to
 // secs, the sample's wsum): an item cannot be active longer than it ran (its time, times the
 // sample's ratio when the hardware gave one above 1), whatever rate the fit gave its class.
-// The excess goes to the other items in proportion to their shares (water filling), so the
-// sample's total is kept; it always fits.
+// The excess goes to the other items in proportion to their shares (water filling: package
+// waterfill), so the sample's total is kept; it always fits.
 //
 // An untraced process's item has no such bound: its time is an estimate (NVML's shares, the
 // turns), not a record's span, and where the estimate falls short the active time is still
@@ -524,20 +523,20 @@ func (sc *scratch) capActive(x, secs float64, lo, hi int32) {
 	}
 	bound := max(1, x/secs) // active seconds per second an item may take
 	estimated := func(j int32) bool { return sc.itemProc[lo+j] <= -2 }
-	limit := func(j int32) float64 {
-		if estimated(j) {
-			return math.Inf(1)
-		}
-		return max(sc.itemW[lo+j], sc.itemRun[lo+j]) / 1e9 * bound
-	}
+	sc.limit = sc.limit[:0]
 	over := false
 	for j := range hi - lo {
-		over = over || sc.part[j] > limit(j)
+		l := math.Inf(1)
+		if !estimated(j) {
+			l = max(sc.itemW[lo+j], sc.itemRun[lo+j]) / 1e9 * bound
+		}
+		sc.limit = append(sc.limit, l)
+		over = over || sc.part[j] > l
 	}
 	if !over {
 		return
 	}
-	left := sc.waterFill(x, hi-lo, limit)
+	left := sc.fill.Fill(x, sc.part, sc.limit)
 	// Every item with a share is full: what is left goes to the untraced processes' items
 	// without one, by their time, else to the items without one by their room.
 	var room, free float64
@@ -545,7 +544,7 @@ func (sc *scratch) capActive(x, secs float64, lo, hi int32) {
 		if estimated(j) {
 			free += sc.itemW[lo+j]
 		} else {
-			room += limit(j) - sc.part[j]
+			room += sc.limit[j] - sc.part[j]
 		}
 	}
 	for j := range hi - lo {
@@ -556,83 +555,7 @@ func (sc *scratch) capActive(x, secs float64, lo, hi int32) {
 				sc.part[j] += left * sc.itemW[lo+j] / free
 			}
 		case room > 0:
-			sc.part[j] += left * (limit(j) - sc.part[j]) / room
+			sc.part[j] += left * (sc.limit[j] - sc.part[j]) / room
 		}
 	}
-}
-
-// maxFillRounds is how many capping rounds waterFill runs before it sorts: a round is linear
-// and most samples need one or two, but a sample could need one per item (up to 8,192).
-const maxFillRounds = 8
-
-// waterFill shares x over the n items of sc.part in proportion to their parts, none above
-// its limit, and returns what it could not place (more than 0 only when every item with a
-// part is at its limit).
-func (sc *scratch) waterFill(x float64, n int32, limit func(int32) float64) float64 {
-	sc.order = sc.order[:0] // the items not yet at their limit
-	shares := 0.0
-	for j := range n {
-		sc.order = append(sc.order, j)
-		shares += sc.part[j]
-	}
-	left := x
-	// Cap the items over their limit at the current scale and share what is left among the
-	// others, until none is over: capping one only raises the others' scale, so an item over
-	// its limit stays over.
-	for round := 0; len(sc.order) > 0 && shares > 0; round++ {
-		if round == maxFillRounds {
-			return sc.fillSorted(left, limit)
-		}
-		scale := left / shares
-		k := 0
-		for _, j := range sc.order {
-			if l := limit(j); sc.part[j]*scale > l {
-				left -= l
-				sc.part[j] = l
-				continue
-			}
-			sc.order[k] = j
-			k++
-		}
-		if k == len(sc.order) { // none capped: the rest fit at this scale
-			for _, j := range sc.order {
-				sc.part[j] *= scale
-			}
-			return 0
-		}
-		sc.order = sc.order[:k]
-		shares = 0 // summed again, not subtracted: no rounding residue when only zero parts are left
-		for _, j := range sc.order {
-			shares += sc.part[j]
-		}
-	}
-	return left
-}
-
-// fillSorted ends waterFill in O(k log k) for the k items left in sc.order: by limit / part,
-// the items that fill first come first; each fills, or it and all after it fit at the scale
-// of what is left.
-func (sc *scratch) fillSorted(left float64, limit func(int32) float64) float64 {
-	slices.SortFunc(sc.order, func(p, q int32) int {
-		return cmp.Compare(limit(p)*sc.part[q], limit(q)*sc.part[p]) // limit/part, without dividing by 0
-	})
-	var shares float64
-	for _, j := range sc.order {
-		shares += sc.part[j]
-	}
-	for k, j := range sc.order {
-		if sc.part[j] == 0 { // sorted last: no item with a share is left
-			break
-		}
-		if scale := left / shares; sc.part[j]*scale <= limit(j) {
-			for _, r := range sc.order[k:] {
-				sc.part[r] *= scale
-			}
-			return 0
-		}
-		shares -= sc.part[j]
-		left -= limit(j)
-		sc.part[j] = limit(j)
-	}
-	return left
 }

@@ -151,62 +151,6 @@ func TestRateNeverExceedsKernelTime(t *testing.T) {
 	}
 }
 
-// TestWaterFill: on random items (some without a share, some far over their limit) the capped
-// split places exactly x, keeps every item within its limit, and leaves the items below their
-// limit in proportion to their shares; the capping rounds and the sorted fill agree.
-func TestWaterFill(t *testing.T) {
-	rng := rand.New(rand.NewPCG(7, 11))
-	for c := range 2000 {
-		n := int32(1 + rng.IntN(40))
-		var sc scratch
-		w := make([]float64, n)
-		var room float64
-		for j := range n {
-			w[j] = float64(1 + rng.IntN(1_000_000))
-			room += w[j] / 1e9
-			share := 0.0
-			if rng.IntN(5) > 0 {
-				share = math.Exp(10 * rng.Float64()) // shares over four orders of magnitude
-			}
-			sc.part = append(sc.part, share)
-		}
-		sc.itemW = w
-		limit := func(j int32) float64 { return w[j] / 1e9 }
-		x := room * rng.Float64()
-		orig := slices.Clone(sc.part)
-		sorted := scratch{itemW: w, part: slices.Clone(orig)}
-		for j := range n {
-			sorted.order = append(sorted.order, j)
-		}
-		leftSorted := sorted.fillSorted(x, limit)
-		left := sc.waterFill(x, n, limit)
-		var placed float64
-		for j := range n {
-			placed += sc.part[j]
-			if sc.part[j] > limit(j)*(1+1e-12) {
-				t.Fatalf("case %d: item %d got %g over its limit %g", c, j, sc.part[j], limit(j))
-			}
-			if !near(sc.part[j], sorted.part[j], 1e-9) {
-				t.Fatalf("case %d: item %d: rounds %g, sorted %g", c, j, sc.part[j], sorted.part[j])
-			}
-		}
-		if !near(placed+left, x, 1e-9) || !near(left, leftSorted, 1e-9) {
-			t.Fatalf("case %d: placed %g + left %g (sorted: %g), want %g", c, placed, left, leftSorted, x)
-		}
-		// Below their limits the items keep their shares' proportions.
-		var ratio float64
-		for j := range n {
-			if orig[j] > 0 && sc.part[j] < limit(j)*(1-1e-9) {
-				if r := sc.part[j] / orig[j]; ratio == 0 {
-					ratio = r
-				} else if !near(r, ratio, 1e-9) {
-					t.Fatalf("case %d: uncapped items scaled by %g and %g", c, ratio, r)
-				}
-			}
-		}
-	}
-}
-
 // TestCapActiveUntracedEstimate: an untraced process's time in a sample is an estimate, so it
 // does not bound its active seconds: a traced kernel the fit found inactive (rate 0) keeps
 // none of the tensor seconds the untraced process's rate claims, where a bound on the

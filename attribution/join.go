@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/cupti-exporter/cupti-exporter/attribution/turns"
+	"github.com/cupti-exporter/cupti-exporter/attribution/waterfill"
 	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
 
@@ -189,7 +190,8 @@ type scratch struct {
 	priorAS, priorES []float64
 	shared           []bool
 	part             []float64 // the parts of the current sample's items (estimate.go)
-	order            []int32   // the items in the order capActive fills them
+	limit            []float64 // the limits capActive gives the current sample's items
+	fill             waterfill.Filler
 	gapW             []float64 // gap (idle + untraced) weight of sample s
 	sobs             []int32   // observation of sample s with active untraced processes, -1
 	sobsAll          []int32   // the observations the chunk's samples meet

@@ -114,14 +114,14 @@ func (sc *scratch) shed() {
 func (sc *scratch) scratchBytes() int64 {
 	const i32, f64 = 4, 8
 	n := i32 * (cap(sc.itemLC) + cap(sc.itemProc) + cap(sc.off) + cap(sc.active) + cap(sc.loc) + cap(sc.slotOf) +
-		cap(sc.classes) + cap(sc.rows) + cap(sc.metrics) + cap(sc.sobs) + cap(sc.itemLC2) + cap(sc.itemProc2) + cap(sc.off2) + cap(sc.order) +
+		cap(sc.classes) + cap(sc.rows) + cap(sc.metrics) + cap(sc.sobs) + cap(sc.itemLC2) + cap(sc.itemProc2) + cap(sc.off2) +
 		cap(sc.lpid) + cap(sc.sobsAll))
 	n += f64 * (cap(sc.itemW) + cap(sc.wsum) + cap(sc.gs) + cap(sc.v) + cap(sc.exp) + cap(sc.r) + cap(sc.newA) +
-		cap(sc.priorA) + cap(sc.priorE) + cap(sc.gapW) + cap(sc.itemW2) + cap(sc.uPre) + 2*cap(sc.u) + cap(sc.part) +
+		cap(sc.priorA) + cap(sc.priorE) + cap(sc.gapW) + cap(sc.itemW2) + cap(sc.uPre) + 2*cap(sc.u) + cap(sc.part) + cap(sc.limit) +
 		cap(sc.itemRun) + cap(sc.itemRun2) + cap(sc.itemX) + cap(sc.itemX2) +
 		cap(sc.unc) + cap(sc.tOwnT) +
 		cap(sc.expS) + cap(sc.newAS) + cap(sc.priorAS) + cap(sc.priorES))
 	n += 16*cap(sc.ev) + 8*(cap(sc.accK)+cap(sc.accP)+cap(sc.accU))
 	n += cap(sc.shared) + 16*len(sc.locP) // the map's entries (key and value), not its overhead
-	return int64(n) + sc.cover.Bytes() + sc.owners.Bytes()
+	return int64(n) + sc.cover.Bytes() + sc.owners.Bytes() + sc.fill.Bytes()
 }

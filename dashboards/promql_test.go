@@ -334,22 +334,17 @@ func TestMetricNamesList(t *testing.T) {
 	}
 }
 
-// notFromTheDemo are names the demo scrape cannot show, with where they come from.
+// notFromTheDemo are names the demo scrape cannot show and no package declares
+// (snapshot.Declared), with where they come from.
 var notFromTheDemo = map[string]string{
-	"up":                                   "Prometheus adds it to every target",
-	"cupti_pm_sampling_state":              "only the live CUPTI sampler reports its state; a replay has none (pmsample/selfmetrics.go)",
-	"cupti_pm_observed_ratio":              "only emitted when --pmsample.multiplex makes metric groups take turns (pmsample/selfmetrics.go)",
-	"cupti_fp16_pipe_active_ratio":         "curated (mapping/curated.go) but needs a second pass on GH100: sampled with --pmsample.multiplex",
-	"cupti_fp16_pipe_active_max_ratio":     "curated (mapping/curated.go) but needs a second pass on GH100: sampled with --pmsample.multiplex",
-	"cupti_pm_sampling_interval_seconds":   "only the live CUPTI sampler reports the interval in effect; a replay has none (pmsample/aggregate.go)",
-	"cupti_pm_decode_gap_seconds":          "only the live sampler times its decodes (pmsample/runner.go); the Prometheus check sees it from its live stand-in (live_standin_test.go)",
-	"cupti_pm_decode_gap_seconds_bucket":   "the classic buckets of cupti_pm_decode_gap_seconds (live sampler only)",
-	"cupti_pm_idle_released_seconds_total": "only the live sampler with idle release (pmsample/release.go); the Prometheus check sees it from its live stand-in (live_standin_test.go)",
-	"cupti_pm_idle_missed_seconds_total":   "only the live sampler with idle release (pmsample/release.go); the Prometheus check sees it from its live stand-in (live_standin_test.go)",
-	"cupti_nvlink_bytes_total":             "curated (mapping/curated.go); CUPTI offers NVLink counters only on multi-GPU hosts, the demo is a one-GPU H200",
-	"cupti_kernel_nvlink_bytes_total":      "attributed from cupti_nvlink_bytes_total (attribution/metrics.go, derived), which the one-GPU demo lacks; the Prometheus check sees it from the synthetic two-GPU replay",
-	"cupti_pod_nvlink_bytes_total":         "attributed from cupti_nvlink_bytes_total (attribution/metrics.go, derived), which the one-GPU demo lacks; the Prometheus check sees it from the synthetic two-GPU replay",
-	"kube_pod_labels":                      "kube-state-metrics' pod labels, which the training rules join (docs/training.md); the Prometheus check serves them from a stand-in (training_e2e_test.go)",
+	"up":                                 "Prometheus adds it to every target",
+	"cupti_fp16_pipe_active_ratio":       "curated (mapping/curated.go) but needs a second pass on GH100: sampled with --pmsample.multiplex",
+	"cupti_fp16_pipe_active_max_ratio":   "curated (mapping/curated.go) but needs a second pass on GH100: sampled with --pmsample.multiplex",
+	"cupti_pm_decode_gap_seconds_bucket": "the classic buckets of cupti_pm_decode_gap_seconds (live sampler only)",
+	"cupti_nvlink_bytes_total":           "curated (mapping/curated.go); CUPTI offers NVLink counters only on multi-GPU hosts, the demo is a one-GPU H200",
+	"cupti_kernel_nvlink_bytes_total":    "attributed from cupti_nvlink_bytes_total (attribution/metrics.go, derived), which the one-GPU demo lacks; the Prometheus check sees it from the synthetic two-GPU replay",
+	"cupti_pod_nvlink_bytes_total":       "attributed from cupti_nvlink_bytes_total (attribution/metrics.go, derived), which the one-GPU demo lacks; the Prometheus check sees it from the synthetic two-GPU replay",
+	"kube_pod_labels":                    "kube-state-metrics' pod labels, which the training rules join (docs/training.md); the Prometheus check serves them from a stand-in (training_e2e_test.go)",
 }
 
 // TestMetricNamesEmitted checks every used name against the names the exporter emits
