@@ -101,7 +101,19 @@ func TestGPUSample(t *testing.T) {
 	var batches int
 	ctx, cancel := context.WithTimeout(context.Background(), secs)
 	defer cancel()
-	if err := s.Run(ctx, func(b pmdata.Batch) { decode += b.DecodeDuration; batches++; agg.Add(b) }); err != nil {
+	if err := s.Run(ctx, func(b pmdata.Batch) {
+		if batches < 2 || b.SkippedInvalid > 0 || b.DroppedFirst > 0 { // where the first and the invalid samples fall
+			first := uint64(0)
+			if len(b.Samples) > 0 {
+				first = b.Samples[0].Start
+			}
+			t.Logf("batch %d: %d samples (first starts %d), dropped first %d, invalid %d, incomplete %d", batches, len(b.Samples), first,
+				b.DroppedFirst, b.SkippedInvalid, b.Incomplete)
+		}
+		decode += b.DecodeDuration
+		batches++
+		agg.Add(b)
+	}); err != nil {
 		t.Fatal(err)
 	}
 	snap := agg.Snapshot()
