@@ -269,23 +269,28 @@ stage_pmcost() {
   kill $lp 2>/dev/null; wait $lp 2>/dev/null
 }
 
-# pmcostref (issue 32 item 5, run CL): the exporter beside NVIDIA's API path called directly at the
-# exporter's own settings, interleaved under one uninjected bf16 matmul: the exporter at the
-# defaults (1 ms, 100 ms decodes) without and with NVML health, then scripts/gpu/pmref.cu with the
-# same 12 metrics, 1 ms, 100 ms decodes into 216 slots (the exporter's image), 64 MiB, writing no
-# samples; PMCOST_ROUNDS (2) rounds of PMCOST_S (12) s. pmref prints its process CPU (every
-# thread) and the time inside each CUPTI call, both a sample: whatever CUPTI spends outside its
-# calls shows in its ratio too.
+# pmcostref (issue 32 item 5, runs CL, CO): the exporter beside NVIDIA's API path called directly
+# at the exporter's own settings, interleaved under one uninjected bf16 matmul: the exporter in
+# each variant of PMCOSTREF_RUNS (NAME:FLAGS separated by "|"; default the defaults and without
+# NVML health), then scripts/gpu/pmref.cu with the same 12 metrics, 1 ms, 100 ms decodes into
+# 216 slots (the exporter's image), 64 MiB, writing no samples; PMCOST_ROUNDS (2) rounds of
+# PMCOST_S (12) s. pmref prints its process CPU (every thread) and the time inside each CUPTI
+# call, both a sample: whatever CUPTI spends outside its calls shows in its ratio too.
 stage_pmcostref() {
   say "== pmcostref (issue 32 item 5: the exporter beside CUPTI called directly, 1 ms)"
   mkdir -p /run/cupti-exporter
   [ -x "$G/pmref" ] || nvcc -O2 -std=c++17 -o "$G/pmref" scripts/gpu/pmref.cu -I$I -L$LIB -lcupti -lnvperf_host -lnvperf_target -lcuda > "$L/build-pmref.log" 2>&1 ||
     { say "pmref build failed: $(grep -m3 -i error "$L/build-pmref.log")"; return 1; }
-  local secs=${PMCOST_S:-12} r
+  local secs=${PMCOST_S:-12} r v name flags
+  local runs=${PMCOSTREF_RUNS:-defaults:|no-health:--no-health.enabled}
   $W mm 600 > "$L/costref-load.log" 2>&1 & local lp=$!; sleep 4
   for r in $(seq 1 "${PMCOST_ROUNDS:-2}"); do
-    pmcost_run "no-health-$r" "$secs" --no-health.enabled
-    pmcost_run "defaults-$r" "$secs"
+    IFS='|' read -ra vs <<< "$runs"
+    for v in "${vs[@]}"; do
+      name=${v%%:*} flags=${v#*:}
+      # shellcheck disable=SC2086 # the variant's flags are words
+      pmcost_run "$name-$r" "$secs" $flags
+    done
     "$G/pmref" "$secs" 1000000 100 216 "$DEF12" - > "$L/pmref-cost-$r.log" 2>&1
     say "pmref-$r: $(grep -m1 'pmref:' "$L/pmref-cost-$r.log"); $(grep -m1 'pmref cost' "$L/pmref-cost-$r.log" || tail -2 "$L/pmref-cost-$r.log")"
   done
