@@ -271,8 +271,8 @@ stage_pmcost() {
 
 # pmcostref (issue 32 item 5, runs CL, CO): the exporter beside NVIDIA's API path called directly
 # at the exporter's own settings, interleaved under one uninjected bf16 matmul: the exporter in
-# each variant of PMCOSTREF_RUNS (NAME:FLAGS separated by "|"; default the defaults and without
-# NVML health), then scripts/gpu/pmref.cu with the same 12 metrics, 1 ms, 100 ms decodes into
+# each variant of PMCOSTREF_RUNS (NAME:WORDS separated by "|", WORDS the exporter's --flags and
+# VAR=VALUE for its environment; default the defaults and without NVML health), then scripts/gpu/pmref.cu with the same 12 metrics, 1 ms, 100 ms decodes into
 # 216 slots (the exporter's image), 64 MiB, writing no samples; PMCOST_ROUNDS (2) rounds of
 # PMCOST_S (12) s. pmref prints its process CPU (every thread) and the time inside each CUPTI
 # call, both a sample: whatever CUPTI spends outside its calls shows in its ratio too.
@@ -288,8 +288,10 @@ stage_pmcostref() {
     IFS='|' read -ra vs <<< "$runs"
     for v in "${vs[@]}"; do
       name=${v%%:*} flags=${v#*:}
-      # shellcheck disable=SC2086 # the variant's flags are words
-      pmcost_run "$name-$r" "$secs" $flags
+      # the variant's words: --flags for the exporter, VAR=VALUE for its environment
+      local envs=() args=() w
+      for w in $flags; do case $w in --*) args+=("$w") ;; *=*) envs+=("$w") ;; esac; done
+      ( [ ${#envs[@]} -gt 0 ] && export "${envs[@]}"; pmcost_run "$name-$r" "$secs" "${args[@]}" )
     done
     "$G/pmref" "$secs" 1000000 100 216 "$DEF12" - > "$L/pmref-cost-$r.log" 2>&1
     say "pmref-$r: $(grep -m1 'pmref:' "$L/pmref-cost-$r.log"); $(grep -m1 'pmref cost' "$L/pmref-cost-$r.log" || tail -2 "$L/pmref-cost-$r.log")"
