@@ -95,6 +95,20 @@ static nvmlReturn_t c_procutil(void) {
     if (s[i].timeStamp > util_seen) util_seen = s[i].timeStamp;
   return r;
 }
+// go-nvml's GetProcessUtilization asks for the size first (a NULL buffer: NVML answers
+// INSUFFICIENT_SIZE with the count), then reads: what that first call costs alone, and the v1
+// call that takes the caller's buffer in one call.
+static nvmlReturn_t c_procutil_size(void) {
+  unsigned n = 0;
+  nvmlReturn_t r = nvmlDeviceGetProcessUtilization(dev, NULL, &n, util_seen);
+  return r == NVML_ERROR_INSUFFICIENT_SIZE ? NVML_SUCCESS : r;
+}
+static nvmlReturn_t c_procsinfo(void) {
+  static nvmlProcessUtilizationInfo_v1_t s[256];
+  nvmlProcessesUtilizationInfo_t p = {.version = nvmlProcessesUtilizationInfo_v1, .processSamplesCount = 256,
+                                      .lastSeenTimeStamp = util_seen, .procUtilArray = s};
+  return nvmlDeviceGetProcessesUtilizationInfo(dev, &p);
+}
 static nvmlReturn_t c_mig(void) { unsigned cur, pend; return nvmlDeviceGetMigMode(dev, &cur, &pend); }
 static nvmlReturn_t c_ecc(void) { unsigned long long n; return nvmlDeviceGetTotalEccErrors(dev, NVML_MEMORY_ERROR_TYPE_CORRECTED, NVML_VOLATILE_ECC, &n); }
 static nvmlReturn_t c_remap(void) { unsigned a, b, c, d; return nvmlDeviceGetRemappedRows(dev, &a, &b, &c, &d); }
@@ -116,7 +130,8 @@ static const struct {
     {"GetViolationStatus(BOARD_LIMIT)", c_viol_board}, {"GetViolationStatus(LOW_UTILIZATION)", c_viol_lowutil},
     {"GetViolationStatus(RELIABILITY)", c_viol_rel}, {"GetViolationStatus(TOTAL_APP_CLOCKS)", c_viol_app},
     {"GetViolationStatus(TOTAL_BASE_CLOCKS)", c_viol_base}, {"GetComputeRunningProcesses", c_procs},
-    {"GetMPSComputeRunningProcesses", c_mps}, {"GetProcessUtilization", c_procutil}, {"GetMigMode", c_mig},
+    {"GetMPSComputeRunningProcesses", c_mps}, {"GetProcessUtilization", c_procutil},
+    {"GetProcessUtilization size query (NULL buffer)", c_procutil_size}, {"GetProcessesUtilizationInfo (v1, one call)", c_procsinfo}, {"GetMigMode", c_mig},
     {"GetTotalEccErrors (every 10 s)", c_ecc}, {"GetRemappedRows (every 10 s)", c_remap},
     {"GetPcieReplayCounter (every 10 s)", c_replay}, {"GetNvLinkState (every 10 s)", c_nvlink},
 };
