@@ -66,8 +66,8 @@ func serveGPM(t *testing.T) string {
 		dev.GetComputeRunningProcessesFunc = func() ([]nvml.ProcessInfo, nvml.Return) { return nil, nvml.SUCCESS }
 		devs = append(devs, pmdata.Device{Index: i, UUID: gpmUUIDs[i], Model: "NVIDIA H100 80GB HBM3", Chip: "GH100", PCIBusID: fmt.Sprintf("0000:%02x:00.0", 0x1b+i*0x10)})
 	}
-	states := func() []pmsample.DeviceStatus {
-		return []pmsample.DeviceStatus{{Device: 0, UUID: gpmUUIDs[0], State: pmsample.StateBusy}, {Device: 1, UUID: gpmUUIDs[1], State: pmsample.StateSampling}}
+	states := func() []pmdata.DeviceStatus {
+		return []pmdata.DeviceStatus{{Device: 0, UUID: gpmUUIDs[0], State: pmdata.StateBusy}, {Device: 1, UUID: gpmUUIDs[1], State: pmdata.StateSampling}}
 	}
 	m, err := mapping.New()
 	if err != nil {

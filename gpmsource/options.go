@@ -37,7 +37,7 @@ type config struct {
 	windowMin bool
 	mig       bool
 	devices   func() []pmdata.Device
-	pmStatus  func() []pmsample.DeviceStatus
+	pmStatus  func() []pmdata.DeviceStatus
 	pmFamily  func(name string) bool
 	procRoot  string
 	selfAll   bool
@@ -97,7 +97,7 @@ func WithPMDevices(f func() []pmdata.Device) Option {
 // WithPMStatus gives PM sampling's state per GPU ((*pmsample.Sampler).Status): in ModeFill GPM
 // reads a GPU while its state is other than sampling. Without it (no PM sampler) GPM reads
 // every GPU.
-func WithPMStatus(f func() []pmsample.DeviceStatus) Option {
+func WithPMStatus(f func() []pmdata.DeviceStatus) Option {
 	return func(c *config) { c.pmStatus = f }
 }
 

@@ -297,13 +297,13 @@ func (s *Source) wanted() func(uuid string) bool {
 	case s.cfg.mode == ModeOnly || s.cfg.pmStatus == nil:
 		return func(string) bool { return true }
 	}
-	st := map[string]pmsample.State{}
+	st := map[string]pmdata.State{}
 	for _, d := range s.cfg.pmStatus() {
 		st[strings.ToLower(d.UUID)] = d.State
 	}
 	return func(uuid string) bool {
 		state, ok := st[strings.ToLower(uuid)]
-		return ok && state != pmsample.StateSampling
+		return ok && state != pmdata.StateSampling
 	}
 }
 

@@ -52,8 +52,8 @@ func TestControllerWithSamplerFakeLib(t *testing.T) {
 	go func() { _ = c.Run(ctx); done <- struct{}{} }()
 	t.Cleanup(func() { cancel(); <-done; <-done })
 
-	waitFor(t, "device 0 idle-released", func() bool { return s.Status()[0].State == pmsample.StateIdle })
-	if st := s.Status(); !st[0].Ready || st[1].State != pmsample.StateSampling {
+	waitFor(t, "device 0 idle-released", func() bool { return s.Status()[0].State == pmdata.StateIdle })
+	if st := s.Status(); !st[0].Ready || st[1].State != pmdata.StateSampling {
 		t.Fatalf("status = %+v", st)
 	}
 	if n := cuptitest.Query(t, "sessions"); n != 1 {
@@ -62,7 +62,7 @@ func TestControllerWithSamplerFakeLib(t *testing.T) {
 	time.Sleep(50 * time.Millisecond)
 	t0 := time.Now()
 	fg[0].util.Store(10)
-	waitFor(t, "device 0 sampling again", func() bool { return s.Status()[0].State == pmsample.StateSampling })
+	waitFor(t, "device 0 sampling again", func() bool { return s.Status()[0].State == pmdata.StateSampling })
 	if d := time.Since(t0); d > 100*time.Millisecond {
 		t.Errorf("reacquire took %v with a 5 ms poll", d)
 	}

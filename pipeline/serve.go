@@ -433,7 +433,7 @@ type statusFunc func() []exporter.Status
 func (f statusFunc) Status() []exporter.Status { return f() }
 
 // samplerStatus turns the sampler's device states into exporter readiness.
-func samplerStatus(ds []pmsample.DeviceStatus) []exporter.Status {
+func samplerStatus(ds []pmdata.DeviceStatus) []exporter.Status {
 	out := make([]exporter.Status, 0, len(ds))
 	for _, d := range ds {
 		out = append(out, exporter.Status{Source: "pmsample", Device: strconv.Itoa(d.Device), Ready: d.Ready, Reason: d.Reason, Code: string(d.State)})

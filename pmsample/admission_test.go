@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
 )
 
 func TestAdmissionVerdict(t *testing.T) {
@@ -43,7 +45,7 @@ func TestAdmissionSaysWhatTheHostSustains(t *testing.T) {
 	r := runFake(t, "eval_cost_us=2000")
 	eventually(t, "an admission verdict", func() bool { return strings.Contains(r.s.Status()[0].Reason, "sustain") })
 	st := r.s.Status()[0]
-	if st.State != StateSampling || !st.Ready || !strings.Contains(st.Reason, "more than this host sustains") ||
+	if st.State != pmdata.StateSampling || !st.Ready || !strings.Contains(st.Reason, "more than this host sustains") ||
 		!strings.Contains(st.Reason, "--pmsample.backoff") || !strings.Contains(st.Reason, "samples/s") {
 		t.Fatalf("status = %+v; want sampling, ready, and a reason with the sustainable rate", st)
 	}

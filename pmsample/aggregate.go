@@ -42,7 +42,7 @@ type aggConfig struct {
 	window  time.Duration
 	refresh time.Duration
 	now     func() time.Time
-	status  func() []DeviceStatus
+	status  func() []pmdata.DeviceStatus
 	// The series an idle GPU does without by default (docs/sizing.md "An idle GPU").
 	windowMin   bool // the _min_ gauges
 	zeroReasons bool // every loss, drop and failure reason and sampling state, at 0 from the start
@@ -63,7 +63,7 @@ func WithWindow(d time.Duration) AggregatorOption {
 
 // WithStatus adds the per-device sampling state (cupti_pm_sampling_state) from f, typically
 // (*Sampler).Status.
-func WithStatus(f func() []DeviceStatus) AggregatorOption {
+func WithStatus(f func() []pmdata.DeviceStatus) AggregatorOption {
 	return func(c *aggConfig) { c.status = f }
 }
 

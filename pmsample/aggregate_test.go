@@ -227,8 +227,8 @@ func labelValues(m mapping.Metric) []string {
 }
 
 func TestAggregatorObservedRatioAndState(t *testing.T) {
-	status := []DeviceStatus{{Device: 0, State: StateBusy, Reason: "busy"}}
-	a, _, clk := newTestAggregator(t, WithStatus(func() []DeviceStatus { return status }), WithZeroReasons(true))
+	status := []pmdata.DeviceStatus{{Device: 0, State: pmdata.StateBusy, Reason: "busy"}}
+	a, _, clk := newTestAggregator(t, WithStatus(func() []pmdata.DeviceStatus { return status }), WithZeroReasons(true))
 	t0 := uint64(clk.now().UnixNano())
 	// Two groups take turns: sm for 1 s, pcie for 1 s, sm for 1 s, pcie for 1 s.
 	for i := range uint64(4) {
@@ -244,7 +244,7 @@ func TestAggregatorObservedRatioAndState(t *testing.T) {
 		}
 	}
 	for _, st := range states {
-		want := b2f(st == StateBusy)
+		want := b2f(st == pmdata.StateBusy)
 		if v := mustValue(t, s, "cupti_pm_sampling_state", string(st)); v != want {
 			t.Errorf("state{%s} = %v, want %v", st, v, want)
 		}
@@ -344,9 +344,9 @@ func TestAggregatorCUPTICallTimes(t *testing.T) {
 // state, and a loss, drop or failure reason's series from its first event on (docs/sizing.md
 // "An idle GPU"); WithZeroReasons serves every reason from the start, at 0.
 func TestAggregatorIdleSeriesByDefault(t *testing.T) {
-	status := []DeviceStatus{{Device: 0, State: StateSampling}}
+	status := []pmdata.DeviceStatus{{Device: 0, State: pmdata.StateSampling}}
 	for _, zero := range []bool{false, true} {
-		a, m, clk := newTestAggregator(t, WithStatus(func() []DeviceStatus { return status }), WithZeroReasons(zero))
+		a, m, clk := newTestAggregator(t, WithStatus(func() []pmdata.DeviceStatus { return status }), WithZeroReasons(zero))
 		sm := mappedAs(t, m, mSM, snapshot.KindGauge)
 		t0 := uint64(clk.now().UnixNano())
 		a.Add(pmdata.Batch{Device: 0, Metrics: []string{mSM}, DroppedFirst: 1, DecodeDuration: time.Millisecond,
@@ -367,12 +367,12 @@ func TestAggregatorIdleSeriesByDefault(t *testing.T) {
 		}
 		for _, zeroSeries := range [][]string{{"cupti_pm_samples_dropped_total", "invalid"}, {"cupti_pm_decode_failures_total", "image_full"},
 			{"cupti_pm_samples_lost_total", "gap"}, {"cupti_pm_lost_seconds_total", "stall"}, {"cupti_pm_overflows_total"},
-			{"cupti_pm_sampling_state", string(StateBusy)}} {
+			{"cupti_pm_sampling_state", string(pmdata.StateBusy)}} {
 			if v, ok := value(t, s, zeroSeries[0], zeroSeries[1:]...); ok != zero || v != 0 {
 				t.Errorf("zero=%v: %v = %v, served %v", zero, zeroSeries, v, ok)
 			}
 		}
-		if v := mustValue(t, s, "cupti_pm_sampling_state", string(StateSampling)); v != 1 {
+		if v := mustValue(t, s, "cupti_pm_sampling_state", string(pmdata.StateSampling)); v != 1 {
 			t.Errorf("state sampling = %v", v)
 		}
 		// The first gap brings its series, in samples and seconds.

@@ -127,7 +127,7 @@ func TestSamplerFakeLibOverflowRecreates(t *testing.T) {
 	eventually(t, "an overflow and samples after it", func() bool {
 		return r.c.sum(0, func(b pmdata.Batch) int { return b.Overflows }) >= 1 && r.c.sum(0, samplesOf) > 20
 	})
-	if st := r.s.Status()[0]; st.State != StateSampling {
+	if st := r.s.Status()[0]; st.State != pmdata.StateSampling {
 		t.Fatalf("status after overflow = %+v", st)
 	}
 }
@@ -153,7 +153,7 @@ func TestSamplerFakeLibBusyThenRecovers(t *testing.T) {
 	r := runFake(t, "busy_setconfig")
 	eventually(t, "both devices busy", func() bool {
 		st := r.s.Status()
-		return st[0].State == StateBusy && st[1].State == StateBusy
+		return st[0].State == pmdata.StateBusy && st[1].State == pmdata.StateBusy
 	})
 	// The snapshot shows it within its refresh period (1 s) although no batch arrives.
 	eventually(t, "state busy in the snapshot", func() bool {
@@ -163,7 +163,7 @@ func TestSamplerFakeLibBusyThenRecovers(t *testing.T) {
 	cuptitest.SetFaults(t, "")
 	eventually(t, "sampling after the counters were freed", func() bool {
 		st := r.s.Status()
-		return st[0].State == StateSampling && st[1].State == StateSampling && r.c.sum(0, samplesOf) > 0
+		return st[0].State == pmdata.StateSampling && st[1].State == pmdata.StateSampling && r.c.sum(0, samplesOf) > 0
 	})
 }
 
@@ -171,10 +171,10 @@ func TestSamplerFakeLibPrivileges(t *testing.T) {
 	r := runFake(t, "insufficient_privileges")
 	eventually(t, "state error with the remedy", func() bool {
 		st := r.s.Status()[0]
-		return st.State == StateError && strings.Contains(st.Reason, "NVreg_RestrictProfilingToAdminUsers")
+		return st.State == pmdata.StateError && strings.Contains(st.Reason, "NVreg_RestrictProfilingToAdminUsers")
 	})
 	cuptitest.SetFaults(t, "")
-	eventually(t, "sampling after the retry", func() bool { return r.s.Status()[0].State == StateSampling })
+	eventually(t, "sampling after the retry", func() bool { return r.s.Status()[0].State == pmdata.StateSampling })
 }
 
 func TestSamplerFakeLibRejects19Passes(t *testing.T) {
@@ -217,7 +217,7 @@ func TestSamplerFakeLibPauseReleasesCounters(t *testing.T) {
 	r.s.Resume()
 	eventually(t, "sessions retaken", func() bool {
 		st := r.s.Status()
-		return cuptitest.Query(t, "sessions") == 2 && st[0].State == StateSampling && st[1].State == StateSampling
+		return cuptitest.Query(t, "sessions") == 2 && st[0].State == pmdata.StateSampling && st[1].State == pmdata.StateSampling
 	})
 	// Busy on resume (another profiler took the counters meanwhile): busy, then recovers.
 	if err := r.s.Pause(context.Background(), 0); err != nil {
@@ -225,9 +225,9 @@ func TestSamplerFakeLibPauseReleasesCounters(t *testing.T) {
 	}
 	cuptitest.SetFaults(t, "busy_setconfig")
 	r.s.Resume()
-	eventually(t, "busy after resume", func() bool { return r.s.Status()[0].State == StateBusy })
+	eventually(t, "busy after resume", func() bool { return r.s.Status()[0].State == pmdata.StateBusy })
 	cuptitest.SetFaults(t, "")
-	eventually(t, "sampling again", func() bool { return r.s.Status()[0].State == StateSampling })
+	eventually(t, "sampling again", func() bool { return r.s.Status()[0].State == pmdata.StateSampling })
 }
 
 func TestSamplerFakeLibPlansAgainWithAvailability(t *testing.T) {

@@ -241,7 +241,7 @@ func TestSamplerDropsFirstSample(t *testing.T) {
 			}
 		}
 	}
-	if st := s.Status()[0]; st.State != StateSampling || !st.Ready {
+	if st := s.Status()[0]; st.State != pmdata.StateSampling || !st.Ready {
 		t.Fatalf("status = %+v, want sampling and ready", st)
 	}
 }
@@ -282,7 +282,7 @@ func TestSamplerBusyThenRecovers(t *testing.T) {
 	c := start(t, s)
 	eventually(t, "device 0 busy while device 1 samples", func() bool {
 		st := s.Status()
-		return st[0].State == StateBusy && c.sum(1, samplesOf) > 10
+		return st[0].State == pmdata.StateBusy && c.sum(1, samplesOf) > 10
 	})
 	if st := s.Status()[0]; st.Ready || !strings.Contains(st.Reason, "busy") {
 		t.Fatalf("busy status = %+v, want not ready with a reason", st)
@@ -291,7 +291,7 @@ func TestSamplerBusyThenRecovers(t *testing.T) {
 		t.Fatal("busy device delivered samples")
 	}
 	busy.set(func(p *scriptPM) { p.busyLeft = 0 })
-	eventually(t, "device 0 sampling", func() bool { return s.Status()[0].State == StateSampling && c.sum(0, samplesOf) > 0 })
+	eventually(t, "device 0 sampling", func() bool { return s.Status()[0].State == pmdata.StateSampling && c.sum(0, samplesOf) > 0 })
 	// Every failed attempt released the session before the next one.
 	log := busy.log()
 	for i, call := range log {
@@ -307,10 +307,10 @@ func TestSamplerPrivilegesErrorThenRetry(t *testing.T) {
 	s := newTestSampler(t, []*scriptPM{pm}, oneGroup)
 	start(t, s)
 	eventually(t, "state error", func() bool {
-		return s.Status()[0].State == StateError && strings.Contains(s.Status()[0].Reason, "CAP_PERFMON")
+		return s.Status()[0].State == pmdata.StateError && strings.Contains(s.Status()[0].Reason, "CAP_PERFMON")
 	})
 	pm.set(func(p *scriptPM) { p.privLeft = 0 })
-	eventually(t, "sampling after the retry", func() bool { return s.Status()[0].State == StateSampling })
+	eventually(t, "sampling after the retry", func() bool { return s.Status()[0].State == pmdata.StateSampling })
 }
 
 func TestSamplerPauseResumeHTTP(t *testing.T) {
@@ -335,7 +335,7 @@ func TestSamplerPauseResumeHTTP(t *testing.T) {
 		return resp.StatusCode, body
 	}
 	code, body := post("/api/v1/pm-sampling/pause")
-	if code != http.StatusOK || len(body.Devices) != 1 || body.Devices[0].State != StatePaused {
+	if code != http.StatusOK || len(body.Devices) != 1 || body.Devices[0].State != pmdata.StatePaused {
 		t.Fatalf("pause: %d %+v", code, body)
 	}
 	if log := pm.log(); !pm.released() {
@@ -357,7 +357,7 @@ func TestSamplerPauseResumeHTTP(t *testing.T) {
 	if code != http.StatusOK || body.Devices[0].PausedUntil.IsZero() {
 		t.Fatalf("timed pause: %d %+v", code, body)
 	}
-	eventually(t, "automatic resume", func() bool { return s.Status()[0].State == StateSampling })
+	eventually(t, "automatic resume", func() bool { return s.Status()[0].State == pmdata.StateSampling })
 
 	if code, body = post("/api/v1/pm-sampling/pause?duration=soon"); code != http.StatusBadRequest || body.Error == "" {
 		t.Fatalf("bad duration: %d %+v", code, body)

@@ -1,6 +1,9 @@
 package pmsample
 
-import "github.com/cupti-exporter/cupti-exporter/snapshot"
+import (
+	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
+	"github.com/cupti-exporter/cupti-exporter/snapshot"
+)
 
 // Self-metrics of PM sampling: one series per device (and reason, state or metric).
 var (
@@ -45,4 +48,4 @@ const (
 var cuptiCalls = [...]string{"decode", "sample_info", "evaluate", "reset", "session"}
 
 // States a device can be in; every one is reported, 1 for the current.
-var states = [...]State{StateSampling, StatePaused, StateBusy, StateError, StateIdle, StateYielded}
+var states = [...]pmdata.State{pmdata.StateSampling, pmdata.StatePaused, pmdata.StateBusy, pmdata.StateError, pmdata.StateIdle, pmdata.StateYielded}
