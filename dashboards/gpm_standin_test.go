@@ -17,7 +17,7 @@ import (
 	"github.com/cupti-exporter/cupti-exporter/exporter"
 	"github.com/cupti-exporter/cupti-exporter/gpmsource"
 	"github.com/cupti-exporter/cupti-exporter/mapping"
-	"github.com/cupti-exporter/cupti-exporter/pmsample"
+	"github.com/cupti-exporter/cupti-exporter/pmsample/aggregate"
 	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
 )
 
@@ -86,7 +86,7 @@ func serveGPM(t *testing.T) string {
 		cat = append(cat, pmdata.CatalogEntry{Name: c.Perfworks, Properties: p})
 		names = append(names, c.Perfworks)
 	}
-	agg := pmsample.NewAggregator(m, devs, cat, nil, pmsample.WithWindow(15*time.Second))
+	agg := aggregate.New(m, devs, cat, nil, aggregate.WithWindow(15*time.Second))
 	src, err := gpmsource.New(srv, m, nil, gpmsource.WithPMDevices(func() []pmdata.Device { return devs }),
 		gpmsource.WithPMStatus(states), gpmsource.WithWindow(15*time.Second))
 	if err != nil {

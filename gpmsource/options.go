@@ -3,7 +3,7 @@ package gpmsource
 import (
 	"time"
 
-	"github.com/cupti-exporter/cupti-exporter/pmsample"
+	"github.com/cupti-exporter/cupti-exporter/pmsample/aggregate"
 	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
 )
 
@@ -46,7 +46,7 @@ type config struct {
 }
 
 func newConfig(opts []Option) config {
-	c := config{mode: ModeFill, interval: DefaultInterval, window: pmsample.DefaultWindow, mig: true, now: time.Now,
+	c := config{mode: ModeFill, interval: DefaultInterval, window: aggregate.DefaultWindow, mig: true, now: time.Now,
 		devices: func() []pmdata.Device { return nil }, procRoot: "/proc"}
 	for _, o := range opts {
 		o(&c)
@@ -69,7 +69,7 @@ func WithInterval(d time.Duration) Option {
 	return func(c *config) { c.interval = max(d, MinInterval) }
 }
 
-// WithWindow sets the span of the window statistics, as PM sampling's (pmsample.WithWindow).
+// WithWindow sets the span of the window statistics, as PM sampling's (aggregate.WithWindow).
 func WithWindow(d time.Duration) Option {
 	return func(c *config) {
 		if d > 0 {

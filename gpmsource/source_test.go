@@ -14,7 +14,7 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
 	"github.com/cupti-exporter/cupti-exporter/mapping"
-	"github.com/cupti-exporter/cupti-exporter/pmsample"
+	"github.com/cupti-exporter/cupti-exporter/pmsample/aggregate"
 	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
 	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
@@ -24,7 +24,7 @@ const traceFile = "testdata/h100_gpm.tsv"
 // pmSide is PM sampling as Fill sees it: a real pmsample aggregator of the curated metrics,
 // fed by the test, and the per-GPU states the test sets.
 type pmSide struct {
-	agg     *pmsample.Aggregator
+	agg     *aggregate.Aggregator
 	devices []pmdata.Device
 	mu      sync.Mutex
 	state   map[int]pmdata.State
@@ -62,7 +62,7 @@ func newPMSide(t *testing.T, f *fakeNVML, m *mapping.Mapper, dur time.Duration) 
 		{Name: sm, Properties: pmdata.Properties{Type: pmdata.TypeCounter, HWUnit: "sm", DimUnit: "gpc_cycle"}},
 		{Name: rx, Properties: pmdata.Properties{Type: pmdata.TypeCounter, HWUnit: "pcie", DimUnit: "byte"}},
 	}
-	p.agg = pmsample.NewAggregator(m, p.devices, cat, nil, pmsample.WithClock(f.clock.Now))
+	p.agg = aggregate.New(m, p.devices, cat, nil, aggregate.WithClock(f.clock.Now))
 	t0 := uint64(f.clock.t0.UnixNano())
 	for _, d := range p.devices {
 		b := pmdata.Batch{Device: d.Index, Metrics: []string{sm, rx}}

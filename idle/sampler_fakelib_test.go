@@ -13,6 +13,7 @@ import (
 	"github.com/cupti-exporter/cupti-exporter/internal/testutil"
 	"github.com/cupti-exporter/cupti-exporter/mapping"
 	"github.com/cupti-exporter/cupti-exporter/pmsample"
+	"github.com/cupti-exporter/cupti-exporter/pmsample/aggregate"
 	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
 )
 
@@ -45,7 +46,7 @@ func TestControllerWithSamplerFakeLib(t *testing.T) {
 	}
 	fg[1].util.Store(50) // device 1 is busy and must keep sampling
 	c := New(s, fakeNVML(gpus), slog.New(slog.DiscardHandler), WithAfter(150*time.Millisecond), WithPoll(5*time.Millisecond))
-	agg := pmsample.NewAggregator(m, s.Devices(), s.Catalog(), nil, pmsample.WithStatus(s.Status))
+	agg := aggregate.New(m, s.Devices(), s.Catalog(), nil, aggregate.WithStatus(s.Status))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{}, 2)
 	go func() { _ = s.Run(ctx, func(b pmdata.Batch) { agg.Add(b); c.Add(b) }); done <- struct{}{} }()

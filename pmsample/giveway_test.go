@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cupti-exporter/cupti-exporter/pmsample/internal/pmtest"
 	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
 )
 
@@ -56,11 +57,11 @@ func TestGiveWayReleasesAndTakesBack(t *testing.T) {
 	if got := s.GiveWayCounts(); len(got) != 1 || got[0]["ncu"] != 1 || got[0]["nsys"] != 0 {
 		t.Fatalf("give-way counts = %v, want GPU 0: ncu 1", got)
 	}
-	v, ok := valueOf(NewGiveWayProducer(s).Snapshot(), s.Devices()[0], "cupti_pm_give_ways_total", "ncu")
+	v, ok := pmtest.ValueOf(NewGiveWayProducer(s).Snapshot(), s.Devices()[0], "cupti_pm_give_ways_total", "ncu")
 	if !ok || v != 1 {
 		t.Fatalf("cupti_pm_give_ways_total{gpu=0,tool=ncu} = %v, %v; want 1", v, ok)
 	}
-	if _, ok := valueOf(NewGiveWayProducer(s).Snapshot(), s.Devices()[1], "cupti_pm_give_ways_total", "ncu"); ok {
+	if _, ok := pmtest.ValueOf(NewGiveWayProducer(s).Snapshot(), s.Devices()[1], "cupti_pm_give_ways_total", "ncu"); ok {
 		t.Fatal("a give-way series for GPU 1, which was never given away")
 	}
 	// The state and holder in the pause API's JSON, which the GPM fallback reads too.

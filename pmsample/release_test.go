@@ -6,10 +6,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cupti-exporter/cupti-exporter/pmsample/aggregate"
 	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
 
 	"github.com/cupti-exporter/cupti-exporter/mapping"
-	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
 
 func TestReleaseIdleThenReacquire(t *testing.T) {
@@ -142,7 +142,7 @@ func TestReleaseStateAndIdleMetrics(t *testing.T) {
 	}
 	s := newTestSampler(t, []*scriptPM{newScriptPM()}, oneGroup)
 	s.Release(0, "idle")
-	agg := NewAggregator(m, s.Devices(), nil, nil, WithStatus(s.Status))
+	agg := aggregate.New(m, s.Devices(), nil, nil, aggregate.WithStatus(s.Status))
 	var got []string
 	for _, f := range agg.Snapshot().Families {
 		if f.Desc.Name == "cupti_pm_sampling_state" {
@@ -169,35 +169,5 @@ func TestReleaseStateAndIdleMetrics(t *testing.T) {
 	}
 	if len(want) != 0 {
 		t.Fatalf("families missing: %v", want)
-	}
-}
-
-// While released no batch arrives: the window statistics must vanish (no value), not read 0,
-// and after reacquiring the mean covers only sampled time (no zeros averaged in).
-func TestReleaseWindowReportsNoZeros(t *testing.T) {
-	a, m, clk := newTestAggregator(t)
-	sm := mappedAs(t, m, mSM, snapshot.KindGauge)
-	busy := func(v float64) pmdata.Batch {
-		t0 := uint64(clk.now().UnixNano())
-		b := pmdata.Batch{Device: 0, Metrics: []string{mSM}}
-		for i := range uint64(100) {
-			s := t0 + i*uint64(time.Millisecond)
-			b.Samples = append(b.Samples, pmdata.Sample{Start: s, End: s + uint64(time.Millisecond), Values: []float64{v}})
-		}
-		return b
-	}
-	a.Add(busy(80))
-	if v, ok := value(t, a.Snapshot(), sm.Desc.Name, labelValues(sm)...); !ok || !near(v, 80*sm.Scale) {
-		t.Fatalf("mean while sampling = %v %v", v, ok)
-	}
-	// Released for 30 s: no batch; past the window the gauge is absent, never 0.
-	clk.add(30 * time.Second)
-	if v, ok := value(t, a.Snapshot(), sm.Desc.Name, labelValues(sm)...); ok {
-		t.Fatalf("mean after 30 s released = %v, want absent", v)
-	}
-	// Reacquired: the new samples alone make the mean, no zeros averaged in.
-	a.Add(busy(40))
-	if v, ok := value(t, a.Snapshot(), sm.Desc.Name, labelValues(sm)...); !ok || !near(v, 40*sm.Scale) {
-		t.Fatalf("mean after reacquire = %v %v, want %v", v, ok, 40*sm.Scale)
 	}
 }

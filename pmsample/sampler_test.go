@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/cupti-exporter/cupti-exporter/pmsample/catalog"
+	"github.com/cupti-exporter/cupti-exporter/pmsample/internal/pmtest"
 	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
 
 	"github.com/cupti-exporter/cupti-exporter/internal/cupti"
@@ -213,16 +214,7 @@ func eventually(t *testing.T, what string, cond func() bool) {
 	testutil.WaitFor(t, what, 5*time.Second, 2*time.Millisecond, cond)
 }
 
-// Metrics of the GH100 catalog the tests sample.
-const (
-	mGr     = "gr__cycles_active.avg.pct_of_peak_sustained_elapsed"
-	mSM     = "sm__cycles_active.avg.pct_of_peak_sustained_elapsed"
-	mDram   = "dram__cycles_active.avg.pct_of_peak_sustained_elapsed"
-	mPCIeRx = "pcie__read_bytes.sum"
-	mPCIeTx = "pcie__write_bytes.sum"
-)
-
-var oneGroup = []catalog.Group{{Metrics: []string{mSM}}}
+var oneGroup = []catalog.Group{{Metrics: []string{pmtest.SM}}}
 
 func TestSamplerDropsFirstSample(t *testing.T) {
 	pm := newScriptPM()
@@ -381,7 +373,7 @@ func (p *scriptPM) released() bool {
 func TestSamplerMultiplexTakesTurns(t *testing.T) {
 	pm := newScriptPM()
 	pm.restartDead = true
-	groups := []catalog.Group{{Metrics: []string{mSM}}, {Metrics: []string{mPCIeRx}}}
+	groups := []catalog.Group{{Metrics: []string{pmtest.SM}}, {Metrics: []string{pmtest.PCIeRx}}}
 	s := newTestSampler(t, []*scriptPM{pm}, groups, WithMultiplex(15*time.Millisecond))
 	c := start(t, s)
 	// Both groups keep delivering, turn after turn (before, the second turn was silent).
@@ -397,7 +389,7 @@ func TestSamplerMultiplexTakesTurns(t *testing.T) {
 		}
 		return n
 	}
-	eventually(t, "three turns of each group", func() bool { return turns(mSM) >= 3 && turns(mPCIeRx) >= 3 })
+	eventually(t, "three turns of each group", func() bool { return turns(pmtest.SM) >= 3 && turns(pmtest.PCIeRx) >= 3 })
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, b := range c.batches {
@@ -405,7 +397,7 @@ func TestSamplerMultiplexTakesTurns(t *testing.T) {
 			t.Fatal("batch of a multiplexed group not marked")
 		}
 		want := 1.0
-		if b.Metrics[0] == mPCIeRx {
+		if b.Metrics[0] == pmtest.PCIeRx {
 			want = 2
 		}
 		for _, smp := range b.Samples {
@@ -429,7 +421,7 @@ func TestSamplerMultiplexTakesTurns(t *testing.T) {
 func TestSamplerStallRecreatesSession(t *testing.T) {
 	pm := newScriptPM()
 	pm.deadFrom = 5
-	s := newTestSampler(t, []*scriptPM{pm}, []catalog.Group{{Metrics: []string{mSM}}})
+	s := newTestSampler(t, []*scriptPM{pm}, []catalog.Group{{Metrics: []string{pmtest.SM}}})
 	s.cfg.stallFloor = 30 * time.Millisecond
 	c := start(t, s)
 	stallNS := func() (ns float64) {
