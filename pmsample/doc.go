@@ -35,9 +35,9 @@
 //     the other devices keep sampling; INSUFFICIENT_PRIVILEGES is state error with the remedy,
 //     retried every 5 min.
 //   - giveway.go: GiveWay(device, holder) and TakeBack(device): package profilers gives a GPU's
-//     counters to a profiler it found on the host (state yielded, not ready, pmdata.DeviceStatus.Holder
-//     names it; lost with reason yielded; cupti_pm_give_ways_total{tool}) and takes them back
-//     when it exits. WithCountersInUse keeps New from reading the counter availability while a
+//     counters to a profiler it found on the host (state yielded, not ready,
+//     pmdata.DeviceStatus.Holder names it; lost with reason yielded;
+//     cupti_pm_give_ways_total{tool}) and takes them back when it exits. WithCountersInUse keeps New from reading the counter availability while a
 //     profiler runs (on an H100 reads made a running ncu fail).
 //   - aggregate/ (package aggregate), window/ (package window): the consumer of the Batches,
 //     from this sampler or any other pmdata.Source, that folds them into window statistics and

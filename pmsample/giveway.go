@@ -28,8 +28,8 @@ type yieldState struct {
 }
 
 // GiveWay gives the PM counters of device to the profiler h: the session is let go (Stop, a
-// last decode, Disable; the device thread does it at once) and the device reports pmdata.StateYielded
-// until TakeBack. A user pause still wins; an idle release waits underneath. Giving way on a
+// last decode, Disable; the device thread does it at once) and the device reports
+// pmdata.StateYielded until TakeBack. A user pause still wins; an idle release waits underneath. Giving way on a
 // device already given away only updates the holder it names (not counted again).
 func (s *Sampler) GiveWay(device int, h pmdata.Holder) {
 	r := s.runner(device)

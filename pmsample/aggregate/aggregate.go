@@ -19,9 +19,10 @@ import (
 // DefaultWindow is the span of the gauge window statistics when WithWindow sets none.
 const DefaultWindow = 10 * time.Second
 
-// Aggregator folds batches from a pmdata.Source into an immutable snapshot: counters into monotonic
-// totals (value x scale summed), gauges into time-weighted window statistics, plus the
-// self-metrics of PM sampling. Add may be called from several goroutines; Snapshot never blocks.
+// Aggregator folds batches from a pmdata.Source into an immutable snapshot: counters into
+// monotonic totals (value x scale summed), gauges into time-weighted window statistics, plus
+// the self-metrics of PM sampling. Add may be called from several goroutines; Snapshot never
+// blocks.
 type Aggregator struct {
 	mapper  *mapping.Mapper
 	logger  *slog.Logger

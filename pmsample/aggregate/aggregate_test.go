@@ -393,8 +393,9 @@ func TestAggregatorCountsOutOfRange(t *testing.T) {
 	}
 }
 
-// While a device is released (pmsample's idle release) no batch arrives: the window statistics must vanish (no value), not read 0,
-// and after reacquiring the mean covers only sampled time (no zeros averaged in).
+// While a device is released (pmsample's idle release) no batch arrives: the window
+// statistics must vanish (no value), not read 0, and after reacquiring the mean covers only
+// sampled time (no zeros averaged in).
 func TestReleaseWindowReportsNoZeros(t *testing.T) {
 	a, m, clk := newTestAggregator(t)
 	sm := mappedAs(t, m, pmtest.SM, snapshot.KindGauge)
