@@ -17,7 +17,7 @@ import (
 	"github.com/cupti-exporter/cupti-exporter/exporter"
 	"github.com/cupti-exporter/cupti-exporter/gpmsource"
 	"github.com/cupti-exporter/cupti-exporter/mapping"
-	"github.com/cupti-exporter/cupti-exporter/pmsample"
+	"github.com/cupti-exporter/cupti-exporter/pmsample/aggregate"
 	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
 )
 
@@ -66,8 +66,8 @@ func serveGPM(t *testing.T) string {
 		dev.GetComputeRunningProcessesFunc = func() ([]nvml.ProcessInfo, nvml.Return) { return nil, nvml.SUCCESS }
 		devs = append(devs, pmdata.Device{Index: i, UUID: gpmUUIDs[i], Model: "NVIDIA H100 80GB HBM3", Chip: "GH100", PCIBusID: fmt.Sprintf("0000:%02x:00.0", 0x1b+i*0x10)})
 	}
-	states := func() []pmsample.DeviceStatus {
-		return []pmsample.DeviceStatus{{Device: 0, UUID: gpmUUIDs[0], State: pmsample.StateBusy}, {Device: 1, UUID: gpmUUIDs[1], State: pmsample.StateSampling}}
+	states := func() []pmdata.DeviceStatus {
+		return []pmdata.DeviceStatus{{Device: 0, UUID: gpmUUIDs[0], State: pmdata.StateBusy}, {Device: 1, UUID: gpmUUIDs[1], State: pmdata.StateSampling}}
 	}
 	m, err := mapping.New()
 	if err != nil {
@@ -86,7 +86,7 @@ func serveGPM(t *testing.T) string {
 		cat = append(cat, pmdata.CatalogEntry{Name: c.Perfworks, Properties: p})
 		names = append(names, c.Perfworks)
 	}
-	agg := pmsample.NewAggregator(m, devs, cat, nil, pmsample.WithWindow(15*time.Second))
+	agg := aggregate.New(m, devs, cat, nil, aggregate.WithWindow(15*time.Second))
 	src, err := gpmsource.New(srv, m, nil, gpmsource.WithPMDevices(func() []pmdata.Device { return devs }),
 		gpmsource.WithPMStatus(states), gpmsource.WithWindow(15*time.Second))
 	if err != nil {

@@ -16,6 +16,7 @@ import (
 	"github.com/cupti-exporter/cupti-exporter/internal/cupti/cuptitest"
 	"github.com/cupti-exporter/cupti-exporter/mapping"
 	"github.com/cupti-exporter/cupti-exporter/pmsample"
+	"github.com/cupti-exporter/cupti-exporter/pmsample/aggregate"
 	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
 )
 
@@ -42,7 +43,7 @@ func serveLive(t *testing.T) string {
 		t.Fatal(err)
 	}
 	c := idle.New(s, idleNVML(s.Devices()), nil, idle.WithAfter(time.Second), idle.WithPoll(20*time.Millisecond))
-	agg := pmsample.NewAggregator(m, s.Devices(), s.Catalog(), nil, pmsample.WithStatus(s.Status))
+	agg := aggregate.New(m, s.Devices(), s.Catalog(), nil, aggregate.WithStatus(s.Status))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{}, 2)
 	go func() { _ = s.Run(ctx, func(b pmdata.Batch) { agg.Add(b); c.Add(b) }); done <- struct{}{} }()

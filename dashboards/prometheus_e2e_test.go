@@ -762,7 +762,7 @@ var freeLabels = map[string]bool{
 }
 
 // liveOnlyFamilies are families no replay emits, with the labels and label values their
-// descriptors declare (pmsample/selfmetrics.go, podresources/metrics.go).
+// descriptors declare (pmsample/aggregate/selfmetrics.go, podresources/metrics.go).
 var liveOnlyFamilies = map[string]struct {
 	labels []string
 	values map[string][]string

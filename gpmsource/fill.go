@@ -7,7 +7,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/cupti-exporter/cupti-exporter/pmsample"
+	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
 	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
 
@@ -60,11 +60,11 @@ func (f *Fill) Snapshot() *snapshot.Snapshot {
 	decide := func(uuid string) (serving, bool) {
 		st, gpmGPU := states[strings.ToLower(uuid)]
 		switch ps, known := pmStates[strings.ToLower(uuid)]; {
-		case known && ps.State == pmsample.StateSampling && !st.wanted:
+		case known && ps.State == pmdata.StateSampling && !st.wanted:
 			return byPM, false
 		case gpmGPU && st.wanted:
 			return byGPM, st.reading
-		case known && (ps.State == pmsample.StatePaused || ps.State == pmsample.StateYielded || ps.State == pmsample.StateBusy || ps.State == pmsample.StateError):
+		case known && (ps.State == pmdata.StatePaused || ps.State == pmdata.StateYielded || ps.State == pmdata.StateBusy || ps.State == pmdata.StateError):
 			return byNone, false
 		}
 		return byPM, false

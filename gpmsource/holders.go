@@ -10,7 +10,7 @@ import (
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
-	"github.com/cupti-exporter/cupti-exporter/pmsample"
+	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
 	"github.com/cupti-exporter/cupti-exporter/profilers/procfs"
 )
 
@@ -50,7 +50,7 @@ func (s *Source) findHolders(now time.Time) {
 	s.holdersAt = now
 	busy := map[string]bool{}
 	for _, d := range s.cfg.pmStatus() {
-		if d.State == pmsample.StateBusy {
+		if d.State == pmdata.StateBusy {
 			busy[strings.ToLower(d.UUID)] = true
 		}
 	}

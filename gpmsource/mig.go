@@ -11,7 +11,7 @@ import (
 
 	"github.com/cupti-exporter/cupti-exporter/internal/gpm"
 	"github.com/cupti-exporter/cupti-exporter/mapping"
-	"github.com/cupti-exporter/cupti-exporter/pmsample"
+	"github.com/cupti-exporter/cupti-exporter/pmsample/aggregate"
 	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
 	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
@@ -40,7 +40,7 @@ type instance struct {
 // gpu label its aggregator gives it) to the labels of its series: the GPU's device labels,
 // then gpu_instance_id and profile.
 type migAggregator struct {
-	agg    *pmsample.Aggregator
+	agg    *aggregate.Aggregator
 	labels map[string][]string
 }
 
@@ -177,7 +177,7 @@ func (s *Source) rebuildMIG() {
 		s.migAgg.Store(nil)
 		return
 	}
-	ma.agg = pmsample.NewAggregator(s.m, devs, catalog(s.ms), s.log, s.aggOptions()...)
+	ma.agg = aggregate.New(s.m, devs, catalog(s.ms), s.log, s.aggOptions()...)
 	s.migAgg.Store(ma)
 }
 

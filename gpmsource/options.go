@@ -3,7 +3,7 @@ package gpmsource
 import (
 	"time"
 
-	"github.com/cupti-exporter/cupti-exporter/pmsample"
+	"github.com/cupti-exporter/cupti-exporter/pmsample/aggregate"
 	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
 )
 
@@ -37,7 +37,7 @@ type config struct {
 	windowMin bool
 	mig       bool
 	devices   func() []pmdata.Device
-	pmStatus  func() []pmsample.DeviceStatus
+	pmStatus  func() []pmdata.DeviceStatus
 	pmFamily  func(name string) bool
 	procRoot  string
 	selfAll   bool
@@ -46,7 +46,7 @@ type config struct {
 }
 
 func newConfig(opts []Option) config {
-	c := config{mode: ModeFill, interval: DefaultInterval, window: pmsample.DefaultWindow, mig: true, now: time.Now,
+	c := config{mode: ModeFill, interval: DefaultInterval, window: aggregate.DefaultWindow, mig: true, now: time.Now,
 		devices: func() []pmdata.Device { return nil }, procRoot: "/proc"}
 	for _, o := range opts {
 		o(&c)
@@ -69,7 +69,7 @@ func WithInterval(d time.Duration) Option {
 	return func(c *config) { c.interval = max(d, MinInterval) }
 }
 
-// WithWindow sets the span of the window statistics, as PM sampling's (pmsample.WithWindow).
+// WithWindow sets the span of the window statistics, as PM sampling's (aggregate.WithWindow).
 func WithWindow(d time.Duration) Option {
 	return func(c *config) {
 		if d > 0 {
@@ -97,7 +97,7 @@ func WithPMDevices(f func() []pmdata.Device) Option {
 // WithPMStatus gives PM sampling's state per GPU ((*pmsample.Sampler).Status): in ModeFill GPM
 // reads a GPU while its state is other than sampling. Without it (no PM sampler) GPM reads
 // every GPU.
-func WithPMStatus(f func() []pmsample.DeviceStatus) Option {
+func WithPMStatus(f func() []pmdata.DeviceStatus) Option {
 	return func(c *config) { c.pmStatus = f }
 }
 

@@ -6,7 +6,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/cupti-exporter/cupti-exporter/pmsample"
 	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
 	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
@@ -69,7 +68,7 @@ func (s *Source) extraFamilies() []snapshot.Family {
 	}
 	h := snapshot.Family{Desc: holderDesc}
 	for _, st := range s.cfg.pmStatus() {
-		if st.State != pmsample.StateBusy {
+		if st.State != pmdata.StateBusy {
 			continue
 		}
 		d, ok := devs[strings.ToLower(st.UUID)]
@@ -122,8 +121,8 @@ func (s *Source) curated() *snapshot.Snapshot {
 func (s *Source) isCurated(d *snapshot.Desc) bool { return s.curatedDesc[d] }
 
 // pmStates is PM sampling's state by lower-case UUID; empty without PM sampling.
-func (s *Source) pmStates() map[string]pmsample.DeviceStatus {
-	out := map[string]pmsample.DeviceStatus{}
+func (s *Source) pmStates() map[string]pmdata.DeviceStatus {
+	out := map[string]pmdata.DeviceStatus{}
 	if s.cfg.pmStatus == nil {
 		return out
 	}

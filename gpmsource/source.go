@@ -17,7 +17,7 @@ import (
 	"github.com/cupti-exporter/cupti-exporter/internal/gpm"
 	"github.com/cupti-exporter/cupti-exporter/internal/nvmlpci"
 	"github.com/cupti-exporter/cupti-exporter/mapping"
-	"github.com/cupti-exporter/cupti-exporter/pmsample"
+	"github.com/cupti-exporter/cupti-exporter/pmsample/aggregate"
 	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
 	"github.com/cupti-exporter/cupti-exporter/profilers/procfs"
 	"github.com/cupti-exporter/cupti-exporter/snapshot"
@@ -33,7 +33,7 @@ const lookupEvery = 10 * time.Second
 // Source reads, every period, the GPM metrics of the curated families (metrics.go) on every
 // GPU with GPM (Hopper and newer) that wants them: every one in GPM mode (WithMode(ModeOnly)),
 // else each GPU whose PM sampling cannot read it (WithPMStatus). It folds them into window
-// statistics and counters like PM samples (a pmsample.Aggregator over the curated Perfworks
+// statistics and counters like PM samples (a aggregate.Aggregator over the curated Perfworks
 // names), so they come out under the curated families' own names. Fill serves them.
 type Source struct {
 	cfg config
@@ -94,9 +94,9 @@ func New(lib nvml.Interface, m *mapping.Mapper, logger *slog.Logger, opts ...Opt
 type gpu struct {
 	index    int
 	dev      nvml.Device
-	agg      *pmsample.Aggregator // its window statistics: one per GPU, so a read rebuilds one GPU's snapshot
-	label    pmdata.Device        // labels of its series (gpu is PM sampling's index of its UUID when known)
-	ms       []resolved           // the metrics it serves (those it refused at the first pair left out)
+	agg      *aggregate.Aggregator // its window statistics: one per GPU, so a read rebuilds one GPU's snapshot
+	label    pmdata.Device         // labels of its series (gpu is PM sampling's index of its UUID when known)
+	ms       []resolved            // the metrics it serves (those it refused at the first pair left out)
 	ids      []nvml.GpmMetricId
 	pair     *gpm.Pair
 	probed   bool // the first pair has shown which metrics it serves
@@ -186,7 +186,7 @@ func (s *Source) init() string {
 		}
 		g.ids = idsOf(g.ms)
 		labels := pmdata.Device{Index: i, UUID: g.label.UUID, Model: g.label.Model, Chip: g.label.Chip, PCIBusID: g.label.PCIBusID}
-		g.agg = pmsample.NewAggregator(s.m, []pmdata.Device{labels}, catalog(s.ms), s.log, s.aggOptions()...)
+		g.agg = aggregate.New(s.m, []pmdata.Device{labels}, catalog(s.ms), s.log, s.aggOptions()...)
 		gpus = append(gpus, g)
 	}
 	s.mu.Lock()
@@ -197,8 +197,8 @@ func (s *Source) init() string {
 	return ""
 }
 
-func (s *Source) aggOptions() []pmsample.AggregatorOption {
-	return []pmsample.AggregatorOption{pmsample.WithWindow(s.cfg.window), pmsample.WithWindowMin(s.cfg.windowMin), pmsample.WithClock(s.cfg.now)}
+func (s *Source) aggOptions() []aggregate.Option {
+	return []aggregate.Option{aggregate.WithWindow(s.cfg.window), aggregate.WithWindowMin(s.cfg.windowMin), aggregate.WithClock(s.cfg.now)}
 }
 
 // identify gives a GPU's labels: PM sampling's device of its UUID when there is one (the gpu
@@ -297,13 +297,13 @@ func (s *Source) wanted() func(uuid string) bool {
 	case s.cfg.mode == ModeOnly || s.cfg.pmStatus == nil:
 		return func(string) bool { return true }
 	}
-	st := map[string]pmsample.State{}
+	st := map[string]pmdata.State{}
 	for _, d := range s.cfg.pmStatus() {
 		st[strings.ToLower(d.UUID)] = d.State
 	}
 	return func(uuid string) bool {
 		state, ok := st[strings.ToLower(uuid)]
-		return ok && state != pmsample.StateSampling
+		return ok && state != pmdata.StateSampling
 	}
 }
 
@@ -312,7 +312,7 @@ func (s *Source) wanted() func(uuid string) bool {
 // A tick that comes less than 90 % of the interval after the previous sample (the ticker
 // catching up after a slow NVML call) is skipped: GPM refreshes every 100 ms, and a shorter
 // pair reads 0 for work that ran (at 50 ms, every other pair of a busy H100 read 0).
-func (s *Source) read(g *gpu, agg *pmsample.Aggregator, now time.Time) string {
+func (s *Source) read(g *gpu, agg *aggregate.Aggregator, now time.Time) string {
 	ns := uint64(now.UnixNano())
 	if g.lastEnd > 0 && ns < g.lastEnd+uint64(s.cfg.interval)*9/10 {
 		return ""
@@ -448,7 +448,7 @@ func sampleOf(dev int, ms []resolved, r map[nvml.GpmMetricId]reading, start, end
 
 // fail counts a failed read of g by reason and moves its window on (the time is a gap: its
 // gauges go absent once the window holds no reading, never 0).
-func (s *Source) fail(g *gpu, agg *pmsample.Aggregator, reason, detail string, ns uint64) string {
+func (s *Source) fail(g *gpu, agg *aggregate.Aggregator, reason, detail string, ns uint64) string {
 	g.failures[reason]++
 	g.failing++
 	if g.failing == 1 {

@@ -14,7 +14,7 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
 	"github.com/cupti-exporter/cupti-exporter/mapping"
-	"github.com/cupti-exporter/cupti-exporter/pmsample"
+	"github.com/cupti-exporter/cupti-exporter/pmsample/aggregate"
 	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
 	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
@@ -24,23 +24,23 @@ const traceFile = "testdata/h100_gpm.tsv"
 // pmSide is PM sampling as Fill sees it: a real pmsample aggregator of the curated metrics,
 // fed by the test, and the per-GPU states the test sets.
 type pmSide struct {
-	agg     *pmsample.Aggregator
+	agg     *aggregate.Aggregator
 	devices []pmdata.Device
 	mu      sync.Mutex
-	state   map[int]pmsample.State
+	state   map[int]pmdata.State
 }
 
-func (p *pmSide) status() []pmsample.DeviceStatus {
+func (p *pmSide) status() []pmdata.DeviceStatus {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	var out []pmsample.DeviceStatus
+	var out []pmdata.DeviceStatus
 	for _, d := range p.devices {
-		out = append(out, pmsample.DeviceStatus{Device: d.Index, UUID: d.UUID, State: p.state[d.Index]})
+		out = append(out, pmdata.DeviceStatus{Device: d.Index, UUID: d.UUID, State: p.state[d.Index]})
 	}
 	return out
 }
 
-func (p *pmSide) set(gpu int, st pmsample.State) {
+func (p *pmSide) set(gpu int, st pmdata.State) {
 	p.mu.Lock()
 	p.state[gpu] = st
 	p.mu.Unlock()
@@ -50,11 +50,11 @@ func (p *pmSide) set(gpu int, st pmsample.State) {
 // per 100 ms, one sample per 100 ms from the clock's start for dur.
 func newPMSide(t *testing.T, f *fakeNVML, m *mapping.Mapper, dur time.Duration) *pmSide {
 	t.Helper()
-	p := &pmSide{state: map[int]pmsample.State{}}
+	p := &pmSide{state: map[int]pmdata.State{}}
 	for i, d := range f.Devices {
 		uuid, _ := d.GetUUID()
 		p.devices = append(p.devices, pmdata.Device{Index: i, UUID: uuid, Model: "NVIDIA H100 80GB HBM3", Chip: "GH100", PCIBusID: fmt.Sprintf("0000:%02x:00.0", i+1)})
-		p.state[i] = pmsample.StateSampling
+		p.state[i] = pmdata.StateSampling
 	}
 	sm := "TPC.TriageCompute.sm__cycles_active.avg.pct_of_peak_sustained_elapsed"
 	rx := "PCI.TriageCompute.pcie__read_bytes.sum"
@@ -62,7 +62,7 @@ func newPMSide(t *testing.T, f *fakeNVML, m *mapping.Mapper, dur time.Duration) 
 		{Name: sm, Properties: pmdata.Properties{Type: pmdata.TypeCounter, HWUnit: "sm", DimUnit: "gpc_cycle"}},
 		{Name: rx, Properties: pmdata.Properties{Type: pmdata.TypeCounter, HWUnit: "pcie", DimUnit: "byte"}},
 	}
-	p.agg = pmsample.NewAggregator(m, p.devices, cat, nil, pmsample.WithClock(f.clock.Now))
+	p.agg = aggregate.New(m, p.devices, cat, nil, aggregate.WithClock(f.clock.Now))
 	t0 := uint64(f.clock.t0.UnixNano())
 	for _, d := range p.devices {
 		b := pmdata.Batch{Device: d.Index, Metrics: []string{sm, rx}}
@@ -176,7 +176,7 @@ func TestFillWhilePMCannot(t *testing.T) {
 	fill := s.Fill(pm.agg)
 	u0, u1 := pm.devices[0].UUID, pm.devices[1].UUID
 
-	pm.set(1, pmsample.StateBusy)
+	pm.set(1, pmdata.StateBusy)
 	steps(s, f, 50) // 5 s: GPU 1 read by GPM from the first tick
 	snap := fill.Snapshot()
 	checkOneSource(t, s, snap)
@@ -204,7 +204,7 @@ func TestFillWhilePMCannot(t *testing.T) {
 		}
 	}
 
-	pm.set(1, pmsample.StateSampling) // PM sampling takes GPU 1 back
+	pm.set(1, pmdata.StateSampling) // PM sampling takes GPU 1 back
 	steps(s, f, 1)
 	snap = fill.Snapshot()
 	checkOneSource(t, s, snap)
@@ -215,17 +215,17 @@ func TestFillWhilePMCannot(t *testing.T) {
 		t.Errorf("status while every GPU samples: want none, got %+v", fill.Status())
 	}
 
-	pm.set(1, pmsample.StateYielded) // given way to a profiler: GPM fills in as while busy
+	pm.set(1, pmdata.StateYielded) // given way to a profiler: GPM fills in as while busy
 	steps(s, f, 10)
 	snap = fill.Snapshot()
 	checkOneSource(t, s, snap)
 	if sm1 := seriesOf(snap, "cupti_sm_active_ratio", u1); len(sm1) != 1 || sm1[0][SourceLabel] != GPMSource {
 		t.Errorf("GPU 1 yielded to a profiler: want GPM's series labelled gpm, got %v", sm1)
 	}
-	pm.set(1, pmsample.StateSampling)
+	pm.set(1, pmdata.StateSampling)
 	steps(s, f, 1)
 
-	pm.set(1, pmsample.StatePaused) // paused, and GPM cannot read either
+	pm.set(1, pmdata.StatePaused) // paused, and GPM cannot read either
 	f.mu.Lock()
 	f.fail[1] = nvml.ERROR_GPU_IS_LOST
 	f.mu.Unlock()
@@ -318,7 +318,7 @@ func TestPMFamiliesOnly(t *testing.T) {
 	f := newFakeNVML(t, loadTrace(t, traceFile), 1)
 	m, _ := mapping.New()
 	pm := newPMSide(t, f, m, time.Second)
-	pm.set(0, pmsample.StateError)
+	pm.set(0, pmdata.StateError)
 	s := newTestSource(t, f, m, WithPMDevices(func() []pmdata.Device { return pm.devices }), WithPMStatus(pm.status),
 		WithPMFamilies(func(name string) bool { return strings.HasPrefix(name, "cupti_sm_active") }))
 	steps(s, f, 5)
@@ -446,7 +446,7 @@ func TestHolders(t *testing.T) {
 	f.procs[1] = []uint32{4242, 4343}
 	m, _ := mapping.New()
 	pm := newPMSide(t, f, m, time.Second)
-	pm.set(1, pmsample.StateBusy)
+	pm.set(1, pmdata.StateBusy)
 	s := newTestSource(t, f, m, WithPMDevices(func() []pmdata.Device { return pm.devices }), WithPMStatus(pm.status), WithProcRoot(proc))
 	steps(s, f, 1)
 	u1 := pm.devices[1].UUID
@@ -457,7 +457,7 @@ func TestHolders(t *testing.T) {
 	if len(got) != 1 || got[0]["pid"] != "4242" || got[0]["gpu"] != "1" {
 		t.Errorf("holder series: %v", got)
 	}
-	pm.set(1, pmsample.StateSampling)
+	pm.set(1, pmdata.StateSampling)
 	steps(s, f, 21)
 	if h := s.Holders(u1); len(h) != 0 {
 		t.Errorf("holders after PM sampling took the GPU back: %+v", h)
@@ -471,14 +471,14 @@ func TestScrapesWhileReading(t *testing.T) {
 	f.migGIs[1] = []int{3}
 	m, _ := mapping.New()
 	pm := newPMSide(t, f, m, time.Second)
-	pm.set(0, pmsample.StateBusy)
+	pm.set(0, pmdata.StateBusy)
 	s := newTestSource(t, f, m, WithPMDevices(func() []pmdata.Device { return pm.devices }), WithPMStatus(pm.status))
 	fill := s.Fill(pm.agg)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		for i := range 200 {
-			pm.set(1, []pmsample.State{pmsample.StateSampling, pmsample.StatePaused}[i/50%2])
+			pm.set(1, []pmdata.State{pmdata.StateSampling, pmdata.StatePaused}[i/50%2])
 			steps(s, f, 1)
 		}
 	}()

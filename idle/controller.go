@@ -12,7 +12,6 @@ import (
 
 	"github.com/cupti-exporter/cupti-exporter/activity/record"
 	"github.com/cupti-exporter/cupti-exporter/internal/gpm"
-	"github.com/cupti-exporter/cupti-exporter/pmsample"
 	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
 )
 
@@ -22,7 +21,7 @@ const clockEventGPUIdle = 0x1
 // Sampler is what a Controller drives: pmsample's *Sampler.
 type Sampler interface {
 	Devices() []pmdata.Device
-	Status() []pmsample.DeviceStatus
+	Status() []pmdata.DeviceStatus
 	Release(device int, reason string)
 	Reacquire(device int, since time.Time)
 }
@@ -134,7 +133,7 @@ func (c *Controller) Run(ctx context.Context) error {
 
 // step looks at every GPU once.
 func (c *Controller) step(now time.Time) {
-	states := map[int]pmsample.State{}
+	states := map[int]pmdata.State{}
 	for _, st := range c.s.Status() {
 		states[st.Device] = st.State
 	}
@@ -161,8 +160,8 @@ func (c *Controller) take(i int) signal {
 }
 
 // checkIdle follows a sampled GPU and releases it after the delay of quiet.
-func (c *Controller) checkIdle(g *gpu, sig signal, st pmsample.State, now time.Time) {
-	if st != pmsample.StateSampling { // only a held session is released; paused, busy, error: no
+func (c *Controller) checkIdle(g *gpu, sig signal, st pmdata.State, now time.Time) {
+	if st != pmdata.StateSampling { // only a held session is released; paused, busy, error: no
 		g.quietSince = time.Time{}
 		return
 	}

@@ -13,7 +13,6 @@ import (
 
 	"github.com/cupti-exporter/cupti-exporter/activity"
 	"github.com/cupti-exporter/cupti-exporter/activity/record"
-	"github.com/cupti-exporter/cupti-exporter/pmsample"
 	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
 )
 
@@ -175,19 +174,19 @@ func newFakeSampler(n int) *fakeSampler {
 func uuidOf(i int) string { return "GPU-0000000" + string(rune('0'+i)) }
 
 func (s *fakeSampler) Devices() []pmdata.Device { return s.devs }
-func (s *fakeSampler) Status() []pmsample.DeviceStatus {
+func (s *fakeSampler) Status() []pmdata.DeviceStatus {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var out []pmsample.DeviceStatus
+	var out []pmdata.DeviceStatus
 	for _, d := range s.devs {
-		st := pmsample.StateSampling
+		st := pmdata.StateSampling
 		switch {
 		case s.paused[d.Index]:
-			st = pmsample.StatePaused
+			st = pmdata.StatePaused
 		case s.released[d.Index]:
-			st = pmsample.StateIdle
+			st = pmdata.StateIdle
 		}
-		out = append(out, pmsample.DeviceStatus{Device: d.Index, State: st})
+		out = append(out, pmdata.DeviceStatus{Device: d.Index, State: st})
 	}
 	return out
 }

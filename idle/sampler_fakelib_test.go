@@ -13,6 +13,7 @@ import (
 	"github.com/cupti-exporter/cupti-exporter/internal/testutil"
 	"github.com/cupti-exporter/cupti-exporter/mapping"
 	"github.com/cupti-exporter/cupti-exporter/pmsample"
+	"github.com/cupti-exporter/cupti-exporter/pmsample/aggregate"
 	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
 )
 
@@ -45,15 +46,15 @@ func TestControllerWithSamplerFakeLib(t *testing.T) {
 	}
 	fg[1].util.Store(50) // device 1 is busy and must keep sampling
 	c := New(s, fakeNVML(gpus), slog.New(slog.DiscardHandler), WithAfter(150*time.Millisecond), WithPoll(5*time.Millisecond))
-	agg := pmsample.NewAggregator(m, s.Devices(), s.Catalog(), nil, pmsample.WithStatus(s.Status))
+	agg := aggregate.New(m, s.Devices(), s.Catalog(), nil, aggregate.WithStatus(s.Status))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{}, 2)
 	go func() { _ = s.Run(ctx, func(b pmdata.Batch) { agg.Add(b); c.Add(b) }); done <- struct{}{} }()
 	go func() { _ = c.Run(ctx); done <- struct{}{} }()
 	t.Cleanup(func() { cancel(); <-done; <-done })
 
-	waitFor(t, "device 0 idle-released", func() bool { return s.Status()[0].State == pmsample.StateIdle })
-	if st := s.Status(); !st[0].Ready || st[1].State != pmsample.StateSampling {
+	waitFor(t, "device 0 idle-released", func() bool { return s.Status()[0].State == pmdata.StateIdle })
+	if st := s.Status(); !st[0].Ready || st[1].State != pmdata.StateSampling {
 		t.Fatalf("status = %+v", st)
 	}
 	if n := cuptitest.Query(t, "sessions"); n != 1 {
@@ -62,7 +63,7 @@ func TestControllerWithSamplerFakeLib(t *testing.T) {
 	time.Sleep(50 * time.Millisecond)
 	t0 := time.Now()
 	fg[0].util.Store(10)
-	waitFor(t, "device 0 sampling again", func() bool { return s.Status()[0].State == pmsample.StateSampling })
+	waitFor(t, "device 0 sampling again", func() bool { return s.Status()[0].State == pmdata.StateSampling })
 	if d := time.Since(t0); d > 100*time.Millisecond {
 		t.Errorf("reacquire took %v with a 5 ms poll", d)
 	}

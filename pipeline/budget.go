@@ -9,7 +9,7 @@ import (
 	"github.com/cupti-exporter/cupti-exporter/activity/receiver"
 	"github.com/cupti-exporter/cupti-exporter/attribution"
 	"github.com/cupti-exporter/cupti-exporter/health"
-	"github.com/cupti-exporter/cupti-exporter/pmsample"
+	"github.com/cupti-exporter/cupti-exporter/pmsample/aggregate"
 	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
 
@@ -46,11 +46,11 @@ func (c *Config) extraSeries(group string) bool {
 }
 
 // budgetAggregatorOptions are the PM aggregator's options of series.extra.
-func budgetAggregatorOptions(c *Config) []pmsample.AggregatorOption {
-	return []pmsample.AggregatorOption{
-		pmsample.WithWindowMin(c.extraSeries("window_min")),
-		pmsample.WithZeroReasons(c.extraSeries("zero_reasons")),
-		pmsample.WithTiming(c.extraSeries("sampler_timing")),
+func budgetAggregatorOptions(c *Config) []aggregate.Option {
+	return []aggregate.Option{
+		aggregate.WithWindowMin(c.extraSeries("window_min")),
+		aggregate.WithZeroReasons(c.extraSeries("zero_reasons")),
+		aggregate.WithTiming(c.extraSeries("sampler_timing")),
 	}
 }
 

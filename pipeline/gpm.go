@@ -84,12 +84,12 @@ func plannedFamilies(m *mapping.Mapper, cat []pmdata.CatalogEntry) func(string) 
 
 // withHolders adds to the reason of each busy device which processes hold its counters, as
 // far as src found them.
-func withHolders(st []exporter.Status, ds []pmsample.DeviceStatus, src *gpmsource.Source) []exporter.Status {
+func withHolders(st []exporter.Status, ds []pmdata.DeviceStatus, src *gpmsource.Source) []exporter.Status {
 	if src == nil {
 		return st
 	}
 	for i, d := range ds {
-		if d.State != pmsample.StateBusy || i >= len(st) {
+		if d.State != pmdata.StateBusy || i >= len(st) {
 			continue
 		}
 		var who []string

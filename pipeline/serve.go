@@ -24,6 +24,7 @@ import (
 	"github.com/cupti-exporter/cupti-exporter/internal/cupti"
 	"github.com/cupti-exporter/cupti-exporter/mapping"
 	"github.com/cupti-exporter/cupti-exporter/pmsample"
+	"github.com/cupti-exporter/cupti-exporter/pmsample/aggregate"
 	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
 	"github.com/cupti-exporter/cupti-exporter/profilers"
 )
@@ -69,7 +70,7 @@ func Serve(ctx context.Context, logger *slog.Logger, cfg *Config) error {
 		}
 		pm.src, pm.pause = s, s.Handler()
 		pm.status = func() []exporter.Status { return samplerStatus(s.Status()) }
-		pm.aggOpts = []pmsample.AggregatorOption{pmsample.WithStatus(s.Status)}
+		pm.aggOpts = []aggregate.Option{aggregate.WithStatus(s.Status)}
 		pm.idle, pm.idleMetrics = idleSetup(logger, cfg, s) // nil when off (idle.go)
 	}
 	if pm.off != "" && !cfg.gpmOnly() {
@@ -130,7 +131,7 @@ type pmSetup struct {
 	src     pmdata.Source
 	pause   http.Handler             // the pause/resume API of a live sampler
 	status  func() []exporter.Status // readiness of a live sampler; nil: ready after the first batch
-	aggOpts []pmsample.AggregatorOption
+	aggOpts []aggregate.Option
 	off     string                  // why there is no source, in full
 	offCode string                  // the same as a reason code of cupti_exporter_source_up
 	live    bool                    // this host's GPUs, not a recording: read their health from NVML too
@@ -272,8 +273,8 @@ func serveSources(ctx context.Context, logger *slog.Logger, cfg *Config, pm pmSe
 			}))
 		}
 	default:
-		opts := append(append([]pmsample.AggregatorOption{pmsample.WithWindow(time.Duration(cfg.PMSample.Window))}, budgetAggregatorOptions(cfg)...), pm.aggOpts...)
-		agg := pmsample.NewAggregator(pm.mapper, src.Devices(), src.Catalog(), logger, opts...)
+		opts := append(append([]aggregate.Option{aggregate.WithWindow(time.Duration(cfg.PMSample.Window))}, budgetAggregatorOptions(cfg)...), pm.aggOpts...)
+		agg := aggregate.New(pm.mapper, src.Devices(), src.Catalog(), logger, opts...)
 		// GPM fills in the curated metrics of the GPUs PM sampling cannot read (gpmsource).
 		served, gpm := startGPM(ctx, logger, cfg, exp, &pm, agg)
 		exp.Register("pmsample", served)
@@ -433,7 +434,7 @@ type statusFunc func() []exporter.Status
 func (f statusFunc) Status() []exporter.Status { return f() }
 
 // samplerStatus turns the sampler's device states into exporter readiness.
-func samplerStatus(ds []pmsample.DeviceStatus) []exporter.Status {
+func samplerStatus(ds []pmdata.DeviceStatus) []exporter.Status {
 	out := make([]exporter.Status, 0, len(ds))
 	for _, d := range ds {
 		out = append(out, exporter.Status{Source: "pmsample", Device: strconv.Itoa(d.Device), Ready: d.Ready, Reason: d.Reason, Code: string(d.State)})

@@ -97,7 +97,7 @@ func (r *runner) admitBatch(cost time.Duration, samples int) {
 			"per_sample", v.perSample, "sustainable_hz", int(v.sustainable))
 		if r.interval == r.s.cfg.interval && r.admit != "" { // a backed-off device keeps saying so
 			r.admit = ""
-			r.setState(StateSampling, "")
+			r.setState(pmdata.StateSampling, "")
 		}
 		return
 	}
@@ -111,7 +111,7 @@ func (r *runner) admitBatch(cost time.Duration, samples int) {
 		r.interval, rate, v, v.suggested)
 	r.log.Warn("pm sampling rate not sustainable", "interval", r.interval, "rate_hz", rate, "per_sample", v.perSample,
 		"sustainable_hz", int(v.sustainable), "suggested_interval", v.suggested)
-	r.setState(StateSampling, r.admit)
+	r.setState(pmdata.StateSampling, r.admit)
 }
 
 // backOff drains the session, restarts it at the interval admission chose and measures again.
@@ -128,7 +128,7 @@ func (r *runner) backOff(sink func(pmdata.Batch)) error {
 	r.admit = fmt.Sprintf("backed off from every %s to every %s (%.0f samples/s): %s", from, to, 1/to.Seconds(), r.verdict)
 	r.log.Warn("pm sampling backed off to a sustainable interval", "from", from, "to", to,
 		"per_sample", r.verdict.perSample, "sustainable_hz", int(r.verdict.sustainable))
-	r.setState(StateSampling, r.admit)
+	r.setState(pmdata.StateSampling, r.admit)
 	r.adm.reset()
 	return r.acquireKeepGroup()
 }

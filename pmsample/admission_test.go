@@ -7,6 +7,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/cupti-exporter/cupti-exporter/pmsample/internal/pmtest"
+	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
 )
 
 func TestAdmissionVerdict(t *testing.T) {
@@ -43,11 +46,11 @@ func TestAdmissionSaysWhatTheHostSustains(t *testing.T) {
 	r := runFake(t, "eval_cost_us=2000")
 	eventually(t, "an admission verdict", func() bool { return strings.Contains(r.s.Status()[0].Reason, "sustain") })
 	st := r.s.Status()[0]
-	if st.State != StateSampling || !st.Ready || !strings.Contains(st.Reason, "more than this host sustains") ||
+	if st.State != pmdata.StateSampling || !st.Ready || !strings.Contains(st.Reason, "more than this host sustains") ||
 		!strings.Contains(st.Reason, "--pmsample.backoff") || !strings.Contains(st.Reason, "samples/s") {
 		t.Fatalf("status = %+v; want sampling, ready, and a reason with the sustainable rate", st)
 	}
-	if v, ok := valueOf(r.agg.Snapshot(), r.s.Devices()[0], "cupti_pm_sampling_interval_seconds"); !ok || v != 0.001 {
+	if v, ok := pmtest.ValueOf(r.agg.Snapshot(), r.s.Devices()[0], "cupti_pm_sampling_interval_seconds"); !ok || v != 0.001 {
 		t.Errorf("interval = %v %v; without backoff it stays at 1 ms", v, ok)
 	}
 }
@@ -56,7 +59,7 @@ func TestAdmissionBacksOff(t *testing.T) {
 	r := runFake(t, "eval_cost_us=2000", WithRateBackoff(true))
 	d := r.s.Devices()[0]
 	eventually(t, "a backoff", func() bool {
-		v, ok := valueOf(r.agg.Snapshot(), d, "cupti_pm_sampling_interval_seconds")
+		v, ok := pmtest.ValueOf(r.agg.Snapshot(), d, "cupti_pm_sampling_interval_seconds")
 		return ok && v > 0.002
 	})
 	st := r.s.Status()[0]

@@ -90,8 +90,8 @@ func TestChipsMixedHost(t *testing.T) {
 	}
 	eventually(t, "cupti_sm_active_ratio on both GPUs", func() bool {
 		snap := r.agg.Snapshot()
-		_, ok0 := valueOf(snap, devs[0], "cupti_sm_active_ratio")
-		_, ok1 := valueOf(snap, devs[1], "cupti_sm_active_ratio")
+		_, ok0 := pmtest.ValueOf(snap, devs[0], "cupti_sm_active_ratio")
+		_, ok1 := pmtest.ValueOf(snap, devs[1], "cupti_sm_active_ratio")
 		return ok0 && ok1
 	})
 }

@@ -11,7 +11,6 @@ const (
 	DefaultInterval       = time.Millisecond
 	DefaultDecodePeriod   = 100 * time.Millisecond
 	DefaultHardwareBuffer = 64 << 20 // bytes; also the minimum
-	DefaultWindow         = 10 * time.Second
 	DefaultBackoffMin     = time.Second
 	DefaultBackoffMax     = time.Minute
 	// DefaultBusyPoll is how often a device whose counters another client holds tries to take

@@ -1,5 +1,5 @@
-// Package pmsample samples GPU performance counters with CUPTI PM Sampling and folds the
-// samples into window statistics.
+// Package pmsample samples GPU performance counters with CUPTI PM Sampling and delivers the
+// samples as pmdata.Batches; package aggregate folds them into window statistics.
 //
 // # Pieces
 //
@@ -35,38 +35,13 @@
 //     the other devices keep sampling; INSUFFICIENT_PRIVILEGES is state error with the remedy,
 //     retried every 5 min.
 //   - giveway.go: GiveWay(device, holder) and TakeBack(device): package profilers gives a GPU's
-//     counters to a profiler it found on the host (state yielded, not ready, DeviceStatus.Holder
-//     names it; lost with reason yielded; cupti_pm_give_ways_total{tool}) and takes them back
-//     when it exits. WithCountersInUse keeps New from reading the counter availability while a
+//     counters to a profiler it found on the host (state yielded, not ready,
+//     pmdata.DeviceStatus.Holder names it; lost with reason yielded;
+//     cupti_pm_give_ways_total{tool}) and takes them back when it exits. WithCountersInUse keeps New from reading the counter availability while a
 //     profiler runs (on an H100 reads made a running ncu fail).
-//   - aggregate.go, window/ (package window): the Aggregator consumes Batches from any Source (the sampler or a
-//     recording replay). Counters become monotonic totals (sum of value x scale); gauges become
-//     the time-weighted mean (weight = sample duration), max and min over a window (default 10 s,
-//     one batch granularity, in sample time), published as the Desc, Max and Min families that
-//     mapping names. Snapshots are immutable and swapped atomically; Snapshot never blocks.
-//     Gauges of a device that delivered nothing for a whole window are left out; counters stay.
-//
-// # Self-metrics
-//
-// Per device (labels gpu, uuid, model, chip, pci_bus_id): cupti_pm_samples_total,
-// cupti_pm_samples_lost_total{reason} and cupti_pm_lost_seconds_total{reason} (reasons in
-// LostReasons; samples_total + samples_lost_total grow at the configured rate, except while
-// idle-released),
-// cupti_pm_samples_dropped_total{reason="first_sample|invalid|incomplete|out_of_range"} (decoded, not
-// delivered), cupti_pm_samples_out_of_range_total{metric} (the guard's rejections),
-// cupti_pm_decode_failures_total{reason="image_full|overflow|decode_error"} (decodes),
-// cupti_pm_overflows_total, cupti_pm_window_coverage_ratio (share of the window the
-// statistics cover), cupti_pm_sampling_interval_seconds (in effect),
-// cupti_pm_decode_duration_seconds (last decode), cupti_pm_decode_gap_seconds (histogram of the
-// time between a session's decodes), cupti_pm_cupti_call_seconds_total{call},
-// cupti_pm_decode_thread_cpu_seconds_total, cupti_pm_sampling_state{state} (with WithStatus;
-// states sampling, paused, busy, error, idle-released, yielded),
-// cupti_pm_observed_ratio{metric} for multiplexed metrics, and
-// cupti_pm_last_sample_timestamp_seconds. What an idle GPU does without by default
-// (docs/sizing.md "An idle GPU"): a reason's series appears at its first event and
-// cupti_pm_sampling_state has the current state's series only (WithZeroReasons: all, at 0),
-// the Min families are left out (WithWindowMin), and so are the decode path's timings and the
-// last sample time (WithTiming).
+//   - aggregate/ (package aggregate), window/ (package window): the consumer of the Batches,
+//     from this sampler or any other pmdata.Source, that folds them into window statistics and
+//     the self-metrics of PM sampling.
 //
 // # Idle release
 //
@@ -101,6 +76,6 @@
 // # Concurrency
 //
 // Sampler.Run calls the sink from one goroutine per device (with the double pipeline, from
-// that device's evaluator goroutine; still one at a time per device, in order). Aggregator.Add is safe from several
-// goroutines; Snapshot may be called at any time. Pause, Resume and Status are safe at any time.
+// that device's evaluator goroutine; still one at a time per device, in order). Pause, Resume
+// and Status are safe at any time.
 package pmsample

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cupti-exporter/cupti-exporter/pmsample/aggregate"
 	"github.com/cupti-exporter/cupti-exporter/pmsample/catalog"
 	"github.com/cupti-exporter/cupti-exporter/pmsample/internal/pmtest"
 	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
@@ -25,7 +26,7 @@ import (
 
 type fakeRun struct {
 	s   *Sampler
-	agg *Aggregator
+	agg *aggregate.Aggregator
 	c   *collector
 }
 
@@ -51,7 +52,7 @@ func runFakeHook(t *testing.T, faults string, hook func(pmdata.Batch), opts ...O
 		t.Fatalf("New: %v", err)
 	}
 	t.Cleanup(s.Close)
-	agg := NewAggregator(m, s.Devices(), s.Catalog(), nil, WithStatus(s.Status), WithTiming(true))
+	agg := aggregate.New(m, s.Devices(), s.Catalog(), nil, aggregate.WithStatus(s.Status), aggregate.WithTiming(true))
 	c := &collector{}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -106,17 +107,17 @@ func TestSamplerFakeLibSamples(t *testing.T) {
 	}
 	r.c.mu.Unlock()
 	s := r.agg.Snapshot()
-	if v, ok := valueOf(s, r.s.Devices()[0], "cupti_pm_sampling_state", "sampling"); !ok || v != 1 {
+	if v, ok := pmtest.ValueOf(s, r.s.Devices()[0], "cupti_pm_sampling_state", "sampling"); !ok || v != 1 {
 		t.Errorf("state sampling = %v %v", v, ok)
 	}
 	eventually(t, "decode thread CPU", func() bool {
-		v, ok := valueOf(r.agg.Snapshot(), r.s.Devices()[0], "cupti_pm_decode_thread_cpu_seconds_total")
+		v, ok := pmtest.ValueOf(r.agg.Snapshot(), r.s.Devices()[0], "cupti_pm_decode_thread_cpu_seconds_total")
 		return ok && v > 0
 	})
 	for _, call := range []string{"decode", "evaluate", "session"} {
 		// the collector sees a batch just before the aggregator does
 		eventually(t, "time in CUPTI "+call+" calls", func() bool {
-			v, ok := valueOf(r.agg.Snapshot(), r.s.Devices()[0], "cupti_pm_cupti_call_seconds_total", call)
+			v, ok := pmtest.ValueOf(r.agg.Snapshot(), r.s.Devices()[0], "cupti_pm_cupti_call_seconds_total", call)
 			return ok && v > 0
 		})
 	}
@@ -127,7 +128,7 @@ func TestSamplerFakeLibOverflowRecreates(t *testing.T) {
 	eventually(t, "an overflow and samples after it", func() bool {
 		return r.c.sum(0, func(b pmdata.Batch) int { return b.Overflows }) >= 1 && r.c.sum(0, samplesOf) > 20
 	})
-	if st := r.s.Status()[0]; st.State != StateSampling {
+	if st := r.s.Status()[0]; st.State != pmdata.StateSampling {
 		t.Fatalf("status after overflow = %+v", st)
 	}
 }
@@ -153,17 +154,17 @@ func TestSamplerFakeLibBusyThenRecovers(t *testing.T) {
 	r := runFake(t, "busy_setconfig")
 	eventually(t, "both devices busy", func() bool {
 		st := r.s.Status()
-		return st[0].State == StateBusy && st[1].State == StateBusy
+		return st[0].State == pmdata.StateBusy && st[1].State == pmdata.StateBusy
 	})
 	// The snapshot shows it within its refresh period (1 s) although no batch arrives.
 	eventually(t, "state busy in the snapshot", func() bool {
-		v, _ := valueOf(r.agg.Snapshot(), r.s.Devices()[0], "cupti_pm_sampling_state", "busy")
+		v, _ := pmtest.ValueOf(r.agg.Snapshot(), r.s.Devices()[0], "cupti_pm_sampling_state", "busy")
 		return v == 1
 	})
 	cuptitest.SetFaults(t, "")
 	eventually(t, "sampling after the counters were freed", func() bool {
 		st := r.s.Status()
-		return st[0].State == StateSampling && st[1].State == StateSampling && r.c.sum(0, samplesOf) > 0
+		return st[0].State == pmdata.StateSampling && st[1].State == pmdata.StateSampling && r.c.sum(0, samplesOf) > 0
 	})
 }
 
@@ -171,10 +172,10 @@ func TestSamplerFakeLibPrivileges(t *testing.T) {
 	r := runFake(t, "insufficient_privileges")
 	eventually(t, "state error with the remedy", func() bool {
 		st := r.s.Status()[0]
-		return st.State == StateError && strings.Contains(st.Reason, "NVreg_RestrictProfilingToAdminUsers")
+		return st.State == pmdata.StateError && strings.Contains(st.Reason, "NVreg_RestrictProfilingToAdminUsers")
 	})
 	cuptitest.SetFaults(t, "")
-	eventually(t, "sampling after the retry", func() bool { return r.s.Status()[0].State == StateSampling })
+	eventually(t, "sampling after the retry", func() bool { return r.s.Status()[0].State == pmdata.StateSampling })
 }
 
 func TestSamplerFakeLibRejects19Passes(t *testing.T) {
@@ -217,7 +218,7 @@ func TestSamplerFakeLibPauseReleasesCounters(t *testing.T) {
 	r.s.Resume()
 	eventually(t, "sessions retaken", func() bool {
 		st := r.s.Status()
-		return cuptitest.Query(t, "sessions") == 2 && st[0].State == StateSampling && st[1].State == StateSampling
+		return cuptitest.Query(t, "sessions") == 2 && st[0].State == pmdata.StateSampling && st[1].State == pmdata.StateSampling
 	})
 	// Busy on resume (another profiler took the counters meanwhile): busy, then recovers.
 	if err := r.s.Pause(context.Background(), 0); err != nil {
@@ -225,9 +226,9 @@ func TestSamplerFakeLibPauseReleasesCounters(t *testing.T) {
 	}
 	cuptitest.SetFaults(t, "busy_setconfig")
 	r.s.Resume()
-	eventually(t, "busy after resume", func() bool { return r.s.Status()[0].State == StateBusy })
+	eventually(t, "busy after resume", func() bool { return r.s.Status()[0].State == pmdata.StateBusy })
 	cuptitest.SetFaults(t, "")
-	eventually(t, "sampling again", func() bool { return r.s.Status()[0].State == StateSampling })
+	eventually(t, "sampling again", func() bool { return r.s.Status()[0].State == pmdata.StateSampling })
 }
 
 func TestSamplerFakeLibPlansAgainWithAvailability(t *testing.T) {
@@ -349,7 +350,7 @@ func TestSamplerFakeLibMultiplexRotates(t *testing.T) {
 	}
 	d := r.s.Devices()[0]
 	for _, name := range []string{ms[0], ms[8]} {
-		v, ok := valueOf(r.agg.Snapshot(), d, "cupti_pm_observed_ratio", name)
+		v, ok := pmtest.ValueOf(r.agg.Snapshot(), d, "cupti_pm_observed_ratio", name)
 		if !ok || v < 0.3 || v > 0.7 {
 			t.Errorf("observed ratio of %s = %v %v; want about 0.5 (two groups taking turns)", name, v, ok)
 		}
@@ -422,7 +423,7 @@ func TestSamplerFakeLibSlowSinkDoesNotDelayDecodes(t *testing.T) {
 	if k := outOfOrder.Load(); k != 0 {
 		t.Errorf("%d batches reached the sink out of order", k)
 	}
-	v, ok := histogramOf(r.agg.Snapshot(), r.s.Devices()[0], "cupti_pm_decode_gap_seconds")
+	v, ok := pmtest.HistogramOf(r.agg.Snapshot(), r.s.Devices()[0], "cupti_pm_decode_gap_seconds")
 	if !ok || v.Count < 40 {
 		t.Fatalf("cupti_pm_decode_gap_seconds of GPU 0: %+v %v; want one observation a decode", v, ok)
 	}
@@ -480,10 +481,10 @@ func TestSamplerFakeLibSplitSampleNotDelivered(t *testing.T) {
 			}
 			s := r.agg.Snapshot()
 			eventually(t, "incomplete counted", func() bool {
-				v, ok := valueOf(r.agg.Snapshot(), r.s.Devices()[0], "cupti_pm_samples_dropped_total", "incomplete")
+				v, ok := pmtest.ValueOf(r.agg.Snapshot(), r.s.Devices()[0], "cupti_pm_samples_dropped_total", "incomplete")
 				return ok && v >= float64(n)
 			})
-			if v, ok := valueOf(s, r.s.Devices()[0], "cupti_pm_samples_lost_total", "incomplete"); !ok || v < 1 {
+			if v, ok := pmtest.ValueOf(s, r.s.Devices()[0], "cupti_pm_samples_lost_total", "incomplete"); !ok || v < 1 {
 				t.Errorf("lost{incomplete} = %v %v, want the split samples", v, ok)
 			}
 		})

@@ -3,7 +3,6 @@ package pmsample
 import (
 	"cmp"
 	"context"
-	"fmt"
 	"slices"
 	"strconv"
 	"time"
@@ -13,37 +12,26 @@ import (
 	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
 
-// StateYielded is a device whose counters were given to a profiler found on the host (package
-// profilers decides, GiveWay and TakeBack act): Stop, a last decode, Disable, then nothing until
-// the profiler is gone. Like a pause it is not ready; DeviceStatus.Holder names the profiler.
-const StateYielded State = "yielded"
-
-// Holder is a process that wants or holds a GPU's performance counters.
-type Holder struct {
-	// Tool is a bounded name (ncu, nsys, dcgm, named): the tool label of the give-way counter.
-	Tool string `json:"tool"`
-	PID  int    `json:"pid"`
-	Comm string `json:"comm"`
-}
-
-func (h Holder) String() string { return fmt.Sprintf("%s (pid %d, %s)", h.Tool, h.PID, h.Comm) }
+// A device whose counters were given to a profiler found on the host (package profilers
+// decides, GiveWay and TakeBack act) is in pmdata.StateYielded: Stop, a last decode, Disable,
+// then nothing until the profiler is gone.
 
 // giveWaysDesc counts the give-ways of each device by tool.
 var giveWaysDesc = descs.Counter("cupti_pm_give_ways_total", "", "cupti.pm.give_ways", "{give_way}", "Times the PM counters of the GPU were given to a profiler found on the host (tool: ncu, nsys, dcgm, named); the log names its process. Time without samples meanwhile is lost with reason yielded.", snapshot.DeviceLabels("tool")...)
 
 // yieldState is the give-way side of a runner, guarded by runner.mu.
 type yieldState struct {
-	holder   *Holder // nil: not given away
+	holder   *pmdata.Holder // nil: not given away
 	since    time.Time
 	counts   map[string]uint64 // give-ways by tool
 	takeBack time.Time         // when the last TakeBack came, until the first sample after it
 }
 
 // GiveWay gives the PM counters of device to the profiler h: the session is let go (Stop, a
-// last decode, Disable; the device thread does it at once) and the device reports StateYielded
-// until TakeBack. A user pause still wins; an idle release waits underneath. Giving way on a
+// last decode, Disable; the device thread does it at once) and the device reports
+// pmdata.StateYielded until TakeBack. A user pause still wins; an idle release waits underneath. Giving way on a
 // device already given away only updates the holder it names (not counted again).
-func (s *Sampler) GiveWay(device int, h Holder) {
+func (s *Sampler) GiveWay(device int, h pmdata.Holder) {
 	r := s.runner(device)
 	if r == nil || r.fixed {
 		return
@@ -61,8 +49,8 @@ func (s *Sampler) GiveWay(device int, h Holder) {
 	}
 	r.mu.Unlock()
 	if !first {
-		if r.status().State == StateYielded { // /readyz names the holder of now
-			r.setState(StateYielded, r.yieldReason())
+		if r.status().State == pmdata.StateYielded { // /readyz names the holder of now
+			r.setState(pmdata.StateYielded, r.yieldReason())
 		}
 		return
 	}
@@ -71,7 +59,7 @@ func (s *Sampler) GiveWay(device int, h Holder) {
 	if s.running.TryLock() { // not running: nothing holds the counters
 		s.running.Unlock()
 		if p, _ := r.paused(); !p {
-			r.setState(StateYielded, r.yieldReason())
+			r.setState(pmdata.StateYielded, r.yieldReason())
 		}
 	}
 }
@@ -100,7 +88,7 @@ func (s *Sampler) TakeBack(device int) {
 }
 
 // yielded returns the profiler the device's counters are given to, or nil.
-func (r *runner) yielded() *Holder {
+func (r *runner) yielded() *pmdata.Holder {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.yield.holder
@@ -120,7 +108,7 @@ func (r *runner) yieldReason() string {
 // yieldWait waits while the device's counters are given away; the time is lost with reason
 // yielded (also from the take-back to the first sample).
 func (r *runner) yieldWait(ctx context.Context, sink func(pmdata.Batch)) {
-	r.setState(StateYielded, r.yieldReason())
+	r.setState(pmdata.StateYielded, r.yieldReason())
 	r.loss.open("yielded", r.now())
 	r.idle(ctx, time.Time{}, sink) // until GiveWay, TakeBack, Pause or Resume pokes
 }

@@ -5,6 +5,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/cupti-exporter/cupti-exporter/pmsample/internal/pmtest"
+	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
 )
 
 func TestGiveWayReleasesAndTakesBack(t *testing.T) {
@@ -13,9 +16,9 @@ func TestGiveWayReleasesAndTakesBack(t *testing.T) {
 	c := start(t, s)
 	eventually(t, "sampling", func() bool { return c.sum(0, samplesOf) > 0 && c.sum(1, samplesOf) > 0 })
 
-	ncu := Holder{Tool: "ncu", PID: 4242, Comm: "ncu"}
+	ncu := pmdata.Holder{Tool: "ncu", PID: 4242, Comm: "ncu"}
 	s.GiveWay(0, ncu)
-	eventually(t, "yielded", func() bool { return s.Status()[0].State == StateYielded })
+	eventually(t, "yielded", func() bool { return s.Status()[0].State == pmdata.StateYielded })
 	st := s.Status()[0]
 	if st.Ready || st.Holder == nil || *st.Holder != ncu || !strings.Contains(st.Reason, "ncu (pid 4242, ncu)") {
 		t.Fatalf("yielded status = %+v, want not ready, naming the holder", st)
@@ -26,11 +29,11 @@ func TestGiveWayReleasesAndTakesBack(t *testing.T) {
 	if log := strings.Join(pm.log(), " "); !strings.HasSuffix(log, "Stop Stop Disable") {
 		t.Fatalf("calls %q: want the release to end Stop (drain), Stop, Disable", log)
 	}
-	if s.Status()[1].State != StateSampling {
+	if s.Status()[1].State != pmdata.StateSampling {
 		t.Fatal("giving GPU 0 away stopped GPU 1")
 	}
 	// A second holder of the same GPU (the first one's target, another profiler): named, not counted.
-	s.GiveWay(0, Holder{Tool: "nsys", PID: 7, Comm: "nsys"})
+	s.GiveWay(0, pmdata.Holder{Tool: "nsys", PID: 7, Comm: "nsys"})
 	if st := s.Status()[0]; st.Holder == nil || st.Holder.PID != 7 || !strings.Contains(st.Reason, "nsys (pid 7, nsys)") {
 		t.Fatalf("status after a second give-way = %+v, want pid 7 named", st)
 	}
@@ -41,7 +44,7 @@ func TestGiveWayReleasesAndTakesBack(t *testing.T) {
 	}
 
 	s.TakeBack(0)
-	eventually(t, "samples after the take-back", func() bool { return c.sum(0, samplesOf) > n && s.Status()[0].State == StateSampling })
+	eventually(t, "samples after the take-back", func() bool { return c.sum(0, samplesOf) > n && s.Status()[0].State == pmdata.StateSampling })
 	// (the script's clock stands still while released: the gap to the first sample after the
 	// take-back is what is lost, with the give-way's reason)
 	if lost := lostOf(c, 0, "yielded"); lost <= 0 {
@@ -54,15 +57,15 @@ func TestGiveWayReleasesAndTakesBack(t *testing.T) {
 	if got := s.GiveWayCounts(); len(got) != 1 || got[0]["ncu"] != 1 || got[0]["nsys"] != 0 {
 		t.Fatalf("give-way counts = %v, want GPU 0: ncu 1", got)
 	}
-	v, ok := valueOf(NewGiveWayProducer(s).Snapshot(), s.Devices()[0], "cupti_pm_give_ways_total", "ncu")
+	v, ok := pmtest.ValueOf(NewGiveWayProducer(s).Snapshot(), s.Devices()[0], "cupti_pm_give_ways_total", "ncu")
 	if !ok || v != 1 {
 		t.Fatalf("cupti_pm_give_ways_total{gpu=0,tool=ncu} = %v, %v; want 1", v, ok)
 	}
-	if _, ok := valueOf(NewGiveWayProducer(s).Snapshot(), s.Devices()[1], "cupti_pm_give_ways_total", "ncu"); ok {
+	if _, ok := pmtest.ValueOf(NewGiveWayProducer(s).Snapshot(), s.Devices()[1], "cupti_pm_give_ways_total", "ncu"); ok {
 		t.Fatal("a give-way series for GPU 1, which was never given away")
 	}
 	// The state and holder in the pause API's JSON, which the GPM fallback reads too.
-	b, _ := json.Marshal(DeviceStatus{State: StateYielded, Holder: &ncu})
+	b, _ := json.Marshal(pmdata.DeviceStatus{State: pmdata.StateYielded, Holder: &ncu})
 	if !strings.Contains(string(b), `"holder":{"tool":"ncu","pid":4242,"comm":"ncu"}`) {
 		t.Fatalf("json %s", b)
 	}
@@ -91,39 +94,39 @@ func TestGiveWayPauseWinsAndIdleReleaseWaits(t *testing.T) {
 	if err := s.Pause(t.Context(), 0); err != nil {
 		t.Fatal(err)
 	}
-	s.GiveWay(0, Holder{Tool: "ncu", PID: 1, Comm: "ncu"})
+	s.GiveWay(0, pmdata.Holder{Tool: "ncu", PID: 1, Comm: "ncu"})
 	time.Sleep(20 * time.Millisecond)
-	if st := s.Status()[0].State; st != StatePaused {
+	if st := s.Status()[0].State; st != pmdata.StatePaused {
 		t.Fatalf("state %s: a pause must win over a give-way", st)
 	}
 	s.Resume()
-	eventually(t, "yielded after the resume", func() bool { return s.Status()[0].State == StateYielded })
+	eventually(t, "yielded after the resume", func() bool { return s.Status()[0].State == pmdata.StateYielded })
 	// The idle controller sees the profiler's new process and asks for the session back: the
 	// give-way holds it off; after the take-back the device samples.
 	s.Release(0, "idle")
 	s.Reacquire(0, time.Now())
 	time.Sleep(20 * time.Millisecond)
-	if st := s.Status()[0].State; st != StateYielded || !pm.released() {
+	if st := s.Status()[0].State; st != pmdata.StateYielded || !pm.released() {
 		t.Fatalf("state %s, released %v: a reacquire must not take the counters from a profiler", st, pm.released())
 	}
 	n := c.sum(0, samplesOf)
 	s.TakeBack(0)
-	eventually(t, "sampling after the take-back", func() bool { return s.Status()[0].State == StateSampling && c.sum(0, samplesOf) > n })
+	eventually(t, "sampling after the take-back", func() bool { return s.Status()[0].State == pmdata.StateSampling && c.sum(0, samplesOf) > n })
 	// Released for idleness while given away: back to idle-released, not sampling.
-	s.GiveWay(0, Holder{Tool: "ncu", PID: 2, Comm: "ncu"})
-	eventually(t, "yielded", func() bool { return s.Status()[0].State == StateYielded })
+	s.GiveWay(0, pmdata.Holder{Tool: "ncu", PID: 2, Comm: "ncu"})
+	eventually(t, "yielded", func() bool { return s.Status()[0].State == pmdata.StateYielded })
 	s.Release(0, "idle again")
 	s.TakeBack(0)
-	eventually(t, "idle-released after the take-back", func() bool { return s.Status()[0].State == StateIdle })
+	eventually(t, "idle-released after the take-back", func() bool { return s.Status()[0].State == pmdata.StateIdle })
 }
 
 func TestGiveWayNotRunning(t *testing.T) {
 	s := newTestSampler(t, []*scriptPM{newScriptPM()}, oneGroup)
-	s.GiveWay(0, Holder{Tool: "ncu", PID: 3, Comm: "ncu"})
-	if st := s.Status()[0]; st.State != StateYielded || st.Holder == nil {
+	s.GiveWay(0, pmdata.Holder{Tool: "ncu", PID: 3, Comm: "ncu"})
+	if st := s.Status()[0]; st.State != pmdata.StateYielded || st.Holder == nil {
 		t.Fatalf("status %+v before Run, want yielded naming the holder", st)
 	}
-	s.GiveWay(9, Holder{Tool: "ncu"}) // no such device: nothing
+	s.GiveWay(9, pmdata.Holder{Tool: "ncu"}) // no such device: nothing
 	s.TakeBack(9)
 }
 
@@ -132,7 +135,7 @@ func TestBusyTriesAgainAtTheBusyPoll(t *testing.T) {
 	pm.busyLeft = 1 << 30
 	s := newTestSampler(t, []*scriptPM{pm}, oneGroup, WithBusyPoll(20*time.Millisecond), WithBackoff(time.Hour, time.Hour))
 	c := start(t, s)
-	eventually(t, "busy", func() bool { return s.Status()[0].State == StateBusy })
+	eventually(t, "busy", func() bool { return s.Status()[0].State == pmdata.StateBusy })
 	time.Sleep(150 * time.Millisecond)
 	n := strings.Count(strings.Join(pm.log(), " "), "SetConfig")
 	if n < 4 || n > 12 {

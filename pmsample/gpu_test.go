@@ -11,7 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cupti-exporter/cupti-exporter/pmsample/aggregate"
 	"github.com/cupti-exporter/cupti-exporter/pmsample/catalog"
+	"github.com/cupti-exporter/cupti-exporter/pmsample/internal/pmtest"
 	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
 
 	"github.com/cupti-exporter/cupti-exporter/internal/cupti"
@@ -88,7 +90,7 @@ func TestGPUSample(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	agg := NewAggregator(m, s.Devices(), s.Catalog(), logger, WithStatus(s.Status))
+	agg := aggregate.New(m, s.Devices(), s.Catalog(), logger, aggregate.WithStatus(s.Status))
 	defer func() {
 		cd := s.runners[0].pm.(*cuptiDevice)
 		t.Logf("DecodeData %v, evaluation %v for %d samples", cd.total.Decode, evaluation(cd.total), cd.evaluated)
@@ -123,7 +125,7 @@ func TestGPUSample(t *testing.T) {
 			t.Logf("%s%v = %g", f.Desc.Name, x.LabelValues[len(snapshot.DeviceLabelNames):], x.Value)
 		}
 	}
-	n, _ := valueOf(snap, d, "cupti_pm_samples_total")
+	n, _ := pmtest.ValueOf(snap, d, "cupti_pm_samples_total")
 	t.Logf("%d batches, mean decode+evaluate %v per batch, %.1f us per sample", batches, decode/time.Duration(max(batches, 1)),
 		float64(decode.Microseconds())/max(n, 1))
 	want := 0.8 * secs.Seconds() * 1000
@@ -134,7 +136,7 @@ func TestGPUSample(t *testing.T) {
 		t.Errorf("%v samples in %v, want at least %v at 1 kHz", n, secs, want)
 	}
 	for _, reason := range []string{"image_full", "overflow", "decode_error"} {
-		if v, _ := valueOf(snap, d, "cupti_pm_decode_failures_total", reason); v != 0 {
+		if v, _ := pmtest.ValueOf(snap, d, "cupti_pm_decode_failures_total", reason); v != 0 {
 			t.Errorf("decode failures{%s} = %v, want 0", reason, v)
 		}
 	}
@@ -142,19 +144,19 @@ func TestGPUSample(t *testing.T) {
 	// instant to the newest sample), within 0.5 %.
 	var lost float64
 	for _, reason := range pmdata.LostReasons {
-		v, _ := valueOf(snap, d, "cupti_pm_samples_lost_total", reason)
+		v, _ := pmtest.ValueOf(snap, d, "cupti_pm_samples_lost_total", reason)
 		lost += v
 		if v > 0 {
 			t.Logf("lost to %s: %.1f samples", reason, v)
 		}
 	}
-	if cov, ok := valueOf(snap, d, "cupti_pm_window_coverage_ratio"); ok {
+	if cov, ok := pmtest.ValueOf(snap, d, "cupti_pm_window_coverage_ratio"); ok {
 		t.Logf("window coverage %.4f", cov)
 	}
 	if os.Getenv("PMSAMPLE_EXPECT_BUSY") != "1" && lost > 0.005*(n+lost)+2 {
 		t.Errorf("%.1f samples lost of %.0f", lost, n+lost)
 	}
-	if v, _ := valueOf(snap, d, "cupti_pm_samples_dropped_total", "first_sample"); v != 1 {
+	if v, _ := pmtest.ValueOf(snap, d, "cupti_pm_samples_dropped_total", "first_sample"); v != 1 {
 		t.Errorf("first samples dropped = %v, want 1", v)
 	}
 	gpuOut(t, "pmsample_snapshot.json", snap)

@@ -12,15 +12,6 @@ const (
 	lostOutOfRange = guard.LostOutOfRange
 )
 
-func lostIndex(reason string) int {
-	for i, r := range pmdata.LostReasons {
-		if r == reason {
-			return i
-		}
-	}
-	return len(pmdata.LostReasons) - 1 // gap
-}
-
 // lossAccount follows one device's time line: the cursor is the end of the last time
 // accounted for (a delivered sample or a loss); an open cause names why the time after the
 // cursor is not being sampled. It is owned by the device goroutine.

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cupti-exporter/cupti-exporter/pmsample/internal/pmtest"
 	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
 
 	"github.com/cupti-exporter/cupti-exporter/internal/cupti/cuptitest"
@@ -139,10 +140,10 @@ func TestLossPauseAndBusyCounted(t *testing.T) {
 	// The aggregator publishes the same figures and a window coverage below 1.
 	d := r.s.Devices()[0]
 	s := r.agg.Snapshot()
-	if v, ok := valueOf(s, d, "cupti_pm_samples_lost_total", "paused"); !ok || v < 180 {
+	if v, ok := pmtest.ValueOf(s, d, "cupti_pm_samples_lost_total", "paused"); !ok || v < 180 {
 		t.Errorf("cupti_pm_samples_lost_total{paused} = %v %v", v, ok)
 	}
-	if v, ok := valueOf(s, d, "cupti_pm_window_coverage_ratio"); !ok || v <= 0 || v >= 0.99 {
+	if v, ok := pmtest.ValueOf(s, d, "cupti_pm_window_coverage_ratio"); !ok || v <= 0 || v >= 0.99 {
 		t.Errorf("window coverage = %v %v, want a share below 1 after a pause", v, ok)
 	}
 }
@@ -155,10 +156,10 @@ func TestLossNoneWhenHealthy(t *testing.T) {
 	// The window (10 s) holds the whole run: its coverage is the delivered share.
 	d := r.s.Devices()[0]
 	want := float64(tl.delivered) / (float64(tl.delivered) + tl.lostTotal())
-	if v, ok := valueOf(r.agg.Snapshot(), d, "cupti_pm_window_coverage_ratio"); !ok || math.Abs(v-want) > 0.02 {
+	if v, ok := pmtest.ValueOf(r.agg.Snapshot(), d, "cupti_pm_window_coverage_ratio"); !ok || math.Abs(v-want) > 0.02 {
 		t.Errorf("window coverage = %v %v, want %.3f", v, ok, want)
 	}
-	if v, ok := valueOf(r.agg.Snapshot(), d, "cupti_pm_sampling_interval_seconds"); !ok || v != 0.001 {
+	if v, ok := pmtest.ValueOf(r.agg.Snapshot(), d, "cupti_pm_sampling_interval_seconds"); !ok || v != 0.001 {
 		t.Errorf("interval gauge = %v %v, want 0.001", v, ok)
 	}
 }

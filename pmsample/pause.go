@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net/http"
 	"time"
+
+	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
 )
 
 // Pause releases the performance counters of every device (Stop, Disable) so that another
@@ -26,18 +28,18 @@ func (s *Sampler) Pause(ctx context.Context, d time.Duration) error {
 		s.running.Unlock()
 		for _, r := range s.runners {
 			if !r.fixed {
-				r.setState(StatePaused, "paused on request")
+				r.setState(pmdata.StatePaused, "paused on request")
 			}
 		}
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	return s.waitState(ctx, func(st State) bool { return st == StatePaused })
+	return s.waitState(ctx, func(st pmdata.State) bool { return st == pmdata.StatePaused })
 }
 
 // waitState polls until every device that can sample satisfies ok.
-func (s *Sampler) waitState(ctx context.Context, ok func(State) bool) error {
+func (s *Sampler) waitState(ctx context.Context, ok func(pmdata.State) bool) error {
 	for _, r := range s.runners {
 		for !r.fixed && !ok(r.status().State) {
 			select {
@@ -70,8 +72,8 @@ func (r *runner) poke() {
 
 // PauseResponse is the JSON body of the pause and resume endpoints.
 type PauseResponse struct {
-	Devices []DeviceStatus `json:"devices"`
-	Error   string         `json:"error,omitempty"`
+	Devices []pmdata.DeviceStatus `json:"devices"`
+	Error   string                `json:"error,omitempty"`
 }
 
 // MaxPause is the longest timed pause the handler accepts: a longer one is more likely a typo
@@ -107,7 +109,7 @@ func (s *Sampler) Handler() http.Handler {
 		s.Resume()
 		if !s.running.TryLock() { // running: give the devices a moment to retake the counters
 			ctx, cancel := context.WithTimeout(req.Context(), 2*time.Second)
-			_ = s.waitState(ctx, func(st State) bool { return st != StatePaused })
+			_ = s.waitState(ctx, func(st pmdata.State) bool { return st != pmdata.StatePaused })
 			cancel()
 		} else {
 			s.running.Unlock()

@@ -12,11 +12,6 @@ import (
 	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
 
-// StateIdle is a device whose PM session was released because the GPU sat idle (an idle
-// controller, package idle, called Release). The exporter is healthy and ready; it holds no
-// session until Reacquire.
-const StateIdle State = "idle-released"
-
 // Self-metrics of idle release: one series per device.
 var (
 	idleReleasesDesc   = descs.Counter("cupti_pm_idle_releases_total", "", "cupti.pm.idle.releases", "{release}", "Times the PM session of an idle GPU was released (state idle-released).", snapshot.DeviceLabelNames...)
@@ -50,7 +45,7 @@ type IdleStats struct {
 }
 
 // Release releases the PM session of device (Stop after a last decode, Disable, as Pause
-// does) because the GPU is idle; the device reports StateIdle (ready) with reason until
+// does) because the GPU is idle; the device reports pmdata.StateIdle (ready) with reason until
 // Reacquire. A user pause wins: a paused device stays paused and Resume does not end an idle
 // release. Releasing a released device or an unknown one does nothing. It does not wait.
 func (s *Sampler) Release(device int, reason string) {
@@ -71,7 +66,7 @@ func (s *Sampler) Release(device int, reason string) {
 	if s.running.TryLock() { // not running: nothing holds the counters
 		s.running.Unlock()
 		if p, _ := r.paused(); !p {
-			r.setState(StateIdle, reason)
+			r.setState(pmdata.StateIdle, reason)
 		}
 	}
 }

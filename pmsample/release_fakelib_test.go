@@ -18,14 +18,14 @@ func TestSamplerFakeLibIdleRelease(t *testing.T) {
 	eventually(t, "sampling", func() bool { return r.c.sum(0, samplesOf) > 0 && r.c.sum(1, samplesOf) > 0 })
 	r.s.Release(0, "idle for 5s")
 	eventually(t, "one session released", func() bool {
-		return cuptitest.Query(t, "sessions") == 1 && r.s.Status()[0].State == StateIdle
+		return cuptitest.Query(t, "sessions") == 1 && r.s.Status()[0].State == pmdata.StateIdle
 	})
-	if st := r.s.Status(); !st[0].Ready || st[1].State != StateSampling {
+	if st := r.s.Status(); !st[0].Ready || st[1].State != pmdata.StateSampling {
 		t.Fatalf("status = %+v", st)
 	}
 	r.s.Reacquire(0, time.Now())
 	eventually(t, "session retaken", func() bool {
-		return cuptitest.Query(t, "sessions") == 2 && r.s.Status()[0].State == StateSampling
+		return cuptitest.Query(t, "sessions") == 2 && r.s.Status()[0].State == pmdata.StateSampling
 	})
 	if is := r.s.IdleStats()[0]; is.Releases != 1 || is.Reacquires != 1 || is.ReleasedSeconds <= 0 {
 		t.Fatalf("idle stats = %+v", is)
@@ -40,7 +40,7 @@ func TestSamplerFakeLibDutyCycle(t *testing.T) {
 	t0 := time.Now()
 	eventually(t, "samples", func() bool { return r.c.sum(0, samplesOf) > 0 })
 	eventually(t, "both sessions released for the off phase", func() bool { return cuptitest.Query(t, "sessions") == 0 })
-	if st := r.s.Status()[0]; st.State != StateSampling || !st.Ready {
+	if st := r.s.Status()[0]; st.State != pmdata.StateSampling || !st.Ready {
 		t.Fatalf("status in the off phase = %+v, want sampling and ready", st)
 	}
 	before := r.c.sum(0, samplesOf)
@@ -73,9 +73,9 @@ func TestSamplerFakeLibDutyCycleIdleRelease(t *testing.T) {
 	r := runFake(t, "", WithDutyCycle(0.5, time.Second))
 	eventually(t, "the off phase", func() bool { return r.c.sum(0, samplesOf) > 0 && cuptitest.Query(t, "sessions") == 0 })
 	r.s.Release(0, "idle for 5s")
-	eventually(t, "device 0 idle-released", func() bool { return r.s.Status()[0].State == StateIdle })
+	eventually(t, "device 0 idle-released", func() bool { return r.s.Status()[0].State == pmdata.StateIdle })
 	eventually(t, "device 1 sampling again after the off phase, device 0 still released", func() bool {
-		return cuptitest.Query(t, "sessions") == 1 && r.s.Status()[0].State == StateIdle && r.s.Status()[1].State == StateSampling
+		return cuptitest.Query(t, "sessions") == 1 && r.s.Status()[0].State == pmdata.StateIdle && r.s.Status()[1].State == pmdata.StateSampling
 	})
 	before := r.c.sum(0, samplesOf)
 	r.s.Reacquire(0, time.Now())

@@ -6,10 +6,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cupti-exporter/cupti-exporter/pmsample/aggregate"
 	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
 
 	"github.com/cupti-exporter/cupti-exporter/mapping"
-	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
 
 func TestReleaseIdleThenReacquire(t *testing.T) {
@@ -19,7 +19,7 @@ func TestReleaseIdleThenReacquire(t *testing.T) {
 	eventually(t, "sampling", func() bool { return c.sum(0, samplesOf) > 0 })
 
 	s.Release(0, "idle for 60s")
-	eventually(t, "idle-released", func() bool { return s.Status()[0].State == StateIdle })
+	eventually(t, "idle-released", func() bool { return s.Status()[0].State == pmdata.StateIdle })
 	st := s.Status()[0]
 	if !st.Ready || st.Reason != "idle for 60s" {
 		t.Fatalf("released status = %+v, want ready with the reason", st)
@@ -27,7 +27,7 @@ func TestReleaseIdleThenReacquire(t *testing.T) {
 	if !pm.released() {
 		t.Fatalf("session still held after Release: %v", pm.log())
 	}
-	if s.Status()[1].State != StateSampling {
+	if s.Status()[1].State != pmdata.StateSampling {
 		t.Fatal("releasing device 0 stopped device 1")
 	}
 	n := c.sum(0, samplesOf)
@@ -47,7 +47,7 @@ func TestReleaseIdleThenReacquire(t *testing.T) {
 	if d := time.Since(t0); d > time.Second {
 		t.Fatalf("reacquire took %v", d)
 	}
-	if st := s.Status()[0]; st.State != StateSampling {
+	if st := s.Status()[0]; st.State != pmdata.StateSampling {
 		t.Fatalf("state after reacquire = %s", st.State)
 	}
 	is := s.IdleStats()[0]
@@ -72,7 +72,7 @@ func TestReleaseMissedTimeCounted(t *testing.T) {
 	c := start(t, s)
 	eventually(t, "sampling", func() bool { return c.sum(0, samplesOf) > 0 })
 	s.Release(0, "idle")
-	eventually(t, "idle-released", func() bool { return s.Status()[0].State == StateIdle })
+	eventually(t, "idle-released", func() bool { return s.Status()[0].State == pmdata.StateIdle })
 	time.Sleep(300 * time.Millisecond) // released time: must not show as a loss
 	pm.set(func(p *scriptPM) { p.clock = uint64(time.Now().Add(200 * time.Millisecond).UnixNano()) })
 	s.Reacquire(0, time.Now())
@@ -112,24 +112,24 @@ func TestReleaseUserPauseWins(t *testing.T) {
 	s.Release(0, "idle")
 	s.Reacquire(0, time.Now()) // activity: must not retake the counters of a paused device
 	time.Sleep(30 * time.Millisecond)
-	if st := s.Status()[0]; st.State != StatePaused || !pm.released() {
+	if st := s.Status()[0]; st.State != pmdata.StatePaused || !pm.released() {
 		t.Fatalf("state %s, released %v: idle logic overrode a user pause", st.State, pm.released())
 	}
 	// Released while paused: Resume leaves it released until activity.
 	s.Release(0, "idle")
 	s.Resume()
-	eventually(t, "idle-released after resume", func() bool { return s.Status()[0].State == StateIdle })
+	eventually(t, "idle-released after resume", func() bool { return s.Status()[0].State == pmdata.StateIdle })
 	if !pm.released() {
 		t.Fatal("resume retook the counters of an idle-released device")
 	}
 	s.Reacquire(0, time.Now())
-	eventually(t, "sampling", func() bool { return s.Status()[0].State == StateSampling })
+	eventually(t, "sampling", func() bool { return s.Status()[0].State == pmdata.StateSampling })
 }
 
 func TestReleaseNotRunning(t *testing.T) {
 	s := newTestSampler(t, []*scriptPM{newScriptPM()}, oneGroup)
 	s.Release(0, "idle")
-	if st := s.Status()[0]; st.State != StateIdle || !st.Ready {
+	if st := s.Status()[0]; st.State != pmdata.StateIdle || !st.Ready {
 		t.Fatalf("status = %+v", st)
 	}
 	s.Release(7, "no such device") // ignored
@@ -142,7 +142,7 @@ func TestReleaseStateAndIdleMetrics(t *testing.T) {
 	}
 	s := newTestSampler(t, []*scriptPM{newScriptPM()}, oneGroup)
 	s.Release(0, "idle")
-	agg := NewAggregator(m, s.Devices(), nil, nil, WithStatus(s.Status))
+	agg := aggregate.New(m, s.Devices(), nil, nil, aggregate.WithStatus(s.Status))
 	var got []string
 	for _, f := range agg.Snapshot().Families {
 		if f.Desc.Name == "cupti_pm_sampling_state" {
@@ -169,35 +169,5 @@ func TestReleaseStateAndIdleMetrics(t *testing.T) {
 	}
 	if len(want) != 0 {
 		t.Fatalf("families missing: %v", want)
-	}
-}
-
-// While released no batch arrives: the window statistics must vanish (no value), not read 0,
-// and after reacquiring the mean covers only sampled time (no zeros averaged in).
-func TestReleaseWindowReportsNoZeros(t *testing.T) {
-	a, m, clk := newTestAggregator(t)
-	sm := mappedAs(t, m, mSM, snapshot.KindGauge)
-	busy := func(v float64) pmdata.Batch {
-		t0 := uint64(clk.now().UnixNano())
-		b := pmdata.Batch{Device: 0, Metrics: []string{mSM}}
-		for i := range uint64(100) {
-			s := t0 + i*uint64(time.Millisecond)
-			b.Samples = append(b.Samples, pmdata.Sample{Start: s, End: s + uint64(time.Millisecond), Values: []float64{v}})
-		}
-		return b
-	}
-	a.Add(busy(80))
-	if v, ok := value(t, a.Snapshot(), sm.Desc.Name, labelValues(sm)...); !ok || !near(v, 80*sm.Scale) {
-		t.Fatalf("mean while sampling = %v %v", v, ok)
-	}
-	// Released for 30 s: no batch; past the window the gauge is absent, never 0.
-	clk.add(30 * time.Second)
-	if v, ok := value(t, a.Snapshot(), sm.Desc.Name, labelValues(sm)...); ok {
-		t.Fatalf("mean after 30 s released = %v, want absent", v)
-	}
-	// Reacquired: the new samples alone make the mean, no zeros averaged in.
-	a.Add(busy(40))
-	if v, ok := value(t, a.Snapshot(), sm.Desc.Name, labelValues(sm)...); !ok || !near(v, 40*sm.Scale) {
-		t.Fatalf("mean after reacquire = %v %v, want %v", v, ok, 40*sm.Scale)
 	}
 }

@@ -28,7 +28,7 @@ type runner struct {
 	log    *slog.Logger
 
 	mu          sync.Mutex
-	st          DeviceStatus
+	st          pmdata.DeviceStatus
 	pause       bool
 	pausedUntil time.Time
 	wake        chan struct{} // poked by Pause/Resume, Release/Reacquire
@@ -73,11 +73,11 @@ func newRunner(s *Sampler, dev pmdata.Device, pm pmDevice, groups []catalog.Grou
 	r := &runner{s: s, dev: dev, pm: pm, groups: groups, wake: make(chan struct{}, 1),
 		log: s.logger.With("gpu", dev.Index), interval: s.cfg.interval}
 	r.loss.iv = uint64(r.interval.Nanoseconds())
-	r.st = DeviceStatus{Device: dev.Index, UUID: dev.UUID, State: StateError, Reason: "sampler not running", Since: time.Now()}
+	r.st = pmdata.DeviceStatus{Device: dev.Index, UUID: dev.UUID, State: pmdata.StateError, Reason: "sampler not running", Since: time.Now()}
 	return r
 }
 
-func (r *runner) setState(st State, reason string) {
+func (r *runner) setState(st pmdata.State, reason string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.st.State != st || r.st.Reason != reason {
@@ -85,21 +85,21 @@ func (r *runner) setState(st State, reason string) {
 	}
 }
 
-func (r *runner) status() DeviceStatus {
+func (r *runner) status() pmdata.DeviceStatus {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	st := r.st
 	// A paused device is alive but samples nothing: not ready, saying until when (/readyz
 	// lists it; the exporter stays live, and ready while another source produces).
-	st.Ready = st.State == StateSampling || st.State == StateIdle
+	st.Ready = st.State == pmdata.StateSampling || st.State == pmdata.StateIdle
 	if r.pause {
 		st.PausedUntil = r.pausedUntil
 	}
-	if st.State == StateYielded && r.yield.holder != nil {
+	if st.State == pmdata.StateYielded && r.yield.holder != nil {
 		h := *r.yield.holder
 		st.Holder = &h
 	}
-	if st.State == StatePaused {
+	if st.State == pmdata.StatePaused {
 		st.Reason = "paused on request until resumed (PM counters not sampled)"
 		if !st.PausedUntil.IsZero() {
 			st.Reason = "paused on request until " + st.PausedUntil.UTC().Format(time.RFC3339) + " (PM counters not sampled)"
@@ -140,7 +140,7 @@ func (r *runner) run(ctx context.Context, sink func(pmdata.Batch)) {
 	for ctx.Err() == nil {
 		if p, until := r.paused(); p {
 			r.release()
-			r.setState(StatePaused, "paused on request")
+			r.setState(pmdata.StatePaused, "paused on request")
 			r.loss.open("paused", r.now())
 			r.idle(ctx, until, sink)
 			continue
@@ -151,14 +151,14 @@ func (r *runner) run(ctx context.Context, sink func(pmdata.Batch)) {
 			continue
 		}
 		if rel, why := r.idleReleased(); rel { // idle release (release.go); a user pause wins
-			r.setState(StateIdle, why)
+			r.setState(pmdata.StateIdle, why)
 			r.idleWait(ctx, sink)
 			continue
 		}
 		err := r.acquire()
 		if err == nil {
 			backoff = r.s.cfg.backoffMin
-			r.setState(StateSampling, r.admit)
+			r.setState(pmdata.StateSampling, r.admit)
 			err = r.sample(ctx, sink)
 		}
 		if errors.Is(err, errDutyOff) { // the session is released; sample again after the off phase
@@ -168,10 +168,10 @@ func (r *runner) run(ctx context.Context, sink func(pmdata.Batch)) {
 		}
 		if errors.Is(err, errBusy) { // another client holds the counters: watch for them to free
 			r.release()
-			if r.status().State != StateBusy {
+			if r.status().State != pmdata.StateBusy {
 				r.log.Warn("pm counters busy: another client holds them; retrying until they free", "every", r.s.cfg.busyPoll, "err", err)
 			}
-			r.setState(StateBusy, err.Error())
+			r.setState(pmdata.StateBusy, err.Error())
 			r.loss.open("busy", r.now())
 			r.waitBusy(ctx, sink)
 			continue
@@ -182,10 +182,10 @@ func (r *runner) run(ctx context.Context, sink func(pmdata.Batch)) {
 			cause := "error"
 			switch {
 			case errors.Is(err, errPrivileges):
-				r.setState(StateError, err.Error())
+				r.setState(pmdata.StateError, err.Error())
 				delay = r.s.cfg.privilegeRetry
 			default:
-				r.setState(StateError, err.Error())
+				r.setState(pmdata.StateError, err.Error())
 				backoff = min(backoff*2, r.s.cfg.backoffMax)
 			}
 			r.log.Warn("pm sampling stopped; retrying", "in", delay, "err", err)

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cupti-exporter/cupti-exporter/pmsample/aggregate"
 	"github.com/cupti-exporter/cupti-exporter/pmsample/internal/pmtest"
 	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
 
@@ -45,7 +46,7 @@ func BenchmarkSamplePath(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer r.release()
-	agg := NewAggregator(m, s.Devices(), s.Catalog(), nil, WithStatus(s.Status))
+	agg := aggregate.New(m, s.Devices(), s.Catalog(), nil, aggregate.WithStatus(s.Status))
 	var samples int
 	var inCUPTI time.Duration
 	sink := func(bt pmdata.Batch) {

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
-	"time"
 
 	"github.com/cupti-exporter/cupti-exporter/pmsample/catalog"
 	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
@@ -15,30 +14,6 @@ import (
 	"github.com/cupti-exporter/cupti-exporter/internal/cupti"
 	"github.com/cupti-exporter/cupti-exporter/mapping"
 )
-
-// State is the PM sampling state of a device.
-type State string
-
-const (
-	StateSampling State = "sampling"
-	StatePaused   State = "paused"
-	StateBusy     State = "busy"  // another profiler holds the counters; retrying with backoff
-	StateError    State = "error" // cannot sample (privileges, unsupported, failure); see Reason
-)
-
-// DeviceStatus is the readiness of one device, for health endpoints and the state metric.
-type DeviceStatus struct {
-	Device int       `json:"device"`
-	UUID   string    `json:"uuid"`
-	State  State     `json:"state"`
-	Ready  bool      `json:"ready"`
-	Reason string    `json:"reason,omitempty"`
-	Since  time.Time `json:"since"`
-	// PausedUntil is when a timed pause ends; zero when not paused or paused until Resume.
-	PausedUntil time.Time `json:"paused_until,omitzero"`
-	// Holder is the profiler the counters were given to (state yielded); nil otherwise.
-	Holder *Holder `json:"holder,omitempty"`
-}
 
 // Sampler is the CUPTI PM Sampling source: one goroutine per device, locked to its OS thread,
 // owning that device's session. It implements Source.
@@ -86,7 +61,7 @@ func New(lib *cupti.Lib, m *mapping.Mapper, logger *slog.Logger, opts ...Option)
 		r := newRunner(s, dev, pm, groups)
 		if err != nil {
 			logger.Warn("device cannot pm sample", "gpu", dev.Index, "err", err)
-			r.setState(StateError, err.Error())
+			r.setState(pmdata.StateError, err.Error())
 			r.fixed = true
 		}
 		s.runners = append(s.runners, r)
@@ -265,8 +240,8 @@ func (s *Sampler) Close() {
 }
 
 // Status reports every device's state.
-func (s *Sampler) Status() []DeviceStatus {
-	out := make([]DeviceStatus, len(s.runners))
+func (s *Sampler) Status() []pmdata.DeviceStatus {
+	out := make([]pmdata.DeviceStatus, len(s.runners))
 	for i, r := range s.runners {
 		out[i] = r.status()
 	}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/cupti-exporter/cupti-exporter/pmsample/catalog"
+	"github.com/cupti-exporter/cupti-exporter/pmsample/internal/pmtest"
 	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
 
 	"github.com/cupti-exporter/cupti-exporter/internal/cupti"
@@ -213,16 +214,7 @@ func eventually(t *testing.T, what string, cond func() bool) {
 	testutil.WaitFor(t, what, 5*time.Second, 2*time.Millisecond, cond)
 }
 
-// Metrics of the GH100 catalog the tests sample.
-const (
-	mGr     = "gr__cycles_active.avg.pct_of_peak_sustained_elapsed"
-	mSM     = "sm__cycles_active.avg.pct_of_peak_sustained_elapsed"
-	mDram   = "dram__cycles_active.avg.pct_of_peak_sustained_elapsed"
-	mPCIeRx = "pcie__read_bytes.sum"
-	mPCIeTx = "pcie__write_bytes.sum"
-)
-
-var oneGroup = []catalog.Group{{Metrics: []string{mSM}}}
+var oneGroup = []catalog.Group{{Metrics: []string{pmtest.SM}}}
 
 func TestSamplerDropsFirstSample(t *testing.T) {
 	pm := newScriptPM()
@@ -241,7 +233,7 @@ func TestSamplerDropsFirstSample(t *testing.T) {
 			}
 		}
 	}
-	if st := s.Status()[0]; st.State != StateSampling || !st.Ready {
+	if st := s.Status()[0]; st.State != pmdata.StateSampling || !st.Ready {
 		t.Fatalf("status = %+v, want sampling and ready", st)
 	}
 }
@@ -282,7 +274,7 @@ func TestSamplerBusyThenRecovers(t *testing.T) {
 	c := start(t, s)
 	eventually(t, "device 0 busy while device 1 samples", func() bool {
 		st := s.Status()
-		return st[0].State == StateBusy && c.sum(1, samplesOf) > 10
+		return st[0].State == pmdata.StateBusy && c.sum(1, samplesOf) > 10
 	})
 	if st := s.Status()[0]; st.Ready || !strings.Contains(st.Reason, "busy") {
 		t.Fatalf("busy status = %+v, want not ready with a reason", st)
@@ -291,7 +283,7 @@ func TestSamplerBusyThenRecovers(t *testing.T) {
 		t.Fatal("busy device delivered samples")
 	}
 	busy.set(func(p *scriptPM) { p.busyLeft = 0 })
-	eventually(t, "device 0 sampling", func() bool { return s.Status()[0].State == StateSampling && c.sum(0, samplesOf) > 0 })
+	eventually(t, "device 0 sampling", func() bool { return s.Status()[0].State == pmdata.StateSampling && c.sum(0, samplesOf) > 0 })
 	// Every failed attempt released the session before the next one.
 	log := busy.log()
 	for i, call := range log {
@@ -307,10 +299,10 @@ func TestSamplerPrivilegesErrorThenRetry(t *testing.T) {
 	s := newTestSampler(t, []*scriptPM{pm}, oneGroup)
 	start(t, s)
 	eventually(t, "state error", func() bool {
-		return s.Status()[0].State == StateError && strings.Contains(s.Status()[0].Reason, "CAP_PERFMON")
+		return s.Status()[0].State == pmdata.StateError && strings.Contains(s.Status()[0].Reason, "CAP_PERFMON")
 	})
 	pm.set(func(p *scriptPM) { p.privLeft = 0 })
-	eventually(t, "sampling after the retry", func() bool { return s.Status()[0].State == StateSampling })
+	eventually(t, "sampling after the retry", func() bool { return s.Status()[0].State == pmdata.StateSampling })
 }
 
 func TestSamplerPauseResumeHTTP(t *testing.T) {
@@ -335,7 +327,7 @@ func TestSamplerPauseResumeHTTP(t *testing.T) {
 		return resp.StatusCode, body
 	}
 	code, body := post("/api/v1/pm-sampling/pause")
-	if code != http.StatusOK || len(body.Devices) != 1 || body.Devices[0].State != StatePaused {
+	if code != http.StatusOK || len(body.Devices) != 1 || body.Devices[0].State != pmdata.StatePaused {
 		t.Fatalf("pause: %d %+v", code, body)
 	}
 	if log := pm.log(); !pm.released() {
@@ -357,7 +349,7 @@ func TestSamplerPauseResumeHTTP(t *testing.T) {
 	if code != http.StatusOK || body.Devices[0].PausedUntil.IsZero() {
 		t.Fatalf("timed pause: %d %+v", code, body)
 	}
-	eventually(t, "automatic resume", func() bool { return s.Status()[0].State == StateSampling })
+	eventually(t, "automatic resume", func() bool { return s.Status()[0].State == pmdata.StateSampling })
 
 	if code, body = post("/api/v1/pm-sampling/pause?duration=soon"); code != http.StatusBadRequest || body.Error == "" {
 		t.Fatalf("bad duration: %d %+v", code, body)
@@ -381,7 +373,7 @@ func (p *scriptPM) released() bool {
 func TestSamplerMultiplexTakesTurns(t *testing.T) {
 	pm := newScriptPM()
 	pm.restartDead = true
-	groups := []catalog.Group{{Metrics: []string{mSM}}, {Metrics: []string{mPCIeRx}}}
+	groups := []catalog.Group{{Metrics: []string{pmtest.SM}}, {Metrics: []string{pmtest.PCIeRx}}}
 	s := newTestSampler(t, []*scriptPM{pm}, groups, WithMultiplex(15*time.Millisecond))
 	c := start(t, s)
 	// Both groups keep delivering, turn after turn (before, the second turn was silent).
@@ -397,7 +389,7 @@ func TestSamplerMultiplexTakesTurns(t *testing.T) {
 		}
 		return n
 	}
-	eventually(t, "three turns of each group", func() bool { return turns(mSM) >= 3 && turns(mPCIeRx) >= 3 })
+	eventually(t, "three turns of each group", func() bool { return turns(pmtest.SM) >= 3 && turns(pmtest.PCIeRx) >= 3 })
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, b := range c.batches {
@@ -405,7 +397,7 @@ func TestSamplerMultiplexTakesTurns(t *testing.T) {
 			t.Fatal("batch of a multiplexed group not marked")
 		}
 		want := 1.0
-		if b.Metrics[0] == mPCIeRx {
+		if b.Metrics[0] == pmtest.PCIeRx {
 			want = 2
 		}
 		for _, smp := range b.Samples {
@@ -429,7 +421,7 @@ func TestSamplerMultiplexTakesTurns(t *testing.T) {
 func TestSamplerStallRecreatesSession(t *testing.T) {
 	pm := newScriptPM()
 	pm.deadFrom = 5
-	s := newTestSampler(t, []*scriptPM{pm}, []catalog.Group{{Metrics: []string{mSM}}})
+	s := newTestSampler(t, []*scriptPM{pm}, []catalog.Group{{Metrics: []string{pmtest.SM}}})
 	s.cfg.stallFloor = 30 * time.Millisecond
 	c := start(t, s)
 	stallNS := func() (ns float64) {

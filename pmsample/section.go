@@ -36,7 +36,7 @@ func DefaultConfig() Config {
 		Enabled:      true,
 		Interval:     settings.Duration(DefaultInterval),
 		DecodePeriod: settings.Duration(DefaultDecodePeriod),
-		Window:       settings.Duration(15 * time.Second), // the served window; NewAggregator's own default is DefaultWindow
+		Window:       settings.Duration(15 * time.Second), // the served window; aggregate.New's own default is aggregate.DefaultWindow
 		DutyCycle:    1,
 		DutyPeriod:   settings.Duration(10 * time.Second),
 	}

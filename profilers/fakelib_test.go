@@ -221,7 +221,7 @@ func (sm *sampling) samplesAfter(t *testing.T, since time.Time, within time.Dura
 	}
 }
 
-func (sm *sampling) state(dev int) pmsample.DeviceStatus { return sm.s.Status()[dev] }
+func (sm *sampling) state(dev int) pmdata.DeviceStatus { return sm.s.Status()[dev] }
 
 func drain(ch chan int) {
 	for {
@@ -241,7 +241,7 @@ func TestProfilerGetsTheCountersWhileSampling(t *testing.T) {
 		t.Run(fmt.Sprintf("watch=%v", watch), func(t *testing.T) {
 			hostCounters(t)
 			sm := startSampling(t, watch, 20*time.Millisecond)
-			testutil.WaitFor(t, "sampling", 10*time.Second, 5*time.Millisecond, func() bool { return sm.state(0).State == pmsample.StateSampling })
+			testutil.WaitFor(t, "sampling", 10*time.Second, 5*time.Millisecond, func() bool { return sm.state(0).State == pmdata.StateSampling })
 			// On an H100 ncu's target asked more than 0.17 s after a 100 ms poll saw its front end (run BK).
 			p := startProfiler(t, sm.opts, "ncu", 3, 300*time.Millisecond, 100*time.Millisecond, 50*time.Millisecond)
 			rc := p.wait(t)
@@ -315,7 +315,7 @@ func TestStartedWhileAnUnknownClientHolds(t *testing.T) {
 		t.Fatalf("the client did not take the counters: %s", p.out.String())
 	}
 	sm := startSampling(t, true, 20*time.Millisecond)
-	testutil.WaitFor(t, "state busy", 10*time.Second, 5*time.Millisecond, func() bool { return sm.state(0).State == pmsample.StateBusy })
+	testutil.WaitFor(t, "state busy", 10*time.Second, 5*time.Millisecond, func() bool { return sm.state(0).State == pmdata.StateBusy })
 	if rc := p.wait(t); rc != 0 {
 		t.Fatalf("the client exited %d: %s", rc, p.out.String())
 	}

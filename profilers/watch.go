@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/cupti-exporter/cupti-exporter/pmsample"
 	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
 	"github.com/cupti-exporter/cupti-exporter/profilers/procfs"
 )
@@ -16,7 +15,7 @@ import (
 // Sampler is what a Watcher drives: pmsample's *Sampler.
 type Sampler interface {
 	Devices() []pmdata.Device
-	GiveWay(device int, h pmsample.Holder)
+	GiveWay(device int, h pmdata.Holder)
 	TakeBack(device int)
 }
 
@@ -65,7 +64,7 @@ type seen struct {
 
 // holder is a profiler found, and the GPUs it gets by UUID (nil: every GPU).
 type holder struct {
-	pmsample.Holder
+	pmdata.Holder
 	start uint64
 	uuids []string
 	since time.Time
@@ -227,7 +226,7 @@ func (w *Watcher) examine(pid int, now, first time.Time) {
 	if !ok || w.holders[pid] != nil {
 		return
 	}
-	h := &holder{Holder: pmsample.Holder{Tool: r.tool, PID: pid, Comm: comm}, start: start, uuids: gpusOf(p), since: now}
+	h := &holder{Holder: pmdata.Holder{Tool: r.tool, PID: pid, Comm: comm}, start: start, uuids: gpusOf(p), since: now}
 	w.holders[pid] = h
 	args := strings.Join(p.cmdline(), " ")
 	if len(args) > 200 {

@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cupti-exporter/cupti-exporter/pmsample"
 	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
 )
 
@@ -77,7 +76,7 @@ type recorder struct {
 }
 
 func (r *recorder) Devices() []pmdata.Device { return r.devs }
-func (r *recorder) GiveWay(d int, h pmsample.Holder) {
+func (r *recorder) GiveWay(d int, h pmdata.Holder) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.events = append(r.events, fmt.Sprintf("give %d %s %d %s", d, h.Tool, h.PID, h.Comm))

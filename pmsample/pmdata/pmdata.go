@@ -1,8 +1,8 @@
 // Package pmdata is the data model of PM sampling that the sampler, the recordings and the
 // consumers of PM samples (aggregator, attribution join, idle controller) share: the sampled
 // devices, the catalog of metrics with their CUPTI properties, the batches of samples with
-// their losses, and the Source interface that delivers them. It imports nothing of the
-// project.
+// their losses, the Source interface that delivers them, and the devices' sampling states
+// (status.go). It imports nothing of the project.
 package pmdata
 
 import (

@@ -1,4 +1,4 @@
-// Package window holds the statistics the PM aggregator (pmsample.Aggregator) keeps per device
+// Package window holds the statistics the PM aggregator (aggregate.Aggregator) keeps per device
 // and metric: time-weighted buckets of one batch, windows of the last span of sample time
 // (mean, max, min, covered time) and the histogram of decode gaps.
 package window

@@ -1,6 +1,6 @@
 // Package pmtest holds what the tests of pmsample and its subpackages share: the fake
-// libcupti opened for a test, chip captures taken from it, and the metric names the tests
-// sample. Only tests import it.
+// libcupti opened for a test, chip captures taken from it, the metric names the tests
+// sample, and series looked up in a snapshot. Only tests import it.
 package pmtest
 
 import (
@@ -8,6 +8,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -15,6 +17,8 @@ import (
 	"github.com/cupti-exporter/cupti-exporter/internal/cupti/cuptitest"
 	"github.com/cupti-exporter/cupti-exporter/mapping"
 	"github.com/cupti-exporter/cupti-exporter/pmsample/catalog"
+	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
+	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
 
 // The fake libcupti (internal/cupti/fake) has 2 GH100 devices, the GH100 catalog, passes =
@@ -30,6 +34,15 @@ func OpenFake(t testing.TB) *cupti.Lib {
 	t.Cleanup(func() { _ = lib.Close() })
 	return lib
 }
+
+// Metrics of the fake's GH100 catalog the tests sample.
+const (
+	Gr     = "gr__cycles_active.avg.pct_of_peak_sustained_elapsed"
+	SM     = "sm__cycles_active.avg.pct_of_peak_sustained_elapsed"
+	Dram   = "dram__cycles_active.avg.pct_of_peak_sustained_elapsed"
+	PCIeRx = "pcie__read_bytes.sum"
+	PCIeTx = "pcie__write_bytes.sum"
+)
 
 // FakeMetrics returns n valid one-pass full names of the catalog.
 func FakeMetrics(n int) []string {
@@ -135,4 +148,34 @@ func gunzipFile(t testing.TB, src, dst string) {
 	if err := os.WriteFile(dst, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// ValueOf finds the series of family name for device d and the extra label values.
+func ValueOf(s *snapshot.Snapshot, d pmdata.Device, name string, extra ...string) (float64, bool) {
+	smp, ok := sampleOf(s, d, name, extra...)
+	return smp.Value, ok
+}
+
+// HistogramOf is ValueOf for a histogram family.
+func HistogramOf(s *snapshot.Snapshot, d pmdata.Device, name string, extra ...string) (snapshot.HistogramValue, bool) {
+	smp, ok := sampleOf(s, d, name, extra...)
+	if !ok || smp.Histogram == nil {
+		return snapshot.HistogramValue{}, false
+	}
+	return *smp.Histogram, true
+}
+
+func sampleOf(s *snapshot.Snapshot, d pmdata.Device, name string, extra ...string) (snapshot.Sample, bool) {
+	want := append([]string{strconv.Itoa(d.Index), d.UUID, d.Model, d.Chip, d.PCIBusID}, extra...)
+	for _, f := range s.Families {
+		if f.Desc.Name != name {
+			continue
+		}
+		for _, smp := range f.Samples {
+			if slices.Equal(smp.LabelValues, want) {
+				return smp, true
+			}
+		}
+	}
+	return snapshot.Sample{}, false
 }

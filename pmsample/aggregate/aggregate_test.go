@@ -1,15 +1,15 @@
-package pmsample
+package aggregate
 
 import (
 	"math"
 	"slices"
-	"strconv"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/cupti-exporter/cupti-exporter/mapping"
 	"github.com/cupti-exporter/cupti-exporter/pmsample/guard"
+	"github.com/cupti-exporter/cupti-exporter/pmsample/internal/pmtest"
 	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
 	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
@@ -17,8 +17,8 @@ import (
 var testDevice = pmdata.Device{Index: 0, UUID: "GPU-0000", Model: "NVIDIA H200", Chip: "GH100", PCIBusID: "0000:19:00.0"}
 
 var testCatalog = []pmdata.CatalogEntry{
-	{Name: mSM, Properties: pmdata.Properties{Type: pmdata.TypeCounter, HWUnit: "sm", DimUnit: "gpc_cycle"}},
-	{Name: mPCIeRx, Properties: pmdata.Properties{Type: pmdata.TypeCounter, HWUnit: "pcie", DimUnit: "byte"}},
+	{Name: pmtest.SM, Properties: pmdata.Properties{Type: pmdata.TypeCounter, HWUnit: "sm", DimUnit: "gpc_cycle"}},
+	{Name: pmtest.PCIeRx, Properties: pmdata.Properties{Type: pmdata.TypeCounter, HWUnit: "pcie", DimUnit: "byte"}},
 }
 
 // fakeClock is a settable clock.
@@ -30,15 +30,15 @@ type fakeClock struct {
 func (c *fakeClock) now() time.Time      { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
 func (c *fakeClock) add(d time.Duration) { c.mu.Lock(); c.t = c.t.Add(d); c.mu.Unlock() }
 
-func newTestAggregator(t testing.TB, opts ...AggregatorOption) (*Aggregator, *mapping.Mapper, *fakeClock) {
+func newTestAggregator(t testing.TB, opts ...Option) (*Aggregator, *mapping.Mapper, *fakeClock) {
 	t.Helper()
 	m, err := mapping.New()
 	if err != nil {
 		t.Fatal(err)
 	}
 	clk := &fakeClock{t: time.Unix(1795299125, 0)}
-	opts = append([]AggregatorOption{WithClock(clk.now), WithWindow(10 * time.Second)}, opts...)
-	return NewAggregator(m, []pmdata.Device{testDevice}, testCatalog, nil, opts...), m, clk
+	opts = append([]Option{WithClock(clk.now), WithWindow(10 * time.Second)}, opts...)
+	return New(m, []pmdata.Device{testDevice}, testCatalog, nil, opts...), m, clk
 }
 
 // mapped returns how the mapper names a catalog metric, checking its kind.
@@ -63,37 +63,7 @@ func mappedAs(t testing.TB, m *mapping.Mapper, name string, kind snapshot.Kind) 
 // value finds the series of family name whose label values start with prefix.
 func value(t testing.TB, s *snapshot.Snapshot, name string, extra ...string) (float64, bool) {
 	t.Helper()
-	return valueOf(s, testDevice, name, extra...)
-}
-
-// valueOf finds the series of family name for device d and the extra label values.
-func valueOf(s *snapshot.Snapshot, d pmdata.Device, name string, extra ...string) (float64, bool) {
-	smp, ok := sampleOf(s, d, name, extra...)
-	return smp.Value, ok
-}
-
-// histogramOf is valueOf for a histogram family.
-func histogramOf(s *snapshot.Snapshot, d pmdata.Device, name string, extra ...string) (snapshot.HistogramValue, bool) {
-	smp, ok := sampleOf(s, d, name, extra...)
-	if !ok || smp.Histogram == nil {
-		return snapshot.HistogramValue{}, false
-	}
-	return *smp.Histogram, true
-}
-
-func sampleOf(s *snapshot.Snapshot, d pmdata.Device, name string, extra ...string) (snapshot.Sample, bool) {
-	want := append([]string{strconv.Itoa(d.Index), d.UUID, d.Model, d.Chip, d.PCIBusID}, extra...)
-	for _, f := range s.Families {
-		if f.Desc.Name != name {
-			continue
-		}
-		for _, smp := range f.Samples {
-			if slices.Equal(smp.LabelValues, want) {
-				return smp, true
-			}
-		}
-	}
-	return snapshot.Sample{}, false
+	return pmtest.ValueOf(s, testDevice, name, extra...)
 }
 
 func mustValue(t testing.TB, s *snapshot.Snapshot, name string, extra ...string) float64 {
@@ -111,11 +81,11 @@ const sec = uint64(time.Second)
 
 func TestAggregatorTotalsAndWindow(t *testing.T) {
 	a, m, clk := newTestAggregator(t, WithWindowMin(true), WithTiming(true))
-	sm := mappedAs(t, m, mSM, snapshot.KindGauge)
-	rx := mappedAs(t, m, mPCIeRx, snapshot.KindCounter)
+	sm := mappedAs(t, m, pmtest.SM, snapshot.KindGauge)
+	rx := mappedAs(t, m, pmtest.PCIeRx, snapshot.KindCounter)
 	rxLabels := labelValues(rx)
 	t0 := uint64(clk.now().UnixNano())
-	metrics := []string{mSM, mPCIeRx}
+	metrics := []string{pmtest.SM, pmtest.PCIeRx}
 	// Batch 1: 1 s at 50%, 3 s at 90% (weights 1 and 3), pcie 100 + 300 bytes; one NaN sample,
 	// one zero-length sample, one first sample dropped by the source.
 	a.Add(pmdata.Batch{Device: 0, Metrics: metrics, DroppedFirst: 1, DecodeDuration: 20 * time.Millisecond, Samples: []pmdata.Sample{
@@ -227,24 +197,24 @@ func labelValues(m mapping.Metric) []string {
 }
 
 func TestAggregatorObservedRatioAndState(t *testing.T) {
-	status := []DeviceStatus{{Device: 0, State: StateBusy, Reason: "busy"}}
-	a, _, clk := newTestAggregator(t, WithStatus(func() []DeviceStatus { return status }), WithZeroReasons(true))
+	status := []pmdata.DeviceStatus{{Device: 0, State: pmdata.StateBusy, Reason: "busy"}}
+	a, _, clk := newTestAggregator(t, WithStatus(func() []pmdata.DeviceStatus { return status }), WithZeroReasons(true))
 	t0 := uint64(clk.now().UnixNano())
 	// Two groups take turns: sm for 1 s, pcie for 1 s, sm for 1 s, pcie for 1 s.
 	for i := range uint64(4) {
-		name := []string{mSM, mPCIeRx}[i%2]
+		name := []string{pmtest.SM, pmtest.PCIeRx}[i%2]
 		a.Add(pmdata.Batch{Device: 0, Metrics: []string{name}, Multiplexed: true, Samples: []pmdata.Sample{
 			{Start: t0 + i*sec, End: t0 + (i+1)*sec, Values: []float64{1}},
 		}})
 	}
 	s := a.Snapshot()
-	for _, name := range []string{mSM, mPCIeRx} {
+	for _, name := range []string{pmtest.SM, pmtest.PCIeRx} {
 		if v := mustValue(t, s, "cupti_pm_observed_ratio", name); !near(v, 0.5) {
 			t.Errorf("observed{%s} = %v, want 0.5", name, v)
 		}
 	}
-	for _, st := range states {
-		want := b2f(st == StateBusy)
+	for _, st := range pmdata.States {
+		want := b2f(st == pmdata.StateBusy)
 		if v := mustValue(t, s, "cupti_pm_sampling_state", string(st)); v != want {
 			t.Errorf("state{%s} = %v, want %v", st, v, want)
 		}
@@ -254,10 +224,10 @@ func TestAggregatorObservedRatioAndState(t *testing.T) {
 func TestAggregatorSnapshotImmutable(t *testing.T) {
 	a, _, clk := newTestAggregator(t)
 	t0 := uint64(clk.now().UnixNano())
-	a.Add(pmdata.Batch{Device: 0, Metrics: []string{mPCIeRx}, Samples: []pmdata.Sample{{Start: t0, End: t0 + sec, Values: []float64{1}}}})
+	a.Add(pmdata.Batch{Device: 0, Metrics: []string{pmtest.PCIeRx}, Samples: []pmdata.Sample{{Start: t0, End: t0 + sec, Values: []float64{1}}}})
 	s1 := a.Snapshot()
 	before := mustValue(t, s1, "cupti_pm_samples_total")
-	a.Add(pmdata.Batch{Device: 0, Metrics: []string{mPCIeRx}, Samples: []pmdata.Sample{{Start: t0 + sec, End: t0 + 2*sec, Values: []float64{1}}}})
+	a.Add(pmdata.Batch{Device: 0, Metrics: []string{pmtest.PCIeRx}, Samples: []pmdata.Sample{{Start: t0 + sec, End: t0 + 2*sec, Values: []float64{1}}}})
 	if v := mustValue(t, s1, "cupti_pm_samples_total"); v != before {
 		t.Fatalf("old snapshot changed: %v -> %v", before, v)
 	}
@@ -269,13 +239,13 @@ func TestAggregatorSnapshotImmutable(t *testing.T) {
 func TestAggregatorConcurrentSafe(t *testing.T) {
 	devs := []pmdata.Device{testDevice, {Index: 1, UUID: "GPU-1"}}
 	m, _ := mapping.New()
-	a := NewAggregator(m, devs, testCatalog, nil)
+	a := New(m, devs, testCatalog, nil)
 	var wg sync.WaitGroup
 	for d := range 2 {
 		wg.Go(func() {
 			for i := range uint64(200) {
 				start := uint64(time.Now().UnixNano()) + i*sec
-				a.Add(pmdata.Batch{Device: d, Metrics: []string{mSM, mPCIeRx}, Samples: []pmdata.Sample{{Start: start, End: start + sec, Values: []float64{1, 2}}}})
+				a.Add(pmdata.Batch{Device: d, Metrics: []string{pmtest.SM, pmtest.PCIeRx}, Samples: []pmdata.Sample{{Start: start, End: start + sec, Values: []float64{1, 2}}}})
 			}
 		})
 	}
@@ -306,8 +276,8 @@ func TestAggregatorConcurrentSafe(t *testing.T) {
 // per op, as one 250 ms decode at 1 kHz produces; ns/op divided by 250 is the per-sample cost).
 func BenchmarkAggregate(b *testing.B) {
 	m, _ := mapping.New()
-	names := []string{mSM, mPCIeRx, mGr, mDram, mPCIeTx, "nvlrx__bytes.sum", "nvltx__bytes.sum", "sm__inst_executed.sum", "dram__bytes_read.sum"}
-	a := NewAggregator(m, []pmdata.Device{testDevice}, nil, nil)
+	names := []string{pmtest.SM, pmtest.PCIeRx, pmtest.Gr, pmtest.Dram, pmtest.PCIeTx, "nvlrx__bytes.sum", "nvltx__bytes.sum", "sm__inst_executed.sum", "dram__bytes_read.sum"}
+	a := New(m, []pmdata.Device{testDevice}, nil, nil)
 	vals := make([]float64, len(names))
 	for i := range vals {
 		vals[i] = float64(i)
@@ -344,12 +314,12 @@ func TestAggregatorCUPTICallTimes(t *testing.T) {
 // state, and a loss, drop or failure reason's series from its first event on (docs/sizing.md
 // "An idle GPU"); WithZeroReasons serves every reason from the start, at 0.
 func TestAggregatorIdleSeriesByDefault(t *testing.T) {
-	status := []DeviceStatus{{Device: 0, State: StateSampling}}
+	status := []pmdata.DeviceStatus{{Device: 0, State: pmdata.StateSampling}}
 	for _, zero := range []bool{false, true} {
-		a, m, clk := newTestAggregator(t, WithStatus(func() []DeviceStatus { return status }), WithZeroReasons(zero))
-		sm := mappedAs(t, m, mSM, snapshot.KindGauge)
+		a, m, clk := newTestAggregator(t, WithStatus(func() []pmdata.DeviceStatus { return status }), WithZeroReasons(zero))
+		sm := mappedAs(t, m, pmtest.SM, snapshot.KindGauge)
 		t0 := uint64(clk.now().UnixNano())
-		a.Add(pmdata.Batch{Device: 0, Metrics: []string{mSM}, DroppedFirst: 1, DecodeDuration: time.Millisecond,
+		a.Add(pmdata.Batch{Device: 0, Metrics: []string{pmtest.SM}, DroppedFirst: 1, DecodeDuration: time.Millisecond,
 			CUPTITime: pmdata.CallTimes{Decode: time.Millisecond},
 			Samples:   []pmdata.Sample{{Start: t0, End: t0 + sec, Values: []float64{50}}}})
 		s := a.Snapshot()
@@ -367,16 +337,16 @@ func TestAggregatorIdleSeriesByDefault(t *testing.T) {
 		}
 		for _, zeroSeries := range [][]string{{"cupti_pm_samples_dropped_total", "invalid"}, {"cupti_pm_decode_failures_total", "image_full"},
 			{"cupti_pm_samples_lost_total", "gap"}, {"cupti_pm_lost_seconds_total", "stall"}, {"cupti_pm_overflows_total"},
-			{"cupti_pm_sampling_state", string(StateBusy)}} {
+			{"cupti_pm_sampling_state", string(pmdata.StateBusy)}} {
 			if v, ok := value(t, s, zeroSeries[0], zeroSeries[1:]...); ok != zero || v != 0 {
 				t.Errorf("zero=%v: %v = %v, served %v", zero, zeroSeries, v, ok)
 			}
 		}
-		if v := mustValue(t, s, "cupti_pm_sampling_state", string(StateSampling)); v != 1 {
+		if v := mustValue(t, s, "cupti_pm_sampling_state", string(pmdata.StateSampling)); v != 1 {
 			t.Errorf("state sampling = %v", v)
 		}
 		// The first gap brings its series, in samples and seconds.
-		a.Add(pmdata.Batch{Device: 0, Metrics: []string{mSM}, Interval: time.Second,
+		a.Add(pmdata.Batch{Device: 0, Metrics: []string{pmtest.SM}, Interval: time.Second,
 			Lost:    []pmdata.Loss{{Reason: "gap", Start: t0 + sec, End: t0 + 3*sec, Samples: 2}},
 			Samples: []pmdata.Sample{{Start: t0 + 3*sec, End: t0 + 4*sec, Values: []float64{50}}}})
 		s = a.Snapshot()
@@ -394,7 +364,7 @@ func TestAggregatorIdleSeriesByDefault(t *testing.T) {
 func TestAggregatorCountsOutOfRange(t *testing.T) {
 	const ms = uint64(time.Millisecond)
 	a, m, _ := newTestAggregator(t)
-	metrics := []string{mSM}
+	metrics := []string{pmtest.SM}
 	b := pmdata.Batch{Device: 0, Metrics: metrics, Interval: time.Millisecond, Samples: []pmdata.Sample{
 		{Start: 1 * ms, End: 2 * ms, Values: []float64{50}},
 		{Start: 2 * ms, End: 3 * ms, Values: []float64{106300}},
@@ -409,7 +379,7 @@ func TestAggregatorCountsOutOfRange(t *testing.T) {
 		want  float64
 	}{
 		{"cupti_pm_samples_dropped_total", []string{"out_of_range"}, 1},
-		{"cupti_pm_samples_out_of_range_total", []string{mSM}, 1},
+		{"cupti_pm_samples_out_of_range_total", []string{pmtest.SM}, 1},
 		{"cupti_pm_samples_lost_total", []string{"out_of_range"}, 1},
 		{"cupti_pm_samples_total", nil, 2},
 	} {
@@ -417,8 +387,39 @@ func TestAggregatorCountsOutOfRange(t *testing.T) {
 			t.Errorf("%s%v = %v (present %v), want %v", c.name, c.extra, v, ok, c.want)
 		}
 	}
-	mm := mappedAs(t, m, mSM, snapshot.KindGauge)
+	mm := mappedAs(t, m, pmtest.SM, snapshot.KindGauge)
 	if v, ok := value(t, s, mm.Max.Name); !ok || v != 60*mm.Scale {
 		t.Errorf("max = %v (present %v), want %v", v, ok, 60*mm.Scale)
+	}
+}
+
+// While a device is released (pmsample's idle release) no batch arrives: the window
+// statistics must vanish (no value), not read 0, and after reacquiring the mean covers only
+// sampled time (no zeros averaged in).
+func TestReleaseWindowReportsNoZeros(t *testing.T) {
+	a, m, clk := newTestAggregator(t)
+	sm := mappedAs(t, m, pmtest.SM, snapshot.KindGauge)
+	busy := func(v float64) pmdata.Batch {
+		t0 := uint64(clk.now().UnixNano())
+		b := pmdata.Batch{Device: 0, Metrics: []string{pmtest.SM}}
+		for i := range uint64(100) {
+			s := t0 + i*uint64(time.Millisecond)
+			b.Samples = append(b.Samples, pmdata.Sample{Start: s, End: s + uint64(time.Millisecond), Values: []float64{v}})
+		}
+		return b
+	}
+	a.Add(busy(80))
+	if v, ok := value(t, a.Snapshot(), sm.Desc.Name, labelValues(sm)...); !ok || !near(v, 80*sm.Scale) {
+		t.Fatalf("mean while sampling = %v %v", v, ok)
+	}
+	// Released for 30 s: no batch; past the window the gauge is absent, never 0.
+	clk.add(30 * time.Second)
+	if v, ok := value(t, a.Snapshot(), sm.Desc.Name, labelValues(sm)...); ok {
+		t.Fatalf("mean after 30 s released = %v, want absent", v)
+	}
+	// Reacquired: the new samples alone make the mean, no zeros averaged in.
+	a.Add(busy(40))
+	if v, ok := value(t, a.Snapshot(), sm.Desc.Name, labelValues(sm)...); !ok || !near(v, 40*sm.Scale) {
+		t.Fatalf("mean after reacquire = %v %v, want %v", v, ok, 40*sm.Scale)
 	}
 }

@@ -1,6 +1,16 @@
-package pmsample
+package aggregate
 
-import "github.com/cupti-exporter/cupti-exporter/snapshot"
+import (
+	"github.com/cupti-exporter/cupti-exporter/snapshot"
+)
+
+// descs are the self-metric families of PM sampling the aggregator emits.
+var descs = snapshot.NewTable()
+
+// Descs lists the self-metric families the aggregator can emit, for the metrics reference and
+// name checks: a recording does not exercise them all (cupti_pm_sampling_state needs a live
+// sampler, cupti_pm_observed_ratio multiplexing).
+func Descs() []*snapshot.Desc { return descs.Descs() }
 
 // Self-metrics of PM sampling: one series per device (and reason, state or metric).
 var (
@@ -43,6 +53,3 @@ const (
 
 // CUPTI calls timed on the decode path, in the order of devAgg.cuptiCalls.
 var cuptiCalls = [...]string{"decode", "sample_info", "evaluate", "reset", "session"}
-
-// States a device can be in; every one is reported, 1 for the current.
-var states = [...]State{StateSampling, StatePaused, StateBusy, StateError, StateIdle, StateYielded}

@@ -1,4 +1,4 @@
-package pmsample
+package aggregate
 
 import (
 	"cmp"
@@ -16,9 +16,13 @@ import (
 	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
 
-// Aggregator folds batches from a Source into an immutable snapshot: counters into monotonic
-// totals (value x scale summed), gauges into time-weighted window statistics, plus the
-// self-metrics of PM sampling. Add may be called from several goroutines; Snapshot never blocks.
+// DefaultWindow is the span of the gauge window statistics when WithWindow sets none.
+const DefaultWindow = 10 * time.Second
+
+// Aggregator folds batches from a pmdata.Source into an immutable snapshot: counters into
+// monotonic totals (value x scale summed), gauges into time-weighted window statistics, plus
+// the self-metrics of PM sampling. Add may be called from several goroutines; Snapshot never
+// blocks.
 type Aggregator struct {
 	mapper  *mapping.Mapper
 	logger  *slog.Logger
@@ -42,18 +46,18 @@ type aggConfig struct {
 	window  time.Duration
 	refresh time.Duration
 	now     func() time.Time
-	status  func() []DeviceStatus
+	status  func() []pmdata.DeviceStatus
 	// The series an idle GPU does without by default (docs/sizing.md "An idle GPU").
 	windowMin   bool // the _min_ gauges
 	zeroReasons bool // every loss, drop and failure reason and sampling state, at 0 from the start
 	timing      bool // the decode path's timings and the newest sample's time
 }
 
-// AggregatorOption configures an Aggregator.
-type AggregatorOption func(*aggConfig)
+// Option configures an Aggregator.
+type Option func(*aggConfig)
 
 // WithWindow sets the span of the gauge window statistics (default 10 s). Non-positive keeps it.
-func WithWindow(d time.Duration) AggregatorOption {
+func WithWindow(d time.Duration) Option {
 	return func(c *aggConfig) {
 		if d > 0 {
 			c.window = d
@@ -62,14 +66,14 @@ func WithWindow(d time.Duration) AggregatorOption {
 }
 
 // WithStatus adds the per-device sampling state (cupti_pm_sampling_state) from f, typically
-// (*Sampler).Status.
-func WithStatus(f func() []DeviceStatus) AggregatorOption {
+// (*pmsample.Sampler).Status.
+func WithStatus(f func() []pmdata.DeviceStatus) Option {
 	return func(c *aggConfig) { c.status = f }
 }
 
 // WithWindowMin also serves the window minimum of every gauge (the Min families of the
 // mapping, cupti_*_min_ratio); off by default: no dashboard or alert reads them.
-func WithWindowMin(on bool) AggregatorOption {
+func WithWindowMin(on bool) Option {
 	return func(c *aggConfig) { c.windowMin = on }
 }
 
@@ -77,7 +81,7 @@ func WithWindowMin(on bool) AggregatorOption {
 // sampling state from the start, at 0. Off by default: a reason's series appears at its first
 // event, and cupti_pm_sampling_state has only the current state's series (value 1), which is
 // all the dashboards and alerts compare.
-func WithZeroReasons(on bool) AggregatorOption {
+func WithZeroReasons(on bool) Option {
 	return func(c *aggConfig) { c.zeroReasons = on }
 }
 
@@ -87,12 +91,12 @@ func WithZeroReasons(on bool) AggregatorOption {
 // measure the exporter's own work (docs/performance.md), not the GPU, and the decode-gap
 // histogram alone is 21 series per GPU (samples its gaps cost are counted in
 // cupti_pm_samples_lost_total either way).
-func WithTiming(on bool) AggregatorOption {
+func WithTiming(on bool) Option {
 	return func(c *aggConfig) { c.timing = on }
 }
 
 // WithClock replaces time.Now (tests).
-func WithClock(now func() time.Time) AggregatorOption {
+func WithClock(now func() time.Time) Option {
 	return func(c *aggConfig) { c.now = now }
 }
 
@@ -138,8 +142,8 @@ type series struct {
 	win    window.Window
 }
 
-// NewAggregator returns an aggregator for the devices and catalog of a source.
-func NewAggregator(m *mapping.Mapper, devices []pmdata.Device, catalog []pmdata.CatalogEntry, logger *slog.Logger, opts ...AggregatorOption) *Aggregator {
+// New returns an aggregator for the devices and catalog of a source.
+func New(m *mapping.Mapper, devices []pmdata.Device, catalog []pmdata.CatalogEntry, logger *slog.Logger, opts ...Option) *Aggregator {
 	cfg := aggConfig{window: DefaultWindow, refresh: time.Second, now: time.Now}
 	for _, o := range opts {
 		o(&cfg)
@@ -162,7 +166,7 @@ func NewAggregator(m *mapping.Mapper, devices []pmdata.Device, catalog []pmdata.
 	return a
 }
 
-// Add folds one batch in and publishes a new snapshot. It is the sink of Source.Run.
+// Add folds one batch in and publishes a new snapshot. It is the sink of pmdata.Source.Run.
 func (a *Aggregator) Add(b pmdata.Batch) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -211,6 +215,16 @@ func (d *devAgg) addLosses(lost []pmdata.Loss) {
 		}
 	}
 	d.uncovered.Add(all)
+}
+
+// lostIndex is the index of a Loss reason in pmdata.LostReasons; an unknown one counts as gap.
+func lostIndex(reason string) int {
+	for i, r := range pmdata.LostReasons {
+		if r == reason {
+			return i
+		}
+	}
+	return len(pmdata.LostReasons) - 1 // gap
 }
 
 // addDecode takes the decode path's interval and timings.
@@ -537,7 +551,7 @@ func (a *Aggregator) putStates(fams *families) {
 	}
 	for _, st := range a.cfg.status() {
 		d := a.dev(st.Device)
-		for _, s := range states {
+		for _, s := range pmdata.States {
 			if st.State == s || a.cfg.zeroReasons {
 				fams.put(stateDesc, d.with(string(s)), b2f(st.State == s), time.Time{})
 			}
