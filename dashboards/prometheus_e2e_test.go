@@ -108,20 +108,22 @@ func TestPrometheusEndToEnd(t *testing.T) {
 
 	// The exporter and the synthetic two-GPU recording.
 	bin, synth := e2eExporter(t)
-	// The stand-ins listen first: a free address taken before them could be given to one of them
+	// The exporters listen on ports of the kernel's choice and the test reads them from their
+	// logs (boundAddr): a port found free and let go could be taken before the exporter binds it
 	// (it happened: the synthetic replay found its port taken by the health stand-in).
 	standins := []replay{{name: "health", addr: serveHealth(t), only: []string{"fleet-overview.json", "gpu-detail.json"}, panels: xidPanels},
 		{name: "live", addr: serveLive(t), only: []string{"fleet-overview.json", "gpu-detail.json"}, panels: livePanels},
 		{name: "gpm", addr: serveGPM(t), only: []string{"fleet-overview.json", "gpu-detail.json"}, panels: gpmPanels}}
 	standins = append(standins, trainingReplays(t, dir, bin)...) // training_e2e_test.go
-	replays := append([]replay{{name: "demo", addr: testutil.FreeAddr(t), gpus: 1}, {name: "synthetic", addr: testutil.FreeAddr(t), gpus: 2}}, standins...)
 	// The synthetic recording lasts 60 s (idle, matmul, copies, tiny kernels, idle): at 4x
 	// every phase, copies included, is seen within 15 s.
-	// Each exporter's plain health listener gets a free port too (the default, :9478, would
-	// be shared by both and by anything else on the machine).
-	startProc(t, dir, "demo", bin, "--demo", "--web.listen-address="+replays[0].addr, "--web.health-listen-address="+testutil.FreeAddr(t))
-	startProc(t, dir, "synthetic", bin, "replay", synth, "--replay.loop", "--replay.speed=4", "--web.listen-address="+replays[1].addr,
-		"--web.health-listen-address="+testutil.FreeAddr(t))
+	// Each exporter's plain health listener gets a port of its own too (the default, :9478,
+	// would be shared by both and by anything else on the machine).
+	startProc(t, dir, "demo", bin, "--demo", "--web.listen-address=127.0.0.1:0", "--web.health-listen-address=127.0.0.1:0")
+	startProc(t, dir, "synthetic", bin, "replay", synth, "--replay.loop", "--replay.speed=4", "--web.listen-address=127.0.0.1:0",
+		"--web.health-listen-address=127.0.0.1:0")
+	replays := append([]replay{{name: "demo", addr: boundAddr(t, dir, "demo"), gpus: 1},
+		{name: "synthetic", addr: boundAddr(t, dir, "synthetic"), gpus: 2}}, standins...)
 
 	// The chart's rules as a plain rules file.
 	rulesFile := filepath.Join(dir, "rules.yaml")
@@ -233,6 +235,26 @@ func startProc(t *testing.T, dir, name, bin string, args ...string) *exec.Cmd {
 		}
 	})
 	return cmd
+}
+
+// webListener is the exporter's log line on its main listener, with the address it got.
+var webListener = regexp.MustCompile(`msg="HTTP listener limits" listener=web address=(\S+)`)
+
+// boundAddr waits for the exporter started by startProc as name to open its main listener and
+// returns the address the kernel gave it, from its log.
+func boundAddr(t *testing.T, dir, name string) string {
+	t.Helper()
+	path := filepath.Join(dir, name+".log")
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		b, _ := os.ReadFile(path)
+		if m := webListener.FindSubmatch(b); m != nil {
+			return string(m[1])
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("%s: no web listener in its log after 60 s", name)
+	return ""
 }
 
 func waitReady(t *testing.T, u string) {

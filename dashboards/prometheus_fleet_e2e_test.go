@@ -110,7 +110,7 @@ func TestFleetEndToEnd(t *testing.T) {
 	exporters := map[string]*exec.Cmd{}
 	for _, r := range replays {
 		exporters[r.name] = startProc(t, dir, r.name, bin, "replay", recs[r.name], "--replay.loop", "--replay.speed=4",
-			"--web.listen-address="+r.addr, "--web.health-listen-address="+testutil.FreeAddr(t),
+			"--web.listen-address="+r.addr, "--web.health-listen-address=127.0.0.1:0",
 			"--otlp.endpoint="+otlpAddr, "--otlp.insecure", "--otlp.interval="+fleetOTLPEvery, "--otlp.naming=prometheus",
 			"--otlp.resource-attribute=service.instance.id="+r.addr,
 			"--otlp.resource-attribute=k8s.node.name=gpu-node-"+r.name)

@@ -11,7 +11,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cupti-exporter/cupti-exporter/internal/testutil"
 	"github.com/cupti-exporter/cupti-exporter/recording/demo"
 )
 
@@ -84,9 +83,9 @@ func trainingReplays(t *testing.T, dir, bin string) []replay {
 	if err := demo.GenerateTraining(f, "../testdata/gh100_pm_sampling_base_metrics.tsv", demo.TrainingNode); err != nil { // closes f
 		t.Fatal(err)
 	}
-	tr := replay{name: "training", addr: testutil.FreeAddr(t), gpus: 4, only: []string{"training.json"}}
-	startProc(t, dir, "training", bin, "replay", rec, "--replay.loop", "--replay.speed=4", "--web.listen-address="+tr.addr,
-		"--web.health-listen-address="+testutil.FreeAddr(t))
+	startProc(t, dir, "training", bin, "replay", rec, "--replay.loop", "--replay.speed=4", "--web.listen-address=127.0.0.1:0",
+		"--web.health-listen-address=127.0.0.1:0")
+	tr := replay{name: "training", addr: boundAddr(t, dir, "training"), gpus: 4, only: []string{"training.json"}}
 	return []replay{tr, ksm}
 }
 
