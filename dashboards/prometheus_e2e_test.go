@@ -237,9 +237,6 @@ func startProc(t *testing.T, dir, name, bin string, args ...string) *exec.Cmd {
 	return cmd
 }
 
-// webListener is the exporter's log line on its main listener, with the address it got.
-var webListener = regexp.MustCompile(`msg="HTTP listener limits" listener=web address=(\S+)`)
-
 // boundAddr waits for the exporter started by startProc as name to open its main listener and
 // returns the address the kernel gave it, from its log.
 func boundAddr(t *testing.T, dir, name string) string {
@@ -248,8 +245,8 @@ func boundAddr(t *testing.T, dir, name string) string {
 	deadline := time.Now().Add(60 * time.Second)
 	for time.Now().Before(deadline) {
 		b, _ := os.ReadFile(path)
-		if m := webListener.FindSubmatch(b); m != nil {
-			return string(m[1])
+		if addr := testutil.WebAddr(b); addr != "" {
+			return addr
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

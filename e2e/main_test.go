@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -98,10 +97,6 @@ func launch(t testing.TB, prefix, env []string, args ...string) *exporterProc {
 	return p
 }
 
-// webAddr finds the address of the main listener in the exporter's log (its line on the
-// listener's limits).
-var webAddr = regexp.MustCompile(`msg="HTTP listener limits" listener=web address=(\S+)`)
-
 // waitServing waits up to timeout for path to answer 200 with a body ready accepts (nil:
 // any); it fails when the exporter exits first or the time is up. It sets p.addr from the
 // exporter's log once the listener is open.
@@ -114,11 +109,9 @@ func (p *exporterProc) waitServing(path string, timeout time.Duration, ready fun
 		default:
 		}
 		if p.addr == "" {
-			m := webAddr.FindStringSubmatch(p.out.String())
-			if m == nil {
+			if p.addr = testutil.WebAddr([]byte(p.out.String())); p.addr == "" {
 				continue
 			}
-			p.addr = m[1]
 		}
 		resp, err := http.Get("http://" + p.addr + path)
 		if err == nil {

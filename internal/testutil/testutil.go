@@ -1,5 +1,6 @@
 // Package testutil holds the helpers that the tests of several packages share: waiting for a
-// condition, a buffer several goroutines write, a free loopback port. Only tests import it.
+// condition, a buffer several goroutines write, a free loopback port, the address an exporter's
+// listener got. Only tests import it.
 package testutil
 
 import (
@@ -7,6 +8,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"regexp"
 	"sync"
 	"testing"
 	"time"
@@ -92,4 +94,17 @@ func (p *Process) Done() <-chan struct{} { return p.done }
 func (p *Process) Err() error {
 	<-p.done
 	return p.err
+}
+
+// webListener is the exporter's log line on its main listener's limits (exporter/server.go),
+// with the address it got.
+var webListener = regexp.MustCompile(`msg="HTTP listener limits" listener=web address=(\S+)`)
+
+// WebAddr is the address an exporter started with --web.listen-address=127.0.0.1:0 got, from
+// its log; "" until the listener is open.
+func WebAddr(log []byte) string {
+	if m := webListener.FindSubmatch(log); m != nil {
+		return string(m[1])
+	}
+	return ""
 }

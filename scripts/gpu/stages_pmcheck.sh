@@ -7,6 +7,11 @@ PMC_SET=FE_B.TriageCompute.gr__cycles_active.sum.pct_of_peak_sustained_elapsed,T
 
 pmc_build() {
   [ -x "$G/bursts" ] || nvcc -O2 -arch=sm_90 -o "$G/bursts" scripts/gpu/bursts.cu > "$L/build-bursts.log" 2>&1 || { say "bursts build failed: $(tail -3 "$L/build-bursts.log")"; return 1; }
+  pmref_build
+}
+
+# pmref_build builds scripts/gpu/pmref.cu (stages pmcheck and pmcostref) once.
+pmref_build() {
   [ -x "$G/pmref" ] || nvcc -O2 -std=c++17 -o "$G/pmref" scripts/gpu/pmref.cu -I$I -L$LIB -lcupti -lnvperf_host -lnvperf_target -lcuda > "$L/build-pmref.log" 2>&1 || { say "pmref build failed: $(tail -3 "$L/build-pmref.log")"; return 1; }
 }
 

@@ -269,18 +269,18 @@ stage_pmcost() {
   kill $lp 2>/dev/null; wait $lp 2>/dev/null
 }
 
-# pmcostref (issue 32 item 5, runs CL, CO): the exporter beside NVIDIA's API path called directly
+# pmcostref (issue 32 item 5, runs CL-CP, CS): the exporter beside NVIDIA's API path called directly
 # at the exporter's own settings, interleaved under one uninjected bf16 matmul: the exporter in
 # each variant of PMCOSTREF_RUNS (NAME:WORDS separated by "|", WORDS the exporter's --flags and
-# VAR=VALUE for its environment; default the defaults and without NVML health), then scripts/gpu/pmref.cu with the same 12 metrics, 1 ms, 100 ms decodes into
-# 216 slots (the exporter's image), 64 MiB, writing no samples; PMCOST_ROUNDS (2) rounds of
-# PMCOST_S (12) s. pmref prints its process CPU (every thread) and the time inside each CUPTI
+# VAR=VALUE for its environment; default the defaults and without NVML health), then
+# scripts/gpu/pmref.cu with the same 12 metrics, 1 ms, 100 ms decodes into 216 slots (the
+# exporter's image), 64 MiB, writing no samples; PMCOST_ROUNDS (2) rounds of PMCOST_S (12) s.
+# pmref prints its process CPU (every thread) and the time inside each CUPTI
 # call, both a sample: whatever CUPTI spends outside its calls shows in its ratio too.
 stage_pmcostref() {
   say "== pmcostref (issue 32 item 5: the exporter beside CUPTI called directly, 1 ms)"
   mkdir -p /run/cupti-exporter
-  [ -x "$G/pmref" ] || nvcc -O2 -std=c++17 -o "$G/pmref" scripts/gpu/pmref.cu -I$I -L$LIB -lcupti -lnvperf_host -lnvperf_target -lcuda > "$L/build-pmref.log" 2>&1 ||
-    { say "pmref build failed: $(grep -m3 -i error "$L/build-pmref.log")"; return 1; }
+  pmref_build || return
   local secs=${PMCOST_S:-12} r v name flags
   local runs=${PMCOSTREF_RUNS:-defaults:|no-health:--no-health.enabled}
   $W mm 600 > "$L/costref-load.log" 2>&1 & local lp=$!; sleep 4
