@@ -2,10 +2,8 @@ package attribution
 
 import (
 	"math"
-	"slices"
 	"time"
 
-	"github.com/cupti-exporter/cupti-exporter/gpuprocs"
 	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
 
@@ -413,14 +411,7 @@ func (a *Attributor) markShared(d *devState, ns int) {
 	}
 	sc.shared = sc.shared[:ns]
 	clear(sc.shared)
-	var mps []uint32 // the MPS clients' PIDs in the chunk's observations
-	for _, oi := range sc.sobsAll {
-		for _, p := range d.nvml[oi].procs {
-			if p.MPS == gpuprocs.MPSClient && !slices.Contains(mps, p.PID) {
-				mps = append(mps, p.PID)
-			}
-		}
-	}
+	mps := d.mpsClients()
 	if len(mps) == 0 {
 		return
 	}
@@ -441,7 +432,7 @@ func (a *Attributor) markShared(d *devState, ns int) {
 			continue
 		}
 		ps := a.slots[first]
-		sc.shared[s] = ps != nil && slices.Contains(mps, ps.pid)
+		sc.shared[s] = ps != nil && mps[ps.pid]
 	}
 }
 

@@ -17,17 +17,11 @@ func (a *Attributor) turnContexts(d *devState, lo, hi int64) {
 	add := func(ctx turns.Context, pod podKey) {
 		sc.tCtx, sc.tPod = append(sc.tCtx, ctx), append(sc.tPod, pod)
 	}
-	mps := map[uint32]bool{}
+	mps := d.mpsClients()
 	untracedMPS := false
 	seen := map[int32]bool{}
 	for _, oi := range sc.sobsAll {
-		o := &d.nvml[oi]
-		for _, p := range o.procs {
-			if p.MPS == gpuprocs.MPSClient {
-				mps[p.PID] = true
-			}
-		}
-		for _, u := range o.untraced {
+		for _, u := range d.nvml[oi].untraced {
 			if u.mps {
 				untracedMPS = true
 				continue
@@ -85,3 +79,20 @@ func (t *turnSamples) Busy(s int) bool            { return t.a.busy(t.chunk[s]) 
 
 // turnsHook, when set (tests), sees every chunk's owner distributions.
 var turnsHook func(chunk []psample, ctxs []turns.Context, own *turns.Owners)
+
+// mpsClients are the PIDs that the NVML observations the chunk's samples meet list as MPS
+// clients (nil when none); a.mu is held.
+func (d *devState) mpsClients() map[uint32]bool {
+	var mps map[uint32]bool
+	for _, oi := range d.sc.sobsAll {
+		for _, p := range d.nvml[oi].procs {
+			if p.MPS == gpuprocs.MPSClient {
+				if mps == nil {
+					mps = map[uint32]bool{}
+				}
+				mps[p.PID] = true
+			}
+		}
+	}
+	return mps
+}
