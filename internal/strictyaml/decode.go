@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"unicode"
 
 	"gopkg.in/yaml.v3"
 )
@@ -27,7 +28,11 @@ func (e *Error) Error() string {
 		fmt.Fprintf(&b, "line %d: ", e.Line)
 	}
 	if e.Path != "" {
-		b.WriteString(e.Path + ": ")
+		path := e.Path
+		if strings.ContainsFunc(path, func(r rune) bool { return !unicode.IsPrint(r) }) {
+			path = strconv.Quote(path) // a key from the file with a line break or control character
+		}
+		b.WriteString(path + ": ")
 	}
 	b.WriteString(e.Msg)
 	return b.String()
