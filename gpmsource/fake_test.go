@@ -105,6 +105,7 @@ type fakeNVML struct {
 	procs   map[int][]uint32    // GPU index -> compute processes
 	queries int
 	asked   map[nvml.GpmMetricId]int // metrics calls that asked for each id
+	takes   map[int]int              // GPU index -> GPM samples taken of the whole GPU
 }
 
 type sampleAt struct {
@@ -141,7 +142,7 @@ func newFakeNVML(t testing.TB, tr *trace, gpus int) *fakeNVML {
 	srv.Devices = srv.Devices[:gpus]
 	f := &fakeNVML{Server: srv, tr: tr, clock: &fakeClock{t0: time.Unix(1_800_000_000, 0)},
 		taken: map[nvml.GpmSample]sampleAt{}, fail: map[int]nvml.Return{}, scale: map[int]float64{},
-		migGIs: map[int][]int{}, procs: map[int][]uint32{}, asked: map[nvml.GpmMetricId]int{}}
+		migGIs: map[int][]int{}, procs: map[int][]uint32{}, asked: map[nvml.GpmMetricId]int{}, takes: map[int]int{}}
 	srv.DeviceGetCountFunc = func() (int, nvml.Return) { return len(srv.Devices), nvml.SUCCESS }
 	srv.GpmSampleAllocFunc = func() (nvml.GpmSample, nvml.Return) {
 		f.mu.Lock()
@@ -211,6 +212,9 @@ func (f *fakeNVML) take(s nvml.GpmSample, gpu, gi int) nvml.Return {
 		return r
 	}
 	f.taken[s] = sampleAt{gpu: gpu, gi: gi, at: f.clock.offset()}
+	if gi < 0 {
+		f.takes[gpu]++
+	}
 	return nvml.SUCCESS
 }
 

@@ -43,11 +43,12 @@ type config struct {
 	selfAll   bool
 	families  []string // served families; nil: every one GPM serves
 	now       func() time.Time
+	recheck   time.Duration // Run's wait while no GPU wants GPM
 }
 
 func newConfig(opts []Option) config {
 	c := config{mode: ModeFill, interval: DefaultInterval, window: aggregate.DefaultWindow, mig: true, now: time.Now,
-		devices: func() []pmdata.Device { return nil }, procRoot: "/proc"}
+		recheck: idleRecheck, devices: func() []pmdata.Device { return nil }, procRoot: "/proc"}
 	for _, o := range opts {
 		o(&c)
 	}
@@ -124,3 +125,6 @@ func WithSelfMetrics(on bool) Option { return func(c *config) { c.selfAll = on }
 
 // withClock replaces time.Now (tests).
 func withClock(now func() time.Time) Option { return func(c *config) { c.now = now } }
+
+// withRecheck sets Run's wait while no GPU wants GPM (tests: an hour, so only a Kick ends it).
+func withRecheck(d time.Duration) Option { return func(c *config) { c.recheck = d } }

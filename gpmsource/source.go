@@ -16,6 +16,7 @@ import (
 
 	"github.com/cupti-exporter/cupti-exporter/internal/gpm"
 	"github.com/cupti-exporter/cupti-exporter/internal/nvmlpci"
+	"github.com/cupti-exporter/cupti-exporter/internal/tick"
 	"github.com/cupti-exporter/cupti-exporter/mapping"
 	"github.com/cupti-exporter/cupti-exporter/pmsample/aggregate"
 	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
@@ -55,6 +56,7 @@ type Source struct {
 	proc      procfs.FS                           // where holders are looked for (Collect's goroutine)
 
 	initErr atomic.Pointer[string] // why NVML could not be read; nil once it was
+	kick    chan struct{}          // Kick: PM sampling's state changed
 
 	mu   sync.Mutex // guards gpus and all
 	gpus []*gpu
@@ -74,7 +76,7 @@ func New(lib nvml.Interface, m *mapping.Mapper, logger *slog.Logger, opts ...Opt
 		return nil, err
 	}
 	s := &Source{cfg: cfg, lib: lib, log: logger.With("source", "gpm"), m: m, ms: ms, curatedDesc: map[*snapshot.Desc]bool{},
-		proc: procfs.FS{Root: cfg.procRoot}}
+		proc: procfs.FS{Root: cfg.procRoot}, kick: make(chan struct{}, 1)}
 	for _, r := range ms {
 		met, err := m.Map(r.perfworks, r.props)
 		if err != nil {
@@ -137,15 +139,39 @@ func (s *Source) Run(ctx context.Context) error {
 	}
 	defer s.lib.Shutdown()
 	defer s.free()
-	t := time.NewTicker(s.cfg.interval)
+	t := tick.New(s.cfg.interval) // on the exporter's timetable (internal/tick)
 	defer t.Stop()
+	period := s.cfg.interval
 	for {
-		s.Collect()
+		wait := s.cfg.interval
+		if !s.collect() {
+			// No GPU wants GPM: PM sampling serves them all. A state change (Kick) starts the
+			// reads at once; the recheck only catches what no Kick announced.
+			wait = s.cfg.recheck
+		}
+		if wait != period {
+			period = wait
+			t.Reset(wait)
+		}
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-t.C:
+		case <-s.kick:
 		}
+	}
+}
+
+// idleRecheck is how long Run waits between collections while no GPU wants GPM: waking every
+// interval to read nothing cost the process about 10 wake-ups a second (issue 32 item 5).
+const idleRecheck = time.Second
+
+// Kick makes Run collect now (PM sampling's state changed: a GPU may want GPM); it never
+// blocks. Wire it to (*pmsample.Sampler).OnStateChange.
+func (s *Source) Kick() {
+	select {
+	case s.kick <- struct{}{}:
+	default:
 	}
 }
 
@@ -252,11 +278,16 @@ func idsOf(ms []resolved) []nvml.GpmMetricId {
 }
 
 // Collect reads every GPU that wants GPM once and publishes what it read. Run calls it every
-// interval; tests call it directly.
-func (s *Source) Collect() {
+// interval while a GPU wants GPM; tests call it directly.
+func (s *Source) Collect() { s.collect() }
+
+// collect is Collect; it reports whether it read anything (a GPU wanted GPM, or a GPU has MIG
+// instances), so Run knows whether the next collection is due in an interval.
+func (s *Source) collect() bool {
 	if !s.started.Load() {
-		return
+		return false
 	}
+	read := false
 	want := s.wanted()
 	s.mu.Lock()
 	gpus := slices.Clone(s.gpus)
@@ -273,6 +304,7 @@ func (s *Source) Collect() {
 			g.reading = false
 		}
 		st := gpuState{gpu: strconv.Itoa(g.label.Index), uuid: g.label.UUID, wanted: w}
+		read = read || w
 		if w {
 			st.problem = s.read(g, g.agg, now)
 			st.reading = st.problem == ""
@@ -280,11 +312,13 @@ func (s *Source) Collect() {
 		states[strings.ToLower(g.label.UUID)] = st
 		if s.cfg.mig {
 			s.readMIG(g, now)
+			read = read || len(g.mig) > 0 // its instances are read every interval
 		}
 	}
 	s.state.Store(&states)
 	s.publishSelf(gpus)
 	s.findHolders(now)
+	return read
 }
 
 // wanted is, per UUID, whether GPM should read the GPU now: always in GPM mode (or without PM

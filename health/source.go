@@ -12,6 +12,7 @@ import (
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
+	"github.com/cupti-exporter/cupti-exporter/internal/tick"
 	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
 
@@ -89,7 +90,7 @@ func (s *Source) Run(ctx context.Context) error {
 	if s.cfg.events {
 		go s.watchXIDs(ctx)
 	}
-	t := time.NewTicker(s.cfg.interval)
+	t := tick.New(s.cfg.interval) // on the exporter's timetable (internal/tick)
 	defer t.Stop()
 	for {
 		s.Collect()

@@ -3,12 +3,22 @@ package health
 import (
 	"context"
 	"strconv"
+	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
+
+	"github.com/cupti-exporter/cupti-exporter/internal/tick"
 )
 
-// xidWait is how long one wait on the event set lasts before ctx is checked again.
-const xidWait = 500 // ms
+// xidWait is how long one wait on the event set lasts at most before ctx is checked again.
+const xidWait = 500 * time.Millisecond
+
+// xidWaitMS is the next wait in ms: to just past the next multiple of xidWait, so the return
+// from NVML (which wakes the Go runtime's sysmon thread into a millisecond of polls) falls in a
+// wake-up the exporter's other loops have anyway (internal/tick) rather than one of its own.
+func xidWaitMS(now time.Time) uint32 {
+	return uint32(tick.Until(now, xidWait)/time.Millisecond) + 1
+}
 
 type xidKey struct {
 	uuid string
@@ -55,7 +65,7 @@ func (s *Source) watchXIDs(ctx context.Context) {
 		return
 	}
 	for ctx.Err() == nil {
-		data, ret := set.Wait(xidWait)
+		data, ret := set.Wait(xidWaitMS(time.Now()))
 		switch ret {
 		case nvml.SUCCESS:
 			s.recordXID(data, labels)

@@ -6,12 +6,14 @@ import (
 	"log/slog"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
 	"github.com/cupti-exporter/cupti-exporter/activity/record"
 	"github.com/cupti-exporter/cupti-exporter/internal/gpm"
+	"github.com/cupti-exporter/cupti-exporter/internal/tick"
 	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
 )
 
@@ -33,8 +35,11 @@ type Controller struct {
 	s    Sampler
 	lib  nvml.Interface
 	log  *slog.Logger
-	kick chan struct{} // poked by Add and the listener when a sign arrives
+	kick chan struct{} // poked by Add and the listener when a sign arrives while a GPU is released
 	pid  uint32
+	// anyReleased: a GPU is released now (set by Run after each step). Only then does a sign
+	// need Run at once, and only then does Run poll every cfg.poll rather than every cfg.check.
+	anyReleased atomic.Bool
 
 	mu      sync.Mutex
 	signals map[int]*signal           // by device index, consumed by Run
@@ -118,8 +123,9 @@ func (c *Controller) Run(ctx context.Context) error {
 		}
 	}()
 	c.log.Info("releasing the PM session of idle GPUs", "after", c.cfg.after, "poll", c.cfg.poll)
-	t := time.NewTicker(c.cfg.poll)
+	t := tick.New(c.cfg.check) // on the exporter's timetable (internal/tick)
 	defer t.Stop()
+	period := c.cfg.check
 	for {
 		select {
 		case <-ctx.Done():
@@ -128,6 +134,16 @@ func (c *Controller) Run(ctx context.Context) error {
 		case <-c.kick:
 		}
 		c.step(c.cfg.now())
+		// While every GPU is sampled, nothing needs a look more often than the utilisation
+		// check: polling at cfg.poll then cost about 50 wake-ups a second (issue 32 item 5).
+		want := c.cfg.check
+		if c.anyReleased.Load() {
+			want = c.cfg.poll
+		}
+		if want != period {
+			period = want
+			t.Reset(want)
+		}
 	}
 }
 
@@ -137,6 +153,7 @@ func (c *Controller) step(now time.Time) {
 	for _, st := range c.s.Status() {
 		states[st.Device] = st.State
 	}
+	released := false
 	for _, g := range c.gpus {
 		sig := c.take(g.index)
 		if g.released {
@@ -144,7 +161,9 @@ func (c *Controller) step(now time.Time) {
 		} else {
 			c.checkIdle(g, sig, states[g.index], now)
 		}
+		released = released || g.released
 	}
+	c.anyReleased.Store(released)
 }
 
 // take consumes the signals of device i.
@@ -299,6 +318,9 @@ func (c *Controller) mark(i int, first, last time.Time, what string) {
 }
 
 func (c *Controller) poke() {
+	if !c.anyReleased.Load() {
+		return // a sign while sampling waits for the next step (it only keeps the GPU from idling)
+	}
 	select {
 	case c.kick <- struct{}{}:
 	default:

@@ -161,6 +161,7 @@ type fakeSampler struct {
 	paused   map[int]bool
 	since    map[int]time.Time
 	calls    []string
+	looks    int // Status calls: one a step of the Controller
 }
 
 func newFakeSampler(n int) *fakeSampler {
@@ -177,6 +178,7 @@ func (s *fakeSampler) Devices() []pmdata.Device { return s.devs }
 func (s *fakeSampler) Status() []pmdata.DeviceStatus {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.looks++
 	var out []pmdata.DeviceStatus
 	for _, d := range s.devs {
 		st := pmdata.StateSampling
@@ -202,6 +204,11 @@ func (s *fakeSampler) Reacquire(d int, since time.Time) {
 	s.released[d] = false
 	s.since[d] = since
 	s.calls = append(s.calls, "reacquire")
+}
+func (s *fakeSampler) steps() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.looks
 }
 func (s *fakeSampler) isReleased(d int) bool {
 	s.mu.Lock()
@@ -555,5 +562,46 @@ func TestIdlePowerOffOrMissing(t *testing.T) {
 	r.run(r.c.cfg.poll)
 	if r.s.isReleased(0) {
 		t.Fatal("utilisation did not wake a GPU without the power field")
+	}
+}
+
+// TestIdleRunCadence: while every GPU is sampled, Run looks every check interval, not every
+// poll, and a sign of activity does not wake it (it only keeps the GPU from idling): polling
+// at 20 ms cost the process about 50 wake-ups a second (issue 32 item 5). Once a GPU is
+// released, Run polls every poll again and a sign wakes it at once.
+func TestIdleRunCadence(t *testing.T) {
+	s := newFakeSampler(1)
+	g := &fakeGPU{}
+	g.events.Store(clockEventGPUIdle)
+	g.util.Store(50) // busy: never released while it stays so
+	c := New(s, fakeNVML(map[string]*fakeGPU{uuidOf(0): g}), nil, WithAfter(20*time.Millisecond), WithPoll(time.Millisecond), WithCheck(100*time.Millisecond))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = c.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	p := &record.Process{}
+	c.ProcessConnected(p, activity.ProcessInfo{GPUs: []string{"0"}})
+	time.Sleep(50 * time.Millisecond)
+	before := s.steps()
+	for range 50 { // kernel records every 10 ms for 500 ms
+		c.Records(p, []record.Record{{Kind: record.KindKernel, Device: 0, Start: uint64(time.Now().UnixNano()), End: uint64(time.Now().UnixNano())}})
+		time.Sleep(10 * time.Millisecond)
+	}
+	// 500 ms at a 100 ms check: about 5 steps; at the 1 ms poll, or woken by each record, 50-500
+	if n := s.steps() - before; n > 15 {
+		t.Errorf("sampled GPU: want a step every check (about 5 in 500 ms), got %d", n)
+	}
+	g.util.Store(0)
+	deadline := time.Now().Add(5 * time.Second)
+	for !s.isReleased(0) {
+		if time.Now().After(deadline) {
+			t.Fatal("idle GPU not released")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	before = s.steps()
+	time.Sleep(200 * time.Millisecond)
+	if n := s.steps() - before; n < 40 {
+		t.Errorf("released GPU: want a step every poll (about 200 in 200 ms), got %d", n)
 	}
 }

@@ -10,7 +10,7 @@
 // kernel, memcpy or memset record arrived for it, no traced process connected to it, and the
 // SM active ratio of every PM batch (when the sampled metrics include
 // sm__cycles_active...pct_of_peak_sustained_elapsed) stayed below 0.1 %. While sampling, the
-// Controller checks every 250 ms. While released it polls every 20 ms (--pmsample.idle-poll)
+// Controller checks every 200 ms. While released it polls every 20 ms (--pmsample.idle-poll)
 // with cheap NVML calls per GPU: GPM SM utilisation since the last poll (Hopper and newer,
 // --pmsample.idle-gpm: GPM needs no PM session, gpm.go), the instant power draw (a rise of
 // --pmsample.idle-power-rise, 20 W, over the lowest reading since the release, power.go),

@@ -6,9 +6,9 @@ import "time"
 const (
 	DefaultAfter       = 60 * time.Second
 	DefaultPoll        = 20 * time.Millisecond
-	DefaultCheck       = 250 * time.Millisecond
-	DefaultSMThreshold = 0.1 // percent of peak
-	DefaultPowerRise   = 20  // watts over the lowest instant power since the release
+	DefaultCheck       = 200 * time.Millisecond // a multiple of the decode period, on its timetable (internal/tick)
+	DefaultSMThreshold = 0.1                    // percent of peak
+	DefaultPowerRise   = 20                     // watts over the lowest instant power since the release
 )
 
 // Bounds the exporter accepts for the poll of a released GPU (pmsample.idle_poll) and the
@@ -62,7 +62,7 @@ func WithPoll(d time.Duration) Option {
 	}
 }
 
-// WithCheck sets how often a sampled GPU is checked for idleness (default 250 ms, never
+// WithCheck sets how often a sampled GPU is checked for idleness (default 200 ms, never
 // below the poll interval); a non-positive value keeps the default.
 func WithCheck(d time.Duration) Option {
 	return func(c *config) {

@@ -50,6 +50,9 @@ func startGPM(ctx context.Context, logger *slog.Logger, cfg *Config, exp *export
 		logger.Error("GPM source not started", "err", err)
 		return pmAgg, nil
 	}
+	if s, ok := pm.src.(*pmsample.Sampler); ok {
+		s.OnStateChange(src.Kick) // fill a gap as soon as PM sampling stops, without polling its state
+	}
 	var pmSnap interface{ Snapshot() *snapshot.Snapshot }
 	if pmAgg != nil {
 		pmSnap = pmAgg

@@ -3,6 +3,7 @@
 package pmsample
 
 import (
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,6 +17,8 @@ import (
 func TestSamplerFakeLibIdleRelease(t *testing.T) {
 	r := runFake(t, "")
 	eventually(t, "sampling", func() bool { return r.c.sum(0, samplesOf) > 0 && r.c.sum(1, samplesOf) > 0 })
+	var changes atomic.Int64 // OnStateChange: what GPM filling in waits on instead of polling
+	r.s.OnStateChange(func() { changes.Add(1) })
 	r.s.Release(0, "idle for 5s")
 	eventually(t, "one session released", func() bool {
 		return cuptitest.Query(t, "sessions") == 1 && r.s.Status()[0].State == pmdata.StateIdle
@@ -23,10 +26,16 @@ func TestSamplerFakeLibIdleRelease(t *testing.T) {
 	if st := r.s.Status(); !st[0].Ready || st[1].State != pmdata.StateSampling {
 		t.Fatalf("status = %+v", st)
 	}
+	if n := changes.Load(); n != 1 {
+		t.Fatalf("state changes told after the release: %d, want 1", n)
+	}
 	r.s.Reacquire(0, time.Now())
 	eventually(t, "session retaken", func() bool {
 		return cuptitest.Query(t, "sessions") == 2 && r.s.Status()[0].State == pmdata.StateSampling
 	})
+	if n := changes.Load(); n != 2 {
+		t.Fatalf("state changes told after the retake: %d, want 2", n)
+	}
 	if is := r.s.IdleStats()[0]; is.Releases != 1 || is.Reacquires != 1 || is.ReleasedSeconds <= 0 {
 		t.Fatalf("idle stats = %+v", is)
 	}

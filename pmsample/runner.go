@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/cupti-exporter/cupti-exporter/internal/tick"
 	"github.com/cupti-exporter/cupti-exporter/pmsample/catalog"
 	"github.com/cupti-exporter/cupti-exporter/pmsample/guard"
 	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
@@ -79,9 +80,13 @@ func newRunner(s *Sampler, dev pmdata.Device, pm pmDevice, groups []catalog.Grou
 
 func (r *runner) setState(st pmdata.State, reason string) {
 	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.st.State != st || r.st.Reason != reason {
+	changed := r.st.State != st
+	if changed || r.st.Reason != reason {
 		r.st.State, r.st.Reason, r.st.Since = st, reason, time.Now()
+	}
+	r.mu.Unlock()
+	if changed {
+		r.s.stateChanged()
 	}
 }
 
@@ -361,8 +366,8 @@ func (r *runner) release() {
 // sample runs one session: decode on the cadence, rotate groups when multiplexing, stop on
 // ctx end or pause. A non-nil error means the session must be recreated after a backoff.
 func (r *runner) sample(ctx context.Context, sink func(pmdata.Batch)) error {
-	tick := time.NewTicker(r.s.cfg.decodePeriod)
-	defer tick.Stop()
+	decodes := tick.New(r.s.cfg.decodePeriod) // on the timetable of the exporter's other loops
+	defer decodes.Stop()
 	var dutyEnd <-chan time.Time
 	if r.s.cfg.dutyOff > 0 {
 		t := time.NewTimer(r.s.cfg.dutyOn)
@@ -385,7 +390,7 @@ func (r *runner) sample(ctx context.Context, sink func(pmdata.Batch)) error {
 				r.letGo(sink)
 				return nil
 			}
-		case <-tick.C:
+		case <-decodes.C:
 			if r.off() { // a timed pause that ended is cleared here too
 				r.letGo(sink)
 				return nil

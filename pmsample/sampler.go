@@ -24,6 +24,9 @@ type Sampler struct {
 	catalog []pmdata.CatalogEntry
 	plan    catalog.PlanResult
 	running sync.Mutex // held while Run runs
+
+	changeMu sync.Mutex
+	onChange []func() // OnStateChange's listeners
 }
 
 var _ pmdata.Source = (*Sampler)(nil)
@@ -236,6 +239,24 @@ func (s *Sampler) Close() {
 		if r.pm != nil {
 			r.pm.Close()
 		}
+	}
+}
+
+// OnStateChange calls f (which must not block) each time a device's state changes, so a
+// reader of Status that acts on a change (GPM filling a gap) need not poll it.
+func (s *Sampler) OnStateChange(f func()) {
+	s.changeMu.Lock()
+	defer s.changeMu.Unlock()
+	s.onChange = append(s.onChange, f)
+}
+
+// stateChanged tells OnStateChange's listeners.
+func (s *Sampler) stateChanged() {
+	s.changeMu.Lock()
+	fs := s.onChange
+	s.changeMu.Unlock()
+	for _, f := range fs {
+		f()
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cupti-exporter/cupti-exporter/internal/tick"
 	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
 	"github.com/cupti-exporter/cupti-exporter/profilers/procfs"
 )
@@ -130,7 +131,7 @@ func (w *Watcher) Drive(s Sampler) {
 
 // Run looks at the processes every poll until ctx ends.
 func (w *Watcher) Run(ctx context.Context) {
-	t := time.NewTicker(w.poll)
+	t := tick.New(w.poll) // on the timetable of PM sampling's decodes (internal/tick)
 	defer t.Stop()
 	defer w.fs.Close()
 	for {

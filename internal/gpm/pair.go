@@ -5,7 +5,17 @@
 // from GPM) take samples this way.
 package gpm
 
-import "github.com/NVIDIA/go-nvml/pkg/nvml"
+import (
+	"sync"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+)
+
+// calls serialises this process's GPM calls. Two goroutines sampling the same GPU at once (the
+// idle controller's poll and gpmsource's fill of an idle-released GPU) got "In use by another
+// client" from nvmlGpmSampleGet and then a segmentation fault inside it on an H100 (run CW),
+// once their loops woke on the same timetable (internal/tick); apart, they met by chance.
+var calls sync.Mutex
 
 // Pair is a GPU's two GPM samples: each Take samples into one and, when the other holds the
 // GPU's previous sample, asks for metrics between the two. Not safe for concurrent use.
@@ -17,6 +27,8 @@ type Pair struct {
 
 // Alloc allocates the two samples of a Pair.
 func Alloc(lib nvml.Interface) (*Pair, nvml.Return) {
+	calls.Lock()
+	defer calls.Unlock()
 	prev, ret := lib.GpmSampleAlloc()
 	if ret != nvml.SUCCESS {
 		return nil, ret
@@ -47,6 +59,8 @@ func (p *Pair) take(lib nvml.Interface, sample func(nvml.GpmSample) nvml.Return,
 	if len(ids) > len(p.mg.Metrics) {
 		ids = ids[:len(p.mg.Metrics)]
 	}
+	calls.Lock()
+	defer calls.Unlock()
 	if sampled = sample(p.cur); sampled != nvml.SUCCESS {
 		p.have = false
 		return nil, sampled, nvml.SUCCESS
@@ -76,6 +90,8 @@ func (p *Pair) Restart() { p.have = false }
 
 // Free releases both samples.
 func (p *Pair) Free() {
+	calls.Lock()
+	defer calls.Unlock()
 	p.prev.Free()
 	p.cur.Free()
 }

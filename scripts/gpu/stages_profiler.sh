@@ -150,6 +150,9 @@ stage_profcoexist() {
   (timeout 90 ncu -c 30 "$PA" 30 100 200 >> "$L/ncu-co-first.log" 2>&1; echo "rc=$?" >> "$L/ncu-co-first.log"; echo "ncu_end $(date +%s.%N)" >> "$L/ncu-co-first.log") & np=$!
   sleep 4; start_exporter "$L/exp-co2.log" 9477 || return
   sleep 1; say "exporter started while ncu profiles: $(state_of) $(curl -s localhost:9477/readyz | grep -m1 pmsample | cut -c1-200)"
+  # GPM fills the gap (issue 32 item 2): the curated series labelled source="gpm" while ncu holds the counters
+  sleep 1; curl -s localhost:9477/metrics > "$L/co-ncu-gpm.txt"
+  say "  meanwhile: $(grep -c 'source="gpm"' "$L/co-ncu-gpm.txt") series labelled source=gpm; $(grep -m1 '^cupti_sm_active_ratio{.*source="gpm"' "$L/co-ncu-gpm.txt" | sed 's/{.*}/ /')"
   wait $np; sleep 2
   say "ncu -c 30 (kernels 100 ms apart): $(ncu_summary "$L/ncu-co-first.log" "$(grep '^rc=' "$L/ncu-co-first.log")"); ended $(awk '/^ncu_end/ {print $2}' "$L/ncu-co-first.log"); exporter: $(state_of)"
   give_lines "$L/exp-co2.log" | tee -a "$S"
@@ -174,8 +177,20 @@ pmcost_run() {
   start_exporter "$L/exp-cost-$name.log" 9477 "$@" || return
   local pid; pid=$(cat "$L/exporter.9477.pid"); sleep 4
   scrape "$L/cost0-$name.txt"; local c0; c0=$(proc_cpu_s $pid); python3 scripts/gpu/threads.py $pid > "$L/cost-thr0-$name.json"
+  # PMCOST_PERF="NAME…": perf's call graphs of these variants over 5 s of the window (a build with
+  # its symbol table: no -s), where the GPU machine has perf
+  local pp=
+  if [[ " ${PMCOST_PERF:-} " == *" $name "* ]] && command -v perf > /dev/null; then
+    perf record -F 997 -g -p "$pid" -o "$L/perf-$name.data" -- sleep 5 > "$L/perf-$name.log" 2>&1 & pp=$!
+  fi
   sleep "$secs"
-  scrape "$L/cost1-$name.txt"; local c1; c1=$(proc_cpu_s $pid); python3 scripts/gpu/threads.py $pid "$L/cost-thr0-$name.json" > "$L/cost-thr-$name.json"
+  if [ -n "$pp" ]; then
+    wait $pp
+    perf report -i "$L/perf-$name.data" --stdio --no-children --sort dso,sym -g none 2> /dev/null | grep -v '^#' | grep . | head -70 > "$OUT/perf-$name-flat.txt"
+    perf report -i "$L/perf-$name.data" --stdio --children --sort sym -g caller,0.5,callee --percent-limit 2 2> /dev/null | head -400 > "$OUT/perf-$name-tree.txt"
+    perf report -i "$L/perf-$name.data" --stdio --no-children --sort tid -g none 2> /dev/null | grep -v '^#' | grep . | head -20 > "$OUT/perf-$name-tid.txt"
+  fi
+  scrape "$L/cost1-$name.txt"; local c1; c1=$(proc_cpu_s $pid); THREADS_DETAIL=$L/cost-thrd-$name.json python3 scripts/gpu/threads.py $pid "$L/cost-thr0-$name.json" > "$L/cost-thr-$name.json"
   local rss; rss=$(proc_rss_mb $pid)
   local anon; anon=$(awk '/^Anonymous/ {printf "%.0f", $2/1024}' /proc/$pid/smaps_rollup)
   python3 - "$L/cost0-$name.txt" "$L/cost1-$name.txt" "$c0" "$c1" "$secs" "$name" "$rss" "$anon" "$L/cost-thr-$name.json" <<'PY' | tee -a "$S"
@@ -204,9 +219,25 @@ for t, s in json.load(open(sys.argv[9])).items():
     groups[g] = groups.get(g, 0.0) + s
 print(f"  {sys.argv[6]} by thread, us/sample: " + ", ".join(f"{g} {us(s):.1f}" for g, s in sorted(groups.items(), key=lambda kv: -kv[1]))
       + f" (threads' sum {us(sum(groups.values())):.1f}; Go's threads / CUPTI calls {groups.get('go', 0) / max(cu, 1e-9):.3f})")
+# The decode thread (its own CPU clock, cupti_pm_decode_thread_cpu_seconds_total) against the rest of
+# the process, and how often each thread slept and woke (THREADS_DETAIL).
+dt = d("cupti_pm_decode_thread_cpu_seconds_total"); secs = float(sys.argv[5])
+print(f"  {sys.argv[6]}: decode thread {us(dt):.1f} us/sample ({dt / max(cu, 1e-9):.3f} x CUPTI calls), the rest of the process {us(cpu - dt):.1f}")
 PY
+  say "  $name: $(thread_detail "$L/cost-thrd-$name.json" "$secs")"
   [ -n "${PMCOST_LAG:-}" ] && pmcost_lag "$name"
   stop_exporter 9477
+}
+
+# thread_detail FILE SECONDS: a THREADS_DETAIL file (threads.py) in one line: context switches a
+# second and the busiest threads (name:tid CPU seconds, voluntary, involuntary switches).
+thread_detail() {
+  python3 - "$1" "$2" <<'PY'
+import json, sys
+d, s = json.load(open(sys.argv[1])), float(sys.argv[2])
+print(f"context switches {d['voluntary'] / s:.0f}/s voluntary, {d['involuntary'] / s:.0f}/s involuntary; "
+      f"{len(d['threads'])} threads, {d.get('cpu', 0):.3f} s of CPU, busiest (cpu s, vol, invol): " + ", ".join(f"{r[0][:14]}:{r[1]} {r[2]:.3f} {r[3]} {r[4]}" for r in d["threads"][:8]))
+PY
 }
 
 # pmcost_lag NAME: after the measured window, 6 scrapes 0.7 s apart: how old the newest PM
@@ -293,8 +324,13 @@ stage_pmcostref() {
       for w in $flags; do case $w in --*) args+=("$w") ;; *=*) envs+=("$w") ;; esac; done
       ( [ ${#envs[@]} -gt 0 ] && export "${envs[@]}"; pmcost_run "$name-$r" "$secs" "${args[@]}" )
     done
-    "$G/pmref" "$secs" 1000000 100 216 "$DEF12" - > "$L/pmref-cost-$r.log" 2>&1
+    "$G/pmref" "$secs" 1000000 100 216 "$DEF12" - > "$L/pmref-cost-$r.log" 2>&1 & local rp=$!
+    # its threads' context switches over the middle of its run, as the exporter's (pmcost_run)
+    sleep 2; python3 scripts/gpu/threads.py $rp > "$L/pmref-thr0-$r.json" 2>/dev/null
+    sleep $((secs - 3)); THREADS_DETAIL=$L/pmref-thrd-$r.json python3 scripts/gpu/threads.py $rp "$L/pmref-thr0-$r.json" > /dev/null 2>&1
+    wait $rp
     say "pmref-$r: $(grep -m1 'pmref:' "$L/pmref-cost-$r.log"); $(grep -m1 'pmref cost' "$L/pmref-cost-$r.log" || tail -2 "$L/pmref-cost-$r.log")"
+    [ -s "$L/pmref-thrd-$r.json" ] && say "  pmref-$r: $(thread_detail "$L/pmref-thrd-$r.json" $((secs - 3)))"
   done
   kill $lp 2>/dev/null; wait $lp 2>/dev/null
 }

@@ -1,6 +1,9 @@
 """CPU seconds of a process by thread name, from /proc/PID/task/*/stat.
 
 usage: threads.py PID [BEFORE.json]
+With THREADS_DETAIL=FILE and BEFORE, also writes to FILE each thread's CPU and context switches
+(voluntary, involuntary) in the window, busiest first, and their sums: how often the program's
+threads sleep and wake, which a thread group's CPU alone does not show.
 Prints {"thread name": cpu_seconds, ...} as JSON; with BEFORE (an earlier output) prints the
 difference, so the CPU of a measurement window can be split between CUPTI's and the driver's own
 threads and the program's (Go's threads all carry the program's name). The difference is taken
@@ -20,14 +23,52 @@ def ticks(stat):
 
 
 def snapshot(pid):
-    tids = {}
+    tids, switches = {}, {}
     for tid in os.listdir(f"/proc/{pid}/task"):
         try:
             tids[tid] = ticks(open(f"/proc/{pid}/task/{tid}/stat").read())
+            switches[tid] = context_switches(open(f"/proc/{pid}/task/{tid}/status").read()) + [on_cpu(pid, tid)]
         except OSError:
             continue  # the thread ended
     _, total = ticks(open(f"/proc/{pid}/stat").read())
-    return tids, total
+    return tids, total, switches
+
+
+def context_switches(status):
+    """[voluntary, involuntary] context switches from a /proc status file."""
+    out = [0, 0]
+    for line in status.splitlines():
+        if line.startswith("voluntary_ctxt_switches:"):
+            out[0] = int(line.split()[1])
+        elif line.startswith("nonvoluntary_ctxt_switches:"):
+            out[1] = int(line.split()[1])
+    return out
+
+
+def on_cpu(pid, tid):
+    """The thread's time on a CPU in seconds from schedstat (nanoseconds, where stat counts
+    ticks of 10 ms and a thread's and the process's roundings differ), None without it."""
+    try:
+        return int(open(f"/proc/{pid}/task/{tid}/schedstat").read().split()[0]) / 1e9
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def detail(tids, switches, before):
+    """Each thread's CPU (schedstat's where there is one) and switches since before (an earlier
+    output), busiest first."""
+    old_t, old_s = before["_tids"], before.get("_switches", {})
+    rows = []
+    for tid, (name, cpu) in tids.items():
+        v, i, ns = (switches.get(tid, [0, 0]) + [None])[:3]
+        ov, oi, ons = (old_s.get(tid, [0, 0]) + [None])[:3]
+        if ns is not None and (ons is not None or tid not in old_s):
+            used = ns - (ons or 0.0)
+        else:
+            used = cpu - old_t.get(tid, [name, 0.0])[1]
+        rows.append([name, tid, round(used, 4), v - ov, i - oi])
+    rows.sort(key=lambda r: (-r[2], -r[3]))
+    return {"voluntary": sum(r[3] for r in rows), "involuntary": sum(r[4] for r in rows), "cpu": round(sum(r[2] for r in rows), 4), "threads": rows}
 
 
 def by_name(tids):
@@ -38,7 +79,7 @@ def by_name(tids):
 
 
 def main():
-    tids, total = snapshot(sys.argv[1])
+    tids, total, switches = snapshot(sys.argv[1])
     if len(sys.argv) > 2:
         before = json.load(open(sys.argv[2]))
         if "_tids" in before:
@@ -47,6 +88,9 @@ def main():
             exited = (total - before["_process"]) - sum(now.values())
             if exited >= 0.005:
                 now["(exited threads)"] = exited
+            if os.environ.get("THREADS_DETAIL"):
+                with open(os.environ["THREADS_DETAIL"], "w") as f:
+                    json.dump(detail(tids, switches, before), f)
         else:  # an output of the earlier threads.py: by name only
             now = {k: v - before.get(k, 0.0) for k, v in by_name(tids).items()}
         out = {k: round(v, 2) for k, v in now.items()}
@@ -56,6 +100,7 @@ def main():
     if len(sys.argv) <= 2:
         out["_tids"] = tids
         out["_process"] = total
+        out["_switches"] = switches
     print(json.dumps(out))
 
 
