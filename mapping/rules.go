@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"regexp"
+	"regexp/syntax"
 	"slices"
 	"sort"
 	"strings"
@@ -169,7 +170,7 @@ func (r *Rule) check() error {
 	default:
 		re, err := regexp.Compile(`^(?:` + r.Regex + `)$`)
 		if err != nil {
-			return fail("bad regex %q: %v", r.Regex, err)
+			return fail("bad regex %q: %s", r.Regex, regexReason(err))
 		}
 		r.re = re
 	}
@@ -256,4 +257,14 @@ func checkCollisions(rules []Rule) error {
 		bySeries[key] = r
 	}
 	return nil
+}
+
+// regexReason is what is wrong with a regex, on one line: regexp's own message quotes the
+// offending part raw, and a regex from a file may hold a line break (FuzzParseRules).
+func regexReason(err error) string {
+	var se *syntax.Error
+	if errors.As(err, &se) {
+		return fmt.Sprintf("%s: %q", se.Code, se.Expr)
+	}
+	return fmt.Sprintf("%q", err.Error())
 }
