@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cupti-exporter/cupti-exporter/internal/testutil"
 	"github.com/cupti-exporter/cupti-exporter/mapping"
 	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
 )
@@ -39,7 +40,7 @@ func TestRunWaitsForAKick(t *testing.T) {
 		defer f.mu.Unlock()
 		return f.takes[gpu]
 	}
-	waitUntil(t, "the first collection", func() bool { return looks.Load() > 0 })
+	waitFor(t, "the first collection", func() bool { return looks.Load() > 0 })
 	time.Sleep(50 * time.Millisecond) // let it finish
 	first := looks.Load()
 	time.Sleep(5 * MinInterval)
@@ -52,20 +53,14 @@ func TestRunWaitsForAKick(t *testing.T) {
 
 	pm.set(1, pmdata.StatePaused)
 	s.Kick()
-	waitUntil(t, "a GPM sample of GPU 1 after the kick", func() bool { return takes(1) > 0 })
-	waitUntil(t, "GPU 1 read every interval", func() bool { return takes(1) >= 3 })
+	waitFor(t, "a GPM sample of GPU 1 after the kick", func() bool { return takes(1) > 0 })
+	waitFor(t, "GPU 1 read every interval", func() bool { return takes(1) >= 3 })
 	if n := takes(0); n != 0 {
 		t.Errorf("GPU 0 still sampled by PM sampling: want no GPM sample, got %d", n)
 	}
 }
 
-// waitUntil polls cond for up to 10 s.
-func waitUntil(t *testing.T, what string, cond func() bool) {
+func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
-		if cond() {
-			return
-		}
-	}
-	t.Fatalf("timed out waiting for %s", what)
+	testutil.WaitFor(t, what, 10*time.Second, 5*time.Millisecond, cond)
 }

@@ -141,7 +141,6 @@ func (s *Source) Run(ctx context.Context) error {
 	defer s.free()
 	t := tick.New(s.cfg.interval) // on the exporter's timetable (internal/tick)
 	defer t.Stop()
-	period := s.cfg.interval
 	for {
 		wait := s.cfg.interval
 		if !s.collect() {
@@ -149,10 +148,7 @@ func (s *Source) Run(ctx context.Context) error {
 			// reads at once; the recheck only catches what no Kick announced.
 			wait = s.cfg.recheck
 		}
-		if wait != period {
-			period = wait
-			t.Reset(wait)
-		}
+		t.Reset(wait)
 		select {
 		case <-ctx.Done():
 			return nil

@@ -125,7 +125,6 @@ func (c *Controller) Run(ctx context.Context) error {
 	c.log.Info("releasing the PM session of idle GPUs", "after", c.cfg.after, "poll", c.cfg.poll)
 	t := tick.New(c.cfg.check) // on the exporter's timetable (internal/tick)
 	defer t.Stop()
-	period := c.cfg.check
 	for {
 		select {
 		case <-ctx.Done():
@@ -136,13 +135,10 @@ func (c *Controller) Run(ctx context.Context) error {
 		c.step(c.cfg.now())
 		// While every GPU is sampled, nothing needs a look more often than the utilisation
 		// check: polling at cfg.poll then cost about 50 wake-ups a second (issue 32 item 5).
-		want := c.cfg.check
 		if c.anyReleased.Load() {
-			want = c.cfg.poll
-		}
-		if want != period {
-			period = want
-			t.Reset(want)
+			t.Reset(c.cfg.poll)
+		} else {
+			t.Reset(c.cfg.check)
 		}
 	}
 }

@@ -42,16 +42,17 @@ func startGPM(ctx context.Context, logger *slog.Logger, cfg *Config, exp *export
 		gpmsource.WithProcRoot(cfg.Activity.ProcRoot),
 		gpmsource.WithFamilies(cfg.GPM.Families),
 	}
-	if s, ok := pm.src.(*pmsample.Sampler); ok {
-		opts = append(opts, gpmsource.WithPMStatus(s.Status), gpmsource.WithPMFamilies(plannedFamilies(pm.mapper, s.Catalog())))
+	sampler, _ := pm.src.(*pmsample.Sampler)
+	if sampler != nil {
+		opts = append(opts, gpmsource.WithPMStatus(sampler.Status), gpmsource.WithPMFamilies(plannedFamilies(pm.mapper, sampler.Catalog())))
 	}
 	src, err := gpmsource.New(nvml.New(libOpts...), pm.mapper, logger, opts...)
 	if err != nil { // the curated table lacks a family GPM serves: a build defect (gpm.families is validated)
 		logger.Error("GPM source not started", "err", err)
 		return pmAgg, nil
 	}
-	if s, ok := pm.src.(*pmsample.Sampler); ok {
-		s.OnStateChange(src.Kick) // fill a gap as soon as PM sampling stops, without polling its state
+	if sampler != nil {
+		sampler.OnStateChange(src.Kick) // fill a gap as soon as PM sampling stops, without polling its state
 	}
 	var pmSnap interface{ Snapshot() *snapshot.Snapshot }
 	if pmAgg != nil {

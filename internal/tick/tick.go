@@ -53,10 +53,14 @@ func (t *Ticker) fire() {
 	}
 }
 
-// Reset changes the period; the next tick is at the next multiple of d.
+// Reset changes the period; the next tick is at the next multiple of d. A running Ticker
+// already of period d is left as it is, so a loop may Reset to the period it wants each time.
 func (t *Ticker) Reset(d time.Duration) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if d == t.period && !t.stopped {
+		return
+	}
 	t.period, t.stopped = d, false
 	t.timer.Reset(Until(t.now(), d))
 }

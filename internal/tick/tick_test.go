@@ -71,4 +71,10 @@ func TestTicker(t *testing.T) {
 		t.Error("a tick after Stop")
 	case <-time.After(100 * time.Millisecond):
 	}
+	tk.Reset(10 * time.Millisecond) // the period it had: a stopped Ticker starts again all the same
+	select {
+	case <-tk.C:
+	case <-time.After(5 * time.Second):
+		t.Error("no tick after Reset of a stopped Ticker")
+	}
 }
