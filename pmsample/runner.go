@@ -523,12 +523,14 @@ func (r *runner) newBatch(g int, startNS uint64) (*pmdata.Batch, func(start, end
 		case vals != nil && len(vals) == 0: // incompleteSample
 			b.Incomplete++
 			r.loss.discard(start, end, lostIncomplete)
+		case end > start && start < startNS:
+			// Began before Start: dropped whatever its values, which CUPTI sometimes gives
+			// as NaN for this sample (run DA, docs/gpu-validation.md).
+			b.DroppedFirst++
+			r.loss.discard(start, end, "start")
 		case vals == nil || end <= start || hasNaN(vals):
 			b.SkippedInvalid++
 			r.loss.discard(start, end, "invalid")
-		case start < startNS:
-			b.DroppedFirst++
-			r.loss.discard(start, end, "start")
 		default:
 			if bad := gd.Check(start, end, r.interval, vals); bad >= 0 {
 				b.Reject(guard.Failed(metrics, bad))

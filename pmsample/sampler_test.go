@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -33,6 +34,7 @@ type scriptPM struct {
 	enabled    bool
 	started    bool
 	first      bool // the next decode yields a sample that began before Start
+	firstNaN   bool // and that sample's values are NaN (as CUPTI gave once on an H100)
 	clock      uint64
 	startTS    uint64
 	// The H200's behaviour in run M: a Start after a Stop in the same session succeeds and
@@ -121,7 +123,11 @@ func (p *scriptPM) Decode(g int, fn func(start, end uint64, values []float64)) (
 	vals := []float64{float64(g + 1)}
 	if p.first {
 		p.first = false
-		fn(p.startTS-300e6, p.startTS+1e6, vals)
+		fv := vals
+		if p.firstNaN {
+			fv = []float64{math.NaN()}
+		}
+		fn(p.startTS-300e6, p.startTS+1e6, fv)
 		p.clock += 1e6
 	}
 	for range 3 {
@@ -217,12 +223,24 @@ func eventually(t *testing.T, what string, cond func() bool) {
 var oneGroup = []catalog.Group{{Metrics: []string{pmtest.SM}}}
 
 func TestSamplerDropsFirstSample(t *testing.T) {
+	for _, nan := range []bool{false, true} {
+		t.Run(fmt.Sprintf("nan=%v", nan), func(t *testing.T) { testDropsFirstSample(t, nan) })
+	}
+}
+
+// testDropsFirstSample: the sample that began before Start is dropped as the first one,
+// also where its values are NaN (not counted invalid).
+func testDropsFirstSample(t *testing.T, nan bool) {
 	pm := newScriptPM()
+	pm.firstNaN = nan
 	s := newTestSampler(t, []*scriptPM{pm}, oneGroup)
 	c := start(t, s)
 	eventually(t, "30 samples", func() bool { return c.sum(0, samplesOf) >= 30 })
 	if n := c.sum(0, func(b pmdata.Batch) int { return b.DroppedFirst }); n != 1 {
 		t.Fatalf("dropped first = %d, want 1 (one Start)", n)
+	}
+	if n := c.sum(0, func(b pmdata.Batch) int { return b.SkippedInvalid }); n != 0 {
+		t.Fatalf("invalid = %d, want 0 (the first sample is dropped for its start)", n)
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()

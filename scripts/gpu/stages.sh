@@ -303,6 +303,21 @@ stage_gotest() {
   grep -E '^(---|ok|FAIL)|new session \(Enable|groups [0-9]+; turns' "$L/gotest-pmsample.log" | sed 's/^ *//' | cut -c1-400 | tee -a "$S"
 }
 
+# Where the sample that began before Start falls, FIRSTSAMPLE_N (5) short TestGPUSample runs of
+# the build and, interleaved, of .gpu/pmsample-before.test where carried: dropped as the first
+# sample, or counted invalid (CUPTI sometimes gives NaN values for it; run DA).
+stage_firstsample() {
+  say "== firstsample"
+  local i b bins=("$G/pmsample.test")
+  [ -x "$G/pmsample-before.test" ] && bins=("$G/pmsample-before.test" "${bins[@]}")
+  for i in $(seq 1 "${FIRSTSAMPLE_N:-5}"); do
+    for b in "${bins[@]}"; do
+      PMSAMPLE_GPU=1 PMSAMPLE_SECONDS=2 "$b" -test.run 'TestGPUSample$' -test.v > "$L/firstsample-${b##*/}-$i.log" 2>&1
+      say "${b##*/} run $i: $(grep -hE 'batch [0-9]+:|first samples dropped|^--- ' "$L/firstsample-${b##*/}-$i.log" | sed 's/^ *//; s/gpu_test.go:[0-9]*: //' | tr '\n' ';' | cut -c1-400)"
+    done
+  done
+}
+
 # The soak runs beside other stages (it has its own exporter, port and socket).
 stage_soakbg() { stage_soak > "$L/soak-stage.log" 2>&1 & echo $! > "$L/soak.pid"; }
 stage_soakwait() { wait "$(cat "$L/soak.pid")"; cat "$L/soak-stage.log" >> "$S"; }
