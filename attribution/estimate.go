@@ -1,7 +1,9 @@
 package attribution
 
 import (
+	"cmp"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/cupti-exporter/cupti-exporter/snapshot"
@@ -281,6 +283,14 @@ func (a *Attributor) fit(d *devState, m int32, v []float64, decay, secs float64)
 		floor = rateFloor * mean
 	}
 	sc.startRates(mean, floor, secs)
+	sc.quiet = sc.quiet[:0]
+	if len(sc.upods) > 0 && a.metrics[m].q == quantitySeconds {
+		q := quietQuantileSliced
+		if sc.mps {
+			q = quietQuantileMPS
+		}
+		sc.quietCaps(v, q)
+	}
 	// A chunk with untraced processes' classes (NVML) converges slowly: their exposure is
 	// spread over every sample of a period, so the fit goes on until the rates settle.
 	passes := a.cfg.emPasses
@@ -294,6 +304,72 @@ func (a *Attributor) fit(d *devState, m int32, v []float64, decay, secs float64)
 		}
 	}
 	return true
+}
+
+// A ratio metric's rate beside untraced processes (issue 31). A traced kernel class that never
+// uses a pipe picks up a rate for it from the samples the turns gave it while an untraced
+// process ran there (time-sliced), or in which an untraced MPS client's kernels ran beside it
+// and the estimate of the client's time fell short; the rate fit then hands it a share of
+// every sample it shares with that process. On run BB's recordings a streaming kernel's class
+// got a tensor-pipe rate of 0.18 of its time, 82 % of it from samples the tensor pipe was
+// busy more than half of, and its pod up to 40 % of the tensor seconds (docs/attribution.md).
+// What a class does in most of the samples it ran through is a bound on its rate there: a
+// class ran at rate r through X seconds of a sample that counted x can have added at most
+// r·X ≤ x. Where a quantile of these bounds is below a tenth of the fitted rate, the class
+// was seen doing none of it in most of its samples and its rate is that quantile.
+const (
+	// quietQuantileSliced: time-sliced, the bound's median (the turns' exposures are off
+	// both ways now and then: a lower quantile starves a class that does use the pipe).
+	quietQuantileSliced = 0.5
+	// quietQuantileMPS: under MPS, its 10th percentile (an exposure is a record's span; the
+	// untraced client runs beside nearly every sample, so the median bound says little).
+	quietQuantileMPS = 0.1
+	quietShare       = 0.1 // a bound takes over only below this share of the fitted rate
+	quietMinSamples  = 8   // samples a class must have run at least half of
+)
+
+// quietCaps sets sc.quiet[lc] for each traced class: the q-quantile of x/X over the chunk's
+// samples in which the class ran at least half the sample (X its exposure seconds there, x the
+// sample's value of the metric), or -1 where it ran half of fewer than quietMinSamples.
+func (sc *scratch) quietCaps(v []float64, q float64) {
+	nl := len(sc.classes)
+	sc.quietX = grow(sc.quietX, nl)
+	sc.quietB = sc.quietB[:0]
+	for s, x := range v {
+		lo, hi := sc.off[s], sc.off[s+1]
+		for i := lo; i < hi; i++ {
+			sc.quietX[sc.itemLC[i]] += sc.itemX[i]
+		}
+		for i := lo; i < hi; i++ {
+			lc := sc.itemLC[i]
+			if X := sc.quietX[lc]; X > 0 && X >= sc.wsum[s]/2 && sc.lpid[lc] != 0 {
+				sc.quietB = append(sc.quietB, quietBound{lc, x / (X / 1e9)})
+			}
+			sc.quietX[lc] = 0 // once per sample and class
+		}
+	}
+	slices.SortFunc(sc.quietB, func(a, b quietBound) int {
+		return cmp.Or(cmp.Compare(a.lc, b.lc), cmp.Compare(a.b, b.b))
+	})
+	for range nl {
+		sc.quiet = append(sc.quiet, -1)
+	}
+	for i := 0; i < len(sc.quietB); {
+		j := i
+		for j < len(sc.quietB) && sc.quietB[j].lc == sc.quietB[i].lc {
+			j++
+		}
+		if n := j - i; n >= quietMinSamples {
+			sc.quiet[sc.quietB[i].lc] = sc.quietB[i+int(q*float64(n-1))].b
+		}
+		i = j
+	}
+}
+
+// quietBound is one sample's bound on a class's rate (quietCaps).
+type quietBound struct {
+	lc int32
+	b  float64
 }
 
 // fitPriors sets each local class's carried quantity and exposure of metric m, decayed to
@@ -393,6 +469,9 @@ func (sc *scratch) emRates(floor, secs float64) bool {
 		if es := sc.priorES[lc] + sc.expS[lc]; sc.lpid[lc] != 0 && es >= secs {
 			r = (sc.priorAS[lc] + sc.newAS[lc]) / es
 		}
+		if lc < len(sc.quiet) && sc.quiet[lc] >= 0 && sc.quiet[lc] <= quietShare*r {
+			r = sc.quiet[lc]
+		}
 		r = max(r, floor)
 		changed = changed || math.Abs(r-sc.r[lc]) > emSettled*max(r, floor)
 		sc.r[lc] = r
@@ -412,7 +491,8 @@ func (a *Attributor) markShared(d *devState, ns int) {
 	sc.shared = sc.shared[:ns]
 	clear(sc.shared)
 	mps := d.mpsClients()
-	if len(mps) == 0 {
+	sc.mps = len(mps) > 0
+	if !sc.mps {
 		return
 	}
 	for s := range ns {

@@ -189,12 +189,18 @@ type scratch struct {
 	expS, newAS      []float64
 	priorAS, priorES []float64
 	shared           []bool
-	part             []float64 // the parts of the current sample's items (estimate.go)
-	limit            []float64 // the limits capActive gives the current sample's items
-	fill             waterfill.Filler
-	gapW             []float64 // gap (idle + untraced) weight of sample s
-	sobs             []int32   // observation of sample s with active untraced processes, -1
-	sobsAll          []int32   // the observations the chunk's samples meet
+	mps              bool // the chunk's NVML observations list MPS clients (markShared)
+	// quiet: each local class's bound on its rate of a ratio metric beside untraced
+	// processes, -1 none (quietCaps); quietX and quietB its scratch.
+	quiet   []float64
+	quietX  []float64
+	quietB  []quietBound
+	part    []float64 // the parts of the current sample's items (estimate.go)
+	limit   []float64 // the limits capActive gives the current sample's items
+	fill    waterfill.Filler
+	gapW    []float64 // gap (idle + untraced) weight of sample s
+	sobs    []int32   // observation of sample s with active untraced processes, -1
+	sobsAll []int32   // the observations the chunk's samples meet
 	// Turns (turns.go): what the records cover of each sample, the chunk's contexts (and the
 	// untraced ones' pods), each sample's owner distribution over them.
 	cover  turns.Cover

@@ -1,0 +1,88 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// TestTensorShareBesideUntraced is issue 31's regression on real GPU data: run BB's
+// recordings (one NVIDIA H100 80GB HBM3, the tune set of scripts/gpu/share_truth.cu, every
+// process traced while recording) replayed with the tensor process hidden, so it joins as
+// an untraced process. The pods t-stream and t-light never use the tensor pipe (their roles
+// launch no mma kernel), so each should get next to none of the tensor-active seconds. The
+// join before the quiet-class bound (docs/attribution.md, "Ratio metrics beside untraced
+// processes") gave them 3.56 %, 2.19 % and 30.63 % in these cases; issue 31 asks for at most
+// 1 %, reached time-sliced (0.71-0.96 %) and not under MPS (2.39 %), so the MPS bound here is
+// what the join reaches, a guard against going back.
+func TestTensorShareBesideUntraced(t *testing.T) {
+	never := map[string]bool{"p0-t-stream": true, "p2-t-light": true}
+	cases := []struct {
+		rec, hide string
+		bound     float64 // of a pod's share of the tensor-active seconds
+	}{
+		{"rec-ts3-t.rec.gz", "p1-t-tensor,p2-t-light", 0.01},
+		{"rec-ts3-t.rec.gz", "p0-t-stream,p1-t-tensor", 0.01},
+		{"rec-mps3-t.rec.gz", "p1-t-tensor", 0.03},
+	}
+	for _, c := range cases {
+		t.Run(c.rec+":"+c.hide, func(t *testing.T) {
+			hidden := map[string]bool{}
+			for _, p := range strings.Split(c.hide, ",") {
+				hidden[p] = true
+			}
+			var out bytes.Buffer
+			if err := run("testdata/"+c.rec, hidden, "rate", &out); err != nil {
+				t.Fatal(err)
+			}
+			pods, all := tensorSeconds(t, out.Bytes())
+			if all <= 0 {
+				t.Fatal("no tensor-active seconds attributed")
+			}
+			checked := 0
+			for pod, v := range pods {
+				if !never[pod] || hidden[pod] {
+					continue
+				}
+				checked++
+				t.Logf("%s: %.4f of %.4f tensor-active seconds (%.2f %%)", pod, v, all, 100*v/all)
+				if v > c.bound*all {
+					t.Errorf("%s never used the tensor pipe but got %.2f %% of its active seconds (bound %.1f %%)", pod, 100*v/all, 100*c.bound)
+				}
+			}
+			if checked == 0 {
+				t.Fatal("no traced pod that never uses the pipe in the output")
+			}
+		})
+	}
+}
+
+// tensorSeconds reads the replay's Prometheus text: each traced pod's tensor-active seconds
+// and the device's total over the kernel series.
+func tensorSeconds(t *testing.T, text []byte) (pods map[string]float64, all float64) {
+	t.Helper()
+	pods = map[string]float64{}
+	sc := bufio.NewScanner(bytes.NewReader(text))
+	for sc.Scan() {
+		line := sc.Text()
+		i := strings.LastIndexByte(line, ' ')
+		if i < 0 {
+			continue
+		}
+		v, err := strconv.ParseFloat(line[i+1:], 64)
+		if err != nil {
+			t.Fatalf("bad line %q: %v", line, err)
+		}
+		switch {
+		case strings.HasPrefix(line, "cupti_kernel_tensor_pipe_active_seconds_total{"):
+			all += v
+		case strings.HasPrefix(line, "cupti_pod_tensor_pipe_active_seconds_total{") && strings.Contains(line, `source="kernel"`):
+			_, rest, _ := strings.Cut(line, `pod="`)
+			pod, _, _ := strings.Cut(rest, `"`)
+			pods[pod] += v
+		}
+	}
+	return pods, all
+}
