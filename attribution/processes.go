@@ -34,6 +34,7 @@ type nvmlObs struct {
 	shares     bool
 	mig        bool // the GPU is in MIG mode: nothing is split by process
 	procs      []gpuprocs.Process
+	listed     int // procs[:listed] are NVML's list, the rest carried from the period before
 
 	classified bool
 	untraced   []uproc // untraced processes NVML shows active (share > 0, or unknown)
@@ -111,16 +112,18 @@ func (a *Attributor) ObserveProcesses(o gpuprocs.Observation) {
 		}
 		obs.procs[i] = p
 	}
+	obs.listed = len(obs.procs)
 	if n := len(d.nvml); n > 0 && d.nvml[n-1].end == start {
-		obs.procs = carryVanished(obs.procs, d.nvml[n-1].procs)
+		prev := &d.nvml[n-1]
+		obs.procs = carryVanished(obs.procs, prev.procs[:prev.listed])
 	}
 	d.nvml = append(d.nvml, obs)
 	d.obsCount++
 	a.dirty.Store(true)
 }
 
-// carryVanished adds to procs, with an unknown share, each process of the period before
-// (prev) that procs lacks: NVML lists the processes running at the end of a period, and the
+// carryVanished adds to procs, with an unknown share, each process NVML listed in the period
+// before (prev) that procs lacks, once (a carried process is not carried again): NVML lists the processes running at the end of a period, and the
 // driver forgets the utilisation samples of a process that exited, so one that ran in part
 // of the period and exited is in neither. Left out, its last period was the traced
 // processes' alone: on run DE's recordings an untraced tensor process's last 0.9 s gave

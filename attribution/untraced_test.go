@@ -505,9 +505,20 @@ func TestUntracedProcessExits(t *testing.T) {
 			traced := byLabels(snap, "cupti_pod_pcie_bytes_total", map[string]string{"pod": "pod0", "source": "kernel"})
 			untraced := byLabels(snap, "cupti_kernel_pcie_bytes_total", map[string]string{"kernel": labelUntraced})
 			et, eu := traced/g.bytes[0]-1, untraced/g.bytes[1]-1
-			t.Logf("traced pod0 %+.4f, untraced %+.4f", et, eu)
+			// Carried once: no time after the period it exited in.
+			us, _ := value(snap, "cupti_attribution_seconds_total", "0", "GPU-aaaa", "untraced")
+			t.Logf("traced pod0 %+.4f, untraced %+.4f; untraced seconds %.3f", et, eu, us)
 			if math.Abs(et) > 0.08 || math.Abs(eu) > 0.15 {
 				t.Errorf("traced pod0 %+.1f %% (bound 8 %%), untraced %+.1f %% (bound 15 %%)", 100*et, 100*eu)
+			}
+			var ran float64 // seconds the untraced process held the GPU
+			for _, x := range g.exec {
+				if x.proc == 1 {
+					ran += float64(x.end-x.start) / 1e9
+				}
+			}
+			if us > 1.15*ran {
+				t.Errorf("untraced seconds %.3f, the process ran %.3f s: carried on after the period it exited in", us, ran)
 			}
 		})
 	}
