@@ -123,9 +123,10 @@ func (a *Attributor) ObserveProcesses(o gpuprocs.Observation) {
 }
 
 // carryVanished adds to procs, with an unknown share, each process NVML listed in the period
-// before (prev) that procs lacks, once (a carried process is not carried again): NVML lists the processes running at the end of a period, and the
-// driver forgets the utilisation samples of a process that exited, so one that ran in part
-// of the period and exited is in neither. Left out, its last period was the traced
+// before (prev) that procs lacks, once (a carried process is not carried again): NVML lists
+// the processes running at the end of a period, and the driver forgets the utilisation
+// samples of a process that exited, so one that ran in part of the period and exited is in
+// neither. Left out, its last period was the traced
 // processes' alone: on run DE's recordings an untraced tensor process's last 0.9 s gave
 // 6.4 % of the tensor-active seconds to a traced pod that never used the pipe
 // (docs/attribution.md).
