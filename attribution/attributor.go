@@ -24,7 +24,7 @@ import (
 // on it and publishes the attributed totals as a snapshot. It implements activity.Listener;
 // Add is the PM source's sink. All methods are safe for concurrent use; the join runs
 // inside Add (and Flush) under the Attributor's lock, so a listener call may wait for
-// one chunk's join (milliseconds). Snapshot never blocks.
+// one chunk's join (milliseconds). Snapshot waits for one at most snapshotWait (100 ms).
 type Attributor struct {
 	cfg    config
 	logger *slog.Logger

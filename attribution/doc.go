@@ -8,7 +8,7 @@
 // An [Attributor] is both an activity.Listener (registered with activity.WithListener: it
 // sees every connection, kernel/memcpy/memset record and traced-time span after the activity
 // Aggregator) and the second sink of the PM source (Add, called beside the PM
-// Aggregator's Add). It publishes an immutable snapshot.Snapshot (Snapshot never blocks), so
+// Aggregator's Add). It publishes an immutable snapshot.Snapshot (Snapshot waits at most 100 ms for a join), so
 // the exporter serves it as one more source ("attribution"). Data flows one way: it reads
 // what pmsample and activity deliver and reaches into neither.
 //

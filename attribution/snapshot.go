@@ -13,16 +13,22 @@ import (
 // lag and the timed release of paused devices show without new batches).
 const snapshotMaxAge = time.Second
 
-// Snapshot returns the newest snapshot without blocking: a snapshot older than a second, or
-// one that batches, records, coverage or connections changed since, is rebuilt first when no
-// join holds the lock (so it is built once per scrape, not once per batch).
+// snapshotWait bounds how long Snapshot waits for a join that holds the lock (a chunk's join
+// takes milliseconds). Without the wait, a scrape that met a join served the snapshot of the
+// scrape before, and the first scrape an empty one: a one-shot scrape of a live run found
+// every attribution series at 0 (run DC, docs/gpu-validation.md).
+const snapshotWait = 100 * time.Millisecond
+
+// Snapshot returns the newest snapshot, waiting at most snapshotWait: a snapshot older than
+// a second, or one that batches, records, coverage or connections changed since, is rebuilt
+// first (so it is built once per scrape, not once per batch).
 func (a *Attributor) Snapshot() *snapshot.Snapshot {
 	s := a.snap.Load()
 	now := a.cfg.now()
 	if !a.dirty.Load() && now.Sub(s.Time) < snapshotMaxAge {
 		return s
 	}
-	if !a.mu.TryLock() { // a join or a flood of records holds the lock: its gauges as they are now
+	if !a.tryLockFor(snapshotWait) { // a long join or a flood of records holds the lock: its gauges as they are now
 		return a.withLiveGauges(s)
 	}
 	a.maintain(now)
@@ -183,3 +189,18 @@ func reasons(fixed []string, counts map[string]uint64) []string {
 	slices.Sort(out)
 	return out
 }
+
+// tryLockFor takes a.mu if it comes free within d, trying every lockRetry.
+func (a *Attributor) tryLockFor(d time.Duration) bool {
+	deadline := time.Now().Add(d)
+	for !a.mu.TryLock() {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(lockRetry)
+	}
+	return true
+}
+
+// lockRetry is how often tryLockFor tries the lock.
+const lockRetry = 500 * time.Microsecond
