@@ -490,7 +490,7 @@ func (a *Attributor) markShared(d *devState, ns int) {
 	}
 	sc.shared = sc.shared[:ns]
 	clear(sc.shared)
-	mps := d.mpsClients()
+	mps := sc.mpsPIDs
 	sc.mps = len(mps) > 0
 	if !sc.mps {
 		return

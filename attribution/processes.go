@@ -275,6 +275,7 @@ func (a *Attributor) applyNVML(d *devState, chunk []psample, local func(int32) i
 		}
 		sc.sobs = append(sc.sobs, idx)
 	}
+	sc.mpsPIDs = d.mpsClients()
 	byTurns := a.turns(d, chunk)
 	sc.unc = grow(sc.unc, len(chunk))
 

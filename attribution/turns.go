@@ -17,7 +17,7 @@ func (a *Attributor) turnContexts(d *devState, lo, hi int64) {
 	add := func(ctx turns.Context, pod podKey) {
 		sc.tCtx, sc.tPod = append(sc.tCtx, ctx), append(sc.tPod, pod)
 	}
-	mps := d.mpsClients()
+	mps := sc.mpsPIDs
 	untracedMPS := false
 	seen := map[int32]bool{}
 	for _, oi := range sc.sobsAll {
@@ -81,7 +81,7 @@ func (t *turnSamples) Busy(s int) bool            { return t.a.busy(t.chunk[s]) 
 var turnsHook func(chunk []psample, ctxs []turns.Context, own *turns.Owners)
 
 // mpsClients are the PIDs that the NVML observations the chunk's samples meet list as MPS
-// clients (nil when none); a.mu is held.
+// clients (nil when none), kept for the chunk in sc.mpsPIDs by applyNVML; a.mu is held.
 func (d *devState) mpsClients() map[uint32]bool {
 	var mps map[uint32]bool
 	for _, oi := range d.sc.sobsAll {
