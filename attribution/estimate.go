@@ -286,7 +286,7 @@ func (a *Attributor) fit(d *devState, m int32, v []float64, decay, secs float64)
 	sc.quiet = sc.quiet[:0]
 	if len(sc.upods) > 0 && a.metrics[m].q == quantitySeconds {
 		q := quietQuantileSliced
-		if sc.mps {
+		if len(sc.mpsPIDs) > 0 {
 			q = quietQuantileMPS
 		}
 		sc.quietCaps(v, q)
@@ -491,8 +491,7 @@ func (a *Attributor) markShared(d *devState, ns int) {
 	sc.shared = sc.shared[:ns]
 	clear(sc.shared)
 	mps := sc.mpsPIDs
-	sc.mps = len(mps) > 0
-	if !sc.mps {
+	if len(mps) == 0 {
 		return
 	}
 	for s := range ns {

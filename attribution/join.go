@@ -189,8 +189,7 @@ type scratch struct {
 	expS, newAS      []float64
 	priorAS, priorES []float64
 	shared           []bool
-	mps              bool            // the chunk's NVML observations list MPS clients (markShared)
-	mpsPIDs          map[uint32]bool // which (applyNVML: mpsClients), nil when none
+	mpsPIDs          map[uint32]bool // the MPS clients of the chunk's NVML observations (applyNVML: mpsClients), nil when none
 	// quiet: each local class's bound on its rate of a ratio metric beside untraced
 	// processes, -1 none (quietCaps); quietX and quietB its scratch.
 	quiet   []float64
