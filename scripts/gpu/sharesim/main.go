@@ -70,18 +70,28 @@ func open(path string) (io.ReadCloser, error) {
 }
 
 func run(path string, hidden map[string]bool, est string, w io.Writer) error {
-	f, err := open(path)
+	snap, dramRead, err := replay(path, hidden, est)
 	if err != nil {
 		return err
+	}
+	return write(w, snap, dramRead)
+}
+
+// replay attributes the recording at path and returns the attribution's snapshot and each
+// device's DRAM read total.
+func replay(path string, hidden map[string]bool, est string) (*snapshot.Snapshot, map[int]float64, error) {
+	f, err := open(path)
+	if err != nil {
+		return nil, nil, err
 	}
 	defer f.Close()
 	rd, err := recording.NewReader(bufio.NewReaderSize(f, 1<<20))
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
 	m, err := mapping.New()
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
 	var (
 		clock    time.Time
@@ -99,7 +109,7 @@ func run(path string, hidden map[string]bool, est string, w io.Writer) error {
 			break
 		}
 		if err != nil {
-			return err
+			return nil, nil, err
 		}
 		clock = time.Unix(0, int64(ev.Time))
 		switch ev.Type {
@@ -109,7 +119,7 @@ func run(path string, hidden map[string]bool, est string, w io.Writer) error {
 			attr, err = attribution.New(devices, ev.Catalog, m, logger, attribution.WithClock(now), attribution.WithEstimator(est),
 				attribution.WithKernelFamilies(nil), attribution.WithPodFamilies(nil))
 			if err != nil {
-				return err
+				return nil, nil, err
 			}
 			agg = activity.NewAggregator(activity.WithGPUResolver(func(uuid string) (string, bool) {
 				for _, d := range devices {
@@ -121,7 +131,7 @@ func run(path string, hidden map[string]bool, est string, w io.Writer) error {
 			}), activity.WithListener(attr), activity.WithTrustHelloPods(true)) // as the live stage runs (--activity.trust-hello-pods)
 		case recording.FrameBatch:
 			if attr == nil {
-				return errors.New("a PM batch before the catalog")
+				return nil, nil, errors.New("a PM batch before the catalog")
 			}
 			for j, name := range ev.Batch.Metrics {
 				if name == "dram__bytes_read.sum" {
@@ -158,11 +168,11 @@ func run(path string, hidden map[string]bool, est string, w io.Writer) error {
 		}
 	}
 	if attr == nil {
-		return errors.New("no catalog in the recording")
+		return nil, nil, errors.New("no catalog in the recording")
 	}
 	clock = clock.Add(time.Minute)
 	attr.Flush()
-	return write(w, attr.Snapshot(), dramRead)
+	return attr.Snapshot(), dramRead, nil
 }
 
 func write(w io.Writer, snap *snapshot.Snapshot, dramRead map[int]float64) error {

@@ -1,11 +1,11 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
-	"strconv"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/cupti-exporter/cupti-exporter/snapshot"
 )
 
 // TestTensorShareBesideUntraced is issue 31's regression on real GPU data: run BB's
@@ -32,11 +32,11 @@ func TestTensorShareBesideUntraced(t *testing.T) {
 			for _, p := range strings.Split(c.hide, ",") {
 				hidden[p] = true
 			}
-			var out bytes.Buffer
-			if err := run("testdata/"+c.rec, hidden, "rate", &out); err != nil {
+			snap, _, err := replay("testdata/"+c.rec, hidden, "rate")
+			if err != nil {
 				t.Fatal(err)
 			}
-			pods, all := tensorSeconds(t, out.Bytes())
+			pods, all := tensorSeconds(snap)
 			if all <= 0 {
 				t.Fatal("no tensor-active seconds attributed")
 			}
@@ -58,29 +58,23 @@ func TestTensorShareBesideUntraced(t *testing.T) {
 	}
 }
 
-// tensorSeconds reads the replay's Prometheus text: each traced pod's tensor-active seconds
-// and the device's total over the kernel series.
-func tensorSeconds(t *testing.T, text []byte) (pods map[string]float64, all float64) {
-	t.Helper()
+// tensorSeconds sums the replay's tensor-active seconds: each traced pod's, and the device's
+// over the kernel series.
+func tensorSeconds(snap *snapshot.Snapshot) (pods map[string]float64, all float64) {
 	pods = map[string]float64{}
-	sc := bufio.NewScanner(bytes.NewReader(text))
-	for sc.Scan() {
-		line := sc.Text()
-		i := strings.LastIndexByte(line, ' ')
-		if i < 0 {
-			continue
-		}
-		v, err := strconv.ParseFloat(line[i+1:], 64)
-		if err != nil {
-			t.Fatalf("bad line %q: %v", line, err)
-		}
-		switch {
-		case strings.HasPrefix(line, "cupti_kernel_tensor_pipe_active_seconds_total{"):
-			all += v
-		case strings.HasPrefix(line, "cupti_pod_tensor_pipe_active_seconds_total{") && strings.Contains(line, `source="kernel"`):
-			_, rest, _ := strings.Cut(line, `pod="`)
-			pod, _, _ := strings.Cut(rest, `"`)
-			pods[pod] += v
+	for _, f := range snap.Families {
+		switch f.Desc.Name {
+		case "cupti_kernel_tensor_pipe_active_seconds_total":
+			for _, x := range f.Samples {
+				all += x.Value
+			}
+		case "cupti_pod_tensor_pipe_active_seconds_total":
+			pod, source := slices.Index(f.Desc.LabelNames, "pod"), slices.Index(f.Desc.LabelNames, "source")
+			for _, x := range f.Samples {
+				if x.LabelValues[source] == "kernel" {
+					pods[x.LabelValues[pod]] += x.Value
+				}
+			}
 		}
 	}
 	return pods, all
@@ -92,12 +86,12 @@ func tensorSeconds(t *testing.T, text []byte) (pods map[string]float64, all floa
 // (their time is an estimate), took them away (tried: 30-63 % of them went to the untraced
 // class of t-stream and t-light; docs/attribution.md).
 func TestTensorPodKeepsItsShare(t *testing.T) {
-	var out bytes.Buffer
 	hidden := map[string]bool{"p0-t-stream": true, "p2-t-light": true}
-	if err := run("testdata/rec-ts3-t.rec.gz", hidden, "rate", &out); err != nil {
+	snap, _, err := replay("testdata/rec-ts3-t.rec.gz", hidden, "rate")
+	if err != nil {
 		t.Fatal(err)
 	}
-	pods, all := tensorSeconds(t, out.Bytes())
+	pods, all := tensorSeconds(snap)
 	got := pods["p1-t-tensor"]
 	t.Logf("p1-t-tensor: %.4f of %.4f tensor-active seconds (%.2f %%)", got, all, 100*got/all)
 	if all <= 0 || got < 0.97*all {
