@@ -479,10 +479,18 @@ func (sc *scratch) emRates(floor, secs float64) bool {
 	return changed
 }
 
-// markShared sets sc.shared[s] for each of the chunk's ns samples: whether the traced items
-// exposed in it run side by side with another process's (MPS clients, NVML's observations
-// say): another traced process's items, or an untraced process's (whose time is an
-// estimate). Time-sliced processes never run side by side: their samples are not shared.
+// markShared sets sc.shared[s] for each of the chunk's ns samples, which then set no solo
+// rate: whether the traced items exposed in it run side by side with another process's (MPS
+// clients, NVML's observations say): another traced process's items, or an untraced
+// process's (whose time is an estimate). Time-sliced processes never run side by side, but
+// where every process is traced a sample that holds a context switch is shared by two
+// turns: the switch itself runs nothing (150,000-320,000 cycles on an H100, turns.go), so
+// the rates fitted over such samples fall below those of whole turns, for each class by how
+// much of its time lies in switches. On runs BB and DE's recordings the all-traced
+// time-sliced cases' worst pod moved from 3.7-8.1 % to 1.4-6.1 % with the rates of whole
+// turns (docs/attribution.md). Beside untraced processes the switch samples still set the
+// rates: an untraced class's rate is fitted over every sample, and holding the traced ones'
+// alone left the switches' deficit to it (up to 13 points worse there).
 func (a *Attributor) markShared(d *devState, ns int) {
 	sc := &d.sc
 	if cap(sc.shared) < ns {
@@ -490,6 +498,9 @@ func (a *Attributor) markShared(d *devState, ns int) {
 	}
 	sc.shared = sc.shared[:ns]
 	clear(sc.shared)
+	if len(sc.upods) == 0 && len(sc.switched) == ns {
+		copy(sc.shared, sc.switched)
+	}
 	mps := sc.mpsPIDs
 	if len(mps) == 0 {
 		return
@@ -511,7 +522,7 @@ func (a *Attributor) markShared(d *devState, ns int) {
 			continue
 		}
 		ps := a.slots[first]
-		sc.shared[s] = ps != nil && mps[ps.pid]
+		sc.shared[s] = sc.shared[s] || ps != nil && mps[ps.pid]
 	}
 }
 

@@ -184,11 +184,13 @@ type scratch struct {
 	r, newA []float64
 	priorA  []float64
 	priorE  []float64
-	// The same over the solo samples only (no item of another process beside), and whether
-	// sample s is shared by the items of two or more processes.
+	// The same over the solo samples only, and whether sample s is shared (markShared): by
+	// the items of two or more processes running side by side, or by two turns (a context
+	// switch in it, where every process is traced); switched[s]: sample s holds a context
+	// switch and was split by its turns (applyNVML).
 	expS, newAS      []float64
 	priorAS, priorES []float64
-	shared           []bool
+	shared, switched []bool
 	mpsPIDs          map[uint32]bool // the MPS clients of the chunk's NVML observations (applyNVML: mpsClients), nil when none
 	// quiet: each local class's bound on its rate of a ratio metric beside untraced
 	// processes, -1 none (quietCaps); quietX and quietB its scratch.

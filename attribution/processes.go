@@ -246,6 +246,8 @@ func (a *Attributor) applyNVML(d *devState, chunk []psample, local func(int32) i
 	sc := &d.sc
 	sc.sobs, sc.sobsAll, sc.upods = sc.sobs[:0], sc.sobsAll[:0], sc.upods[:0]
 	clear(sc.upodIdx)
+	sc.switched = slices.Grow(sc.switched[:0], len(chunk))[:len(chunk)]
+	clear(sc.switched)
 	any := false
 	j := 0
 	for s, smp := range chunk {
@@ -308,6 +310,7 @@ func (a *Attributor) applyNVML(d *devState, chunk []psample, local func(int32) i
 		case byTurns && sc.owners.Has(s) && a.owned(d, chunk, s):
 			a.byOwner(d, chunk, s, b)
 			sc.unc[s] = sc.owners.Doubt(s)
+			sc.switched[s] = sc.owners.Switch(s)
 			if untracedTurns {
 				// Whose turns an untraced process took the rotation says, not a record: within
 				// 5 % in some cases measured, off by 10-50 % in others (docs/attribution.md).
