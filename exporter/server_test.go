@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cupti-exporter/cupti-exporter/internal/testutil"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"golang.org/x/crypto/bcrypt"
@@ -20,19 +21,11 @@ import (
 // startServer runs s until the test ends and returns its base URL.
 func startServer(t *testing.T, s *Server) string {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("run: %v", err)
-		}
-	})
+	r := testutil.RunUntilCleanup(t, s.Run)
 	select {
 	case <-s.started:
-	case err := <-done:
-		t.Fatalf("run: %v", err)
+	case <-r.Exited():
+		t.Fatal("the server stopped before it listened") // the cleanup reports its error
 	}
 	return "http://" + s.Addrs()[0].String()
 }

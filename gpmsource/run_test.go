@@ -1,7 +1,6 @@
 package gpmsource
 
 import (
-	"context"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -26,15 +25,7 @@ func TestRunWaitsForAKick(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-	})
+	testutil.RunUntilCleanup(t, s.Run)
 	takes := func(gpu int) int {
 		f.mu.Lock()
 		defer f.mu.Unlock()

@@ -1,10 +1,11 @@
 // Package testutil holds the helpers that the tests of several packages share: waiting for a
-// condition, a buffer several goroutines write, a free loopback port, the address an exporter's
-// listener got. Only tests import it.
+// condition, a loop run until the test ends, a buffer several goroutines write, a free
+// loopback port, the address an exporter's listener got. Only tests import it.
 package testutil
 
 import (
 	"bytes"
+	"context"
 	"net"
 	"os"
 	"os/exec"
@@ -26,6 +27,41 @@ func WaitFor(t testing.TB, what string, timeout, poll time.Duration, cond func()
 		time.Sleep(poll)
 	}
 }
+
+// Running is a loop started by RunUntilCleanup.
+type Running struct {
+	exited chan struct{}
+	err    error
+}
+
+// RunUntilCleanup runs run(ctx) in a goroutine for the rest of the test. The test's cleanup
+// cancels ctx and waits for run to return (10 s at most, then it fails the test), and fails
+// the test with the error run returned. A test that must know whether run ended early (a
+// server that failed to start) selects on Exited.
+func RunUntilCleanup(t testing.TB, run func(context.Context) error) *Running {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &Running{exited: make(chan struct{})}
+	go func() {
+		defer close(r.exited)
+		r.err = run(ctx)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-r.exited:
+			if r.err != nil {
+				t.Errorf("run: %v", r.err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Error("run did not return within 10 s of its context's end")
+		}
+	})
+	return r
+}
+
+// Exited is closed once run has returned.
+func (r *Running) Exited() <-chan struct{} { return r.exited }
 
 // FreeAddr returns a loopback address with a port nobody listens on (now).
 func FreeAddr(t testing.TB) string {
