@@ -12,7 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/cupti-exporter/cupti-exporter/internal/testutil"
+	promtest "github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 var testSettings = Settings{ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 10 * time.Second,
@@ -80,11 +81,7 @@ func closedByServer(c net.Conn, d time.Duration) bool {
 
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within 10 s", what)
-		}
-	}
+	testutil.WaitFor(t, what, 10*time.Second, 5*time.Millisecond, cond)
 }
 
 var ok = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })
@@ -281,10 +278,10 @@ test_http_connections{listener="web"} 1
 # TYPE test_http_connections_limit gauge
 test_http_connections_limit{listener="web"} 5
 `
-	if err := testutil.CollectAndCompare(m, strings.NewReader(want), "test_http_connections", "test_http_connections_limit"); err != nil {
+	if err := promtest.CollectAndCompare(m, strings.NewReader(want), "test_http_connections", "test_http_connections_limit"); err != nil {
 		t.Error(err)
 	}
-	if n := testutil.CollectAndCount(m, "test_http_connections_closed_total"); n != len(reasons) {
+	if n := promtest.CollectAndCount(m, "test_http_connections_closed_total"); n != len(reasons) {
 		t.Errorf("%d closed series, want one per reason (%d)", n, len(reasons))
 	}
 }
