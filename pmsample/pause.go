@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
@@ -38,18 +39,22 @@ func (s *Sampler) Pause(ctx context.Context, d time.Duration) error {
 	return s.waitState(ctx, func(st pmdata.State) bool { return st == pmdata.StatePaused })
 }
 
-// waitState polls until every device that can sample satisfies ok.
+// waitState waits until every device that can sample satisfies ok, woken by each change of
+// a device's state.
 func (s *Sampler) waitState(ctx context.Context, ok func(pmdata.State) bool) error {
-	for _, r := range s.runners {
-		for !r.fixed && !ok(r.status().State) {
-			select {
-			case <-ctx.Done():
-				return fmt.Errorf("waiting for device %d (state %s): %w", r.dev.Index, r.status().State, ctx.Err())
-			case <-time.After(5 * time.Millisecond):
-			}
+	for {
+		changed := s.changeSignal() // before looking: a change after the look still wakes the wait
+		i := slices.IndexFunc(s.runners, func(r *runner) bool { return !r.fixed && !ok(r.status().State) })
+		if i < 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			r := s.runners[i]
+			return fmt.Errorf("waiting for device %d (state %s): %w", r.dev.Index, r.status().State, ctx.Err())
+		case <-changed:
 		}
 	}
-	return nil
 }
 
 // Resume retakes the counters (Enable, SetConfig, Start) on every paused device; a device

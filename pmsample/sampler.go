@@ -26,7 +26,8 @@ type Sampler struct {
 	running sync.Mutex // held while Run runs
 
 	changeMu sync.Mutex
-	onChange []func() // OnStateChange's listeners
+	onChange []func()      // OnStateChange's listeners
+	changed  chan struct{} // closed at the next change of a device's state (changeSignal); nil until asked for
 }
 
 var _ pmdata.Source = (*Sampler)(nil)
@@ -250,14 +251,28 @@ func (s *Sampler) OnStateChange(f func()) {
 	s.onChange = append(s.onChange, f)
 }
 
-// stateChanged tells OnStateChange's listeners.
+// stateChanged tells OnStateChange's listeners and wakes the waiters of changeSignal.
 func (s *Sampler) stateChanged() {
 	s.changeMu.Lock()
 	fs := s.onChange
+	if s.changed != nil {
+		close(s.changed)
+		s.changed = nil
+	}
 	s.changeMu.Unlock()
 	for _, f := range fs {
 		f()
 	}
+}
+
+// changeSignal returns a channel that is closed at the next change of a device's state.
+func (s *Sampler) changeSignal() <-chan struct{} {
+	s.changeMu.Lock()
+	defer s.changeMu.Unlock()
+	if s.changed == nil {
+		s.changed = make(chan struct{})
+	}
+	return s.changed
 }
 
 // Status reports every device's state.
