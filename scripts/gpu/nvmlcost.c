@@ -8,6 +8,12 @@
 //                          be set): thread CPU and wall time per call, median and mean of REPS
 //   nvmlcost ids REPS      nvmlGpmMetricsGet of each of the exporter's 9 ids alone, and of all
 //                          9 but one, over REPS pairs 100 ms apart: which metric costs what
+//   nvmlcost shares SECONDS
+//                          every second, each process's mean SM share since the last read
+//                          (nvmlDeviceGetProcessUtilization, what attribution asks of NVML health)
+//                          beside the device's mean GPU utilisation over the same samples' span
+//                          (nvmlDeviceGetSamples, GPU_UTILIZATION): whether the second tells a lone
+//                          process's share, and both calls' thread CPU
 //   nvmlcost floor SECONDS PERIOD_MS NIDS
 //                          what gpm.mode=only asks of NVML: every PERIOD_MS one nvmlGpmSampleGet
 //                          and one nvmlGpmMetricsGet of the exporter's NIDS first ids (9: what it
@@ -109,6 +115,17 @@ static nvmlReturn_t c_procsinfo(void) {
                                       .lastSeenTimeStamp = util_seen, .procUtilArray = s};
   return nvmlDeviceGetProcessesUtilizationInfo(dev, &p);
 }
+static unsigned long long gpu_seen;
+static nvmlSample_t gpu_samples[1024];
+static unsigned gpu_n;
+static nvmlReturn_t c_gpusamples(void) {
+  nvmlValueType_t t;
+  gpu_n = 1024;
+  nvmlReturn_t r = nvmlDeviceGetSamples(dev, NVML_GPU_UTILIZATION_SAMPLES, gpu_seen, &t, &gpu_n, gpu_samples);
+  for (unsigned i = 0; r == NVML_SUCCESS && i < gpu_n; i++)
+    if (gpu_samples[i].timeStamp > gpu_seen) gpu_seen = gpu_samples[i].timeStamp;
+  return r;
+}
 static nvmlReturn_t c_mig(void) { unsigned cur, pend; return nvmlDeviceGetMigMode(dev, &cur, &pend); }
 static nvmlReturn_t c_ecc(void) { unsigned long long n; return nvmlDeviceGetTotalEccErrors(dev, NVML_MEMORY_ERROR_TYPE_CORRECTED, NVML_VOLATILE_ECC, &n); }
 static nvmlReturn_t c_remap(void) { unsigned a, b, c, d; return nvmlDeviceGetRemappedRows(dev, &a, &b, &c, &d); }
@@ -131,7 +148,8 @@ static const struct {
     {"GetViolationStatus(RELIABILITY)", c_viol_rel}, {"GetViolationStatus(TOTAL_APP_CLOCKS)", c_viol_app},
     {"GetViolationStatus(TOTAL_BASE_CLOCKS)", c_viol_base}, {"GetComputeRunningProcesses", c_procs},
     {"GetMPSComputeRunningProcesses", c_mps}, {"GetProcessUtilization", c_procutil},
-    {"GetProcessUtilization size query (NULL buffer)", c_procutil_size}, {"GetProcessesUtilizationInfo (v1, one call)", c_procsinfo}, {"GetMigMode", c_mig},
+    {"GetProcessUtilization size query (NULL buffer)", c_procutil_size}, {"GetProcessesUtilizationInfo (v1, one call)", c_procsinfo},
+    {"GetSamples(GPU_UTILIZATION)", c_gpusamples}, {"GetMigMode", c_mig},
     {"GetTotalEccErrors (every 10 s)", c_ecc}, {"GetRemappedRows (every 10 s)", c_remap},
     {"GetPcieReplayCounter (every 10 s)", c_replay}, {"GetNvLinkState (every 10 s)", c_nvlink},
 };
@@ -268,6 +286,60 @@ static int calls(int reps) {
   return 0;
 }
 
+// shares: every second, the per-process SM shares since the last read beside the device's GPU
+// utilisation samples since the last read, and what each call cost the thread.
+static int shares(double secs) {
+  static nvmlProcessUtilizationSample_t ps[512];
+  double w0 = now(CLOCK_MONOTONIC);
+  c_gpusamples();
+  unsigned n = 512;
+  nvmlDeviceGetProcessUtilization(dev, ps, &n, 0);
+  for (unsigned i = 0; i < n; i++)
+    if (ps[i].timeStamp > util_seen) util_seen = ps[i].timeStamp;
+  while (now(CLOCK_MONOTONIC) - w0 < secs) {
+    sleep_ms(1000);
+    double c0 = now(CLOCK_THREAD_CPUTIME_ID);
+    unsigned long long since = util_seen;
+    n = 512;
+    nvmlReturn_t rp = nvmlDeviceGetProcessUtilization(dev, ps, &n, since);
+    double c1 = now(CLOCK_THREAD_CPUTIME_ID);
+    nvmlReturn_t rg = c_gpusamples();
+    double c2 = now(CLOCK_THREAD_CPUTIME_ID);
+    printf("t=%.1f procutil rc %d cpu %.0f us:", now(CLOCK_MONOTONIC) - w0, rp, (c1 - c0) * 1e6);
+    unsigned pids[16], np = 0;
+    for (unsigned i = 0; rp == NVML_SUCCESS && i < n; i++) {
+      if (ps[i].timeStamp <= since) continue;
+      if (ps[i].timeStamp > util_seen) util_seen = ps[i].timeStamp;
+      unsigned k = 0;
+      while (k < np && pids[k] != ps[i].pid) k++;
+      if (k == np && np < 16) pids[np++] = ps[i].pid;
+    }
+    for (unsigned k = 0; k < np; k++) {
+      double sum = 0;
+      unsigned c = 0;
+      unsigned long long lo = ~0ULL, hi = 0;
+      for (unsigned i = 0; i < n; i++)
+        if (ps[i].pid == pids[k] && ps[i].timeStamp > since) {
+          sum += ps[i].smUtil, c++;
+          if (ps[i].timeStamp < lo) lo = ps[i].timeStamp;
+          if (ps[i].timeStamp > hi) hi = ps[i].timeStamp;
+        }
+      printf(" pid %u sm %.1f %% (%u samples, ts %llu..%llu)", pids[k], sum / c, c, lo, hi);
+    }
+    double sum = 0;
+    unsigned long long lo = ~0ULL, hi = 0;
+    for (unsigned i = 0; rg == NVML_SUCCESS && i < gpu_n; i++) {
+      sum += gpu_samples[i].sampleValue.uiVal;
+      if (gpu_samples[i].timeStamp < lo) lo = gpu_samples[i].timeStamp;
+      if (gpu_samples[i].timeStamp > hi) hi = gpu_samples[i].timeStamp;
+    }
+    printf(" | device gpu util rc %d cpu %.0f us: %.1f %% (%u samples, ts %llu..%llu)\n", rg, (c2 - c1) * 1e6,
+           gpu_n ? sum / gpu_n : -1.0, gpu_n, lo, hi);
+    fflush(stdout);
+  }
+  return 0;
+}
+
 static double proc_cpu(void) {
   struct rusage ru;
   getrusage(RUSAGE_SELF, &ru);
@@ -303,7 +375,7 @@ static int floor_run(double secs, double period_ms, int nids) {
 
 int main(int argc, char **argv) {
   if (argc < 3) {
-    fprintf(stderr, "usage: nvmlcost calls REPS | nvmlcost ids REPS | nvmlcost floor SECONDS PERIOD_MS NIDS\n");
+    fprintf(stderr, "usage: nvmlcost calls REPS | nvmlcost ids REPS | nvmlcost shares SECONDS | nvmlcost floor SECONDS PERIOD_MS NIDS\n");
     return 2;
   }
   nvmlReturn_t r = nvmlInit();
@@ -317,6 +389,7 @@ int main(int argc, char **argv) {
   }
   int rc = !strcmp(argv[1], "calls") ? calls(atoi(argv[2]))
            : !strcmp(argv[1], "ids")  ? per_id(atoi(argv[2]))
+           : !strcmp(argv[1], "shares") ? shares(atof(argv[2]))
            : !strcmp(argv[1], "floor") && argc > 4 ? floor_run(atof(argv[2]), atof(argv[3]), atoi(argv[4]))
                                                   : 2;
   nvmlShutdown();

@@ -8,3 +8,23 @@ stage_healthcost() {
   say "health collection seconds (20 scrapes, 1 s apart): $(sort -g "$L/healthcost.txt" | tr '\n' ' ')"
   stop_exporter 9477
 }
+
+# procshare (issue 32 item 5): whether the device's GPU utilisation samples (nvmlDeviceGetSamples)
+# tell a lone process's SM share as nvmlDeviceGetProcessUtilization does, and what each costs:
+# `nvmlcost shares` beside one process of bursts, a matmul and idle gaps, then beside two
+# processes; `nvmlcost calls` under the matmul. About 45 s.
+stage_procshare() {
+  say "== procshare (issue 32 item 5: per-process utilisation against the device's samples)"
+  [ -x "$G/nvmlcost" ] || gcc -O2 -Wno-deprecated-declarations -o "$G/nvmlcost" scripts/gpu/nvmlcost.c -I"$G" -l:libnvidia-ml.so.1 > "$L/build-nvmlcost.log" 2>&1 ||
+    { say "nvmlcost build failed: $(tail -3 "$L/build-nvmlcost.log")"; return; }
+  $W seq burst:6,mm:4,idle:3,burst30:6 > "$L/procshare-one.log" 2>&1 & local lp=$!; sleep 4
+  "$G/nvmlcost" shares 18 > "$L/procshare-one.txt" 2>&1; say "one process:"; tee -a "$S" < "$L/procshare-one.txt"
+  wait $lp
+  $W seq burst:10 > "$L/procshare-a.log" 2>&1 & local la=$!
+  $W seq burst30:10 > "$L/procshare-b.log" 2>&1 & local lb=$!; sleep 4
+  "$G/nvmlcost" shares 8 > "$L/procshare-two.txt" 2>&1; say "two processes:"; tee -a "$S" < "$L/procshare-two.txt"
+  wait $la $lb
+  $W mm 20 > "$L/procshare-mm.log" 2>&1 & lp=$!; sleep 4
+  "$G/nvmlcost" calls 20 2>&1 | grep -E "GetProcessUtilization|GetSamples|GetComputeRunning|GetUtilizationRates" | tee -a "$S"
+  kill $lp 2>/dev/null; wait $lp 2>/dev/null
+}
