@@ -10,6 +10,7 @@ import (
 
 	"github.com/cupti-exporter/cupti-exporter/activity"
 	"github.com/cupti-exporter/cupti-exporter/activity/record"
+	"github.com/cupti-exporter/cupti-exporter/gpuprocs"
 	"github.com/cupti-exporter/cupti-exporter/mapping"
 	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
 )
@@ -70,8 +71,14 @@ func (g *loadGen) step(interval int64) (samples, records int) {
 		g.kt += 5000
 	}
 	g.a.Records(g.p, g.recs)
-	n := int(stepNS / interval)
-	ss := make([]pmdata.Sample, n)
+	n := g.samples(interval, stepNS)
+	g.now += stepNS
+	return n, len(g.recs)
+}
+
+// samples feeds the samples of [g.now, g.now+span) at the interval and returns their number.
+func (g *loadGen) samples(interval, span int64) int {
+	ss := make([]pmdata.Sample, span/interval)
 	for i := range ss {
 		s := g.now + int64(i)*interval
 		v := make([]float64, len(g.metrics))
@@ -81,8 +88,7 @@ func (g *loadGen) step(interval int64) (samples, records int) {
 		ss[i] = pmdata.Sample{Start: uint64(s), End: uint64(s + interval), Values: v}
 	}
 	g.a.Add(pmdata.Batch{Device: 0, Metrics: g.metrics, Samples: ss})
-	g.now += stepNS
-	return n, len(g.recs)
+	return len(ss)
 }
 
 // BenchmarkJoin measures the join at 1 kHz sampling and 200k kernels/s on one device, with
@@ -115,6 +121,45 @@ func BenchmarkJoin(b *testing.B) {
 				b.ReportMetric((cpuTime()-cpu0).Seconds()/float64(b.N), "cpu-s/s")
 			})
 		}
+	}
+}
+
+// BenchmarkJoinUntracedAlone measures the join on a GPU that no traced process uses: 1 kHz
+// samples of the nine default metrics with one untraced process that NVML lists once a
+// second (nvml-observations), or with none (no-observations, NVML health off). One op is one
+// second of that load; cpu-s/s is the process's CPU time for it (pmcostref's "defaults" on
+// the GPU: one uninjected matmul).
+func BenchmarkJoinUntracedAlone(b *testing.B) {
+	for _, nvml := range []bool{false, true} {
+		name := "no-observations"
+		if nvml {
+			name = "nvml-observations"
+		}
+		b.Run(name, func(b *testing.B) {
+			g := curatedLoad(b, EstimatorRate)
+			g.a.ProcessDisconnected(g.p)
+			step := func() {
+				const stepNS = 100 * ms
+				g.clk.set(g.now + stepNS)
+				if nvml && (g.now-t0)%int64(time.Second) == 0 {
+					g.a.ObserveProcesses(gpuprocs.Observation{GPU: "0", UUID: "GPU-aaaa", Start: time.Unix(0, g.now), End: time.Unix(0, g.now+int64(time.Second)),
+						Shares: true, Processes: []gpuprocs.Process{{PID: 77, SMShare: 0.98}}})
+				}
+				g.samples(ms, stepNS)
+				g.now += stepNS
+			}
+			for range 40 {
+				step()
+			}
+			cpu0 := cpuTime()
+			b.ResetTimer()
+			for range b.N {
+				for range 10 {
+					step()
+				}
+			}
+			b.ReportMetric((cpuTime()-cpu0).Seconds()/float64(b.N), "cpu-s/s")
+		})
 	}
 }
 
