@@ -47,12 +47,21 @@ const minActiveShare = 0.05
 // too little: an untraced client −26 % where the split by active time gave −8 %
 // (docs/attribution.md, "Untraced processes").
 func (a *Attributor) activeShare(smp psample) float64 {
-	for j, m := range smp.idx {
-		if met := a.metrics[m]; met.engine && !math.IsNaN(smp.vals[j]) {
-			return min(1, max(minActiveShare, smp.vals[j]*met.scale))
-		}
+	if b, ok := a.engineBusy(smp); ok {
+		return max(minActiveShare, b)
 	}
 	return 1
+}
+
+// engineBusy returns the share of sample smp in which the graphics engine ran work (0..1),
+// ok false when the sample lacks that metric.
+func (a *Attributor) engineBusy(smp psample) (float64, bool) {
+	for j, m := range smp.idx {
+		if met := a.metrics[m]; met.engine && !math.IsNaN(smp.vals[j]) {
+			return min(1, max(0, smp.vals[j]*met.scale)), true
+		}
+	}
+	return 0, false
 }
 
 // switchCycles returns sample smp's context-switch cycles, or NaN when its metrics lack them.

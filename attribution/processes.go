@@ -553,6 +553,14 @@ func (a *Attributor) byShares(d *devState, chunk []psample, s int, b *itemBuilde
 	lo, hi := sc.off[s], sc.off[s+1]
 	o := &d.nvml[sc.sobs[s]]
 	phi, fGap := o.split()
+	if o.nTraced == 0 {
+		// No process on the GPU is traced: the untraced ones ran while its graphics engine
+		// did, which the sample says for itself, better than NVML's share of the period (and
+		// where NVML health read no share: a GPU with one process, health/processes.go).
+		if busy, ok := a.engineBusy(chunk[s]); ok {
+			fGap = busy
+		}
+	}
 	var uw float64
 	for i := lo; i < hi; i++ {
 		lc, f := sc.itemLC[i], 1-phi

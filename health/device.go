@@ -37,6 +37,8 @@ type gpuState struct {
 	staticRead  bool          // static holds them: read since the GPU was (re)identified
 	lastProcs   time.Time     // the previous process observation (WithProcessListener)
 	lastUtilTS  uint64        // newest per-process utilisation sample read (NVML's µs)
+	lastListed  int           // processes the previous observation listed
+	utilSkipped bool          // the per-process utilisation was not read at the last observation
 	migRead     bool          // migOn holds the MIG mode, read on the slow cadence
 	migOn       bool          // MIG mode was on at its last read
 

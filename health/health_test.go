@@ -712,6 +712,66 @@ func TestProcessListener(t *testing.T) {
 	}
 }
 
+// TestProcessUtilisationOnlyWhenShared: the per-process utilisation (2.1 ms of CPU a read on
+// an H100) is read only where the GPU lists more than one process now or at the read before;
+// a lone process's observation has no shares. The first read after skipped ones averages the
+// last interval's samples only, though NVML hands back older ones.
+func TestProcessUtilisationOnlyWhenShared(t *testing.T) {
+	srv, rs := newFakeServer(t)
+	rs[0].procs = []nvml.ProcessInfo{{Pid: 100}}
+	var reads []uint64
+	d0 := srv.Devices[0].(*server.Device)
+	d0.GetProcessUtilizationFunc = func(since uint64) ([]nvml.ProcessUtilizationSample, nvml.Return) {
+		reads = append(reads, since)
+		return []nvml.ProcessUtilizationSample{ // one from 4 s before the newest, which is not this period's
+			{Pid: 100, TimeStamp: 1_000_000, SmUtil: 100}, {Pid: 100, TimeStamp: 4_500_000, SmUtil: 20},
+			{Pid: 200, TimeStamp: 4_800_000, SmUtil: 60}, {Pid: 100, TimeStamp: 5_000_000, SmUtil: 40},
+		}, nvml.SUCCESS
+	}
+	now := time.Unix(1_800_000_000, 0)
+	var got []gpuprocs.Observation
+	src := New(srv, nil, WithoutEvents(), withClock(func() time.Time { return now }),
+		WithProcessListener(ProcessListenerFunc(func(p gpuprocs.Observation) {
+			if p.GPU == "0" {
+				got = append(got, p)
+			}
+		})))
+	started(t, src)
+	collect := func(procs ...uint32) gpuprocs.Observation {
+		t.Helper()
+		rs[0].procs = nil
+		for _, pid := range procs {
+			rs[0].procs = append(rs[0].procs, nvml.ProcessInfo{Pid: pid})
+		}
+		src.Collect()
+		now = now.Add(time.Second)
+		return got[len(got)-1]
+	}
+	for range 3 {
+		if o := collect(100); o.Shares || len(o.Processes) != 1 || !math.IsNaN(o.Processes[0].SMShare) {
+			t.Fatalf("one process listed: %+v, want it without a share", o)
+		}
+	}
+	if len(reads) != 0 {
+		t.Fatalf("per-process utilisation read %d times with one process listed, want none", len(reads))
+	}
+	o := collect(100, 200)
+	if !o.Shares || len(reads) != 1 {
+		t.Fatalf("two processes: shares %v, %d reads; want shares from one read", o.Shares, len(reads))
+	}
+	want := map[uint32]float64{100: 0.3, 200: 0.6} // the samples of the last second only
+	for _, p := range o.Processes {
+		if math.Abs(p.SMShare-want[p.PID]) > 1e-12 {
+			t.Errorf("pid %d share %v, want %v", p.PID, p.SMShare, want[p.PID])
+		}
+	}
+	collect(100) // two listed the time before: still read
+	collect(100)
+	if len(reads) != 2 {
+		t.Errorf("back to one process: %d reads in all, want 2 (the first collection after two were listed)", len(reads))
+	}
+}
+
 // TestMPSProcesses: under MPS NVML lists the MPS server among the compute processes (the
 // clients' kernels run in its context) and the clients in its MPS list. The server is told
 // by its command line under the host's /proc and the clients by that list (one the compute

@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"time"
 
@@ -53,7 +54,18 @@ func (g *gpuState) observeProcesses(procs []gpuprocs.Process, now time.Time, int
 	if len(procs) > maxObservedProcesses {
 		procs = procs[:maxObservedProcesses]
 	}
-	shares := g.readShares()
+	// With one process at most, now and at the read before, and none under MPS, the join
+	// has no shares to split by (a lone untraced process's time is the graphics engine's
+	// active time in each sample, attribution/processes.go), and the per-process utilisation
+	// is NVML health's dearest call: 2.1 ms of CPU a read on an H100 (docs/performance.md).
+	lone := len(procs) <= 1 && g.lastListed <= 1 && !slices.ContainsFunc(procs, func(p gpuprocs.Process) bool { return p.MPS != "" })
+	g.lastListed = len(procs)
+	var shares map[uint32]float64
+	if lone {
+		g.utilSkipped = true
+	} else {
+		shares = g.readShares(interval)
+	}
 	if shares != nil {
 		for i := range procs {
 			procs[i].SMShare = shares[procs[i].PID] // 0: no sample, it did not run
@@ -69,22 +81,34 @@ func (g *gpuState) observeProcesses(procs []gpuprocs.Process, now time.Time, int
 }
 
 // readShares returns each process's mean SM utilisation (0..1) over the samples NVML took
-// since the last read, or nil when the driver gives none (not supported, or an error).
-func (g *gpuState) readShares() map[uint32]float64 {
+// since the last read, or nil when the driver gives none (not supported, or an error). The
+// first read, and the first after reads were skipped, take the last interval's samples only
+// (NVML keeps older ones), measured back from the newest sample on NVML's own clock.
+func (g *gpuState) readShares(interval time.Duration) map[uint32]float64 {
 	if g.skip("process_utilization") {
 		return nil
 	}
 	samples, ret := g.dev.GetProcessUtilization(g.lastUtilTS)
+	fresh := g.lastUtilTS == 0 || g.utilSkipped
+	g.utilSkipped = false
 	switch {
 	case ret == nvml.ERROR_NOT_FOUND: // no process ran since the last read
 		return map[uint32]float64{}
 	case !g.ok("process_utilization", ret):
 		return nil
 	}
+	from := g.lastUtilTS
+	if fresh {
+		var newest uint64
+		for _, s := range samples {
+			newest = max(newest, s.TimeStamp)
+		}
+		from = newest - min(newest, uint64(interval.Microseconds()))
+	}
 	sum := map[uint32]float64{}
 	n := map[uint32]int{}
 	for _, s := range samples {
-		if s.TimeStamp <= g.lastUtilTS && g.lastUtilTS != 0 {
+		if s.TimeStamp <= from && from != 0 {
 			continue
 		}
 		sum[s.Pid] += math.Min(float64(s.SmUtil), 100) / 100
