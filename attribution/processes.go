@@ -320,8 +320,7 @@ func (a *Attributor) applyNVML(d *devState, chunk []psample, local func(int32) i
 			a.byMPS(d, chunk, s, b)
 			sc.unc[s] = 1
 		case sc.sobs[s] >= 0:
-			a.byShares(d, chunk, s, b)
-			sc.unc[s] = 1
+			sc.unc[s] = a.byShares(d, chunk, s, b)
 		default:
 			sc.unc[s] = a.overlapping(d, s)
 			b.lc, b.proc, b.w = append(b.lc, sc.itemLC[lo:hi]...), append(b.proc, sc.itemProc[lo:hi]...), append(b.w, sc.itemW[lo:hi]...)
@@ -547,18 +546,25 @@ func (a *Attributor) byMPS(d *devState, chunk []psample, s int, b *itemBuilder) 
 
 // byShares appends sample s's items split by NVML's period shares (no turns known): the
 // traced items keep 1-phi of their weight, the gaps 1-fGap, and the untraced processes of
-// the observation take the rest in proportion to their shares.
-func (a *Attributor) byShares(d *devState, chunk []psample, s int, b *itemBuilder) {
+// the observation take the rest in proportion to their shares. It returns how far the split
+// rests on an estimate (the uncertainty gauge): 1, or 0 for one untraced process alone with
+// the engine's activity in the sample.
+func (a *Attributor) byShares(d *devState, chunk []psample, s int, b *itemBuilder) (unc float64) {
 	sc := &d.sc
 	lo, hi := sc.off[s], sc.off[s+1]
 	o := &d.nvml[sc.sobs[s]]
 	phi, fGap := o.split()
+	unc = 1
 	if o.nTraced == 0 {
 		// No process on the GPU is traced: the untraced ones ran while its graphics engine
 		// did, which the sample says for itself, better than NVML's share of the period (and
-		// where NVML health read no share: a GPU with one process, health/processes.go).
+		// where NVML health read no share: a GPU with one process, health/processes.go). One
+		// alone then owns what ran: no estimate.
 		if busy, ok := a.engineBusy(chunk[s]); ok {
 			fGap = busy
+			if len(o.untraced) == 1 {
+				unc = 0
+			}
 		}
 	}
 	var uw float64
@@ -604,6 +610,7 @@ func (a *Attributor) byShares(d *devState, chunk []psample, s int, b *itemBuilde
 		f := share(u) / total
 		b.untraced(u.class, u.pod, uw*f, uw*f)
 	}
+	return unc
 }
 
 // presentHalfLife is the half-life of the untraced-present share (the gauge).

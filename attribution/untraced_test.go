@@ -469,6 +469,10 @@ func TestUntracedAloneByEngine(t *testing.T) {
 				if math.Abs(bytes/g.bytes[0]-1) > 0.01 {
 					t.Errorf("bytes %.4g, truth %.4g (bound 1 %%)", bytes, g.bytes[0])
 				}
+				// One process alone owns what ran: the split rests on no estimate.
+				if u, ok := value(snap, "cupti_attribution_uncertain_ratio", "0"); ok && u > 0.01 {
+					t.Errorf("uncertain ratio %.2f for one untraced process alone on the GPU, want 0", u)
+				}
 			})
 		}
 	}
