@@ -635,14 +635,23 @@ func (a *Attributor) overlapping(d *devState, s int) float64 {
 
 // present adds the chunk's samples to the decayed seconds of the untraced-present gauge: a
 // sample counts when NVML showed an untraced process active in it or some process on the
-// device did not trace part of it; a.mu is held.
+// device did not trace part of it; a.mu is held. Where NVML gave no share and no process on
+// the device is traced, the sample's engine activity says whether the untraced ones ran (a
+// lone process, whose share health does not read, may sit idle on the GPU).
 func (a *Attributor) present(d *devState, chunk []psample) {
 	sc := &d.sc
 	var all, present, uncertain float64
 	for s, smp := range chunk {
 		t := float64(smp.end-smp.start) / 1e9
 		all += t
-		if (len(sc.sobs) > s && sc.sobs[s] >= 0) || sc.measure(smp.start, smp.end) > 0 {
+		observed := len(sc.sobs) > s && sc.sobs[s] >= 0
+		if observed {
+			if o := &d.nvml[sc.sobs[s]]; o.nTraced == 0 && o.hasUnknown() {
+				busy, ok := a.engineBusy(smp)
+				observed = !ok || busy > 0
+			}
+		}
+		if observed || sc.measure(smp.start, smp.end) > 0 {
 			present += t
 		}
 		uncertain += t * sc.unc[s]

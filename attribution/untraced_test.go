@@ -478,6 +478,35 @@ func TestUntracedAloneByEngine(t *testing.T) {
 	}
 }
 
+// TestIdleLoneProcessNotPresent: NVML health reads no share for a GPU that lists one process,
+// so the join is told of a process that may sit idle there (a notebook holding the GPU). It is
+// present while the engine works, not while it idles: two idle seconds and two busy ones read
+// about half (1.00 before the engine's activity was asked).
+func TestIdleLoneProcessNotPresent(t *testing.T) {
+	a, clk := newTest(t, WithWatermark(time.Second))
+	metrics := append(slices.Clip(testMetrics), switchMetric, grActive)
+	for sec := range int64(4) {
+		s, e := t0+sec*int64(time.Second), t0+(sec+1)*int64(time.Second)
+		a.ObserveProcesses(gpuprocs.Observation{GPU: "0", UUID: "GPU-aaaa", Start: time.Unix(0, s), End: time.Unix(0, e),
+			Processes: []gpuprocs.Process{{PID: 20, SMShare: math.NaN()}}})
+		busy := float64(sec / 2) // idle, idle, busy, busy
+		clk.set(e)
+		a.Add(pmdata.Batch{Device: 0, Metrics: metrics, Samples: samples(s, ms, 1000, func(int64, int64) []float64 {
+			return []float64{100 * busy, 1000 * busy, 0, 100 * busy}
+		})})
+	}
+	clk.advance(5 * time.Second)
+	a.Flush()
+	snap := a.Snapshot()
+	p, ok := value(snap, "cupti_attribution_untraced_present_ratio", "0")
+	if !ok || p < 0.45 || p > 0.56 {
+		t.Errorf("untraced present %.3f (ok %v) with the lone process busy half the time, want about 0.5", p, ok)
+	}
+	if b := byLabels(snap, "cupti_kernel_pcie_bytes_total", map[string]string{"kernel": labelUntraced}); b != 2*1000*1000 {
+		t.Errorf("untraced bytes %v, want every byte of the busy seconds (2e6)", b)
+	}
+}
+
 // TestUntracedClassesBounded: PIDs come and go, and class ids are never reused; past
 // maxUntracedClasses untraced processes share the class of the untraced gaps, so kernel
 // names keep their room in the class table.
