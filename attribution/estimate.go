@@ -497,11 +497,7 @@ func (sc *scratch) emRates(floor, secs float64) bool {
 // alone left the switches' deficit to it (up to 13 points worse there).
 func (a *Attributor) markShared(d *devState, ns int) {
 	sc := &d.sc
-	if cap(sc.shared) < ns {
-		sc.shared = make([]bool, ns)
-	}
-	sc.shared = sc.shared[:ns]
-	clear(sc.shared)
+	sc.shared = grow(sc.shared, ns)
 	if len(sc.upods) == 0 && len(sc.switched) == ns {
 		copy(sc.shared, sc.switched)
 	}
@@ -580,9 +576,9 @@ func (a *Attributor) deviceKernelLabel(d *devState, label string) string {
 }
 
 // grow returns s resized to n zeroed elements, reusing its array.
-func grow(s []float64, n int) []float64 {
+func grow[T any](s []T, n int) []T {
 	if cap(s) < n {
-		return make([]float64, n)
+		return make([]T, n)
 	}
 	s = s[:n]
 	clear(s)

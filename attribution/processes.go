@@ -246,8 +246,7 @@ func (a *Attributor) applyNVML(d *devState, chunk []psample, local func(int32) i
 	sc := &d.sc
 	sc.sobs, sc.sobsAll, sc.upods = sc.sobs[:0], sc.sobsAll[:0], sc.upods[:0]
 	clear(sc.upodIdx)
-	sc.switched = slices.Grow(sc.switched[:0], len(chunk))[:len(chunk)]
-	clear(sc.switched)
+	sc.switched = grow(sc.switched, len(chunk))
 	any := false
 	j := 0
 	for s, smp := range chunk {

@@ -62,23 +62,31 @@ func TestTensorShareBesideUntraced(t *testing.T) {
 // tensorSeconds sums the replay's tensor-active seconds: each traced pod's, and the device's
 // over the kernel series.
 func tensorSeconds(snap *snapshot.Snapshot) (pods map[string]float64, all float64) {
-	pods = map[string]float64{}
 	for _, f := range snap.Families {
-		switch f.Desc.Name {
-		case "cupti_kernel_tensor_pipe_active_seconds_total":
+		if f.Desc.Name == "cupti_kernel_tensor_pipe_active_seconds_total" {
 			for _, x := range f.Samples {
 				all += x.Value
 			}
-		case "cupti_pod_tensor_pipe_active_seconds_total":
-			pod, source := slices.Index(f.Desc.LabelNames, "pod"), slices.Index(f.Desc.LabelNames, "source")
-			for _, x := range f.Samples {
-				if x.LabelValues[source] == "kernel" {
-					pods[x.LabelValues[pod]] += x.Value
-				}
+		}
+	}
+	return tracedPods(snap, "cupti_pod_tensor_pipe_active_seconds_total"), all
+}
+
+// tracedPods sums per-pod family name's series of traced pods (source="kernel") by pod.
+func tracedPods(snap *snapshot.Snapshot, name string) map[string]float64 {
+	pods := map[string]float64{}
+	for _, f := range snap.Families {
+		if f.Desc.Name != name {
+			continue
+		}
+		pod, source := slices.Index(f.Desc.LabelNames, "pod"), slices.Index(f.Desc.LabelNames, "source")
+		for _, x := range f.Samples {
+			if x.LabelValues[source] == "kernel" {
+				pods[x.LabelValues[pod]] += x.Value
 			}
 		}
 	}
-	return pods, all
+	return pods
 }
 
 // TestTensorPodKeepsItsShare is the other side: beside untraced processes that never use the
@@ -113,18 +121,7 @@ func TestTimeSlicedPodsAllTraced(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := map[string]float64{}
-	for _, f := range snap.Families {
-		if f.Desc.Name != "cupti_pod_dram_read_bytes_total" {
-			continue
-		}
-		pod, source := slices.Index(f.Desc.LabelNames, "pod"), slices.Index(f.Desc.LabelNames, "source")
-		for _, x := range f.Samples {
-			if x.LabelValues[source] == "kernel" {
-				got[x.LabelValues[pod]] += x.Value
-			}
-		}
-	}
+	got := tracedPods(snap, "cupti_pod_dram_read_bytes_total")
 	for pod, want := range known {
 		e := got[pod]/want - 1
 		t.Logf("%s: %.1f GB of %.1f known (%+.2f %%)", pod, got[pod]/1e9, want/1e9, 100*e)
