@@ -322,7 +322,7 @@ func gpuDetail() *dashboard.DashboardBuilder {
 	d.WithPanel(series("Sampling interval in effect", "The hardware sampling interval the device runs at: the configured --pmsample.interval, or longer after an automatic backoff (--pmsample.backoff)."+liveOnly, "s", 8,
 		query(`cupti_pm_sampling_interval_seconds{`+sel+`}`, "interval")).
 		NoValue("Live exporters only: a replay has no sampler"))
-	d.WithPanel(series("Time between decodes", "Median and 99th percentile of the time between consecutive decodes of the hardware buffer (the decode period, 100 ms by default). A decode that comes later than the period plus the counter data image's room (100 ms of samples at 1 kHz) loses samples to a full image (image_full above): a 99th percentile near that means the host keeps the decode thread waiting."+liveOnly, "s", 8,
+	d.WithPanel(series("Time between decodes", "Median and 99th percentile of the time between consecutive decodes of the hardware buffer (the decode period: 250 ms by default at 1 ms sampling, 100 ms below). A decode that comes later than the period plus the counter data image's room (100 ms of samples at 1 kHz) loses samples to a full image (image_full above): a 99th percentile near that means the host keeps the decode thread waiting."+liveOnly, "s", 8,
 		query(histQuantile("0.5", "cupti_pm_decode_gap_seconds", sel, "gpu"), "median"),
 		query(histQuantile("0.99", "cupti_pm_decode_gap_seconds", sel, "gpu"), "p99")).
 		NoValue("Live exporters only: a replay has no sampler"))

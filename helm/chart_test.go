@@ -115,6 +115,7 @@ func TestNodeModeDefaults(t *testing.T) {
 	noArgPrefix(t, exp, "--config.file")
 	noArgPrefix(t, exp, "--web.config.file")
 	noArgPrefix(t, exp, "--pmsample.metrics")
+	noArgPrefix(t, exp, "--pmsample.decode-period") // the exporter's default follows the interval
 	noArgPrefix(t, exp, "--web.enable-pm-sampling-api")
 	checkHealthProbes(t, exp, 9478)
 	if v, _ := envValue(exp, "NVIDIA_VISIBLE_DEVICES"); v != "all" {

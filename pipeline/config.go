@@ -88,12 +88,13 @@ func (c *Config) Validate() error {
 	errs = append(errs, c.Activity.Validate()...)
 	errs = append(errs, c.OTLP.Validate()...)
 	errs = append(errs, c.Attribution.Validate()...)
-	if c.Attribution.Watermark == settings.Duration(attribution.DefaultWatermark) && c.Attribution.Watermark <= c.PMSample.DecodePeriod {
+	decodePeriod := settings.Duration(pmsample.DecodePeriodFor(time.Duration(c.PMSample.Interval), time.Duration(c.PMSample.DecodePeriod)))
+	if c.Attribution.Watermark == settings.Duration(attribution.DefaultWatermark) && c.Attribution.Watermark <= decodePeriod {
 		// the default follows a long decode period: samples arrive a decode period late
-		c.Attribution.Watermark = 2*c.PMSample.DecodePeriod + settings.Duration(time.Second)
+		c.Attribution.Watermark = 2*decodePeriod + settings.Duration(time.Second)
 	}
-	if c.Attribution.Enabled && c.Attribution.Watermark <= c.PMSample.DecodePeriod {
-		errs = append(errs, fmt.Errorf("attribution.watermark (%s) must be longer than pmsample.decode_period (%s): samples arrive a decode period late, and their records later still", c.Attribution.Watermark, c.PMSample.DecodePeriod))
+	if c.Attribution.Enabled && c.Attribution.Watermark <= decodePeriod {
+		errs = append(errs, fmt.Errorf("attribution.watermark (%s) must be longer than pmsample.decode_period (%s): samples arrive a decode period late, and their records later still", c.Attribution.Watermark, decodePeriod))
 	}
 	errs = append(errs, c.validateBudget()...)
 	errs = append(errs, c.GPM.Validate()...)

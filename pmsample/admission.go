@@ -94,7 +94,7 @@ func (r *runner) admitBatch(cost time.Duration, samples int) {
 	rate := 1 / r.interval.Seconds()
 	if !v.overloaded {
 		r.log.Info("pm sampling rate sustainable", "interval", r.interval, "rate_hz", rate,
-			"per_sample", v.perSample, "sustainable_hz", int(v.sustainable))
+			"decode_period", r.s.cfg.decodePeriod, "per_sample", v.perSample, "sustainable_hz", int(v.sustainable))
 		if r.interval == r.s.cfg.interval && r.admit != "" { // a backed-off device keeps saying so
 			r.admit = ""
 			r.setState(pmdata.StateSampling, "")

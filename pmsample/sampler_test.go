@@ -475,11 +475,36 @@ func TestConfigDefaultsAndValidation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.hardwareBuffer != 64<<20 || c.interval != time.Millisecond || c.decodePeriod != 100*time.Millisecond {
+	if c.hardwareBuffer != 64<<20 || c.interval != time.Millisecond || c.decodePeriod != 250*time.Millisecond {
 		t.Fatalf("config = %+v", c)
 	}
-	if n := c.maxSamples(); n != 216 {
-		t.Fatalf("maxSamples = %d, want 216 (100 + 100 ms of room + 16)", n)
+	if n := c.maxSamples(); n != 366 {
+		t.Fatalf("maxSamples = %d, want 366 (250 + 100 ms of room + 16)", n)
+	}
+	// Where none is given the decode period follows the interval: 100 ms below 1 ms, where a
+	// longer one only holds more memory; else 250 ms, never shorter than the interval.
+	for _, c := range []struct{ interval, given, want time.Duration }{
+		{100 * time.Microsecond, 0, 100 * time.Millisecond},
+		{500 * time.Microsecond, 0, 100 * time.Millisecond},
+		{time.Millisecond, 0, 250 * time.Millisecond},
+		{10 * time.Millisecond, 0, 250 * time.Millisecond},
+		{time.Second, 0, time.Second},
+		{100 * time.Microsecond, 50 * time.Millisecond, 50 * time.Millisecond},
+		{time.Millisecond, 100 * time.Millisecond, 100 * time.Millisecond},
+	} {
+		if got := DecodePeriodFor(c.interval, c.given); got != c.want {
+			t.Errorf("DecodePeriodFor(%v, %v) = %v, want %v", c.interval, c.given, got, c.want)
+		}
+		cfg, err := newConfig([]Option{WithInterval(c.interval), WithDecodePeriod(c.given)})
+		if err != nil || cfg.decodePeriod != c.want {
+			t.Errorf("newConfig at %v, decode period %v: %v, %v; want %v", c.interval, c.given, cfg.decodePeriod, err, c.want)
+		}
+		if errs := CheckTiming(c.interval, c.given); len(errs) != 0 {
+			t.Errorf("CheckTiming(%v, %v) = %v", c.interval, c.given, errs)
+		}
+	}
+	if errs := CheckTiming(time.Millisecond, -time.Second); len(errs) != 1 || !strings.Contains(errs[0].Error(), "pmsample.decode_period must be between 10ms and 10s, got -1s") {
+		t.Errorf("a negative decode period: %v", errs)
 	}
 	for _, c := range []struct {
 		period, interval time.Duration

@@ -14,7 +14,7 @@ import (
 type Config struct {
 	Enabled      bool              `yaml:"enabled" help:"Sample device counters with CUPTI PM Sampling."`
 	Interval     settings.Duration `yaml:"interval" help:"Hardware sampling interval (GPU time), 100us to 1s."`
-	DecodePeriod settings.Duration `yaml:"decode_period" help:"How often the hardware buffer is decoded, 10ms to 10s and at most 20000 sampling intervals."`
+	DecodePeriod settings.Duration `yaml:"decode_period" help:"How often the hardware buffer is decoded, 10ms to 10s and at most 20000 sampling intervals; 0 (the default): 250ms at intervals of 1ms and longer (at least the interval), 100ms at shorter ones."`
 	Metrics      []string          `yaml:"metrics" help:"Perfworks metrics to sample (comma separated); empty: the curated set."`
 	MetricSet    string            `yaml:"metric_set" help:"Named single-pass metric set of CUPTI 13.2+ (listed by metrics plan) instead of pmsample.metrics."`
 	Window       settings.Duration `yaml:"window" help:"Window over which gauge mean/max/min are computed."`
@@ -35,7 +35,7 @@ func DefaultConfig() Config {
 	return Config{
 		Enabled:      true,
 		Interval:     settings.Duration(DefaultInterval),
-		DecodePeriod: settings.Duration(DefaultDecodePeriod),
+		DecodePeriod: 0,                                   // follows the interval (DecodePeriodFor)
 		Window:       settings.Duration(15 * time.Second), // the served window; aggregate.New's own default is aggregate.DefaultWindow
 		DutyCycle:    1,
 		DutyPeriod:   settings.Duration(10 * time.Second),

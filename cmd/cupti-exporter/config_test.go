@@ -80,7 +80,7 @@ func TestConfigErrors(t *testing.T) {
 		{"flag duration", "", []string{"--pmsample.interval=fast"}, []string{`invalid duration "fast"`}},
 		{"unknown flag", "", []string{"--web.listen"}, []string{"unknown long flag '--web.listen'"}},
 		{"estimator", "attribution:\n  estimator: nnls\n", nil, []string{`unknown attribution estimator "nnls"`, "rate"}},
-		{"watermark under the decode period", "", []string{"--attribution.watermark=50ms"}, []string{"attribution.watermark (50ms) must be longer than pmsample.decode_period (100ms)"}},
+		{"watermark under the decode period", "", []string{"--attribution.watermark=50ms"}, []string{"attribution.watermark (50ms) must be longer than pmsample.decode_period (250ms)"}},
 		{"pending records", "", []string{"--attribution.max-pending-records=0"}, []string{"attribution.max_pending_records must be positive"}},
 		{"series group", "series:\n  extra: [window_min, min]\n", nil, []string{`series.extra: unknown group "min"`, "window_min, zero_reasons, sampler_timing, nvml_detail or all"}},
 	}

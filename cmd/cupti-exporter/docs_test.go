@@ -96,7 +96,10 @@ what it may be, and exit code 1:
 - ` + "`pmsample.interval`" + `: 100µs to 1s. At 100 µs, decoding and evaluating already take about 45 % of a core
   per GPU (measured on an H200); faster sampling would take more than the node can spare.
 - ` + "`pmsample.decode_period`" + `: 10ms to 10s, and at most 20,000 sampling intervals (the counter data image
-  holds one slot per sample; 20,000 slots of 28-33 KB were measured on an H200).
+  holds one slot per sample; 20,000 slots of 28-33 KB were measured on an H200), or 0, the default: 250ms at
+  intervals of 1ms and longer (the interval where it is longer), 100ms at shorter ones. A longer period costs
+  less CPU (the image is re-initialised slot by slot after each decode, and its 100 ms of room for a late
+  decode weigh less) and more memory; docs/performance.md "The decode period" has the measurements.
 - ` + "`web.max_requests`" + ` ≥ 0, ` + "`activity.max_connections`" + ` ≥ 1, ` + "`activity.memory_budget`" + ` ≥ 16MiB, timeouts > 0.
 
 ## Scrapes

@@ -304,8 +304,9 @@ stage_pmcost() {
 # at the exporter's own settings, interleaved under one uninjected bf16 matmul: the exporter in
 # each variant of PMCOSTREF_RUNS (NAME:WORDS separated by "|", WORDS the exporter's --flags and
 # VAR=VALUE for its environment; default the defaults and without NVML health), then
-# scripts/gpu/pmref.cu with the same 12 metrics, 1 ms, 100 ms decodes into 216 slots (the
-# exporter's image), 64 MiB, writing no samples; PMCOST_ROUNDS (2) rounds of PMCOST_S (12) s.
+# scripts/gpu/pmref.cu with the same 12 metrics, 1 ms, PMREF_DECODE (250) ms decodes into
+# PMREF_SLOTS (366) slots (the exporter's image at its default decode period; 100 and 216 before
+# run DP), 64 MiB, writing no samples; PMCOST_ROUNDS (2) rounds of PMCOST_S (12) s.
 # pmref prints its process CPU (every thread) and the time inside each CUPTI
 # call, both a sample: whatever CUPTI spends outside its calls shows in its ratio too.
 stage_pmcostref() {
@@ -324,7 +325,7 @@ stage_pmcostref() {
       for w in $flags; do case $w in --*) args+=("$w") ;; *=*) envs+=("$w") ;; esac; done
       ( [ ${#envs[@]} -gt 0 ] && export "${envs[@]}"; pmcost_run "$name-$r" "$secs" "${args[@]}" )
     done
-    "$G/pmref" "$secs" 1000000 100 216 "$DEF12" - > "$L/pmref-cost-$r.log" 2>&1 & local rp=$!
+    "$G/pmref" "$secs" 1000000 "${PMREF_DECODE:-250}" "${PMREF_SLOTS:-366}" "$DEF12" - > "$L/pmref-cost-$r.log" 2>&1 & local rp=$!
     # its threads' context switches over the middle of its run, as the exporter's (pmcost_run)
     sleep 2; python3 scripts/gpu/threads.py $rp > "$L/pmref-thr0-$r.json" 2>/dev/null
     sleep $((secs - 3)); THREADS_DETAIL=$L/pmref-thrd-$r.json python3 scripts/gpu/threads.py $rp "$L/pmref-thr0-$r.json" > /dev/null 2>&1

@@ -120,7 +120,9 @@ a valid file (overwriting in place would corrupt their mapping).
 {{- if and .Values.pmsample.enabled (not $sidecar) }}
 - --pmsample.enabled
 - --pmsample.interval={{ .Values.pmsample.interval }}
-- --pmsample.decode-period={{ .Values.pmsample.decodePeriod }}
+{{- with .Values.pmsample.decodePeriod }}
+- --pmsample.decode-period={{ . }}
+{{- end }}
 - --pmsample.window={{ .Values.pmsample.window }}
 {{- with .Values.pmsample.metrics }}
 - --pmsample.metrics={{ join "," . }}
