@@ -18,7 +18,7 @@
 // before the device's newest sample: the activity library flushes about once a second, so by
 // then the records that overlap them have arrived. A device that gets no batch for a
 // watermark of wall time is released at once. A released chunk of samples meets every record
-// that overlaps it:
+// that overlaps it, joined in parts of about 100 ms (joinSpan) whatever the decode period:
 //
 //   - a sample's time is split over the records overlapping it by overlap, concurrent records
 //     sharing the overlap (weight = integral of 1/records-running over the record's span);

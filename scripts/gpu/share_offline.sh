@@ -8,6 +8,7 @@
 # MODE:HIDDEN as in stages_share.sh (ts3-t:1,2 hides processes 1 and 2, which then replay as
 # untraced); without cases, every all-traced mode and every way to hide one process (and two
 # of three). One summary line per case ("CASE | ..."), the details with -v (SHARE_V=1).
+# SHARE_MERGE=N joins every N recorded PM batches as one (a decode period N times as long).
 set -euo pipefail
 dir=$1; sets=${2:-tc}; shift $(( $# >= 2 ? 2 : 1 ))
 here=$(cd "$(dirname "$0")" && pwd)
@@ -37,7 +38,7 @@ for c in "${cases[@]}"; do
     echo "$pod $truth $kind $role" >> "$tmp/manifest"
     i=$((i + 1))
   done < "$dir/share-$mode.manifest"
-  "$sim" -hide "$(IFS=,; echo "${pods[*]:-}")" "$dir/rec-$mode.rec.gz" > "$tmp/metrics" 2> "$tmp/err" || { echo "$c | sharesim failed: $(tail -2 "$tmp/err")"; continue; }
+  "$sim" -hide "$(IFS=,; echo "${pods[*]:-}")" -merge "${SHARE_MERGE:-1}" "$dir/rec-$mode.rec.gz" > "$tmp/metrics" 2> "$tmp/err" || { echo "$c | sharesim failed: $(tail -2 "$tmp/err")"; continue; }
   if [ -n "${SHARE_V:-}" ]; then
     python3 "$here/attrib_share_check.py" "$c" "$tmp/metrics" "$tmp/manifest"
   else

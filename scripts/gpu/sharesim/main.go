@@ -19,6 +19,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -36,9 +37,10 @@ import (
 func main() {
 	hide := flag.String("hide", "", "comma-separated pods whose connections are dropped (their processes replay as untraced)")
 	est := flag.String("estimator", attribution.DefaultEstimator, "attribution estimator")
+	merge := flag.Int("merge", 1, "deliver every N recorded PM batches of a device as one, as a decode period N times as long would")
 	flag.Parse()
-	if flag.NArg() != 1 {
-		fmt.Fprintln(os.Stderr, "usage: sharesim [-hide pod,pod] [-estimator rate] REC[.gz]")
+	if flag.NArg() != 1 || *merge < 1 {
+		fmt.Fprintln(os.Stderr, "usage: sharesim [-hide pod,pod] [-estimator rate] [-merge N] REC[.gz]")
 		os.Exit(2)
 	}
 	hidden := map[string]bool{}
@@ -47,7 +49,7 @@ func main() {
 			hidden[p] = true
 		}
 	}
-	if err := run(flag.Arg(0), hidden, *est, os.Stdout); err != nil {
+	if err := run(flag.Arg(0), hidden, *est, *merge, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "sharesim:", err)
 		os.Exit(1)
 	}
@@ -69,8 +71,8 @@ func open(path string) (io.ReadCloser, error) {
 	}{z, f}, nil
 }
 
-func run(path string, hidden map[string]bool, est string, w io.Writer) error {
-	snap, dramRead, err := replay(path, hidden, est)
+func run(path string, hidden map[string]bool, est string, merge int, w io.Writer) error {
+	snap, dramRead, err := replay(path, hidden, est, merge)
 	if err != nil {
 		return err
 	}
@@ -78,8 +80,9 @@ func run(path string, hidden map[string]bool, est string, w io.Writer) error {
 }
 
 // replay attributes the recording at path and returns the attribution's snapshot and each
-// device's DRAM read total.
-func replay(path string, hidden map[string]bool, est string) (*snapshot.Snapshot, map[int]float64, error) {
+// device's DRAM read total. Every merge PM batches of a device reach the join as one (1: as
+// recorded).
+func replay(path string, hidden map[string]bool, est string, merge int) (*snapshot.Snapshot, map[int]float64, error) {
 	f, err := open(path)
 	if err != nil {
 		return nil, nil, err
@@ -100,12 +103,16 @@ func replay(path string, hidden map[string]bool, est string) (*snapshot.Snapshot
 		agg      *activity.Aggregator
 		procs    = map[uint64]*record.Process{}
 		dramRead = map[int]float64{}
+		held     = map[int]*heldBatch{} // by device, while merging
 	)
 	now := func() time.Time { return clock }
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	for {
 		ev, err := rd.Next()
 		if errors.Is(err, io.EOF) {
+			for _, h := range held {
+				attr.Add(h.b)
+			}
 			break
 		}
 		if err != nil {
@@ -140,7 +147,9 @@ func replay(path string, hidden map[string]bool, est string) (*snapshot.Snapshot
 					}
 				}
 			}
-			attr.Add(*ev.Batch)
+			if b, ok := merged(held, ev.Batch, merge); ok {
+				attr.Add(b)
+			}
 		case recording.FrameHello:
 			if hidden[ev.Process.Process.Pod] {
 				continue
@@ -195,4 +204,32 @@ func write(w io.Writer, snap *snapshot.Snapshot, dramRead map[int]float64) error
 		fmt.Fprintln(bw, l)
 	}
 	return bw.Flush()
+}
+
+// heldBatch is a device's batches merged so far (n of them).
+type heldBatch struct {
+	b pmdata.Batch
+	n int
+}
+
+// merged adds b to its device's held batches and returns them as one batch once merge of them
+// are held (b itself where merge is 1).
+func merged(held map[int]*heldBatch, b *pmdata.Batch, merge int) (pmdata.Batch, bool) {
+	if merge <= 1 {
+		return *b, true
+	}
+	h := held[b.Device]
+	if h == nil {
+		h = &heldBatch{b: *b}
+		h.b.Samples, h.b.Lost = slices.Clone(b.Samples), slices.Clone(b.Lost)
+		held[b.Device] = h
+	} else {
+		h.b.Samples = append(h.b.Samples, b.Samples...)
+		h.b.Lost = append(h.b.Lost, b.Lost...)
+	}
+	if h.n++; h.n < merge {
+		return pmdata.Batch{}, false
+	}
+	delete(held, b.Device)
+	return h.b, true
 }
