@@ -498,8 +498,8 @@ func (sc *scratch) emRates(floor, secs float64) bool {
 func (a *Attributor) markShared(d *devState, ns int) {
 	sc := &d.sc
 	sc.shared = grow(sc.shared, ns)
-	if len(sc.upods) == 0 && len(sc.switched) == ns {
-		copy(sc.shared, sc.switched)
+	if len(sc.upods) == 0 {
+		copy(sc.shared, sc.switched) // applyNVML sized switched to the chunk
 	}
 	mps := sc.mpsPIDs
 	if len(mps) == 0 {

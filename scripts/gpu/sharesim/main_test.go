@@ -75,18 +75,31 @@ func tensorSeconds(snap *snapshot.Snapshot) (pods map[string]float64, all float6
 // tracedPods sums per-pod family name's series of traced pods (source="kernel") by pod.
 func tracedPods(snap *snapshot.Snapshot, name string) map[string]float64 {
 	pods := map[string]float64{}
+	for k, v := range podSums(snap, name) {
+		if k.source == "kernel" {
+			pods[k.pod] += v
+		}
+	}
+	return pods
+}
+
+// podSource is a per-pod series' pod and source ("kernel" for traced pods, "nvml" for the
+// untraced processes NVML shows).
+type podSource struct{ pod, source string }
+
+// podSums sums per-pod family name's series by pod and source.
+func podSums(snap *snapshot.Snapshot, name string) map[podSource]float64 {
+	sums := map[podSource]float64{}
 	for _, f := range snap.Families {
 		if f.Desc.Name != name {
 			continue
 		}
 		pod, source := slices.Index(f.Desc.LabelNames, "pod"), slices.Index(f.Desc.LabelNames, "source")
 		for _, x := range f.Samples {
-			if x.LabelValues[source] == "kernel" {
-				pods[x.LabelValues[pod]] += x.Value
-			}
+			sums[podSource{x.LabelValues[pod], x.LabelValues[source]}] += x.Value
 		}
 	}
-	return pods
+	return sums
 }
 
 // TestTensorPodKeepsItsShare is the other side: beside untraced processes that never use the
@@ -140,22 +153,12 @@ func TestTimeSlicedPodsAllTraced(t *testing.T) {
 // about 100 ms whatever the decode period.
 func TestSplitsFollowNotTheDecodePeriod(t *testing.T) {
 	hidden := map[string]bool{"p2-t-light": true}
-	pods := func(merge int) map[string]float64 {
+	pods := func(merge int) map[podSource]float64 {
 		snap, _, err := replay("testdata/rec-mps3-t.rec.gz", hidden, "rate", merge)
 		if err != nil {
 			t.Fatal(err)
 		}
-		got := map[string]float64{}
-		for _, f := range snap.Families {
-			if f.Desc.Name != "cupti_pod_dram_read_bytes_total" {
-				continue
-			}
-			pod, source := slices.Index(f.Desc.LabelNames, "pod"), slices.Index(f.Desc.LabelNames, "source")
-			for _, x := range f.Samples {
-				got[x.LabelValues[pod]+" ("+x.LabelValues[source]+")"] += x.Value
-			}
-		}
-		return got
+		return podSums(snap, "cupti_pod_dram_read_bytes_total")
 	}
 	asRecorded, merged := pods(1), pods(3)
 	if len(asRecorded) < 3 {
@@ -163,9 +166,9 @@ func TestSplitsFollowNotTheDecodePeriod(t *testing.T) {
 	}
 	for pod, want := range asRecorded {
 		e := merged[pod]/want - 1
-		t.Logf("%s: %.1f GB as recorded, %.1f GB with batches of 300 ms (%+.2f %%)", pod, want/1e9, merged[pod]/1e9, 100*e)
+		t.Logf("%v: %.1f GB as recorded, %.1f GB with batches of 300 ms (%+.2f %%)", pod, want/1e9, merged[pod]/1e9, 100*e)
 		if math.Abs(e) > 0.01 {
-			t.Errorf("%s: DRAM read bytes moved %+.2f %% with batches three times as long (bound 1 %%)", pod, 100*e)
+			t.Errorf("%v: DRAM read bytes moved %+.2f %% with batches three times as long (bound 1 %%)", pod, 100*e)
 		}
 	}
 }
