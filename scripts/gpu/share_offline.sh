@@ -9,6 +9,8 @@
 # untraced); without cases, every all-traced mode and every way to hide one process (and two
 # of three). One summary line per case ("CASE | ..."), the details with -v (SHARE_V=1).
 # SHARE_MERGE=N joins every N recorded PM batches as one (a decode period N times as long).
+# A case recorded with its processes truly untraced (rec-ts3-t_1-2.rec.gz, from
+# SHARE_REC_MODES="ts3-t:1,2") replays as it was recorded, nothing hidden.
 set -euo pipefail
 dir=$1; sets=${2:-tc}; shift $(( $# >= 2 ? 2 : 1 ))
 here=$(cd "$(dirname "$0")" && pwd)
@@ -27,6 +29,13 @@ if [ ${#cases[@]} = 0 ]; then
 fi
 for c in "${cases[@]}"; do
   mode=${c%%:*} hide=",${c#*:},"
+  live=$(echo "$c" | tr ':,' '_-')
+  if [ "$hide" != ",," ] && [ -e "$dir/rec-$live.rec.gz" ]; then
+    sed "s#[^ ]*/\(truth-[^ ]*\)#$dir/\1#" "$dir/share-$live.manifest" > "$tmp/manifest"
+    "$sim" -merge "${SHARE_MERGE:-1}" "$dir/rec-$live.rec.gz" > "$tmp/metrics" 2> "$tmp/err" || { echo "$c | sharesim failed: $(tail -2 "$tmp/err")"; continue; }
+    python3 "$here/attrib_share_check.py" "$c" "$tmp/metrics" "$tmp/manifest" | { [ -n "${SHARE_V:-}" ] && cat || grep ' | '; }
+    continue
+  fi
   [ -e "$dir/rec-$mode.rec.gz" ] || { echo "$c | no recording"; continue; }
   pods=() i=0
   : > "$tmp/manifest"

@@ -13,7 +13,10 @@
 #                        NVML processes at 1 s), for the offline work: scripts/gpu/recfilter
 #                        -drop-pods hides any of them to make it untraced, sharesim replays.
 #                        Recordings come back as $OUT/rec-t.tar and $OUT/rec-c.tar (gzipped
-#                        recordings, truth files, manifests). SHARE_REC_MODES picks modes.
+#                        recordings, truth files, manifests). SHARE_REC_MODES picks modes; a
+#                        case there (ts3-t:1,2) records its processes truly untraced, under
+#                        the case's name (rec-ts3-t_1-2.rec.gz), which share_offline.sh replays
+#                        as it was, nothing hidden.
 #   attrib_share         the live exporter (serve, defaults, pods from the hellos) on each case
 #                        of SHARE_CASES, truly untraced processes included; attrib_share_check.py
 #                        prints one line per case. SHARE_BIN runs another exporter binary (the
@@ -89,12 +92,16 @@ share_launch() {
 
 share_is_mps() { [ "$(share_mode "${1%%:*}" | cut -d' ' -f1)" = 1 ]; }
 
-# share_record MODE: one recording of MODE, every process traced. If PM sampling gets no
-# sample beside the MPS server, the MPS modes after it start the daemon first and let the
-# exporter join MPS as a client (SHARE_EXP_MPS=1).
+# share_record CASE: one recording of CASE (a mode: every process traced; MODE:UNTRACED: those
+# processes load no injection library). If PM sampling gets no sample beside the MPS server, the
+# MPS modes after it start the daemon first and let the exporter join MPS as a client
+# (SHARE_EXP_MPS=1).
 share_record() {
-  local mode=$1 rec="$L/rec/rec-$1.rec" rp np mps=0 pipe=/tmp/no-mps-for-the-exporter
-  share_is_mps "$mode" && mps=1
+  local case=$1 mode rec rp np mps=0 pipe=/tmp/no-mps-for-the-exporter
+  [[ $case == *:* ]] || case="$case:"
+  mode=$(echo "$case" | tr ':,' '_-'); mode=${mode%_}
+  rec="$L/rec/rec-$mode.rec"
+  share_is_mps "$case" && mps=1
   mkdir -p /run/cupti-exporter "$L/rec"; rm -f "$SOCK"
   if [ $mps = 1 ] && [ -n "${SHARE_EXP_MPS:-}" ]; then mps_start || return 1; pipe=$SHARE_MPS_PIPE; fi
   CUDA_MPS_PIPE_DIRECTORY=$pipe "$BIN" record --output "$rec" --duration "$((SHARE_S + 8))s" \
@@ -105,7 +112,7 @@ share_record() {
   sleep 1
   python3 scripts/gpu/nvml_mps.py "$((SHARE_S + 4))" > "$L/nvml-$mode.txt" 2>&1 &
   np=$!
-  share_launch "$mode" "$mode:"
+  share_launch "$mode" "$case"
   wait "${SHARE_PIDS[@]}"
   wait "$np"
   wait "$rp"; say "record $mode: rc=$? $(grep -m1 'recording done' "$L/exp-record-$mode.log" | grep -o 'batches=[0-9]*.*bytes=[0-9]*')"
@@ -114,7 +121,7 @@ share_record() {
   if [ $mps = 1 ] && [ "${batches:-0}" -lt 10 ] && [ -z "${SHARE_EXP_MPS:-}" ]; then
     say "record $mode: no PM samples beside the MPS server ($(grep -m2 -iE 'error|fail' "$L/exp-record-$mode.log" | tr '\n' ' ')); the exporter joins MPS from now on"
     export SHARE_EXP_MPS=1
-    share_record "$mode"
+    share_record "$case"
     return
   fi
   cat "$L"/"$mode"-p*.log | sed "s/^/$mode: /" | tee -a "$S"
@@ -132,7 +139,8 @@ stage_attrib_share_record() {
     share_is_mps "$mode" && ! command -v nvidia-cuda-mps-control > /dev/null && continue
     share_record "$mode"
   done
-  (cd "$L/rec" && tar -cf "$OUT/rec-t.tar" ./*-t.* ./*-t-p*.json 2>/dev/null; tar -cf "$OUT/rec-c.tar" ./*-c.* ./*-c-p*.json 2>/dev/null)
+  (cd "$L/rec" && tar -cf "$OUT/rec-t.tar" ./*-t[._]* ./*-t-p*.json ./*-t_*-p*.json 2>/dev/null
+    tar -cf "$OUT/rec-c.tar" ./*-c[._]* ./*-c-p*.json ./*-c_*-p*.json 2>/dev/null)
   ls -l "$OUT"/rec-*.tar | tee -a "$S"
   say "attrib_share_record: $((SECONDS - t0)) s"
 }
