@@ -8,6 +8,7 @@ import (
 	"github.com/cupti-exporter/cupti-exporter/activity"
 	"github.com/cupti-exporter/cupti-exporter/activity/record"
 	"github.com/cupti-exporter/cupti-exporter/gpuprocs"
+	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
 	"github.com/cupti-exporter/cupti-exporter/recording"
 	"github.com/cupti-exporter/cupti-exporter/recording/demo"
 )
@@ -73,14 +74,21 @@ func serveRecording(ctx context.Context, logger *slog.Logger, cfg *Config, msg s
 		pm.health = health
 	}
 	budget := activity.NewBudget(int64(cfg.Activity.MemoryBudget))
-	opts, err := pm.attribute(cfg, logger, budget, append(append(activityOptions(pm.devices), budgetActivityOptions(cfg)...),
-		activity.WithBudget(budget)))
+	opts, err := pm.attribute(cfg, logger, budget, replayActivityOptions(cfg, pm.devices, budget))
 	if err != nil {
 		return err
 	}
 	act := pm.newActivity(opts)
 	sink.agg = act
 	return serveSources(ctx, logger, cfg, pm, act)
+}
+
+// replayActivityOptions are the activity aggregator's options for a replay: as live, where the
+// recording has it. A process recorded through the socket keeps its verified or claimed identity,
+// so its hello's pod labels it only as --activity.trust-hello-pods says, as it did live.
+func replayActivityOptions(cfg *Config, devices func() []pmdata.Device, budget *activity.Budget) []activity.Option {
+	return append(append(activityOptions(devices), budgetActivityOptions(cfg)...),
+		activity.WithBudget(budget), activity.WithTrustHelloPods(cfg.Activity.TrustHelloPods))
 }
 
 func logRecording(logger *slog.Logger, msg string, s recording.Summary) {
