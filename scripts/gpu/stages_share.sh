@@ -21,6 +21,7 @@
 #                        of SHARE_CASES, truly untraced processes included; attrib_share_check.py
 #                        prints one line per case. SHARE_BIN runs another exporter binary (the
 #                        "before" of a change).
+# SHARE_NVMLPOLL=1 runs scripts/gpu/nvml_mps.py beside each live case, as the recordings have it.
 # SHARE_S (15) is the seconds of work per process. Under MPS the exporter is started first and
 # kept out of MPS (its own CUDA_MPS_PIPE_DIRECTORY), the control daemon after it.
 
@@ -157,8 +158,14 @@ share_live() {
     --activity.socket=$SOCK --activity.trust-hello-pods --health.interval=1s
   local rc=$?; BIN=$oldbin; [ $rc = 0 ] || return
   [ $mps = 1 ] && [ -z "${SHARE_EXP_MPS:-}" ] && { mps_start || { stop_exporter $port; return 1; }; }
+  local np=
+  if [ -n "${SHARE_NVMLPOLL:-}" ]; then # as attrib_share_record runs: nvml_mps.py polling NVML beside
+    python3 scripts/gpu/nvml_mps.py "$((SHARE_S + 4))" > "$L/nvml-live-$run.txt" 2>&1 &
+    np=$!
+  fi
   share_launch "$run" "$case"
   wait "${SHARE_PIDS[@]}"
+  [ -n "$np" ] && wait "$np"
   sleep 6 # the watermark (3 s) and the last flushes
   scrape "$L/share-$run.txt" $port
   stop_exporter $port
