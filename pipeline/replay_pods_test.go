@@ -1,8 +1,6 @@
 package pipeline
 
 import (
-	"bytes"
-	"context"
 	"testing"
 
 	"github.com/cupti-exporter/cupti-exporter/activity"
@@ -16,37 +14,22 @@ import (
 // replays with that pod's labels where --activity.trust-hello-pods is given, as live, and
 // without them where it is not ("unverified"). Before, the replay ignored the flag.
 func TestReplayTrustsHelloPodsAsTold(t *testing.T) {
-	const t0 = uint64(1_795_000_000_000_000_000)
-	var buf bytes.Buffer
-	w, err := recording.NewWriter(&buf, recording.Header{Producer: "test"}, t0)
-	if err != nil {
-		t.Fatal(err)
-	}
 	p := &record.Process{PID: 7, DeviceUUIDs: []string{"GPU-0"}, Identity: record.IdentityVerified,
 		Namespace: "gpu-test", Pod: "p0-t-stream", Container: "c"}
-	for _, err := range []error{
-		w.WriteDevices(t0, []pmdata.Device{{Index: 0, UUID: "GPU-0"}}),
-		w.WriteHello(t0, recording.ProcessEvent{Conn: 1, Process: p}),
-		w.WriteActivity(t0+1, recording.ActivityBatch{Conn: 1, Records: []record.Record{{
-			Kind: record.KindKernel, Name: "k", Start: t0, End: t0 + 1e6}}}),
-		w.Close(t0 + 2e9),
-	} {
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
 	devices := func() []pmdata.Device { return []pmdata.Device{{Index: 0, UUID: "GPU-0"}} }
 	for _, trust := range []bool{true, false} {
 		cfg := DefaultConfig()
 		cfg.Activity.TrustHelloPods = trust
 		agg := activity.NewAggregator(replayActivityOptions(&cfg, devices, activity.NewBudget(int64(cfg.Activity.MemoryBudget)))...)
-		r, err := recording.FromBytes(buf.Bytes(), recording.WithSpeed(0), recording.WithActivitySink(newActivitySink(agg)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := r.Run(context.Background(), func(pmdata.Batch) {}); err != nil {
-			t.Fatal(err)
-		}
+		replayFrames(t, agg, func(w *recording.Writer, t0 uint64) []error {
+			return []error{
+				w.WriteDevices(t0, devices()),
+				w.WriteHello(t0, recording.ProcessEvent{Conn: 1, Process: p}),
+				w.WriteActivity(t0+1, recording.ActivityBatch{Conn: 1, Records: []record.Record{{
+					Kind: record.KindKernel, Name: "k", Start: t0, End: t0 + 1e6}}}),
+				w.Close(t0 + 2e9),
+			}
+		})
 		pods := map[string]bool{}
 		results := map[string]float64{}
 		for _, f := range agg.Snapshot().Families {
