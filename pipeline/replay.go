@@ -57,7 +57,7 @@ func serveRecording(ctx context.Context, logger *slog.Logger, cfg *Config, msg s
 	health := &replayHealth{}
 	procs := func(o gpuprocs.Observation) { // NVML's processes into the join, as live
 		if pm.attr != nil {
-			pm.attr.ObserveProcesses(o)
+			pm.feed.processes.ObserveProcesses(o)
 		}
 	}
 	r, err := open(recording.WithActivitySink(sink), recording.WithHealthSink(health.set), recording.WithProcessesSink(procs),

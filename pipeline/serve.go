@@ -137,6 +137,7 @@ type pmSetup struct {
 	live    bool                    // this host's GPUs, not a recording: read their health from NVML too
 	health  *replayHealth           // a recording's health frames, served as source "health"; nil: none
 	attr    *attribution.Attributor // the attribution join; nil when off
+	feed    joinFeed                // what feeds the join (jointap.go); set with attr
 	// pidPod resolves a PID NVML lists to its pod (cgroup and pod informer); nil: no informer
 	pidPod func(pid uint32) (pod, namespace, container string, ok bool)
 	nvml   *nvmlGPUs // the GPUs NVML found, once the health source runs; nil: not serving
@@ -165,8 +166,18 @@ func (pm *pmSetup) attribute(cfg *Config, logger *slog.Logger, budget *activity.
 		return nil, fmt.Errorf("setting up attribution: %w", err)
 	}
 	pm.attr = a
+	pm.feed = tapJoin(a, pm.src.Devices(), pm.src.Catalog(), logger)
 	logger.Info("attributing PM samples to kernels and pods", "watermark", cfg.Attribution.Watermark, "estimator", cfg.Attribution.Estimator)
-	return append(opts, activity.WithListener(a)), nil
+	return append(opts, activity.WithListener(pm.feed.activity)), nil
+}
+
+// joinFeed is what feeds the attribution join: the activity aggregator's events, the PM
+// batches and NVML's processes. It is the join itself, but in a diagnostic build (-tags
+// jointap) that records them.
+type joinFeed struct {
+	activity  activity.Listener
+	batches   pmdata.Consumer
+	processes health.ProcessListener
 }
 
 // newActivity makes the activity aggregator with opts; the attribution join, one of its
@@ -229,7 +240,7 @@ func serveSources(ctx context.Context, logger *slog.Logger, cfg *Config, pm pmSe
 			opts = append(opts, health.WithPodResolver(pm.pidPod))
 		}
 		if pm.attr != nil { // who else is on the GPU: NVML's processes into the join
-			opts = append(opts, health.WithProcessListener(pm.attr))
+			opts = append(opts, health.WithProcessListener(pm.feed.processes))
 		}
 		src := startHealth(ctx, logger, cfg, exp, pm.devices, opts...)
 		if pm.nvml != nil {
@@ -302,7 +313,7 @@ func serveSources(ctx context.Context, logger *slog.Logger, cfg *Config, pm pmSe
 		}
 		consumers := fanOut{agg}
 		if pm.attr != nil {
-			consumers = append(consumers, pm.attr)
+			consumers = append(consumers, pm.feed.batches)
 		}
 		if pm.idle != nil {
 			consumers = append(consumers, pm.idle)

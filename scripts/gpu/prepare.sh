@@ -7,7 +7,8 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 mkdir -p .gpu
 # PREPARE_TAGS=cpuprofile: a binary that writes a CPU profile when CUPTI_EXPORTER_CPUPROFILE is set
-# (cmd/cupti-exporter/cpuprofile.go; stage pmcost)
+# (cmd/cupti-exporter/cpuprofile.go; stage pmcost); PREPARE_TAGS=jointap: one that records what its
+# attribution join is given when CUPTI_EXPORTER_JOINTAP is set (pipeline/jointap.go; SHARE_TAP=1)
 go build -trimpath -tags "${PREPARE_TAGS:-}" -ldflags="-s -w" -o .gpu/cupti-exporter ./cmd/cupti-exporter
 go build -trimpath -ldflags="-s -w" -o .gpu/wakeprobe ./scripts/gpu/wakeprobe
 go build -trimpath -ldflags="-s -w" -o .gpu/gpmprobe ./scripts/gpu/gpmprobe

@@ -22,6 +22,8 @@
 #                        prints one line per case. SHARE_BIN runs another exporter binary (the
 #                        "before" of a change).
 # SHARE_NVMLPOLL=1 runs scripts/gpu/nvml_mps.py beside each live case, as the recordings have it.
+# SHARE_TAP=1, with a binary built with -tags jointap (PREPARE_TAGS=jointap prepare.sh), records what
+# the live join of each case was given ($OUT/tap.tar: rec-CASE.rec.gz as share_offline.sh reads).
 # SHARE_S (15) is the seconds of work per process. Under MPS the exporter is started first and
 # kept out of MPS (its own CUDA_MPS_PIPE_DIRECTORY), the control daemon after it.
 
@@ -154,7 +156,8 @@ share_live() {
   mkdir -p /run/cupti-exporter; rm -f "$SOCK"
   local oldbin=$BIN pipe=/tmp/no-mps-for-the-exporter; BIN=$bin
   if [ $mps = 1 ] && [ -n "${SHARE_EXP_MPS:-}" ]; then mps_start || return 1; pipe=$SHARE_MPS_PIPE; fi
-  CUDA_MPS_PIPE_DIRECTORY=$pipe start_exporter "$L/exp-share-$run.log" $port --pmsample.interval=1ms \
+  local tap=; [ -n "${SHARE_TAP:-}" ] && { mkdir -p "$L/tap"; tap="$L/tap/rec-$run.rec"; }
+  CUPTI_EXPORTER_JOINTAP=$tap CUDA_MPS_PIPE_DIRECTORY=$pipe start_exporter "$L/exp-share-$run.log" $port --pmsample.interval=1ms \
     --activity.socket=$SOCK --activity.trust-hello-pods --health.interval=1s
   local rc=$?; BIN=$oldbin; [ $rc = 0 ] || return
   [ $mps = 1 ] && [ -z "${SHARE_EXP_MPS:-}" ] && { mps_start || { stop_exporter $port; return 1; }; }
@@ -171,6 +174,11 @@ share_live() {
   stop_exporter $port
   [ $mps = 1 ] && mps_stop "$run"
   python3 scripts/gpu/attrib_share_check.py "$case" "$L/share-$run.txt" "$L/share-$run.manifest" 2>&1 | tee -a "$S"
+  if [ -n "$tap" ] && [ -s "$tap" ]; then # what the live join was given, for share_offline.sh
+    gzip -f "$tap"
+    cp "$L/share-$run.manifest" "$L"/truth-"$run"-p*.json "$L/tap/"
+    (cd "$L/tap" && tar -cf "$OUT/tap.tar" .)
+  fi
 }
 
 stage_attrib_share() {
