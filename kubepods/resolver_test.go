@@ -57,11 +57,8 @@ func startResolver(t *testing.T, client *fake.Clientset) *Resolver {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { r.Run(ctx); close(done) }()
-	t.Cleanup(func() { cancel(); <-done })
-	sctx, scancel := context.WithTimeout(ctx, 10*time.Second)
+	testutil.RunUntilCleanup(t, func(ctx context.Context) error { r.Run(ctx); return nil })
+	sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer scancel()
 	if !r.WaitForSync(sctx) {
 		t.Fatal("pod cache did not sync")

@@ -186,22 +186,19 @@ func startSampling(t *testing.T, watch bool, poll time.Duration) *sampling {
 		t.Fatal(err)
 	}
 	t.Cleanup(s.Close)
-	ctx, cancel := context.WithCancel(context.Background())
 	if w != nil {
 		w.Drive(s)
-		go w.Run(ctx)
+		testutil.RunUntilCleanup(t, func(ctx context.Context) error { w.Run(ctx); return nil })
 	}
 	sm := &sampling{s: s, opts: opts, got: make(chan int, 1<<16)}
-	done := make(chan struct{})
-	go func() {
-		_ = s.Run(ctx, func(b pmdata.Batch) {
+	testutil.RunUntilCleanup(t, func(ctx context.Context) error {
+		_ = s.Run(ctx, func(b pmdata.Batch) { // its error is the context's at the end
 			if len(b.Samples) > 0 {
 				sm.got <- b.Device
 			}
 		})
-		close(done)
-	}()
-	t.Cleanup(func() { cancel(); <-done })
+		return nil
+	})
 	return sm
 }
 

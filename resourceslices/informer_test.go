@@ -71,11 +71,8 @@ func startInformer(t *testing.T, objs []runtime.Object, opts ...Option) (*Inform
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { i.Run(ctx); close(done) }()
-	t.Cleanup(func() { cancel(); <-done })
-	wctx, wcancel := context.WithTimeout(ctx, 5*time.Second)
+	testutil.RunUntilCleanup(t, func(ctx context.Context) error { i.Run(ctx); return nil })
+	wctx, wcancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer wcancel()
 	if !i.WaitForSync(wctx) {
 		t.Fatal("cache not synced")
