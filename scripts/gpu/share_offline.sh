@@ -29,14 +29,11 @@ if [ ${#cases[@]} = 0 ]; then
 fi
 for c in "${cases[@]}"; do
   mode=${c%%:*} hide=",${c#*:},"
-  live=$(echo "$c" | tr ':,' '_-')
-  if [ "$hide" != ",," ] && [ -e "$dir/rec-$live.rec.gz" ]; then
-    sed "s#[^ ]*/\(truth-[^ ]*\)#$dir/\1#" "$dir/share-$live.manifest" > "$tmp/manifest"
-    "$sim" -merge "${SHARE_MERGE:-1}" "$dir/rec-$live.rec.gz" > "$tmp/metrics" 2> "$tmp/err" || { echo "$c | sharesim failed: $(tail -2 "$tmp/err")"; continue; }
-    python3 "$here/attrib_share_check.py" "$c" "$tmp/metrics" "$tmp/manifest" | { [ -n "${SHARE_V:-}" ] && cat || grep ' | '; }
-    continue
+  rec=$mode
+  if live=$(echo "$c" | tr ':,' '_-'); [ "$hide" != ",," ] && [ -e "$dir/rec-$live.rec.gz" ]; then
+    rec=$live hide=",," # recorded with these processes untraced: replayed as it was
   fi
-  [ -e "$dir/rec-$mode.rec.gz" ] || { echo "$c | no recording"; continue; }
+  [ -e "$dir/rec-$rec.rec.gz" ] || { echo "$c | no recording"; continue; }
   pods=() i=0
   : > "$tmp/manifest"
   while read -r pod truth kind role; do
@@ -46,8 +43,8 @@ for c in "${cases[@]}"; do
     fi
     echo "$pod $truth $kind $role" >> "$tmp/manifest"
     i=$((i + 1))
-  done < "$dir/share-$mode.manifest"
-  "$sim" -hide "$(IFS=,; echo "${pods[*]:-}")" -merge "${SHARE_MERGE:-1}" "$dir/rec-$mode.rec.gz" > "$tmp/metrics" 2> "$tmp/err" || { echo "$c | sharesim failed: $(tail -2 "$tmp/err")"; continue; }
+  done < "$dir/share-$rec.manifest"
+  "$sim" -hide "$(IFS=,; echo "${pods[*]:-}")" -merge "${SHARE_MERGE:-1}" "$dir/rec-$rec.rec.gz" > "$tmp/metrics" 2> "$tmp/err" || { echo "$c | sharesim failed: $(tail -2 "$tmp/err")"; continue; }
   if [ -n "${SHARE_V:-}" ]; then
     python3 "$here/attrib_share_check.py" "$c" "$tmp/metrics" "$tmp/manifest"
   else

@@ -95,6 +95,10 @@ share_launch() {
 
 share_is_mps() { [ "$(share_mode "${1%%:*}" | cut -d' ' -f1)" = 1 ]; }
 
+# share_run CASE: the name of CASE's files: ts3-t:1,2 -> ts3-t_1-2, ts3-t: -> ts3-t (the mode's own,
+# as share_offline.sh looks them up).
+share_run() { local r; r=$(echo "$1" | tr ':,' '_-'); echo "${r%_}"; }
+
 # share_record CASE: one recording of CASE (a mode: every process traced; MODE:UNTRACED: those
 # processes load no injection library). If PM sampling gets no sample beside the MPS server, the
 # MPS modes after it start the daemon first and let the exporter join MPS as a client
@@ -102,7 +106,7 @@ share_is_mps() { [ "$(share_mode "${1%%:*}" | cut -d' ' -f1)" = 1 ]; }
 share_record() {
   local case=$1 mode rec rp np mps=0 pipe=/tmp/no-mps-for-the-exporter
   [[ $case == *:* ]] || case="$case:"
-  mode=$(echo "$case" | tr ':,' '_-'); mode=${mode%_}
+  mode=$(share_run "$case")
   rec="$L/rec/rec-$mode.rec"
   share_is_mps "$case" && mps=1
   mkdir -p /run/cupti-exporter "$L/rec"; rm -f "$SOCK"
@@ -151,7 +155,7 @@ stage_attrib_share_record() {
 # share_live CASE: the live exporter on one case; attrib_share_check.py prints its line.
 share_live() {
   local case=$1 run port=9479 mps=0 bin=${SHARE_BIN:-$BIN}
-  run=$(echo "$case" | tr ':,' '_-')
+  run=$(share_run "$case")
   share_is_mps "$case" && mps=1
   mkdir -p /run/cupti-exporter; rm -f "$SOCK"
   local oldbin=$BIN pipe=/tmp/no-mps-for-the-exporter; BIN=$bin
