@@ -15,10 +15,7 @@ import (
 
 	"github.com/cupti-exporter/cupti-exporter/activity"
 	"github.com/cupti-exporter/cupti-exporter/activity/record"
-	"github.com/cupti-exporter/cupti-exporter/attribution"
 	"github.com/cupti-exporter/cupti-exporter/gpuprocs"
-	"github.com/cupti-exporter/cupti-exporter/mapping"
-	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
 	"github.com/cupti-exporter/cupti-exporter/recording"
 )
 
@@ -27,19 +24,9 @@ import (
 // NVML's processes, the PM batch, goodbye) and still reaches the join, which attributes the
 // batch's bytes to the traced pod. (`go test -tags jointap ./pipeline`, run by CI.)
 func TestJoinTapRecordsAndForwards(t *testing.T) {
-	const bytesMetric = "PCI.TriageCompute.pcie__read_bytes.sum"
 	path := filepath.Join(t.TempDir(), "tap.rec")
 	t.Setenv("CUPTI_EXPORTER_JOINTAP", path)
-	m, err := mapping.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	devices := []pmdata.Device{{Index: 0, UUID: "GPU-1"}}
-	catalog := []pmdata.CatalogEntry{{Name: bytesMetric, Properties: pmdata.Properties{Type: pmdata.TypeCounter, HWUnit: "pcie", DimUnit: "byte"}}}
-	a, err := attribution.New(devices, catalog, m, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	a, devices, catalog := pcieJoin(t)
 	feed := tapJoin(a, devices, catalog, slog.New(slog.DiscardHandler))
 	if feed.activity == activity.Listener(a) {
 		t.Fatal("the tap is off although CUPTI_EXPORTER_JOINTAP is set")
@@ -52,12 +39,7 @@ func TestJoinTapRecordsAndForwards(t *testing.T) {
 	feed.activity.Coverage(p, []record.Interval{{Start: ns, End: ns + 100e6}})
 	feed.processes.ObserveProcesses(gpuprocs.Observation{GPU: "0", UUID: "GPU-1", Start: t0, End: t0.Add(time.Second), Shares: true,
 		Processes: []gpuprocs.Process{{PID: 7, SMShare: 1}}})
-	var ss []pmdata.Sample
-	for i := range 100 {
-		s := ns + uint64(i)*1e6
-		ss = append(ss, pmdata.Sample{Start: s, End: s + 1e6, Values: []float64{1000}})
-	}
-	feed.batches.Add(pmdata.Batch{Device: 0, Metrics: []string{bytesMetric}, Samples: ss})
+	feed.batches.Add(pcieBatch(t0))
 	a.Flush()
 	var podBytes float64
 	for _, fam := range a.Snapshot().Families {

@@ -69,26 +69,12 @@ func TestUntracedPodFromNVML(t *testing.T) {
 		}
 	}
 
-	const bytesMetric = "PCI.TriageCompute.pcie__read_bytes.sum"
-	m, err := mapping.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, err := attribution.New([]pmdata.Device{{Index: 0, UUID: "GPU-1"}},
-		[]pmdata.CatalogEntry{{Name: bytesMetric, Properties: pmdata.Properties{Type: pmdata.TypeCounter, HWUnit: "pcie", DimUnit: "byte"}}}, m, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	a, _, _ := pcieJoin(t)
 	t0 := time.Now().Add(-time.Minute).Truncate(time.Second)
 	pod, ns, ctr, _ := resolve(4242)
 	a.ObserveProcesses(gpuprocs.Observation{GPU: "0", UUID: "GPU-1", Start: t0, End: t0.Add(time.Second), Shares: true,
 		Processes: []gpuprocs.Process{{PID: 4242, SMShare: 1, Namespace: ns, Pod: pod, Container: ctr}}})
-	var ss []pmdata.Sample
-	for i := range 100 {
-		s := uint64(t0.UnixNano()) + uint64(i)*1e6
-		ss = append(ss, pmdata.Sample{Start: s, End: s + 1e6, Values: []float64{1000}})
-	}
-	a.Add(pmdata.Batch{Device: 0, Metrics: []string{bytesMetric}, Samples: ss})
+	a.Add(pcieBatch(t0))
 	a.Flush()
 	var podBytes, present float64
 	for _, f := range a.Snapshot().Families {
@@ -108,4 +94,32 @@ func TestUntracedPodFromNVML(t *testing.T) {
 	if podBytes != 100_000 || present != 1 {
 		t.Errorf("notebook pod (source=nvml) got %v bytes of 100000, untraced-present ratio %v (want 1)", podBytes, present)
 	}
+}
+
+// pcieJoin is an attribution join of one GPU (index 0, GPU-1) sampling PCIe read bytes alone,
+// with its devices and catalog.
+func pcieJoin(t *testing.T) (*attribution.Attributor, []pmdata.Device, []pmdata.CatalogEntry) {
+	t.Helper()
+	m, err := mapping.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	devices := []pmdata.Device{{Index: 0, UUID: "GPU-1"}}
+	catalog := []pmdata.CatalogEntry{{Name: "PCI.TriageCompute.pcie__read_bytes.sum",
+		Properties: pmdata.Properties{Type: pmdata.TypeCounter, HWUnit: "pcie", DimUnit: "byte"}}}
+	a, err := attribution.New(devices, catalog, m, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a, devices, catalog
+}
+
+// pcieBatch is pcieJoin's GPU's batch of 100 samples of 1 ms from t0, 1000 bytes each.
+func pcieBatch(t0 time.Time) pmdata.Batch {
+	var ss []pmdata.Sample
+	for i := range 100 {
+		s := uint64(t0.UnixNano()) + uint64(i)*1e6
+		ss = append(ss, pmdata.Sample{Start: s, End: s + 1e6, Values: []float64{1000}})
+	}
+	return pmdata.Batch{Device: 0, Metrics: []string{"PCI.TriageCompute.pcie__read_bytes.sum"}, Samples: ss}
 }
