@@ -34,6 +34,7 @@ func (a *Attributor) attribute(d *devState, chunk []psample, now time.Time) {
 	a.chunkSeries(d, now)
 	defer clear(sc.accP)
 	a.markShared(d, len(chunk))
+	sc.wholeTurnRates(&a.classes)
 	a.exposure(d, now)
 	a.chunkValues(d, chunk)
 	ns := len(chunk)
@@ -399,13 +400,33 @@ func (sc *scratch) fitPriors(d *devState, m int32, decay float64) (sumA, sumE, s
 	return sumA, sumE, sumW
 }
 
+// wholeTurnRates sets sc.soloFit: the local classes whose rate is fitted on their solo
+// samples where they have enough solo time: every traced kernel class, and, where no MPS
+// client is on the device, each untraced process's class. Time-sliced, a sample that holds a
+// context switch is shared by two turns and counts less than their times at their rates (the
+// switch runs nothing: on the tap recordings of run DY a switch sample read 2.4 GB of DRAM
+// where a whole turn's read 3.05), so a rate fitted over such samples falls by how much of a
+// class's time lies in switches. A bursty traced pod has half its bytes there: fitted over
+// every sample beside untraced processes, its rate fell below theirs and the split of the
+// switch samples took 6-7 % of its bytes (run DY's `ts3-c:1,2`, all of it in switch
+// samples); with the untraced classes' rates still fitted over every sample (the traced ones'
+// alone from whole turns), the untraced classes took the switches' whole deficit instead
+// (−2.8 to −6.6 % there). Under MPS an untraced client's exposure is every busy sample, and
+// its solo rate would be its rate alone in every shared one (tried: +28 % to +197 % for it).
+func (sc *scratch) wholeTurnRates(classes *classTable) {
+	sc.soloFit = sc.soloFit[:0]
+	for lc, c := range sc.classes {
+		sc.soloFit = append(sc.soloFit, sc.lpid[lc] != 0 || len(sc.mpsPIDs) == 0 && classes.isUntraced(c))
+	}
+}
+
 // startRates sets the rates the EM passes start from: each class's carried rate (its solo
 // one where it has enough solo time), the device's mean where it has none, never below floor
 // (quiet kernels: 0).
 func (sc *scratch) startRates(mean, floor, secs float64) {
 	for lc, c := range sc.classes {
 		r := mean
-		if sc.lpid[lc] != 0 && sc.priorES[lc] >= secs {
+		if sc.soloFit[lc] && sc.priorES[lc] >= secs {
 			r = sc.priorAS[lc] / sc.priorES[lc]
 		} else if sc.priorE[lc] > 1e-9 {
 			r = sc.priorA[lc] / sc.priorE[lc]
@@ -470,7 +491,7 @@ func (sc *scratch) emRates(floor, secs float64) bool {
 			continue
 		}
 		r := (sc.priorA[lc] + sc.newA[lc]) / e
-		if es := sc.priorES[lc] + sc.expS[lc]; sc.lpid[lc] != 0 && es >= secs {
+		if es := sc.priorES[lc] + sc.expS[lc]; sc.soloFit[lc] && es >= secs {
 			r = (sc.priorAS[lc] + sc.newAS[lc]) / es
 		}
 		if lc < len(sc.quiet) && sc.quiet[lc] >= 0 && sc.quiet[lc] <= quietShare*r {
@@ -486,21 +507,17 @@ func (sc *scratch) emRates(floor, secs float64) bool {
 // markShared sets sc.shared[s] for each of the chunk's ns samples, which then set no solo
 // rate: whether the traced items exposed in it run side by side with another process's (MPS
 // clients, NVML's observations say): another traced process's items, or an untraced
-// process's (whose time is an estimate). Time-sliced processes never run side by side, but
-// where every process is traced a sample that holds a context switch is shared by two
-// turns: the switch itself runs nothing (150,000-320,000 cycles on an H100, turns.go), so
-// the rates fitted over such samples fall below those of whole turns, for each class by how
-// much of its time lies in switches. On runs BB and DE's recordings the all-traced
-// time-sliced cases' worst pod moved from 3.7-8.1 % to 1.4-6.1 % with the rates of whole
-// turns (docs/attribution.md). Beside untraced processes the switch samples still set the
-// rates: an untraced class's rate is fitted over every sample, and holding the traced ones'
-// alone left the switches' deficit to it (up to 13 points worse there).
+// process's (whose time is an estimate). Time-sliced processes never run side by side, but a
+// sample that holds a context switch is shared by two turns: the switch itself runs nothing
+// (150,000-320,000 cycles on an H100, turns.go), so the rates fitted over such samples fall
+// below those of whole turns, for each class by how much of its time lies in switches. On
+// runs BB and DE's recordings the all-traced time-sliced cases' worst pod moved from
+// 3.7-8.1 % to 1.4-6.1 % with the rates of whole turns; beside untraced processes their
+// classes take whole-turn rates too (wholeTurnRates; docs/attribution.md).
 func (a *Attributor) markShared(d *devState, ns int) {
 	sc := &d.sc
 	sc.shared = grow(sc.shared, ns)
-	if len(sc.upods) == 0 {
-		copy(sc.shared, sc.switched) // applyNVML sized switched to the chunk
-	}
+	copy(sc.shared, sc.switched) // applyNVML sized switched to the chunk
 	mps := sc.mpsPIDs
 	if len(mps) == 0 {
 		return

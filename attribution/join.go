@@ -192,6 +192,7 @@ type scratch struct {
 	expS, newAS      []float64
 	priorAS, priorES []float64
 	shared, switched []bool
+	soloFit          []bool          // by local class: its rate is fitted on its solo samples (wholeTurnRates)
 	mpsPIDs          map[uint32]bool // the MPS clients of the chunk's NVML observations (applyNVML: mpsClients), nil when none
 	// quiet: each local class's bound on its rate of a ratio metric beside untraced
 	// processes, -1 none (quietCaps); quietX and quietB its scratch.
