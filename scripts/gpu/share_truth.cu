@@ -116,6 +116,9 @@ static const Role roles[] = {
     {"t-stream", 0.70, 0.00, 0.3, 8, 0, 0, 0.2, 4, 4, 512, 0, 0, 1, 6, 0.7, 0, 3, 1.0},
     {"t-tensor", 0.35, 0.50, 0.3, 4, 0.5, 5, 0.2, 2, 4, 512, 2, 128, 1, 4, 0.5, 0, 2, 1.0},
     {"t-light", 0.40, 0.00, 1, 3, 0, 0, 1, 10, 4, 512, 0, 0, 1, 3, 0.8, 0, 6, 1.0},
+    // a bursty tune role (added in run DZ: the tune set had no process that is idle at half
+    // the switches, as c-burst is)
+    {"t-pulse", 0.85, 0.00, 0.2, 1.5, 0, 0, 0.1, 0.5, 4, 512, 0, 0, 2, 6, 1.0, 1, 8, 1.0},
     // check set: short narrow bursts, long wide reads, small tensor kernels, quarter-width reads
     {"c-burst", 0.95, 0.00, 0.05, 0.4, 0, 0, 0.05, 0.2, 1, 256, 0, 0, 10, 30, 1.0, 4, 20, 0.5},
     {"c-steady", 0.90, 0.00, 5, 25, 0, 0, 1, 3, 8, 256, 0, 0, 2, 8, 0.2, 0, 1, 1.0},

@@ -46,6 +46,8 @@ share_mode() {
     ts2-t) echo "0 t-stream t-tensor" ;;
     ts3-t) echo "0 t-stream t-tensor t-light" ;;
     ts4-t) echo "0 t-stream t-tensor t-light t-stream" ;;
+    ts3p-t) echo "0 t-stream t-tensor t-pulse" ;; # with the bursty tune role (run DZ on)
+    ts4p-t) echo "0 t-stream t-tensor t-light t-pulse" ;;
     mps2-t) echo "1 t-stream t-tensor" ;;
     mps3-t) echo "1 t-stream t-tensor t-light" ;;
     ts2-c) echo "0 c-steady c-tensor" ;;
