@@ -104,7 +104,7 @@ func (sc *scratch) shed() {
 	sc.itemLC, sc.itemProc, sc.itemW, sc.itemRun, sc.itemX, sc.off, sc.wsum, sc.gapW = nil, nil, nil, nil, nil, nil, nil, nil
 	sc.itemLC2, sc.itemProc2, sc.itemW2, sc.itemRun2, sc.itemX2, sc.off2 = nil, nil, nil, nil, nil, nil
 	sc.active, sc.ev, sc.gs, sc.v, sc.sobs, sc.u, sc.uPre = nil, nil, nil, nil, nil, nil, nil
-	sc.sobsAll, sc.unc, sc.shared, sc.switched = nil, nil, nil, nil
+	sc.sobsAll, sc.unc, sc.shared, sc.switched, sc.soloFit = nil, nil, nil, nil, nil
 	sc.tOwnT = nil
 	sc.cover.Shed()
 	sc.owners.Shed()
@@ -122,6 +122,6 @@ func (sc *scratch) scratchBytes() int64 {
 		cap(sc.unc) + cap(sc.tOwnT) +
 		cap(sc.expS) + cap(sc.newAS) + cap(sc.priorAS) + cap(sc.priorES))
 	n += 16*cap(sc.ev) + 8*(cap(sc.accK)+cap(sc.accP)+cap(sc.accU))
-	n += cap(sc.shared) + cap(sc.switched) + 16*len(sc.locP) // the map's entries (key and value), not its overhead
+	n += cap(sc.shared) + cap(sc.switched) + cap(sc.soloFit) + 16*len(sc.locP) // the map's entries (key and value), not its overhead
 	return int64(n) + sc.cover.Bytes() + sc.owners.Bytes() + sc.fill.Bytes()
 }
