@@ -24,6 +24,7 @@ type model struct {
 	tmp, tmp2   []float64 // n each: scratch
 	pos         []int     // positions of an order
 	buf         []float64 // propagate's scratch
+	short       []float64 // shortEm's
 }
 
 // emissions sets m.em, each context's likelihood of the evidence of each segment, and
@@ -182,7 +183,7 @@ func (m *model) forward(order []int, As, alpha []float64) float64 {
 		if k > 0 {
 			src = alpha[(k-1)*n : k*n]
 		}
-		propagate(src, A, sg.steps, m.tmp, stepForward, m.buf)
+		propagate(src, A, sg.steps, m.shortEm(k), m.tmp, stepForward, m.buf)
 		row := alpha[k*n : (k+1)*n]
 		for c := range n {
 			row[c] = m.tmp[c] * m.em[k*n+c]
@@ -247,7 +248,7 @@ func (m *model) smooth() {
 			m.tmp[c] = m.em[(k+1)*n+c] * beta[(k+1)*n+c]
 		}
 		A := m.As[(k+1)*n*n : (k+2)*n*n]
-		propagate(m.tmp, A, m.segs[k+1].steps, beta[k*n:(k+1)*n], stepBackward, m.buf)
+		propagate(m.tmp, A, m.segs[k+1].steps, m.shortEm(k+1), beta[k*n:(k+1)*n], stepBackward, m.buf)
 		normalize(beta[k*n : (k+1)*n])
 	}
 	for k := range K {
@@ -335,18 +336,45 @@ func positions(order, pos []int) {
 }
 
 // propagate moves an owner distribution p across the steps switches before a segment; step
-// is one switch's move (forward or backward through A); buf (2 len(p)) is its scratch.
-// (Counting the switches of a run with odds, each switch's cycles give or take
-// 35,000-60,000, explained the H100 recordings of run BB worse than the likeliest count.)
-func propagate(p, A []float64, steps int, out []float64, step func(p, A, out []float64), buf []float64) {
+// is one switch's move (forward or backward through A); between two switches, the short turn
+// they bound is weighed by short (nil: none); buf (2 len(p)) is its scratch. (Counting the
+// switches of a run with odds, each switch's cycles give or take 35,000-60,000, explained the
+// H100 recordings of run BB worse than the likeliest count.)
+func propagate(p, A []float64, steps int, short, out []float64, step func(p, A, out []float64), buf []float64) {
 	n := len(p)
 	cur, nxt := buf[:n], buf[n:2*n]
 	copy(cur, p)
-	for range min(steps, 2*n) {
+	for i := range min(steps, 2*n) {
+		if i > 0 && short != nil {
+			for c := range n {
+				cur[c] *= short[c]
+			}
+		}
 		step(cur, A, nxt)
 		cur, nxt = nxt, cur
 	}
 	copy(out, cur)
+}
+
+// shortEm is the likelihood, for each context, of owning a turn between two switches of the
+// run before segment k: a turn that short ends because its context ran out of work, which a
+// traced process's records show as a record that starts or ends there (none: emitNoShortEdge);
+// nil where the run holds one switch.
+func (m *model) shortEm(k int) []float64 {
+	if m.segs[k].steps < 2 {
+		return nil
+	}
+	n := m.n
+	if len(m.short) < n {
+		m.short = make([]float64, n)
+	}
+	for c, ctx := range m.ctxs {
+		m.short[c] = 1
+		if !ctx.Recordless() && !m.ev[k*n+c].shortEdge {
+			m.short[c] = emitNoShortEdge
+		}
+	}
+	return m.short[:n]
 }
 
 // orderKey names a cyclic order of the chunk's contexts by their keys, from the least key

@@ -226,3 +226,32 @@ func kernelSum(snap *snapshot.Snapshot, name, kernel string) float64 {
 	}
 	return sum
 }
+
+// TestBurstyUntracedBesideTwoTraced replays run DE's three-process recording (the one
+// TestTimeSlicedPodsAllTraced reads) with the bursty c-burst hidden, so it joins as an
+// untraced process beside the traced c-tensor and c-steady: issue 31's 2 + 1 case with the
+// untraced process the one that is idle at half the switches. Its short turns lie between
+// two switches of one run of switch samples, where a traced process with no record edge
+// cannot be (attribution/turns, emitNoShortEdge); before that evidence its class read +88 %
+// and the traced pods −7.2 % and −6.1 %.
+func TestBurstyUntracedBesideTwoTraced(t *testing.T) {
+	known := map[string]float64{"p0-c-burst": 1349409718272, "p1-c-tensor": 7166936088576, "p2-c-steady": 9710330707968}
+	snap, _, err := replay("testdata/rec-ts3-c.rec.gz", map[string]bool{"p0-c-burst": true}, "rate", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := tracedPods(snap, "cupti_pod_dram_read_bytes_total")
+	for _, pod := range []string{"p1-c-tensor", "p2-c-steady"} {
+		e := got[pod]/known[pod] - 1
+		t.Logf("%s: %.1f GB of %.1f known (%+.2f %%)", pod, got[pod]/1e9, known[pod]/1e9, 100*e)
+		if math.Abs(e) > 0.05 {
+			t.Errorf("%s: DRAM read %+.2f %% off its known bytes (target 5 %%)", pod, 100*e)
+		}
+	}
+	u := kernelSum(snap, "cupti_kernel_dram_read_bytes_total", "(untraced)")
+	eu := u/known["p0-c-burst"] - 1
+	t.Logf("(untraced) c-burst: %.1f GB of %.1f known (%+.2f %%)", u/1e9, known["p0-c-burst"]/1e9, 100*eu)
+	if math.Abs(eu) > 0.15 {
+		t.Errorf("the untraced bursty process: DRAM read %+.2f %% off its known bytes (target 15 %%)", 100*eu)
+	}
+}
