@@ -22,7 +22,7 @@ import (
 // recording, at the time the join gets it, so that a live run can be replayed offline
 // (scripts/gpu/sharesim) exactly as it was joined. Release builds have no such variable.
 func tapJoin(a *attribution.Attributor, devices []pmdata.Device, catalog []pmdata.CatalogEntry, logger *slog.Logger) joinFeed {
-	plain := joinFeed{activity: a, batches: a, processes: a}
+	plain := feedOf(a)
 	path := os.Getenv("CUPTI_EXPORTER_JOINTAP")
 	if path == "" {
 		return plain

@@ -12,5 +12,5 @@ import (
 // tapJoin returns the join's feed: the join itself (a build with -tags jointap can record
 // it, jointap.go).
 func tapJoin(a *attribution.Attributor, _ []pmdata.Device, _ []pmdata.CatalogEntry, _ *slog.Logger) joinFeed {
-	return joinFeed{activity: a, batches: a, processes: a}
+	return feedOf(a)
 }

@@ -180,6 +180,12 @@ type joinFeed struct {
 	processes health.ProcessListener
 }
 
+// feedOf is the join fed directly: what a release build uses, and a jointap build without
+// CUPTI_EXPORTER_JOINTAP.
+func feedOf(a *attribution.Attributor) joinFeed {
+	return joinFeed{activity: a, batches: a, processes: a}
+}
+
 // newActivity makes the activity aggregator with opts; the attribution join, one of its
 // listeners, labels kernels with the aggregator's bounded kernel labels.
 func (pm *pmSetup) newActivity(opts []activity.Option) *activity.Aggregator {

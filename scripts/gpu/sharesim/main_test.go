@@ -136,11 +136,18 @@ func TestTimeSlicedPodsAllTraced(t *testing.T) {
 	}
 	got := tracedPods(snap, "cupti_pod_dram_read_bytes_total")
 	for pod, want := range known {
-		e := got[pod]/want - 1
-		t.Logf("%s: %.1f GB of %.1f known (%+.2f %%)", pod, got[pod]/1e9, want/1e9, 100*e)
-		if math.Abs(e) > 0.03 {
-			t.Errorf("%s: DRAM read %+.2f %% off its known bytes (bound 3 %%)", pod, 100*e)
-		}
+		checkBytes(t, pod, got[pod], want, 0.03)
+	}
+}
+
+// checkBytes logs what, DRAM read bytes got against the known want, and fails the test where
+// they are more than bound (a fraction) off.
+func checkBytes(t *testing.T, what string, got, want, bound float64) {
+	t.Helper()
+	e := got/want - 1
+	t.Logf("%s: %.1f GB of %.1f known (%+.2f %%)", what, got/1e9, want/1e9, 100*e)
+	if math.Abs(e) > bound {
+		t.Errorf("%s: DRAM read %+.2f %% off its known bytes (bound %.0f %%)", what, 100*e, 100*bound)
 	}
 }
 
@@ -194,18 +201,8 @@ func TestUntracedBesideOneTracedLive(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got := tracedPods(snap, "cupti_pod_dram_read_bytes_total")[c.pod]
-			e := got/c.traced - 1
-			t.Logf("%s: %.1f GB of %.1f known (%+.2f %%)", c.pod, got/1e9, c.traced/1e9, 100*e)
-			if math.Abs(e) > 0.05 {
-				t.Errorf("%s: DRAM read %+.2f %% off its known bytes (target 5 %%)", c.pod, 100*e)
-			}
-			u := kernelSum(snap, "cupti_kernel_dram_read_bytes_total", "(untraced)")
-			eu := u/c.untraced - 1
-			t.Logf("(untraced): %.1f GB of %.1f known (%+.2f %%)", u/1e9, c.untraced/1e9, 100*eu)
-			if math.Abs(eu) > 0.15 {
-				t.Errorf("the untraced class: DRAM read %+.2f %% off its known bytes (target 15 %%)", 100*eu)
-			}
+			checkBytes(t, c.pod, tracedPods(snap, "cupti_pod_dram_read_bytes_total")[c.pod], c.traced, 0.05)
+			checkBytes(t, "(untraced)", kernelSum(snap, "cupti_kernel_dram_read_bytes_total", "(untraced)"), c.untraced, 0.15)
 		})
 	}
 }
@@ -242,16 +239,7 @@ func TestBurstyUntracedBesideTwoTraced(t *testing.T) {
 	}
 	got := tracedPods(snap, "cupti_pod_dram_read_bytes_total")
 	for _, pod := range []string{"p1-c-tensor", "p2-c-steady"} {
-		e := got[pod]/known[pod] - 1
-		t.Logf("%s: %.1f GB of %.1f known (%+.2f %%)", pod, got[pod]/1e9, known[pod]/1e9, 100*e)
-		if math.Abs(e) > 0.05 {
-			t.Errorf("%s: DRAM read %+.2f %% off its known bytes (target 5 %%)", pod, 100*e)
-		}
+		checkBytes(t, pod, got[pod], known[pod], 0.05)
 	}
-	u := kernelSum(snap, "cupti_kernel_dram_read_bytes_total", "(untraced)")
-	eu := u/known["p0-c-burst"] - 1
-	t.Logf("(untraced) c-burst: %.1f GB of %.1f known (%+.2f %%)", u/1e9, known["p0-c-burst"]/1e9, 100*eu)
-	if math.Abs(eu) > 0.15 {
-		t.Errorf("the untraced bursty process: DRAM read %+.2f %% off its known bytes (target 15 %%)", 100*eu)
-	}
+	checkBytes(t, "(untraced) c-burst", kernelSum(snap, "cupti_kernel_dram_read_bytes_total", "(untraced)"), known["p0-c-burst"], 0.15)
 }
