@@ -46,8 +46,9 @@ func (a *Attributor) attribute(d *devState, chunk []psample, now time.Time) {
 		v := sc.v[row*ns : (row+1)*ns]
 		sc.r, sc.newA, sc.newAS = grow(sc.r, nl), grow(sc.newA, nl), grow(sc.newAS, nl)
 		rate := a.cfg.estimator == EstimatorRate
+		span := chunk[len(chunk)-1].end - chunk[0].start
 		if rate {
-			rate = a.fit(d, m, v, decay, float64(chunk[len(chunk)-1].end-chunk[0].start)/1e9/float64(ns))
+			rate = a.fit(d, m, v, decay, float64(span)/1e9/float64(ns), span)
 		}
 		a.splitMetric(d, m, v, rate)
 		if a.cfg.estimator == EstimatorRate {
@@ -56,6 +57,10 @@ func (a *Attributor) attribute(d *devState, chunk []psample, now time.Time) {
 				cr.grow(int(m) + 1)
 				cr.a[m] = cr.a[m]*decay + sc.newA[lc]
 				cr.as[m] = cr.as[m]*decay + sc.newAS[lc]
+				cr.quiet[m] = -1
+				if rate && lc < len(sc.quiet) {
+					cr.quiet[m] = sc.quiet[lc]
+				}
 			}
 		}
 		sc.rows[m] = -1
@@ -270,7 +275,7 @@ func (a *Attributor) splitMetric(d *devState, m int32, v []float64, rate bool) {
 // shared ones: kernels of processes running side by side (MPS) slow each other unevenly,
 // and one rate fitted over both mixes the two. It reports false when the chunk has nothing
 // to fit.
-func (a *Attributor) fit(d *devState, m int32, v []float64, decay, secs float64) bool {
+func (a *Attributor) fit(d *devState, m int32, v []float64, decay, secs float64, span int64) bool {
 	sc := &d.sc
 	sumA, sumE, sumW := sc.fitPriors(d, m, decay)
 	var sumV float64
@@ -290,11 +295,14 @@ func (a *Attributor) fit(d *devState, m int32, v []float64, decay, secs float64)
 	sc.startRates(mean, floor, secs)
 	sc.quiet = sc.quiet[:0]
 	if len(sc.upods) > 0 && a.metrics[m].q == quantitySeconds {
-		q := quietQuantileSliced
+		rule := quietSliced
 		if len(sc.mpsPIDs) > 0 {
-			q = quietQuantileMPS
+			rule = quietMPS
 		}
-		sc.quietCaps(v, q)
+		sc.quietCaps(v, rule)
+		if rule.carried {
+			sc.carryQuiet(d, m, floor, span)
+		}
 	}
 	// A chunk with untraced processes' classes (NVML) converges slowly: their exposure is
 	// spread over every sample of a period, so the fit goes on until the rates settle.
@@ -322,21 +330,64 @@ func (a *Attributor) fit(d *devState, m int32, v []float64, decay, secs float64)
 // class ran at rate r through X seconds of a sample that counted x can have added at most
 // r·X ≤ x. Where a quantile of these bounds is below a tenth of the fitted rate, the class
 // was seen doing none of it in most of its samples and its rate is that quantile.
-const (
-	// quietQuantileSliced: time-sliced, the bound's median (the turns' exposures are off
-	// both ways now and then: a lower quantile starves a class that does use the pipe).
-	quietQuantileSliced = 0.5
-	// quietQuantileMPS: under MPS, its 10th percentile (an exposure is a record's span; the
-	// untraced client runs beside nearly every sample, so the median bound says little).
-	quietQuantileMPS = 0.1
-	quietShare       = 0.1 // a bound takes over only below this share of the fitted rate
-	quietMinSamples  = 8   // samples a class must have run at least half of
+const quietShare = 0.1 // a bound takes over only below this share of the fitted rate
+
+// quietRule says which samples bound a class's rate and which of their bounds is taken.
+type quietRule struct {
+	q       float64 // the quantile of the bounds taken
+	least   float64 // a sample bounds where the class ran at least this share of it (and some)
+	samples int     // the fewest such samples a class needs in the chunk
+	carried bool    // the chunk before's bound holds too, loosened by quietRecovery (carryQuiet)
+}
+
+// quietRecovery is how fast a carried bound loosens: it doubles every 100 ms of samples, so
+// a class that starts to use the pipe is bounded by its quiet past for about a second at
+// most (from the rate floor, 1/1000 of the device's mean rate, to it).
+const quietRecovery = 100 * time.Millisecond
+
+var (
+	// quietSliced: time-sliced, the bound's median over the samples a class ran at least
+	// half of, at least 8 (a turn's exposure is an estimate, off both ways now and then: a
+	// lower quantile, or a smaller share of a sample, starves a class that does use the pipe).
+	quietSliced = quietRule{q: 0.5, least: 0.5, samples: 8}
+	// quietMPS: under MPS, the 10th percentile over every sample a class ran in, at least 3:
+	// an exposure is a record's span, exact, so every sample bounds and the lowest bounds
+	// count (the untraced client runs beside nearly every sample, so the median says little).
+	// At 8 samples of at least half their time, a bursty client's 50-200 µs spin kernels ran
+	// through too few in most 100 ms chunks and kept the rate the fit gave them: its pod got
+	// 1.2-1.5 % of an untraced tensor client's active seconds (check set, runs DY-EC).
+	//
+	// And each class's bound is carried from chunk to chunk: a chunk in which the untraced
+	// client's tensor work ran beside most of a class's samples bounds it loosely (the 10th
+	// percentile 0.19-0.25 of the time for a streaming pod's spin kernels, where the chunks
+	// around it read 0.00002), and with no bound from its quiet past the fit gave the class a
+	// rate of 0.07-0.36 there: 1.15 % of the tensor seconds to the pod (the tune set's
+	// mps3p-t:1, run ED). A class that uses the pipe at rate r bounds itself at r or above in
+	// every sample, so its own past never bounds it below that.
+	quietMPS = quietRule{q: 0.1, least: 0, samples: 3, carried: true}
 )
 
-// quietCaps sets sc.quiet[lc] for each traced class: the q-quantile of x/X over the chunk's
-// samples in which the class ran at least half the sample (X its exposure seconds there, x the
-// sample's value of the metric), or -1 where it ran half of fewer than quietMinSamples.
-func (sc *scratch) quietCaps(v []float64, q float64) {
+// carryQuiet bounds each traced class of metric m by its bound of the chunk before, where it
+// had one, loosened by the span's recovery (never from below floor): the lower of that and
+// the chunk's own bound, or that alone where the class ran through too few samples.
+func (sc *scratch) carryQuiet(d *devState, m int32, floor float64, span int64) {
+	loosen := math.Exp2(float64(span) / float64(quietRecovery))
+	for lc, c := range sc.classes {
+		cr := d.carried[rateKey{c, sc.lpid[lc]}]
+		if sc.lpid[lc] == 0 || cr == nil || int(m) >= len(cr.quiet) || cr.quiet[m] < 0 {
+			continue
+		}
+		if b := max(cr.quiet[m], floor) * loosen; sc.quiet[lc] < 0 || b < sc.quiet[lc] {
+			sc.quiet[lc] = b
+		}
+	}
+}
+
+// quietCaps sets sc.quiet[lc] for each traced class: the rule's quantile of x/X over the
+// chunk's samples in which the class ran at least the rule's share of the sample (X its
+// exposure seconds there, x the sample's value of the metric), or -1 where it ran so in fewer
+// than the rule's samples.
+func (sc *scratch) quietCaps(v []float64, rule quietRule) {
 	nl := len(sc.classes)
 	sc.quietX = grow(sc.quietX, nl)
 	sc.quietB = sc.quietB[:0]
@@ -347,7 +398,7 @@ func (sc *scratch) quietCaps(v []float64, q float64) {
 		}
 		for i := lo; i < hi; i++ {
 			lc := sc.itemLC[i]
-			if X := sc.quietX[lc]; X > 0 && X >= sc.wsum[s]/2 && sc.lpid[lc] != 0 {
+			if X := sc.quietX[lc]; X > 0 && X >= rule.least*sc.wsum[s] && sc.lpid[lc] != 0 {
 				sc.quietB = append(sc.quietB, quietBound{lc, x / (X / 1e9)})
 			}
 			sc.quietX[lc] = 0 // once per sample and class
@@ -364,8 +415,8 @@ func (sc *scratch) quietCaps(v []float64, q float64) {
 		for j < len(sc.quietB) && sc.quietB[j].lc == sc.quietB[i].lc {
 			j++
 		}
-		if n := j - i; n >= quietMinSamples {
-			sc.quiet[sc.quietB[i].lc] = sc.quietB[i+int(q*float64(n-1))].b
+		if n := j - i; n >= rule.samples {
+			sc.quiet[sc.quietB[i].lc] = sc.quietB[i+int(rule.q*float64(n-1))].b
 		}
 		i = j
 	}
@@ -544,9 +595,8 @@ func (a *Attributor) markShared(d *devState, ns int) {
 }
 
 func (cr *classRate) grow(n int) {
-	if len(cr.a) < n {
-		cr.a = append(cr.a, make([]float64, n-len(cr.a))...)
-		cr.as = append(cr.as, make([]float64, n-len(cr.as))...)
+	for len(cr.a) < n {
+		cr.a, cr.as, cr.quiet = append(cr.a, 0), append(cr.as, 0), append(cr.quiet, -1)
 	}
 }
 

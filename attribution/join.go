@@ -110,6 +110,7 @@ type rateKey struct {
 type classRate struct {
 	e, es float64
 	a, as []float64
+	quiet []float64 // by metric: the class's bound of a ratio's rate in the chunk before, -1: none (carryQuiet)
 }
 
 // devState is the join of one device.

@@ -16,7 +16,7 @@ const (
 	recBlock   = 4096 // records reserved from the budget at once
 	classBytes = 96   // a kernel class: map entry, name header; plus the name
 	accBytes   = 96   // a series accumulator (kernel or pod), plus 9 B per metric
-	rateBytes  = 72   // a class's rate state on a device, plus 16 B per metric
+	rateBytes  = 96   // a class's rate state on a device, plus 24 B per metric
 	procBytes  = 160  // a traced process, plus 16 B per coverage span
 
 	// maxJoinItems bounds the items (sample x class x process) one join builds: a chunk of
@@ -80,7 +80,7 @@ func (a *Attributor) settle() {
 		d.held.Store(int64(held))
 		want += int64(held)*recBytes + d.sc.bytes
 		want += int64(len(d.kernels)+len(d.pods)) * (accBytes + 9*nm)
-		want += int64(len(d.carried)) * (rateBytes + 16*nm)
+		want += int64(len(d.carried)) * (rateBytes + 24*nm)
 	}
 	for _, ps := range a.procs {
 		want += procBytes + 16*int64(cap(ps.spans))

@@ -43,7 +43,7 @@ func TestFloodStaysInBudget(t *testing.T) {
 		}
 		// Records are refused at the limit; the join's buffers and the per-class state it
 		// makes (bounded by the class table) are charged on top.
-		const bound = limit + 2*scratchKeep + 2*maxClasses*(accBytes+rateBytes+17*2)
+		const bound = limit + 2*scratchKeep + 2*maxClasses*(accBytes+rateBytes+25*2)
 		if used := budget.Used(); used > bound {
 			t.Fatalf("step %d: %d bytes charged to a budget of %d (classes %d, records %d, kernels %d, rates %d, scratch %d)", step, used, limit,
 				a.mem.classes, (a.devs[0].held.Load()+a.devs[1].held.Load())*recBytes, len(a.devs[0].kernels)+len(a.devs[1].kernels), len(a.devs[0].carried)+len(a.devs[1].carried), a.devs[0].sc.bytes+a.devs[1].sc.bytes)

@@ -50,6 +50,7 @@ share_mode() {
     ts4p-t) echo "0 t-stream t-tensor t-light t-pulse" ;;
     mps2-t) echo "1 t-stream t-tensor" ;;
     mps3-t) echo "1 t-stream t-tensor t-light" ;;
+    mps3p-t) echo "1 t-stream t-tensor t-pulse" ;; # the bursty tune role's short kernels under MPS (run ED on)
     ts2-c) echo "0 c-steady c-tensor" ;;
     ts3-c) echo "0 c-burst c-tensor c-steady" ;;
     ts4-c) echo "0 c-burst c-tensor c-steady c-narrow" ;;
