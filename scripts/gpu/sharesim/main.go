@@ -8,6 +8,7 @@
 // attrib_share_record's recordings).
 //
 //	go run ./scripts/gpu/sharesim [-hide pod,pod] [-estimator rate] REC[.gz] > metrics.txt
+//	go run ./scripts/gpu/sharesim -groups REC[.gz]   # DRAM bandwidth by the kernels running together
 package main
 
 import (
@@ -38,10 +39,18 @@ func main() {
 	hide := flag.String("hide", "", "comma-separated pods whose connections are dropped (their processes replay as untraced)")
 	est := flag.String("estimator", attribution.DefaultEstimator, "attribution estimator")
 	merge := flag.Int("merge", 1, "deliver every N recorded PM batches of a device as one, as a decode period N times as long would")
+	byGroup := flag.Bool("groups", false, "print the DRAM read bandwidth of the samples by the set of traced kernels running through them, instead of attributing")
 	flag.Parse()
 	if flag.NArg() != 1 || *merge < 1 {
-		fmt.Fprintln(os.Stderr, "usage: sharesim [-hide pod,pod] [-estimator rate] [-merge N] REC[.gz]")
+		fmt.Fprintln(os.Stderr, "usage: sharesim [-hide pod,pod] [-estimator rate] [-merge N] [-groups] REC[.gz]")
 		os.Exit(2)
+	}
+	if *byGroup {
+		if err := groups(flag.Arg(0), os.Stdout); err != nil {
+			fmt.Fprintln(os.Stderr, "sharesim:", err)
+			os.Exit(1)
+		}
+		return
 	}
 	hidden := map[string]bool{}
 	for _, p := range strings.Split(*hide, ",") {

@@ -3,6 +3,7 @@ package main
 import (
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -252,4 +253,41 @@ func TestBurstyUntracedBesideTwoTraced(t *testing.T) {
 		checkBytes(t, pod, got[pod], known[pod], 0.05)
 	}
 	checkBytes(t, "(untraced) c-burst", kernelSum(snap, "cupti_kernel_dram_read_bytes_total", "(untraced)"), known["p0-c-burst"], 0.15)
+}
+
+// TestGroups reads run BB's MPS recording (three traced clients of the tune set) by the set of
+// kernels running through whole samples: the streaming client's reads alone move about 3.1
+// TB/s on the H100, samples with no traced kernel read nothing, and a tensor kernel (bf16
+// WMMA on tiles held in L2) with a spin kernel reads nothing either.
+func TestGroups(t *testing.T) {
+	var out strings.Builder
+	if err := groups("testdata/rec-mps3-t.rec.gz", &out); err != nil {
+		t.Fatal(err)
+	}
+	rates := map[string]float64{}
+	for _, line := range strings.Split(strings.TrimSpace(out.String()), "\n")[1:] {
+		f := strings.Split(line, "\t")
+		if len(f) != 3 {
+			t.Fatalf("line %q: want samples, GB/s and kernels", line)
+		}
+		gbs, err := strconv.ParseFloat(f[1], 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rates[f[2]] = gbs
+	}
+	t.Log(out.String())
+	for _, c := range []struct {
+		group  string
+		lo, hi float64
+	}{
+		{"(no traced kernel)", 0, 1},
+		{"p0-t-stream:t_rd", 2500, 3500},
+		{"p1-t-tensor:t_mma + p2-t-light:t_spin", 0, 1},
+	} {
+		got, ok := rates[c.group]
+		if !ok || got < c.lo || got > c.hi {
+			t.Errorf("%s: %.1f GB/s (found %v), want %g-%g", c.group, got, ok, c.lo, c.hi)
+		}
+	}
 }
