@@ -143,6 +143,7 @@ type devState struct {
 	kernels        map[string]*acc // by kernel label
 	pods           map[podKey]*acc
 	kinds          [3]float64 // seconds: traced, idle, untraced
+	sharing        [3]float64 // seconds by how the GPU was shared (sharingLabels)
 	late           uint64
 	lateSeconds    float64
 	joinSeconds    float64   // wall time spent in join

@@ -640,9 +640,22 @@ func (a *Attributor) overlapping(d *devState, s int) float64 {
 func (a *Attributor) present(d *devState, chunk []psample) {
 	sc := &d.sc
 	var all, present, uncertain float64
+	on := a.tracedOn(d, chunk[0].start, chunk[len(chunk)-1].end)
+	j := 0 // the first NVML observation that may hold the sample's middle
 	for s, smp := range chunk {
 		t := float64(smp.end-smp.start) / 1e9
 		all += t
+		mid := smp.start + (smp.end-smp.start)/2
+		for j < len(d.nvml) && d.nvml[j].end <= mid {
+			j++
+		}
+		var o *nvmlObs
+		if j < len(d.nvml) && d.nvml[j].start <= mid {
+			o = &d.nvml[j]
+		}
+		if m := sharingOf(o, on, smp); m >= 0 {
+			d.sharing[m] += t
+		}
 		observed := len(sc.sobs) > s && sc.sobs[s] >= 0
 		if observed {
 			if o := &d.nvml[sc.sobs[s]]; o.nTraced == 0 && o.hasUnknown() {
@@ -659,6 +672,54 @@ func (a *Attributor) present(d *devState, chunk []psample) {
 	d.presentE = d.presentE*decay + present
 	d.uncertainE = d.uncertainE*decay + uncertain
 	d.sampledE = d.sampledE*decay + all
+}
+
+// The ways a GPU is shared (sharingLabels), by which docs/attribution.md measures the split's
+// error: a shared sample's attributed time counts under one (cupti_attribution_sharing_seconds_total);
+// a GPU with one process or none on it counts under none (an idle GPU's series budget).
+const (
+	sharingExclusive = iota - 1
+	sharingTimeSliced
+	sharingMPS
+	sharingMIG
+)
+
+// tracedOn returns the traced processes present on device d at some time in [lo, hi).
+func (a *Attributor) tracedOn(d *devState, lo, hi int64) []*proc {
+	var on []*proc
+	for _, ps := range a.slots {
+		if ps != nil && ps.presStart < hi && ps.presEnd > lo && ps.onDevice(d) {
+			on = append(on, ps)
+		}
+	}
+	return on
+}
+
+// sharingOf says how sample smp was shared: MIG or MPS where the NVML observation it falls
+// in (o, nil if none) says so, else by how many processes were on the device: the traced ones
+// present (on) and the untraced ones NVML showed active (sharingExclusive: one or none).
+func sharingOf(o *nvmlObs, on []*proc, smp psample) int {
+	n := 0
+	if o != nil {
+		if o.mig {
+			return sharingMIG
+		}
+		for _, p := range o.procs {
+			if p.MPS == gpuprocs.MPSClient {
+				return sharingMPS
+			}
+		}
+		n = len(o.untraced)
+	}
+	for _, ps := range on {
+		if ps.presStart < smp.end && ps.presEnd > smp.start {
+			n++
+		}
+	}
+	if n >= 2 {
+		return sharingTimeSliced
+	}
+	return sharingExclusive
 }
 
 // pruneObservations drops the observations the frontier has passed; a.mu is held.

@@ -127,6 +127,52 @@ func TestMIGGPUNotSplit(t *testing.T) {
 	if u, _ := value(snap, "cupti_attribution_uncertain_ratio", "0"); u != 1 {
 		t.Errorf("uncertain ratio %v on a MIG GPU, want 1", u)
 	}
+	checkSharing(t, snap, "mig", 1)
+}
+
+// checkSharing checks that at least share of the attributed sample time counted under
+// cupti_attribution_sharing_seconds_total's mode.
+func checkSharing(t *testing.T, snap *snapshot.Snapshot, mode string, share float64) {
+	t.Helper()
+	all := sum(snap, "cupti_attribution_seconds_total", "0")
+	got := byLabels(snap, "cupti_attribution_sharing_seconds_total", map[string]string{"mode": mode})
+	if all <= 0 || got < share*all-1e-9 {
+		t.Errorf("sharing: %v s of %v counted as %s, want at least %.0f %%", got, all, mode, 100*share)
+	}
+}
+
+// TestSharingExclusive: a GPU with one traced process on it, and no NVML observation, counts
+// none of its time as shared (no series); a second process connected on it makes the time it
+// was present time-sliced.
+func TestSharingExclusive(t *testing.T) {
+	a, clk := newTest(t, WithWatermark(time.Second))
+	p, info := newProc(10, "pod0", "0")
+	a.ProcessConnected(p, info)
+	a.Coverage(p, []record.Interval{{Start: uint64(t0), End: uint64(t0 + 3*int64(time.Second))}})
+	a.Records(p, []record.Record{kernel(0, "k", t0+100*ms, t0+900*ms)})
+	clk.set(t0 + int64(time.Second))
+	a.Add(pmdata.Batch{Device: 0, Metrics: testMetrics, Samples: samples(t0, ms, 1000, func(s, e int64) []float64 { return []float64{50, 1000} })})
+	clk.advance(5 * time.Second)
+	a.Flush()
+	snap := a.Snapshot()
+	if all := sum(snap, "cupti_attribution_seconds_total", "0"); !near(all, 1, 1e-6) {
+		t.Errorf("attributed %v s, want 1", all)
+	}
+	if n := sum(snap, "cupti_attribution_sharing_seconds_total", "0"); n != 0 {
+		t.Errorf("one process alone counted %v s as shared, want none (no series)", n)
+	}
+	q, info2 := newProc(11, "pod1", "0")
+	a.ProcessConnected(q, info2)
+	start := clk.now().UnixNano()
+	a.Coverage(q, []record.Interval{{Start: uint64(start), End: uint64(start + 3*int64(time.Second))}})
+	a.Add(pmdata.Batch{Device: 0, Metrics: testMetrics, Samples: samples(start, ms, 1000, func(s, e int64) []float64 { return []float64{50, 1000} })})
+	clk.advance(5 * time.Second)
+	a.Flush()
+	snap = a.Snapshot()
+	sliced := byLabels(snap, "cupti_attribution_sharing_seconds_total", map[string]string{"mode": "time_sliced"})
+	if !near(sliced, 1, 1e-6) {
+		t.Errorf("two processes on the GPU for 1 s counted %v s as time_sliced, want 1", sliced)
+	}
 }
 
 // mpsGPU simulates MPS: the clients' kernels run side by side in the server's context
@@ -359,6 +405,7 @@ func TestMPSAloneAndBeside(t *testing.T) {
 			g := makeMPS(rand.New(rand.NewPCG(seed, 31)), 2, span, []float64{1000, 2500}, []float64{0.9, 0.1})
 			g.slow([]float64{0.57, 0.57})
 			snap := runMPS(t, g, span)
+			checkSharing(t, snap, "mps", 0.85)
 			for c := range 2 {
 				got := byLabels(snap, "cupti_pod_pcie_bytes_total", map[string]string{"pod": fmt.Sprintf("pod%d", c), "source": "kernel"})
 				e := got/g.bytes[c] - 1

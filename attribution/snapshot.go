@@ -107,6 +107,11 @@ func (a *Attributor) build(now time.Time) {
 		for i, kind := range kindLabels {
 			counter(kindSecondsDesc, d.kinds[i], d.gpu, d.uuid, kind)
 		}
+		for i, mode := range sharingLabels {
+			if d.sharing[i] > 0 || a.cfg.zeroReasons {
+				counter(sharingDesc, d.sharing[i], d.gpu, d.uuid, mode)
+			}
+		}
 		lag := 0.0
 		if d.newest > d.frontier && d.frontier > 0 {
 			lag = float64(d.newest-d.frontier) / 1e9

@@ -131,6 +131,7 @@ func TestTwoPodsTimeSliced(t *testing.T) {
 		}
 		a.Flush()
 		snap := a.Snapshot()
+		checkSharing(t, snap, "time_sliced", 1)
 		var e [2]float64
 		for p := range 2 {
 			got, _ := value(snap, "cupti_pod_pcie_bytes_total", "0", "GPU-aaaa", "ns", fmt.Sprintf("pod%d", p), "c", "kernel", "rx")
