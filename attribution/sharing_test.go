@@ -101,11 +101,7 @@ func TestTimeSlicedManyProcesses(t *testing.T) {
 // time and bytes go to kernel="(untraced)", and the uncertainty gauge says 1. Conservation
 // holds as everywhere.
 func TestMIGGPUNotSplit(t *testing.T) {
-	a, clk := newTest(t, WithWatermark(time.Second))
-	p, info := newProc(10, "pod0", "0")
-	a.ProcessConnected(p, info)
-	a.Coverage(p, []record.Interval{{Start: uint64(t0), End: uint64(t0 + 3*int64(time.Second))}})
-	a.Records(p, []record.Record{kernel(0, "k", t0+100*ms, t0+900*ms)})
+	a, clk := oneKernelGPU(t)
 	a.ObserveProcesses(gpuprocs.Observation{GPU: "0", UUID: "GPU-aaaa", Start: time.Unix(0, t0), End: time.Unix(0, t0+2*int64(time.Second)),
 		Shares: true, MIG: true, Processes: []gpuprocs.Process{{PID: 10, SMShare: 0.5}, {PID: 20, SMShare: 0.4}}})
 	clk.set(t0 + 2*int64(time.Second))
@@ -130,6 +126,17 @@ func TestMIGGPUNotSplit(t *testing.T) {
 	checkSharing(t, snap, "mig", 1)
 }
 
+// oneKernelGPU is a join (watermark 1 s) with one traced process, pod0 (pid 10), on GPU 0,
+// traced from t0 for 3 s, that ran one kernel from t0+100 ms to t0+900 ms.
+func oneKernelGPU(t *testing.T) (*Attributor, *fakeClock) {
+	a, clk := newTest(t, WithWatermark(time.Second))
+	p, info := newProc(10, "pod0", "0")
+	a.ProcessConnected(p, info)
+	a.Coverage(p, []record.Interval{{Start: uint64(t0), End: uint64(t0 + 3*int64(time.Second))}})
+	a.Records(p, []record.Record{kernel(0, "k", t0+100*ms, t0+900*ms)})
+	return a, clk
+}
+
 // checkSharing checks that at least share of the attributed sample time counted under
 // cupti_attribution_sharing_seconds_total's mode.
 func checkSharing(t *testing.T, snap *snapshot.Snapshot, mode string, share float64) {
@@ -145,11 +152,7 @@ func checkSharing(t *testing.T, snap *snapshot.Snapshot, mode string, share floa
 // none of its time as shared (no series); a second process connected on it makes the time it
 // was present time-sliced.
 func TestSharingExclusive(t *testing.T) {
-	a, clk := newTest(t, WithWatermark(time.Second))
-	p, info := newProc(10, "pod0", "0")
-	a.ProcessConnected(p, info)
-	a.Coverage(p, []record.Interval{{Start: uint64(t0), End: uint64(t0 + 3*int64(time.Second))}})
-	a.Records(p, []record.Record{kernel(0, "k", t0+100*ms, t0+900*ms)})
+	a, clk := oneKernelGPU(t)
 	clk.set(t0 + int64(time.Second))
 	a.Add(pmdata.Batch{Device: 0, Metrics: testMetrics, Samples: samples(t0, ms, 1000, func(s, e int64) []float64 { return []float64{50, 1000} })})
 	clk.advance(5 * time.Second)
