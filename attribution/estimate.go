@@ -46,9 +46,8 @@ func (a *Attributor) attribute(d *devState, chunk []psample, now time.Time) {
 		v := sc.v[row*ns : (row+1)*ns]
 		sc.r, sc.newA, sc.newAS = grow(sc.r, nl), grow(sc.newA, nl), grow(sc.newAS, nl)
 		rate := a.cfg.estimator == EstimatorRate
-		span := chunk[len(chunk)-1].end - chunk[0].start
 		if rate {
-			rate = a.fit(d, m, v, decay, float64(span)/1e9/float64(ns), span)
+			rate = a.fit(d, m, v, decay, chunk[len(chunk)-1].end-chunk[0].start)
 		}
 		a.splitMetric(d, m, v, rate)
 		if a.cfg.estimator == EstimatorRate {
@@ -275,8 +274,9 @@ func (a *Attributor) splitMetric(d *devState, m int32, v []float64, rate bool) {
 // shared ones: kernels of processes running side by side (MPS) slow each other unevenly,
 // and one rate fitted over both mixes the two. It reports false when the chunk has nothing
 // to fit.
-func (a *Attributor) fit(d *devState, m int32, v []float64, decay, secs float64, span int64) bool {
+func (a *Attributor) fit(d *devState, m int32, v []float64, decay float64, span int64) bool {
 	sc := &d.sc
+	secs := float64(span) / 1e9 / float64(len(v)) // the chunk's mean sample
 	sumA, sumE, sumW := sc.fitPriors(d, m, decay)
 	var sumV float64
 	nonzero := false

@@ -214,6 +214,7 @@ type scratch struct {
 	tPod   []podKey
 	owners turns.Owners
 	tOwnT  []float64 // byOwner's scratch: each context's time, room and weight in a sample
+	on     []*proc   // tracedOn's answer
 	// unc is how far sample s's split rested on an estimate (0..1): NVML's period shares (1),
 	// records of several processes told apart by the rate fit alone (1), or an owner the
 	// turns left in doubt (1 - its probability).

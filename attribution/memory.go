@@ -105,7 +105,7 @@ func (sc *scratch) shed() {
 	sc.itemLC2, sc.itemProc2, sc.itemW2, sc.itemRun2, sc.itemX2, sc.off2 = nil, nil, nil, nil, nil, nil
 	sc.active, sc.ev, sc.gs, sc.v, sc.sobs, sc.u, sc.uPre = nil, nil, nil, nil, nil, nil, nil
 	sc.sobsAll, sc.unc, sc.shared, sc.switched, sc.soloFit = nil, nil, nil, nil, nil
-	sc.tOwnT = nil
+	sc.tOwnT, sc.on = nil, nil
 	sc.cover.Shed()
 	sc.owners.Shed()
 }
@@ -119,7 +119,7 @@ func (sc *scratch) scratchBytes() int64 {
 	n += f64 * (cap(sc.itemW) + cap(sc.wsum) + cap(sc.gs) + cap(sc.v) + cap(sc.exp) + cap(sc.r) + cap(sc.newA) +
 		cap(sc.priorA) + cap(sc.priorE) + cap(sc.gapW) + cap(sc.itemW2) + cap(sc.uPre) + 2*cap(sc.u) + cap(sc.part) + cap(sc.limit) +
 		cap(sc.itemRun) + cap(sc.itemRun2) + cap(sc.itemX) + cap(sc.itemX2) +
-		cap(sc.unc) + cap(sc.tOwnT) +
+		cap(sc.unc) + cap(sc.tOwnT) + cap(sc.on) +
 		cap(sc.expS) + cap(sc.newAS) + cap(sc.priorAS) + cap(sc.priorES))
 	n += 16*cap(sc.ev) + 8*(cap(sc.accK)+cap(sc.accP)+cap(sc.accU))
 	n += cap(sc.shared) + cap(sc.switched) + cap(sc.soloFit) + 16*len(sc.locP) // the map's entries (key and value), not its overhead

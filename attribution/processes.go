@@ -33,6 +33,7 @@ type nvmlObs struct {
 	start, end int64
 	shares     bool
 	mig        bool // the GPU is in MIG mode: nothing is split by process
+	mps        bool // procs lists an MPS client
 	procs      []gpuprocs.Process
 	listed     int // procs[:listed] are NVML's list, the rest carried from the period before
 
@@ -116,6 +117,9 @@ func (a *Attributor) ObserveProcesses(o gpuprocs.Observation) {
 	if n := len(d.nvml); n > 0 && d.nvml[n-1].end == start {
 		prev := &d.nvml[n-1]
 		obs.procs = carryVanished(obs.procs, prev.procs[:prev.listed])
+	}
+	for _, p := range obs.procs {
+		obs.mps = obs.mps || p.MPS == gpuprocs.MPSClient
 	}
 	d.nvml = append(d.nvml, obs)
 	d.obsCount++
@@ -250,13 +254,11 @@ func (a *Attributor) applyNVML(d *devState, chunk []psample, local func(int32) i
 	any := false
 	j := 0
 	for s, smp := range chunk {
-		mid := smp.start + (smp.end-smp.start)/2
-		for j < len(d.nvml) && d.nvml[j].end <= mid {
-			j++
-		}
+		var at int
+		j, at = d.obsAt(j, smp)
 		idx := int32(-1)
-		if j < len(d.nvml) && d.nvml[j].start <= mid {
-			o := &d.nvml[j]
+		if at >= 0 {
+			o := &d.nvml[at]
 			a.classify(d, o)
 			if n := len(sc.sobsAll); n == 0 || sc.sobsAll[n-1] != int32(j) {
 				sc.sobsAll = append(sc.sobsAll, int32(j))
@@ -641,17 +643,14 @@ func (a *Attributor) present(d *devState, chunk []psample) {
 	sc := &d.sc
 	var all, present, uncertain float64
 	on := a.tracedOn(d, chunk[0].start, chunk[len(chunk)-1].end)
-	j := 0 // the first NVML observation that may hold the sample's middle
+	j := 0
 	for s, smp := range chunk {
 		t := float64(smp.end-smp.start) / 1e9
 		all += t
-		mid := smp.start + (smp.end-smp.start)/2
-		for j < len(d.nvml) && d.nvml[j].end <= mid {
-			j++
-		}
 		var o *nvmlObs
-		if j < len(d.nvml) && d.nvml[j].start <= mid {
-			o = &d.nvml[j]
+		var at int
+		if j, at = d.obsAt(j, smp); at >= 0 {
+			o = &d.nvml[at]
 		}
 		if m := sharingOf(o, on, smp); m >= 0 {
 			d.sharing[m] += t
@@ -684,15 +683,30 @@ const (
 	sharingMIG
 )
 
-// tracedOn returns the traced processes present on device d at some time in [lo, hi).
+// tracedOn returns the traced processes present on device d at some time in [lo, hi), in
+// d.sc.on (reused from chunk to chunk).
 func (a *Attributor) tracedOn(d *devState, lo, hi int64) []*proc {
-	var on []*proc
+	on := d.sc.on[:0]
 	for _, ps := range a.slots {
 		if ps != nil && ps.presStart < hi && ps.presEnd > lo && ps.onDevice(d) {
 			on = append(on, ps)
 		}
 	}
+	d.sc.on = on
 	return on
+}
+
+// obsAt returns the NVML observation that holds sample smp's middle (its index in d.nvml, -1
+// if none), looking from index j on, and the index to look from for a later sample.
+func (d *devState) obsAt(j int, smp psample) (next, at int) {
+	mid := smp.start + (smp.end-smp.start)/2
+	for j < len(d.nvml) && d.nvml[j].end <= mid {
+		j++
+	}
+	if j < len(d.nvml) && d.nvml[j].start <= mid {
+		return j, j
+	}
+	return j, -1
 }
 
 // sharingOf says how sample smp was shared: MIG or MPS where the NVML observation it falls
@@ -701,13 +715,11 @@ func (a *Attributor) tracedOn(d *devState, lo, hi int64) []*proc {
 func sharingOf(o *nvmlObs, on []*proc, smp psample) int {
 	n := 0
 	if o != nil {
-		if o.mig {
+		switch {
+		case o.mig:
 			return sharingMIG
-		}
-		for _, p := range o.procs {
-			if p.MPS == gpuprocs.MPSClient {
-				return sharingMPS
-			}
+		case o.mps:
+			return sharingMPS
 		}
 		n = len(o.untraced)
 	}

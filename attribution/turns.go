@@ -33,10 +33,7 @@ func (a *Attributor) turnContexts(d *devState, lo, hi int64) {
 		}
 	}
 	var group []int32
-	for _, ps := range a.slots {
-		if ps == nil || ps.presStart >= hi || ps.presEnd <= lo || !ps.onDevice(d) {
-			continue
-		}
+	for _, ps := range a.tracedOn(d, lo, hi) {
 		if mps[ps.pid] {
 			group = append(group, ps.slot)
 			continue
