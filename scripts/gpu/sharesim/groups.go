@@ -36,15 +36,11 @@ type groupRec struct {
 // told apart under saturation"). It reads the recording's first device only, and sees traced
 // kernels only: an untraced process's work is in every group's bandwidth.
 func groups(path string, w io.Writer) error {
-	f, err := open(path)
+	rd, f, err := openRecording(path)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	rd, err := recording.NewReader(bufio.NewReaderSize(f, 1<<20))
-	if err != nil {
-		return err
-	}
 	var (
 		samples []groupSample
 		recs    []groupRec

@@ -80,6 +80,21 @@ func open(path string) (io.ReadCloser, error) {
 	}{z, f}, nil
 }
 
+// openRecording opens the recording at path (gzipped if it ends in .gz) for reading; the
+// caller closes the file.
+func openRecording(path string) (*recording.Reader, io.Closer, error) {
+	f, err := open(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	rd, err := recording.NewReader(bufio.NewReaderSize(f, 1<<20))
+	if err != nil {
+		f.Close()
+		return nil, nil, err
+	}
+	return rd, f, nil
+}
+
 func run(path string, hidden map[string]bool, est string, merge int, w io.Writer) error {
 	snap, dramRead, err := replay(path, hidden, est, merge)
 	if err != nil {
@@ -92,15 +107,11 @@ func run(path string, hidden map[string]bool, est string, merge int, w io.Writer
 // device's DRAM read total. Every merge PM batches of a device reach the join as one (1: as
 // recorded).
 func replay(path string, hidden map[string]bool, est string, merge int) (*snapshot.Snapshot, map[int]float64, error) {
-	f, err := open(path)
+	rd, f, err := openRecording(path)
 	if err != nil {
 		return nil, nil, err
 	}
 	defer f.Close()
-	rd, err := recording.NewReader(bufio.NewReaderSize(f, 1<<20))
-	if err != nil {
-		return nil, nil, err
-	}
 	m, err := mapping.New()
 	if err != nil {
 		return nil, nil, err
