@@ -463,12 +463,13 @@ func (a *Attributor) sampleItems(sc *scratch, ready []rec, lo, hi int64) (idleW,
 }
 
 // coverTurns records the sample [lo, hi)'s entries for the turns (turns.go): each traced
-// process's covered time and whether one of its records starts or ends inside it.
+// process's covered time, the first and last time covered, and whether one of its records
+// starts or ends inside it.
 func (sc *scratch) coverTurns(ready []rec, lo, hi int64) {
 	for _, ri := range sc.active {
 		r := ready[ri]
 		if x, y := max(r.start, lo), min(r.end, hi); y > x && r.proc >= 0 {
-			sc.cover.Add(r.proc, float64(y-x), (r.start > lo && r.start < hi) || (r.end > lo && r.end < hi))
+			sc.cover.Add(r.proc, float64(x-lo), float64(y-lo), (r.start > lo && r.start < hi) || (r.end > lo && r.end < hi))
 		}
 	}
 	sc.cover.EndSample()

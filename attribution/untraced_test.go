@@ -43,6 +43,11 @@ type sharedGPU struct {
 	// noShares: NVML's observations carry no per-process shares (NVML health reads none for a
 	// GPU that lists one process).
 	noShares bool
+	// dead: each change of the running process takes this long, in which nothing runs (the
+	// switch's cycles spread over it); 0: changes take no time, and a sample counts
+	// turns.CyclesPerSwitch where the next process starts.
+	dead     int64
+	switchAt []int64 // the start of each change, where dead > 0
 	recs     [][]record.Record
 	exec     []simExec
 	bytes    []float64 // true bytes per process
@@ -64,7 +69,12 @@ func makeSharedGPU(rng *rand.Rand, procs []simProc, span int64) *sharedGPU {
 // hardware's scheduler does (scripts/gpu/tsprobe.cu: 2.09 ms turns on an H100); without,
 // the turn passes at every kernel's end too.
 func makeSlicedGPU(rng *rand.Rand, procs []simProc, span, slice int64, keepTurn bool) *sharedGPU {
-	g := &sharedGPU{procs: procs, recs: make([][]record.Record, len(procs)), bytes: make([]float64, len(procs))}
+	return makeSwitchingGPU(rng, procs, span, slice, keepTurn, 0)
+}
+
+// makeSwitchingGPU is makeSlicedGPU with each change of the running process taking dead ns.
+func makeSwitchingGPU(rng *rand.Rand, procs []simProc, span, slice int64, keepTurn bool, dead int64) *sharedGPU {
+	g := &sharedGPU{procs: procs, recs: make([][]record.Record, len(procs)), bytes: make([]float64, len(procs)), dead: dead}
 	type job struct {
 		left, start int64
 		rate        float64
@@ -107,6 +117,10 @@ func makeSlicedGPU(rng *rand.Rand, procs []simProc, span, slice int64, keepTurn 
 			g.idle += float64(next-t) / 1e9
 			t = next
 			continue
+		}
+		if n := len(g.exec); dead > 0 && n > 0 && g.exec[n-1].proc != p {
+			g.switchAt = append(g.switchAt, t)
+			t += dead
 		}
 		j := cur[p]
 		if j.start < 0 {
@@ -152,12 +166,18 @@ func (g *sharedGPU) valueAt(s, e int64) []float64 {
 		return []float64{100 * active / float64(e-s), bytes}
 	}
 	var cycles float64
-	for i := max(g.search(s), 1); i < len(g.exec) && g.exec[i].start < e; i++ {
+	for i := max(g.search(s), 1); g.dead == 0 && i < len(g.exec) && g.exec[i].start < e; i++ {
 		if g.exec[i].start >= s && g.exec[i].proc != g.exec[i-1].proc {
 			cycles += turns.CyclesPerSwitch
 		}
 	}
-	return []float64{100 * active / float64(e-s), bytes, cycles, 100 * active / float64(e-s)}
+	var switching float64 // the graphics engine counts a switch as active (H100, run EC's recordings)
+	for i, _ := slices.BinarySearch(g.switchAt, s-g.dead); i < len(g.switchAt) && g.switchAt[i] < e; i++ {
+		ov := max(0, float64(min(e, g.switchAt[i]+g.dead)-max(s, g.switchAt[i])))
+		cycles += ov / float64(g.dead) * turns.CyclesPerSwitch
+		switching += ov
+	}
+	return []float64{100 * active / float64(e-s), bytes, cycles, 100 * (active + switching) / float64(e-s)}
 }
 
 // search is the first exec span that ends after t.

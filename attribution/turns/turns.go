@@ -53,6 +53,12 @@ const (
 	// CyclesPerSwitch converts a run of samples' switch cycles into a number of switches
 	// (two switches 350,000-550,000, three 600,000-700,000: a turn cut short inside a run).
 	CyclesPerSwitch = 220_000
+	// SwitchNanosPerCycle converts a switch sample's switch cycles into the time in which no
+	// context ran: where the outgoing process's last record ends and the incoming one's first
+	// starts in the sample holding the switch, 125 µs apart at the median (p10-p90 121-128)
+	// for 205,000 cycles, 0.617 ns a cycle in each of five recordings of both workload sets
+	// (H100, runs DY and EC; docs/attribution.md).
+	SwitchNanosPerCycle = 0.617
 )
 
 // Samples is what the model reads of a chunk's PM samples.
@@ -99,6 +105,30 @@ type Owners struct {
 	doubt []float64 // 1 - the likeliest owner's probability, by sample
 	seg   []int32   // each sample's segment; -1: it holds a switch or counts nothing
 	cum   []float64 // a switch sample's run cycles before and after it (2 per sample)
+	// A sample that holds the one switch between two segments: where the switch lies in it
+	// (place) and the owners of the segments before and after it (sides, 2n per sample).
+	place []Place
+	sides []float64
+}
+
+// Place says where in a sample the one switch between two segments lies.
+type Place uint8
+
+const (
+	NoPlace Place = iota // the sample holds no switch, or a run of several
+	Inside               // the sample holds the whole switch, where in it unknown
+	AtEnd                // the switch starts in the sample and ends in the next one
+	AtStart              // the switch started in the sample before and ends in this one
+)
+
+// Sides is, for a sample that holds the one switch between two segments, where it lies and
+// the owner distributions of the segments before (the outgoing context) and after it (the
+// incoming one); place NoPlace for any other sample.
+func (o *Owners) Sides(s int) (place Place, before, after []float64) {
+	if o.place[s] == NoPlace {
+		return NoPlace, nil, nil
+	}
+	return o.place[s], o.sides[2*s*o.n : (2*s+1)*o.n], o.sides[(2*s+1)*o.n : (2*s+2)*o.n]
 }
 
 // Has reports whether sample s has an owner distribution (its metrics count switches).
@@ -113,24 +143,29 @@ func (o *Owners) Doubt(s int) float64 { return o.doubt[s] }
 // Switch reports whether sample s holds a switch.
 func (o *Owners) Switch(s int) bool { return o.seg[s] < 0 }
 
-// size makes o.own and o.doubt hold zeroes for samples samples of n contexts, reusing their
-// arrays.
+// size makes o.own, o.doubt, o.place and o.sides hold zeroes for samples samples of n
+// contexts, reusing their arrays.
 func (o *Owners) size(samples, n int) {
 	o.n = n
-	if cap(o.own) < samples*n {
-		o.own = make([]float64, samples*n)
+	o.own = zeroed(o.own, samples*n)
+	o.doubt = zeroed(o.doubt, samples)
+	o.place = zeroed(o.place, samples)
+	o.sides = zeroed(o.sides, 2*samples*n)
+}
+
+// zeroed returns s resized to n zeroes, reusing its array.
+func zeroed[T any](s []T, n int) []T {
+	if cap(s) < n {
+		return make([]T, n)
 	}
-	if cap(o.doubt) < samples {
-		o.doubt = make([]float64, samples)
-	}
-	o.own, o.doubt = o.own[:samples*n], o.doubt[:samples]
-	clear(o.own)
-	clear(o.doubt)
+	s = s[:n]
+	clear(s)
+	return s
 }
 
 // Bytes is the capacity of its buffers.
 func (o *Owners) Bytes() int64 {
-	return int64(4*cap(o.seg) + 8*(cap(o.cum)+cap(o.doubt)+cap(o.own)) + cap(o.has))
+	return int64(4*cap(o.seg) + 8*(cap(o.cum)+cap(o.doubt)+cap(o.own)+cap(o.sides)) + cap(o.has) + cap(o.place))
 }
 
 // Shed frees its buffers.
@@ -302,9 +337,32 @@ func (st *State) sampleOwners(smp Samples, m *model, out *Owners) {
 		default:
 			out.doubt[s] = m.doubt(0)
 		}
+		m.place(out, s, next)
 		// the run's switches, as far as the chunk goes
 		m.passingOwners(row, turn, next, out.cum[2*s], out.cum[2*s+1], max(st.pending+switchCount(st.marker), 1))
 	}
+}
+
+// place sets where switch sample s, before segment next, holds its switch, and the owners on
+// either side, where the run of switch samples between the two segments holds one switch and
+// is one sample (the switch is inside it) or two (it spans their boundary).
+func (m *model) place(out *Owners, s, next int) {
+	if next == 0 || next == m.K || m.segs[next].steps != 1 {
+		return
+	}
+	n, first, last := m.n, m.segs[next-1].last+1, m.segs[next].first-1
+	switch {
+	case first == s && last == s:
+		out.place[s] = Inside
+	case first == s && last == s+1:
+		out.place[s] = AtEnd
+	case first == s-1 && last == s:
+		out.place[s] = AtStart
+	default:
+		return
+	}
+	copy(out.sides[2*s*n:(2*s+1)*n], m.gamma[(next-1)*n:next*n])
+	copy(out.sides[(2*s+1)*n:(2*s+2)*n], m.gamma[next*n:(next+1)*n])
 }
 
 // doubt is how far segment k's owner is in doubt: 1 - its likeliest owner's probability.

@@ -29,16 +29,16 @@ func TestChunkFollowsRecordEdges(t *testing.T) {
 	for turn := range 20 {
 		if turn > 0 {
 			smp.cycles = append(smp.cycles, CyclesPerSwitch)
-			cov.Add(0, 1e6, false)
-			cov.Add(1, 1e6, false)
+			cov.Add(0, 0, 1e6, false)
+			cov.Add(1, 0, 1e6, false)
 			cov.EndSample()
 			owner = append(owner, -1)
 		}
 		for i := range 3 {
 			smp.cycles = append(smp.cycles, 0)
-			cov.Add(0, 1e6, false)
-			cov.Add(1, 1e6, false)
-			cov.Add(int32(turn%2), 0, i == 1) // the owner's record ends in the turn
+			cov.Add(0, 0, 1e6, false)
+			cov.Add(1, 0, 1e6, false)
+			cov.Add(int32(turn%2), 0, 0, i == 1) // the owner's record ends in the turn
 			cov.EndSample()
 			owner = append(owner, turn%2)
 		}
@@ -89,6 +89,75 @@ func TestChunkFollowsRecordEdges(t *testing.T) {
 	}
 	if st.Chunk(ctxs, nan, &cov, &own) {
 		t.Error("no switch counter: the model ran")
+	}
+}
+
+// TestSidesPlaceTheSwitch: two traced processes take turns of three samples, the switch
+// between them held by one sample, split across two, or spread over three. Sides says where
+// the switch lies and which context goes out and which comes in, for one or two switch
+// samples, and nothing for three.
+func TestSidesPlaceTheSwitch(t *testing.T) {
+	ctxs := []Context{
+		{Key: TracedKey(0, 100), Slot: 0, Class: -1},
+		{Key: TracedKey(1, 200), Slot: 1, Class: -1},
+	}
+	var smp samples
+	var cov Cover
+	cov.Reset()
+	type want struct {
+		place   Place
+		out, in int
+	}
+	var wants []want // by sample
+	add := func(cycles float64, w want, edge int) {
+		smp.cycles = append(smp.cycles, cycles)
+		cov.Add(0, 0, 1e6, edge == 0)
+		cov.Add(1, 0, 1e6, edge == 1)
+		cov.EndSample()
+		wants = append(wants, w)
+	}
+	for turn := range 30 {
+		owner, prev := turn%2, 1-turn%2
+		switch runs := [3][]float64{{1}, {0.6, 0.4}, {0.3, 0.4, 0.3}}[turn%3]; {
+		case turn == 0:
+		case len(runs) == 1:
+			add(CyclesPerSwitch, want{Inside, prev, owner}, -1)
+		case len(runs) == 2:
+			add(0.6*CyclesPerSwitch, want{AtEnd, prev, owner}, -1)
+			add(0.4*CyclesPerSwitch, want{AtStart, prev, owner}, -1)
+		default:
+			for _, f := range runs {
+				add(f*CyclesPerSwitch, want{NoPlace, 0, 0}, -1)
+			}
+		}
+		for i := range 3 {
+			edge := -1
+			if i == 1 {
+				edge = owner // the owner's record ends in its turn
+			}
+			add(0, want{NoPlace, 0, 0}, edge)
+		}
+	}
+	var st State
+	var own Owners
+	if !st.Chunk(ctxs, smp, &cov, &own) {
+		t.Fatal("two contexts and a switch counter: the model did not run")
+	}
+	for s, w := range wants {
+		place, before, after := own.Sides(s)
+		if place != w.place {
+			t.Errorf("sample %d: placed %d, want %d", s, place, w.place)
+			continue
+		}
+		if place == NoPlace {
+			if before != nil || after != nil {
+				t.Errorf("sample %d: no place but owners %v, %v", s, before, after)
+			}
+			continue
+		}
+		if before[w.out] < 0.9 || after[w.in] < 0.9 {
+			t.Errorf("sample %d: outgoing %d at %.3f, incoming %d at %.3f", s, w.out, before[w.out], w.in, after[w.in])
+		}
 	}
 }
 

@@ -218,6 +218,26 @@ func TestUntracedBesideOneTracedLive(t *testing.T) {
 	}
 }
 
+// TestThreeTracedBesideUntracedLive replays run EE's live tap recording of issue 31's 3 + 1
+// case (tune set: t-stream, t-tensor and t-light traced, a second t-stream truly untraced; one
+// NVIDIA H100 80GB HBM3, 8 s a process) and checks its targets: each traced pod within 5 %, the
+// untraced class within 15 %. Before a switch sample's time was placed (splitSwitch: the
+// outgoing process before the switch, the incoming one after it, the switch itself quiet), the
+// time of each switch went to the process whose long kernel spanned it, and t-tensor and
+// t-light read −5.0 % and −5.4 %, as live. This recording took no part in choosing the change.
+func TestThreeTracedBesideUntracedLive(t *testing.T) {
+	known := map[string]float64{"p0-t-stream": 5126556745728, "p1-t-tensor": 1678111801344, "p2-t-light": 1648707895296}
+	snap, _, err := replay("testdata/rec-ts4-t_3.rec.gz", nil, "rate", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := tracedPods(snap, "cupti_pod_dram_read_bytes_total")
+	for pod, want := range known {
+		checkBytes(t, pod, got[pod], want, 0.05)
+	}
+	checkBytes(t, "(untraced) t-stream", kernelSum(snap, "cupti_kernel_dram_read_bytes_total", "(untraced)"), 5229626130432, 0.15)
+}
+
 // kernelSum sums per-kernel family name's series of one kernel label.
 func kernelSum(snap *snapshot.Snapshot, name, kernel string) float64 {
 	var sum float64
