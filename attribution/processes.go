@@ -386,13 +386,14 @@ func (a *Attributor) owned(d *devState, chunk []psample, s int) bool {
 // is quiet (it ran nothing: the counters are not idle's); an untraced process that owns it
 // gets the whole sample.
 //
-// A sample that holds a switch is shared by the turns that pass in it, each by its owners'
-// odds, but a traced process's part is at most the time its records span there, and a
-// process one of whose records starts or ends there ran that span (a kernel starts and ends
-// only in its turn; one resumed in the sample may have spanned another's turn there, which
-// this overstates); what a turn cannot take goes to the others, not to quiet. Measured on
-// run BB's recordings, sharing by odds alone cost a bursty pod (a burst that ends early in
-// the sample) 9 % of its bytes with every process traced (docs/attribution.md).
+// A sample that holds the one switch between two plain turns is split where the switch lies
+// (splitSwitch). Any other sample that holds a switch is shared by the turns that pass in it,
+// each by its owners' odds, but a traced process's part is at most the time its records span
+// there, and a process one of whose records starts or ends there ran that span (a kernel
+// starts and ends only in its turn; one resumed in the sample may have spanned another's turn
+// there, which this overstates); what a turn cannot take goes to the others, not to quiet.
+// Measured on run BB's recordings, sharing by odds alone cost a bursty pod (a burst that ends
+// early in the sample) 9 % of its bytes with every process traced (docs/attribution.md).
 func (a *Attributor) byOwner(d *devState, chunk []psample, s int, b *itemBuilder) {
 	sc := &d.sc
 	n := len(sc.tCtx)
@@ -561,8 +562,8 @@ func (a *Attributor) spanIn(d *devState, s, c int, ws []float64, T float64) (fro
 // plainSides: the owners of the segments around a switch are plain enough for splitSwitch to
 // place it (chosen on the tune set of runs DY-EC's tap recordings, live and with processes
 // hidden: 0.5 gave an untraced tensor process's active seconds to the other processes in
-// samples whose owners were in doubt, up to 3.6 % of them; 0.7, 0.8, 0.9, 0.95, 0.99 kept
-// them within 1.34, 0.51, 0.29, 0.3 and 0.3 %, the bytes best at 0.8-0.9).
+// samples whose owners were in doubt, up to 3.6 % of them; 0.7, 0.8 and 0.9 kept them within
+// 1.34, 0.51 and 0.29 %, 0.95 and 0.99 under 0.3 %; the bytes were best at 0.8-0.9).
 const plainSides = 0.9
 
 // edgeSlack: a record's span that stops this close to a sample's edge reaches it (the clocks

@@ -14,14 +14,19 @@ func (c samples) Nanoseconds(int) int64      { return 1e6 }
 func (c samples) SwitchCycles(s int) float64 { return c.cycles[s] }
 func (c samples) Busy(int) bool              { return true }
 
+// twoTraced is the contexts of two traced processes, in slots 0 and 1.
+func twoTraced() []Context {
+	return []Context{
+		{Key: TracedKey(0, 100), Slot: 0, Class: -1},
+		{Key: TracedKey(1, 200), Slot: 1, Class: -1},
+	}
+}
+
 // TestChunkFollowsRecordEdges: two traced processes take turns of three samples; each turn
 // holds a record edge of its owner and records of both span it. The model gives each segment
 // to its owner, splits the switch samples and forgets a process when told.
 func TestChunkFollowsRecordEdges(t *testing.T) {
-	ctxs := []Context{
-		{Key: TracedKey(0, 100), Slot: 0, Class: -1},
-		{Key: TracedKey(1, 200), Slot: 1, Class: -1},
-	}
+	ctxs := twoTraced()
 	var smp samples
 	var cov Cover
 	cov.Reset()
@@ -97,10 +102,7 @@ func TestChunkFollowsRecordEdges(t *testing.T) {
 // the switch lies and which context goes out and which comes in, for one or two switch
 // samples, and nothing for three.
 func TestSidesPlaceTheSwitch(t *testing.T) {
-	ctxs := []Context{
-		{Key: TracedKey(0, 100), Slot: 0, Class: -1},
-		{Key: TracedKey(1, 200), Slot: 1, Class: -1},
-	}
+	ctxs := twoTraced()
 	var smp samples
 	var cov Cover
 	cov.Reset()
