@@ -391,9 +391,11 @@ func (a *Attributor) owned(d *devState, chunk []psample, s int) bool {
 // each by its owners' odds, but a traced process's part is at most the time its records span
 // there, and a process one of whose records starts or ends there ran that span (a kernel
 // starts and ends only in its turn; one resumed in the sample may have spanned another's turn
-// there, which this overstates); what a turn cannot take goes to the others, not to quiet.
+// there, which this overstates); what a turn cannot take goes to the others, not to quiet,
+// but for the switches' own time, which no context ran (their cycles × SwitchNanosPerCycle).
 // Measured on run BB's recordings, sharing by odds alone cost a bursty pod (a burst that ends
-// early in the sample) 9 % of its bytes with every process traced (docs/attribution.md).
+// early in the sample) 9 % of its bytes with every process traced; the fill gave the switches'
+// time to the others too until this release (docs/attribution.md).
 func (a *Attributor) byOwner(d *devState, chunk []psample, s int, b *itemBuilder) {
 	sc := &d.sc
 	n := len(sc.tCtx)
@@ -437,7 +439,7 @@ func (a *Attributor) byOwner(d *devState, chunk []psample, s int, b *itemBuilder
 		}
 	}
 	if switchSample && !a.splitSwitch(d, chunk[s], s, tm, ws) {
-		fillTurns(tm, room, g, T)
+		fillTurns(tm, room, g, T-a.switchTime(chunk[s]))
 	}
 	quiet := T
 	for c := range n {
@@ -495,7 +497,7 @@ func (a *Attributor) splitSwitch(d *devState, smp psample, s int, tm, ws []float
 		return false
 	}
 	T := float64(smp.end - smp.start)
-	dead := min(a.switchCycles(smp)*turns.SwitchNanosPerCycle, T)
+	dead := a.switchTime(smp)
 	fo, to, co, recO := a.spanIn(d, s, o, ws, T)
 	fi, ti, ci, recI := a.spanIn(d, s, in, ws, T)
 	var sw float64 // where the switch starts, ns from the sample's start
@@ -536,6 +538,12 @@ func (a *Attributor) splitSwitch(d *devState, smp psample, s int, tm, ws []float
 		tm[in] = max(0, ti-max(fi, sw+dead)) * ci / (ti - fi)
 	}
 	return true
+}
+
+// switchTime is the ns of sample smp in which a context switch ran and no context did (its
+// switch cycles × turns.SwitchNanosPerCycle), at most the sample.
+func (a *Attributor) switchTime(smp psample) float64 {
+	return min(a.switchCycles(smp)*turns.SwitchNanosPerCycle, float64(smp.end-smp.start))
 }
 
 // spanIn is what context c's records cover of switch sample s (of T ns): the first and last
@@ -586,7 +594,8 @@ func argmax(p []float64) int {
 const minEdgeOdds = 0.05
 
 // fillTurns gives the time the turns of a switch sample could not take (their records span
-// less than their odds' share) to the others, by their odds, none above its room.
+// less than their odds' share) to the others, by their odds, none above its room, until they
+// have T (the sample's time less its switches': no context ran then).
 func fillTurns(tm, room, g []float64, T float64) {
 	for range len(tm) {
 		left := T

@@ -101,7 +101,7 @@ func TestTimeSlicedManyProcesses(t *testing.T) {
 // time of a switch belongs to no process. Shared by the turns' odds, it went to a process
 // whose kernel spanned the switch, and the pod whose kernels read the most bytes a second got
 // more than its own beside ones that read fewer: +0.8 to +1.0 %, the others −2.0 % to −3.8 %
-// (0.3 % to 2.5 % off with the switch placed, turns.Owners.Sides).
+// (within 2.2 % with the switch placed, turns.Owners.Sides, and its time quiet).
 func TestSwitchTimeIsNobodys(t *testing.T) {
 	const span = 12 * int64(time.Second)
 	procs := []simProc{
