@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"iter"
 
 	"github.com/cupti-exporter/cupti-exporter/gpuprocs"
 	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
@@ -92,6 +93,28 @@ func (r *Reader) Offset() int64 { return r.off }
 
 // Ended reports whether the end frame was read (the writer closed the file).
 func (r *Reader) Ended() bool { return r.ended }
+
+// Events iterates over the events from the reader's position to the recording's end or
+// the first error, which Err then reports.
+func (r *Reader) Events() iter.Seq[Event] {
+	return func(yield func(Event) bool) {
+		for {
+			ev, err := r.Next()
+			if err != nil || !yield(ev) {
+				return
+			}
+		}
+	}
+}
+
+// Err is the error that ended Events or Next: nil at the recording's clean end or while
+// events remain.
+func (r *Reader) Err() error {
+	if errors.Is(r.err, io.EOF) {
+		return nil
+	}
+	return r.err
+}
 
 // Next returns the next event. Metric-set and family frames are consumed internally.
 func (r *Reader) Next() (Event, error) {

@@ -6,7 +6,6 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
-	"io"
 	"math"
 	"reflect"
 	"strings"
@@ -96,16 +95,10 @@ func readAll(data []byte) ([]Event, *Reader, error) {
 		return nil, nil, err
 	}
 	var evs []Event
-	for {
-		ev, err := rd.Next()
-		if errors.Is(err, io.EOF) {
-			return evs, rd, nil
-		}
-		if err != nil {
-			return evs, rd, err
-		}
+	for ev := range rd.Events() {
 		evs = append(evs, ev)
 	}
+	return evs, rd, rd.Err()
 }
 
 func TestRoundTrip(t *testing.T) {
@@ -320,16 +313,12 @@ func TestReplayTruncatedAtEveryByte(t *testing.T) {
 	}
 	var evs []Event
 	var ends []int // end offset of each event's frame
-	for {
-		ev, err := rd.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
+	for ev := range rd.Events() {
 		evs = append(evs, ev)
 		ends = append(ends, int(rd.Offset()))
+	}
+	if err := rd.Err(); err != nil {
+		t.Fatal(err)
 	}
 	boundary := map[int]bool{} // every frame's end, metric-set frames included
 	for off := fileHeaderSize; off < len(data); {

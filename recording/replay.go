@@ -164,18 +164,7 @@ func Summarize(open func() (io.ReadCloser, error)) (Summary, error) {
 			}
 		}
 	}
-	for {
-		ev, err := rd.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if off := truncatedAt(err); off > 0 {
-			s.Truncated = off
-			break
-		}
-		if err != nil {
-			return Summary{}, err
-		}
+	for ev := range rd.Events() {
 		span(ev.Time)
 		switch ev.Type {
 		case FrameDevices:
@@ -207,6 +196,13 @@ func Summarize(open func() (io.ReadCloser, error)) (Summary, error) {
 			s.ProcessFrames++
 			span(ev.Procs.Start, ev.Procs.End)
 		}
+	}
+	if err := rd.Err(); err != nil {
+		off := truncatedAt(err)
+		if off <= 0 {
+			return Summary{}, err
+		}
+		s.Truncated = off
 	}
 	s.Complete = rd.Ended()
 	return s, nil
@@ -260,14 +256,7 @@ func (r *Replayer) pass(ctx context.Context, sink func(pmdata.Batch), offset uin
 			}
 		}
 	}()
-	for {
-		ev, err := rd.Next()
-		if errors.Is(err, io.EOF) || truncatedAt(err) > 0 {
-			return nil // a frame cut at the end (warned about in NewReplayer) ends the pass
-		}
-		if err != nil {
-			return err
-		}
+	for ev := range rd.Events() {
 		if err := r.wait(ctx, wallStart, int64(ev.Time+offset)-wallStart.UnixNano()); err != nil {
 			return err
 		}
@@ -321,6 +310,10 @@ func (r *Replayer) pass(ctx context.Context, sink func(pmdata.Batch), offset uin
 			}
 		}
 	}
+	if err := rd.Err(); err != nil && truncatedAt(err) <= 0 {
+		return err
+	}
+	return nil // a frame cut at the end (warned about in NewReplayer) ends the pass
 }
 
 // wait sleeps until the frame that is elapsed ns (recording time, since wallStart) past

@@ -16,10 +16,8 @@ package main
 
 import (
 	"bufio"
-	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"os"
 	"strings"
 
@@ -79,14 +77,7 @@ func filter(in, out, prefix string) error {
 	}
 	drop := map[uint64]bool{}
 	var dropped, last uint64
-	for {
-		ev, err := rd.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return err
-		}
+	for ev := range rd.Events() {
 		last = ev.Time
 		switch ev.Type {
 		case recording.FrameDevices:
@@ -123,6 +114,9 @@ func filter(in, out, prefix string) error {
 			return err
 		}
 	}
+	if err := rd.Err(); err != nil {
+		return err
+	}
 	fmt.Fprintf(os.Stderr, "recfilter: dropped %d connections\n", dropped)
 	return w.Close(last)
 }
@@ -137,14 +131,7 @@ func dump(in string) error {
 	defer out.Flush()
 	pods := map[uint64]string{}
 	var metrics string
-	for {
-		ev, err := rd.Next()
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
+	for ev := range rd.Events() {
 		switch ev.Type {
 		case recording.FrameBatch:
 			if m := strings.Join(ev.Batch.Metrics, " "); m != metrics {
@@ -181,4 +168,5 @@ func dump(in string) error {
 			fmt.Fprintln(out)
 		}
 	}
+	return rd.Err()
 }

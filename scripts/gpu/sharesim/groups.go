@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -47,14 +46,7 @@ func groups(path string, w io.Writer) error {
 		pods    = map[uint64]string{}
 		dev     = -1
 	)
-	for {
-		ev, err := rd.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return err
-		}
+	for ev := range rd.Events() {
 		switch ev.Type {
 		case recording.FrameBatch:
 			if dev < 0 {
@@ -80,6 +72,9 @@ func groups(path string, w io.Writer) error {
 				}
 			}
 		}
+	}
+	if err := rd.Err(); err != nil {
+		return err
 	}
 	sort.Slice(samples, func(i, j int) bool { return samples[i].start < samples[j].start })
 	sort.Slice(recs, func(i, j int) bool { return recs[i].start < recs[j].start })

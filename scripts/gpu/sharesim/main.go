@@ -127,17 +127,7 @@ func replay(path string, hidden map[string]bool, est string, merge int) (*snapsh
 	)
 	now := func() time.Time { return clock }
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	for {
-		ev, err := rd.Next()
-		if errors.Is(err, io.EOF) {
-			for _, h := range held {
-				attr.Add(h.b)
-			}
-			break
-		}
-		if err != nil {
-			return nil, nil, err
-		}
+	for ev := range rd.Events() {
 		clock = time.Unix(0, int64(ev.Time))
 		switch ev.Type {
 		case recording.FrameDevices:
@@ -196,8 +186,14 @@ func replay(path string, hidden map[string]bool, est string, merge int) (*snapsh
 			}
 		}
 	}
+	if err := rd.Err(); err != nil {
+		return nil, nil, err
+	}
 	if attr == nil {
 		return nil, nil, errors.New("no catalog in the recording")
+	}
+	for _, h := range held {
+		attr.Add(h.b)
 	}
 	clock = clock.Add(time.Minute)
 	attr.Flush()
