@@ -3,6 +3,7 @@ package attribution
 import (
 	"encoding/binary"
 	"math"
+	"slices"
 	"testing"
 
 	"github.com/cupti-exporter/cupti-exporter/activity"
@@ -16,7 +17,47 @@ import (
 func FuzzAttributor(f *testing.F) {
 	f.Add([]byte{0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 10, 2, 3, 0, 0, 0, 0, 0, 0, 0, 1, 4, 1})
 	f.Add([]byte{0, 1, 3, 2, 4, 0, 255, 255, 255, 255, 255, 255, 255, 255, 2, 2, 0, 0, 0, 0, 9, 0, 0, 0, 5})
+	f.Add(turnsSeed())
 	f.Fuzz(func(t *testing.T, in []byte) { fuzzBody(t)(in) })
+}
+
+// turnsSeed is an input in which two processes on GPU 0 take 2 ms turns with a 0.2 ms switch
+// between them, in 1 ms samples that count the switches (batches with arg&8): it reaches the
+// turns and the split of switch samples.
+func turnsSeed() []byte {
+	var b []byte
+	le := func(v uint64, n int) []byte {
+		var x [8]byte
+		binary.LittleEndian.PutUint64(x[:], v)
+		return x[:n]
+	}
+	op := func(o, arg byte, rest ...[]byte) {
+		b = append(b, o, arg)
+		for _, r := range rest {
+			b = append(b, r...)
+		}
+	}
+	at := func(us uint64) []byte { return le(us, 3) } // an even value: t0 + us µs
+	op(0, 0)                                          // pod p, GPU 0: procs[0]
+	op(0, 1)                                          // procs[1]
+	op(3, 0, at(0), le(65535, 2))                     // coverage of procs[0], 65 ms
+	op(3, 4, at(0), le(65535, 2))                     // of procs[1]
+	for i := range uint64(16) {
+		op(2, byte(4*(i%2)), at(i*2200), le(2005, 2)) // a 2 ms kernel on device 0, by turns
+	}
+	for batch := range uint64(6) {
+		var smp [][]byte
+		for k := batch * 6; k < batch*6+6; k++ {
+			cycles := 0
+			if sw := (k*1000 + 2200 - 2000) % 2200; sw < 1200 && k*1000 >= 2000 { // [2000+2200i, 2200+2200i) µs in [k, k+1) ms
+				cycles = 50
+			}
+			smp = append(smp, le(10000, 2), le(1000, 2), []byte{byte(cycles), 100})
+		}
+		op(4, 40, append([][]byte{at(batch * 6000)}, smp...)...) // device 0, 6 samples, with switches
+	}
+	op(5, 30)
+	return b
 }
 
 // fuzzBody is the body of FuzzAttributor.
@@ -68,16 +109,24 @@ func fuzzBody(t *testing.T) func(in []byte) {
 				s := tm()
 				n := 1 + arg%7
 				var ss []pmdata.Sample
+				metrics := testMetrics
+				if arg&8 != 0 { // with the context-switch counter: the turns and their switch samples
+					metrics = append(slices.Clip(testMetrics), switchMetric, grActive)
+				}
 				for i := range n {
 					l := next(2) * 100
 					v := float64(next(2))
 					if i == 3 {
 						v = math.NaN()
 					}
-					ss = append(ss, pmdata.Sample{Start: s, End: s + l, Values: []float64{float64(arg), v}})
+					vals := []float64{float64(arg), v}
+					if len(metrics) > len(testMetrics) {
+						vals = append(vals, float64(next(1))*4000, float64(next(1)%101))
+					}
+					ss = append(ss, pmdata.Sample{Start: s, End: s + l, Values: vals})
 					s += l
 				}
-				a.Add(pmdata.Batch{Device: dev, Metrics: testMetrics, Samples: ss})
+				a.Add(pmdata.Batch{Device: dev, Metrics: metrics, Samples: ss})
 			case 5:
 				clk.advance(1 << (arg % 40))
 			}
