@@ -56,8 +56,8 @@ const (
 	// SwitchNanosPerCycle converts a switch sample's switch cycles into the time in which no
 	// context ran: where the outgoing process's last record ends and the incoming one's first
 	// starts in the sample holding the switch, 125 µs apart at the median (p10-p90 121-128)
-	// for 205,000 cycles, 0.617 ns a cycle in each of five recordings of both workload sets
-	// (H100, runs DY and EC; docs/attribution.md).
+	// for 205,000 cycles: 0.616-0.617 ns a cycle in every recording of both workload sets on
+	// H100s (runs DY, EC, EI), 0.613-0.616 on an H200 (run EJ; docs/attribution.md).
 	SwitchNanosPerCycle = 0.617
 )
 
