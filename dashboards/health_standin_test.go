@@ -2,6 +2,7 @@ package dashboards
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"log/slog"
 	"net"
@@ -143,9 +144,23 @@ func healthyGPU(d *nvmlserver.Device, i int, start time.Time) {
 	d.GetEnforcedPowerLimitFunc = func() (uint32, nvml.Return) { return 700000, ok }
 	d.GetTotalEnergyConsumptionFunc = func() (uint64, nvml.Return) { return uint64(1e9 + 312500*elapsed()), ok }
 	d.GetTemperatureFunc = func(nvml.TemperatureSensors) (uint32, nvml.Return) { return uint32(44 + i), ok }
+	// the memory temperature and the clock-event counters (one call for all of these, as driver
+	// 580 answers it): sync boost 10 % of the time, every other reason throttled long ago
 	d.GetFieldValuesFunc = func(v []nvml.FieldValue) nvml.Return {
-		v[0].ValueType = uint32(nvml.VALUE_TYPE_UNSIGNED_INT)
-		v[0].Value[0] = 51
+		for k := range v {
+			f := &v[k]
+			switch f.FieldId {
+			case nvml.FI_DEV_MEMORY_TEMP:
+				f.ValueType = uint32(nvml.VALUE_TYPE_UNSIGNED_INT)
+				binary.LittleEndian.PutUint32(f.Value[:], 51)
+			case nvml.FI_DEV_CLOCKS_EVENT_REASON_SYNC_BOOST:
+				f.ValueType = uint32(nvml.VALUE_TYPE_UNSIGNED_LONG_LONG)
+				binary.LittleEndian.PutUint64(f.Value[:], uint64(elapsed()*1e8))
+			default:
+				f.ValueType = uint32(nvml.VALUE_TYPE_UNSIGNED_LONG_LONG)
+				binary.LittleEndian.PutUint64(f.Value[:], 5e9)
+			}
+		}
 		return ok
 	}
 	d.GetClockInfoFunc = func(t nvml.ClockType) (uint32, nvml.Return) {
@@ -161,12 +176,6 @@ func healthyGPU(d *nvmlserver.Device, i int, start time.Time) {
 		return 1980, ok
 	}
 	d.GetCurrentClocksEventReasonsFunc = func() (uint64, nvml.Return) { return 0x1, ok } // gpu_idle
-	d.GetViolationStatusFunc = func(p nvml.PerfPolicyType) (nvml.ViolationTime, nvml.Return) {
-		if p == nvml.PERF_POLICY_SYNC_BOOST {
-			return nvml.ViolationTime{ViolationTime: uint64(elapsed() * 1e8)}, ok // 10 % of the time
-		}
-		return nvml.ViolationTime{ViolationTime: 5e9}, ok // throttled long ago, not now
-	}
 	d.GetTotalEccErrorsFunc = func(t nvml.MemoryErrorType, _ nvml.EccCounterType) (uint64, nvml.Return) {
 		if t == nvml.MEMORY_ERROR_TYPE_CORRECTED {
 			return 3, ok

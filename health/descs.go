@@ -54,7 +54,7 @@ var (
 	clockEventDesc = gauge("cupti_gpu_clock_event_reasons", "", "cupti.gpu.clock.event", "1",
 		"1 while a clock-event (throttle) reason holds the clocks down, by reason (nvmlDeviceGetCurrentClocksEventReasons; DCGM CLOCKS_EVENT_REASONS as a state set).", "reason")
 	violationDesc = counter("cupti_gpu_clock_event_seconds_total", "seconds", "cupti.gpu.clock.event.time", "s",
-		"Time the clocks were held below the requested level, by policy (nvmlDeviceGetViolationStatus; DCGM POWER_VIOLATION, THERMAL_VIOLATION, ...).", "reason")
+		"Time the clocks were held below the requested level, by reason (NVML clock-event field values, which replace nvmlDeviceGetViolationStatus; DCGM POWER_VIOLATION, THERMAL_VIOLATION, ...).", "reason")
 	xidDesc     = counter("cupti_gpu_xid_errors_total", "", "hw.errors", "{error}", "XID errors by code, from NVML events (DCGM XID_ERRORS keeps only the last one).", "xid")
 	xidLastDesc = gauge("cupti_gpu_xid_last_timestamp_seconds", "seconds", "cupti.gpu.xid.last_time", "s", "Unix time of the last XID error of each code.", "xid")
 	eccDesc     = counter("cupti_gpu_ecc_errors_total", "", "cupti.gpu.ecc.errors", "{error}",

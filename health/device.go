@@ -41,6 +41,7 @@ type gpuState struct {
 	utilSkipped bool          // the per-process utilisation was not read at the last observation
 	migRead     bool          // migOn holds the MIG mode, read on the slow cadence
 	migOn       bool          // MIG mode was on at its last read
+	eventField  []int         // per clockEventCounters entry, which of its fields the driver serves
 
 	migs map[string]migPlacement // MIG UUID -> its GPU instance's placement, of the last collection
 }
@@ -249,20 +250,43 @@ func (g *gpuState) readStatic() (out []cachedValue, done bool) {
 	return out, done
 }
 
-// collectCounters reads the cumulative energy and clock-event (violation) counters.
+// collectCounters reads the cumulative energy and clock-event (violation) counters, the
+// latter as field values in one call.
 func (g *gpuState) collectCounters(add func(*descT, float64, ...string)) {
 	if !g.skip("energy") {
 		if mj, ret := g.dev.GetTotalEnergyConsumption(); g.ok("energy", ret) {
 			add(energyDesc, float64(mj)/1000)
 		}
 	}
-	for _, p := range violationPolicies {
-		f := "violation_" + p.name
-		if !g.skip(f) {
-			if v, ret := g.dev.GetViolationStatus(p.t); g.ok(f, ret) {
-				add(violationDesc, float64(v.ViolationTime)/1e9, p.name)
+	if g.eventField == nil {
+		g.eventField = make([]int, len(clockEventCounters))
+	}
+	var pending []int
+	for i, c := range clockEventCounters {
+		if !g.skip("violation_" + c.name) {
+			pending = append(pending, i)
+		}
+	}
+	// A field the driver does not serve is asked again at once as the reason's next field
+	// (an older driver), so no reason misses a read; the next reads ask that one.
+	for len(pending) > 0 {
+		ids := make([]uint32, len(pending))
+		for j, i := range pending {
+			ids[j] = clockEventCounters[i].fields[g.eventField[i]]
+		}
+		vals, rets := make([]float64, len(ids)), make([]nvml.Return, len(ids))
+		nvmlfield.ReadMany(g.dev, ids, vals, rets)
+		var next []int
+		for j, i := range pending {
+			c := clockEventCounters[i]
+			if rets[j] == nvml.ERROR_NOT_SUPPORTED && g.eventField[i]+1 < len(c.fields) {
+				g.eventField[i]++
+				next = append(next, i)
+			} else if g.ok("violation_"+c.name, rets[j]) {
+				add(violationDesc, vals[j]/1e9, c.name)
 			}
 		}
+		pending = next
 	}
 }
 
@@ -491,14 +515,26 @@ var clockEventReasons = []struct {
 	{"hw_power_brake_slowdown", 0x80}, {"display_clock_setting", 0x100},
 }
 
-var violationPolicies = []struct {
-	name string
-	t    nvml.PerfPolicyType
+// clockEventCounters are the clock-event (violation) counters, the time (ns) the clocks were
+// held below the requested level for each reason, as NVML field values: nvml.h names these
+// fields as what replaces nvmlDeviceGetViolationStatus (deprecated in CUDA 13.0, to be removed
+// in 14.0), and they read its values to the nanosecond (docs/gpu-validation.md run EN). A
+// reason takes the first of its fields that the driver serves. The two hardware slowdowns have
+// no policy of the old call.
+var clockEventCounters = []struct {
+	name   string
+	fields []uint32
 }{
-	{"power", nvml.PERF_POLICY_POWER}, {"thermal", nvml.PERF_POLICY_THERMAL}, {"sync_boost", nvml.PERF_POLICY_SYNC_BOOST},
-	{"board_limit", nvml.PERF_POLICY_BOARD_LIMIT}, {"low_utilization", nvml.PERF_POLICY_LOW_UTILIZATION},
-	{"reliability", nvml.PERF_POLICY_RELIABILITY}, {"app_clocks", nvml.PERF_POLICY_TOTAL_APP_CLOCKS},
-	{"base_clocks", nvml.PERF_POLICY_TOTAL_BASE_CLOCKS},
+	{"power", []uint32{nvml.FI_DEV_CLOCKS_EVENT_REASON_SW_POWER_CAP}},
+	{"thermal", []uint32{nvml.FI_DEV_CLOCKS_EVENT_REASON_SW_THERM_SLOWDOWN, nvml.FI_DEV_PERF_POLICY_THERMAL}},
+	{"sync_boost", []uint32{nvml.FI_DEV_CLOCKS_EVENT_REASON_SYNC_BOOST}},
+	{"board_limit", []uint32{nvml.FI_DEV_PERF_POLICY_BOARD_LIMIT}},
+	{"low_utilization", []uint32{nvml.FI_DEV_PERF_POLICY_LOW_UTILIZATION}},
+	{"reliability", []uint32{nvml.FI_DEV_PERF_POLICY_RELIABILITY}},
+	{"app_clocks", []uint32{nvml.FI_DEV_PERF_POLICY_TOTAL_APP_CLOCKS}}, // deprecated in nvml.h, still served by driver 580
+	{"base_clocks", []uint32{nvml.FI_DEV_PERF_POLICY_TOTAL_BASE_CLOCKS}},
+	{"hw_thermal_slowdown", []uint32{nvml.FI_DEV_CLOCKS_EVENT_REASON_HW_THERM_SLOWDOWN}},
+	{"hw_power_brake_slowdown", []uint32{nvml.FI_DEV_CLOCKS_EVENT_REASON_HW_POWER_BRAKE_SLOWDOWN}},
 }
 
 var eccCounters = []struct {

@@ -3,6 +3,8 @@ package health
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
+	"fmt"
 	"log/slog"
 	"maps"
 	"math"
@@ -85,14 +87,7 @@ func fakeGPU(d *server.Device, r *reading) {
 	d.GetEnforcedPowerLimitFunc = func() (uint32, nvml.Return) { return r.limitMW, r.ret("power_limit") }
 	d.GetTotalEnergyConsumptionFunc = func() (uint64, nvml.Return) { return r.energyMJ, r.ret("energy") }
 	d.GetTemperatureFunc = func(nvml.TemperatureSensors) (uint32, nvml.Return) { return r.tempC, r.ret("temperature") }
-	d.GetFieldValuesFunc = func(v []nvml.FieldValue) nvml.Return {
-		if ret := r.ret("memory_temperature"); ret != nvml.SUCCESS {
-			return ret
-		}
-		v[0].ValueType = uint32(nvml.VALUE_TYPE_UNSIGNED_INT)
-		v[0].Value[0] = 51
-		return nvml.SUCCESS
-	}
+	d.GetFieldValuesFunc = func(v []nvml.FieldValue) nvml.Return { return r.fieldValues(v) }
 	d.GetClockInfoFunc = func(t nvml.ClockType) (uint32, nvml.Return) {
 		if t == nvml.CLOCK_MEM {
 			return r.memMHz, r.ret("clock")
@@ -110,9 +105,6 @@ func fakeGPU(d *server.Device, r *reading) {
 		return r.maxMHz, nvml.SUCCESS
 	}
 	d.GetCurrentClocksEventReasonsFunc = func() (uint64, nvml.Return) { return r.events, r.ret("clock_events") }
-	d.GetViolationStatusFunc = func(p nvml.PerfPolicyType) (nvml.ViolationTime, nvml.Return) {
-		return nvml.ViolationTime{ViolationTime: uint64(p+1) * 1e9}, r.ret("violation")
-	}
 	d.GetTotalEccErrorsFunc = func(t nvml.MemoryErrorType, _ nvml.EccCounterType) (uint64, nvml.Return) {
 		return uint64(t) * 2, r.ret("ecc")
 	}
@@ -423,6 +415,54 @@ func TestMIGInstances(t *testing.T) {
 	}
 }
 
+// clockEventNs is what the fake serves for each clock-event field: the nanoseconds of
+// nvmlDeviceGetViolationStatus's policy p as (p+1) s, where the field translates one (nvml.h),
+// and 11 and 12 s for the two hardware slowdowns, which have none.
+var clockEventNs = map[uint32]uint64{
+	nvml.FI_DEV_PERF_POLICY_POWER: 1e9, nvml.FI_DEV_CLOCKS_EVENT_REASON_SW_THERM_SLOWDOWN: 2e9,
+	nvml.FI_DEV_PERF_POLICY_THERMAL: 2e9, nvml.FI_DEV_PERF_POLICY_SYNC_BOOST: 3e9,
+	nvml.FI_DEV_PERF_POLICY_BOARD_LIMIT: 4e9, nvml.FI_DEV_PERF_POLICY_LOW_UTILIZATION: 5e9,
+	nvml.FI_DEV_PERF_POLICY_RELIABILITY: 6e9, nvml.FI_DEV_PERF_POLICY_TOTAL_APP_CLOCKS: 7e9,
+	nvml.FI_DEV_PERF_POLICY_TOTAL_BASE_CLOCKS: 8e9, nvml.FI_DEV_CLOCKS_EVENT_REASON_HW_THERM_SLOWDOWN: 11e9,
+	nvml.FI_DEV_CLOCKS_EVENT_REASON_HW_POWER_BRAKE_SLOWDOWN: 12e9,
+}
+
+// fieldValues answers nvmlDeviceGetFieldValues as driver 580 did on an H100 (run EN): each
+// field its own return and value type, the clock-event counters as unsigned long longs. A
+// call for clock-event fields counts once as "violation"; "field_N" in unsupported makes
+// field N answer NOT_SUPPORTED (an older driver), "violation" every clock-event field.
+func (r *reading) fieldValues(v []nvml.FieldValue) nvml.Return {
+	events := false
+	for i := range v {
+		if _, ok := clockEventNs[v[i].FieldId]; ok {
+			events = true
+		}
+	}
+	if events {
+		if ret := r.ret("violation"); ret == nvml.ERROR_GPU_IS_LOST {
+			return ret
+		}
+	}
+	for i := range v {
+		f := &v[i]
+		ns, event := clockEventNs[f.FieldId]
+		switch {
+		case f.FieldId == nvml.FI_DEV_MEMORY_TEMP:
+			if ret := r.ret("memory_temperature"); ret != nvml.SUCCESS {
+				return ret
+			}
+			f.ValueType = uint32(nvml.VALUE_TYPE_UNSIGNED_INT)
+			f.Value[0] = 51
+		case event && !r.unsupported["violation"] && !r.unsupported[fmt.Sprintf("field_%d", f.FieldId)]:
+			f.ValueType = uint32(nvml.VALUE_TYPE_UNSIGNED_LONG_LONG)
+			binary.LittleEndian.PutUint64(f.Value[:], ns)
+		default:
+			f.NvmlReturn = uint32(nvml.ERROR_NOT_SUPPORTED)
+		}
+	}
+	return nvml.SUCCESS
+}
+
 // BenchmarkCollect8GPUs is one health collection of a DGX H100 (8 GPUs) against the mock:
 // the cost of the exporter's side of a collection (target: <= 5 ms of CPU). The mock's calls
 // cost nothing; what NVML's cost on a GPU is the calls made, reported as nvml_calls/op and, of
@@ -607,8 +647,8 @@ func TestCountersReadEveryTenth(t *testing.T) {
 	if n := rs[0].calls["energy"].Load(); n != 2 {
 		t.Errorf("energy read %d times in 12 collections, want 2", n)
 	}
-	if n := rs[0].calls["violation"].Load(); n != 2*int64(len(violationPolicies)) {
-		t.Errorf("violation counters read %d times in 12 collections, want %d", n, 2*len(violationPolicies))
+	if n := rs[0].calls["violation"].Load(); n != 2 {
+		t.Errorf("clock-event counters read in %d calls in 12 collections, want 2 (one call for all of them)", n)
 	}
 	for _, f := range []string{"bar1", "mig"} {
 		if n := rs[0].calls[f].Load(); n != 2 {
@@ -835,5 +875,49 @@ func TestMIGProcesses(t *testing.T) {
 	}
 	if p := got["1"]; p.MIG || len(p.Processes) != 1 {
 		t.Errorf("GPU 1 without MIG: MIG %v, %d processes", p.MIG, len(p.Processes))
+	}
+}
+
+// TestClockEventCountersInOneCall checks that the clock-event counters come from NVML's field
+// values in one call, each reason from its field (the hardware slowdowns too), and that where
+// the driver does not serve a reason's field (thermal's SW_THERM_SLOWDOWN, newer than the
+// PERF_POLICY_THERMAL field) the same collection reads its older field, and later ones that
+// field alone.
+func TestClockEventCountersInOneCall(t *testing.T) {
+	want := map[string]float64{"power": 1, "thermal": 2, "sync_boost": 3, "board_limit": 4, "low_utilization": 5,
+		"reliability": 6, "app_clocks": 7, "base_clocks": 8, "hw_thermal_slowdown": 11, "hw_power_brake_slowdown": 12}
+	for _, old := range []bool{false, true} {
+		srv, rs := newFakeServer(t)
+		rs[0].calls["violation"] = &atomic.Int64{}
+		if old {
+			rs[0].unsupported[fmt.Sprintf("field_%d", nvml.FI_DEV_CLOCKS_EVENT_REASON_SW_THERM_SLOWDOWN)] = true
+			rs[0].unsupported[fmt.Sprintf("field_%d", nvml.FI_DEV_CLOCKS_EVENT_REASON_HW_POWER_BRAKE_SLOWDOWN)] = true
+		}
+		src := New(srv, nil, WithoutEvents(), WithInterval(10*time.Second))
+		started(t, src)
+		for collection := range 3 {
+			src.Collect()
+			for reason, s := range want {
+				v, ok := series(t, src.Snapshot(), "cupti_gpu_clock_event_seconds_total", map[string]string{"gpu": "0", "reason": reason})
+				if old && reason == "hw_power_brake_slowdown" {
+					if ok {
+						t.Errorf("older driver, collection %d: %s served (%v) where the driver has no field for it", collection, reason, v)
+					}
+					continue
+				}
+				if !ok || v != s {
+					t.Errorf("older driver %v, collection %d: %s = %v (present %v), want %v", old, collection, reason, v, ok, s)
+				}
+			}
+		}
+		// one call a collection; the older driver's first collection asks thermal's older field
+		// in a second
+		wantCalls := int64(3)
+		if old {
+			wantCalls = 4
+		}
+		if n := rs[0].calls["violation"].Load(); n != wantCalls {
+			t.Errorf("older driver %v: %d field-value calls for the clock-event counters in 3 collections, want %d", old, n, wantCalls)
+		}
 	}
 }

@@ -36,7 +36,7 @@ func viewSnapshot(throttled bool) *snapshot.Snapshot {
 	for _, r := range clockEventReasons {
 		add(clockEventDesc, b01(r.name == "gpu_idle" || (throttled && r.name == "sw_power_cap")), r.name)
 	}
-	for _, p := range violationPolicies {
+	for _, p := range clockEventCounters {
 		v := 0.0
 		if p.name == "power" || (throttled && p.name == "sync_boost") {
 			v = 1.5

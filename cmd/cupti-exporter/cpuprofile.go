@@ -7,13 +7,15 @@ import (
 	"os"
 	"runtime"
 	"runtime/pprof"
+	"strconv"
 	"strings"
 	"time"
 )
 
 // A build for the GPU stages only (`go build -tags cpuprofile`, scripts/gpu/prepare.sh): with
-// CUPTI_EXPORTER_CPUPROFILE=FILE,DELAY,SECONDS the process writes a CPU profile of SECONDS
-// (Go duration) starting DELAY after it starts, and beside it FILE.allocs0 and FILE.allocs1 (the
+// CUPTI_EXPORTER_CPUPROFILE=FILE,DELAY,SECONDS[,HZ] the process writes a CPU profile of SECONDS
+// (Go duration) starting DELAY after it starts, at HZ samples a second of CPU (default 100: a
+// process at a fifth of a core gives too few samples to split what lies outside its CUPTI calls), and beside it FILE.allocs0 and FILE.allocs1 (the
 // allocation profile at the window's start and end: `go tool pprof -base FILE.allocs0
 // FILE.allocs1` is what the window allocated) and FILE.memstats (the window's allocation and
 // collector figures). Release builds have no such variable.
@@ -23,8 +25,14 @@ func init() {
 		return
 	}
 	parts := strings.Split(spec, ",")
-	if len(parts) != 3 {
+	if len(parts) != 3 && len(parts) != 4 {
 		return
+	}
+	hz := 0
+	if len(parts) == 4 {
+		if n, err := strconv.Atoi(parts[3]); err == nil && n > 0 {
+			hz = n
+		}
 	}
 	delay, err1 := time.ParseDuration(parts[1])
 	length, err2 := time.ParseDuration(parts[2])
@@ -36,6 +44,11 @@ func init() {
 		f, err := os.Create(parts[0])
 		if err != nil {
 			return
+		}
+		if hz > 0 {
+			// set before StartCPUProfile, which then keeps it (and says so on stderr); the
+			// profile still states 100 Hz, so its times read HZ/100 too long, its shares right
+			runtime.SetCPUProfileRate(hz)
 		}
 		if err := pprof.StartCPUProfile(f); err != nil {
 			f.Close()

@@ -46,3 +46,32 @@ func Read(dev nvml.Device, id uint32) (float64, nvml.Return) {
 	}
 	return f, nvml.SUCCESS
 }
+
+// ReadMany reads the fields ids of dev in one call (one driver round trip: the eight
+// clock-event counters cost 0.9 ms of CPU together on an H100, 8 ms as eight calls of
+// nvmlDeviceGetViolationStatus; docs/health.md). It fills vals and rets, one per id: a field's
+// value and NVML's return for it. The call's own return is reported; when it fails, every
+// field's return is that too.
+func ReadMany(dev nvml.Device, ids []uint32, vals []float64, rets []nvml.Return) nvml.Return {
+	fv := make([]nvml.FieldValue, len(ids))
+	for i, id := range ids {
+		fv[i].FieldId = id
+	}
+	ret := dev.GetFieldValues(fv)
+	for i := range ids {
+		vals[i], rets[i] = 0, ret
+		if ret != nvml.SUCCESS {
+			continue
+		}
+		if rets[i] = nvml.Return(fv[i].NvmlReturn); rets[i] != nvml.SUCCESS {
+			continue
+		}
+		f, ok := Float(fv[i])
+		if !ok {
+			rets[i] = nvml.ERROR_NOT_SUPPORTED
+			continue
+		}
+		vals[i] = f
+	}
+	return ret
+}

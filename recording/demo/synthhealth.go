@@ -125,7 +125,8 @@ func (h *synthHealth) snapshot(t uint64) *snapshot.Snapshot {
 		if ph == "matmul" && d.Index == 0 && load > 0 { // held at the power cap now and then
 			h.viol[d.Index] += 0.08
 		}
-		for _, p := range []string{"power", "thermal", "sync_boost", "board_limit", "low_utilization", "reliability", "app_clocks", "base_clocks"} {
+		for _, p := range []string{"power", "thermal", "sync_boost", "board_limit", "low_utilization", "reliability", "app_clocks", "base_clocks",
+			"hw_thermal_slowdown", "hw_power_brake_slowdown"} {
 			v := 0.0
 			if p == "power" {
 				v = math.Round(h.viol[d.Index]*1000) / 1000

@@ -14,6 +14,11 @@
 //                          beside the device's mean GPU utilisation over the same samples' span
 //                          (nvmlDeviceGetSamples, GPU_UTILIZATION): whether the second tells a lone
 //                          process's share, and both calls' thread CPU
+//   nvmlcost viol REPS     the clock-event (violation) counters both ways, REPS rounds 1 s apart:
+//                          nvmlDeviceGetViolationStatus per policy (deprecated in 13.0, to be removed
+//                          in 14.0) beside the field values nvml.h names as its translations, and
+//                          the energy both ways: each value and return code, so the two can be
+//                          matched, and the thread CPU of either way
 //   nvmlcost floor SECONDS PERIOD_MS NIDS
 //                          what gpm.mode=only asks of NVML: every PERIOD_MS one nvmlGpmSampleGet
 //                          and one nvmlGpmMetricsGet of the exporter's NIDS first ids (9: what it
@@ -90,6 +95,27 @@ static nvmlReturn_t c_viol_lowutil(void) { return viol(NVML_PERF_POLICY_LOW_UTIL
 static nvmlReturn_t c_viol_rel(void) { return viol(NVML_PERF_POLICY_RELIABILITY); }
 static nvmlReturn_t c_viol_app(void) { return viol(NVML_PERF_POLICY_TOTAL_APP_CLOCKS); }
 static nvmlReturn_t c_viol_base(void) { return viol(NVML_PERF_POLICY_TOTAL_BASE_CLOCKS); }
+// The energy and the 8 violation counters as field values in one call, and the violations alone:
+// whether the driver answers a batch cheaper than 9 calls (health reads them every 10 s).
+static nvmlReturn_t fields(const unsigned *ids, unsigned n) {
+  nvmlFieldValue_t f[16] = {0};
+  for (unsigned i = 0; i < n; i++) f[i].fieldId = ids[i];
+  nvmlReturn_t r = nvmlDeviceGetFieldValues(dev, (int)n, f);
+  for (unsigned i = 0; r == NVML_SUCCESS && i < n; i++)
+    if (f[i].nvmlReturn != NVML_SUCCESS) r = f[i].nvmlReturn;
+  return r;
+}
+static const unsigned violFields[] = {74, 75, 76, 77, 78, 79, 80, 81};  // NVML_FI_DEV_PERF_POLICY_*
+static nvmlReturn_t c_fields_viol(void) { return fields(violFields, 8); }
+static nvmlReturn_t c_fields_viol_energy(void) {
+  static const unsigned ids[] = {74, 75, 76, 77, 78, 79, 80, 81, 83};  // + TOTAL_ENERGY_CONSUMPTION
+  return fields(ids, 9);
+}
+static nvmlReturn_t c_fields_exporter(void) {  // health's clock-event read (health/device.go)
+  static const unsigned ids[] = {74, 269, 76, 77, 78, 79, 80, 81, 270, 271};
+  return fields(ids, 10);
+}
+static nvmlReturn_t c_fields_energy(void) { static const unsigned ids[] = {83}; return fields(ids, 1); }
 static nvmlReturn_t c_procs(void) { nvmlProcessInfo_t p[64]; unsigned n = 64; return nvmlDeviceGetComputeRunningProcesses(dev, &n, p); }
 static nvmlReturn_t c_mps(void) { nvmlProcessInfo_t p[64]; unsigned n = 64; return nvmlDeviceGetMPSComputeRunningProcesses(dev, &n, p); }
 static unsigned long long util_seen;
@@ -146,7 +172,10 @@ static const struct {
     {"GetViolationStatus(THERMAL)", c_viol_thermal}, {"GetViolationStatus(SYNC_BOOST)", c_viol_sync},
     {"GetViolationStatus(BOARD_LIMIT)", c_viol_board}, {"GetViolationStatus(LOW_UTILIZATION)", c_viol_lowutil},
     {"GetViolationStatus(RELIABILITY)", c_viol_rel}, {"GetViolationStatus(TOTAL_APP_CLOCKS)", c_viol_app},
-    {"GetViolationStatus(TOTAL_BASE_CLOCKS)", c_viol_base}, {"GetComputeRunningProcesses", c_procs},
+    {"GetViolationStatus(TOTAL_BASE_CLOCKS)", c_viol_base}, {"GetFieldValues(8 PERF_POLICY)", c_fields_viol},
+    {"GetFieldValues(8 PERF_POLICY + ENERGY)", c_fields_viol_energy}, {"GetFieldValues(ENERGY)", c_fields_energy},
+    {"GetFieldValues(health's 10 clock-event ids)", c_fields_exporter},
+    {"GetComputeRunningProcesses", c_procs},
     {"GetMPSComputeRunningProcesses", c_mps}, {"GetProcessUtilization", c_procutil},
     {"GetProcessUtilization size query (NULL buffer)", c_procutil_size}, {"GetProcessesUtilizationInfo (v1, one call)", c_procsinfo},
     {"GetSamples(GPU_UTILIZATION)", c_gpusamples}, {"GetMigMode", c_mig},
@@ -373,9 +402,48 @@ static int floor_run(double secs, double period_ms, int nids) {
   return 0;
 }
 
+// viol prints, REPS rounds 1 s apart, each policy's violation time by the old call and by the
+// field nvml.h translates it to (and the fields with no old call), and what each way cost.
+static int viol_compare(int reps) {
+  static const struct { const char *name; int policy; unsigned field; } t[] = {
+      {"power", NVML_PERF_POLICY_POWER, 74}, {"thermal", NVML_PERF_POLICY_THERMAL, 269},
+      {"thermal(75)", NVML_PERF_POLICY_THERMAL, 75}, {"sync_boost", NVML_PERF_POLICY_SYNC_BOOST, 76},
+      {"board_limit", NVML_PERF_POLICY_BOARD_LIMIT, 77}, {"low_utilization", NVML_PERF_POLICY_LOW_UTILIZATION, 78},
+      {"reliability", NVML_PERF_POLICY_RELIABILITY, 79}, {"app_clocks", NVML_PERF_POLICY_TOTAL_APP_CLOCKS, 80},
+      {"base_clocks", NVML_PERF_POLICY_TOTAL_BASE_CLOCKS, 81}, {"hw_thermal", -1, 270}, {"hw_power_brake", -1, 271},
+      {"energy_mJ", -2, 83},
+  };
+  enum { N = sizeof t / sizeof t[0] };
+  for (int round = 0; round < reps; round++) {
+    if (round) sleep_ms(1000);
+    nvmlFieldValue_t f[N] = {0};
+    for (int i = 0; i < N; i++) f[i].fieldId = t[i].field;
+    double c0 = now(CLOCK_THREAD_CPUTIME_ID);
+    nvmlReturn_t fr = nvmlDeviceGetFieldValues(dev, N, f);
+    double c1 = now(CLOCK_THREAD_CPUTIME_ID);
+    unsigned long long old[N] = {0};
+    nvmlReturn_t orc[N];
+    for (int i = 0; i < N; i++) {
+      orc[i] = NVML_ERROR_NOT_SUPPORTED;
+      if (t[i].policy >= 0) {
+        nvmlViolationTime_t v;
+        if ((orc[i] = nvmlDeviceGetViolationStatus(dev, (nvmlPerfPolicyType_t)t[i].policy, &v)) == NVML_SUCCESS) old[i] = v.violationTime;
+      } else if (t[i].policy == -2) {
+        orc[i] = nvmlDeviceGetTotalEnergyConsumption(dev, &old[i]);
+      }
+    }
+    double c2 = now(CLOCK_THREAD_CPUTIME_ID);
+    printf("viol round %d: fields call rc=%d %.3f ms for %d ids; old calls %.3f ms\n", round, fr, (c1 - c0) * 1e3, N, (c2 - c1) * 1e3);
+    for (int i = 0; i < N; i++)
+      printf("  %-16s field %3u rc=%d type=%d value=%llu | old rc=%d value=%llu\n", t[i].name, t[i].field, f[i].nvmlReturn,
+             f[i].valueType, f[i].value.ullVal, orc[i], old[i]);
+  }
+  return 0;
+}
+
 int main(int argc, char **argv) {
   if (argc < 3) {
-    fprintf(stderr, "usage: nvmlcost calls REPS | nvmlcost ids REPS | nvmlcost shares SECONDS | nvmlcost floor SECONDS PERIOD_MS NIDS\n");
+    fprintf(stderr, "usage: nvmlcost calls REPS | nvmlcost ids REPS | nvmlcost shares SECONDS | nvmlcost viol REPS | nvmlcost floor SECONDS PERIOD_MS NIDS\n");
     return 2;
   }
   nvmlReturn_t r = nvmlInit();
@@ -390,6 +458,7 @@ int main(int argc, char **argv) {
   int rc = !strcmp(argv[1], "calls") ? calls(atoi(argv[2]))
            : !strcmp(argv[1], "ids")  ? per_id(atoi(argv[2]))
            : !strcmp(argv[1], "shares") ? shares(atof(argv[2]))
+           : !strcmp(argv[1], "viol")   ? viol_compare(atoi(argv[2]))
            : !strcmp(argv[1], "floor") && argc > 4 ? floor_run(atof(argv[2]), atof(argv[3]), atoi(argv[4]))
                                                   : 2;
   nvmlShutdown();

@@ -28,3 +28,17 @@ stage_procshare() {
   "$G/nvmlcost" calls 20 2>&1 | grep -E "GetProcessUtilization|GetSamples|GetComputeRunning|GetUtilizationRates" | tee -a "$S"
   kill $lp 2>/dev/null; wait $lp 2>/dev/null
 }
+
+# violfields (issue 32 item 5; nvmlDeviceGetViolationStatus is deprecated in CUDA 13.0, to be removed
+# in 14.0): the clock-event counters by the old call and by the field values nvml.h translates them
+# to, side by side under a matmul (values, return codes), and what either way costs a thread
+# (`nvmlcost viol`, `nvmlcost calls`). About 30 s.
+stage_violfields() {
+  say "== violfields (the clock-event counters: GetViolationStatus against GetFieldValues)"
+  [ -x "$G/nvmlcost" ] || gcc -O2 -Wno-deprecated-declarations -o "$G/nvmlcost" scripts/gpu/nvmlcost.c -I"$G" -l:libnvidia-ml.so.1 > "$L/build-nvmlcost.log" 2>&1 ||
+    { say "nvmlcost build failed: $(tail -3 "$L/build-nvmlcost.log")"; return; }
+  $W mm 30 > "$L/violfields-mm.log" 2>&1 & local lp=$!; sleep 4
+  "$G/nvmlcost" viol 3 > "$L/violfields.txt" 2>&1; tee -a "$S" < "$L/violfields.txt"
+  "$G/nvmlcost" calls 20 2>&1 | grep -E "Violation|FieldValues|Energy" | tee -a "$S"
+  kill $lp 2>/dev/null; wait $lp 2>/dev/null
+}
