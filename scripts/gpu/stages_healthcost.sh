@@ -42,3 +42,24 @@ stage_violfields() {
   "$G/nvmlcost" calls 20 2>&1 | grep -E "Violation|FieldValues|Energy" | tee -a "$S"
   kill $lp 2>/dev/null; wait $lp 2>/dev/null
 }
+
+# healthcpu (issue 32 item 5, run EO): NVML health alone (no PM sampling, activity or GPM), the
+# on-CPU time of every thread of the process (/proc/PID/task/*/schedstat, ns) over HEALTHCPU_S (30)
+# s, for each build of HEALTHCPU_RUNS ("NAME:BINARY|NAME:" separated by "|"; an empty binary is this
+# one), HEALTHCPU_ROUNDS (2) interleaved rounds. About 70 s a round of two builds.
+stage_healthcpu() {
+  say "== healthcpu (NVML health alone: CPU a second of each build)"
+  local secs=${HEALTHCPU_S:-30} r v name bin p c0 c1
+  task_cpu_ns() { local s=0 f; for f in /proc/$1/task/*/schedstat; do s=$((s + $(cut -d' ' -f1 "$f"))); done; echo $s; }
+  for r in $(seq 1 "${HEALTHCPU_ROUNDS:-2}"); do
+    IFS='|' read -ra vs <<< "${HEALTHCPU_RUNS:-this:}"
+    for v in "${vs[@]}"; do
+      name=${v%%:*} bin=${v#*:}; [ -n "$bin" ] || bin=$BIN
+      "$bin" --no-activity.enabled --no-pmsample.enabled --gpm.mode=off --web.listen-address=:9490 \
+        --web.health-listen-address= > "$L/healthcpu-$name-$r.log" 2>&1 & p=$!
+      sleep 5; c0=$(task_cpu_ns $p); sleep "$secs"; c1=$(task_cpu_ns $p)
+      say "healthcpu $name round $r: $(( (c1 - c0) / 1000 / secs )) us of CPU a second"
+      kill $p; wait $p 2>/dev/null
+    done
+  done
+}
