@@ -23,7 +23,7 @@ const (
 	// budgetIdleGPU bounds the series of one idle GPU (every series labelled with it): 129
 	// before the idle budget (PM 30, NVML 48, PM sampling's self-metrics 35, attribution 16),
 	// 60 with the defaults (docs/sizing.md "An idle GPU").
-	budgetIdleGPU = 60
+	budgetIdleGPU = 62
 )
 
 // replayNode generates the recording of spec and serves it at full speed, returning the

@@ -70,11 +70,12 @@ var detailSeries = []selector{
 
 // fromFirstEvent are served from their first non-zero value on (WithZeroReasons: always):
 // zeros that say nothing happened. The series alerts take rates or increases of are not
-// among them (thermal and power clock-event time, uncorrected ECC errors), so an alert sees
-// their first increase.
+// among them (thermal, power and the hardware slowdowns' clock-event time, uncorrected ECC
+// errors), so an alert sees their first increase.
 var fromFirstEvent = []selector{
 	{family: "cupti_gpu_clock_event_reasons"},
-	{family: "cupti_gpu_clock_event_seconds_total", label: "reason", values: []string{"power", "thermal"}, not: true},
+	{family: "cupti_gpu_clock_event_seconds_total", label: "reason", not: true,
+		values: []string{"power", "thermal", "hw_thermal_slowdown", "hw_power_brake_slowdown"}},
 	{family: "cupti_gpu_ecc_errors_total", label: "type", values: []string{"corrected"}},
 }
 

@@ -67,6 +67,7 @@ func TestViewDefaults(t *testing.T) {
 	got := served(v.Snapshot())
 	want := []string{
 		"cupti_gpu_clock_event_reasons{gpu_idle}",
+		"cupti_gpu_clock_event_seconds_total{hw_power_brake_slowdown}", "cupti_gpu_clock_event_seconds_total{hw_thermal_slowdown}",
 		"cupti_gpu_clock_event_seconds_total{power}", "cupti_gpu_clock_event_seconds_total{thermal}",
 		"cupti_gpu_clock_hertz{memory}", "cupti_gpu_clock_hertz{sm}",
 		"cupti_gpu_ecc_errors_total{uncorrected,volatile}",

@@ -37,6 +37,7 @@ var alertSeverities = []struct{ alert, severity string }{
 	{"CuptiPageableCopies", "info"}, {"CuptiGPUXidResetRequired", "critical"}, {"CuptiGPUXidError", "warning"},
 	{"CuptiGPUUncorrectableECC", "critical"}, {"CuptiGPURowRemapPending", "warning"}, {"CuptiGPURowRemapFailed", "critical"},
 	{"CuptiGPULost", "critical"}, {"CuptiGPUThermalThrottling", "warning"}, {"CuptiGPUPowerThrottling", "info"},
+	{"CuptiGPUHardwareSlowdown", "warning"},
 	{"CuptiPodResourcesDown", "warning"}, {"CuptiTrainingStraggler", "warning"},
 }
 
