@@ -145,6 +145,7 @@ func (s *Sampler) prepare(lib *cupti.Lib, m *mapping.Mapper, dev *pmdata.Device,
 		host.Close()
 		return nil, nil, err
 	}
+	pm.log = s.logger
 	if avail == nil {
 		pm.chip, pm.needAvail = chip, true
 		pm.replan = func(h catalog.MetricHost) (catalog.PlanResult, error) { return s.planFor(h, chip, m) }

@@ -3,6 +3,7 @@ package pmsample
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -51,12 +52,15 @@ type cuptiDevice struct {
 	replan    func(catalog.MetricHost) (catalog.PlanResult, error)
 	multiplex bool
 
-	sess   *cupti.Session
-	data   []*cupti.CounterData
-	data2  []*cupti.CounterData // the second image of each group (double pipeline)
-	double bool
-	vals   []float64
-	mu     sync.Mutex // guards calls, total: the double pipeline times calls on two threads
+	sess      *cupti.Session
+	dec       *cupti.Decoder // the decoding thread (decoder), for the serial pipeline's decodes
+	decFailed bool           // it could not start: decode on the sampling thread
+	log       *slog.Logger
+	data      []*cupti.CounterData
+	data2     []*cupti.CounterData // the second image of each group (double pipeline)
+	double    bool
+	vals      []float64
+	mu        sync.Mutex // guards calls, total: the double pipeline times calls on two threads
 
 	// cost, for the performance report: time in CUPTI calls since the last takeCallTimes and
 	// in all taken before, samples evaluated
@@ -286,11 +290,90 @@ func (d *cuptiDevice) Disable() error {
 }
 
 func (d *cuptiDevice) Decode(g int, fn func(start, end uint64, values []float64)) (cupti.DecodeResult, error) {
+	if d.decoder() != nil {
+		return d.decodeOffThread(g, fn)
+	}
 	res, err := d.DecodeInto(g, 0)
 	if err != nil {
 		return res, err
 	}
 	return res, d.Evaluate(g, 0, res.StopReason == cupti.StopCounterDataFull, fn)
+}
+
+// decoder is the device's decoding thread (cupti.Decoder), started at the first decode; nil
+// where it could not start (logged once: the decodes then run call by call on this thread).
+func (d *cuptiDevice) decoder() *cupti.Decoder {
+	if d.dec == nil && !d.decFailed && d.sess != nil {
+		dec, err := d.sess.NewDecoder()
+		if err != nil {
+			d.decFailed = true
+			if d.log != nil {
+				d.log.Warn("pm sampling: no decoding thread; decoding on the sampling thread", "device", d.dev, "err", err)
+			}
+			return nil
+		}
+		d.dec = dec
+	}
+	return d.dec
+}
+
+// decodeOffThread is Decode on the decoding thread: DecodeInto and Evaluate's CUPTI calls in
+// one batch there, their results handed to fn here in the same order and with the same
+// meaning.
+func (d *cuptiDevice) decodeOffThread(g int, fn func(start, end uint64, values []float64)) (cupti.DecodeResult, error) {
+	cd := d.image(g, 0)
+	skip := g < len(d.split) && d.split[g]
+	b, err := d.dec.Run(d.sess, cd, d.host, skip)
+	if err != nil {
+		return cupti.DecodeResult{}, classify(fmt.Errorf("decoding pm samples on device %d: %w", d.dev, err))
+	}
+	d.decodes.Add(1)
+	d.mu.Lock()
+	d.calls.Decode += b.DecodeTime
+	d.calls.SampleInfo += b.SampleInfo
+	d.calls.Evaluate += b.Evaluate
+	d.calls.Reset += b.ResetTime
+	d.mu.Unlock()
+	res := b.Decode
+	if b.DecodeErr != nil || res.Overflow {
+		err := b.DecodeErr
+		if err == nil {
+			err = errOverflow
+		}
+		return res, classify(fmt.Errorf("decoding pm samples on device %d: %w", d.dev, err))
+	}
+	if b.InfoErr != nil {
+		return res, fmt.Errorf("reading counter data info on device %d: %w", d.dev, b.InfoErr)
+	}
+	full := res.StopReason == cupti.StopCounterDataFull
+	d.at.info, d.at.decode, d.at.full = b.Info, d.decodes.Load(), full
+	for i := range b.Samples {
+		d.at.index = i
+		start, end, vals, timesErr, evalErr := b.Sample(i)
+		switch {
+		case timesErr != nil:
+			fn(0, 0, nil)
+		case i == 0 && skip:
+			fn(start, end, incompleteSample) // Evaluate says why
+		case evalErr != nil:
+			fn(start, end, nil)
+		default:
+			d.evaluated++
+			fn(start, end, vals)
+		}
+	}
+	if len(d.split) <= g {
+		d.split = append(d.split, make([]bool, g+1-len(d.split))...)
+	}
+	d.split[g] = b.Info.Populated > b.Info.Completed
+	if full {
+		d.growAfterFull()
+		return res, d.replaceImage(g, 0)
+	}
+	if b.ResetErr != nil {
+		return res, fmt.Errorf("resetting counter data on device %d: %w", d.dev, b.ResetErr)
+	}
+	return res, nil
 }
 
 func (d *cuptiDevice) image(g, slot int) *cupti.CounterData {
@@ -421,6 +504,8 @@ func (d *cuptiDevice) replaceImage(g, slot int) error {
 
 func (d *cuptiDevice) Close() {
 	_ = d.Disable()
+	d.dec.Close()
+	d.dec = nil
 	for _, img := range d.images {
 		img.Free()
 	}

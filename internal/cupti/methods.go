@@ -118,10 +118,11 @@ type Session struct {
 
 // CounterData is a counter data image in C memory for a fixed metric list and capacity.
 type CounterData struct {
-	s       *Session
-	c       *cCounterData
-	metrics []string
-	cleanup runtime.Cleanup
+	s        *Session
+	c        *cCounterData
+	metrics  []string
+	capacity int // samples it holds
+	cleanup  runtime.Cleanup
 }
 
 // Metrics are the metric names, in the order Evaluate fills its output.

@@ -4,7 +4,10 @@ package cupti
 
 // The !cgo twin: the package builds with CGO_ENABLED=0 and Open reports ErrNotSupported.
 
-import "fmt"
+import (
+	"fmt"
+	"time"
+)
 
 type (
 	cLib         struct{}
@@ -13,6 +16,26 @@ type (
 	cSession     struct{}
 	cCounterData struct{}
 )
+
+// Decoder and Batch: decoder_cgo.go.
+type (
+	Decoder struct{}
+	Batch   struct {
+		Decode                                      DecodeResult
+		DecodeErr, InfoErr, ResetErr                error
+		Info                                        CounterDataInfo
+		Reset                                       bool
+		DecodeTime, SampleInfo, Evaluate, ResetTime time.Duration
+		Samples                                     int
+	}
+)
+
+func (s *Session) NewDecoder() (*Decoder, error)                           { return nil, errNoCgo }
+func (d *Decoder) Run(*Session, *CounterData, *Host, bool) (*Batch, error) { return nil, errNoCgo }
+func (d *Decoder) Close()                                                  {}
+func (b *Batch) Sample(int) (uint64, uint64, []float64, error, error) {
+	return 0, 0, nil, errNoCgo, nil
+}
 
 var errNoCgo = fmt.Errorf("cupti: built without cgo: %w", ErrNotSupported)
 

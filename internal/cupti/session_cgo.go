@@ -185,7 +185,7 @@ func (s *Session) NewCounterData(metrics []string, maxSamples int) (*CounterData
 		freeCounterData(c)
 		return nil, fmt.Errorf("counter data: allocating %d bytes: %w", c.size, ErrOutOfMemory)
 	}
-	cd := &CounterData{s: s, c: c, metrics: append([]string(nil), metrics...)}
+	cd := &CounterData{s: s, c: c, metrics: append([]string(nil), metrics...), capacity: maxSamples}
 	if err := cd.Reset(); err != nil {
 		freeCounterData(c)
 		return nil, err

@@ -119,6 +119,7 @@ static struct {
 static struct {
 	unsigned long long init, deinit, hosts, sessions, enables, hosts_with_set, host_init_size, passes_unknown;
 	unsigned long long sc_struct_size, sc_interval, sc_trigger, sc_append, sc_hwbuf;
+	unsigned long long decode_tid, evaluate_tid; /* the threads (gettid) of the last decode and evaluation */
 } Q;
 
 static int set_faults_locked(const char *spec) {
@@ -182,7 +183,8 @@ static int nvperf_target_loaded(void) {
  * enables (successful Enable calls in all),
  * setconfig.struct_size, setconfig.interval, setconfig.trigger, setconfig.append, setconfig.hwbuf,
  * hosts.with_set (HostInitialize calls naming a single-pass set), host_init.struct_size (the last
- * successful HostInitialize), nvperf_target_loaded (1 when a libnvperf_target.so is loaded). */
+ * successful HostInitialize), nvperf_target_loaded (1 when a libnvperf_target.so is loaded),
+ * decode.tid and evaluate.tid (the Linux thread of the last DecodeData and EvaluateToGpuValues). */
 int cuptiFakeQuery(const char *key, unsigned long long *out) {
 	if (!strcmp(key, "nvperf_target_loaded")) {
 		*out = (unsigned long long)nvperf_target_loaded();
@@ -195,7 +197,8 @@ int cuptiFakeQuery(const char *key, unsigned long long *out) {
 		    {"setconfig.struct_size", &Q.sc_struct_size}, {"setconfig.interval", &Q.sc_interval},
 		    {"setconfig.trigger", &Q.sc_trigger}, {"setconfig.append", &Q.sc_append},
 		    {"setconfig.hwbuf", &Q.sc_hwbuf}, {"hosts.with_set", &Q.hosts_with_set},
-		    {"host_init.struct_size", &Q.host_init_size}, {"passes_unknown", &Q.passes_unknown}};
+		    {"host_init.struct_size", &Q.host_init_size}, {"passes_unknown", &Q.passes_unknown},
+		    {"decode.tid", &Q.decode_tid}, {"evaluate.tid", &Q.evaluate_tid}};
 	int rc = -1;
 	LOCK();
 	for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
@@ -1006,6 +1009,7 @@ CUptiResult cuptiPmSamplingDecodeData(CUpti_PmSampling_DecodeData_Params *p) {
 	CHECK_SIZE(p, CUpti_PmSampling_DecodeData_Params);
 	CUptiResult r = OK;
 	LOCK();
+	Q.decode_tid = (unsigned long long)gettid();
 	CUpti_PmSampling_Object *o = p->pPmSamplingObject;
 	cd_header *h = image(p->pCounterDataImage, p->counterDataImageSize);
 	p->overflow = 0;
@@ -1347,6 +1351,7 @@ CUptiResult cuptiProfilerHostGetNumOfPasses(CUpti_Profiler_Host_GetNumOfPasses_P
 
 CUptiResult cuptiProfilerHostEvaluateToGpuValues(CUpti_Profiler_Host_EvaluateToGpuValues_Params *p) {
 	CHECK_SIZE(p, CUpti_Profiler_Host_EvaluateToGpuValues_Params);
+	__atomic_store_n(&Q.evaluate_tid, (unsigned long long)gettid(), __ATOMIC_RELAXED);
 	if (!live_host(p->pHostObject) || !p->pMetricValues)
 		return E_PARAM;
 	cd_header *h = image(p->pCounterDataImage, p->counterDataImageSize);
