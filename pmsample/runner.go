@@ -595,6 +595,9 @@ func (r *runner) outcome(b *pmdata.Batch, res cupti.DecodeResult, err error) (ov
 	return overflow, full
 }
 
+// decoderCPU is a device whose decodes run on a thread of its own (cuptiDevice's decoder).
+type decoderCPU interface{ decoderCPU() time.Duration }
+
 // deliver completes a batch (call times, losses, interval, the thread's CPU since *mark),
 // hands it to sink and feeds admission with cost, the time the slowest thread spent on it.
 func (r *runner) deliver(b *pmdata.Batch, sink func(pmdata.Batch), mark *time.Duration, cost time.Duration) {
@@ -604,6 +607,9 @@ func (r *runner) deliver(b *pmdata.Batch, sink func(pmdata.Batch), mark *time.Du
 	b.Lost = r.loss.take()
 	b.Interval = r.interval
 	if cpu := threadCPU(); cpu > 0 {
+		if dc, ok := r.pm.(decoderCPU); ok {
+			cpu += dc.decoderCPU()
+		}
 		if *mark > 0 {
 			b.ThreadCPU += cpu - *mark
 		}

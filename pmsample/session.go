@@ -317,6 +317,10 @@ func (d *cuptiDevice) decoder() *cupti.Decoder {
 	return d.dec
 }
 
+// decoderCPU is the CPU time the decoding thread has used: the decode thread's CPU (runner's
+// deliver) is the sampling thread's and this together.
+func (d *cuptiDevice) decoderCPU() time.Duration { return d.dec.CPU() }
+
 // decodeOffThread is Decode on the decoding thread: DecodeInto and Evaluate's CUPTI calls in
 // one batch there, their results handed to fn here in the same order and with the same
 // meaning.

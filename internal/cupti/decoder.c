@@ -109,6 +109,14 @@ int cx_decoder_start(cx_decoder *d) {
 	return e;
 }
 
+int64_t cx_decoder_cpu_ns(cx_decoder *d) {
+	clockid_t c;
+	struct timespec t;
+	if (pthread_getcpuclockid(d->thread, &c) != 0 || clock_gettime(c, &t) != 0)
+		return -1;
+	return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
 void cx_decoder_stop(cx_decoder *d) {
 	__atomic_store_n(&d->quit, 1, __ATOMIC_RELEASE);
 	uint64_t v = 1;

@@ -48,6 +48,8 @@ typedef struct cx_decoder {
 
 /* cx_decoder_start creates the eventfds and the thread; 0, or an errno value. */
 int cx_decoder_start(cx_decoder *d);
+/* cx_decoder_cpu_ns is the thread's CPU time (user and system) in ns, or -1. */
+int64_t cx_decoder_cpu_ns(cx_decoder *d);
 /* cx_decoder_stop ends the thread (after the batch it runs, if any) and closes go_fd; done_fd
  * belongs to the caller from start on. */
 void cx_decoder_stop(cx_decoder *d);

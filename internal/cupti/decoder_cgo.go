@@ -209,6 +209,14 @@ func (d *Decoder) post() error {
 	return nil
 }
 
+// CPU is the CPU time the decoding thread has used (0 when unknown or closed).
+func (d *Decoder) CPU() time.Duration {
+	if d == nil || d.closed {
+		return 0
+	}
+	return time.Duration(max(int64(C.cx_decoder_cpu_ns(d.d)), 0))
+}
+
 // Close ends the thread and frees its memory. Idempotent; not concurrent with Run.
 func (d *Decoder) Close() {
 	if d == nil || d.closed {

@@ -72,6 +72,9 @@ func TestDecoderBatch(t *testing.T) {
 			}
 		}
 	}
+	if dec.CPU() <= 0 {
+		t.Errorf("the decoding thread's CPU = %v after a batch, want above 0", dec.CPU())
+	}
 	if info, _ := cd.Info(); info.Completed != 0 || info.Populated != 0 {
 		t.Errorf("after the batch the image holds %+v, want it re-initialised", info)
 	}
@@ -102,6 +105,9 @@ func TestDecoderBatch(t *testing.T) {
 
 	dec.Close()
 	dec.Close() // idempotent
+	if dec.CPU() != 0 {
+		t.Errorf("CPU after Close = %v, want 0", dec.CPU())
+	}
 	if _, err := dec.Run(s, cd, h, false); !errors.Is(err, cupti.ErrClosed) {
 		t.Errorf("Run after Close = %v, want ErrClosed", err)
 	}

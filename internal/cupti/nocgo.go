@@ -33,6 +33,7 @@ type (
 func (s *Session) NewDecoder() (*Decoder, error)                           { return nil, errNoCgo }
 func (d *Decoder) Run(*Session, *CounterData, *Host, bool) (*Batch, error) { return nil, errNoCgo }
 func (d *Decoder) Close()                                                  {}
+func (d *Decoder) CPU() time.Duration                                      { return 0 }
 func (b *Batch) Sample(int) (uint64, uint64, []float64, error, error) {
 	return 0, 0, nil, errNoCgo, nil
 }
