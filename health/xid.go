@@ -14,7 +14,7 @@ import (
 // read is one short cgo call (nvmlEventSetWait without waiting) on the exporter's timetable
 // (internal/tick), so an XID shows within 500 ms. The blocking wait it replaces (up to 500 ms
 // a call) kept a goroutine in a cgo call all the time, and the Go runtime's monitor polls while
-// one is: about sixty wake-ups a wait, 120 a second (docs/performance.md, run EP).
+// one is: 50-90 more of its wake-ups a second (docs/performance.md, runs EP-ER).
 const xidPoll = 500 * time.Millisecond
 
 type xidKey struct {

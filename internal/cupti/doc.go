@@ -62,7 +62,9 @@
 //
 // CUPTI documents no thread safety for PM sampling or Profiler Host calls. One goroutine per
 // device owns its Session, the CounterData and the Host that evaluates them, and calls
-// runtime.LockOSThread before Enable; nothing else touches them. Different devices may run in
+// runtime.LockOSThread before Enable; nothing else touches them, except the Session's Decoder,
+// a C thread that runs one decode's calls while the owner waits for it (decoder_cgo.go: so
+// that no goroutine sits in a cgo call through a decode). Different devices may run in
 // parallel goroutines, each with its own Host.
 //
 // # Testing
