@@ -10,6 +10,29 @@ import (
 	"github.com/cupti-exporter/cupti-exporter/internal/cupti/cuptitest"
 )
 
+// startedDecoder enables a configured session on device 0, an image of capacity samples and a
+// Decoder for it, and starts sampling; all are released at the end of the test.
+func startedDecoder(t *testing.T, capacity int) (*cupti.Session, *cupti.Host, *cupti.CounterData, *cupti.Decoder) {
+	t.Helper()
+	l := open(t)
+	h := newHost(t, l)
+	s, _ := enableConfigured(t, l, 0, nil)
+	cd, err := s.NewCounterData(testMetrics, capacity)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cd.Free)
+	dec, err := s.NewDecoder()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(dec.Close)
+	if err := s.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return s, h, cd, dec
+}
+
 // TestDecoderBatch checks that a Decoder's batch does what the calls one by one do (the same
 // samples, times and values, the image re-initialised), on a thread other than the caller's,
 // skips the first sample's evaluation when asked, leaves a full image for the caller to
@@ -18,22 +41,7 @@ func TestDecoderBatch(t *testing.T) {
 	cuptitest.Inject(t, "samples_per_decode=5")
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	l := open(t)
-	h := newHost(t, l)
-	s, _ := enableConfigured(t, l, 0, nil)
-	cd, err := s.NewCounterData(testMetrics, 8)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cd.Free()
-	dec, err := s.NewDecoder()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dec.Close()
-	if err := s.Start(); err != nil {
-		t.Fatal(err)
-	}
+	s, h, cd, dec := startedDecoder(t, 8)
 	b, err := dec.Run(s, cd, h, false)
 	if err != nil {
 		t.Fatal(err)
@@ -116,22 +124,7 @@ func TestDecoderBatch(t *testing.T) {
 // TestDecoderOverflow checks that an overflowed decode stops the batch there and says so.
 func TestDecoderOverflow(t *testing.T) {
 	cuptitest.Inject(t, "overflow_at=2,samples_per_decode=3")
-	l := open(t)
-	h := newHost(t, l)
-	s, _ := enableConfigured(t, l, 0, nil)
-	cd, err := s.NewCounterData(testMetrics, 16)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cd.Free()
-	dec, err := s.NewDecoder()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dec.Close()
-	if err := s.Start(); err != nil {
-		t.Fatal(err)
-	}
+	s, h, cd, dec := startedDecoder(t, 16)
 	if b, err := dec.Run(s, cd, h, false); err != nil || b.DecodeErr != nil || b.Samples != 3 {
 		t.Fatalf("first batch: %+v, %v", b, err)
 	}
