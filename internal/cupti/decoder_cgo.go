@@ -105,6 +105,9 @@ func (d *Decoder) Run(s *Session, cd *CounterData, h *Host, skipFirst bool) (*Ba
 	if d == nil || d.closed {
 		return nil, ErrClosed
 	}
+	if err := s.usable(); err != nil {
+		return nil, err
+	}
 	if err := cd.usable(); err != nil {
 		return nil, err
 	}

@@ -111,6 +111,12 @@ func TestDecoderBatch(t *testing.T) {
 		t.Fatalf("batch into a 3-sample image: %+v, %v; want full, not reset, 3 samples", b, err)
 	}
 
+	if err := s.Disable(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := dec.Run(s, cd, h, false); !errors.Is(err, cupti.ErrClosed) {
+		t.Errorf("Run on a disabled session = %v, want ErrClosed", err)
+	}
 	dec.Close()
 	dec.Close() // idempotent
 	if dec.CPU() != 0 {
