@@ -46,7 +46,9 @@ typedef struct cx_decoder {
 	int quit;
 } cx_decoder;
 
-/* cx_decoder_start creates the eventfds and the thread; 0, or an errno value. */
+/* cx_decoder_start creates the eventfds and the thread; 0, or an errno value. The thread takes
+ * the calling thread's nice value (Linux: a new thread inherits it), so a caller that raised its
+ * own priority (pmsample's sampling thread) starts it raised. */
 int cx_decoder_start(cx_decoder *d);
 /* cx_decoder_cpu_ns is the thread's CPU time (user and system) in ns, or -1. */
 int64_t cx_decoder_cpu_ns(cx_decoder *d);

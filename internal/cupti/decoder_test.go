@@ -139,3 +139,26 @@ func TestDecoderOverflow(t *testing.T) {
 		t.Fatalf("overflowed batch: %+v, %v; want the overflow and nothing after it", b, err)
 	}
 }
+
+// TestDecoderTakesCallerPriority: the decoding thread starts with its creator's nice value, so
+// pmsample's raised sampling thread (docs/pm-sampling.md "Thread priority") raises it too.
+func TestDecoderTakesCallerPriority(t *testing.T) {
+	cuptitest.Inject(t, "samples_per_decode=2")
+	// Locked and never unlocked: the thread, its priority lowered, ends with the test's goroutine.
+	runtime.LockOSThread()
+	if err := syscall.Setpriority(syscall.PRIO_PROCESS, syscall.Gettid(), 5); err != nil { // lowering needs no privilege
+		t.Fatal(err)
+	}
+	s, h, cd, dec := startedDecoder(t, 4)
+	if _, err := dec.Run(s, cd, h, false); err != nil {
+		t.Fatal(err)
+	}
+	tid := int(cuptitest.Query(t, "decode.tid"))
+	got, err := syscall.Getpriority(syscall.PRIO_PROCESS, tid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if 20-got != 5 { // the raw system call answers 20 - nice
+		t.Errorf("decoding thread %d at nice %d, want its creator's 5", tid, 20-got)
+	}
+}
