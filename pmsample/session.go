@@ -339,12 +339,8 @@ func (d *cuptiDevice) decodeOffThread(g int, fn func(start, end uint64, values [
 	d.calls.Reset += b.ResetTime
 	d.mu.Unlock()
 	res := b.Decode
-	if b.DecodeErr != nil || res.Overflow {
-		err := b.DecodeErr
-		if err == nil {
-			err = errOverflow
-		}
-		return res, classify(fmt.Errorf("decoding pm samples on device %d: %w", d.dev, err))
+	if err := d.decodeError(res, b.DecodeErr); err != nil {
+		return res, err
 	}
 	if b.InfoErr != nil {
 		return res, fmt.Errorf("reading counter data info on device %d: %w", d.dev, b.InfoErr)
@@ -366,13 +362,9 @@ func (d *cuptiDevice) decodeOffThread(g int, fn func(start, end uint64, values [
 			fn(start, end, vals)
 		}
 	}
-	if len(d.split) <= g {
-		d.split = append(d.split, make([]bool, g+1-len(d.split))...)
-	}
-	d.split[g] = b.Info.Populated > b.Info.Completed
+	d.noteSplit(g, b.Info)
 	if full {
-		d.growAfterFull()
-		return res, d.replaceImage(g, 0)
+		return res, d.replaceFullImage(g, 0)
 	}
 	if b.ResetErr != nil {
 		return res, fmt.Errorf("resetting counter data on device %d: %w", d.dev, b.ResetErr)
@@ -395,13 +387,19 @@ func (d *cuptiDevice) DecodeInto(g, slot int) (cupti.DecodeResult, error) {
 	res, err := d.sess.Decode(cd)
 	d.addTime(&d.calls.Decode, t0)
 	d.decodes.Add(1)
-	if err != nil || res.Overflow {
-		if err == nil {
-			err = errOverflow
-		}
-		return res, classify(fmt.Errorf("decoding pm samples on device %d: %w", d.dev, err))
+	return res, d.decodeError(res, err)
+}
+
+// decodeError is a decode's failure (err, or the hardware buffer's overflow), classified; nil
+// for a decode that succeeded.
+func (d *cuptiDevice) decodeError(res cupti.DecodeResult, err error) error {
+	if err == nil && !res.Overflow {
+		return nil
 	}
-	return res, nil
+	if err == nil {
+		err = errOverflow
+	}
+	return classify(fmt.Errorf("decoding pm samples on device %d: %w", d.dev, err))
 }
 
 // Evaluate evaluates every completed sample of image slot of group g and re-initialises the
@@ -449,18 +447,9 @@ func (d *cuptiDevice) Evaluate(g, slot int, full bool, fn func(start, end uint64
 		d.evaluated++
 		fn(start, end, vals)
 	}
-	// A sample still being decoded (populated, not completed) is split by the reset below: its
-	// remaining records become the next image's first sample, which must not be evaluated.
-	if len(d.split) <= g {
-		d.split = append(d.split, make([]bool, g+1-len(d.split))...)
-	}
-	d.split[g] = info.Populated > info.Completed
+	d.noteSplit(g, info)
 	if full {
-		// The real library refuses to re-initialise an image after such a decode (999 on an
-		// H200), but decodes into a fresh image of the same session (TestRealCounterDataCosts
-		// (b)): replace the image instead of recreating the session, with more room.
-		d.growAfterFull()
-		return d.replaceImage(g, slot)
+		return d.replaceFullImage(g, slot)
 	}
 	tr := time.Now()
 	err = cd.Reset()
@@ -469,6 +458,25 @@ func (d *cuptiDevice) Evaluate(g, slot int, full bool, fn func(start, end uint64
 		return fmt.Errorf("resetting counter data on device %d: %w", d.dev, err)
 	}
 	return nil
+}
+
+// noteSplit records whether group g's image, about to be re-initialised or replaced, holds a
+// sample still being decoded (populated, not completed): the reset splits it, its remaining
+// records become the next image's first sample, which must not be evaluated.
+func (d *cuptiDevice) noteSplit(g int, info cupti.CounterDataInfo) {
+	if len(d.split) <= g {
+		d.split = append(d.split, make([]bool, g+1-len(d.split))...)
+	}
+	d.split[g] = info.Populated > info.Completed
+}
+
+// replaceFullImage replaces image slot of group g after a decode that stopped full: the real
+// library refuses to re-initialise such an image (999 on an H200), but decodes into a fresh
+// image of the same session (TestRealCounterDataCosts (b)), so the image is replaced instead of
+// the session recreated, with more room.
+func (d *cuptiDevice) replaceFullImage(g, slot int) error {
+	d.growAfterFull()
+	return d.replaceImage(g, slot)
 }
 
 // growAfterFull gives the images allocated from now on growSlack of a period more room (up to

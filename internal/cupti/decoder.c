@@ -11,6 +11,14 @@ static int64_t mono_ns(void) {
 	return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
 }
 
+/* timed_call is cx_call with its time added to *ns. */
+static CUptiResult timed_call(cx_lib *l, int id, void *params, int64_t *ns) {
+	int64_t t0 = mono_ns();
+	CUptiResult r = cx_call(l, id, params);
+	*ns += mono_ns() - t0;
+	return r;
+}
+
 void cx_batch_run(cx_batch *b) {
 	b->counter_info_r = b->reset_r = 0;
 	b->reset_done = 0;
@@ -23,9 +31,7 @@ void cx_batch_run(cx_batch *b) {
 		.pCounterDataImage = b->img,
 		.counterDataImageSize = b->size,
 	};
-	int64_t t0 = mono_ns();
-	b->decode_r = cx_call(b->l, CX_FN_cuptiPmSamplingDecodeData, &dp);
-	b->ns_decode = mono_ns() - t0;
+	b->decode_r = timed_call(b->l, CX_FN_cuptiPmSamplingDecodeData, &dp, &b->ns_decode);
 	b->stop_reason = (int)dp.decodeStopReason;
 	b->overflow = dp.overflow != 0;
 	if (b->decode_r != 0 || b->overflow)
@@ -66,9 +72,7 @@ void cx_batch_run(cx_batch *b) {
 		.counterDataSize = b->size,
 		.pCounterData = b->img,
 	};
-	int64_t tr = mono_ns();
-	b->reset_r = cx_call(b->l, CX_FN_cuptiPmSamplingCounterDataImageInitialize, &rp);
-	b->ns_reset = mono_ns() - tr;
+	b->reset_r = timed_call(b->l, CX_FN_cuptiPmSamplingCounterDataImageInitialize, &rp, &b->ns_reset);
 	b->reset_done = b->reset_r == 0;
 }
 

@@ -33,18 +33,10 @@ func Float(v nvml.FieldValue) (float64, bool) {
 // Read reads one field of dev: its value, and NVML's return (of the call, else of the field;
 // ERROR_NOT_SUPPORTED for a value type Float does not know).
 func Read(dev nvml.Device, id uint32) (float64, nvml.Return) {
-	vals := []nvml.FieldValue{{FieldId: id}}
-	if ret := dev.GetFieldValues(vals); ret != nvml.SUCCESS {
-		return 0, ret
-	}
-	if ret := nvml.Return(vals[0].NvmlReturn); ret != nvml.SUCCESS {
-		return 0, ret
-	}
-	f, ok := Float(vals[0])
-	if !ok {
-		return 0, nvml.ERROR_NOT_SUPPORTED
-	}
-	return f, nvml.SUCCESS
+	var v [1]float64
+	var r [1]nvml.Return
+	ReadMany(dev, []uint32{id}, v[:], r[:])
+	return v[0], r[0]
 }
 
 // ReadMany reads the fields ids of dev in one call (one driver round trip: the eight

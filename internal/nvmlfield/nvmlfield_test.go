@@ -9,7 +9,7 @@ import (
 )
 
 // TestReadMany checks that one call reads every field, each with its own return and value
-// type, and that a failed call fails every field.
+// type, and that a failed call fails every field; and Read, ReadMany of one field, likewise.
 func TestReadMany(t *testing.T) {
 	calls := 0
 	fail := nvml.SUCCESS
@@ -43,7 +43,16 @@ func TestReadMany(t *testing.T) {
 			t.Errorf("field %d: %v, %v; want %v, %v", ids[i], vals[i], rets[i], wantV[i], wantR[i])
 		}
 	}
+	if v, r := Read(dev, 82); v != 51 || r != nvml.SUCCESS {
+		t.Errorf("Read(82) = %v, %v; want 51, SUCCESS", v, r)
+	}
+	if _, r := Read(dev, 269); r != nvml.ERROR_NOT_SUPPORTED {
+		t.Errorf("Read(269) = %v, want the field's NOT_SUPPORTED", r)
+	}
 	fail = nvml.ERROR_GPU_IS_LOST
+	if _, r := Read(dev, 82); r != nvml.ERROR_GPU_IS_LOST {
+		t.Errorf("Read on a lost GPU = %v, want the call's GPU_IS_LOST", r)
+	}
 	if ret := ReadMany(dev, ids, vals, rets); ret != nvml.ERROR_GPU_IS_LOST {
 		t.Fatalf("ReadMany on a lost GPU: %v", ret)
 	}
