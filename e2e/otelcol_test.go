@@ -97,7 +97,25 @@ func parseDebug(out string) []*otelResource {
 // startCollector runs the collector with OTLP receivers on two free loopback ports.
 func startCollector(t *testing.T, bin string) (grpcAddr, httpAddr string, out *testutil.SyncBuffer) {
 	t.Helper()
-	grpcAddr, httpAddr = testutil.FreeAddr(t), testutil.FreeAddr(t)
+	// A free port found here can be taken by another test's process before the collector
+	// binds it; start over on fresh ports then.
+	for attempt := 1; ; attempt++ {
+		grpcAddr, httpAddr = testutil.FreeAddr(t), testutil.FreeAddr(t)
+		out = &testutil.SyncBuffer{}
+		if tryCollector(t, bin, grpcAddr, httpAddr, out) {
+			return grpcAddr, httpAddr, out
+		}
+		if attempt == 3 {
+			t.Fatalf("collector could not bind free ports in %d attempts:\n%s", attempt, out.String())
+		}
+		t.Logf("collector lost a port to another process, retrying:\n%s", tail(out.String(), 500))
+	}
+}
+
+// tryCollector starts the collector on the given addresses and waits until it is ready; it
+// reports false when the collector exited because an address was in use.
+func tryCollector(t *testing.T, bin, grpcAddr, httpAddr string, out *testutil.SyncBuffer) bool {
+	t.Helper()
 	cfg := fmt.Sprintf(`receivers:
   otlp:
     protocols:
@@ -115,19 +133,23 @@ service:
 	if err := os.WriteFile(file, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	out = &testutil.SyncBuffer{}
 	cmd := exec.Command(bin, "--config", file)
 	cmd.Stdout, cmd.Stderr = out, out
 	proc := testutil.Start(t, cmd, nil)
+	ready := false
 	waitFor(t, "the collector to start", func() bool {
 		select {
 		case <-proc.Done():
+			if strings.Contains(out.String(), "address already in use") {
+				return true
+			}
 			t.Fatalf("collector exited (%v):\n%s", proc.Err(), out.String())
 		default:
 		}
-		return strings.Contains(out.String(), "Everything is ready")
+		ready = strings.Contains(out.String(), "Everything is ready")
+		return ready
 	})
-	return grpcAddr, httpAddr, out
+	return ready
 }
 
 func TestOTLPCollector(t *testing.T) {

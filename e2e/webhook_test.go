@@ -25,6 +25,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -57,12 +58,12 @@ const (
 
 func freePort(t *testing.T) int {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	_, port, _ := net.SplitHostPort(testutil.FreeAddr(t))
+	n, err := strconv.Atoi(port)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
+	return n
 }
 
 // startProcess runs a helper binary with its output in the test log on failure; stop ends

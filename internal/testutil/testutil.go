@@ -6,6 +6,8 @@ package testutil
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -63,15 +65,24 @@ func RunUntilCleanup(t testing.TB, run func(context.Context) error) *Running {
 // Exited is closed once run has returned.
 func (r *Running) Exited() <-chan struct{} { return r.exited }
 
-// FreeAddr returns a loopback address with a port nobody listens on (now).
+// FreeAddr returns a loopback address with a port nobody listens on (now). The port is
+// drawn below Linux's ephemeral range (32768 up), which the kernel hands to every outgoing
+// connection and ":0" listener: a port from there is often taken again before the process
+// it was found for binds it.
 func FreeAddr(t testing.TB) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	for range 100 {
+		port := 20000 + rand.IntN(32768-20000)
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		if err != nil {
+			continue
+		}
+		addr := l.Addr().String()
+		l.Close()
+		return addr
 	}
-	defer l.Close()
-	return l.Addr().String()
+	t.Fatal("no free loopback port in 20000-32767 after 100 tries")
+	return ""
 }
 
 // SyncBuffer is a buffer that goroutines may write at once (a process's or a logger's
