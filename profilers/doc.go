@@ -11,15 +11,21 @@
 // timings measured on the GPU).
 //
 // How: every poll (100 ms by default) Watcher reads /proc/loadavg, whose last field is the
-// newest PID the kernel handed out; only when it moved does it list /proc and examine the new
-// processes (stat for the name, and the command line or environment where a rule needs them).
-// Processes younger than a second are read again, since a fork shows the parent's name until
-// it execs. Each profiler found is checked every poll until it exits. The rules are a table
-// (rules.go). The netlink process connector would tell of every exec at once, but it answers
-// only in the host's network namespace (hostNetwork), which the chart does not use.
+// newest PID the kernel handed out. PIDs are handed out in increasing order (wrapping at
+// pid_max), so the processes new since the last poll are the PIDs between its two readings:
+// a few (up to 32) are read one by one, /proc/PID/stat, skipping threads (which take PIDs from
+// the same counter); more, or a wrap, list /proc and read the PIDs in that range. A busy node
+// hands out PIDs at every poll, and listing all of /proc each time cost it in proportion to
+// its processes. The name, and the command line or environment where a rule needs them, tell a
+// profiler. Processes younger than a second are read again, since a fork shows the parent's
+// name until it execs; only those and the processes whose mappings a rule reads are kept. Each
+// profiler found is checked every poll until it exits. The rules are a table (rules.go). The
+// netlink process connector would tell of every exec at once, but it answers only in the
+// host's network namespace (hostNetwork), which the chart does not use.
 //
 // Limits: the host's processes are visible only with the host's PID namespace (the chart's
-// hostPID); the environment and the mapped libraries of another user's process need
+// hostPID), and /proc/loadavg counts the PIDs of the reader's namespace: /proc must be that
+// namespace's; the environment and the mapped libraries of another user's process need
 // CAP_SYS_PTRACE (without it the rules that need them do not match: Nsight Compute is still
 // seen by its front end's name); a PM-sampling client that is not in the table and not named
 // (WithNames) is not seen before it asks, and pmsample then reports busy and takes the counters

@@ -52,7 +52,7 @@ func (h *fakeHost) start(comm string, args []string, env map[string]string) int 
 // exec (re)writes a process's files: a new name, arguments and environment under the same PID.
 func (h *fakeHost) exec(pid int, comm string, args []string, env map[string]string, start uint64) {
 	d := fmt.Sprint(pid)
-	h.write(d+"/stat", fmt.Sprintf("%d (%s) S 1 %d %d 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 1 0 %d 1 1 1\n", pid, comm, pid, pid, start))
+	h.write(d+"/stat", statLine(pid, comm, start, 17))
 	h.write(d+"/cmdline", strings.Join(args, "\x00")+"\x00")
 	var e []string
 	for k, v := range env {
@@ -60,6 +60,23 @@ func (h *fakeHost) exec(pid int, comm string, args []string, env map[string]stri
 	}
 	h.write(d+"/environ", strings.Join(e, "\x00"))
 	h.write(d+"/maps", "")
+}
+
+// statLine is a /proc/PID/stat line as the kernel writes it (fields 1..52): the start time is
+// field 22, the exit signal field 38 (17 for a process, -1 for a thread other than the first).
+func statLine(pid int, comm string, start uint64, exitSignal int) string {
+	return fmt.Sprintf("%d (%s) S 1 %d %d 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 1 0 %d 1000000 100 18446744073709551615 "+
+		"1 1 0 0 0 0 0 0 0 0 0 0 %d 3 0 0 0 0 0 0 0 0 0 0 0 0 0\n", pid, comm, pid, pid, start, exitSignal)
+}
+
+// thread adds a thread to a process: a new PID from the counter whose /proc/TID/stat tells a
+// thread. (The kernel's listing of /proc leaves threads out; the fake's does not, and the
+// watcher skips threads either way.)
+func (h *fakeHost) thread(comm string) int {
+	h.last++
+	h.write(fmt.Sprintf("%d/stat", h.last), statLine(h.last, comm, uint64(h.last), -1))
+	h.loadavg()
+	return h.last
 }
 
 func (h *fakeHost) exit(pid int) {
@@ -175,22 +192,102 @@ func TestWatcherSeesAYoungProcessExec(t *testing.T) {
 	want(t, r.take())
 }
 
-func TestWatcherListsOnlyWhenAPIDWasHandedOut(t *testing.T) {
+func TestWatcherReadsOnlyTheNewPIDs(t *testing.T) {
 	h, r, c := newFakeHost(t), twoGPUs(), newClock()
+	for range 50 {
+		h.start("bash", []string{"bash"}, nil)
+	}
 	w := watcher(h, r, c)
-	n := w.scans
+	scans, probes := w.scans, w.probes
 	for range 5 {
 		c.add(100 * time.Millisecond)
 		w.Poll()
 	}
-	if w.scans != n {
-		t.Fatalf("%d listings of /proc with no PID handed out, want 0", w.scans-n)
+	if w.scans != scans || w.probes != probes {
+		t.Fatalf("%d listings and %d PIDs read with no PID handed out, want none", w.scans-scans, w.probes-probes)
 	}
+	// A few new PIDs: each read once, /proc not listed.
 	h.start("sleep", []string{"sleep", "1"}, nil)
+	ncu := h.start("ncu", []string{"ncu", "./app"}, nil)
+	c.add(100 * time.Millisecond)
 	w.Poll()
-	if w.scans != n+1 {
-		t.Fatalf("%d listings after a new PID, want 1", w.scans-n)
+	if w.scans != scans || w.probes != probes+2 {
+		t.Fatalf("after 2 new PIDs: %d listings, %d PIDs read; want 0 and 2", w.scans-scans, w.probes-probes)
 	}
+	want(t, r.take(), fmt.Sprintf("give 0 ncu %d ncu", ncu), fmt.Sprintf("give 1 ncu %d ncu", ncu))
+	// More than probeMax at once: one listing, and only the processes in the new range read.
+	for range probeMax {
+		h.start("bash", []string{"bash"}, nil)
+	}
+	nsys := h.start("nsys", []string{"nsys", "profile", "--gpu-metrics-devices=all"}, nil)
+	c.add(100 * time.Millisecond)
+	w.Poll()
+	if w.scans != scans+1 || w.probes != probes+2 {
+		t.Fatalf("after %d new PIDs: %d listings, %d PIDs read; want 1 and 0", probeMax+1, w.scans-scans, w.probes-probes-2)
+	}
+	want(t, r.take()) // GPUs already given to ncu, the earlier holder
+	if w.holders[nsys] == nil {
+		t.Fatal("nsys in the listed range not found")
+	}
+	// What is kept: the young processes only, not every process on the host.
+	c.add(youngFor)
+	w.Poll()
+	if len(w.known) != 0 {
+		t.Fatalf("%d processes kept once none is young and none is a candidate, want 0", len(w.known))
+	}
+}
+
+func TestWatcherSkipsThreads(t *testing.T) {
+	h, r, c := newFakeHost(t), twoGPUs(), newClock()
+	w := watcher(h, r, c)
+	// ncu's own threads carry its name: only the process is a holder.
+	ncu := h.start("ncu", []string{"ncu", "./app"}, nil)
+	tid := h.thread("ncu")
+	c.add(100 * time.Millisecond)
+	w.Poll()
+	want(t, r.take(), fmt.Sprintf("give 0 ncu %d ncu", ncu), fmt.Sprintf("give 1 ncu %d ncu", ncu))
+	if w.holders[tid] != nil || w.known[tid] != nil {
+		t.Fatalf("thread %d of ncu %d taken for a process", tid, ncu)
+	}
+	// The same in a listing (many PIDs at once).
+	scans := w.scans
+	for range probeMax + 1 {
+		h.thread("ncu")
+	}
+	c.add(100 * time.Millisecond)
+	w.Poll()
+	if w.scans != scans+1 || len(w.holders) != 1 {
+		t.Fatalf("%d holders after ncu's threads were listed (%d listings), want 1", len(w.holders), w.scans-scans)
+	}
+}
+
+func TestWatcherPIDCounterWraps(t *testing.T) {
+	h, r, c := newFakeHost(t), twoGPUs(), newClock()
+	h.last = 4_194_300                          // near pid_max (4194304 on 64-bit hosts)
+	old := h.start("ncu", []string{"ncu"}, nil) // running before the watcher
+	w := watcher(h, r, c)
+	want(t, r.take(), fmt.Sprintf("give 0 ncu %d ncu", old), fmt.Sprintf("give 1 ncu %d ncu", old))
+	h.exit(old)
+	c.add(100 * time.Millisecond)
+	w.Poll()
+	want(t, r.take(), "back 0", "back 1")
+	h.start("bash", []string{"bash"}, nil) // 4194302
+	h.last = 300                           // the kernel wraps to 300 (RESERVED_PIDS)
+	nsys := h.start("nsys", []string{"nsys", "--gpu-metrics-devices=0"}, nil)
+	c.add(100 * time.Millisecond)
+	w.Poll()
+	want(t, r.take(), fmt.Sprintf("give 0 nsys %d nsys", nsys), fmt.Sprintf("give 1 nsys %d nsys", nsys))
+}
+
+func TestWatcherWithoutPIDCounter(t *testing.T) {
+	h, r, c := newFakeHost(t), twoGPUs(), newClock()
+	h.write("loadavg", "unreadable\n")
+	w := watcher(h, r, c)
+	ncu := h.start("ncu", []string{"ncu"}, nil)
+	h.write("loadavg", "unreadable\n")
+	c.add(100 * time.Millisecond)
+	w.Poll()
+	want(t, r.take(), fmt.Sprintf("give 0 ncu %d ncu", ncu), fmt.Sprintf("give 1 ncu %d ncu", ncu))
 }
 
 func TestWatcherGivesOnlyTheProfilersGPUs(t *testing.T) {

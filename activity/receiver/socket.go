@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/cupti-exporter/cupti-exporter/activity/wire"
+	"github.com/cupti-exporter/cupti-exporter/internal/tick"
 )
 
 // DefaultSocketCheck is how often the server checks that its socket file is still there.
@@ -46,7 +47,7 @@ func (s *Server) SocketProblem() string {
 
 // watchSocket checks the socket file every checkEvery until ctx ends or the server closes.
 func (s *Server) watchSocket(ctx context.Context) {
-	t := time.NewTicker(s.cfg.checkEvery)
+	t := tick.New(s.cfg.checkEvery) // on the exporter's timetable (internal/tick): no wake-up of its own
 	defer t.Stop()
 	for {
 		select {

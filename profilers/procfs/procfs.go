@@ -22,7 +22,7 @@ const (
 	MaxMaps    = 4 << 20
 )
 
-// smallRead is the largest read that reuses the FS's buffer.
+// smallRead is the least buffer Read keeps, and the longest line Lines hands out whole.
 const smallRead = 4 << 10
 
 // FS reads a /proc tree (the host's with hostPID; a fake one in tests). It is not safe for
@@ -33,23 +33,19 @@ type FS struct {
 	loadavg *os.File // kept open: LastPID runs every poll, and a pread regenerates the file
 }
 
-// Read reads at most limit bytes of Root/rel. A small read's result aliases the FS's buffer
-// and is valid until the next Read.
+// Read reads at most limit bytes of Root/rel. The result aliases the FS's buffer and is valid
+// until the next Read; the buffer grows to the largest limit asked (an environment, 128 KiB,
+// is read for every new process: a new buffer each time cost the collector that much).
 func (fs *FS) Read(rel string, limit int) ([]byte, error) {
 	f, err := os.Open(filepath.Join(fs.Root, rel))
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	var b []byte
-	if limit <= smallRead {
-		if fs.buf == nil {
-			fs.buf = make([]byte, smallRead)
-		}
-		b = fs.buf[:limit]
-	} else {
-		b = make([]byte, limit)
+	if len(fs.buf) < limit {
+		fs.buf = make([]byte, max(limit, smallRead))
 	}
+	b := fs.buf[:limit]
 	n, err := io.ReadFull(f, b)
 	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {
 		return nil, err
@@ -86,50 +82,53 @@ func cutLines(data []byte, atEOF bool) (int, []byte, error) {
 	return adv, tok, err
 }
 
-// Stat reads a process's name and start time (clock ticks after boot) from /proc/PID/stat.
-func (fs *FS) Stat(pid int) (comm string, start uint64, ok bool) {
+// Stat is what the watcher reads of /proc/PID/stat.
+type Stat struct {
+	Comm  string // the name (at most 15 bytes)
+	Start uint64 // clock ticks after boot (field 22): with the PID, the process's identity
+	// Thread: a thread other than its process's first. /proc/TID answers for every thread,
+	// though a listing shows only processes; a thread's exit signal (field 38) is -1.
+	Thread bool
+}
+
+// Stat reads /proc/PID/stat.
+func (fs *FS) Stat(pid int) (Stat, bool) {
 	b, err := fs.Read(strconv.Itoa(pid)+"/stat", MaxStat)
 	if err != nil {
-		return "", 0, false
+		return Stat{}, false
 	}
 	return ParseStat(b)
 }
 
-// ParseStat takes the name between the first '(' and the last ')' (a name may hold either)
-// and the 22nd field, the start time.
-func ParseStat(b []byte) (comm string, start uint64, ok bool) {
+// ParseStat takes the name between the first '(' and the last ')' (a name may hold either),
+// the 22nd field, the start time, and the 38th, the exit signal, where the line has it.
+func ParseStat(b []byte) (Stat, bool) {
 	open, end := bytes.IndexByte(b, '('), bytes.LastIndexByte(b, ')')
 	if open < 0 || end < open {
-		return "", 0, false
+		return Stat{}, false
 	}
-	// the fields after the name: state (3), ppid (4), ... starttime (22)
-	rest := b[end+1:]
-	for i := 0; i < 19; i++ {
-		rest = bytes.TrimLeft(rest, " ")
-		sp := bytes.IndexByte(rest, ' ')
-		if sp < 0 {
-			return "", 0, false
-		}
-		rest = rest[sp:]
+	// the fields after the name: state (3), ppid (4), ... starttime (22), ... exit_signal (38)
+	fields := bytes.Fields(b[end+1:])
+	const startAt, exitSignalAt = 22 - 3, 38 - 3
+	if len(fields) <= startAt {
+		return Stat{}, false
 	}
-	rest = bytes.TrimLeft(rest, " ")
-	if sp := bytes.IndexAny(rest, " \n"); sp >= 0 {
-		rest = rest[:sp]
-	}
-	start, err := strconv.ParseUint(string(rest), 10, 64)
+	start, err := strconv.ParseUint(string(fields[startAt]), 10, 64)
 	if err != nil {
-		return "", 0, false
+		return Stat{}, false
 	}
-	return string(b[open+1 : end]), start, true
+	st := Stat{Comm: string(b[open+1 : end]), Start: start}
+	st.Thread = len(fields) > exitSignalAt && string(fields[exitSignalAt]) == "-1"
+	return st, true
 }
 
-// LastPID reads the newest PID the kernel handed out: the last field of /proc/loadavg
-// ("" when it cannot be read).
-func (fs *FS) LastPID() string {
+// LastPID reads the newest PID the kernel handed out (to a process or a thread) in the PID
+// namespace of the reader: the last field of /proc/loadavg (0 when it cannot be read).
+func (fs *FS) LastPID() int {
 	if fs.loadavg == nil {
 		f, err := os.Open(filepath.Join(fs.Root, "loadavg"))
 		if err != nil {
-			return ""
+			return 0
 		}
 		fs.loadavg = f
 	}
@@ -137,10 +136,14 @@ func (fs *FS) LastPID() string {
 	n, err := fs.loadavg.ReadAt(buf[:], 0)
 	if err != nil && !errors.Is(err, io.EOF) {
 		fs.Close() // opened again next time
-		return ""
+		return 0
 	}
 	b := bytes.TrimSpace(buf[:n])
-	return string(b[bytes.LastIndexByte(b, ' ')+1:])
+	pid, err := strconv.Atoi(string(b[bytes.LastIndexByte(b, ' ')+1:]))
+	if err != nil || pid < 0 {
+		return 0
+	}
+	return pid
 }
 
 // Close closes the file LastPID keeps open.

@@ -4,34 +4,41 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 )
 
-// A real /proc/PID/stat line (fields 3..52) with the start time 12345 as field 22.
-func statLine(comm string, start string) string {
+// A real /proc/PID/stat line (fields 3..52) with the start time as field 22 and the exit
+// signal as field 38 (17, SIGCHLD, for a process; -1 for a thread other than the first).
+func statLine(comm string, start string) string { return statLineExit(comm, start, "17") }
+
+func statLineExit(comm, start, exitSignal string) string {
 	return "4242 (" + comm + ") S 1 4242 4242 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 " + start +
-		" 1000000 100 18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 17 3 0 0 0 0 0 0 0 0 0 0 0 0 0\n"
+		" 1000000 100 18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 " + exitSignal + " 3 0 0 0 0 0 0 0 0 0 0 0 0 0\n"
 }
 
 func TestParseStat(t *testing.T) {
 	for _, c := range []struct {
-		line, comm string
-		start      uint64
-		ok         bool
+		line string
+		want Stat
+		ok   bool
 	}{
-		{statLine("ncu", "12345"), "ncu", 12345, true},
-		{statLine("a) (b", "7"), "a) (b", 7, true}, // a name may hold parentheses and spaces
-		{statLine("", "9"), "", 9, true},
-		{"4242 (ncu) S 1 2 3", "", 0, false},                                         // cut short
-		{"4242 ncu S 1", "", 0, false},                                               // no name
-		{statLine("ncu", "x"), "", 0, false},                                         // not a number
-		{"1 (x) " + strings.Repeat("9 ", 19) + "18446744073709551616", "", 0, false}, // overflows uint64
+		{statLine("ncu", "12345"), Stat{Comm: "ncu", Start: 12345}, true},
+		{statLine("a) (b", "7"), Stat{Comm: "a) (b", Start: 7}, true}, // a name may hold parentheses and spaces
+		{statLine("", "9"), Stat{Start: 9}, true},
+		{statLineExit("pt_main_thread", "9", "-1"), Stat{Comm: "pt_main_thread", Start: 9, Thread: true}, true},
+		{statLineExit("ncu", "9", "0"), Stat{Comm: "ncu", Start: 9}, true},            // cloned without an exit signal: a process
+		{"1 (x) " + strings.Repeat("9 ", 19) + "5", Stat{Comm: "x", Start: 5}, true},  // ends at the start time: no exit signal, a process
+		{"4242 (ncu) S 1 2 3", Stat{}, false},                                         // cut short
+		{"4242 ncu S 1", Stat{}, false},                                               // no name
+		{statLine("ncu", "x"), Stat{}, false},                                         // not a number
+		{"1 (x) " + strings.Repeat("9 ", 19) + "18446744073709551616", Stat{}, false}, // overflows uint64
 	} {
-		comm, start, ok := ParseStat([]byte(c.line))
-		if comm != c.comm || start != c.start || ok != c.ok {
-			t.Errorf("ParseStat(%q) = %q, %d, %v; want %q, %d, %v", c.line, comm, start, ok, c.comm, c.start, c.ok)
+		got, ok := ParseStat([]byte(c.line))
+		if got != c.want || ok != c.ok {
+			t.Errorf("ParseStat(%q) = %+v, %v; want %+v, %v", c.line, got, ok, c.want, c.ok)
 		}
 	}
 }
@@ -43,7 +50,8 @@ func FuzzParseStat(f *testing.F) {
 	f.Add([]byte("((((((((((((((((("))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		t0 := time.Now()
-		comm, _, ok := ParseStat(b)
+		st, ok := ParseStat(b)
+		comm := st.Comm
 		if d := time.Since(t0); d > 50*time.Millisecond+time.Duration(len(b))*time.Microsecond {
 			t.Fatalf("ParseStat took %v for %d bytes", d, len(b))
 		}
@@ -61,23 +69,27 @@ func TestFSReadsBounded(t *testing.T) {
 	must(t, os.MkdirAll(filepath.Join(root, "self"), 0o755))
 	must(t, os.WriteFile(filepath.Join(root, "loadavg"), []byte("0.10 0.20 0.30 2/345 6789\n"), 0o644))
 	fs := FS{Root: root}
-	if comm, start, ok := fs.Stat(17); comm != "nsys" || start != 99 || !ok {
-		t.Fatalf("Stat = %q %d %v", comm, start, ok)
+	if st, ok := fs.Stat(17); st != (Stat{Comm: "nsys", Start: 99}) || !ok {
+		t.Fatalf("Stat = %+v %v", st, ok)
 	}
-	if _, _, ok := fs.Stat(18); ok {
+	if _, ok := fs.Stat(18); ok {
 		t.Fatal("Stat of a missing process succeeded")
 	}
 	b, err := fs.Read("17/cmdline", MaxCmdline)
 	if err != nil || len(b) != MaxCmdline {
 		t.Fatalf("Read = %d bytes, %v; want the bound %d", len(b), err, MaxCmdline)
 	}
-	if got := fs.LastPID(); got != "6789" {
-		t.Fatalf("LastPID = %q", got)
+	if got := fs.LastPID(); got != 6789 {
+		t.Fatalf("LastPID = %d", got)
 	}
 	// The file stays open and is read again from its start: a new content shows.
 	must(t, os.WriteFile(filepath.Join(root, "loadavg"), []byte("0.10 0.20 0.30 2/345 6790\n"), 0o644))
-	if got := fs.LastPID(); got != "6790" {
-		t.Fatalf("LastPID after a change = %q", got)
+	if got := fs.LastPID(); got != 6790 {
+		t.Fatalf("LastPID after a change = %d", got)
+	}
+	must(t, os.WriteFile(filepath.Join(root, "loadavg"), []byte("garbage\n"), 0o644))
+	if got := fs.LastPID(); got != 0 {
+		t.Fatalf("LastPID of a malformed loadavg = %d, want 0", got)
 	}
 	fs.Close()
 	pids, err := fs.PIDs()
@@ -104,6 +116,34 @@ func TestFSReadsBounded(t *testing.T) {
 	}
 	if got := SplitNUL([]byte("a\x00b=c\x00\x00")); !slices.Equal(got, []string{"a", "b=c"}) {
 		t.Fatalf("SplitNUL = %q", got)
+	}
+}
+
+// TestStatTellsThreadsOnTheRealProc: this test process's threads, read as /proc/TID (as the
+// watcher reads a PID the counter passed), are threads; the process itself is not.
+func TestStatTellsThreadsOnTheRealProc(t *testing.T) {
+	fs := FS{Root: "/proc"}
+	pid := os.Getpid()
+	tids, err := os.ReadDir(filepath.Join("/proc", strconv.Itoa(pid), "task"))
+	if err != nil {
+		t.Skip("no /proc here:", err)
+	}
+	threads := 0
+	for _, e := range tids {
+		tid, _ := strconv.Atoi(e.Name())
+		st, ok := fs.Stat(tid)
+		if !ok {
+			continue // ended meanwhile
+		}
+		if st.Thread != (tid != pid) {
+			t.Errorf("/proc/%d/stat (process %d): Thread = %v", tid, pid, st.Thread)
+		}
+		if st.Thread {
+			threads++
+		}
+	}
+	if threads == 0 {
+		t.Fatalf("none of %d tasks of a Go test process read as a thread", len(tids))
 	}
 }
 
