@@ -7,16 +7,16 @@
 // the sampler's Release and Reacquire (pmsample). It never calls CUPTI.
 //
 // A GPU is idle when, for the whole release delay (default 60 s), NVML utilisation was 0, no
-// kernel, memcpy or memset record arrived for it, no traced process connected to it, and the
-// SM active ratio of every PM batch (when the sampled metrics include
+// kernel, memcpy or memset record arrived for it, no traced process connected to it, and the SM
+// active ratio of every PM batch (when the sampled metrics include
 // sm__cycles_active...pct_of_peak_sustained_elapsed) stayed below 0.1 %. While sampling, the
-// Controller checks every 200 ms. While released it polls every 20 ms (--pmsample.idle-poll)
-// with cheap NVML calls per GPU: GPM SM utilisation since the last poll (Hopper and newer,
-// --pmsample.idle-gpm: GPM needs no PM session, gpm.go), the instant power draw (a rise of
-// --pmsample.idle-power-rise, 20 W, over the lowest reading since the release, power.go),
-// clock-event reasons (the gpu_idle bit, once seen set, clears when work starts) and
-// utilisation (above 0) every poll, compute processes every 100 ms (a new process appears at
-// context creation, before its first kernel). A kernel record, a launch hint
+// Controller checks every 500 ms (a multiple of every decode period). While released it polls
+// every 20 ms (--pmsample.idle-poll) with cheap NVML calls per GPU: GPM SM utilisation since
+// the last poll (Hopper and newer, --pmsample.idle-gpm: GPM needs no PM session, gpm.go), the
+// instant power draw (a rise of --pmsample.idle-power-rise, 20 W, over the lowest reading since
+// the release, power.go), clock-event reasons (the gpu_idle bit, once seen set, clears when
+// work starts) and utilisation (above 0) every poll, compute processes every 100 ms (a new
+// process appears at context creation, before its first kernel). A kernel record, a launch hint
 // (activity.LaunchListener: the process's injected library saw it submit work after a quiet
 // spell) or a process connecting to the activity socket wakes it at once. The first sign
 // reacquires; the time from the last read that found nothing (the earliest the work may have

@@ -6,7 +6,7 @@ import "time"
 const (
 	DefaultAfter       = 60 * time.Second
 	DefaultPoll        = 20 * time.Millisecond
-	DefaultCheck       = 200 * time.Millisecond // a multiple of the decode period, on its timetable (internal/tick)
+	DefaultCheck       = 500 * time.Millisecond // a multiple of every decode period (100 and 250 ms), on their timetable (internal/tick)
 	DefaultSMThreshold = 0.1                    // percent of peak
 	DefaultPowerRise   = 20                     // watts over the lowest instant power since the release
 )
@@ -62,7 +62,7 @@ func WithPoll(d time.Duration) Option {
 	}
 }
 
-// WithCheck sets how often a sampled GPU is checked for idleness (default 200 ms, never
+// WithCheck sets how often a sampled GPU is checked for idleness (default 500 ms, never
 // below the poll interval); a non-positive value keeps the default.
 func WithCheck(d time.Duration) Option {
 	return func(c *config) {

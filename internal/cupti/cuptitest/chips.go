@@ -2,6 +2,9 @@ package cuptitest
 
 import (
 	"compress/gzip"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -48,27 +51,50 @@ func ChipCatalogs(t testing.TB) string {
 	return chipsDir
 }
 
+// unpackChips unpacks the captures once per content: into a folder named by their hash, made
+// under a temporary name and renamed into place, so test binaries running at once share it and
+// none leaves a folder behind.
 func unpackChips() (string, error) {
-	dir, err := os.MkdirTemp("", "cupti-fake-chips-")
-	if err != nil {
-		return "", err
-	}
 	src := ChipsDataDir()
 	entries, err := os.ReadDir(src)
 	if err != nil {
 		return "", err
 	}
+	h := sha256.New()
+	for _, e := range entries {
+		b, err := os.ReadFile(filepath.Join(src, e.Name()))
+		if err != nil {
+			return "", err
+		}
+		fmt.Fprintf(h, "%s %d\n", e.Name(), len(b))
+		h.Write(b)
+	}
+	dir := filepath.Join(os.TempDir(), "cupti-fake-chips-"+hex.EncodeToString(h.Sum(nil))[:16])
+	if _, err := os.Stat(dir); err == nil {
+		return dir, nil
+	}
+	tmp, err := os.MkdirTemp("", "cupti-fake-chips-tmp-")
+	if err != nil {
+		return "", err
+	}
+	defer os.RemoveAll(tmp) // nothing left once renamed
 	for _, e := range entries {
 		name := e.Name()
 		switch {
 		case strings.HasSuffix(name, ".passes"):
-			err = copyFile(filepath.Join(dir, name), filepath.Join(src, name), false)
+			err = copyFile(filepath.Join(tmp, name), filepath.Join(src, name), false)
 		case strings.HasSuffix(name, ".tsv.gz"):
-			err = copyFile(filepath.Join(dir, strings.TrimSuffix(name, ".gz")), filepath.Join(src, name), true)
+			err = copyFile(filepath.Join(tmp, strings.TrimSuffix(name, ".gz")), filepath.Join(src, name), true)
 		}
 		if err != nil {
 			return "", err
 		}
+	}
+	if err := os.Rename(tmp, dir); err != nil {
+		if _, serr := os.Stat(dir); serr == nil {
+			return dir, nil // another test binary was first
+		}
+		return "", err
 	}
 	return dir, nil
 }
