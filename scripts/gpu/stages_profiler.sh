@@ -13,7 +13,7 @@
 #                interleaved), and this build's decode periods with the attribution lag (runs CA, CB)
 #   pmcostdp     the decode periods 100 ms and 250 ms on a workload of another shape (run CB)
 #   givewaymargin  how long ncu and nsys take from their start to their target's context and first
-#                kernel, and ncu/nsys beside the exporter at a give-way poll of GWM_POLL (run ET)
+#                kernel, and ncu/nsys beside the exporter at each give-way poll of GWM_POLLS
 
 PA=$G/profapp
 build_profapp() { [ -x "$PA" ] || nvcc -O2 -o "$PA" scripts/gpu/profapp.cu > "$L/build-profapp.log" 2>&1 || say "profapp build failed: $(tail -3 "$L/build-profapp.log")"; }
@@ -356,18 +356,19 @@ stage_pmcostdp() {
 }
 
 # givewaymargin (issue 32 items 1 and 5): how much time a profiler leaves the give-way, and
-# whether the give-way wins at the watcher's poll GWM_POLL (default 250ms, the decode period).
-# (a) Alone, no exporter: from just before `ncu -c 3 profapp` (or `nsys profile
-# --gpu-metrics-devices=all profapp`) starts to profapp's own prints (main, its context, the
-# first launch): the earliest a profiler can ask for the counters is after the front end started
-# its target. GWM_ALONE (4) runs of ncu, 2 of nsys. (b) Beside the exporter at its defaults with
-# --pmsample.give-way-poll=GWM_POLL (idle release off, so the idle GPU keeps its session):
-# GWM_BESIDE (6) runs of ncu -c 3, 2 of nsys with GPU metrics; what each profiled, the give-way
-# lines. About 2 minutes.
+# whether the give-way wins at each watcher poll of GWM_POLLS (default "100ms 250ms": the
+# default, and the decode period, at which the watch's polls would cost no wake-ups of their
+# own: docs/performance.md). (a) Alone, no exporter: from just before `ncu -c 3 profapp` (or
+# `nsys profile --gpu-metrics-devices=all profapp`) starts to profapp's own prints (main, its
+# context, the first launch): the earliest a profiler can ask for the counters is after the
+# front end started its target. GWM_ALONE (4) runs of ncu, 2 of nsys. (b) For each poll, beside
+# the exporter at its defaults with --pmsample.give-way-poll=POLL (idle release off, so the
+# idle GPU keeps its session): GWM_BESIDE (6) runs of ncu -c 3, GWM_NSYS (2) of nsys with GPU
+# metrics; what each profiled, the give-way lines. About 1 + 1.5 minutes a poll.
 stage_givewaymargin() {
-  say "== givewaymargin (issue 32: a profiler's start against the give-way poll ${GWM_POLL:-250ms})"
+  say "== givewaymargin (issue 32: a profiler's start against the give-way polls ${GWM_POLLS:-100ms 250ms})"
   build_profapp; mkdir -p /run/cupti-exporter
-  local i t0 rc log
+  local i t0 rc log poll
   # gap NAME LOG T0: profapp's prints in LOG against T0 (s, before the profiler started)
   gap() { awk -v t0="$3" -v n="$1" '/^main / && !m {m=$2} /^context / && !c {c=$2} /^launch 0 / && !l {l=$3}
     END {printf "%s: target main +%.3f s, its context +%.3f s, first launch +%.3f s after the profiler started\n", n, m-t0, c-t0, l-t0}' "$2"; }
@@ -375,24 +376,26 @@ stage_givewaymargin() {
     log=$L/gwm-ncu-alone-$i.log; t0=$(date +%s.%N); timeout 60 ncu -c 3 "$PA" 3 0 200 > "$log" 2>&1; rc=$?
     say "$(gap "ncu alone $i (rc=$rc, profiled $(grep -c '==PROF== Profiling' "$log"))" "$log" "$t0")"
   done
-  for i in 1 2; do
+  for i in $(seq 1 "${GWM_NSYS:-2}"); do
     log=$L/gwm-nsys-alone-$i.log; t0=$(date +%s.%N); timeout 60 "$NSYS" profile --gpu-metrics-devices=all -o "/tmp/gwm-nsys-$i" -f true "$PA" 3 0 200 > "$log" 2>&1; rc=$?
     say "$(gap "nsys --gpu-metrics-devices=all alone $i (rc=$rc)" "$log" "$t0")"
   done
-  start_exporter "$L/exp-gwm.log" 9477 --pmsample.idle-release-after=0 --pmsample.give-way-poll="${GWM_POLL:-250ms}" || return
-  sleep 3; say "exporter (give-way poll ${GWM_POLL:-250ms}): $(state_of)"
-  for i in $(seq 1 "${GWM_BESIDE:-6}"); do
-    log=$L/gwm-ncu-beside-$i.log; t0=$(date +%s.%N); timeout 60 ncu -c 3 "$PA" 3 0 200 > "$log" 2>&1; rc=$?
-    sleep 1.2; say "ncu -c 3 beside $i: $(ncu_summary "$log" $rc); $(gap t "$log" "$t0" | cut -d: -f2); exporter: $(state_of)"
+  for poll in ${GWM_POLLS:-100ms 250ms}; do
+    start_exporter "$L/exp-gwm-$poll.log" 9477 --pmsample.idle-release-after=0 --pmsample.give-way-poll="$poll" || return
+    sleep 3; say "exporter (give-way poll $poll): $(state_of)"
+    for i in $(seq 1 "${GWM_BESIDE:-6}"); do
+      log=$L/gwm-ncu-$poll-$i.log; t0=$(date +%s.%N); timeout 60 ncu -c 3 "$PA" 3 0 200 > "$log" 2>&1; rc=$?
+      sleep 1.2; say "  ncu -c 3 beside, poll $poll, $i: $(ncu_summary "$log" $rc);$(gap t "$log" "$t0" | cut -d: -f2); exporter: $(state_of)"
+    done
+    for i in $(seq 1 "${GWM_NSYS:-2}"); do
+      log=$L/gwm-nsys-$poll-$i.log; t0=$(date +%s.%N); timeout 60 "$NSYS" profile --gpu-metrics-devices=all -o "/tmp/gwm-nsysb-$i" -f true "$PA" 20 100 200 > "$log" 2>&1; rc=$?
+      sleep 1.2; say "  nsys --gpu-metrics-devices=all beside, poll $poll, $i: rc=$rc $(grep -m2 -iE 'illegal|already|error' "$log" | tr '\n' ' ' | cut -c1-200); exporter: $(state_of)"
+    done
+    scrape "$L/gwm-end-$poll.txt"
+    say "  give-ways at poll $poll: $(grep '^cupti_pm_give_ways_total' "$L/gwm-end-$poll.txt" | sed 's/{.*tool=/ tool=/' | tr '\n' ' ')"
+    give_lines "$L/exp-gwm-$poll.log" | sed 's/^/    /' | tee -a "$S"
+    stop_exporter 9477
   done
-  for i in 1 2; do
-    log=$L/gwm-nsys-beside-$i.log; t0=$(date +%s.%N); timeout 60 "$NSYS" profile --gpu-metrics-devices=all -o "/tmp/gwm-nsysb-$i" -f true "$PA" 20 100 200 > "$log" 2>&1; rc=$?
-    sleep 1.2; say "nsys --gpu-metrics-devices=all beside $i: rc=$rc $(grep -m2 -iE 'illegal|already|error' "$log" | tr '\n' ' ' | cut -c1-200); exporter: $(state_of)"
-  done
-  scrape "$L/gwm-end.txt"
-  say "give-ways: $(grep '^cupti_pm_give_ways_total' "$L/gwm-end.txt" | sed 's/{.*tool=/ tool=/' | tr '\n' ' ')"
-  give_lines "$L/exp-gwm.log" | sed 's/^/  /' | tee -a "$S"
-  stop_exporter 9477
 }
 
 # nsyswatch (issue 32 item 1, run BZ): how soon Nsight Systems with GPU metrics checks the
