@@ -49,16 +49,17 @@ type Watcher struct {
 	now   func() time.Time
 
 	// owned by Run (and New's first scan)
-	lastPID int
-	known   map[int]*seen   // the processes read again later: the young ones and the candidates
-	young   []int           // those first seen less than youngFor ago (and some older, pruned by Poll)
-	holders map[int]*holder // the profilers found
-	given   map[int]int     // devices given away: the PID of the holder they went to
-	listed  map[int]bool    // the last listing's PIDs (new ones are told by them only without a PID counter)
-	devices []pmdata.Device
-	scans   int // listings of /proc, for tests and the debug log
-	probes  int // PIDs read because the counter passed them, for tests
-	lastMap time.Time
+	lastPID     int
+	known       map[int]*seen   // the processes read again later: the young ones and the candidates
+	young       []int           // those first seen less than youngFor ago (and some older, pruned by Poll)
+	holders     map[int]*holder // the profilers found
+	given       map[int]int     // devices given away: the PID of the holder they went to
+	listed      map[int]bool    // the last listing's PIDs (new ones are told by them only without a PID counter)
+	devices     []pmdata.Device
+	scans       int  // listings of /proc, for tests and the debug log
+	probes      int  // PIDs read because the counter passed them, for tests
+	listFailing bool // the last listing failed (logged once)
+	lastMap     time.Time
 }
 
 // seen is a process as first examined.
@@ -242,8 +243,15 @@ func (w *Watcher) handedOut(now time.Time, prev, last int) {
 func (w *Watcher) list(now time.Time, isNew func(pid int) bool, first time.Time) {
 	pids, err := w.fs.PIDs()
 	if err != nil {
-		w.log.Warn("listing processes", "root", w.fs.Root, "err", err)
+		if !w.listFailing { // once, not at every poll (ten lines a second)
+			w.log.Warn("listing processes failed: profilers cannot be found until it works", "root", w.fs.Root, "err", err)
+		}
+		w.listFailing = true
 		return
+	}
+	if w.listFailing {
+		w.log.Info("listing processes works again", "root", w.fs.Root)
+		w.listFailing = false
 	}
 	w.scans++
 	w.listed = make(map[int]bool, len(pids))

@@ -1,7 +1,9 @@
 package profilers
 
 import (
+	"bytes"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -348,4 +350,31 @@ func TestWatcherNamedTools(t *testing.T) {
 	pid := h.start("my-sampler", []string{"my-sampler"}, nil)
 	w.Poll()
 	want(t, r.take(), fmt.Sprintf("give 0 named %d my-sampler", pid), fmt.Sprintf("give 1 named %d my-sampler", pid))
+}
+
+func TestWatcherListingFailureLoggedOnce(t *testing.T) {
+	var buf bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&buf, nil))
+	root := filepath.Join(t.TempDir(), "proc")
+	c := newClock()
+	w := New(log, WithProcRoot(root), WithClock(c.now)) // no such tree: every look fails
+	for range 20 {
+		c.add(100 * time.Millisecond)
+		w.Poll()
+	}
+	if n := strings.Count(buf.String(), "listing processes failed"); n != 1 {
+		t.Fatalf("%d warnings in 21 failed looks, want 1:\n%s", n, buf.String())
+	}
+	h := &fakeHost{t: t, root: root, last: 100}
+	h.loadavg()
+	ncu := h.start("ncu", []string{"ncu"}, nil)
+	r := twoGPUs()
+	w.Drive(r)
+	c.add(100 * time.Millisecond)
+	w.Poll()
+	if !strings.Contains(buf.String(), "listing processes works again") {
+		t.Fatalf("no line when the listing worked again:\n%s", buf.String())
+	}
+	// The first listing that works is the first look: what runs then is found.
+	want(t, r.take(), fmt.Sprintf("give 0 ncu %d ncu", ncu), fmt.Sprintf("give 1 ncu %d ncu", ncu))
 }
