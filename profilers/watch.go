@@ -33,8 +33,10 @@ const (
 	// examined again (DCGM loads its profiling module when a profiling field is first watched).
 	mapsPeriod = time.Second
 	// probeMax is the most PIDs handed out since the last poll that are read one by one; past it
-	// (or when the counter wrapped) /proc is listed instead. Reading a PID costs about what
-	// listing 20-30 processes does.
+	// (or when the counter wrapped) /proc is listed instead, and only the processes in the range
+	// read. On the 2-core build machine a listing cost 0.6 µs a process, reading a PID's stat
+	// 9.7 µs (3.3 µs for a PID no longer there): 32 PIDs read cost what listing a 500-process
+	// node does, and bound a poll's reads at about 0.3 ms.
 	probeMax = 32
 )
 
