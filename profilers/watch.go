@@ -200,7 +200,11 @@ func (w *Watcher) Poll() {
 		w.list(now, func(int) bool { return true }, now.Add(-youngFor))
 	case last == 0: // no counter to go by: list every poll, new = not listed before
 		listed := w.listed
-		w.list(now, func(pid int) bool { return !listed[pid] }, now)
+		pids := w.list(now, func(pid int) bool { return !listed[pid] }, now)
+		w.listed = make(map[int]bool, len(pids))
+		for _, pid := range pids {
+			w.listed[pid] = true
+		}
 	case last != w.lastPID:
 		w.handedOut(now, w.lastPID, last)
 	}
@@ -241,24 +245,22 @@ func (w *Watcher) handedOut(now time.Time, prev, last int) {
 }
 
 // list lists /proc and examines the processes isNew picks, as first seen at first (young when
-// that is now).
-func (w *Watcher) list(now time.Time, isNew func(pid int) bool, first time.Time) {
+// that is now). It returns the PIDs listed (nil when the listing failed).
+func (w *Watcher) list(now time.Time, isNew func(pid int) bool, first time.Time) []int {
 	pids, err := w.fs.PIDs()
 	if err != nil {
 		if !w.listFailing { // once, not at every poll (ten lines a second)
 			w.log.Warn("listing processes failed: profilers cannot be found until it works", "root", w.fs.Root, "err", err)
 		}
 		w.listFailing = true
-		return
+		return nil
 	}
 	if w.listFailing {
 		w.log.Info("listing processes works again", "root", w.fs.Root)
 		w.listFailing = false
 	}
 	w.scans++
-	w.listed = make(map[int]bool, len(pids))
 	for _, pid := range pids {
-		w.listed[pid] = true
 		if pid == w.self || !isNew(pid) {
 			continue
 		}
@@ -274,6 +276,7 @@ func (w *Watcher) list(now time.Time, isNew func(pid int) bool, first time.Time)
 			delete(w.known, pid)
 		}
 	}
+	return pids
 }
 
 // examine records a process read as st (while young or a candidate it is read again) and, when
