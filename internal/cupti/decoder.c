@@ -11,42 +11,27 @@ static int64_t mono_ns(void) {
 	return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
 }
 
-/* timed_call is cx_call with its time added to *ns. */
-static CUptiResult timed_call(cx_lib *l, int id, void *params, int64_t *ns) {
-	int64_t t0 = mono_ns();
-	CUptiResult r = cx_call(l, id, params);
-	*ns += mono_ns() - t0;
-	return r;
-}
-
 void cx_batch_run(cx_batch *b) {
 	b->counter_info_r = b->reset_r = 0;
 	b->reset_done = 0;
 	b->total = b->populated = b->completed = b->n = 0;
 	b->ns_decode = b->ns_sample_info = b->ns_evaluate = b->ns_reset = 0;
 
-	CUpti_PmSampling_DecodeData_Params dp = {
-		.structSize = CUpti_PmSampling_DecodeData_Params_STRUCT_SIZE,
-		.pPmSamplingObject = b->obj,
-		.pCounterDataImage = b->img,
-		.counterDataImageSize = b->size,
-	};
-	b->decode_r = timed_call(b->l, CX_FN_cuptiPmSamplingDecodeData, &dp, &b->ns_decode);
-	b->stop_reason = (int)dp.decodeStopReason;
-	b->overflow = dp.overflow != 0;
+	int64_t t0 = mono_ns();
+	cx_decode_result dr = cx_decode(b->l, b->obj, b->img, b->size);
+	b->ns_decode = mono_ns() - t0;
+	b->decode_r = dr.r;
+	b->stop_reason = dr.stop_reason;
+	b->overflow = dr.overflow;
 	if (b->decode_r != 0 || b->overflow)
 		return;
 
-	CUpti_PmSampling_GetCounterDataInfo_Params ip = {
-		.structSize = CUpti_PmSampling_GetCounterDataInfo_Params_STRUCT_SIZE,
-		.pCounterDataImage = b->img,
-		.counterDataImageSize = b->size,
-	};
-	if ((b->counter_info_r = cx_call(b->l, CX_FN_cuptiPmSamplingGetCounterDataInfo, &ip)) != 0)
+	cx_counter_data_info_result ir = cx_counter_data_info(b->l, b->img, b->size);
+	if ((b->counter_info_r = ir.r) != 0)
 		return;
-	b->total = ip.numTotalSamples;
-	b->populated = ip.numPopulatedSamples;
-	b->completed = ip.numCompletedSamples;
+	b->total = ir.total;
+	b->populated = ir.populated;
+	b->completed = ir.completed;
 	b->n = b->completed < b->cap ? b->completed : b->cap;
 
 	for (size_t i = 0; i < b->n; i++) {
@@ -66,13 +51,9 @@ void cx_batch_run(cx_batch *b) {
 	}
 	if (b->stop_reason == 1) /* CUPTI_PM_SAMPLING_DECODE_STOP_REASON_COUNTER_DATA_FULL: replaced, not reset */
 		return;
-	CUpti_PmSampling_CounterDataImage_Initialize_Params rp = {
-		.structSize = CUpti_PmSampling_CounterDataImage_Initialize_Params_STRUCT_SIZE,
-		.pPmSamplingObject = b->obj,
-		.counterDataSize = b->size,
-		.pCounterData = b->img,
-	};
-	b->reset_r = timed_call(b->l, CX_FN_cuptiPmSamplingCounterDataImageInitialize, &rp, &b->ns_reset);
+	int64_t tr = mono_ns();
+	b->reset_r = cx_counter_data_init(b->l, b->obj, b->img, b->size);
+	b->ns_reset = mono_ns() - tr;
 	b->reset_done = b->reset_r == 0;
 }
 

@@ -157,6 +157,44 @@ CUptiResult cx_evaluate(cx_lib *l, CUpti_Profiler_Host_Object *obj, const uint8_
 	return cx_call(l, CX_FN_cuptiProfilerHostEvaluateToGpuValues, &p);
 }
 
+cx_decode_result cx_decode(cx_lib *l, CUpti_PmSampling_Object *obj, uint8_t *img, size_t size) {
+	CUpti_PmSampling_DecodeData_Params p = {
+		.structSize = CUpti_PmSampling_DecodeData_Params_STRUCT_SIZE,
+		.pPmSamplingObject = obj,
+		.pCounterDataImage = img,
+		.counterDataImageSize = size,
+	};
+	cx_decode_result res = {.r = cx_call(l, CX_FN_cuptiPmSamplingDecodeData, &p)};
+	res.stop_reason = (int)p.decodeStopReason;
+	res.overflow = p.overflow != 0;
+	return res;
+}
+
+cx_counter_data_info_result cx_counter_data_info(cx_lib *l, const uint8_t *img, size_t size) {
+	CUpti_PmSampling_GetCounterDataInfo_Params p = {
+		.structSize = CUpti_PmSampling_GetCounterDataInfo_Params_STRUCT_SIZE,
+		.pCounterDataImage = img,
+		.counterDataImageSize = size,
+	};
+	cx_counter_data_info_result res = {.r = cx_call(l, CX_FN_cuptiPmSamplingGetCounterDataInfo, &p)};
+	if (res.r == 0) {
+		res.total = p.numTotalSamples;
+		res.populated = p.numPopulatedSamples;
+		res.completed = p.numCompletedSamples;
+	}
+	return res;
+}
+
+CUptiResult cx_counter_data_init(cx_lib *l, CUpti_PmSampling_Object *obj, uint8_t *img, size_t size) {
+	CUpti_PmSampling_CounterDataImage_Initialize_Params p = {
+		.structSize = CUpti_PmSampling_CounterDataImage_Initialize_Params_STRUCT_SIZE,
+		.pPmSamplingObject = obj,
+		.counterDataSize = size,
+		.pCounterData = img,
+	};
+	return cx_call(l, CX_FN_cuptiPmSamplingCounterDataImageInitialize, &p);
+}
+
 CUptiResult cx_get_version(cx_lib *l, uint32_t *v) { return l->getVersion ? l->getVersion(v) : 11; }
 CUptiResult cx_get_timestamp(cx_lib *l, uint64_t *ts) { return l->getTimestamp ? l->getTimestamp(ts) : 11; }
 

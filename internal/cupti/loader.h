@@ -94,6 +94,20 @@ cx_sample_info_result cx_sample_info(cx_lib *l, CUpti_PmSampling_Object *obj, co
 				     size_t i);
 CUptiResult cx_evaluate(cx_lib *l, CUpti_Profiler_Host_Object *obj, const uint8_t *img, size_t size, size_t i,
 			const char **names, size_t n, double *out);
+/* cx_decode, cx_counter_data_info and cx_counter_data_init are cuptiPmSamplingDecodeData,
+ * cuptiPmSamplingGetCounterDataInfo and cuptiPmSamplingCounterDataImageInitialize, for the Go
+ * methods (session_cgo.go) and the decoding thread (decoder.c) alike. */
+typedef struct cx_decode_result {
+	CUptiResult r;
+	int stop_reason, overflow;
+} cx_decode_result;
+cx_decode_result cx_decode(cx_lib *l, CUpti_PmSampling_Object *obj, uint8_t *img, size_t size);
+typedef struct cx_counter_data_info_result {
+	CUptiResult r;
+	size_t total, populated, completed;
+} cx_counter_data_info_result;
+cx_counter_data_info_result cx_counter_data_info(cx_lib *l, const uint8_t *img, size_t size);
+CUptiResult cx_counter_data_init(cx_lib *l, CUpti_PmSampling_Object *obj, uint8_t *img, size_t size);
 CUptiResult cx_get_version(cx_lib *l, uint32_t *v);
 CUptiResult cx_get_timestamp(cx_lib *l, uint64_t *ts);
 const char *cx_result_string(cx_lib *l, CUptiResult r);

@@ -136,11 +136,9 @@ func (s *Session) Decode(cd *CounterData) (DecodeResult, error) {
 	if cd == nil || cd.c == nil {
 		return DecodeResult{}, ErrClosed
 	}
-	p := C.CUpti_PmSampling_DecodeData_Params{structSize: C.CUpti_PmSampling_DecodeData_Params_STRUCT_SIZE,
-		pPmSamplingObject: s.c.obj, pCounterDataImage: cd.c.img, counterDataImageSize: cd.c.size}
-	err := s.l.call(C.CX_FN_cuptiPmSamplingDecodeData, unsafe.Pointer(&p))
-	res := DecodeResult{StopReason: DecodeStopReason(p.decodeStopReason), Overflow: p.overflow != 0}
-	if err != nil {
+	r := C.cx_decode(s.l.c, s.c.obj, cd.c.img, cd.c.size)
+	res := DecodeResult{StopReason: DecodeStopReason(r.stop_reason), Overflow: r.overflow != 0}
+	if err := s.l.result(C.CX_FN_cuptiPmSamplingDecodeData, r.r); err != nil {
 		return res, fmt.Errorf("device %d: %w", s.dev, err)
 	}
 	return res, nil
@@ -206,10 +204,7 @@ func (cd *CounterData) Reset() error {
 	if err := cd.usable(); err != nil {
 		return err
 	}
-	p := C.CUpti_PmSampling_CounterDataImage_Initialize_Params{
-		structSize:        C.CUpti_PmSampling_CounterDataImage_Initialize_Params_STRUCT_SIZE,
-		pPmSamplingObject: cd.s.c.obj, counterDataSize: cd.c.size, pCounterData: cd.c.img}
-	return cd.s.l.call(C.CX_FN_cuptiPmSamplingCounterDataImageInitialize, unsafe.Pointer(&p))
+	return cd.s.l.result(C.CX_FN_cuptiPmSamplingCounterDataImageInitialize, C.cx_counter_data_init(cd.s.l.c, cd.s.c.obj, cd.c.img, cd.c.size))
 }
 
 // Info is cuptiPmSamplingGetCounterDataInfo.
@@ -217,14 +212,11 @@ func (cd *CounterData) Info() (CounterDataInfo, error) {
 	if err := cd.usable(); err != nil {
 		return CounterDataInfo{}, err
 	}
-	p := C.CUpti_PmSampling_GetCounterDataInfo_Params{
-		structSize:        C.CUpti_PmSampling_GetCounterDataInfo_Params_STRUCT_SIZE,
-		pCounterDataImage: cd.c.img, counterDataImageSize: cd.c.size}
-	if err := cd.s.l.call(C.CX_FN_cuptiPmSamplingGetCounterDataInfo, unsafe.Pointer(&p)); err != nil {
+	r := C.cx_counter_data_info(cd.s.l.c, cd.c.img, cd.c.size)
+	if err := cd.s.l.result(C.CX_FN_cuptiPmSamplingGetCounterDataInfo, r.r); err != nil {
 		return CounterDataInfo{}, err
 	}
-	return CounterDataInfo{Total: int(p.numTotalSamples), Populated: int(p.numPopulatedSamples),
-		Completed: int(p.numCompletedSamples)}, nil
+	return CounterDataInfo{Total: int(r.total), Populated: int(r.populated), Completed: int(r.completed)}, nil
 }
 
 // SampleTimes is cuptiPmSamplingCounterDataGetSampleInfo: the start and end of sample i in ns
