@@ -15,10 +15,11 @@ import (
 // A build for the GPU stages only (`go build -tags cpuprofile`, scripts/gpu/prepare.sh): with
 // CUPTI_EXPORTER_CPUPROFILE=FILE,DELAY,SECONDS[,HZ] the process writes a CPU profile of SECONDS
 // (Go duration) starting DELAY after it starts, at HZ samples a second of CPU (default 100: a
-// process at a fifth of a core gives too few samples to split what lies outside its CUPTI calls), and beside it FILE.allocs0 and FILE.allocs1 (the
-// allocation profile at the window's start and end: `go tool pprof -base FILE.allocs0
-// FILE.allocs1` is what the window allocated) and FILE.memstats (the window's allocation and
-// collector figures). Release builds have no such variable.
+// process at a fifth of a core gives too few samples to split what lies outside its CUPTI
+// calls), and beside it FILE.allocs0 and FILE.allocs1 (the allocation profile at the window's
+// start and end: `go tool pprof -base FILE.allocs0 FILE.allocs1` is what the window allocated)
+// and FILE.memstats (the window's allocation and collector figures). Release builds have no
+// such variable.
 func init() {
 	spec := os.Getenv("CUPTI_EXPORTER_CPUPROFILE")
 	if spec == "" {
