@@ -8,8 +8,11 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
+	"syscall"
+	"unsafe"
 )
 
 // Bounds on what is read of one process's files: a longer command line, environment or
@@ -28,9 +31,10 @@ const smallRead = 4 << 10
 // FS reads a /proc tree (the host's with hostPID; a fake one in tests). It is not safe for
 // concurrent use: it reuses one buffer.
 type FS struct {
-	Root    string
-	buf     []byte
-	loadavg *os.File // kept open: LastPID runs every poll, and a pread regenerates the file
+	Root      string
+	buf       []byte
+	loadavg   *os.File // kept open: LastPID runs every poll, and a pread regenerates the file
+	loadavgFD uintptr
 }
 
 // Read reads at most limit bytes of Root/rel. The result aliases the FS's buffer and is valid
@@ -130,11 +134,12 @@ func (fs *FS) LastPID() int {
 		if err != nil {
 			return 0
 		}
-		fs.loadavg = f
+		fs.loadavg, fs.loadavgFD = f, f.Fd() // Fd once: it may make a system call itself
 	}
 	var buf [128]byte
-	n, err := fs.loadavg.ReadAt(buf[:], 0)
-	if err != nil && !errors.Is(err, io.EOF) {
+	n, err := rawPread(fs.loadavgFD, buf[:])
+	runtime.KeepAlive(fs.loadavg)
+	if err != nil {
 		fs.Close() // opened again next time
 		return 0
 	}
@@ -144,6 +149,20 @@ func (fs *FS) LastPID() int {
 		return 0
 	}
 	return pid
+}
+
+// rawPread reads the file fd from its start without telling the Go scheduler of a system call. LastPID
+// runs at every poll, ten times a second, mostly while the exporter sleeps: a system call made
+// the usual way wakes the runtime's sysmon thread from its idle sleep into a millisecond of 20 µs
+// polls, which cost about 0.2 ms of CPU a poll on the H100 machine (docs/performance.md, "The
+// give-way watch's wake-ups"). A raw call does not, and is safe here: reading /proc/loadavg
+// formats a line in the kernel and never blocks.
+func rawPread(fd uintptr, buf []byte) (int, error) {
+	n, _, errno := syscall.RawSyscall6(syscall.SYS_PREAD64, fd, uintptr(unsafe.Pointer(&buf[0])), uintptr(len(buf)), 0, 0, 0)
+	if errno != 0 {
+		return 0, errno
+	}
+	return int(n), nil
 }
 
 // Close closes the file LastPID keeps open.

@@ -2,6 +2,7 @@ package procfs
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -144,6 +145,27 @@ func TestStatTellsThreadsOnTheRealProc(t *testing.T) {
 	}
 	if threads == 0 {
 		t.Fatalf("none of %d tasks of a Go test process read as a thread", len(tids))
+	}
+}
+
+// TestLastPIDFollowsTheRealCounter: the newest PID read through the file kept open (a raw
+// pread at offset 0 each time) moves when a process starts: the kernel formats the line again
+// at each read, not only at open.
+func TestLastPIDFollowsTheRealCounter(t *testing.T) {
+	fs := FS{Root: "/proc"}
+	defer fs.Close()
+	before := fs.LastPID()
+	if before == 0 {
+		t.Skip("no /proc/loadavg PID counter here")
+	}
+	cmd := exec.Command("true")
+	must(t, cmd.Run())
+	after := fs.LastPID()
+	if after == before {
+		t.Fatalf("LastPID stayed %d after process %d started", before, cmd.ProcessState.Pid())
+	}
+	if cmd.ProcessState.Pid() > before && (after < cmd.ProcessState.Pid()) {
+		t.Fatalf("LastPID %d after process %d started (before: %d)", after, cmd.ProcessState.Pid(), before)
 	}
 }
 
