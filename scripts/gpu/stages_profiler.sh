@@ -361,10 +361,11 @@ stage_pmcostdp() {
 # own: docs/performance.md). (a) Alone, no exporter: from just before `ncu -c 3 profapp` (or
 # `nsys profile --gpu-metrics-devices=all profapp`) starts to profapp's own prints (main, its
 # context, the first launch): the earliest a profiler can ask for the counters is after the
-# front end started its target. GWM_ALONE (4) runs of ncu, 2 of nsys. (b) For each poll, beside
+# front end started its target. GWM_ALONE (4) runs of ncu, GWM_NSYS_ALONE (GWM_NSYS) of nsys. (b) For each poll, beside
 # the exporter at its defaults with --pmsample.give-way-poll=POLL (idle release off, so the
 # idle GPU keeps its session): GWM_BESIDE (6) runs of ncu -c 3, GWM_NSYS (2) of nsys with GPU
-# metrics; what each profiled, the give-way lines. About 1 + 1.5 minutes a poll.
+# metrics on `profapp GWM_NSYS_ARGS` (default "20 100 200", about 10 s a run; "3 0 200": 3 s);
+# what each profiled, the give-way lines. About 1 + 1.5 minutes a poll.
 stage_givewaymargin() {
   say "== givewaymargin (issue 32: a profiler's start against the give-way polls ${GWM_POLLS:-100ms 250ms})"
   build_profapp; mkdir -p /run/cupti-exporter
@@ -372,11 +373,25 @@ stage_givewaymargin() {
   # gap NAME LOG T0: profapp's prints in LOG against T0 (s, before the profiler started)
   gap() { awk -v t0="$3" -v n="$1" '/^main / && !m {m=$2} /^context / && !c {c=$2} /^launch 0 / && !l {l=$3}
     END {printf "%s: target main +%.3f s, its context +%.3f s, first launch +%.3f s after the profiler started\n", n, m-t0, c-t0, l-t0}' "$2"; }
+  # found_after LOG T0: how long after T0 the exporter logged its first "profiler found" since
+  found_after() { python3 - "$1" "$2" <<'PY'
+import sys, re, datetime
+t0 = float(sys.argv[2])
+for line in open(sys.argv[1]):
+    m = re.match(r'time=(\S+) .*profiler found', line)
+    if m:
+        t = datetime.datetime.fromisoformat(m.group(1).replace('Z', '+00:00')).timestamp()
+        if t >= t0:
+            print(f"+{(t - t0) * 1e3:.0f} ms"); break
+else:
+    print("never")
+PY
+  }
   for i in $(seq 1 "${GWM_ALONE:-4}"); do
     log=$L/gwm-ncu-alone-$i.log; t0=$(date +%s.%N); timeout 60 ncu -c 3 "$PA" 3 0 200 > "$log" 2>&1; rc=$?
     say "$(gap "ncu alone $i (rc=$rc, profiled $(grep -c '==PROF== Profiling' "$log"))" "$log" "$t0")"
   done
-  for i in $(seq 1 "${GWM_NSYS:-2}"); do
+  for i in $(seq 1 "${GWM_NSYS_ALONE:-${GWM_NSYS:-2}}"); do
     log=$L/gwm-nsys-alone-$i.log; t0=$(date +%s.%N); timeout 60 "$NSYS" profile --gpu-metrics-devices=all -o "/tmp/gwm-nsys-$i" -f true "$PA" 3 0 200 > "$log" 2>&1; rc=$?
     say "$(gap "nsys --gpu-metrics-devices=all alone $i (rc=$rc)" "$log" "$t0")"
   done
@@ -388,8 +403,8 @@ stage_givewaymargin() {
       sleep 1.2; say "  ncu -c 3 beside, poll $poll, $i: $(ncu_summary "$log" $rc);$(gap t "$log" "$t0" | cut -d: -f2); exporter: $(state_of)"
     done
     for i in $(seq 1 "${GWM_NSYS:-2}"); do
-      log=$L/gwm-nsys-$poll-$i.log; t0=$(date +%s.%N); timeout 60 "$NSYS" profile --gpu-metrics-devices=all -o "/tmp/gwm-nsysb-$i" -f true "$PA" 20 100 200 > "$log" 2>&1; rc=$?
-      sleep 1.2; say "  nsys --gpu-metrics-devices=all beside, poll $poll, $i: rc=$rc $(grep -m2 -iE 'illegal|already|error' "$log" | tr '\n' ' ' | cut -c1-200); exporter: $(state_of)"
+      log=$L/gwm-nsys-$poll-$i.log; t0=$(date +%s.%N); timeout 60 "$NSYS" profile --gpu-metrics-devices=all -o "/tmp/gwm-nsysb-$i" -f true "$PA" ${GWM_NSYS_ARGS:-20 100 200} > "$log" 2>&1; rc=$?
+      sleep 1.2; say "  nsys --gpu-metrics-devices=all beside, poll $poll, $i: rc=$rc, found $(found_after "$L/exp-gwm-$poll.log" "$t0") $(grep -m2 -iE 'illegal|already|error' "$log" | tr '\n' ' ' | cut -c1-200); exporter: $(state_of)"
     done
     scrape "$L/gwm-end-$poll.txt"
     say "  give-ways at poll $poll: $(grep '^cupti_pm_give_ways_total' "$L/gwm-end-$poll.txt" | sed 's/{.*tool=/ tool=/' | tr '\n' ' ')"
