@@ -395,9 +395,14 @@ PY
     log=$L/gwm-nsys-alone-$i.log; t0=$(date +%s.%N); timeout 60 "$NSYS" profile --gpu-metrics-devices=all -o "/tmp/gwm-nsys-$i" -f true "$PA" 3 0 200 > "$log" 2>&1; rc=$?
     say "$(gap "nsys --gpu-metrics-devices=all alone $i (rc=$rc)" "$log" "$t0")"
   done
+  # GWM_CPULOAD=N: N busy loops (one per core: nproc) beside the exporter and the profilers, a
+  # node whose CPUs are all taken (data loaders, a build): do the polls still find them in time?
+  local loads=() n
   for poll in ${GWM_POLLS:-100ms 250ms}; do
     start_exporter "$L/exp-gwm-$poll.log" 9477 --pmsample.idle-release-after=0 --pmsample.give-way-poll="$poll" || return
-    sleep 3; say "exporter (give-way poll $poll): $(state_of)"
+    n=${GWM_CPULOAD:-0}; [ "$n" = nproc ] && n=$(nproc)
+    for _ in $(seq 1 "$n"); do (while :; do :; done) & loads+=($!); done
+    sleep 3; say "exporter (give-way poll $poll, $n busy loops): $(state_of); load $(cut -d' ' -f1-3 /proc/loadavg)"
     for i in $(seq 1 "${GWM_BESIDE:-6}"); do
       log=$L/gwm-ncu-$poll-$i.log; t0=$(date +%s.%N); timeout 60 ncu -c 3 "$PA" 3 0 200 > "$log" 2>&1; rc=$?
       sleep 1.2; say "  ncu -c 3 beside, poll $poll, $i: $(ncu_summary "$log" $rc);$(gap t "$log" "$t0" | cut -d: -f2); exporter: $(state_of)"
@@ -409,6 +414,7 @@ PY
     scrape "$L/gwm-end-$poll.txt"
     say "  give-ways at poll $poll: $(grep '^cupti_pm_give_ways_total' "$L/gwm-end-$poll.txt" | sed 's/{.*tool=/ tool=/' | tr '\n' ' ')"
     give_lines "$L/exp-gwm-$poll.log" | sed 's/^/    /' | tee -a "$S"
+    [ ${#loads[@]} -gt 0 ] && { kill "${loads[@]}" 2>/dev/null; wait "${loads[@]}" 2>/dev/null; loads=(); }
     stop_exporter 9477
   done
 }
