@@ -452,3 +452,43 @@ stage_nsyswatch() {
   grep -hE 'profiler found|gives way|profiler gone|takes its counters back' "$L/exp-nsysw.log" | grep -oE '^time=[^ ]+' | sed 's/^/  at /' | tee -a "$S"
   stop_exporter 9477
 }
+
+# givewaygpus (issue 32 item 1, a host of two or more GPUs): a profiler gets the GPUs it wants and
+# the others keep sampling. The exporter at its defaults; each case runs a profiler on `profapp
+# GWG_ARGS` (default "20 100 200", about 3 s of kernels) and, GWG_MID (1.5) s after it started,
+# reads every GPU's state and the samples each took in the next second; then what it profiled
+# and the states after it. Cases: ncu with CUDA_VISIBLE_DEVICES set to GPU 1's UUID, then GPU
+# 0's; ncu with CUDA_VISIBLE_DEVICES=1 (an index: every GPU is given, docs/pm-sampling.md); nsys
+# with GPU metrics on every GPU. About 40 s.
+stage_givewaygpus() {
+  say "== givewaygpus (issue 32: a profiler gets the GPUs it wants, the others keep sampling)"
+  build_profapp; mkdir -p /run/cupti-exporter
+  local ng u0 u1
+  ng=$(nvidia-smi -L | wc -l)
+  [ "$ng" -ge 2 ] || { say "needs two GPUs, found $ng"; return; }
+  u0=$(nvidia-smi --query-gpu=uuid --format=csv,noheader -i 0); u1=$(nvidia-smi --query-gpu=uuid --format=csv,noheader -i 1)
+  # by_gpu FILE: gpu=state for every GPU of a scrape
+  by_gpu() { awk '/^cupti_pm_sampling_state/ && $NF == 1 { match($0, /gpu="[^"]*"/); g = substr($0, RSTART + 5, RLENGTH - 6); match($0, /state="[^"]*"/); printf "gpu %s %s; ", g, substr($0, RSTART + 7, RLENGTH - 8) }' "$1"; }
+  # samples_between A B: each GPU's samples from scrape A to scrape B
+  samples_between() { awk '/^cupti_pm_samples_total/ { match($0, /gpu="[^"]*"/); g = substr($0, RSTART + 5, RLENGTH - 6); if (FILENAME == ARGV[1]) a[g] = $NF; else printf "gpu %s %d; ", g, $NF - a[g] }' "$1" "$2"; }
+  gwg_case() { # NAME CUDA_VISIBLE_DEVICES COMMAND...
+    local name=$1 cvd=$2 log=$L/gwg-$1.log p rc; shift 2
+    env ${cvd:+CUDA_VISIBLE_DEVICES=$cvd} timeout 60 "$@" > "$log" 2>&1 & p=$!
+    sleep "${GWG_MID:-1.5}"; scrape "$L/gwg-$name-1.txt"; sleep 1; scrape "$L/gwg-$name-2.txt"
+    wait $p; rc=$?
+    say "  $name: rc=$rc, ncu profiled $(grep -c '==PROF== Profiling' "$log") $(grep -m1 -iE 'illegal|already|==ERROR==' "$log" | cut -c1-160)"
+    say "    while it ran: $(by_gpu "$L/gwg-$name-1.txt")samples in the next second: $(samples_between "$L/gwg-$name-1.txt" "$L/gwg-$name-2.txt")"
+    sleep 1.5; scrape "$L/gwg-$name-3.txt"; say "    after: $(by_gpu "$L/gwg-$name-3.txt")"
+  }
+  start_exporter "$L/exp-gwg.log" 9477 --pmsample.idle-release-after=0 || return
+  sleep 3; scrape "$L/gwg-start.txt"; say "exporter: $(by_gpu "$L/gwg-start.txt")(GPU 0 $u0, GPU 1 $u1)"
+  local args=${GWG_ARGS:-20 100 200}
+  gwg_case ncu-uuid1 "$u1" ncu -c 3 "$PA" $args
+  gwg_case ncu-uuid0 "$u0" ncu -c 3 "$PA" $args
+  gwg_case ncu-index1 1 ncu -c 3 "$PA" $args
+  gwg_case nsys-all "" "$NSYS" profile --gpu-metrics-devices=all -o /tmp/gwg-nsys -f true "$PA" $args
+  scrape "$L/gwg-end.txt"
+  say "  give-ways: $(grep '^cupti_pm_give_ways_total' "$L/gwg-end.txt" | sed -E 's/\{.*gpu="([^"]*)".*tool="([^"]*)".*\} / gpu \1 tool \2: /' | tr '\n' ' ')"
+  give_lines "$L/exp-gwg.log" | grep -E 'gives way|takes its counters back' | sed 's/^/    /' | tee -a "$S"
+  stop_exporter 9477
+}
