@@ -369,7 +369,7 @@ stage_pmcostdp() {
 stage_givewaymargin() {
   say "== givewaymargin (issue 32: a profiler's start against the give-way polls ${GWM_POLLS:-100ms 250ms})"
   build_profapp; mkdir -p /run/cupti-exporter
-  local i t0 rc log poll
+  local i t0 rc log poll took
   # gap NAME LOG T0: profapp's prints in LOG against T0 (s, before the profiler started)
   gap() { awk -v t0="$3" -v n="$1" '/^main / && !m {m=$2} /^context / && !c {c=$2} /^launch 0 / && !l {l=$3}
     END {printf "%s: target main +%.3f s, its context +%.3f s, first launch +%.3f s after the profiler started\n", n, m-t0, c-t0, l-t0}' "$2"; }
@@ -409,7 +409,8 @@ PY
     done
     for i in $(seq 1 "${GWM_NSYS:-2}"); do
       log=$L/gwm-nsys-$poll-$i.log; t0=$(date +%s.%N); timeout 60 "$NSYS" profile --gpu-metrics-devices=all -o "/tmp/gwm-nsysb-$i" -f true "$PA" ${GWM_NSYS_ARGS:-20 100 200} > "$log" 2>&1; rc=$?
-      sleep 1.2; say "  nsys --gpu-metrics-devices=all beside, poll $poll, $i: rc=$rc, found $(found_after "$L/exp-gwm-$poll.log" "$t0") $(grep -m2 -iE 'illegal|already|error' "$log" | tr '\n' ' ' | cut -c1-200); exporter: $(state_of)"
+      took=$(python3 -c "import time; print(f'{time.time() - $t0:.2f}')")
+      sleep 1.2; say "  nsys --gpu-metrics-devices=all beside, poll $poll, $i: rc=$rc after $took s, found $(found_after "$L/exp-gwm-$poll.log" "$t0") $(grep -m2 -iE 'illegal|already|error' "$log" | tr '\n' ' ' | cut -c1-200); exporter: $(state_of)"
     done
     scrape "$L/gwm-end-$poll.txt"
     say "  give-ways at poll $poll: $(grep '^cupti_pm_give_ways_total' "$L/gwm-end-$poll.txt" | sed 's/{.*tool=/ tool=/' | tr '\n' ' ')"
