@@ -22,6 +22,22 @@ NSYS=${NSYS:-$(command -v nsys || ls -d /opt/nvidia/nsight-compute/*/host/target
 # ncu's summary of a run: rc, kernels profiled (==PROF== lines with "Profiling"), errors
 ncu_summary() { echo "rc=${2#rc=} profiled=$(grep -c '==PROF== Profiling' "$1") errors=$(grep -m2 -E '==ERROR==|==WARNING==' "$1" | tr '\n' ' ' | cut -c1-300)"; }
 state_of() { curl -s "localhost:${1:-9477}/metrics" | awk '/^cupti_pm_sampling_state/ && $NF == 1 { match($0, /state="[^"]*"/); printf "%s ", substr($0, RSTART + 7, RLENGTH - 8) }'; }
+# found_after LOG T0: how long after T0 (s since the epoch) the exporter first logged "profiler
+# found" (never: not at all)
+found_after() { python3 - "$1" "$2" <<'PY'
+import sys, re, datetime
+t0 = float(sys.argv[2])
+for line in open(sys.argv[1]):
+    m = re.match(r'time=(\S+) .*profiler found', line)
+    if m:
+        t = datetime.datetime.fromisoformat(m.group(1).replace('Z', '+00:00')).timestamp()
+        if t >= t0:
+            print(f"+{(t - t0) * 1e3:.0f} ms")
+            break
+else:
+    print("never")
+PY
+}
 
 stage_profexplore() {
   say "== profexplore (issue 32)"
@@ -373,20 +389,6 @@ stage_givewaymargin() {
   # gap NAME LOG T0: profapp's prints in LOG against T0 (s, before the profiler started)
   gap() { awk -v t0="$3" -v n="$1" '/^main / && !m {m=$2} /^context / && !c {c=$2} /^launch 0 / && !l {l=$3}
     END {printf "%s: target main +%.3f s, its context +%.3f s, first launch +%.3f s after the profiler started\n", n, m-t0, c-t0, l-t0}' "$2"; }
-  # found_after LOG T0: how long after T0 the exporter logged its first "profiler found" since
-  found_after() { python3 - "$1" "$2" <<'PY'
-import sys, re, datetime
-t0 = float(sys.argv[2])
-for line in open(sys.argv[1]):
-    m = re.match(r'time=(\S+) .*profiler found', line)
-    if m:
-        t = datetime.datetime.fromisoformat(m.group(1).replace('Z', '+00:00')).timestamp()
-        if t >= t0:
-            print(f"+{(t - t0) * 1e3:.0f} ms"); break
-else:
-    print("never")
-PY
-  }
   for i in $(seq 1 "${GWM_ALONE:-4}"); do
     log=$L/gwm-ncu-alone-$i.log; t0=$(date +%s.%N); timeout 60 ncu -c 3 "$PA" 3 0 200 > "$log" 2>&1; rc=$?
     say "$(gap "ncu alone $i (rc=$rc, profiled $(grep -c '==PROF== Profiling' "$log"))" "$log" "$t0")"
@@ -460,7 +462,8 @@ stage_nsyswatch() {
 # reads every GPU's state and the samples each took in the next second; then what it profiled
 # and the states after it. Cases: ncu with CUDA_VISIBLE_DEVICES set to GPU 1's UUID, then GPU
 # 0's; ncu with CUDA_VISIBLE_DEVICES=1 (an index: every GPU is given, docs/pm-sampling.md); nsys
-# with GPU metrics on every GPU. About 40 s.
+# with GPU metrics on every GPU (GWG_CASES: ncu-uuid1 ncu-uuid0 ncu-index1 nsys-all, in any order
+# and number). About 10 s a case.
 stage_givewaygpus() {
   say "== givewaygpus (issue 32: a profiler gets the GPUs it wants, the others keep sampling)"
   build_profapp; mkdir -p /run/cupti-exporter
@@ -473,21 +476,28 @@ stage_givewaygpus() {
   # samples_between A B: each GPU's samples from scrape A to scrape B
   samples_between() { awk '/^cupti_pm_samples_total/ { match($0, /gpu="[^"]*"/); g = substr($0, RSTART + 5, RLENGTH - 6); if (FILENAME == ARGV[1]) a[g] = $NF; else printf "gpu %s %d; ", g, $NF - a[g] }' "$1" "$2"; }
   gwg_case() { # NAME CUDA_VISIBLE_DEVICES COMMAND...
-    local name=$1 cvd=$2 log=$L/gwg-$1.log p rc; shift 2
+    local name=$1 cvd=$2 log=$L/gwg-$1.log p rc t0 took; shift 2
+    t0=$(date +%s.%N)
     env ${cvd:+CUDA_VISIBLE_DEVICES=$cvd} timeout 60 "$@" > "$log" 2>&1 & p=$!
     sleep "${GWG_MID:-1.5}"; scrape "$L/gwg-$name-1.txt"; sleep 1; scrape "$L/gwg-$name-2.txt"
-    wait $p; rc=$?
-    say "  $name: rc=$rc, ncu profiled $(grep -c '==PROF== Profiling' "$log") $(grep -m1 -iE 'illegal|already|==ERROR==' "$log" | cut -c1-160)"
+    wait $p; rc=$?; took=$(python3 -c "import os; print(f'{os.stat(\"$log\").st_mtime - $t0:.2f}')")
+    say "  $name: rc=$rc (its output last written $took s after its start), found $(found_after "$L/exp-gwg.log" "$t0"), ncu profiled $(grep -c '==PROF== Profiling' "$log") $(grep -m1 -iE 'illegal|already|==ERROR==' "$log" | cut -c1-160)"
     say "    while it ran: $(by_gpu "$L/gwg-$name-1.txt")samples in the next second: $(samples_between "$L/gwg-$name-1.txt" "$L/gwg-$name-2.txt")"
     sleep 1.5; scrape "$L/gwg-$name-3.txt"; say "    after: $(by_gpu "$L/gwg-$name-3.txt")"
   }
   start_exporter "$L/exp-gwg.log" 9477 --pmsample.idle-release-after=0 || return
   sleep 3; scrape "$L/gwg-start.txt"; say "exporter: $(by_gpu "$L/gwg-start.txt")(GPU 0 $u0, GPU 1 $u1)"
-  local args=${GWG_ARGS:-20 100 200}
-  gwg_case ncu-uuid1 "$u1" ncu -c 3 "$PA" $args
-  gwg_case ncu-uuid0 "$u0" ncu -c 3 "$PA" $args
-  gwg_case ncu-index1 1 ncu -c 3 "$PA" $args
-  gwg_case nsys-all "" "$NSYS" profile --gpu-metrics-devices=all -o /tmp/gwg-nsys -f true "$PA" $args
+  local args=${GWG_ARGS:-20 100 200} c n=0
+  for c in ${GWG_CASES:-ncu-uuid1 ncu-uuid0 ncu-index1 nsys-all}; do
+    n=$((n + 1))
+    case $c in
+    ncu-uuid1) gwg_case "$n-$c" "$u1" ncu -c 3 "$PA" $args ;;
+    ncu-uuid0) gwg_case "$n-$c" "$u0" ncu -c 3 "$PA" $args ;;
+    ncu-index1) gwg_case "$n-$c" 1 ncu -c 3 "$PA" $args ;;
+    nsys-all) gwg_case "$n-$c" "" "$NSYS" profile --gpu-metrics-devices=all -o /tmp/gwg-nsys -f true "$PA" $args ;;
+    *) say "  unknown case $c" ;;
+    esac
+  done
   scrape "$L/gwg-end.txt"
   say "  give-ways: $(grep '^cupti_pm_give_ways_total' "$L/gwg-end.txt" | sed -E 's/\{.*gpu="([^"]*)".*tool="([^"]*)".*\} / gpu \1 tool \2: /' | tr '\n' ' ')"
   give_lines "$L/exp-gwg.log" | grep -E 'gives way|takes its counters back' | sed 's/^/    /' | tee -a "$S"
