@@ -2,10 +2,13 @@ package pmsample
 
 import (
 	"encoding/json"
+	"log/slog"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/cupti-exporter/cupti-exporter/internal/testutil"
 	"github.com/cupti-exporter/cupti-exporter/pmsample/internal/pmtest"
 	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
 )
@@ -13,12 +16,20 @@ import (
 func TestGiveWayReleasesAndTakesBack(t *testing.T) {
 	pm, other := newScriptPM(), newScriptPM()
 	s := newTestSampler(t, []*scriptPM{pm, other}, oneGroup)
+	var logs testutil.SyncBuffer
+	s.runners[0].log = slog.New(slog.NewTextHandler(&logs, nil))
 	c := start(t, s)
 	eventually(t, "sampling", func() bool { return c.sum(0, samplesOf) > 0 && c.sum(1, samplesOf) > 0 })
 
 	ncu := pmdata.Holder{Tool: "ncu", PID: 4242, Comm: "ncu"}
 	s.GiveWay(0, ncu)
 	eventually(t, "yielded", func() bool { return s.Status()[0].State == pmdata.StateYielded })
+	// When the counters were free for it, and what the let-go took (Stop and the last decode;
+	// Disable): the log a give-way lost to a profiler's early check is read by.
+	free := regexp.MustCompile(`msg="pm counters free for the profiler" tool=ncu pid=4242 after_give_way=\S+ stop_last_decode=[1-9]\S* disable=\S+`)
+	if !free.MatchString(logs.String()) {
+		t.Fatalf("log %q: want a line when the counters were free, with the let-go's durations", logs.String())
+	}
 	st := s.Status()[0]
 	if st.Ready || st.Holder == nil || *st.Holder != ncu || !strings.Contains(st.Reason, "ncu (pid 4242, ncu)") {
 		t.Fatalf("yielded status = %+v, want not ready, naming the holder", st)

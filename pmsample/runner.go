@@ -52,6 +52,9 @@ type runner struct {
 	// lastDecode is when the session's previous decode began (zero before its first); device
 	// thread only.
 	lastDecode time.Time
+	// letGoTimes are the durations of the last letGo (device thread only): a give-way logs them,
+	// since the profiler is refused until Disable.
+	letGoTimes letGoTimes
 	queue      *sinkQueue // the batches' way to the sink (Sampler.Run); nil in some tests
 	pipe       *pipeline  // the evaluator thread with the double pipeline; nil: serial
 	// lastSampleNS is the end of the newest delivered sample, or the session's start (ns on
@@ -150,8 +153,9 @@ func (r *runner) run(ctx context.Context, sink func(pmdata.Batch)) {
 			r.idle(ctx, until, sink)
 			continue
 		}
-		if r.yielded() != nil { // given to a profiler (giveway.go); a user pause wins
+		if h := r.yielded(); h != nil { // given to a profiler (giveway.go); a user pause wins
 			r.release()
+			r.logLetGo(*h)
 			r.yieldWait(ctx, sink)
 			continue
 		}
@@ -424,9 +428,16 @@ var errDutyOff = errors.New("duty cycle: session released for the off phase")
 // retake a Start, but it costs the idle power the release saves: +3.36 W on an H200, as much
 // as sampling (run V).
 func (r *runner) letGo(sink func(pmdata.Batch)) {
+	t0 := time.Now()
 	r.drain(sink)
+	t1 := time.Now()
 	r.release()
+	r.letGoTimes = letGoTimes{drain: t1.Sub(t0), release: time.Since(t1)}
 }
+
+// letGoTimes: Stop, the last decode and its evaluation (drain); waiting for the evaluator,
+// Stop again and Disable (release).
+type letGoTimes struct{ drain, release time.Duration }
 
 // drain stops sampling and decodes what is left; it reports whether the session died (see
 // collect).

@@ -127,7 +127,7 @@ PY
 }
 
 # give_lines LOG: the exporter's give-way lines (found, given, gone, taken back, resumed)
-give_lines() { grep -hE 'profiler found|gives way|profiler gone|takes its counters back|resumed after a profiler' "$1" | sed -E 's/^time=[^ ]+ level=[A-Z]+ //' | cut -c1-300; }
+give_lines() { grep -hE 'profiler found|gives way|counters free for|profiler gone|takes its counters back|resumed after a profiler' "$1" | sed -E 's/^time=[^ ]+ level=[A-Z]+ //' | cut -c1-300; }
 
 stage_profcoexist() {
   # PROFCO_SKIP (words): slow (the PyTorch ncu and the nsys runs), inject (ncu/nsys with CUDA_INJECTION64_PATH)
