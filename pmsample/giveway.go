@@ -88,14 +88,17 @@ func (s *Sampler) TakeBack(device int) {
 }
 
 // logLetGo logs how long after the give-way the counters were free for the profiler h, and the
-// let-go's parts (letGo's durations; zero when the session was already off). A profiler that
-// checks the counters before then is refused (docs/pm-sampling.md, "Giving way by itself").
+// let-go's parts (letGo's durations; zero when the session was already off, let go before the
+// give-way by a pause or an idle release). A profiler that checks the counters before then is
+// refused (docs/pm-sampling.md, "Giving way by itself").
 func (r *runner) logLetGo(h pmdata.Holder) {
 	r.mu.Lock()
 	since := r.yield.since
 	r.mu.Unlock()
 	t := r.letGoTimes
-	r.letGoTimes = letGoTimes{}
+	if t.at.Before(since) {
+		t = letGoTimes{}
+	}
 	r.log.Info("pm counters free for the profiler", "tool", h.Tool, "pid", h.PID, "after_give_way", time.Since(since).Round(time.Microsecond),
 		"stop_last_decode", t.drain.Round(time.Microsecond), "disable", t.release.Round(time.Microsecond))
 }

@@ -100,6 +100,8 @@ func lostOf(c *collector, dev int, reason string) uint64 {
 func TestGiveWayPauseWinsAndIdleReleaseWaits(t *testing.T) {
 	pm := newScriptPM()
 	s := newTestSampler(t, []*scriptPM{pm}, oneGroup)
+	var logs testutil.SyncBuffer
+	s.runners[0].log = slog.New(slog.NewTextHandler(&logs, nil))
 	c := start(t, s)
 	eventually(t, "sampling", func() bool { return c.sum(0, samplesOf) > 0 })
 	if err := s.Pause(t.Context(), 0); err != nil {
@@ -112,6 +114,11 @@ func TestGiveWayPauseWinsAndIdleReleaseWaits(t *testing.T) {
 	}
 	s.Resume()
 	eventually(t, "yielded after the resume", func() bool { return s.Status()[0].State == pmdata.StateYielded })
+	// The pause let the session go before the give-way: no let-go of its own to report.
+	if !strings.Contains(logs.String(), `pm counters free for the profiler" tool=ncu pid=1 after_give_way=`) ||
+		!strings.Contains(logs.String(), "stop_last_decode=0s disable=0s") {
+		t.Fatalf("log %q: want the counters free with no let-go of the give-way's own", logs.String())
+	}
 	// The idle controller sees the profiler's new process and asks for the session back: the
 	// give-way holds it off; after the take-back the device samples.
 	s.Release(0, "idle")

@@ -432,12 +432,15 @@ func (r *runner) letGo(sink func(pmdata.Batch)) {
 	r.drain(sink)
 	t1 := time.Now()
 	r.release()
-	r.letGoTimes = letGoTimes{drain: t1.Sub(t0), release: time.Since(t1)}
+	r.letGoTimes = letGoTimes{drain: t1.Sub(t0), release: time.Since(t1), at: time.Now()}
 }
 
 // letGoTimes: Stop, the last decode and its evaluation (drain); waiting for the evaluator,
-// Stop again and Disable (release).
-type letGoTimes struct{ drain, release time.Duration }
+// Stop again and Disable (release); when it ended.
+type letGoTimes struct {
+	drain, release time.Duration
+	at             time.Time
+}
 
 // drain stops sampling and decodes what is left; it reports whether the session died (see
 // collect).
