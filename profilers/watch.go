@@ -230,10 +230,7 @@ func (w *Watcher) handedOut(now time.Time, prev, last int) {
 	if last > prev && last-prev <= probeMax {
 		for pid := prev + 1; pid <= last; pid++ {
 			w.probes++
-			if st, ok := w.fs.Stat(pid); ok && !st.Thread && pid != w.self {
-				w.examine(pid, st, now, now)
-				w.young = append(w.young, pid)
-			}
+			w.look(pid, now, now)
 		}
 		return
 	}
@@ -261,22 +258,30 @@ func (w *Watcher) list(now time.Time, isNew func(pid int) bool, first time.Time)
 	}
 	w.scans++
 	for _, pid := range pids {
-		if pid == w.self || !isNew(pid) {
-			continue
-		}
-		st, ok := w.fs.Stat(pid)
-		if !ok || st.Thread {
-			continue
-		}
-		w.examine(pid, st, now, first)
-		switch {
-		case first.Equal(now):
-			w.young = append(w.young, pid)
-		case !w.known[pid].candidate: // already running at the first look: not read again
-			delete(w.known, pid)
+		if isNew(pid) {
+			w.look(pid, now, first)
 		}
 	}
 	return pids
+}
+
+// look reads a process new to the watcher (not itself, not a thread) as first seen at first:
+// young when that is now, else (already running at the first look) kept only as a candidate.
+func (w *Watcher) look(pid int, now, first time.Time) {
+	if pid == w.self {
+		return
+	}
+	st, ok := w.fs.Stat(pid)
+	if !ok || st.Thread {
+		return
+	}
+	w.examine(pid, st, now, first)
+	switch {
+	case first.Equal(now):
+		w.young = append(w.young, pid)
+	case !w.known[pid].candidate: // not read again
+		delete(w.known, pid)
+	}
 }
 
 // examine records a process read as st (while young or a candidate it is read again) and, when
