@@ -432,7 +432,8 @@ func (r *runner) letGo(sink func(pmdata.Batch)) {
 	r.drain(sink)
 	t1 := time.Now()
 	r.release()
-	r.letGoTimes = letGoTimes{drain: t1.Sub(t0), release: time.Since(t1), at: time.Now()}
+	t2 := time.Now()
+	r.letGoTimes = letGoTimes{drain: t1.Sub(t0), release: t2.Sub(t1), at: t2}
 }
 
 // letGoTimes: Stop, the last decode and its evaluation (drain); waiting for the evaluator,
