@@ -318,6 +318,19 @@ stage_pmcost() {
   kill $lp 2>/dev/null; wait $lp 2>/dev/null
 }
 
+# pmcost_variants RUNS ROUND SECS: pmcost_run of each variant of RUNS (NAME:WORDS separated by
+# "|", WORDS the exporter's --flags and VAR=VALUE for its environment), named NAME-ROUND.
+pmcost_variants() {
+  local v name flags w
+  IFS='|' read -ra vs <<< "$1"
+  for v in "${vs[@]}"; do
+    name=${v%%:*} flags=${v#*:}
+    local envs=() args=()
+    for w in $flags; do case $w in --*) args+=("$w") ;; *=*) envs+=("$w") ;; esac; done
+    ( [ ${#envs[@]} -gt 0 ] && export "${envs[@]}"; pmcost_run "$name-$2" "$3" "${args[@]}" )
+  done
+}
+
 # pmcostref (issue 32 item 5, runs CL-CP, CS): the exporter beside NVIDIA's API path called directly
 # at the exporter's own settings, interleaved under one uninjected bf16 matmul: the exporter in
 # each variant of PMCOSTREF_RUNS (NAME:WORDS separated by "|", WORDS the exporter's --flags and
@@ -335,14 +348,7 @@ stage_pmcostref() {
   local runs=${PMCOSTREF_RUNS:-defaults:|no-health:--no-health.enabled}
   $W mm 600 > "$L/costref-load.log" 2>&1 & local lp=$!; sleep 4
   for r in $(seq 1 "${PMCOST_ROUNDS:-2}"); do
-    IFS='|' read -ra vs <<< "$runs"
-    for v in "${vs[@]}"; do
-      name=${v%%:*} flags=${v#*:}
-      # the variant's words: --flags for the exporter, VAR=VALUE for its environment
-      local envs=() args=() w
-      for w in $flags; do case $w in --*) args+=("$w") ;; *=*) envs+=("$w") ;; esac; done
-      ( [ ${#envs[@]} -gt 0 ] && export "${envs[@]}"; pmcost_run "$name-$r" "$secs" "${args[@]}" )
-    done
+    pmcost_variants "$runs" "$r" "$secs"
     "$G/pmref" "$secs" 1000000 "${PMREF_DECODE:-250}" "${PMREF_SLOTS:-366}" "$DEF12" - > "$L/pmref-cost-$r.log" 2>&1 & local rp=$!
     # its threads' context switches over the middle of its run, as the exporter's (pmcost_run)
     sleep 2; python3 scripts/gpu/threads.py $rp > "$L/pmref-thr0-$r.json" 2>/dev/null
@@ -356,18 +362,20 @@ stage_pmcostref() {
 
 # pmcostdp (issue 32 item 5, run CB): the default decode period's check on a workload of
 # another shape than pmcostab's (an injected matmul in 30 % bursts, 30 ms on, 70 ms off):
-# 100 ms and 250 ms interleaved, PMCOST_ROUNDS (2) rounds of PMCOST_S (12) s at 1 ms, then
-# both at 100 us with the double pipeline (one round): CPU, RSS, the newest sample's age,
-# the attribution lag. About 2.5 minutes.
+# 100 ms and 250 ms interleaved (or the variants of PMCOSTDP_RUNS, as pmcostref's), PMCOST_ROUNDS
+# (2) rounds of PMCOST_S (12) s at 1 ms, then both at 100 us with the double pipeline (one round;
+# PMCOSTDP_100US= leaves it out): CPU, RSS, the newest sample's age, the attribution lag.
+# PMCOSTDP_LOAD: workload.py's words for another load ("tiny 600": tiny kernels at a high rate, the
+# activity receiver's and the join's heaviest case). About 2.5 minutes.
 stage_pmcostdp() {
-  say "== pmcostdp (issue 32 item 5: decode period 100 ms against 250 ms, bursts)"
+  say "== pmcostdp (issue 32 item 5: variants under an injected load, ${PMCOSTDP_LOAD:-seq burst30:600})"
   mkdir -p /run/cupti-exporter
   local secs=${PMCOST_S:-12} r dp
-  CUDA_INJECTION64_PATH=$INJ CUPTI_EXPORTER_SOCKET=$SOCK $W seq burst30:600 > "$L/costdp-load.log" 2>&1 & local lp=$!; sleep 5
+  CUDA_INJECTION64_PATH=$INJ CUPTI_EXPORTER_SOCKET=$SOCK $W ${PMCOSTDP_LOAD:-seq burst30:600} > "$L/costdp-load.log" 2>&1 & local lp=$!; sleep 5
   for r in $(seq 1 "${PMCOST_ROUNDS:-2}"); do
-    for dp in 100ms 250ms; do PMCOST_LAG=1 pmcost_run "bursts-$dp-$r" "$secs" --pmsample.decode-period=$dp; done
+    PMCOST_LAG=1 pmcost_variants "${PMCOSTDP_RUNS:-bursts-100ms:--pmsample.decode-period=100ms|bursts-250ms:--pmsample.decode-period=250ms}" "$r" "$secs"
   done
-  for dp in 100ms 250ms; do PMCOST_LAG=1 pmcost_run "bursts-100us-$dp" "$secs" --pmsample.interval=100us --pmsample.pipeline=double --pmsample.decode-period=$dp; done
+  [ -n "${PMCOSTDP_100US-1}" ] && for dp in 100ms 250ms; do PMCOST_LAG=1 pmcost_run "bursts-100us-$dp" "$secs" --pmsample.interval=100us --pmsample.pipeline=double --pmsample.decode-period=$dp; done
   kill $lp 2>/dev/null; wait $lp 2>/dev/null
 }
 
