@@ -119,6 +119,10 @@ static const Role roles[] = {
     // a bursty tune role (added in run DZ: the tune set had no process that is idle at half
     // the switches, as c-burst is)
     {"t-pulse", 0.85, 0.00, 0.2, 1.5, 0, 0, 0.1, 0.5, 4, 512, 0, 0, 2, 6, 1.0, 1, 8, 1.0},
+    // many very short full-width kernels in long bursts, idle after each (added in run FC: a
+    // process that has work at the switch after a gap, the incoming one of many switches,
+    // as c-burst is among four; t-pulse's few long kernels were not)
+    {"t-flick", 0.60, 0.00, 0.03, 0.25, 0, 0, 0.02, 0.1, 4, 512, 0, 0, 20, 50, 1.0, 2, 12, 1.0},
     // check set: short narrow bursts, long wide reads, small tensor kernels, quarter-width reads
     {"c-burst", 0.95, 0.00, 0.05, 0.4, 0, 0, 0.05, 0.2, 1, 256, 0, 0, 10, 30, 1.0, 4, 20, 0.5},
     {"c-steady", 0.90, 0.00, 5, 25, 0, 0, 1, 3, 8, 256, 0, 0, 2, 8, 0.2, 0, 1, 1.0},

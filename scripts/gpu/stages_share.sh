@@ -23,7 +23,8 @@
 #                        "before" of a change).
 # SHARE_NVMLPOLL=1 runs scripts/gpu/nvml_mps.py beside each live case, as the recordings have it.
 # SHARE_TAP=1, with a binary built with -tags jointap (PREPARE_TAGS=jointap prepare.sh), records what
-# the live join of each case was given ($OUT/tap.tar: rec-CASE.rec.gz as share_offline.sh reads).
+# the live join of each case was given ($OUT/tap.tar: rec-CASE.rec.gz as share_offline.sh reads; a
+# case run again in rN/, N its run).
 # SHARE_S (15) is the seconds of work per process. Under MPS the exporter is started first and
 # kept out of MPS (its own CUDA_MPS_PIPE_DIRECTORY), the control daemon after it.
 
@@ -48,6 +49,8 @@ share_mode() {
     ts4-t) echo "0 t-stream t-tensor t-light t-stream" ;;
     ts3p-t) echo "0 t-stream t-tensor t-pulse" ;; # with the bursty tune role (run DZ on)
     ts4p-t) echo "0 t-stream t-tensor t-light t-pulse" ;;
+    ts3f-t) echo "0 t-stream t-tensor t-flick" ;; # the incoming process of many switches (run FC on)
+    ts4f-t) echo "0 t-stream t-tensor t-light t-flick" ;;
     mps2-t) echo "1 t-stream t-tensor" ;;
     mps3-t) echo "1 t-stream t-tensor t-light" ;;
     mps3p-t) echo "1 t-stream t-tensor t-pulse" ;; # the bursty tune role's short kernels under MPS (run ED on)
@@ -163,7 +166,12 @@ share_live() {
   mkdir -p /run/cupti-exporter; rm -f "$SOCK"
   local oldbin=$BIN pipe=/tmp/no-mps-for-the-exporter; BIN=$bin
   if [ $mps = 1 ] && [ -n "${SHARE_EXP_MPS:-}" ]; then mps_start || return 1; pipe=$SHARE_MPS_PIPE; fi
-  local tap=; [ -n "${SHARE_TAP:-}" ] && { mkdir -p "$L/tap"; tap="$L/tap/rec-$run.rec"; }
+  # a case run again taps into tap/r2, tap/r3, ...: each repeat replays apart (share_offline.sh DIR)
+  local tap= tapdir=$L/tap n=1
+  if [ -n "${SHARE_TAP:-}" ]; then
+    while [ -e "$tapdir/rec-$run.rec.gz" ]; do n=$((n + 1)) tapdir=$L/tap/r$n; done
+    mkdir -p "$tapdir"; tap="$tapdir/rec-$run.rec"
+  fi
   CUPTI_EXPORTER_JOINTAP=$tap CUDA_MPS_PIPE_DIRECTORY=$pipe start_exporter "$L/exp-share-$run.log" $port --pmsample.interval=1ms \
     --activity.socket=$SOCK --activity.trust-hello-pods --health.interval=1s
   local rc=$?; BIN=$oldbin; [ $rc = 0 ] || return
@@ -183,7 +191,7 @@ share_live() {
   python3 scripts/gpu/attrib_share_check.py "$case" "$L/share-$run.txt" "$L/share-$run.manifest" 2>&1 | tee -a "$S"
   if [ -n "$tap" ] && [ -s "$tap" ]; then # what the live join was given, for share_offline.sh
     gzip -f "$tap"
-    cp "$L/share-$run.manifest" "$L"/truth-"$run"-p*.json "$L/tap/"
+    cp "$L/share-$run.manifest" "$L"/truth-"$run"-p*.json "$tapdir/"
     (cd "$L/tap" && tar -cf "$OUT/tap.tar" .)
   fi
 }
