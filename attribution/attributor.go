@@ -167,6 +167,7 @@ func (a *Attributor) metricIndex(name string) int32 {
 	}
 	met.ok, met.q, met.scale, met.kernel, met.pod = true, q, mm.Scale, kd, pd
 	met.engine = q == quantitySeconds && isEngineActiveMetric(name)
+	met.pipe = q == quantitySeconds && strings.HasSuffix(mm.Desc.Name, pipeActiveSuffix)
 	met.serveKernel = a.cfg.kernelFams == nil || a.cfg.kernelFams[FamilyStem(kd.Name)]
 	met.servePod = a.cfg.podFams == nil || a.cfg.podFams[FamilyStem(pd.Name)]
 	for _, l := range mm.Labels {

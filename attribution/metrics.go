@@ -84,6 +84,7 @@ type metric struct {
 	ok        bool // false: not attributable (left out)
 	ctxsw     bool // context-switch cycles: tells the owner of a sample (ownership.go), not attributed
 	engine    bool // the graphics engine's active share: how much of a sample anything ran (ownership.go)
+	pipe      bool // a pipe's active share (tensor, FP64, ...): a kernel uses the pipe or not (turns.go)
 	q         quantity
 	scale     float64
 	labels    []string // the source metric's constant label values (direction)

@@ -1,6 +1,8 @@
 package attribution
 
 import (
+	"math"
+
 	"github.com/cupti-exporter/cupti-exporter/attribution/turns"
 	"github.com/cupti-exporter/cupti-exporter/gpuprocs"
 )
@@ -54,7 +56,7 @@ func (a *Attributor) turns(d *devState, chunk []psample) bool {
 		return false
 	}
 	a.turnContexts(d, chunk[0].start, chunk[len(chunk)-1].end)
-	if !d.turn.Chunk(sc.tCtx, &turnSamples{a, chunk}, &sc.cover, &sc.owners) {
+	if !d.turn.Chunk(sc.tCtx, &turnSamples{a, d, chunk}, &sc.cover, &sc.owners) {
 		return false
 	}
 	if turnsHook != nil {
@@ -66,7 +68,91 @@ func (a *Attributor) turns(d *devState, chunk []psample) bool {
 // turnSamples is a chunk's samples as the turn model reads them.
 type turnSamples struct {
 	a     *Attributor
+	d     *devState
 	chunk []psample
+}
+
+// What a sample's pipes say of who ran through it (turns.Signatures).
+const (
+	// pipeActiveSuffix ends the names of the curated families of a pipe's active share: a
+	// kernel uses the pipe or not, unlike the SMs, their occupancy or DRAM, which every kernel
+	// uses in some measure.
+	pipeActiveSuffix = "_pipe_active_ratio"
+	// pipeBusy and pipeIdle: a pipe's active share at least pipeBusy of the sample, or at most
+	// pipeIdle of it, says something of who ran; in between, anyone may have.
+	pipeBusy = 0.5
+	pipeIdle = 0.02
+	// knownSolo is how much solo time a class needs (decayed, carried) for its rate to count
+	// as known: ten samples at 1 ms.
+	knownSolo = 0.01
+)
+
+// Plausible reports whether context ctx can have run through sample s (turns.Signatures;
+// docs/attribution.md, "What the pipes say of the turns"). Not where a pipe was busy through at
+// least pipeBusy of the sample while each of the context's classes there is known to keep it
+// busy at most a tenth of that (an untraced process: pipeIdle of that, practically never), nor,
+// for a traced process, where the pipe was idle while each of its kernels there is known to
+// keep it busy pipeBusy of its time at least. A class whose rate is not known yet (too little
+// solo time) objects to nothing. On run FD's `ts3f-t:2` (an H200; the tune set's bursty t-flick
+// untraced beside a traced tensor process) the turns gave t-flick two thirds of samples in
+// which the tensor pipe was 99.7 % busy, and the rate fit, carried, gave it 1.59 % of the
+// tensor-active seconds, though it never used the pipe.
+func (t *turnSamples) Plausible(s int, ctx turns.Context) bool {
+	if ctx.Key.Kind == turns.MPS {
+		return true // side by side: the clients' signatures add up
+	}
+	smp := t.chunk[s]
+	for j, m := range smp.idx {
+		met := t.a.metrics[m]
+		if !met.pipe || math.IsNaN(smp.vals[j]) {
+			continue
+		}
+		act := smp.vals[j] * met.scale
+		if act > pipeIdle && act < pipeBusy {
+			continue
+		}
+		lo, hi, known := t.knownRates(s, ctx, m)
+		if !known {
+			continue
+		}
+		// An untraced process's class is all its kernels at once, a mix that uses a pipe by
+		// turns: only one that never used it in its solo time cannot have kept it busy, and
+		// one that did use it may not have at any one time.
+		if ctx.Key.Kind == turns.Traced && (act >= pipeBusy && hi <= quietShare*act || act <= pipeIdle && lo >= pipeBusy) ||
+			ctx.Key.Kind == turns.Untraced && act >= pipeBusy && hi <= pipeIdle*act {
+			return false
+		}
+	}
+	return true
+}
+
+// knownRates returns the lowest and highest carried solo rate of metric m among context ctx's
+// classes in sample s (an untraced process: its class; a traced one: its records' classes
+// there), known false where one of them is not known or it has none there.
+func (t *turnSamples) knownRates(s int, ctx turns.Context, m int32) (lo, hi float64, known bool) {
+	lo, hi = math.Inf(1), math.Inf(-1)
+	rate := func(k rateKey) bool {
+		cr := t.d.carried[k]
+		if cr == nil || cr.es < knownSolo || int(m) >= len(cr.as) {
+			return false
+		}
+		r := cr.as[m] / cr.es
+		lo, hi = min(lo, r), max(hi, r)
+		return true
+	}
+	if ctx.Key.Kind == turns.Untraced {
+		return lo, hi, rate(rateKey{ctx.Class, 0})
+	}
+	sc := &t.d.sc
+	for i := sc.off[s]; i < sc.off[s+1]; i++ {
+		if !ctx.Holds(sc.itemProc[i]) {
+			continue
+		}
+		if lc := sc.itemLC[i]; !rate(rateKey{sc.classes[lc], sc.lpid[lc]}) {
+			return lo, hi, false
+		}
+	}
+	return lo, hi, hi >= lo
 }
 
 func (t *turnSamples) Len() int                   { return len(t.chunk) }

@@ -13,6 +13,8 @@
 //   - a record that starts or ends inside a segment makes it that process's turn (a kernel
 //     starts and ends only while its context runs), and no other's;
 //   - an untraced process (NVML lists it) can own any segment in which the GPU works;
+//   - what a sample counted, where the caller can say ([Signatures]): a segment with a sample
+//     that kept a pipe busy which a context is known never to use is unlikely its turn;
 //   - the rotation: after a context's turn comes the next context in a fixed cyclic order
 //     that has work (a traced process has work while one of its records spans the switch;
 //     an untraced one, with a probability).

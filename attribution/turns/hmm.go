@@ -78,6 +78,24 @@ func (m *model) emissions(st *State) {
 	}
 }
 
+// signatures lowers each context's emission of a segment with a sample that the context
+// cannot have run through (Signatures). The records say which process can run a segment, the
+// rotation whose turn it likely is; neither tells an untraced process's turn from a traced
+// one's inside a traced kernel that spans both, where what the sample counted can.
+func (m *model) signatures(sig Signatures) {
+	for k, sg := range m.segs {
+		row := m.em[k*m.n : (k+1)*m.n]
+		for c, ctx := range m.ctxs {
+			for s := sg.first; s <= sg.last; s++ {
+				if !sig.Plausible(s, ctx) {
+					row[c] *= emitImplausible
+					break
+				}
+			}
+		}
+	}
+}
+
 // prior is the owner distribution before the chunk's first segment: the last chunk's last
 // one for the contexts it had, and a little for every context (one may have come).
 func (st *State) prior(ctxs []Context) []float64 {

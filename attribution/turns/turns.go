@@ -35,6 +35,9 @@ const (
 	// emitIdle is the emission of an untraced process in a segment in which the GPU did
 	// nothing.
 	emitIdle = 1e-3
+	// emitImplausible is the emission of a context in a segment one of whose samples counted
+	// what the context is known not to do (Signatures).
+	emitImplausible = 0.05
 	// transSelf is the chance that a context follows itself across a switch (a switch to a
 	// context that is no state, such as the exporter's own).
 	transSelf = 0.02
@@ -70,6 +73,14 @@ type Samples interface {
 	SwitchCycles(s int) float64
 	// Busy reports whether sample s shows work besides the switch cycles.
 	Busy(s int) bool
+}
+
+// Signatures is what Samples may tell besides: whether context ctx can have run through
+// sample s, from what the sample counted and what the context is known to do (a pipe busy
+// through most of the sample beside a context known never to use it). A segment with a
+// sample that a context cannot have run through is unlikely its turn (emitImplausible).
+type Signatures interface {
+	Plausible(s int, ctx Context) bool
 }
 
 // State carries the model of one device across chunks.
@@ -185,6 +196,9 @@ func (st *State) Chunk(ctxs []Context, smp Samples, cov *Cover, out *Owners) boo
 	m := &model{ctxs: ctxs, segs: segs, n: n, K: len(segs)}
 	m.evidence(smp, cov)
 	m.emissions(st)
+	if sig, ok := smp.(Signatures); ok {
+		m.signatures(sig)
+	}
 	m.prior = st.prior(m.ctxs)
 	decay := math.Exp2(-float64(m.K) / orderHalfLife)
 	order := m.bestOrder(st, decay)

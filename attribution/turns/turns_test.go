@@ -179,3 +179,65 @@ func TestOrderKeyIsCyclic(t *testing.T) {
 		t.Errorf("the permutations of three contexts after the first gave %d cycles, want 6", len(seen))
 	}
 }
+
+// signed is samples whose pipes say who can have run: an untraced context cannot have run
+// through the samples of pipe (a pipe it is known never to use was busy through them).
+type signed struct {
+	samples
+	pipe []bool
+}
+
+func (c signed) Plausible(s int, ctx Context) bool { return !(ctx.Key.Kind == Untraced && c.pipe[s]) }
+
+// TestSignaturesTellTurnsApart: a traced process whose one long kernel spans every sample (no
+// record edge) takes turns of three samples with an untraced process. The records cannot say
+// whose turn a segment is, and the rotation says only that the turns alternate; the traced
+// kernel keeps a pipe busy that the untraced process is known never to use, so the samples
+// (Signatures) tell the turns apart.
+func TestSignaturesTellTurnsApart(t *testing.T) {
+	ctxs := []Context{
+		{Key: TracedKey(0, 100), Slot: 0, Class: -1},
+		{Key: Key{Untraced, 9}, Slot: -1, Class: 9},
+	}
+	var smp samples
+	var pipe []bool
+	var cov Cover
+	cov.Reset()
+	var owner []int
+	for turn := range 20 {
+		if turn > 0 {
+			smp.cycles = append(smp.cycles, CyclesPerSwitch)
+			pipe = append(pipe, false)
+			cov.Add(0, 0, 1e6, false)
+			cov.EndSample()
+			owner = append(owner, -1)
+		}
+		for range 3 {
+			smp.cycles = append(smp.cycles, 0)
+			pipe = append(pipe, turn%2 == 0) // the traced kernel's turns
+			cov.Add(0, 0, 1e6, false)
+			cov.EndSample()
+			owner = append(owner, turn%2)
+		}
+	}
+	right := func(smp Samples) float64 {
+		var st State
+		var own Owners
+		if !st.Chunk(ctxs, smp, &cov, &own) {
+			t.Fatal("the model did not run")
+		}
+		p, n := 0.0, 0
+		for s, o := range owner {
+			if o >= 0 {
+				p += own.Of(s)[o]
+				n++
+			}
+		}
+		return p / float64(n)
+	}
+	without, with := right(smp), right(signed{smp, pipe})
+	t.Logf("mean probability of a segment's owner: %.3f from the records and the rotation, %.3f with the pipes", without, with)
+	if with < 0.95 || with <= without {
+		t.Errorf("with the pipes the owners have %.3f (without %.3f), want at least 0.95 and more", with, without)
+	}
+}

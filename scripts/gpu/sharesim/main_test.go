@@ -65,6 +65,31 @@ func TestTensorShareBesideUntraced(t *testing.T) {
 	}
 }
 
+// TestTensorShareOfABurstyUntracedProcess replays run FD's live tap recording of the 2 + 1
+// case with the tune set's bursty t-flick truly untraced beside the traced t-stream and
+// t-tensor (one NVIDIA H200, 8 s a process). t-flick never uses the tensor pipe, so its class
+// should get at most 1 % of the tensor-active seconds (issue 31), and the traced pods keep
+// issue 31's DRAM targets. Before the turns read the pipes (attribution/turns.go, Plausible)
+// they gave t-flick two thirds of samples in which t-tensor's kernel kept the tensor pipe
+// 99.7 % busy, its class took a tensor rate of 0.18 there and carried it: 1.59 % of the
+// tensor-active seconds, as live.
+func TestTensorShareOfABurstyUntracedProcess(t *testing.T) {
+	snap, _, err := replay("testdata/rec-ts3f-t_2.rec.gz", nil, "rate", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	untraced := kernelSum(snap, "cupti_kernel_tensor_pipe_active_seconds_total", "(untraced)")
+	_, all := tensorSeconds(snap)
+	t.Logf("(untraced) t-flick: %.4f of %.4f tensor-active seconds (%.2f %%)", untraced, all, 100*untraced/all)
+	if all <= 0 || untraced > 0.01*all {
+		t.Errorf("the untraced t-flick never used the tensor pipe but got %.2f %% of its active seconds (bound 1 %%)", 100*untraced/all)
+	}
+	got := tracedPods(snap, "cupti_pod_dram_read_bytes_total")
+	checkBytes(t, "p0-t-stream", got["p0-t-stream"], 10442945593344, 0.05)
+	checkBytes(t, "p1-t-tensor", got["p1-t-tensor"], 2959296823296, 0.05)
+	checkBytes(t, "(untraced) t-flick", kernelSum(snap, "cupti_kernel_dram_read_bytes_total", "(untraced)"), 3458038628352, 0.15)
+}
+
 // tensorSeconds sums the replay's tensor-active seconds: each traced pod's, and the device's
 // over the kernel series.
 func tensorSeconds(snap *snapshot.Snapshot) (pods map[string]float64, all float64) {
