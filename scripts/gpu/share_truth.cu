@@ -123,6 +123,9 @@ static const Role roles[] = {
     // process that has work at the switch after a gap, the incoming one of many switches,
     // as c-burst is among four; t-pulse's few long kernels were not)
     {"t-flick", 0.60, 0.00, 0.03, 0.25, 0, 0, 0.02, 0.1, 4, 512, 0, 0, 20, 50, 1.0, 2, 12, 1.0},
+    // the same at an eighth of the threads (two 128-thread blocks an SM): a narrow bursty reader
+    // (added in run FF: among four traced, c-burst is overstated on the H200, t-flick is not)
+    {"t-nibble", 0.90, 0.00, 0.04, 0.3, 0, 0, 0.03, 0.15, 2, 128, 0, 0, 6, 20, 0.8, 3, 15, 0.35},
     // check set: short narrow bursts, long wide reads, small tensor kernels, quarter-width reads
     {"c-burst", 0.95, 0.00, 0.05, 0.4, 0, 0, 0.05, 0.2, 1, 256, 0, 0, 10, 30, 1.0, 4, 20, 0.5},
     {"c-steady", 0.90, 0.00, 5, 25, 0, 0, 1, 3, 8, 256, 0, 0, 2, 8, 0.2, 0, 1, 1.0},
