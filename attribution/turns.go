@@ -107,19 +107,20 @@ func (t *turnSamples) Plausible(s int, ctx turns.Context) bool {
 		if !met.pipe || math.IsNaN(smp.vals[j]) {
 			continue
 		}
-		act := smp.vals[j] * met.scale
-		if act > pipeIdle && act < pipeBusy {
-			continue
-		}
-		lo, hi, known := t.knownRates(s, ctx, m)
-		if !known {
-			continue
-		}
 		// An untraced process's class is all its kernels at once, a mix that uses a pipe by
 		// turns: only one that never used it in its solo time cannot have kept it busy, and
 		// one that did use it may not have at any one time.
-		if ctx.Key.Kind == turns.Traced && (act >= pipeBusy && hi <= quietShare*act || act <= pipeIdle && lo >= pipeBusy) ||
-			ctx.Key.Kind == turns.Untraced && act >= pipeBusy && hi <= pipeIdle*act {
+		act := smp.vals[j] * met.scale
+		busy, idle := act >= pipeBusy, act <= pipeIdle && ctx.Key.Kind == turns.Traced
+		if !busy && !idle {
+			continue
+		}
+		limit := quietShare // of a busy pipe, what a class known to run beside it keeps busy at most
+		if ctx.Key.Kind == turns.Untraced {
+			limit = pipeIdle
+		}
+		lo, hi, known := t.knownRates(s, ctx, m)
+		if known && (busy && hi <= limit*act || idle && lo >= pipeBusy) {
 			return false
 		}
 	}

@@ -344,7 +344,7 @@ stage_pmcostref() {
   say "== pmcostref (issue 32 item 5: the exporter beside CUPTI called directly, 1 ms)"
   mkdir -p /run/cupti-exporter
   pmref_build || return
-  local secs=${PMCOST_S:-12} r v name flags
+  local secs=${PMCOST_S:-12} r
   local runs=${PMCOSTREF_RUNS:-defaults:|no-health:--no-health.enabled}
   $W mm 600 > "$L/costref-load.log" 2>&1 & local lp=$!; sleep 4
   for r in $(seq 1 "${PMCOST_ROUNDS:-2}"); do
