@@ -214,7 +214,17 @@ type scratch struct {
 	tPod   []podKey
 	owners turns.Owners
 	tOwnT  []float64 // byOwner's scratch: each context's time, room and weight in a sample
-	on     []*proc   // tracedOn's answer
+	tSure  []float64 // keepInside's scratch: each context's time its uncut records span
+	// allTraced: every context of the chunk is a traced, time-sliced process (no untraced or
+	// MPS one), so the records tell which turns cut them (cut.go)
+	allTraced bool
+	// Records cut by another's turn (cut.go): cut[i] for ready[i]; the mean duration of each
+	// class's uncut records per process (key as locP's); cutRecords' scratch.
+	cut      []bool
+	typical  map[int64]durSum
+	cutEv    []cutEdge
+	cutOther []int32
+	on       []*proc // tracedOn's answer
 	// unc is how far sample s's split rested on an estimate (0..1): NVML's period shares (1),
 	// records of several processes told apart by the rate fit alone (1), or an owner the
 	// turns left in doubt (1 - its probability).
@@ -266,6 +276,9 @@ func (a *Attributor) release(d *devState, upTo int64, now time.Time) bool {
 	}
 	ready := d.pending.take(d.carry, fNew)
 	slices.SortFunc(ready, func(x, y rec) int { return cmp.Compare(x.start, y.start) })
+	if d.switches {
+		d.sc.cutRecords(ready)
+	}
 
 	t := time.Now()
 	// A sample makes at most one item per class and process of the records overlapping it
@@ -469,7 +482,15 @@ func (sc *scratch) coverTurns(ready []rec, lo, hi int64) {
 	for _, ri := range sc.active {
 		r := ready[ri]
 		if x, y := max(r.start, lo), min(r.end, hi); y > x && r.proc >= 0 {
-			sc.cover.Add(r.proc, float64(x-lo), float64(y-lo), (r.start > lo && r.start < hi) || (r.end > lo && r.end < hi))
+			edge := (r.start > lo && r.start < hi) || (r.end > lo && r.end < hi)
+			inside, bound := 0.0, float64(y-x)
+			switch {
+			case sc.cut[ri] && edge:
+				bound = sc.cutBound(ready, ri, x, y, lo, hi)
+			case !sc.cut[ri] && r.start > lo && r.end < hi:
+				inside = float64(y - x)
+			}
+			sc.cover.Add(r.proc, float64(x-lo), float64(y-lo), edge, inside, bound)
 		}
 	}
 	sc.cover.EndSample()

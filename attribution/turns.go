@@ -45,6 +45,10 @@ func (a *Attributor) turnContexts(d *devState, lo, hi int64) {
 	if len(group) > 0 || untracedMPS {
 		add(turns.Context{Key: turns.Key{Kind: turns.MPS}, Slot: -1, Class: -1, Slots: group}, podKey{})
 	}
+	sc.allTraced = true
+	for _, ctx := range sc.tCtx {
+		sc.allTraced = sc.allTraced && ctx.Key.Kind == turns.Traced
+	}
 }
 
 // turns sets sc.owners (a distribution over sc.tCtx per sample) for the chunk's samples when

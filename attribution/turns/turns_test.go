@@ -34,16 +34,16 @@ func TestChunkFollowsRecordEdges(t *testing.T) {
 	for turn := range 20 {
 		if turn > 0 {
 			smp.cycles = append(smp.cycles, CyclesPerSwitch)
-			cov.Add(0, 0, 1e6, false)
-			cov.Add(1, 0, 1e6, false)
+			cov.Add(0, 0, 1e6, false, 0, 1e6)
+			cov.Add(1, 0, 1e6, false, 0, 1e6)
 			cov.EndSample()
 			owner = append(owner, -1)
 		}
 		for i := range 3 {
 			smp.cycles = append(smp.cycles, 0)
-			cov.Add(0, 0, 1e6, false)
-			cov.Add(1, 0, 1e6, false)
-			cov.Add(int32(turn%2), 0, 0, i == 1) // the owner's record ends in the turn
+			cov.Add(0, 0, 1e6, false, 0, 1e6)
+			cov.Add(1, 0, 1e6, false, 0, 1e6)
+			cov.Add(int32(turn%2), 0, 0, i == 1, 0, 0) // the owner's record ends in the turn
 			cov.EndSample()
 			owner = append(owner, turn%2)
 		}
@@ -113,8 +113,8 @@ func TestSidesPlaceTheSwitch(t *testing.T) {
 	var wants []want // by sample
 	add := func(cycles float64, w want, edge int) {
 		smp.cycles = append(smp.cycles, cycles)
-		cov.Add(0, 0, 1e6, edge == 0)
-		cov.Add(1, 0, 1e6, edge == 1)
+		cov.Add(0, 0, 1e6, edge == 0, 0, 1e6)
+		cov.Add(1, 0, 1e6, edge == 1, 0, 1e6)
 		cov.EndSample()
 		wants = append(wants, w)
 	}
@@ -208,14 +208,14 @@ func TestSignaturesTellTurnsApart(t *testing.T) {
 		if turn > 0 {
 			smp.cycles = append(smp.cycles, CyclesPerSwitch)
 			pipe = append(pipe, false)
-			cov.Add(0, 0, 1e6, false)
+			cov.Add(0, 0, 1e6, false, 0, 1e6)
 			cov.EndSample()
 			owner = append(owner, -1)
 		}
 		for range 3 {
 			smp.cycles = append(smp.cycles, 0)
 			pipe = append(pipe, turn%2 == 0) // the traced kernel's turns
-			cov.Add(0, 0, 1e6, false)
+			cov.Add(0, 0, 1e6, false, 0, 1e6)
 			cov.EndSample()
 			owner = append(owner, turn%2)
 		}

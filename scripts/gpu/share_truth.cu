@@ -129,6 +129,10 @@ static const Role roles[] = {
     // bursts at half the threads (two 512-thread blocks an SM; added in run FG: which way a bursty
     // reader errs may follow its width)
     {"t-half", 0.85, 0.00, 0.08, 0.5, 0, 0, 0.05, 0.3, 2, 512, 0, 0, 8, 24, 0.9, 2, 16, 0.6},
+    // t-nibble's kernels in bursts of 2.5-6 ms, longer than a time slice, so others' turns cut them
+    // (added in run FH: t-nibble's records are all but never cut by another process's turn,
+    // c-burst's are: 2.0 of its 3.0 s of read records, run EL)
+    {"t-trickle", 0.90, 0.00, 0.04, 0.3, 0, 0, 0.03, 0.15, 2, 128, 0, 0, 25, 60, 0.8, 3, 15, 0.35},
     // check set: short narrow bursts, long wide reads, small tensor kernels, quarter-width reads
     {"c-burst", 0.95, 0.00, 0.05, 0.4, 0, 0, 0.05, 0.2, 1, 256, 0, 0, 10, 30, 1.0, 4, 20, 0.5},
     {"c-steady", 0.90, 0.00, 5, 25, 0, 0, 1, 3, 8, 256, 0, 0, 2, 8, 0.2, 0, 1, 1.0},

@@ -55,6 +55,8 @@ share_mode() {
     ts4n-t) echo "0 t-stream t-tensor t-light t-nibble" ;;
     ts3h-t) echo "0 t-stream t-tensor t-half" ;; # a half-width bursty reader (run FG on)
     ts4h-t) echo "0 t-stream t-tensor t-light t-half" ;;
+    ts3k-t) echo "0 t-stream t-tensor t-trickle" ;; # narrow bursts cut by others' turns (run FH on)
+    ts4k-t) echo "0 t-stream t-tensor t-light t-trickle" ;;
     mps2-t) echo "1 t-stream t-tensor" ;;
     mps3-t) echo "1 t-stream t-tensor t-light" ;;
     mps3p-t) echo "1 t-stream t-tensor t-pulse" ;; # the bursty tune role's short kernels under MPS (run ED on)

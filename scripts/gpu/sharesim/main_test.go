@@ -161,9 +161,11 @@ func TestTensorPodKeepsItsShare(t *testing.T) {
 // H100 (the check set of scripts/gpu/share_truth.cu: c-burst, c-tensor, c-steady; every
 // process traced) and checks each pod's DRAM read bytes against what its kernels are known
 // to read (truth-ts3-c-pN.json of the run; the device reads 0.4 % more than the kernels' own
-// bytes, spread over the pods). With rates fitted over the samples that hold a context
-// switch as well, the bursty pod got -4.4 %; the rates of whole turns give each pod 1.4 % or
-// less (docs/attribution.md).
+// bytes, spread over the pods), within issue 31's 5 %. With rates fitted over the samples
+// that hold a context switch as well, the bursty pod got -4.4 %; the rates of whole turns gave
+// each pod 1.4 % or less; keeping the time of the short records no other turn cut (cut.go)
+// gives the bursty pod +3.6 %, a check-set cost of the tune set's fix (docs/attribution.md,
+// "Records cut by another's turn").
 func TestTimeSlicedPodsAllTraced(t *testing.T) {
 	known := map[string]float64{"p0-c-burst": 1349409718272, "p1-c-tensor": 7166936088576, "p2-c-steady": 9710330707968}
 	snap, _, err := replay("testdata/rec-ts3-c.rec.gz", nil, "rate", 1)
@@ -172,7 +174,36 @@ func TestTimeSlicedPodsAllTraced(t *testing.T) {
 	}
 	got := tracedPods(snap, "cupti_pod_dram_read_bytes_total")
 	for pod, want := range known {
-		checkBytes(t, pod, got[pod], want, 0.03)
+		checkBytes(t, pod, got[pod], want, 0.05)
+	}
+}
+
+// TestBurstyReadersCutOrNot replays two live tap recordings of run FI (one NVIDIA H200, 8 s a
+// process, every process traced; the tune set of scripts/gpu/share_truth.cu): t-nibble's
+// short narrow reads, which other processes' turns never cut, beside t-stream, t-tensor and
+// t-light; and t-trickle's, the same kernels in bursts that outlast a time slice, so others'
+// turns cut 56-65 % of their records' time, beside t-stream and t-tensor. Each pod must be
+// within issue 31's 5 %. Before the join told cut records from uncut ones (attribution/cut.go)
+// t-nibble read -7.3 % (its switch samples given out more than once, to the fast reader's
+// odds) and t-trickle +5.2 % (a cut record credited with all the time its span covers).
+func TestBurstyReadersCutOrNot(t *testing.T) {
+	for _, c := range []struct {
+		rec   string
+		known map[string]float64
+	}{
+		{"testdata/rec-ts4n-t.rec.gz", map[string]float64{"p0-t-stream": 8133363499008, "p1-t-tensor": 2506715430912,
+			"p2-t-light": 2213420335104, "p3-t-nibble": 896276299776}},
+		{"testdata/rec-ts3k-t.rec.gz", map[string]float64{"p0-t-stream": 9986869297152, "p1-t-tensor": 2969119752192,
+			"p2-t-trickle": 1864322482176}},
+	} {
+		snap, _, err := replay(c.rec, nil, "rate", 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := tracedPods(snap, "cupti_pod_dram_read_bytes_total")
+		for pod, want := range c.known {
+			checkBytes(t, pod, got[pod], want, 0.05)
+		}
 	}
 }
 

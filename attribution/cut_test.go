@@ -1,0 +1,78 @@
+package attribution
+
+import (
+	"math"
+	"testing"
+)
+
+// TestCutRecords: a record inside whose span another process's record starts or ends was cut
+// by that process's turn; its own process's records do not cut it, and the typical duration
+// of a class comes from its process's uncut records only, weighted by duration.
+func TestCutRecords(t *testing.T) {
+	const m = int64(1e6)
+	ready := []rec{
+		{start: 0, end: 10 * m, class: 5, proc: 0},       // B's turn inside: cut
+		{start: 2 * m, end: 3 * m, class: 7, proc: 1},    // inside A's record: not cut
+		{start: 4 * m, end: 5 * m, class: 5, proc: 0},    // A's own, inside A's: not cut
+		{start: 11 * m, end: 12 * m, class: 5, proc: 0},  // alone: not cut
+		{start: 13 * m, end: 20 * m, class: 7, proc: 1},  // A's record ends inside: cut
+		{start: 14 * m, end: 17 * m, class: 5, proc: 0},  // not cut
+		{start: 21 * m, end: 22 * m, class: 5, proc: -1}, // no process: never cut
+	}
+	var sc scratch
+	sc.cutRecords(ready)
+	want := []bool{true, false, false, false, true, false, false}
+	for i, c := range want {
+		if sc.cut[i] != c {
+			t.Errorf("record %d [%d, %d) ms of process %d: cut %v, want %v", i, ready[i].start/m, ready[i].end/m, ready[i].proc, sc.cut[i], c)
+		}
+	}
+	// class 5 of process 0, uncut: 1, 1 and 3 ms: (1 + 1 + 9) / (1 + 1 + 3) ms
+	if got := sc.typical[5<<32].typical(); math.Abs(got-2.2e6) > 1 {
+		t.Errorf("typical duration of class 5 of process 0: %.0f ns, want 2.2 ms", got)
+	}
+	if s, ok := sc.typical[7<<32|1]; !ok || s.typical() != float64(m) {
+		t.Errorf("typical duration of class 7 of process 1: %+v, want its one uncut record's 1 ms", s)
+	}
+}
+
+// TestCutBound: how long a cut record may have run in the sample [0, 1 ms) it starts or ends
+// in. Its process came in with it (no record of its own ended there before it): all it covers.
+// It was running when a switch came (a record of its own ended there before): half of the rest
+// of the sample, at most half its class's typical duration, never past another process's
+// record edge. It resumed at a switch there (a record of its own starts after it): the same
+// from its end back.
+func TestCutBound(t *testing.T) {
+	const us = 1000
+	for _, c := range []struct {
+		name    string
+		ready   []rec // ready[0] is the cut record
+		typical float64
+		want    float64
+	}{
+		{"came in with it", []rec{{start: 200 * us, end: 5000 * us}}, 0, 800 * us},
+		{"ran before it: half the rest", []rec{{start: 400 * us, end: 5000 * us}, {start: 100 * us, end: 300 * us}}, 0, 300 * us},
+		{"ran before it: half its typical duration", []rec{{start: 400 * us, end: 5000 * us}, {start: 100 * us, end: 300 * us}}, 200 * us, 100 * us},
+		{"ran before it: another's edge", []rec{{start: 400 * us, end: 5000 * us}, {start: 100 * us, end: 300 * us},
+			{start: 450 * us, end: 3000 * us, proc: 1}}, 0, 50 * us},
+		{"left after it", []rec{{start: -3000 * us, end: 500 * us}}, 0, 500 * us},
+		{"resumed before it runs on", []rec{{start: -3000 * us, end: 500 * us}, {start: 600 * us, end: 900 * us}}, 0, 250 * us},
+		{"starts and ends in the sample", []rec{{start: 100 * us, end: 900 * us}, {start: 300 * us, end: 700 * us, proc: 1}}, 0, 400 * us},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var sc scratch
+			sc.typical = map[int64]durSum{}
+			if c.typical > 0 {
+				sc.typical[0] = durSum{ns: c.typical, ns2: c.typical * c.typical}
+			}
+			for i := range c.ready {
+				sc.active = append(sc.active, int32(i))
+			}
+			r := c.ready[0]
+			x, y := max(r.start, 0), min(r.end, 1000*us)
+			if got := sc.cutBound(c.ready, 0, x, y, 0, 1000*us); math.Abs(got-c.want) > 1 {
+				t.Errorf("%.0f µs, want %.0f", got/1e3, c.want/1e3)
+			}
+		})
+	}
+}
