@@ -11,10 +11,10 @@ import (
 // as long as its class's records that were not cut, split between the turn it started in and
 // the one it ended in. What the records say is whole only where every process on the GPU is
 // traced (an untraced process's turns leave no records), so byOwner uses it only there.
-// Measured on the tune set's tap recordings (runs EC-FH, H100 and H200): a narrow bursty
-// reader whose records are never cut (t-nibble) was understated by 7.6-12.6 %, one whose
-// bursts outlast a time slice (t-trickle: 56-65 % of its read records' time in cut records)
-// overstated by up to 5.5 % (docs/attribution.md, "Records cut by another's turn").
+// Before, on an H200 (runs FF-FJ): a narrow bursty reader whose records are never cut
+// (t-nibble) was understated by 7.3-12.7 %, one whose bursts outlast a time slice (t-trickle:
+// 56-65 % of its read records' time in cut records) overstated by up to 6.5 %; run FJ, live,
+// met every target of both workload sets (docs/attribution.md, "Records cut by another's turn").
 
 // cutEdge is a record's start or end, with its process slot.
 type cutEdge struct {

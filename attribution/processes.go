@@ -595,7 +595,7 @@ const minEdgeOdds = 0.05
 // context's time down to what is left of avail (the sample less its switches) where the turns'
 // odds and the records' spans gave out more than that. Without it a narrow bursty reader
 // lost its bytes in the samples it shared with a fast reader whose records spanned them
-// (t-nibble −7.6 to −12.6 %, runs FF and FI; docs/attribution.md).
+// (t-nibble −7.3 to −12.7 %, runs FF-FJ; docs/attribution.md).
 func (sc *scratch) keepInside(s int, avail float64, tm []float64) {
 	n := len(sc.tCtx)
 	sc.tSure = grow(sc.tSure, n)
