@@ -2,6 +2,7 @@ package attribution
 
 import (
 	"cmp"
+	"math"
 	"slices"
 )
 
@@ -75,35 +76,88 @@ func (sc *scratch) cutRecords(ready []rec) {
 	}
 }
 
-// cutBound is how long cut record ri (of ready), which covers [x, y) of the sample [lo, hi)
-// and starts or ends there, may have run in it. A record that starts in the sample after one
-// of its process's records ended there was running when a switch came: it ran from its start
-// until that switch, which is not known (half of what it covers); one that ends in the sample
-// before another of its process's records starts there resumed at a switch in the sample (half
-// again). Never past another process's record edge in the sample (that process ran then) and
-// at most half its class's typical duration (durSum.typical; the other half runs in the turn
-// it resumed or started in). Otherwise its process came in with it, or left after it, and it
-// ran all it covers. A record that starts and ends in the sample ran at most until the first
-// such edge and from the last, and at most its class's typical duration.
-func (sc *scratch) cutBound(ready []rec, ri int32, x, y, lo, hi int64) float64 {
-	r := ready[ri]
-	first, last := y, x // the other processes' record edges inside [x, y)
-	ranBefore, runsAfter := false, false
+// sampleEdges indexes the record edges strictly inside the sample [lo, hi) of the records
+// overlapping it (sc.active), for cutBound: sorted by time, with the nearest edge of another
+// process after and before each, and per process its first record end and last record start
+// there. O(k log k) for k records, once a sample, so a sample of many records costs no
+// k × k (maxOverlap is 8,192).
+func (sc *scratch) sampleEdges(ready []rec, lo, hi int64) {
+	sc.sEdge = sc.sEdge[:0]
 	for _, qi := range sc.active {
 		q := ready[qi]
-		switch {
-		case qi == ri || q.proc < 0:
-		case q.proc == r.proc:
-			ranBefore = ranBefore || q.end > lo && q.end <= r.start
-			runsAfter = runsAfter || q.start < hi && q.start >= r.end
-		default:
-			for _, t := range [2]int64{q.start, q.end} {
-				if t > x && t < y {
-					first, last = min(first, t), max(last, t)
-				}
+		if q.proc < 0 {
+			continue
+		}
+		for int(q.proc) >= len(sc.firstEnd) {
+			sc.firstEnd, sc.lastStart = append(sc.firstEnd, 0), append(sc.lastStart, 0)
+		}
+		sc.firstEnd[q.proc], sc.lastStart[q.proc] = math.MaxInt64, math.MinInt64
+	}
+	for _, qi := range sc.active {
+		q := ready[qi]
+		if q.proc < 0 {
+			continue
+		}
+		if q.start > lo && q.start < hi {
+			sc.sEdge = append(sc.sEdge, cutEdge{q.start, q.proc})
+			sc.lastStart[q.proc] = max(sc.lastStart[q.proc], q.start)
+		}
+		if q.end > lo && q.end < hi {
+			sc.sEdge = append(sc.sEdge, cutEdge{q.end, q.proc})
+			sc.firstEnd[q.proc] = min(sc.firstEnd[q.proc], q.end)
+		}
+	}
+	e := sc.sEdge
+	slices.SortFunc(e, func(p, q cutEdge) int { return cmp.Compare(p.t, q.t) })
+	n := len(e)
+	sc.sNext, sc.sPrev = grow(sc.sNext, n+1), grow(sc.sPrev, n+1)
+	sc.sNext[n] = int32(n)
+	for i := n - 1; i >= 0; i-- {
+		sc.sNext[i] = sc.sNext[i+1]
+		if i+1 < n && e[i+1].proc != e[i].proc {
+			sc.sNext[i] = int32(i + 1)
+		}
+	}
+	for i := range n {
+		sc.sPrev[i] = -1
+		if i > 0 {
+			sc.sPrev[i] = sc.sPrev[i-1]
+			if e[i-1].proc != e[i].proc {
+				sc.sPrev[i] = int32(i - 1)
 			}
 		}
 	}
+}
+
+// cutBound is how long cut record r, which covers [x, y) of the sample [lo, hi) and starts or
+// ends there, may have run in it (sampleEdges indexed the sample). A record that starts in the
+// sample after one of its process's records ended there was running when a switch came: it
+// ran from its start until that switch, which is not known (half of what it covers); one that
+// ends in the sample before another of its process's records starts there resumed at a switch
+// in the sample (half again). Never past another process's record edge in the sample (that
+// process ran then) and at most half its class's typical duration (durSum.typical; the other
+// half runs in the turn it resumed or started in). Otherwise its process came in with it, or
+// left after it, and it ran all it covers. A record that starts and ends in the sample ran at
+// most until the first such edge and from the last, and at most its class's typical duration.
+func (sc *scratch) cutBound(r rec, x, y, lo, hi int64) float64 {
+	e := sc.sEdge
+	first, last := y, x // the other processes' record edges inside (x, y)
+	i, _ := slices.BinarySearchFunc(e, x+1, func(c cutEdge, t int64) int { return cmp.Compare(c.t, t) })
+	if i < len(e) && e[i].proc == r.proc {
+		i = int(sc.sNext[i])
+	}
+	if i < len(e) && e[i].t < y {
+		first = e[i].t
+	}
+	j, _ := slices.BinarySearchFunc(e, y, func(c cutEdge, t int64) int { return cmp.Compare(c.t, t) })
+	if j--; j >= 0 && e[j].proc == r.proc {
+		j = int(sc.sPrev[j])
+	}
+	if j >= 0 && e[j].t > x {
+		last = e[j].t
+	}
+	ranBefore := sc.firstEnd[r.proc] <= r.start // a record of its own ended in the sample before it
+	runsAfter := sc.lastStart[r.proc] >= r.end  // one of its own starts in the sample after it
 	starts, ends := r.start > lo && r.start < hi, r.end > lo && r.end < hi
 	typical := -1.0
 	if s, ok := sc.typical[int64(r.class)<<32|int64(uint32(r.proc))]; ok {

@@ -1,6 +1,7 @@
 package attribution
 
 import (
+	"fmt"
 	"math"
 	"testing"
 )
@@ -70,9 +71,38 @@ func TestCutBound(t *testing.T) {
 			}
 			r := c.ready[0]
 			x, y := max(r.start, 0), min(r.end, 1000*us)
-			if got := sc.cutBound(c.ready, 0, x, y, 0, 1000*us); math.Abs(got-c.want) > 1 {
+			sc.sampleEdges(c.ready, 0, 1000*us)
+			if got := sc.cutBound(r, x, y, 0, 1000*us); math.Abs(got-c.want) > 1 {
 				t.Errorf("%.0f µs, want %.0f", got/1e3, c.want/1e3)
 			}
+		})
+	}
+}
+
+// BenchmarkCoverTurnsCut: one sample holding k records of two processes that cut one another
+// (every record starts or ends in it), up to maxOverlap: the cover of a sample costs about
+// the same per record whatever k (sampleEdges indexes the sample once, cutBound searches it),
+// where a scan of the sample's records for each cut one cost k × k.
+func BenchmarkCoverTurnsCut(b *testing.B) {
+	for _, k := range []int{128, 1024, maxOverlap} {
+		b.Run(fmt.Sprint("records=", k), func(b *testing.B) {
+			const lo, hi = int64(0), int64(1e6)
+			ready := make([]rec, k)
+			for i := range ready {
+				s := int64(i) * (hi / int64(k))
+				ready[i] = rec{start: s, end: s + 2*hi, class: int32(i % 7), proc: int32(i % 2)}
+			}
+			var sc scratch
+			sc.cutRecords(ready)
+			for i := range ready {
+				sc.active = append(sc.active, int32(i))
+			}
+			b.ResetTimer()
+			for range b.N {
+				sc.cover.Reset()
+				sc.coverTurns(ready, lo, hi)
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*k), "ns/record")
 		})
 	}
 }

@@ -224,7 +224,11 @@ type scratch struct {
 	typical  map[int64]durSum
 	cutEv    []cutEdge
 	cutOther []int32
-	on       []*proc // tracedOn's answer
+	// sampleEdges' index of one sample's record edges, for cutBound
+	sEdge               []cutEdge
+	sNext, sPrev        []int32
+	firstEnd, lastStart []int64 // by process slot
+	on                  []*proc // tracedOn's answer
 	// unc is how far sample s's split rested on an estimate (0..1): NVML's period shares (1),
 	// records of several processes told apart by the rate fit alone (1), or an owner the
 	// turns left in doubt (1 - its probability).
@@ -479,6 +483,7 @@ func (a *Attributor) sampleItems(sc *scratch, ready []rec, lo, hi int64) (idleW,
 // process's covered time, the first and last time covered, and whether one of its records
 // starts or ends inside it.
 func (sc *scratch) coverTurns(ready []rec, lo, hi int64) {
+	indexed := false
 	for _, ri := range sc.active {
 		r := ready[ri]
 		if x, y := max(r.start, lo), min(r.end, hi); y > x && r.proc >= 0 {
@@ -486,7 +491,11 @@ func (sc *scratch) coverTurns(ready []rec, lo, hi int64) {
 			inside, bound := 0.0, float64(y-x)
 			switch {
 			case sc.cut[ri] && edge:
-				bound = sc.cutBound(ready, ri, x, y, lo, hi)
+				if !indexed {
+					sc.sampleEdges(ready, lo, hi)
+					indexed = true
+				}
+				bound = sc.cutBound(r, x, y, lo, hi)
 			case !sc.cut[ri] && r.start > lo && r.end < hi:
 				inside = float64(y - x)
 			}

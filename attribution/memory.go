@@ -107,6 +107,7 @@ func (sc *scratch) shed() {
 	sc.sobsAll, sc.unc, sc.shared, sc.switched, sc.soloFit = nil, nil, nil, nil, nil
 	sc.tOwnT, sc.tSure, sc.on = nil, nil, nil
 	sc.cut, sc.cutEv, sc.cutOther, sc.typical = nil, nil, nil, nil
+	sc.sEdge, sc.sNext, sc.sPrev, sc.firstEnd, sc.lastStart = nil, nil, nil, nil, nil
 	sc.cover.Shed()
 	sc.owners.Shed()
 }
@@ -116,13 +117,13 @@ func (sc *scratch) scratchBytes() int64 {
 	const i32, f64 = 4, 8
 	n := i32 * (cap(sc.itemLC) + cap(sc.itemProc) + cap(sc.off) + cap(sc.active) + cap(sc.loc) + cap(sc.slotOf) +
 		cap(sc.classes) + cap(sc.rows) + cap(sc.metrics) + cap(sc.sobs) + cap(sc.itemLC2) + cap(sc.itemProc2) + cap(sc.off2) +
-		cap(sc.lpid) + cap(sc.sobsAll) + cap(sc.cutOther))
+		cap(sc.lpid) + cap(sc.sobsAll) + cap(sc.cutOther) + cap(sc.sNext) + cap(sc.sPrev))
 	n += f64 * (cap(sc.itemW) + cap(sc.wsum) + cap(sc.gs) + cap(sc.v) + cap(sc.exp) + cap(sc.r) + cap(sc.newA) +
 		cap(sc.priorA) + cap(sc.priorE) + cap(sc.gapW) + cap(sc.itemW2) + cap(sc.uPre) + 2*cap(sc.u) + cap(sc.part) + cap(sc.limit) +
 		cap(sc.itemRun) + cap(sc.itemRun2) + cap(sc.itemX) + cap(sc.itemX2) +
 		cap(sc.unc) + cap(sc.tOwnT) + cap(sc.tSure) + cap(sc.on) +
 		cap(sc.expS) + cap(sc.newAS) + cap(sc.priorAS) + cap(sc.priorES))
-	n += 16*(cap(sc.ev)+cap(sc.cutEv)) + 8*(cap(sc.accK)+cap(sc.accP)+cap(sc.accU))
+	n += 16*(cap(sc.ev)+cap(sc.cutEv)+cap(sc.sEdge)) + 8*(cap(sc.accK)+cap(sc.accP)+cap(sc.accU)+cap(sc.firstEnd)+cap(sc.lastStart))
 	n += cap(sc.shared) + cap(sc.switched) + cap(sc.soloFit) + cap(sc.cut) + 16*len(sc.locP) + 24*len(sc.typical) // the maps' entries (key and value), not their overhead
 	return int64(n) + sc.cover.Bytes() + sc.owners.Bytes() + sc.fill.Bytes()
 }
