@@ -218,7 +218,7 @@ type scratch struct {
 	// allTraced: every context of the chunk is a traced, time-sliced process (no untraced or
 	// MPS one), so the records tell which turns cut them (cut.go)
 	allTraced bool
-	// Records cut by another's turn (cut.go): cut[i] for ready[i]; the mean duration of each
+	// Records cut by another's turn (cut.go): cut[i] for ready[i]; the durations of each
 	// class's uncut records per process (key as locP's); cutRecords' scratch.
 	cut      []bool
 	typical  map[int64]durSum
@@ -480,8 +480,9 @@ func (a *Attributor) sampleItems(sc *scratch, ready []rec, lo, hi int64) (idleW,
 }
 
 // coverTurns records the sample [lo, hi)'s entries for the turns (turns.go): each traced
-// process's covered time, the first and last time covered, and whether one of its records
-// starts or ends inside it.
+// process's covered time, the first and last time covered, whether one of its records
+// starts or ends inside it, the time of its uncut records wholly inside it and the most its
+// records may have run there (cut.go).
 func (sc *scratch) coverTurns(ready []rec, lo, hi int64) {
 	indexed := false
 	for _, ri := range sc.active {
