@@ -9,6 +9,7 @@
 //
 //	go run ./scripts/gpu/sharesim [-hide pod,pod] [-estimator rate] REC[.gz] > metrics.txt
 //	go run ./scripts/gpu/sharesim -groups REC[.gz]   # DRAM bandwidth by the kernels running together
+//	go run ./scripts/gpu/sharesim -cuts REC[.gz]     # how much of each kernel class's records others' turns cut
 package main
 
 import (
@@ -40,17 +41,23 @@ func main() {
 	est := flag.String("estimator", attribution.DefaultEstimator, "attribution estimator")
 	merge := flag.Int("merge", 1, "deliver every N recorded PM batches of a device as one, as a decode period N times as long would")
 	byGroup := flag.Bool("groups", false, "print the DRAM read bandwidth of the samples by the set of traced kernels running through them, instead of attributing")
+	byCut := flag.Bool("cuts", false, "print how many of each traced kernel class's records, and how much of their time, another pod's turn cut, instead of attributing")
 	flag.Parse()
 	if flag.NArg() != 1 || *merge < 1 {
-		fmt.Fprintln(os.Stderr, "usage: sharesim [-hide pod,pod] [-estimator rate] [-merge N] [-groups] REC[.gz]")
+		fmt.Fprintln(os.Stderr, "usage: sharesim [-hide pod,pod] [-estimator rate] [-merge N] [-groups | -cuts] REC[.gz]")
 		os.Exit(2)
 	}
-	if *byGroup {
-		if err := groups(flag.Arg(0), os.Stdout); err != nil {
-			fmt.Fprintln(os.Stderr, "sharesim:", err)
-			os.Exit(1)
+	for _, m := range []struct {
+		on  bool
+		run func(string, io.Writer) error
+	}{{*byGroup, groups}, {*byCut, cuts}} {
+		if m.on {
+			if err := m.run(flag.Arg(0), os.Stdout); err != nil {
+				fmt.Fprintln(os.Stderr, "sharesim:", err)
+				os.Exit(1)
+			}
+			return
 		}
-		return
 	}
 	hidden := map[string]bool{}
 	for _, p := range strings.Split(*hide, ",") {

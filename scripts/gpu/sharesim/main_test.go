@@ -331,6 +331,48 @@ func TestBurstyUntracedBesideTwoTraced(t *testing.T) {
 	checkBytes(t, "(untraced) c-burst", kernelSum(snap, "cupti_kernel_dram_read_bytes_total", "(untraced)"), known["p0-c-burst"], 0.15)
 }
 
+// TestCuts reads run FI's two tap recordings of TestBurstyReadersCutOrNot by how much of each
+// kernel class's records other pods' turns cut: t-trickle's reads, in bursts longer than a
+// time slice, had more than half their time cut (56 %), t-nibble's short bursts all but
+// none (3 %), and a pod's own records never cut its others.
+func TestCuts(t *testing.T) {
+	for _, c := range []struct {
+		rec, class string
+		lo, hi     float64 // the share of the class's record time that was cut
+	}{
+		{"testdata/rec-ts3k-t.rec.gz", "p2-t-trickle:t_rd", 0.5, 0.65},
+		{"testdata/rec-ts4n-t.rec.gz", "p3-t-nibble:t_rd", 0, 0.05},
+	} {
+		var out strings.Builder
+		if err := cuts(c.rec, &out); err != nil {
+			t.Fatal(err)
+		}
+		t.Log(out.String())
+		found := false
+		for _, line := range strings.Split(strings.TrimSpace(out.String()), "\n")[1:] {
+			f := strings.Split(line, "\t")
+			if len(f) != 5 {
+				t.Fatalf("line %q: want records, cut, seconds, cut seconds and the class", line)
+			}
+			if f[4] != c.class {
+				continue
+			}
+			found = true
+			secs, err1 := strconv.ParseFloat(f[2], 64)
+			cut, err2 := strconv.ParseFloat(f[3], 64)
+			if err1 != nil || err2 != nil || secs <= 0 {
+				t.Fatalf("line %q: bad seconds", line)
+			}
+			if share := cut / secs; share < c.lo || share > c.hi {
+				t.Errorf("%s: %.2f of %s's record time cut, want %.2f-%.2f", c.rec, share, c.class, c.lo, c.hi)
+			}
+		}
+		if !found {
+			t.Errorf("%s: no line for %s", c.rec, c.class)
+		}
+	}
+}
+
 // TestGroups reads run BB's MPS recording (three traced clients of the tune set) by the set of
 // kernels running through whole samples: the streaming client's reads alone move about 3.1
 // TB/s on the H100, samples with no traced kernel read nothing, and a tensor kernel (bf16
