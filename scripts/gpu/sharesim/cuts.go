@@ -9,7 +9,6 @@ import (
 	"sort"
 
 	"github.com/cupti-exporter/cupti-exporter/activity/record"
-	"github.com/cupti-exporter/cupti-exporter/recording"
 )
 
 // cutStat is one traced kernel class's (pod:kernel) records, and those another pod's turn cut.
@@ -38,33 +37,21 @@ func cuts(path string, w io.Writer) error {
 		pod, class string
 	}
 	var (
-		recs  []cutRec
-		edges []edge
-		pods  = map[uint64]string{}
-		dev   = -1
+		recs    []cutRec
+		edges   []edge
+		kernels podKernels
+		dev     = -1
 	)
 	for ev := range rd.Events() {
-		switch ev.Type {
-		case recording.FrameHello:
-			pods[ev.Process.Conn] = ev.Process.Process.Pod
-		case recording.FrameActivity:
-			pod, ok := pods[ev.Activity.Conn]
-			if !ok {
-				continue
+		kernels.read(ev, func(pod string, r record.Record) {
+			if dev < 0 {
+				dev = int(r.Device)
 			}
-			for _, r := range ev.Activity.Records {
-				if r.Kind != record.KindKernel || r.End <= r.Start {
-					continue
-				}
-				if dev < 0 {
-					dev = int(r.Device)
-				}
-				if int(r.Device) == dev {
-					recs = append(recs, cutRec{r.Start, r.End, pod, pod + ":" + r.Name})
-					edges = append(edges, edge{r.Start, pod}, edge{r.End, pod})
-				}
+			if int(r.Device) == dev {
+				recs = append(recs, cutRec{r.Start, r.End, pod, pod + ":" + r.Name})
+				edges = append(edges, edge{r.Start, pod}, edge{r.End, pod})
 			}
-		}
+		})
 	}
 	if err := rd.Err(); err != nil {
 		return err

@@ -43,12 +43,16 @@ func groups(path string, w io.Writer) error {
 	var (
 		samples []groupSample
 		recs    []groupRec
-		pods    = map[uint64]string{}
+		kernels podKernels
 		dev     = -1
 	)
 	for ev := range rd.Events() {
-		switch ev.Type {
-		case recording.FrameBatch:
+		if kernels.read(ev, func(pod string, r record.Record) {
+			recs = append(recs, groupRec{r.Start, r.End, pod + ":" + r.Name})
+		}) {
+			continue
+		}
+		if ev.Type == recording.FrameBatch {
 			if dev < 0 {
 				dev = ev.Batch.Device
 			}
@@ -58,18 +62,6 @@ func groups(path string, w io.Writer) error {
 			}
 			for _, s := range ev.Batch.Samples {
 				samples = append(samples, groupSample{s.Start, s.End, s.Values[j]})
-			}
-		case recording.FrameHello:
-			pods[ev.Process.Conn] = ev.Process.Process.Pod
-		case recording.FrameActivity:
-			pod, ok := pods[ev.Activity.Conn]
-			if !ok {
-				continue
-			}
-			for _, r := range ev.Activity.Records {
-				if r.Kind == record.KindKernel && r.End > r.Start {
-					recs = append(recs, groupRec{r.Start, r.End, pod + ":" + r.Name})
-				}
 			}
 		}
 	}
@@ -130,4 +122,31 @@ func groups(path string, w io.Writer) error {
 		fmt.Fprintf(bw, "%d\t%.1f\t%s\n", g.n, g.bytes/g.secs/1e9, k)
 	}
 	return bw.Flush()
+}
+
+// podKernels learns each activity connection's pod from the hello frames and hands on the
+// kernel records (of positive length) of the connections it knows.
+type podKernels struct{ pods map[uint64]string }
+
+// read takes a hello or activity frame, calling fn with each kernel record of a known pod
+// and its pod; it reports whether ev was one of those frames.
+func (k *podKernels) read(ev recording.Event, fn func(pod string, r record.Record)) bool {
+	switch ev.Type {
+	case recording.FrameHello:
+		if k.pods == nil {
+			k.pods = map[uint64]string{}
+		}
+		k.pods[ev.Process.Conn] = ev.Process.Process.Pod
+	case recording.FrameActivity:
+		if pod, ok := k.pods[ev.Activity.Conn]; ok {
+			for _, r := range ev.Activity.Records {
+				if r.Kind == record.KindKernel && r.End > r.Start {
+					fn(pod, r)
+				}
+			}
+		}
+	default:
+		return false
+	}
+	return true
 }
