@@ -23,6 +23,64 @@ type cutEdge struct {
 	proc int32
 }
 
+// edgeIndex is a sorted list of record edges with, for each, the nearest edge of another
+// process at or after it and at or before it: where another process ran near a time, in
+// O(log n).
+type edgeIndex struct {
+	e          []cutEdge
+	next, prev []int32 // next[len(e)] = len(e); prev -1 for none
+}
+
+// build sorts e (which the index keeps) and indexes it.
+func (x *edgeIndex) build(e []cutEdge) {
+	slices.SortFunc(e, func(p, q cutEdge) int { return cmp.Compare(p.t, q.t) })
+	n := len(e)
+	x.e, x.next, x.prev = e, grow(x.next, n+1), grow(x.prev, n+1)
+	x.next[n] = int32(n)
+	for i := n - 1; i >= 0; i-- {
+		x.next[i] = x.next[i+1]
+		if i+1 < n && e[i+1].proc != e[i].proc {
+			x.next[i] = int32(i + 1)
+		}
+	}
+	for i := range n {
+		x.prev[i] = -1
+		if i > 0 {
+			x.prev[i] = x.prev[i-1]
+			if e[i-1].proc != e[i].proc {
+				x.prev[i] = int32(i - 1)
+			}
+		}
+	}
+}
+
+// after is the first edge after t of another process than proc (math.MaxInt64: none).
+func (x *edgeIndex) after(t int64, proc int32) int64 {
+	i, _ := slices.BinarySearchFunc(x.e, t+1, func(c cutEdge, t int64) int { return cmp.Compare(c.t, t) })
+	if i < len(x.e) && x.e[i].proc == proc {
+		i = int(x.next[i])
+	}
+	if i < len(x.e) {
+		return x.e[i].t
+	}
+	return math.MaxInt64
+}
+
+// before is the last edge before t of another process than proc (math.MinInt64: none).
+func (x *edgeIndex) before(t int64, proc int32) int64 {
+	j, _ := slices.BinarySearchFunc(x.e, t, func(c cutEdge, t int64) int { return cmp.Compare(c.t, t) })
+	if j--; j >= 0 && x.e[j].proc == proc {
+		j = int(x.prev[j])
+	}
+	if j >= 0 {
+		return x.e[j].t
+	}
+	return math.MinInt64
+}
+
+// classProc is the key of a record class of one process slot (kernelLocal's locP, typical).
+func classProc(class, slot int32) int64 { return int64(class)<<32 | int64(uint32(slot)) }
+
 // durSum sums the durations of a class's uncut records of one process, and their squares.
 type durSum struct{ ns, ns2 float64 }
 
@@ -41,32 +99,17 @@ func (sc *scratch) cutRecords(ready []rec) {
 			sc.cutEv = append(sc.cutEv, cutEdge{r.start, r.proc}, cutEdge{r.end, r.proc})
 		}
 	}
-	ev := sc.cutEv
-	slices.SortFunc(ev, func(p, q cutEdge) int { return cmp.Compare(p.t, q.t) })
-	// other[i]: the first edge at or after i of another process than edge i's
-	sc.cutOther = grow(sc.cutOther, len(ev)+1)
-	other := sc.cutOther
-	other[len(ev)] = int32(len(ev))
-	for i := len(ev) - 1; i >= 0; i-- {
-		other[i] = other[i+1]
-		if i+1 < len(ev) && ev[i+1].proc != ev[i].proc {
-			other[i] = int32(i + 1)
-		}
-	}
+	sc.cutIdx.build(sc.cutEv)
 	sc.cut = sc.cut[:0]
 	clear(sc.typical)
 	if sc.typical == nil {
 		sc.typical = map[int64]durSum{}
 	}
 	for _, r := range ready {
-		i, _ := slices.BinarySearchFunc(ev, r.start+1, func(e cutEdge, t int64) int { return cmp.Compare(e.t, t) })
-		if i < len(ev) && ev[i].proc == r.proc {
-			i = int(other[i])
-		}
-		cut := r.proc >= 0 && i < len(ev) && ev[i].t < r.end
+		cut := r.proc >= 0 && sc.cutIdx.after(r.start, r.proc) < r.end
 		sc.cut = append(sc.cut, cut)
 		if !cut && r.proc >= 0 && r.end > r.start {
-			k := int64(r.class)<<32 | int64(uint32(r.proc))
+			k := classProc(r.class, r.proc)
 			s := sc.typical[k]
 			d := float64(r.end - r.start)
 			s.ns += d
@@ -107,26 +150,7 @@ func (sc *scratch) sampleEdges(ready []rec, lo, hi int64) {
 			sc.firstEnd[q.proc] = min(sc.firstEnd[q.proc], q.end)
 		}
 	}
-	e := sc.sEdge
-	slices.SortFunc(e, func(p, q cutEdge) int { return cmp.Compare(p.t, q.t) })
-	n := len(e)
-	sc.sNext, sc.sPrev = grow(sc.sNext, n+1), grow(sc.sPrev, n+1)
-	sc.sNext[n] = int32(n)
-	for i := n - 1; i >= 0; i-- {
-		sc.sNext[i] = sc.sNext[i+1]
-		if i+1 < n && e[i+1].proc != e[i].proc {
-			sc.sNext[i] = int32(i + 1)
-		}
-	}
-	for i := range n {
-		sc.sPrev[i] = -1
-		if i > 0 {
-			sc.sPrev[i] = sc.sPrev[i-1]
-			if e[i-1].proc != e[i].proc {
-				sc.sPrev[i] = int32(i - 1)
-			}
-		}
-	}
+	sc.sIdx.build(sc.sEdge)
 }
 
 // cutBound is how long cut record r, which covers [x, y) of the sample [lo, hi) and starts or
@@ -140,27 +164,13 @@ func (sc *scratch) sampleEdges(ready []rec, lo, hi int64) {
 // left after it, and it ran all it covers. A record that starts and ends in the sample ran at
 // most until the first such edge and from the last, and at most its class's typical duration.
 func (sc *scratch) cutBound(r rec, x, y, lo, hi int64) float64 {
-	e := sc.sEdge
-	first, last := y, x // the other processes' record edges inside (x, y)
-	i, _ := slices.BinarySearchFunc(e, x+1, func(c cutEdge, t int64) int { return cmp.Compare(c.t, t) })
-	if i < len(e) && e[i].proc == r.proc {
-		i = int(sc.sNext[i])
-	}
-	if i < len(e) && e[i].t < y {
-		first = e[i].t
-	}
-	j, _ := slices.BinarySearchFunc(e, y, func(c cutEdge, t int64) int { return cmp.Compare(c.t, t) })
-	if j--; j >= 0 && e[j].proc == r.proc {
-		j = int(sc.sPrev[j])
-	}
-	if j >= 0 && e[j].t > x {
-		last = e[j].t
-	}
+	// the other processes' record edges inside (x, y), else y and x
+	first, last := min(sc.sIdx.after(x, r.proc), y), max(sc.sIdx.before(y, r.proc), x)
 	ranBefore := sc.firstEnd[r.proc] <= r.start // a record of its own ended in the sample before it
 	runsAfter := sc.lastStart[r.proc] >= r.end  // one of its own starts in the sample after it
 	starts, ends := r.start > lo && r.start < hi, r.end > lo && r.end < hi
 	typical := -1.0
-	if s, ok := sc.typical[int64(r.class)<<32|int64(uint32(r.proc))]; ok {
+	if s, ok := sc.typical[classProc(r.class, r.proc)]; ok {
 		typical = s.typical()
 	}
 	var b, limit float64

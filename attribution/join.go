@@ -220,13 +220,13 @@ type scratch struct {
 	allTraced bool
 	// Records cut by another's turn (cut.go): cut[i] for ready[i]; the durations of each
 	// class's uncut records per process (key as locP's); cutRecords' scratch.
-	cut      []bool
-	typical  map[int64]durSum
-	cutEv    []cutEdge
-	cutOther []int32
+	cut     []bool
+	typical map[int64]durSum
+	cutEv   []cutEdge
+	cutIdx  edgeIndex
 	// sampleEdges' index of one sample's record edges, for cutBound
 	sEdge               []cutEdge
-	sNext, sPrev        []int32
+	sIdx                edgeIndex
 	firstEnd, lastStart []int64 // by process slot
 	on                  []*proc // tracedOn's answer
 	// unc is how far sample s's split rested on an estimate (0..1): NVML's period shares (1),
@@ -375,7 +375,7 @@ func (a *Attributor) kernelLocal(sc *scratch, class, slot int32) int32 {
 	if slot < 0 || class < firstNamedClass && class != classMemcpy && class != classMemset && class != classOther {
 		return sc.local(class)
 	}
-	key := int64(class)<<32 | int64(uint32(slot))
+	key := classProc(class, slot)
 	if l, ok := sc.locP[key]; ok {
 		return l
 	}

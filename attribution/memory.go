@@ -106,8 +106,8 @@ func (sc *scratch) shed() {
 	sc.active, sc.ev, sc.gs, sc.v, sc.sobs, sc.u, sc.uPre = nil, nil, nil, nil, nil, nil, nil
 	sc.sobsAll, sc.unc, sc.shared, sc.switched, sc.soloFit = nil, nil, nil, nil, nil
 	sc.tOwnT, sc.tSure, sc.on = nil, nil, nil
-	sc.cut, sc.cutEv, sc.cutOther, sc.typical = nil, nil, nil, nil
-	sc.sEdge, sc.sNext, sc.sPrev, sc.firstEnd, sc.lastStart = nil, nil, nil, nil, nil
+	sc.cut, sc.cutEv, sc.cutIdx, sc.typical = nil, nil, edgeIndex{}, nil
+	sc.sEdge, sc.sIdx, sc.firstEnd, sc.lastStart = nil, edgeIndex{}, nil, nil
 	sc.cover.Shed()
 	sc.owners.Shed()
 }
@@ -117,7 +117,7 @@ func (sc *scratch) scratchBytes() int64 {
 	const i32, f64 = 4, 8
 	n := i32 * (cap(sc.itemLC) + cap(sc.itemProc) + cap(sc.off) + cap(sc.active) + cap(sc.loc) + cap(sc.slotOf) +
 		cap(sc.classes) + cap(sc.rows) + cap(sc.metrics) + cap(sc.sobs) + cap(sc.itemLC2) + cap(sc.itemProc2) + cap(sc.off2) +
-		cap(sc.lpid) + cap(sc.sobsAll) + cap(sc.cutOther) + cap(sc.sNext) + cap(sc.sPrev))
+		cap(sc.lpid) + cap(sc.sobsAll) + cap(sc.cutIdx.next) + cap(sc.cutIdx.prev) + cap(sc.sIdx.next) + cap(sc.sIdx.prev))
 	n += f64 * (cap(sc.itemW) + cap(sc.wsum) + cap(sc.gs) + cap(sc.v) + cap(sc.exp) + cap(sc.r) + cap(sc.newA) +
 		cap(sc.priorA) + cap(sc.priorE) + cap(sc.gapW) + cap(sc.itemW2) + cap(sc.uPre) + 2*cap(sc.u) + cap(sc.part) + cap(sc.limit) +
 		cap(sc.itemRun) + cap(sc.itemRun2) + cap(sc.itemX) + cap(sc.itemX2) +

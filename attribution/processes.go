@@ -443,11 +443,14 @@ func (a *Attributor) byOwner(d *devState, chunk []psample, s int, b *itemBuilder
 			tm[c] = min(g[c]*T, room[c])
 		}
 	}
-	if cut {
-		sc.keepInside(s, T-a.switchTime(chunk[s]), tm)
-	}
-	if switchSample && !a.splitSwitch(d, chunk[s], s, tm, ws) {
-		fillTurns(tm, room, g, T-a.switchTime(chunk[s]))
+	if switchSample {
+		avail := T - a.switchTime(chunk[s]) // no context ran during the switches
+		if cut {
+			sc.keepInside(s, avail, tm)
+		}
+		if !a.splitSwitch(d, chunk[s], s, tm, ws) {
+			fillTurns(tm, room, g, avail)
+		}
 	}
 	quiet := T
 	for c := range n {
