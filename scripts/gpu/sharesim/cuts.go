@@ -9,6 +9,7 @@ import (
 	"sort"
 
 	"github.com/cupti-exporter/cupti-exporter/activity/record"
+	"github.com/cupti-exporter/cupti-exporter/recording"
 )
 
 // cutStat is one traced kernel class's (pod:kernel) records, and those another pod's turn cut.
@@ -23,11 +24,6 @@ type cutStat struct {
 // it (-cuts; docs/attribution.md, "Records cut by another's turn"). Only traced pods' records
 // are seen, so an untraced process's turns cut nothing here.
 func cuts(path string, w io.Writer) error {
-	rd, f, err := openRecording(path)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
 	type edge struct {
 		t   uint64
 		pod string
@@ -42,7 +38,7 @@ func cuts(path string, w io.Writer) error {
 		kernels podKernels
 		dev     = -1
 	)
-	for ev := range rd.Events() {
+	err := eachEvent(path, func(ev recording.Event) {
 		kernels.read(ev, func(pod string, r record.Record) {
 			if dev < 0 {
 				dev = int(r.Device)
@@ -52,8 +48,8 @@ func cuts(path string, w io.Writer) error {
 				edges = append(edges, edge{r.Start, pod}, edge{r.End, pod})
 			}
 		})
-	}
-	if err := rd.Err(); err != nil {
+	})
+	if err != nil {
 		return err
 	}
 	sort.Slice(edges, func(i, j int) bool { return edges[i].t < edges[j].t })

@@ -35,37 +35,30 @@ type groupRec struct {
 // told apart under saturation"). It reads the recording's first device only, and sees traced
 // kernels only: an untraced process's work is in every group's bandwidth.
 func groups(path string, w io.Writer) error {
-	rd, f, err := openRecording(path)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
 	var (
 		samples []groupSample
 		recs    []groupRec
 		kernels podKernels
 		dev     = -1
 	)
-	for ev := range rd.Events() {
+	err := eachEvent(path, func(ev recording.Event) {
 		if kernels.read(ev, func(pod string, r record.Record) {
 			recs = append(recs, groupRec{r.Start, r.End, pod + ":" + r.Name})
-		}) {
-			continue
+		}) || ev.Type != recording.FrameBatch {
+			return
 		}
-		if ev.Type == recording.FrameBatch {
-			if dev < 0 {
-				dev = ev.Batch.Device
-			}
-			j := slices.Index(ev.Batch.Metrics, "dram__bytes_read.sum")
-			if ev.Batch.Device != dev || j < 0 {
-				continue
-			}
-			for _, s := range ev.Batch.Samples {
-				samples = append(samples, groupSample{s.Start, s.End, s.Values[j]})
-			}
+		if dev < 0 {
+			dev = ev.Batch.Device
 		}
-	}
-	if err := rd.Err(); err != nil {
+		j := slices.Index(ev.Batch.Metrics, "dram__bytes_read.sum")
+		if ev.Batch.Device != dev || j < 0 {
+			return
+		}
+		for _, s := range ev.Batch.Samples {
+			samples = append(samples, groupSample{s.Start, s.End, s.Values[j]})
+		}
+	})
+	if err != nil {
 		return err
 	}
 	sort.Slice(samples, func(i, j int) bool { return samples[i].start < samples[j].start })

@@ -102,6 +102,19 @@ func openRecording(path string) (*recording.Reader, io.Closer, error) {
 	return rd, f, nil
 }
 
+// eachEvent calls fn with each event of the recording at path, in order.
+func eachEvent(path string, fn func(recording.Event)) error {
+	rd, f, err := openRecording(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	for ev := range rd.Events() {
+		fn(ev)
+	}
+	return rd.Err()
+}
+
 func run(path string, hidden map[string]bool, est string, merge int, w io.Writer) error {
 	snap, dramRead, err := replay(path, hidden, est, merge)
 	if err != nil {
