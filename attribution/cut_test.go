@@ -21,7 +21,7 @@ func TestCutRecords(t *testing.T) {
 		{start: 21 * m, end: 22 * m, class: 5, proc: -1}, // no process: never cut
 	}
 	var sc scratch
-	sc.cutRecords(ready)
+	sc.cutRecords(ready, false)
 	want := []bool{true, false, false, false, true, false, false}
 	for i, c := range want {
 		if sc.cut[i] != c {
@@ -34,6 +34,43 @@ func TestCutRecords(t *testing.T) {
 	}
 	if s, ok := sc.typical[7<<32|1]; !ok || s.typical() != float64(m) {
 		t.Errorf("typical duration of class 7 of process 1: %+v, want its one uncut record's 1 ms", s)
+	}
+}
+
+// TestCutLong: beside an untraced process, whose turns leave no records, a record longer than
+// longCut times its class's median duration (by count) is cut, also where most of the
+// class's time is in such records (the duration-weighted mean would then be a bar the cut
+// records set themselves), and the typical duration leaves them out. Not beside one, length
+// alone cuts nothing.
+func TestCutLong(t *testing.T) {
+	const us = int64(1000)
+	var ready []rec
+	for i := range int64(9) { // class 3 of process 0: nine 100 µs kernels
+		ready = append(ready, rec{start: i * 200 * us, end: i*200*us + 100*us, class: 3, proc: 0})
+	}
+	// two 2.5 ms records, switched out for a turn of the untraced process: 5 of 5.9 ms
+	ready = append(ready, rec{start: 2000 * us, end: 4500 * us, class: 3, proc: 0}, rec{start: 5000 * us, end: 7500 * us, class: 3, proc: 0})
+	// a 390 µs record: under 4 × the 100 µs median
+	ready = append(ready, rec{start: 8000 * us, end: 8390 * us, class: 3, proc: 0})
+	// class 4 of process 1: one kernel, long and alone: its own median
+	ready = append(ready, rec{start: 9000 * us, end: 12000 * us, class: 4, proc: 1})
+	for _, beside := range []bool{false, true} {
+		var sc scratch
+		sc.cutRecords(ready, beside)
+		for i, r := range ready {
+			want := beside && r.end-r.start == 2500*us
+			if sc.cut[i] != want {
+				t.Errorf("beside an untraced process %v: record %d of %d µs cut %v, want %v", beside, i, (r.end-r.start)/us, sc.cut[i], want)
+			}
+		}
+		typ := sc.typical[classProc(3, 0)].typical() / 1e3
+		want := (9*100*100 + 390*390 + 2*2500*2500) / (9*100 + 390 + 2*2500.0) // every record uncut
+		if beside {
+			want = (9*100*100 + 390*390) / (9*100 + 390.0)
+		}
+		if math.Abs(typ-want) > 1e-6 {
+			t.Errorf("beside an untraced process %v: typical duration of class 3 %.3f µs, want %.3f", beside, typ, want)
+		}
 	}
 }
 
@@ -93,7 +130,7 @@ func BenchmarkCoverTurnsCut(b *testing.B) {
 				ready[i] = rec{start: s, end: s + 2*hi, class: int32(i % 7), proc: int32(i % 2)}
 			}
 			var sc scratch
-			sc.cutRecords(ready)
+			sc.cutRecords(ready, false)
 			for i := range ready {
 				sc.active = append(sc.active, int32(i))
 			}
@@ -103,6 +140,31 @@ func BenchmarkCoverTurnsCut(b *testing.B) {
 				sc.coverTurns(ready, lo, hi)
 			}
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*k), "ns/record")
+		})
+	}
+}
+
+// BenchmarkCutRecords: a join part's records at 200,000 kernels a second (20,000 in 100 ms,
+// two processes, 20 classes, one in fifty cut by a turn), with and without an untraced
+// process beside them (cutLong sorts the uncut records' durations by class: O(n log n)).
+func BenchmarkCutRecords(b *testing.B) {
+	const n = 20000
+	ready := make([]rec, n)
+	for i := range ready {
+		s := int64(i) * 5000
+		d := int64(3000)
+		if i%50 == 0 {
+			d = 1e6 // switched out for another's turn
+		}
+		ready[i] = rec{start: s, end: s + d, class: int32(i % 20), proc: int32(i / 10 % 2)}
+	}
+	for _, beside := range []bool{false, true} {
+		b.Run(fmt.Sprint("beside-untraced=", beside), func(b *testing.B) {
+			var sc scratch
+			for range b.N {
+				sc.cutRecords(ready, beside)
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/record")
 		})
 	}
 }

@@ -215,15 +215,16 @@ type scratch struct {
 	owners turns.Owners
 	tOwnT  []float64 // byOwner's scratch: each context's time, room and weight in a sample
 	tSure  []float64 // keepInside's scratch: each context's time its uncut records span
-	// allTraced: every context of the chunk is a traced, time-sliced process (no untraced or
-	// MPS one), so the records tell which turns cut them (cut.go)
-	allTraced bool
+	// sliced: every context of the chunk is a time-sliced process, traced or untraced (no
+	// MPS group), so the cut rules apply (cut.go)
+	sliced bool
 	// Records cut by another's turn (cut.go): cut[i] for ready[i]; the durations of each
-	// class's uncut records per process (key as locP's); cutRecords' scratch.
+	// class's uncut records per process (key as locP's); cutRecords' and cutLong's scratch.
 	cut     []bool
 	typical map[int64]durSum
 	cutEv   []cutEdge
 	cutIdx  edgeIndex
+	cutDur  []classDur
 	// sampleEdges' index of one sample's record edges, for cutBound
 	sEdge               []cutEdge
 	sIdx                edgeIndex
@@ -281,7 +282,7 @@ func (a *Attributor) release(d *devState, upTo int64, now time.Time) bool {
 	ready := d.pending.take(d.carry, fNew)
 	slices.SortFunc(ready, func(x, y rec) int { return cmp.Compare(x.start, y.start) })
 	if d.switches {
-		d.sc.cutRecords(ready)
+		d.sc.cutRecords(ready, a.besideUntraced(d, chunk[0].start, fNew))
 	}
 
 	t := time.Now()

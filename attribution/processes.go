@@ -408,7 +408,7 @@ func (a *Attributor) byOwner(d *devState, chunk []psample, s int, b *itemBuilder
 	sc.tOwnT = grow(sc.tOwnT, 3*n)
 	tm, room, ws := sc.tOwnT[:n], sc.tOwnT[n:2*n], sc.tOwnT[2*n:3*n]
 	switchSample := sc.owners.Switch(s)
-	cut := switchSample && sc.allTraced // the records tell the turns that cut them (cut.go)
+	cut := switchSample && sc.sliced // the records tell the turns that cut them (cut.go)
 	for c, ctx := range sc.tCtx {
 		room[c] = T
 		edge := false // one of its records starts or ends in the sample

@@ -45,10 +45,32 @@ func (a *Attributor) turnContexts(d *devState, lo, hi int64) {
 	if len(group) > 0 || untracedMPS {
 		add(turns.Context{Key: turns.Key{Kind: turns.MPS}, Slot: -1, Class: -1, Slots: group}, podKey{})
 	}
-	sc.allTraced = true
+	sc.sliced = true
 	for _, ctx := range sc.tCtx {
-		sc.allTraced = sc.allTraced && ctx.Key.Kind == turns.Traced
+		sc.sliced = sc.sliced && ctx.Key.Kind != turns.MPS
 	}
+}
+
+// besideUntraced says whether NVML shows an untraced process that is not an MPS client on
+// device d in [lo, hi): its turns leave no records, so cutRecords also counts a record as cut
+// by its length; a.mu is held.
+func (a *Attributor) besideUntraced(d *devState, lo, hi int64) bool {
+	for i := range d.nvml {
+		o := &d.nvml[i]
+		if o.start >= hi {
+			break
+		}
+		if o.end <= lo {
+			continue
+		}
+		a.classify(d, o)
+		for _, u := range o.untraced {
+			if !u.mps {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // turns sets sc.owners (a distribution over sc.tCtx per sample) for the chunk's samples when

@@ -207,6 +207,46 @@ func TestBurstyReadersCutOrNot(t *testing.T) {
 	}
 }
 
+// TestNarrowReadersBesideUntraced replays narrow bursty readers traced beside untraced
+// processes (the tune set of scripts/gpu/share_truth.cu, one NVIDIA H200): run FL's live tap
+// recording of t-nibble and t-stream traced beside a truly untraced t-tensor, and run FI's
+// recordings with processes hidden, so they join as untraced: t-nibble beside an untraced
+// t-light, and t-trickle (bursts that outlast a time slice) beside an untraced t-stream and
+// t-tensor. Each traced pod must be within issue 31's 5 %, the untraced class within 15 %.
+// An untraced process's turns leave no records, so before the join counted a record that
+// lasts more than four times its class's median as cut (cut.go, cutLong) it kept the cut
+// rules to GPUs whose every process is traced: t-nibble read -14.0 % (live) and -7.1 %,
+// t-trickle +5.2 %. With the class's duration-weighted mean for the bar in place of the
+// median, cut records raise their own bar: t-trickle +12.5 %.
+func TestNarrowReadersBesideUntraced(t *testing.T) {
+	for _, c := range []struct {
+		rec, hide string
+		known     map[string]float64
+		untraced  float64
+	}{
+		{"rec-ts3n-t_1.rec.gz", "", map[string]float64{"p0-t-stream": 10936293654528, "p2-t-nibble": 932477534208}, 3778739306496},
+		{"rec-ts4n-t.rec.gz", "p2-t-light", map[string]float64{"p0-t-stream": 8133363499008, "p1-t-tensor": 2506715430912,
+			"p3-t-nibble": 896276299776}, 2213420335104},
+		{"rec-ts3k-t.rec.gz", "p0-t-stream,p1-t-tensor", map[string]float64{"p2-t-trickle": 1864322482176}, 9986869297152 + 2969119752192},
+	} {
+		t.Run(c.rec+":"+c.hide, func(t *testing.T) {
+			hidden := map[string]bool{}
+			for _, p := range strings.Split(c.hide, ",") {
+				hidden[p] = c.hide != ""
+			}
+			snap, _, err := replay("testdata/"+c.rec, hidden, "rate", 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := tracedPods(snap, "cupti_pod_dram_read_bytes_total")
+			for pod, want := range c.known {
+				checkBytes(t, pod, got[pod], want, 0.05)
+			}
+			checkBytes(t, "(untraced)", kernelSum(snap, "cupti_kernel_dram_read_bytes_total", "(untraced)"), c.untraced, 0.15)
+		})
+	}
+}
+
 // checkBytes logs what, DRAM read bytes got against the known want, and fails the test where
 // they are more than bound (a fraction) off.
 func checkBytes(t *testing.T, what string, got, want, bound float64) {
