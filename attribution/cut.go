@@ -17,8 +17,8 @@ import (
 // (t-nibble) was understated by 7.3-12.7 %, one whose bursts outlast a time slice (t-trickle:
 // 56-65 % of its read records' time in cut records) overstated by up to 6.5 %; run FJ, live,
 // met every target of both workload sets (docs/attribution.md, "Records cut by another's turn").
-// Beside an untraced process, before cutLong, t-nibble read -10.7 to -21.7 % live (runs FL-FN);
-// -0.2 to -5.4 % with it (docs/attribution.md, "Beside an untraced process").
+// Beside an untraced process, before cutLong, t-nibble read -4.9 to -21.7 % live (runs FL-FN);
+// -0.2 to -5.4 % with it (runs FM, FN; docs/attribution.md, "Beside an untraced process").
 
 // cutEdge is a record's start or end, with its process slot.
 type cutEdge struct {
