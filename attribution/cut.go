@@ -10,9 +10,10 @@ import (
 // own context's turn, so a record inside whose span another process's record starts or ends
 // was switched out for part of it: its span is not time it ran. A preempted kernel runs about
 // as long as its class's records that were not cut, split between the turn it started in and
-// the one it ended in. An untraced process's turns leave no records: beside one, a record is
-// also cut where it lasts more than longCut times its class's median (cutLong). The rules hold
-// wherever the GPU's processes are time-sliced (no MPS group: its clients run side by side).
+// the one it ended in. A record is also cut where it lasts more than longCut times its class's
+// median (cutLong): an untraced process's turns leave no records, and a turn of a process whose
+// own record spans the whole of this one leaves no edge inside it. The rules hold wherever the
+// GPU's processes are time-sliced (no MPS group: its clients run side by side).
 // Before, on an H200 (runs FF-FJ): a narrow bursty reader whose records are never cut
 // (t-nibble) was understated by 7.3-12.7 %, one whose bursts outlast a time slice (t-trickle:
 // 56-65 % of its read records' time in cut records) overstated by up to 6.5 %; run FJ, live,
@@ -93,10 +94,10 @@ type durSum struct{ ns, ns2 float64 }
 func (s durSum) typical() float64 { return s.ns2 / s.ns }
 
 // cutRecords sets sc.cut[i] for each record of ready (sorted by start) inside whose span
-// another process's record starts or ends, or, beside an untraced process, that is longer
-// than its class's others allow (cutLong), and sc.typical to the durations of each class's
-// uncut records per process (key as kernelLocal's).
-func (sc *scratch) cutRecords(ready []rec, besideUntraced bool) {
+// another process's record starts or ends, or that is longer than its class's others allow
+// (cutLong), and sc.typical to the durations of each class's uncut records per process (key
+// as kernelLocal's).
+func (sc *scratch) cutRecords(ready []rec) {
 	sc.cutEv = sc.cutEv[:0]
 	for _, r := range ready {
 		if r.proc >= 0 && r.end > r.start {
@@ -121,17 +122,19 @@ func (sc *scratch) cutRecords(ready []rec, besideUntraced bool) {
 			sc.typical[k] = s
 		}
 	}
-	if besideUntraced {
-		sc.cutLong(ready)
-	}
+	sc.cutLong(ready)
 }
 
-// longCut: beside an untraced process, a record longer than longCut times its class's median
-// duration (by count) was switched out for part of it. A turn lasts a time slice, many times
-// a short kernel, and the median, unlike the duration-weighted mean, holds while most of a
-// class's time is in cut records (t-trickle: 56-65 %, few records). Replayed on the tune
-// set (docs/attribution.md), 3, 4 and 6 gave 49, 48 and 48 misses; the weighted mean
-// (typical) in its place let cut records raise their own bar (t-trickle +8 to +13 %).
+// longCut: a record longer than longCut times its class's median duration (by count) was
+// switched out for part of it, whether or not another record's edge falls inside it: beside an
+// untraced process no record tells its turns, and with every process traced a record can lie
+// wholly inside another process's that was preempted for its turn and resumed after it (the
+// check set's c-burst inside c-steady's long kernels: docs/attribution.md). A turn lasts a
+// time slice, many times a short kernel, and the median, unlike the duration-weighted mean,
+// holds while most of a class's time is in cut records (t-trickle: 56-65 %, few records).
+// Replayed on the tune set, 3, 4 and 6 gave 49, 48 and 48 misses beside untraced processes;
+// the weighted mean (typical) in its place let cut records raise their own bar (t-trickle
+// +8 to +13 %).
 const longCut = 4
 
 // classDur is an uncut record's class key (classProc), duration and index in ready.

@@ -1,8 +1,10 @@
 package attribution
 
 import (
+	"cmp"
 	"fmt"
 	"math"
+	"slices"
 	"testing"
 )
 
@@ -21,7 +23,7 @@ func TestCutRecords(t *testing.T) {
 		{start: 21 * m, end: 22 * m, class: 5, proc: -1}, // no process: never cut
 	}
 	var sc scratch
-	sc.cutRecords(ready, false)
+	sc.cutRecords(ready)
 	want := []bool{true, false, false, false, true, false, false}
 	for i, c := range want {
 		if sc.cut[i] != c {
@@ -37,39 +39,71 @@ func TestCutRecords(t *testing.T) {
 	}
 }
 
-// TestCutLong: beside an untraced process, whose turns leave no records, a record longer than
-// longCut times its class's median duration (by count) is cut, also where most of the
-// class's time is in such records (the duration-weighted mean would then be a bar the cut
-// records set themselves), and the typical duration leaves them out. Not beside one, length
-// alone cuts nothing.
+// TestCutLong: a record longer than longCut times its class's median duration (by count) is
+// cut, though no other record's edge falls inside it (an untraced process's turn, or one of a
+// process whose own record spans it whole), also where most of the class's time is in such
+// records (the duration-weighted mean would then be a bar the cut records set themselves), and
+// the typical duration leaves it out.
 func TestCutLong(t *testing.T) {
 	const us = int64(1000)
 	var ready []rec
 	for i := range int64(9) { // class 3 of process 0: nine 100 µs kernels
 		ready = append(ready, rec{start: i * 200 * us, end: i*200*us + 100*us, class: 3, proc: 0})
 	}
-	// two 2.5 ms records, switched out for a turn of the untraced process: 5 of 5.9 ms
+	// two 2.5 ms records, switched out for another's turn: 5 of 5.9 ms
 	ready = append(ready, rec{start: 2000 * us, end: 4500 * us, class: 3, proc: 0}, rec{start: 5000 * us, end: 7500 * us, class: 3, proc: 0})
 	// a 390 µs record: under 4 × the 100 µs median
 	ready = append(ready, rec{start: 8000 * us, end: 8390 * us, class: 3, proc: 0})
-	// class 4 of process 1: one kernel, long and alone: its own median
-	ready = append(ready, rec{start: 9000 * us, end: 12000 * us, class: 4, proc: 1})
-	for _, beside := range []bool{false, true} {
-		var sc scratch
-		sc.cutRecords(ready, beside)
-		for i, r := range ready {
-			want := beside && r.end-r.start == 2500*us
-			if sc.cut[i] != want {
-				t.Errorf("beside an untraced process %v: record %d of %d µs cut %v, want %v", beside, i, (r.end-r.start)/us, sc.cut[i], want)
+	// class 4 of process 1: one kernel, long, spanning the second 2.5 ms record whole (it was
+	// preempted for process 0's turn): its own median, so not cut by length, and cut by the
+	// edges of process 0's record
+	ready = append(ready, rec{start: 4800 * us, end: 12000 * us, class: 4, proc: 1})
+	slices.SortFunc(ready, func(p, q rec) int { return cmp.Compare(p.start, q.start) })
+	var sc scratch
+	sc.cutRecords(ready)
+	for i, r := range ready {
+		want := r.end-r.start == 2500*us || r.proc == 1
+		if sc.cut[i] != want {
+			t.Errorf("record %d of %d µs, process %d: cut %v, want %v", i, (r.end-r.start)/us, r.proc, sc.cut[i], want)
+		}
+	}
+	typ := sc.typical[classProc(3, 0)].typical() / 1e3
+	if want := (9*100*100 + 390*390) / (9*100 + 390.0); math.Abs(typ-want) > 1e-6 {
+		t.Errorf("typical duration of class 3: %.3f µs, want %.3f", typ, want)
+	}
+}
+
+// TestCoverUncutEdge: in a sample that an uncut record starts or ends in, the time it covers
+// there surely ran (Cover.Inside), its kernel having run all its span, where every process on
+// the GPU is traced; beside an untraced process, whose turns leave no records, only an uncut
+// record wholly inside the sample counts so. A cut record's time never does.
+func TestCoverUncutEdge(t *testing.T) {
+	const us = int64(1000)
+	for _, c := range []struct {
+		name         string
+		ready        []rec // the first is the one checked, in the sample [1, 2) ms
+		traced, untr float64
+	}{
+		{"uncut, ends in it", []rec{{start: 600 * us, end: 1300 * us}}, 300 * 1e3, 0},
+		{"uncut, wholly inside", []rec{{start: 1100 * us, end: 1300 * us}}, 200 * 1e3, 200 * 1e3},
+		{"cut, ends in it", []rec{{start: 600 * us, end: 1300 * us}, {start: 700 * us, end: 900 * us, proc: 1}}, 0, 0},
+	} {
+		for _, beside := range []bool{false, true} {
+			var sc scratch
+			sc.cutRecords(c.ready)
+			sc.besideUntraced = beside
+			sc.cover.Reset()
+			for i := range c.ready {
+				sc.active = append(sc.active, int32(i))
 			}
-		}
-		typ := sc.typical[classProc(3, 0)].typical() / 1e3
-		want := (9*100*100 + 390*390 + 2*2500*2500) / (9*100 + 390 + 2*2500.0) // every record uncut
-		if beside {
-			want = (9*100*100 + 390*390) / (9*100 + 390.0)
-		}
-		if math.Abs(typ-want) > 1e-6 {
-			t.Errorf("beside an untraced process %v: typical duration of class 3 %.3f µs, want %.3f", beside, typ, want)
+			sc.coverTurns(c.ready, 1000*us, 2000*us)
+			want := c.traced
+			if beside {
+				want = c.untr
+			}
+			if got := sc.cover.Inside[0]; got != want {
+				t.Errorf("%s, beside an untraced process %v: %.0f µs sure, want %.0f", c.name, beside, got/1e3, want/1e3)
+			}
 		}
 	}
 }
@@ -130,7 +164,7 @@ func BenchmarkCoverTurnsCut(b *testing.B) {
 				ready[i] = rec{start: s, end: s + 2*hi, class: int32(i % 7), proc: int32(i % 2)}
 			}
 			var sc scratch
-			sc.cutRecords(ready, false)
+			sc.cutRecords(ready)
 			for i := range ready {
 				sc.active = append(sc.active, int32(i))
 			}
@@ -145,8 +179,8 @@ func BenchmarkCoverTurnsCut(b *testing.B) {
 }
 
 // BenchmarkCutRecords: a join part's records at 200,000 kernels a second (20,000 in 100 ms,
-// two processes, 20 classes, one in fifty cut by a turn), with and without an untraced
-// process beside them (cutLong sorts the uncut records' durations by class: O(n log n)).
+// two processes, 20 classes, one in fifty cut by a turn): the record edges sorted and searched,
+// and the uncut records' durations sorted by class (cutLong), O(n log n).
 func BenchmarkCutRecords(b *testing.B) {
 	const n = 20000
 	ready := make([]rec, n)
@@ -158,13 +192,9 @@ func BenchmarkCutRecords(b *testing.B) {
 		}
 		ready[i] = rec{start: s, end: s + d, class: int32(i % 20), proc: int32(i / 10 % 2)}
 	}
-	for _, beside := range []bool{false, true} {
-		b.Run(fmt.Sprint("beside-untraced=", beside), func(b *testing.B) {
-			var sc scratch
-			for range b.N {
-				sc.cutRecords(ready, beside)
-			}
-			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/record")
-		})
+	var sc scratch
+	for range b.N {
+		sc.cutRecords(ready)
 	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/record")
 }

@@ -219,12 +219,14 @@ type scratch struct {
 	// MPS group), so the cut rules apply (cut.go)
 	sliced bool
 	// Records cut by another's turn (cut.go): cut[i] for ready[i]; the durations of each
-	// class's uncut records per process (key as locP's); cutRecords' and cutLong's scratch.
-	cut     []bool
-	typical map[int64]durSum
-	cutEv   []cutEdge
-	cutIdx  edgeIndex
-	cutDur  []classDur
+	// class's uncut records per process (key as locP's); cutRecords' and cutLong's scratch;
+	// besideUntraced: NVML lists an untraced process beside the chunk's (coverTurns).
+	besideUntraced bool
+	cut            []bool
+	typical        map[int64]durSum
+	cutEv          []cutEdge
+	cutIdx         edgeIndex
+	cutDur         []classDur
 	// sampleEdges' index of one sample's record edges, for cutBound
 	sEdge               []cutEdge
 	sIdx                edgeIndex
@@ -282,7 +284,8 @@ func (a *Attributor) release(d *devState, upTo int64, now time.Time) bool {
 	ready := d.pending.take(d.carry, fNew)
 	slices.SortFunc(ready, func(x, y rec) int { return cmp.Compare(x.start, y.start) })
 	if d.switches {
-		d.sc.cutRecords(ready, a.besideUntraced(d, chunk[0].start, fNew))
+		d.sc.cutRecords(ready)
+		d.sc.besideUntraced = a.besideUntraced(d, chunk[0].start, fNew)
 	}
 
 	t := time.Now()
@@ -482,8 +485,10 @@ func (a *Attributor) sampleItems(sc *scratch, ready []rec, lo, hi int64) (idleW,
 
 // coverTurns records the sample [lo, hi)'s entries for the turns (turns.go): each traced
 // process's covered time, the first and last time covered, whether one of its records
-// starts or ends inside it, the time of its uncut records wholly inside it and the most its
-// records may have run there (cut.go).
+// starts or ends inside it, the time of its uncut records that surely ran there (those wholly
+// inside it; where no untraced process is listed, also those that start or end in it: no
+// turn cut them, so each ran all its span) and the most its records may have run there
+// (cut.go).
 func (sc *scratch) coverTurns(ready []rec, lo, hi int64) {
 	indexed := false
 	for _, ri := range sc.active {
@@ -498,7 +503,7 @@ func (sc *scratch) coverTurns(ready []rec, lo, hi int64) {
 					indexed = true
 				}
 				bound = sc.cutBound(r, x, y, lo, hi)
-			case !sc.cut[ri] && r.start > lo && r.end < hi:
+			case !sc.cut[ri] && edge && (r.start > lo && r.end < hi || !sc.besideUntraced):
 				inside = float64(y - x)
 			}
 			sc.cover.Add(r.proc, float64(x-lo), float64(y-lo), edge, inside, bound)

@@ -52,8 +52,8 @@ func (a *Attributor) turnContexts(d *devState, lo, hi int64) {
 }
 
 // besideUntraced says whether NVML shows an untraced process that is not an MPS client on
-// device d in [lo, hi): its turns leave no records, so cutRecords also counts a record as cut
-// by its length; a.mu is held.
+// device d in [lo, hi): its turns leave no records, so a record no other record cuts may still
+// have been switched out for one of them (coverTurns); a.mu is held.
 func (a *Attributor) besideUntraced(d *devState, lo, hi int64) bool {
 	for i := range d.nvml {
 		o := &d.nvml[i]

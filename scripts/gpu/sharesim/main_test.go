@@ -164,8 +164,10 @@ func TestTensorPodKeepsItsShare(t *testing.T) {
 // bytes, spread over the pods), within issue 31's 5 %. With rates fitted over the samples
 // that hold a context switch as well, the bursty pod got -4.4 %; the rates of whole turns gave
 // each pod 1.4 % or less; keeping the time of the short records no other turn cut (cut.go)
-// gives the bursty pod +3.6 %, a check-set cost of the tune set's fix (docs/attribution.md,
-// "Records cut by another's turn").
+// gave the bursty pod +3.6 % and the bound here went to issue 31's 5 %, a check-set cost of
+// the tune set's fix (docs/attribution.md, "Records cut by another's turn"). Counting a record
+// four times its class's median as cut, also where no other record's edge falls inside it (it
+// lay inside another process's preempted record), took it to +2.7 %: the bound is 3 % again.
 func TestTimeSlicedPodsAllTraced(t *testing.T) {
 	known := map[string]float64{"p0-c-burst": 1349409718272, "p1-c-tensor": 7166936088576, "p2-c-steady": 9710330707968}
 	snap, _, err := replay("testdata/rec-ts3-c.rec.gz", nil, "rate", 1)
@@ -174,7 +176,7 @@ func TestTimeSlicedPodsAllTraced(t *testing.T) {
 	}
 	got := tracedPods(snap, "cupti_pod_dram_read_bytes_total")
 	for pod, want := range known {
-		checkBytes(t, pod, got[pod], want, 0.05)
+		checkBytes(t, pod, got[pod], want, 0.03)
 	}
 }
 
