@@ -148,7 +148,9 @@ type classDur struct {
 }
 
 // cutLong marks as cut the records of each class, not cut by another's edge, longer than
-// longCut times the class's median, and takes them out of sc.typical. O(n log n).
+// longCut times the class's median, and sums sc.typical again over the rest (summed anew,
+// not less the cut ones: a record may last up to a week, activity.MaxRecordDuration, whose
+// square would swamp the others' in the sum). O(n log n).
 func (sc *scratch) cutLong(ready []rec) {
 	sc.cutDur = sc.cutDur[:0]
 	for i, r := range ready {
@@ -165,12 +167,14 @@ func (sc *scratch) cutLong(ready []rec) {
 			hi++
 		}
 		limit := longCut * sc.cutDur[lo+(hi-lo)/2].d
-		s := sc.typical[sc.cutDur[lo].key]
-		for j := hi - 1; j >= lo && sc.cutDur[j].d > limit; j-- {
-			c := sc.cutDur[j]
-			sc.cut[c.i] = true
-			s.ns -= c.d
-			s.ns2 -= c.d * c.d
+		var s durSum
+		for _, c := range sc.cutDur[lo:hi] {
+			if c.d > limit {
+				sc.cut[c.i] = true
+				continue
+			}
+			s.ns += c.d
+			s.ns2 += c.d * c.d
 		}
 		sc.typical[sc.cutDur[lo].key] = s
 		lo = hi

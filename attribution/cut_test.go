@@ -71,6 +71,19 @@ func TestCutLong(t *testing.T) {
 	if want := (9*100*100 + 390*390) / (9*100 + 390.0); math.Abs(typ-want) > 1e-6 {
 		t.Errorf("typical duration of class 3: %.3f µs, want %.3f", typ, want)
 	}
+	// A record as long as a sender may claim (a week): cut, and the class's typical duration
+	// that of the others, not what a week's square leaves in a sum it was taken from.
+	week := []rec{{start: 0, end: 7 * 24 * 3600 * 1e9, class: 3, proc: 0}}
+	for i := range int64(9) {
+		week = append(week, rec{start: 1000*us + i*200*us, end: 1100*us + i*200*us, class: 3, proc: 0})
+	}
+	sc.cutRecords(week)
+	if !sc.cut[0] {
+		t.Error("a week-long record of a 100 µs class: not cut")
+	}
+	if got := sc.typical[classProc(3, 0)].typical(); got != float64(100*us) {
+		t.Errorf("typical duration beside a week-long record: %.0f ns, want 100,000", got)
+	}
 }
 
 // TestCoverUncutEdge: in a sample that an uncut record starts or ends in, the time it covers
