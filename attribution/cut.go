@@ -114,16 +114,7 @@ func (sc *scratch) cutRecords(ready []rec) {
 		sc.typical = map[int64]durSum{}
 	}
 	for _, r := range ready {
-		cut := r.proc >= 0 && sc.cutIdx.after(r.start, r.proc) < r.end
-		sc.cut = append(sc.cut, cut)
-		if !cut && r.proc >= 0 && r.end > r.start {
-			k := classProc(r.class, r.proc)
-			s := sc.typical[k]
-			d := float64(r.end - r.start)
-			s.ns += d
-			s.ns2 += d * d
-			sc.typical[k] = s
-		}
+		sc.cut = append(sc.cut, r.proc >= 0 && sc.cutIdx.after(r.start, r.proc) < r.end)
 	}
 	sc.cutLong(ready)
 }
@@ -148,9 +139,9 @@ type classDur struct {
 }
 
 // cutLong marks as cut the records of each class, not cut by another's edge, longer than
-// longCut times the class's median, and sums sc.typical again over the rest (summed anew,
-// not less the cut ones: a record may last up to a week, activity.MaxRecordDuration, whose
-// square would swamp the others' in the sum). O(n log n).
+// longCut times the class's median, and sums sc.typical over the rest (only over them: a
+// record may last up to a week, activity.MaxRecordDuration, and its square in a sum would
+// swamp the others'). O(n log n).
 func (sc *scratch) cutLong(ready []rec) {
 	sc.cutDur = sc.cutDur[:0]
 	for i, r := range ready {
