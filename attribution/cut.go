@@ -41,6 +41,11 @@ type edgeIndex struct {
 // build sorts e (which the index keeps) and indexes it.
 func (x *edgeIndex) build(e []cutEdge) {
 	slices.SortFunc(e, func(p, q cutEdge) int { return cmp.Compare(p.t, q.t) })
+	x.index(e)
+}
+
+// index indexes e, sorted by time, which the index keeps.
+func (x *edgeIndex) index(e []cutEdge) {
 	n := len(e)
 	x.e, x.next, x.prev = e, grow(x.next, n+1), grow(x.prev, n+1)
 	x.next[n] = int32(n)
@@ -100,21 +105,46 @@ func (s durSum) typical() float64 { return s.ns2 / s.ns }
 // another process's record starts or ends, or that is longer than its class's others allow
 // (cutLong), and sc.typical to the durations of each class's uncut records per process (key
 // as kernelLocal's).
+//
+// The records come sorted by start, so the edges are their starts, in order, merged with their
+// ends, sorted, and the records' queries come in time order: one pass, not a search each.
 func (sc *scratch) cutRecords(ready []rec) {
-	sc.cutEv = sc.cutEv[:0]
+	sc.cutEnd = sc.cutEnd[:0]
 	for _, r := range ready {
 		if r.proc >= 0 && r.end > r.start {
-			sc.cutEv = append(sc.cutEv, cutEdge{r.start, r.proc}, cutEdge{r.end, r.proc})
+			sc.cutEnd = append(sc.cutEnd, cutEdge{r.end, r.proc})
 		}
 	}
-	sc.cutIdx.build(sc.cutEv)
+	slices.SortFunc(sc.cutEnd, func(p, q cutEdge) int { return cmp.Compare(p.t, q.t) })
+	sc.cutEv = sc.cutEv[:0]
+	j := 0
+	for _, r := range ready {
+		if r.proc < 0 || r.end <= r.start {
+			continue
+		}
+		for ; j < len(sc.cutEnd) && sc.cutEnd[j].t < r.start; j++ {
+			sc.cutEv = append(sc.cutEv, sc.cutEnd[j])
+		}
+		sc.cutEv = append(sc.cutEv, cutEdge{r.start, r.proc})
+	}
+	sc.cutEv = append(sc.cutEv, sc.cutEnd[j:]...)
+	x := &sc.cutIdx
+	x.index(sc.cutEv)
 	sc.cut = sc.cut[:0]
 	clear(sc.typical)
 	if sc.typical == nil {
 		sc.typical = map[int64]durSum{}
 	}
+	i := 0 // the first edge after the record's start
 	for _, r := range ready {
-		sc.cut = append(sc.cut, r.proc >= 0 && sc.cutIdx.after(r.start, r.proc) < r.end)
+		for i < len(x.e) && x.e[i].t <= r.start {
+			i++
+		}
+		k := i
+		if k < len(x.e) && x.e[k].proc == r.proc {
+			k = int(x.next[k])
+		}
+		sc.cut = append(sc.cut, r.proc >= 0 && k < len(x.e) && x.e[k].t < r.end)
 	}
 	sc.cutLong(ready)
 }

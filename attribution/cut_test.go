@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"slices"
 	"testing"
 )
@@ -36,6 +37,39 @@ func TestCutRecords(t *testing.T) {
 	}
 	if s, ok := sc.typical[7<<32|1]; !ok || s.typical() != float64(m) {
 		t.Errorf("typical duration of class 7 of process 1: %+v, want its one uncut record's 1 ms", s)
+	}
+}
+
+// TestCutRecordsAsDefined: on random records of three processes (and some of none, and some
+// empty), cutRecords cuts exactly the records inside whose span (strictly) another process's
+// record starts or ends, as a search of every pair says; durations within three times one
+// another, so that no record is cut for its length.
+func TestCutRecordsAsDefined(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for round := range 200 {
+		ready := make([]rec, 1+rng.IntN(60))
+		for i := range ready {
+			s := int64(rng.IntN(40)) * 100 // ties on purpose
+			ready[i] = rec{start: s, end: s + 100 + int64(rng.IntN(200)), proc: int32(rng.IntN(4)) - 1}
+			if rng.IntN(10) == 0 {
+				ready[i].end = s // empty: no edges, never cut
+			}
+		}
+		slices.SortFunc(ready, func(p, q rec) int { return cmp.Compare(p.start, q.start) })
+		var sc scratch
+		sc.cutRecords(ready)
+		for i, r := range ready {
+			want := false
+			for _, q := range ready {
+				if r.proc < 0 || q.proc < 0 || q.proc == r.proc || q.end <= q.start {
+					continue
+				}
+				want = want || (q.start > r.start && q.start < r.end) || (q.end > r.start && q.end < r.end)
+			}
+			if sc.cut[i] != want {
+				t.Fatalf("round %d, record %d %+v: cut %v, want %v", round, i, r, sc.cut[i], want)
+			}
+		}
 	}
 }
 

@@ -225,6 +225,7 @@ type scratch struct {
 	cut            []bool
 	typical        map[int64]durSum
 	cutEv          []cutEdge
+	cutEnd         []cutEdge // cutRecords' record ends, sorted
 	cutIdx         edgeIndex
 	cutDur         []classDur
 	// sampleEdges' index of one sample's record edges, for cutBound

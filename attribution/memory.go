@@ -106,7 +106,7 @@ func (sc *scratch) shed() {
 	sc.active, sc.ev, sc.gs, sc.v, sc.sobs, sc.u, sc.uPre = nil, nil, nil, nil, nil, nil, nil
 	sc.sobsAll, sc.unc, sc.shared, sc.switched, sc.soloFit = nil, nil, nil, nil, nil
 	sc.tOwnT, sc.tSure, sc.on = nil, nil, nil
-	sc.cut, sc.cutEv, sc.cutIdx, sc.typical, sc.cutDur = nil, nil, edgeIndex{}, nil, nil
+	sc.cut, sc.cutEv, sc.cutEnd, sc.cutIdx, sc.typical, sc.cutDur = nil, nil, nil, edgeIndex{}, nil, nil
 	sc.sEdge, sc.sIdx, sc.firstEnd, sc.lastStart = nil, edgeIndex{}, nil, nil
 	sc.cover.Shed()
 	sc.owners.Shed()
@@ -123,7 +123,7 @@ func (sc *scratch) scratchBytes() int64 {
 		cap(sc.itemRun) + cap(sc.itemRun2) + cap(sc.itemX) + cap(sc.itemX2) +
 		cap(sc.unc) + cap(sc.tOwnT) + cap(sc.tSure) + cap(sc.on) +
 		cap(sc.expS) + cap(sc.newAS) + cap(sc.priorAS) + cap(sc.priorES))
-	n += 16*(cap(sc.ev)+cap(sc.cutEv)+cap(sc.sEdge)+cap(sc.cutDur)) + 8*(cap(sc.accK)+cap(sc.accP)+cap(sc.accU)+cap(sc.firstEnd)+cap(sc.lastStart))
+	n += 16*(cap(sc.ev)+cap(sc.cutEv)+cap(sc.cutEnd)+cap(sc.sEdge)+cap(sc.cutDur)) + 8*(cap(sc.accK)+cap(sc.accP)+cap(sc.accU)+cap(sc.firstEnd)+cap(sc.lastStart))
 	n += cap(sc.shared) + cap(sc.switched) + cap(sc.soloFit) + cap(sc.cut) + 16*len(sc.locP) + 24*len(sc.typical) // the maps' entries (key and value), not their overhead
 	return int64(n) + sc.cover.Bytes() + sc.owners.Bytes() + sc.fill.Bytes()
 }
