@@ -593,10 +593,11 @@ const edgeSlack = 10e3
 // unless the turns all but rule it out (a record's clock may be 10 µs off the sample's).
 const minEdgeOdds = 0.05
 
-// keepInside keeps, in switch sample s, each context's time (tm) its uncut records wholly
-// inside the sample span (it surely ran then: Cover.Inside) and scales the rest of every
-// context's time down to what is left of avail (the sample less its switches) where the turns'
-// odds and the records' spans gave out more than that. Without it a narrow bursty reader
+// keepInside keeps, in switch sample s, each context's time (tm) that its records surely ran
+// there (Cover.Inside: uncut records wholly inside the sample and, where every process is
+// traced, those that start or end in it) and scales the rest of every context's time down to
+// what is left of avail (the sample less its switches) where the turns' odds and the
+// records' spans gave out more than that. Without it a narrow bursty reader
 // lost its bytes in the samples it shared with a fast reader whose records spanned them
 // (t-nibble −7.3 to −12.7 %, runs FF-FJ; docs/attribution.md).
 func (sc *scratch) keepInside(s int, avail float64, tm []float64) {

@@ -11,9 +11,10 @@ type Cover struct {
 	From []float64 // ns from the sample's start to the first time its records cover
 	To   []float64 // ns from the sample's start to the last time its records cover
 	Edge []bool    // one of its records starts or ends inside the sample
-	// Inside: ns of its records that start and end inside the sample and that no other
-	// process's turn cut (it ran then). Bound: ns its records may have run there (a record
-	// another's turn cut ran only part of its span; the join's cut.go).
+	// Inside: ns of its records that surely ran there: those no turn cut that start and end
+	// inside the sample and, where every process is traced, that start or end in it (the
+	// join's coverTurns). Bound: ns its records may have run there (a record another's turn
+	// cut ran only part of its span; the join's cut.go).
 	Inside, Bound []float64
 	Off           []int32
 }
