@@ -294,10 +294,13 @@ func (a *Attributor) fit(d *devState, m int32, v []float64, decay float64, span 
 	}
 	sc.startRates(mean, floor, secs)
 	sc.quiet = sc.quiet[:0]
-	if len(sc.upods) > 0 && a.metrics[m].q == quantitySeconds {
+	if (len(sc.upods) > 0 || len(sc.mpsPIDs) > 0) && a.metrics[m].q == quantitySeconds {
 		rule := quietSliced
-		if len(sc.mpsPIDs) > 0 {
+		switch {
+		case len(sc.mpsPIDs) > 0 && len(sc.upods) > 0:
 			rule = quietMPS
+		case len(sc.mpsPIDs) > 0:
+			rule = quietMPSTraced
 		}
 		sc.quietCaps(v, rule)
 		if rule.carried {
@@ -329,7 +332,9 @@ func (a *Attributor) fit(d *devState, m int32, v []float64, decay float64, span 
 // What a class does in most of the samples it ran through is a bound on its rate there: a
 // class ran at rate r through X seconds of a sample that counted x can have added at most
 // r·X ≤ x. Where a quantile of these bounds is below a tenth of the fitted rate, the class
-// was seen doing none of it in most of its samples and its rate is that quantile.
+// was seen doing none of it in most of its samples and its rate is that quantile. Under MPS
+// with every client traced too: clients run side by side, and a class beside another's pipe
+// work through nearly all its samples keeps whatever rate the fit gives it.
 const quietShare = 0.1 // a bound takes over only below this share of the fitted rate
 
 // quietRule says which samples bound a class's rate and which of their bounds is taken.
@@ -365,6 +370,14 @@ var (
 	// mps3p-t:1, run ED). A class that uses the pipe at rate r bounds itself at r or above in
 	// every sample, so its own past never bounds it below that.
 	quietMPS = quietRule{q: 0.1, least: 0, samples: 3, carried: true}
+	// quietMPSTraced: under MPS with every client traced, the same over the samples a class
+	// ran at least half of. Side by side with another client's tensor kernels through nearly
+	// all its samples, a streaming pod's spin kernels kept the tensor rate the fit gave them,
+	// unbounded: 1.76 % of the tensor seconds to the pod (the tune set's mps3-t on an H200,
+	// run FP). Over every sample a class ran in, the tensor client's own short kernels were
+	// bounded by the samples they only began or ended in and lost up to 2.3 % of its seconds
+	// (the check set's mps2-c, run EC's recording).
+	quietMPSTraced = quietRule{q: 0.1, least: 0.5, samples: 3, carried: true}
 )
 
 // carryQuiet bounds each traced class of metric m by its bound of the chunk before, where it
