@@ -57,6 +57,8 @@ share_mode() {
     ts4h-t) echo "0 t-stream t-tensor t-light t-half" ;;
     ts3k-t) echo "0 t-stream t-tensor t-trickle" ;; # narrow bursts cut by others' turns (run FH on)
     ts4k-t) echo "0 t-stream t-tensor t-light t-trickle" ;;
+    ts3l-t) echo "0 t-long t-tensor t-nibble" ;; # a narrow bursty reader beside long reads (run FS on)
+    ts4l-t) echo "0 t-long t-tensor t-stream t-nibble" ;;
     mps2-t) echo "1 t-stream t-tensor" ;;
     mps3-t) echo "1 t-stream t-tensor t-light" ;;
     mps3p-t) echo "1 t-stream t-tensor t-pulse" ;; # the bursty tune role's short kernels under MPS (run ED on)
