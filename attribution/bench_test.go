@@ -31,13 +31,19 @@ type loadGen struct {
 }
 
 func curatedLoad(tb testing.TB, est string) *loadGen {
+	return curatedLoadN(tb, est, 9) // the nine single-pass metrics
+}
+
+// curatedLoadN is curatedLoad with the first n curated metrics (all of them: the default set
+// on Hopper, the context-switch counter last).
+func curatedLoadN(tb testing.TB, est string, n int) *loadGen {
 	m, err := mapping.New()
 	if err != nil {
 		tb.Fatal(err)
 	}
 	var catalog []pmdata.CatalogEntry
 	var metrics []string
-	for _, c := range m.Curated()[:9] { // the default single-pass set
+	for _, c := range m.Curated()[:n] {
 		p := pmdata.Properties{Type: pmdata.TypeCounter, DimUnit: "gpc_cycle"}
 		if strings.HasSuffix(c.Name, "_bytes_total") {
 			p.DimUnit = "byte"
@@ -122,6 +128,34 @@ func BenchmarkJoin(b *testing.B) {
 			})
 		}
 	}
+}
+
+// BenchmarkJoinDefaultSet is BenchmarkJoin (rate, 1 ms) with the whole curated default set,
+// whose last metric counts context switches (Hopper): the join is ready to tell turns apart,
+// but with one process on the GPU it has none to tell (turnsCut).
+func BenchmarkJoinDefaultSet(b *testing.B) {
+	m, err := mapping.New()
+	if err != nil {
+		b.Fatal(err)
+	}
+	g := curatedLoadN(b, EstimatorRate, len(m.Curated()))
+	for range 40 {
+		g.step(ms)
+	}
+	if !g.a.devs[0].switches {
+		b.Fatal("the default set's samples do not count context switches")
+	}
+	var records int
+	cpu0 := cpuTime()
+	b.ResetTimer()
+	for range b.N {
+		for range 10 {
+			_, r := g.step(ms)
+			records += r
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(records), "ns/record")
+	b.ReportMetric((cpuTime()-cpu0).Seconds()/float64(b.N), "cpu-s/s")
 }
 
 // BenchmarkJoinUntracedAlone measures the join on a GPU that no traced process uses: 1 kHz

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+	"time"
 )
 
 // TestCutRecords: a record inside whose span another process's record starts or ends was cut
@@ -244,4 +245,38 @@ func BenchmarkCutRecords(b *testing.B) {
 		sc.cutRecords(ready)
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/record")
+}
+
+// TestCutsOnlyWhereTurnsReadThem: the cut flags are worked out only for chunks whose turns
+// read them. On a GPU whose samples count context switches but that one traced process has to
+// itself (the usual case) cutRecords never runs; with two processes time-slicing it does.
+func TestCutsOnlyWhereTurnsReadThem(t *testing.T) {
+	const span = 2 * int64(time.Second)
+	pod := func(pid uint32, name string) simProc {
+		return simProc{pid: pid, pod: name, traced: true, stream: 0.6, rate: 1000, names: [2]string{"stream", "spin"}, pause: 0.3}
+	}
+	for _, c := range []struct {
+		name  string
+		procs []simProc
+		want  bool
+	}{
+		{"one process", []simProc{pod(10, "pod0")}, false},
+		{"two time-sliced", []simProc{pod(10, "pod0"), pod(20, "pod1")}, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			g := makeSlicedGPU(rand.New(rand.NewPCG(5, 6)), c.procs, span, 2*ms, true)
+			g.switches = true
+			ran := false
+			debugHook = func(a *Attributor) {
+				for _, d := range a.devOrder {
+					ran = ran || d.sc.typical != nil // cutRecords makes it
+				}
+			}
+			defer func() { debugHook = nil }()
+			runShared(t, g, span)
+			if ran != c.want {
+				t.Errorf("cutRecords ran: %v, want %v", ran, c.want)
+			}
+		})
+	}
 }

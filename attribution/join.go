@@ -285,7 +285,11 @@ func (a *Attributor) release(d *devState, upTo int64, now time.Time) bool {
 	ready := d.pending.take(d.carry, fNew)
 	slices.SortFunc(ready, func(x, y rec) int { return cmp.Compare(x.start, y.start) })
 	if d.switches {
-		d.sc.cutRecords(ready)
+		if a.turnsCut(d, chunk) {
+			d.sc.cutRecords(ready)
+		} else {
+			d.sc.cut = append(d.sc.cut[:0], make([]bool, len(ready))...)
+		}
 		d.sc.besideUntraced = a.besideUntraced(d, chunk[0].start, fNew)
 	}
 
