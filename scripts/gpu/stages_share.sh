@@ -60,6 +60,7 @@ share_mode() {
     ts3l-t) echo "0 t-long t-tensor t-nibble" ;; # a narrow bursty reader beside long reads (run FS on)
     ts4l-t) echo "0 t-long t-tensor t-stream t-nibble" ;;
     mps2-t) echo "1 t-stream t-tensor" ;;
+    mps2l-t) echo "1 t-long t-tensor" ;; # long full-occupancy reads beside the tensor client (run FV on)
     mps3-t) echo "1 t-stream t-tensor t-light" ;;
     mps3p-t) echo "1 t-stream t-tensor t-pulse" ;; # the bursty tune role's short kernels under MPS (run ED on)
     ts2-c) echo "0 c-steady c-tensor" ;;
