@@ -288,7 +288,7 @@ func (a *Attributor) release(d *devState, upTo int64, now time.Time) bool {
 		if a.turnsCut(d, chunk) {
 			d.sc.cutRecords(ready)
 		} else {
-			d.sc.cut = append(d.sc.cut[:0], make([]bool, len(ready))...)
+			d.sc.cut = grow(d.sc.cut, len(ready)) // none cut: the turns will not read them
 		}
 		d.sc.besideUntraced = a.besideUntraced(d, chunk[0].start, fNew)
 	}
