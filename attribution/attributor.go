@@ -539,15 +539,17 @@ func (a *Attributor) classID(name string) int32 {
 	if t.lastID >= 0 && name == t.last {
 		return t.lastID
 	}
-	if _, ok := t.byName[name]; !ok {
-		switch {
-		case len(t.names) >= maxClasses:
-			a.folded["table_full"]++
-			return classOther
-		case !a.classRoom(name):
-			a.folded["memory_budget"]++
-			return classOther
-		}
+	if id, ok := t.byName[name]; ok { // one lookup for a known name: most records
+		t.last, t.lastID = name, id
+		return id
+	}
+	switch {
+	case len(t.names) >= maxClasses:
+		a.folded["table_full"]++
+		return classOther
+	case !a.classRoom(name):
+		a.folded["memory_budget"]++
+		return classOther
 	}
 	return t.id(name)
 }
