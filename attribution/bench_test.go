@@ -114,7 +114,7 @@ func BenchmarkJoin(b *testing.B) {
 
 // BenchmarkJoinDefaultSet is BenchmarkJoin (rate, 1 ms) with the whole curated default set,
 // whose last metric counts context switches (Hopper): the join is ready to tell turns apart,
-// but with one process on the GPU it has none to tell (turnsCut).
+// but with one process on the GPU it has none to tell (turnsMayCut).
 func BenchmarkJoinDefaultSet(b *testing.B) {
 	m, err := mapping.New()
 	if err != nil {

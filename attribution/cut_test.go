@@ -249,7 +249,8 @@ func BenchmarkCutRecords(b *testing.B) {
 
 // TestCutsOnlyWhereTurnsReadThem: the cut flags are worked out only for chunks whose turns
 // read them. On a GPU whose samples count context switches but that one traced process has to
-// itself (the usual case) cutRecords never runs; with two processes time-slicing it does.
+// itself (the usual case) cutRecords never runs; with two processes time-slicing it does, an
+// untraced one that NVML shows included.
 func TestCutsOnlyWhereTurnsReadThem(t *testing.T) {
 	const span = 2 * int64(time.Second)
 	pod := func(pid uint32, name string) simProc {
@@ -262,6 +263,7 @@ func TestCutsOnlyWhereTurnsReadThem(t *testing.T) {
 	}{
 		{"one process", []simProc{pod(10, "pod0")}, false},
 		{"two time-sliced", []simProc{pod(10, "pod0"), pod(20, "pod1")}, true},
+		{"one beside an untraced process", []simProc{pod(10, "pod0"), {pid: 20, stream: 0.6, rate: 1000, names: [2]string{"stream", "spin"}, pause: 0.3}}, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			g := makeSlicedGPU(rand.New(rand.NewPCG(5, 6)), c.procs, span, 2*ms, true)

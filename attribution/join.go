@@ -285,12 +285,13 @@ func (a *Attributor) release(d *devState, upTo int64, now time.Time) bool {
 	ready := d.pending.take(d.carry, fNew)
 	slices.SortFunc(ready, func(x, y rec) int { return cmp.Compare(x.start, y.start) })
 	if d.switches {
-		if a.turnsCut(d, chunk) {
+		untraced, beside := a.untracedOn(d, chunk[0].start, fNew)
+		d.sc.besideUntraced = beside
+		if a.turnsMayCut(d, chunk[0].start, fNew, untraced) {
 			d.sc.cutRecords(ready)
 		} else {
-			d.sc.cut = grow(d.sc.cut, len(ready)) // none cut: the turns will not read them
+			d.sc.cut = grow(d.sc.cut, len(ready)) // none cut: no turns will read them
 		}
-		d.sc.besideUntraced = a.besideUntraced(d, chunk[0].start, fNew)
 	}
 
 	t := time.Now()

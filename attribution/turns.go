@@ -51,33 +51,10 @@ func (a *Attributor) turnContexts(d *devState, lo, hi int64) {
 	}
 }
 
-// turnsCut says whether the turns will read which of the chunk's records another's turn cut
-// (cut.go): the chunk's contexts, as applyNVML will list them, are time-sliced and the model
-// tells them apart. On a GPU with one process, the usual case, or under MPS, the flags would
-// go unused: cutRecords cost 74-75 ns a record (BenchmarkCutRecords), 1.5 % of a core at 200k
-// kernels a second. a.mu is held.
-func (a *Attributor) turnsCut(d *devState, chunk []psample) bool {
-	sc := &d.sc
-	sc.sobsAll = sc.sobsAll[:0]
-	j := 0
-	for _, smp := range chunk {
-		var at int
-		if j, at = d.obsAt(j, smp); at >= 0 {
-			a.classify(d, &d.nvml[at])
-			if n := len(sc.sobsAll); n == 0 || sc.sobsAll[n-1] != int32(at) {
-				sc.sobsAll = append(sc.sobsAll, int32(at))
-			}
-		}
-	}
-	sc.mpsPIDs = d.mpsClients()
-	a.turnContexts(d, chunk[0].start, chunk[len(chunk)-1].end)
-	return sc.sliced && turns.Modeled(len(sc.tCtx))
-}
-
-// besideUntraced says whether NVML shows an untraced process that is not an MPS client on
-// device d in [lo, hi): its turns leave no records, so a record no other record cuts may still
-// have been switched out for one of them (coverTurns); a.mu is held.
-func (a *Attributor) besideUntraced(d *devState, lo, hi int64) bool {
+// untracedOn says what NVML shows on device d in [lo, hi): listed, an untraced process; beside,
+// one that is not an MPS client (its turns leave no records, so a record no other record cuts
+// may still have been switched out for one of them: coverTurns); a.mu is held.
+func (a *Attributor) untracedOn(d *devState, lo, hi int64) (listed, beside bool) {
 	for i := range d.nvml {
 		o := &d.nvml[i]
 		if o.start >= hi {
@@ -88,12 +65,21 @@ func (a *Attributor) besideUntraced(d *devState, lo, hi int64) bool {
 		}
 		a.classify(d, o)
 		for _, u := range o.untraced {
-			if !u.mps {
-				return true
-			}
+			listed, beside = true, beside || !u.mps
 		}
 	}
-	return false
+	return listed, beside
+}
+
+// turnsMayCut says whether the turns of any join part of the chunk [lo, hi) may read which of
+// its records another's turn cut (cut.go): two or more processes may share the device, traced
+// ones present or untraced ones NVML shows. A part's contexts are among the chunk's, so where
+// the chunk has one process, the usual case, no part has two, and the flags would go unused:
+// cutRecords cost 74-75 ns a record (BenchmarkCutRecords), 1.5 % of a core at 200k kernels a
+// second. a.mu is held.
+func (a *Attributor) turnsMayCut(d *devState, lo, hi int64, untraced bool) bool {
+	n := len(a.tracedOn(d, lo, hi))
+	return n >= 2 || n == 1 && untraced
 }
 
 // turns sets sc.owners (a distribution over sc.tCtx per sample) for the chunk's samples when

@@ -182,10 +182,6 @@ func (o *Owners) Bytes() int64 {
 // Shed frees its buffers.
 func (o *Owners) Shed() { *o = Owners{} }
 
-// Modeled reports whether the model tells apart n contexts: two or more (one has every turn),
-// up to maxStates.
-func Modeled(n int) bool { return n >= 2 && n <= maxStates }
-
 // Chunk sets out to the owners of a chunk's samples (smp) over its contexts (ctxs), given
 // what its records cover of each sample (cov), and learns from them. It reports whether it
 // could tell: the samples count switches and two to maxStates contexts share the device.
@@ -193,7 +189,7 @@ func (st *State) Chunk(ctxs []Context, smp Samples, cov *Cover, out *Owners) boo
 	out.has = out.has[:0]
 	n := len(ctxs)
 	segs, counter := st.segments(smp, out)
-	if !counter || !Modeled(n) || len(segs) == 0 {
+	if !counter || n < 2 || n > maxStates || len(segs) == 0 {
 		st.keys, st.alpha = st.keys[:0], st.alpha[:0]
 		return false
 	}
