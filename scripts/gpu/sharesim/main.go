@@ -10,6 +10,7 @@
 //	go run ./scripts/gpu/sharesim [-hide pod,pod] [-estimator rate] REC[.gz] > metrics.txt
 //	go run ./scripts/gpu/sharesim -groups REC[.gz]   # DRAM bandwidth by the kernels running together
 //	go run ./scripts/gpu/sharesim -cuts REC[.gz]     # how much of each kernel class's records others' turns cut
+//	go run ./scripts/gpu/sharesim -durations REC[.gz] # each kernel class's durations alone and beside another pod's
 package main
 
 import (
@@ -42,15 +43,16 @@ func main() {
 	merge := flag.Int("merge", 1, "deliver every N recorded PM batches of a device as one, as a decode period N times as long would")
 	byGroup := flag.Bool("groups", false, "print the DRAM read bandwidth of the samples by the set of traced kernels running through them, instead of attributing")
 	byCut := flag.Bool("cuts", false, "print how many of each traced kernel class's records, and how much of their time, another pod's turn cut, instead of attributing")
+	byDur := flag.Bool("durations", false, "print the durations of each traced kernel class's records that overlapped another pod's record and of those that did not, instead of attributing")
 	flag.Parse()
 	if flag.NArg() != 1 || *merge < 1 {
-		fmt.Fprintln(os.Stderr, "usage: sharesim [-hide pod,pod] [-estimator rate] [-merge N] [-groups | -cuts] REC[.gz]")
+		fmt.Fprintln(os.Stderr, "usage: sharesim [-hide pod,pod] [-estimator rate] [-merge N] [-groups | -cuts | -durations] REC[.gz]")
 		os.Exit(2)
 	}
 	for _, m := range []struct {
 		on  bool
 		run func(string, io.Writer) error
-	}{{*byGroup, groups}, {*byCut, cuts}} {
+	}{{*byGroup, groups}, {*byCut, cuts}, {*byDur, durations}} {
 		if m.on {
 			if err := m.run(flag.Arg(0), os.Stdout); err != nil {
 				fmt.Fprintln(os.Stderr, "sharesim:", err)

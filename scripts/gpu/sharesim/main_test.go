@@ -482,3 +482,50 @@ func TestGroups(t *testing.T) {
 		}
 	}
 }
+
+// TestDurations reads run FP's MPS recording (three traced clients of the tune set, an H200)
+// by each kernel class's durations alone and beside another client's: the streaming client's
+// reads run about three times as long at the median beside the others (441 → 1,281 µs), and
+// its spin kernels, which wait on the clock and read nothing, 2.6 times (373 → 959 µs): a
+// spin's one block an SM waits for SMs the others' blocks hold (and a longer record is likelier
+// to overlap another's), so a record's stretch is not its share of the bandwidth.
+func TestDurations(t *testing.T) {
+	var out strings.Builder
+	if err := durations("testdata/rec-mps3-t-h200.rec.gz", &out); err != nil {
+		t.Fatal(err)
+	}
+	t.Log(out.String())
+	ratio := map[string]float64{}
+	for _, line := range strings.Split(strings.TrimSpace(out.String()), "\n")[1:] {
+		f := strings.Split(line, "\t")
+		if len(f) != 9 {
+			t.Fatalf("line %q: want two counts, six percentiles and the class", line)
+		}
+		alone, err1 := strconv.ParseFloat(f[2], 64)
+		beside, err2 := strconv.ParseFloat(f[6], 64)
+		if err1 == nil && err2 == nil && alone > 0 {
+			ratio[f[8]] = beside / alone
+		}
+	}
+	rd, spin := ratio["p0-t-stream:t_rd"], ratio["p0-t-stream:t_spin"]
+	if rd < 2.5 || spin < 2 {
+		t.Errorf("median beside / alone: reads %.2f (want 2.5 or more), spins %.2f (want 2 or more)", rd, spin)
+	}
+}
+
+// TestOverlapOthers: a record overlaps another pod's when their spans intersect (touching
+// ends do not), whichever started first; a pod's own records never count.
+func TestOverlapOthers(t *testing.T) {
+	recs := []durRec{
+		{0, 10, "a", "a:k"},  // contains b's first
+		{2, 4, "b", "b:k"},   // inside a's first
+		{10, 12, "b", "b:k"}, // touches a's first only
+		{20, 30, "a", "a:k"}, // overlaps a's own next only
+		{25, 40, "a", "a:k"},
+		{35, 50, "b", "b:k"}, // starts inside a's last
+	}
+	want := []bool{true, true, false, false, true, true}
+	if got := overlapOthers(recs); !slices.Equal(got, want) {
+		t.Errorf("overlapOthers = %v, want %v", got, want)
+	}
+}
