@@ -146,7 +146,7 @@ func (a *Attributor) metricIndex(name string) int32 {
 	}
 	i := int32(len(a.metrics))
 	a.metricIdx[name] = i
-	met := &metric{perfworks: name, ctxsw: isContextSwitchMetric(name)}
+	met := &metric{perfworks: name, ctxsw: isContextSwitchMetric(name), dramRead: hasPart(name, dramReadBase)}
 	a.metrics = append(a.metrics, met)
 	if met.ctxsw {
 		return i

@@ -116,6 +116,7 @@ type classRate struct {
 // devState is the join of one device.
 type devState struct {
 	gpu, uuid string
+	dramPeak  float64  // the highest DRAM read rate seen, bytes a second (turns.go)
 	labels    []string // gpu, uuid
 
 	samples   []psample  // held, by start

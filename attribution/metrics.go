@@ -83,6 +83,7 @@ type metric struct {
 	perfworks string
 	ok        bool // false: not attributable (left out)
 	ctxsw     bool // context-switch cycles: tells the owner of a sample (ownership.go), not attributed
+	dramRead  bool // DRAM read bytes: how fast a turn read tells whose it was (turns.go)
 	engine    bool // the graphics engine's active share: how much of a sample anything ran (ownership.go)
 	pipe      bool // a pipe's active share (tensor, FP64, ...): a kernel uses the pipe or not (turns.go)
 	q         quantity

@@ -91,7 +91,9 @@ func (a *Attributor) turns(d *devState, chunk []psample) bool {
 		return false
 	}
 	a.turnContexts(d, chunk[0].start, chunk[len(chunk)-1].end)
-	if !d.turn.Chunk(sc.tCtx, &turnSamples{a, d, chunk}, &sc.cover, &sc.owners) {
+	ts := &turnSamples{a: a, d: d, chunk: chunk}
+	ts.readRates()
+	if !d.turn.Chunk(sc.tCtx, ts, &sc.cover, &sc.owners) {
 		return false
 	}
 	if turnsHook != nil {
@@ -105,6 +107,7 @@ type turnSamples struct {
 	a     *Attributor
 	d     *devState
 	chunk []psample
+	dramM int32 // the DRAM read metric's index, -1: the samples have none
 }
 
 // What a sample's pipes say of who ran through it (turns.Signatures).
@@ -214,4 +217,98 @@ func (d *devState) mpsClients() map[uint32]bool {
 		}
 	}
 	return mps
+}
+
+// What a sample's DRAM reads say of whose turn it was (turns.Evidence).
+const (
+	// dramReadBase is the Perfworks base of DRAM read bytes (dram__bytes_read.sum).
+	dramReadBase = "dram__bytes_read"
+	// dramSpread is how far a whole turn's read rate lies from what its kernels' solo rates
+	// say, as a share of that (a normal spread), and dramFloor the least spread, as a share of
+	// the device's highest rate seen (a kernel that reads next to nothing). Chosen on the tune
+	// set's tap recordings of runs DY-FT and FX (0.10, 0.15, 0.25 and 0.40; docs/attribution.md,
+	// "How fast a turn read").
+	dramSpread = 0.15
+	dramFloor  = 0.05
+	// dramMaxOdds bounds what one sample says, either way.
+	dramMaxOdds = 5.0
+)
+
+// readRates notes the DRAM read metric of the chunk's samples and raises the device's highest
+// read rate seen (d.dramPeak) to the chunk's.
+func (t *turnSamples) readRates() {
+	t.dramM = -1
+	for s := range t.chunk {
+		if r, ok := t.readRate(s); ok {
+			t.d.dramPeak = max(t.d.dramPeak, r)
+		}
+	}
+}
+
+// readRate is sample s's DRAM read rate (bytes a second), false where it has none.
+func (t *turnSamples) readRate(s int) (float64, bool) {
+	smp := t.chunk[s]
+	for j, m := range smp.idx {
+		met := t.a.metrics[m]
+		if !met.dramRead || math.IsNaN(smp.vals[j]) {
+			continue
+		}
+		t.dramM = m
+		r := smp.vals[j] * met.scale
+		if met.q == quantityCount {
+			r /= float64(smp.end-smp.start) / 1e9
+		}
+		return r, smp.end > smp.start
+	}
+	return 0, false
+}
+
+// Likelihood (turns.Evidence; docs/attribution.md, "How fast a turn read") weighs a traced
+// process's turn by how near the sample's DRAM read rate lies to what its kernels there are
+// known to read alone (their classes' carried solo rates), a normal density of spread
+// dramSpread (at least dramFloor of the device's highest rate); against it, an untraced
+// process, whose kernels no record names, reads at any rate up to the highest, equally likely
+// (1). So a turn that read as the traced kernels read is theirs rather than the untraced
+// process's, and one that read otherwise is rather the untraced process's: the rotation alone
+// gave a narrow bursty untraced reader the turns of the long readers beside it, or theirs to
+// it. A sample holding a switch (two turns' reads), a context whose kernels' rates are not
+// known yet, an MPS group or a device without the metric say nothing.
+func (t *turnSamples) Likelihood(s int, ctx turns.Context) float64 {
+	peak := t.d.dramPeak
+	if ctx.Key.Kind != turns.Traced || t.dramM < 0 || peak <= 0 || t.a.switchCycles(t.chunk[s]) > 0 {
+		return 1
+	}
+	r, ok := t.readRate(s)
+	if !ok {
+		return 1
+	}
+	e, known := t.expectedRate(s, ctx, t.dramM)
+	if !known {
+		return 1
+	}
+	sd := max(dramSpread*e, dramFloor*peak)
+	z := (r - e) / sd
+	l := peak / (math.Sqrt(2*math.Pi) * sd) * math.Exp(-z*z/2)
+	return min(max(l, 1/dramMaxOdds), dramMaxOdds)
+}
+
+// expectedRate is the rate of metric m that traced context ctx's kernels in sample s are known
+// to keep alone: their classes' carried solo rates, weighed by their time in the sample; known
+// false where one of them is not known or it has none there.
+func (t *turnSamples) expectedRate(s int, ctx turns.Context, m int32) (float64, bool) {
+	sc := &t.d.sc
+	var sum, w float64
+	for i := sc.off[s]; i < sc.off[s+1]; i++ {
+		if !ctx.Holds(sc.itemProc[i]) {
+			continue
+		}
+		lc := sc.itemLC[i]
+		cr := t.d.carried[rateKey{sc.classes[lc], sc.lpid[lc]}]
+		if cr == nil || cr.es < knownSolo || int(m) >= len(cr.as) {
+			return 0, false
+		}
+		sum += cr.as[m] / cr.es * sc.itemW[i]
+		w += sc.itemW[i]
+	}
+	return sum / w, w > 0
 }

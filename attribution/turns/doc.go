@@ -15,6 +15,9 @@
 //   - an untraced process (NVML lists it) can own any segment in which the GPU works;
 //   - what a sample counted, where the caller can say ([Signatures]): a segment with a sample
 //     that kept a pipe busy which a context is known never to use is unlikely its turn;
+//   - how likely what a sample counted is were it a context's turn ([Evidence]): a whole turn
+//     of a traced process reads DRAM at the rates its kernels are known to read, an untraced
+//     process's at any rate;
 //   - the rotation: after a context's turn comes the next context in a fixed cyclic order
 //     that has work (a traced process has work while one of its records spans the switch;
 //     an untraced one, with a probability).

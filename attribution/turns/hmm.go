@@ -96,6 +96,21 @@ func (m *model) signatures(sig Signatures) {
 	}
 }
 
+// likelihoods multiplies each context's emission of a segment by the Evidence of the
+// segment's samples, at least minLikelihood in all.
+func (m *model) likelihoods(ev Evidence) {
+	for k, sg := range m.segs {
+		row := m.em[k*m.n : (k+1)*m.n]
+		for c, ctx := range m.ctxs {
+			l := 1.0
+			for s := sg.first; s <= sg.last; s++ {
+				l *= ev.Likelihood(s, ctx)
+			}
+			row[c] *= max(l, minLikelihood)
+		}
+	}
+}
+
 // prior is the owner distribution before the chunk's first segment: the last chunk's last
 // one for the contexts it had, and a little for every context (one may have come).
 func (st *State) prior(ctxs []Context) []float64 {

@@ -38,6 +38,9 @@ const (
 	// emitImplausible is the emission of a context in a segment one of whose samples counted
 	// what the context is known not to do (Signatures).
 	emitImplausible = 0.05
+	// minLikelihood keeps a segment that the Evidence of its samples makes all but
+	// impossible for a context still possible: the evidence is a model of the samples.
+	minLikelihood = 1e-6
 	// transSelf is the chance that a context follows itself across a switch (a switch to a
 	// context that is no state, such as the exporter's own).
 	transSelf = 0.02
@@ -81,6 +84,12 @@ type Samples interface {
 // sample that a context cannot have run through is unlikely its turn (emitImplausible).
 type Signatures interface {
 	Plausible(s int, ctx Context) bool
+}
+
+// Evidence is what Samples may tell besides Signatures, by degree: how likely what sample s
+// counted is were it context ctx's turn, against a context of which nothing is known (1).
+type Evidence interface {
+	Likelihood(s int, ctx Context) float64
 }
 
 // State carries the model of one device across chunks.
@@ -198,6 +207,9 @@ func (st *State) Chunk(ctxs []Context, smp Samples, cov *Cover, out *Owners) boo
 	m.emissions(st)
 	if sig, ok := smp.(Signatures); ok {
 		m.signatures(sig)
+	}
+	if ev, ok := smp.(Evidence); ok {
+		m.likelihoods(ev)
 	}
 	m.prior = st.prior(m.ctxs)
 	decay := math.Exp2(-float64(m.K) / orderHalfLife)

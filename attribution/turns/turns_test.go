@@ -241,3 +241,82 @@ func TestSignaturesTellTurnsApart(t *testing.T) {
 		t.Errorf("with the pipes the owners have %.3f (without %.3f), want at least 0.95 and more", with, without)
 	}
 }
+
+// weighed is samples whose Evidence favours, in each sample, the traced context where its
+// kernels' known read rate would explain what the sample read (fits) and the untraced one
+// elsewhere, by odds of at most 5 a sample, as the join's DRAM read evidence does.
+type weighed struct {
+	samples
+	fits []bool
+}
+
+func (w weighed) Likelihood(s int, ctx Context) float64 {
+	if ctx.Key.Kind != Traced {
+		return 1
+	}
+	if w.fits[s] {
+		return 5
+	}
+	return 0.2
+}
+
+// TestEvidenceTellsTurnsApart: as TestSignaturesTellTurnsApart, a traced process's one long
+// kernel spans every sample while it takes turns with an untraced process, but what tells the
+// turns apart is a degree of evidence (the traced kernel's read rate fits its own turns'
+// samples), not a pipe the untraced process cannot have kept busy; and evidence that says
+// nothing (1 for every context) leaves the owners where the rotation put them.
+func TestEvidenceTellsTurnsApart(t *testing.T) {
+	ctxs := []Context{
+		{Key: TracedKey(0, 100), Slot: 0, Class: -1},
+		{Key: Key{Untraced, 9}, Slot: -1, Class: 9},
+	}
+	var smp samples
+	var fits []bool
+	var cov Cover
+	cov.Reset()
+	var owner []int
+	for turn := range 20 {
+		if turn > 0 {
+			smp.cycles = append(smp.cycles, CyclesPerSwitch)
+			fits = append(fits, false)
+			cov.Add(0, 0, 1e6, false, 0, 1e6)
+			cov.EndSample()
+			owner = append(owner, -1)
+		}
+		for range 3 {
+			smp.cycles = append(smp.cycles, 0)
+			fits = append(fits, turn%2 == 0)
+			cov.Add(0, 0, 1e6, false, 0, 1e6)
+			cov.EndSample()
+			owner = append(owner, turn%2)
+		}
+	}
+	right := func(smp Samples) float64 {
+		var st State
+		var own Owners
+		if !st.Chunk(ctxs, smp, &cov, &own) {
+			t.Fatal("the model did not run")
+		}
+		p, n := 0.0, 0
+		for s, o := range owner {
+			if o >= 0 {
+				p += own.Of(s)[o]
+				n++
+			}
+		}
+		return p / float64(n)
+	}
+	without, with := right(smp), right(weighed{smp, fits})
+	t.Logf("mean probability of a segment's owner: %.3f from the records and the rotation, %.3f with the evidence", without, with)
+	if with < 0.95 || with <= without {
+		t.Errorf("with the evidence the owners have %.3f (without %.3f), want at least 0.95 and more", with, without)
+	}
+	if flat := right(flatEvidence{smp}); math.Abs(flat-without) > 1e-9 {
+		t.Errorf("evidence of 1 everywhere moved the owners: %.6f, without %.6f", flat, without)
+	}
+}
+
+// flatEvidence says nothing: 1 for every context and sample.
+type flatEvidence struct{ samples }
+
+func (flatEvidence) Likelihood(int, Context) float64 { return 1 }
