@@ -180,62 +180,78 @@ func TestOrderKeyIsCyclic(t *testing.T) {
 	}
 }
 
-// signed is samples whose pipes say who can have run: an untraced context cannot have run
-// through the samples of pipe (a pipe it is known never to use was busy through them).
-type signed struct {
-	samples
-	pipe []bool
+// spanningTurns is a traced process whose one long kernel spans every sample (no record edge)
+// taking turns of three samples with an untraced process, twenty turns: its contexts, samples
+// and cover, and each sample's owner (-1: a switch sample), the traced process's turn first.
+type spanningTurns struct {
+	ctxs  []Context
+	smp   samples
+	cov   Cover
+	owner []int
 }
 
-func (c signed) Plausible(s int, ctx Context) bool { return !(ctx.Key.Kind == Untraced && c.pipe[s]) }
-
-// TestSignaturesTellTurnsApart: a traced process whose one long kernel spans every sample (no
-// record edge) takes turns of three samples with an untraced process. The records cannot say
-// whose turn a segment is, and the rotation says only that the turns alternate; the traced
-// kernel keeps a pipe busy that the untraced process is known never to use, so the samples
-// (Signatures) tell the turns apart.
-func TestSignaturesTellTurnsApart(t *testing.T) {
-	ctxs := []Context{
+func newSpanningTurns() *spanningTurns {
+	st := &spanningTurns{ctxs: []Context{
 		{Key: TracedKey(0, 100), Slot: 0, Class: -1},
 		{Key: Key{Untraced, 9}, Slot: -1, Class: 9},
-	}
-	var smp samples
-	var pipe []bool
-	var cov Cover
-	cov.Reset()
-	var owner []int
+	}}
+	st.cov.Reset()
 	for turn := range 20 {
 		if turn > 0 {
-			smp.cycles = append(smp.cycles, CyclesPerSwitch)
-			pipe = append(pipe, false)
-			cov.Add(0, 0, 1e6, false, 0, 1e6)
-			cov.EndSample()
-			owner = append(owner, -1)
+			st.smp.cycles = append(st.smp.cycles, CyclesPerSwitch)
+			st.cov.Add(0, 0, 1e6, false, 0, 1e6)
+			st.cov.EndSample()
+			st.owner = append(st.owner, -1)
 		}
 		for range 3 {
-			smp.cycles = append(smp.cycles, 0)
-			pipe = append(pipe, turn%2 == 0) // the traced kernel's turns
-			cov.Add(0, 0, 1e6, false, 0, 1e6)
-			cov.EndSample()
-			owner = append(owner, turn%2)
+			st.smp.cycles = append(st.smp.cycles, 0)
+			st.cov.Add(0, 0, 1e6, false, 0, 1e6)
+			st.cov.EndSample()
+			st.owner = append(st.owner, turn%2)
 		}
 	}
-	right := func(smp Samples) float64 {
-		var st State
-		var own Owners
-		if !st.Chunk(ctxs, smp, &cov, &own) {
-			t.Fatal("the model did not run")
-		}
-		p, n := 0.0, 0
-		for s, o := range owner {
-			if o >= 0 {
-				p += own.Of(s)[o]
-				n++
-			}
-		}
-		return p / float64(n)
+	return st
+}
+
+// traced reports whether sample s lies in one of the traced process's turns.
+func (st *spanningTurns) traced(s int) bool { return st.owner[s] == 0 }
+
+// right is the mean probability the model gives each segment's true owner, reading smp.
+func (st *spanningTurns) right(t *testing.T, smp Samples) float64 {
+	t.Helper()
+	var state State
+	var own Owners
+	if !state.Chunk(st.ctxs, smp, &st.cov, &own) {
+		t.Fatal("the model did not run")
 	}
-	without, with := right(smp), right(signed{smp, pipe})
+	p, n := 0.0, 0
+	for s, o := range st.owner {
+		if o >= 0 {
+			p += own.Of(s)[o]
+			n++
+		}
+	}
+	return p / float64(n)
+}
+
+// signed is samples whose Signatures say the untraced process cannot have run through the
+// traced kernel's turns (a pipe busy there that it is known never to use).
+type signed struct {
+	samples
+	turns *spanningTurns
+}
+
+func (c signed) Plausible(s int, ctx Context) bool {
+	return !(ctx.Key.Kind == Untraced && c.turns.traced(s))
+}
+
+// TestSignaturesTellTurnsApart: in spanningTurns the records cannot say whose turn a segment
+// is, and the rotation says only that the turns alternate; the traced kernel keeps a pipe busy
+// that the untraced process is known never to use, so the samples (Signatures) tell the turns
+// apart.
+func TestSignaturesTellTurnsApart(t *testing.T) {
+	st := newSpanningTurns()
+	without, with := st.right(t, st.smp), st.right(t, signed{st.smp, st})
 	t.Logf("mean probability of a segment's owner: %.3f from the records and the rotation, %.3f with the pipes", without, with)
 	if with < 0.95 || with <= without {
 		t.Errorf("with the pipes the owners have %.3f (without %.3f), want at least 0.95 and more", with, without)
@@ -243,75 +259,35 @@ func TestSignaturesTellTurnsApart(t *testing.T) {
 }
 
 // weighed is samples whose Evidence favours, in each sample, the traced context where its
-// kernels' known read rate would explain what the sample read (fits) and the untraced one
-// elsewhere, by odds of at most 5 a sample, as the join's DRAM read evidence does.
+// kernels' known read rate explains what the sample read (its own turns) and the untraced one
+// elsewhere, by odds of 5 a sample, as the join's DRAM read evidence does at most.
 type weighed struct {
 	samples
-	fits []bool
+	turns *spanningTurns
 }
 
 func (w weighed) Likelihood(s int, ctx Context) float64 {
-	if ctx.Key.Kind != Traced {
+	switch {
+	case ctx.Key.Kind != Traced:
 		return 1
-	}
-	if w.fits[s] {
+	case w.turns.traced(s):
 		return 5
 	}
 	return 0.2
 }
 
-// TestEvidenceTellsTurnsApart: as TestSignaturesTellTurnsApart, a traced process's one long
-// kernel spans every sample while it takes turns with an untraced process, but what tells the
-// turns apart is a degree of evidence (the traced kernel's read rate fits its own turns'
-// samples), not a pipe the untraced process cannot have kept busy; and evidence that says
-// nothing (1 for every context) leaves the owners where the rotation put them.
+// TestEvidenceTellsTurnsApart: in spanningTurns a degree of evidence (the traced kernel's read
+// rate fits its own turns' samples), not a pipe the untraced process cannot have kept busy,
+// tells the turns apart; and evidence that says nothing (1 for every context) leaves the
+// owners where the rotation put them.
 func TestEvidenceTellsTurnsApart(t *testing.T) {
-	ctxs := []Context{
-		{Key: TracedKey(0, 100), Slot: 0, Class: -1},
-		{Key: Key{Untraced, 9}, Slot: -1, Class: 9},
-	}
-	var smp samples
-	var fits []bool
-	var cov Cover
-	cov.Reset()
-	var owner []int
-	for turn := range 20 {
-		if turn > 0 {
-			smp.cycles = append(smp.cycles, CyclesPerSwitch)
-			fits = append(fits, false)
-			cov.Add(0, 0, 1e6, false, 0, 1e6)
-			cov.EndSample()
-			owner = append(owner, -1)
-		}
-		for range 3 {
-			smp.cycles = append(smp.cycles, 0)
-			fits = append(fits, turn%2 == 0)
-			cov.Add(0, 0, 1e6, false, 0, 1e6)
-			cov.EndSample()
-			owner = append(owner, turn%2)
-		}
-	}
-	right := func(smp Samples) float64 {
-		var st State
-		var own Owners
-		if !st.Chunk(ctxs, smp, &cov, &own) {
-			t.Fatal("the model did not run")
-		}
-		p, n := 0.0, 0
-		for s, o := range owner {
-			if o >= 0 {
-				p += own.Of(s)[o]
-				n++
-			}
-		}
-		return p / float64(n)
-	}
-	without, with := right(smp), right(weighed{smp, fits})
+	st := newSpanningTurns()
+	without, with := st.right(t, st.smp), st.right(t, weighed{st.smp, st})
 	t.Logf("mean probability of a segment's owner: %.3f from the records and the rotation, %.3f with the evidence", without, with)
 	if with < 0.95 || with <= without {
 		t.Errorf("with the evidence the owners have %.3f (without %.3f), want at least 0.95 and more", with, without)
 	}
-	if flat := right(flatEvidence{smp}); math.Abs(flat-without) > 1e-9 {
+	if flat := st.right(t, flatEvidence{st.smp}); math.Abs(flat-without) > 1e-9 {
 		t.Errorf("evidence of 1 everywhere moved the owners: %.6f, without %.6f", flat, without)
 	}
 }

@@ -7,9 +7,6 @@ import (
 	"maps"
 	"slices"
 	"sort"
-
-	"github.com/cupti-exporter/cupti-exporter/activity/record"
-	"github.com/cupti-exporter/cupti-exporter/recording"
 )
 
 // cutStat is one traced kernel class's (pod:kernel) records, and those another pod's turn cut.
@@ -28,29 +25,13 @@ func cuts(path string, w io.Writer) error {
 		t   uint64
 		pod string
 	}
-	type cutRec struct {
-		start, end uint64
-		pod, class string
-	}
-	var (
-		recs    []cutRec
-		edges   []edge
-		kernels podKernels
-		dev     = -1
-	)
-	err := eachEvent(path, func(ev recording.Event) {
-		kernels.read(ev, func(pod string, r record.Record) {
-			if dev < 0 {
-				dev = int(r.Device)
-			}
-			if int(r.Device) == dev {
-				recs = append(recs, cutRec{r.Start, r.End, pod, pod + ":" + r.Name})
-				edges = append(edges, edge{r.Start, pod}, edge{r.End, pod})
-			}
-		})
-	})
+	recs, err := firstDeviceKernels(path)
 	if err != nil {
 		return err
+	}
+	edges := make([]edge, 0, 2*len(recs))
+	for _, r := range recs {
+		edges = append(edges, edge{r.start, r.pod}, edge{r.end, r.pod})
 	}
 	sort.Slice(edges, func(i, j int) bool { return edges[i].t < edges[j].t })
 	// other[i]: the first edge at or after i of another pod than edge i's

@@ -6,16 +6,7 @@ import (
 	"io"
 	"maps"
 	"slices"
-
-	"github.com/cupti-exporter/cupti-exporter/activity/record"
-	"github.com/cupti-exporter/cupti-exporter/recording"
 )
-
-// durRec is one traced kernel's span, with its pod and class (pod:kernel).
-type durRec struct {
-	start, end uint64
-	pod, class string
-}
 
 // durations prints, for each traced kernel class (pod:kernel) of the recording's first device,
 // the durations of its records that overlapped no other pod's record and of those that did:
@@ -24,21 +15,7 @@ type durRec struct {
 // runs longer, but how much longer says nothing of its bytes where the class's own sizes vary
 // as much. Only traced pods' records are seen.
 func durations(path string, w io.Writer) error {
-	var (
-		recs    []durRec
-		kernels podKernels
-		dev     = -1
-	)
-	err := eachEvent(path, func(ev recording.Event) {
-		kernels.read(ev, func(pod string, r record.Record) {
-			if dev < 0 {
-				dev = int(r.Device)
-			}
-			if int(r.Device) == dev {
-				recs = append(recs, durRec{r.Start, r.End, pod, pod + ":" + r.Name})
-			}
-		})
-	})
+	recs, err := firstDeviceKernels(path)
 	if err != nil {
 		return err
 	}
@@ -72,7 +49,7 @@ func durations(path string, w io.Writer) error {
 // that started before it and ends after its start (a sweep forward, by start), or one that
 // starts at or after its start and before its end (a sweep backward). Linear in the records
 // times the pods.
-func overlapOthers(recs []durRec) []bool {
+func overlapOthers(recs []podRec) []bool {
 	order := make([]int, len(recs))
 	for i := range order {
 		order[i] = i

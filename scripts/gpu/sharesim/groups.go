@@ -143,3 +143,30 @@ func (k *podKernels) read(ev recording.Event, fn func(pod string, r record.Recor
 	}
 	return true
 }
+
+// podRec is one traced kernel's span, with its pod and class (pod:kernel).
+type podRec struct {
+	start, end uint64
+	pod, class string
+}
+
+// firstDeviceKernels reads the kernel records of the known pods on the recording's first
+// device (the device of the first such record).
+func firstDeviceKernels(path string) ([]podRec, error) {
+	var (
+		recs    []podRec
+		kernels podKernels
+		dev     = -1
+	)
+	err := eachEvent(path, func(ev recording.Event) {
+		kernels.read(ev, func(pod string, r record.Record) {
+			if dev < 0 {
+				dev = int(r.Device)
+			}
+			if int(r.Device) == dev {
+				recs = append(recs, podRec{r.Start, r.End, pod, pod + ":" + r.Name})
+			}
+		})
+	})
+	return recs, err
+}

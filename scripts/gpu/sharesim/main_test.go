@@ -516,7 +516,7 @@ func TestDurations(t *testing.T) {
 // TestOverlapOthers: a record overlaps another pod's when their spans intersect (touching
 // ends do not), whichever started first; a pod's own records never count.
 func TestOverlapOthers(t *testing.T) {
-	recs := []durRec{
+	recs := []podRec{
 		{0, 10, "a", "a:k"},  // contains b's first
 		{2, 4, "b", "b:k"},   // inside a's first
 		{10, 12, "b", "b:k"}, // touches a's first only
