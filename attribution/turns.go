@@ -226,7 +226,7 @@ const (
 	// dramSpread is how far a whole turn's read rate lies from what its kernels' solo rates
 	// say, as a share of that (a normal spread), and dramFloor the least spread, as a share of
 	// the device's highest rate seen (a kernel that reads next to nothing). Chosen on the tune
-	// set's tap recordings of runs DY-FT and FX (0.10, 0.15, 0.25 and 0.40; docs/attribution.md,
+	// set's tap recordings of runs DY-FT (0.10, 0.15, 0.25 and 0.40; docs/attribution.md,
 	// "How fast a turn read").
 	dramSpread = 0.15
 	dramFloor  = 0.05
