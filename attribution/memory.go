@@ -105,7 +105,7 @@ func (sc *scratch) shed() {
 	sc.itemLC2, sc.itemProc2, sc.itemW2, sc.itemRun2, sc.itemX2, sc.off2 = nil, nil, nil, nil, nil, nil
 	sc.active, sc.ev, sc.gs, sc.v, sc.sobs, sc.u, sc.uPre = nil, nil, nil, nil, nil, nil, nil
 	sc.sobsAll, sc.unc, sc.shared, sc.switched, sc.soloFit = nil, nil, nil, nil, nil
-	sc.tOwnT, sc.tSure, sc.on = nil, nil, nil
+	sc.tOwnT, sc.tSure, sc.tRead, sc.on = nil, nil, nil, nil
 	sc.cut, sc.cutEv, sc.cutEnd, sc.cutIdx, sc.typical, sc.cutDur = nil, nil, nil, edgeIndex{}, nil, nil
 	sc.sEdge, sc.sIdx, sc.firstEnd, sc.lastStart = nil, edgeIndex{}, nil, nil
 	sc.cover.Shed()
@@ -121,7 +121,7 @@ func (sc *scratch) scratchBytes() int64 {
 	n += f64 * (cap(sc.itemW) + cap(sc.wsum) + cap(sc.gs) + cap(sc.v) + cap(sc.exp) + cap(sc.r) + cap(sc.newA) +
 		cap(sc.priorA) + cap(sc.priorE) + cap(sc.gapW) + cap(sc.itemW2) + cap(sc.uPre) + 2*cap(sc.u) + cap(sc.part) + cap(sc.limit) +
 		cap(sc.itemRun) + cap(sc.itemRun2) + cap(sc.itemX) + cap(sc.itemX2) +
-		cap(sc.unc) + cap(sc.tOwnT) + cap(sc.tSure) + cap(sc.on) +
+		cap(sc.unc) + cap(sc.tOwnT) + cap(sc.tSure) + cap(sc.tRead) + cap(sc.on) +
 		cap(sc.expS) + cap(sc.newAS) + cap(sc.priorAS) + cap(sc.priorES))
 	n += 16*(cap(sc.ev)+cap(sc.cutEv)+cap(sc.cutEnd)+cap(sc.sEdge)+cap(sc.cutDur)) + 8*(cap(sc.accK)+cap(sc.accP)+cap(sc.accU)+cap(sc.firstEnd)+cap(sc.lastStart))
 	n += cap(sc.shared) + cap(sc.switched) + cap(sc.soloFit) + cap(sc.cut) + 16*len(sc.locP) + 24*len(sc.typical) // the maps' entries (key and value), not their overhead

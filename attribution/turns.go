@@ -171,13 +171,11 @@ func (t *turnSamples) Plausible(s int, ctx turns.Context) bool {
 func (t *turnSamples) knownRates(s int, ctx turns.Context, m int32) (lo, hi float64, known bool) {
 	lo, hi = math.Inf(1), math.Inf(-1)
 	rate := func(k rateKey) bool {
-		cr := t.d.carried[k]
-		if cr == nil || cr.es < knownSolo || int(m) >= len(cr.as) {
-			return false
+		r, ok := t.d.soloRate(k, m)
+		if ok {
+			lo, hi = min(lo, r), max(hi, r)
 		}
-		r := cr.as[m] / cr.es
-		lo, hi = min(lo, r), max(hi, r)
-		return true
+		return ok
 	}
 	if ctx.Key.Kind == turns.Untraced {
 		return lo, hi, rate(rateKey{ctx.Class, 0})
@@ -234,33 +232,32 @@ const (
 	dramMaxOdds = 5.0
 )
 
-// readRates notes the DRAM read metric of the chunk's samples and raises the device's highest
-// read rate seen (d.dramPeak) to the chunk's.
+// readRates sets each of the chunk's samples' DRAM read rate (bytes a second, sc.tRead; NaN
+// where it has none) and the metric's index (t.dramM), and raises the device's highest read
+// rate seen (d.dramPeak) to the chunk's.
 func (t *turnSamples) readRates() {
+	sc := &t.d.sc
 	t.dramM = -1
-	for s := range t.chunk {
-		if r, ok := t.readRate(s); ok {
-			t.d.dramPeak = max(t.d.dramPeak, r)
+	sc.tRead = grow(sc.tRead, len(t.chunk))
+	for s, smp := range t.chunk {
+		sc.tRead[s] = math.NaN()
+		for j, m := range smp.idx {
+			met := t.a.metrics[m]
+			if !met.dramRead || math.IsNaN(smp.vals[j]) {
+				continue
+			}
+			t.dramM = m
+			if smp.end > smp.start {
+				r := smp.vals[j] * met.scale
+				if met.q == quantityCount {
+					r /= float64(smp.end-smp.start) / 1e9
+				}
+				sc.tRead[s] = r
+				t.d.dramPeak = max(t.d.dramPeak, r)
+			}
+			break
 		}
 	}
-}
-
-// readRate is sample s's DRAM read rate (bytes a second), false where it has none.
-func (t *turnSamples) readRate(s int) (float64, bool) {
-	smp := t.chunk[s]
-	for j, m := range smp.idx {
-		met := t.a.metrics[m]
-		if !met.dramRead || math.IsNaN(smp.vals[j]) {
-			continue
-		}
-		t.dramM = m
-		r := smp.vals[j] * met.scale
-		if met.q == quantityCount {
-			r /= float64(smp.end-smp.start) / 1e9
-		}
-		return r, smp.end > smp.start
-	}
-	return 0, false
 }
 
 // Likelihood (turns.Evidence; docs/attribution.md, "How fast a turn read") weighs a traced
@@ -278,8 +275,8 @@ func (t *turnSamples) Likelihood(s int, ctx turns.Context) float64 {
 	if ctx.Key.Kind != turns.Traced || t.dramM < 0 || peak <= 0 || t.a.switchCycles(t.chunk[s]) > 0 {
 		return 1
 	}
-	r, ok := t.readRate(s)
-	if !ok {
+	r := t.d.sc.tRead[s]
+	if math.IsNaN(r) {
 		return 1
 	}
 	e, known := t.expectedRate(s, ctx, t.dramM)
@@ -303,12 +300,22 @@ func (t *turnSamples) expectedRate(s int, ctx turns.Context, m int32) (float64, 
 			continue
 		}
 		lc := sc.itemLC[i]
-		cr := t.d.carried[rateKey{sc.classes[lc], sc.lpid[lc]}]
-		if cr == nil || cr.es < knownSolo || int(m) >= len(cr.as) {
+		r, ok := t.d.soloRate(rateKey{sc.classes[lc], sc.lpid[lc]}, m)
+		if !ok {
 			return 0, false
 		}
-		sum += cr.as[m] / cr.es * sc.itemW[i]
+		sum += r * sc.itemW[i]
 		w += sc.itemW[i]
 	}
 	return sum / w, w > 0
+}
+
+// soloRate is class k's carried solo rate of metric m, known where the class has at least
+// knownSolo of solo time.
+func (d *devState) soloRate(k rateKey, m int32) (float64, bool) {
+	cr := d.carried[k]
+	if cr == nil || cr.es < knownSolo || int(m) >= len(cr.as) {
+		return 0, false
+	}
+	return cr.as[m] / cr.es, true
 }

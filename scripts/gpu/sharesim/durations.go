@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"fmt"
 	"io"
 	"maps"
@@ -54,15 +55,7 @@ func overlapOthers(recs []podRec) []bool {
 	for i := range order {
 		order[i] = i
 	}
-	slices.SortStableFunc(order, func(i, j int) int {
-		switch a, b := recs[i].start, recs[j].start; {
-		case a < b:
-			return -1
-		case a > b:
-			return 1
-		}
-		return 0
-	})
+	slices.SortStableFunc(order, func(i, j int) int { return cmp.Compare(recs[i].start, recs[j].start) })
 	out := make([]bool, len(recs))
 	maxEnd := map[string]uint64{} // each pod's latest end among the records started so far
 	for _, i := range order {
