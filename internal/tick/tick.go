@@ -28,7 +28,7 @@ type Ticker struct {
 	C <-chan time.Time
 	c chan time.Time
 
-	mu      sync.Mutex // fire runs on the timer's goroutine, the timerfd's reader on its own
+	mu      sync.Mutex // fire runs on the timer's goroutine, the timerfd's reader on its own; both send under it
 	period  time.Duration
 	stopped bool
 	fd      *timerFD    // the kernel's timer (Linux), or nil
@@ -64,24 +64,29 @@ func (t *Ticker) start() {
 	}
 }
 
-// read delivers a tick each time the kernel's timer fires, until Stop closes it.
+// read delivers a tick each time the kernel's timer fires, until Stop closes it (or Reset
+// replaces it); under t.mu, so that no tick follows Stop's return.
 func (t *Ticker) read(fd *timerFD) {
 	for fd.wait() == nil {
-		t.send()
+		t.mu.Lock()
+		if t.fd == fd {
+			t.send()
+		}
+		t.mu.Unlock()
 	}
 }
 
 // fire delivers a tick and sets the Go timer to the next multiple of the period.
 func (t *Ticker) fire() {
-	t.send()
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if !t.stopped && t.fd == nil {
+		t.send()
 		t.timer.Reset(Until(clockNow(), t.period))
 	}
 }
 
-// send delivers a tick, dropped when the last one was not taken.
+// send delivers a tick, dropped when the last one was not taken; t.mu is held.
 func (t *Ticker) send() {
 	select {
 	case t.c <- time.Now():
@@ -106,7 +111,7 @@ func (t *Ticker) Reset(d time.Duration) {
 	t.start()
 }
 
-// Stop ends the ticks (one already delivered may still be on C).
+// Stop ends the ticks: none is sent after it returns (one sent before may still be on C).
 func (t *Ticker) Stop() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
