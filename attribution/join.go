@@ -216,7 +216,7 @@ type scratch struct {
 	owners turns.Owners
 	tOwnT  []float64 // byOwner's scratch: each context's time, room and weight in a sample
 	tSure  []float64 // keepInside's scratch: each context's time its uncut records span
-	tRead  []float64 // each sample's DRAM read rate, bytes a second, NaN: none (turnSamples.readRates)
+	tRead  []float64 // each sample's DRAM read rate, bytes a second, NaN: none or a switch sample (turnSamples.readRates)
 	// sliced: every context of the chunk is a time-sliced process, traced or untraced (no
 	// MPS group), so the cut rules apply (cut.go)
 	sliced bool

@@ -233,8 +233,9 @@ const (
 )
 
 // readRates sets each of the chunk's samples' DRAM read rate (bytes a second, sc.tRead; NaN
-// where it has none) and the metric's index (t.dramM), and raises the device's highest read
-// rate seen (d.dramPeak) to the chunk's.
+// where it has none, and in a sample holding a switch, whose reads are two turns') and the
+// metric's index (t.dramM), and raises the device's highest read rate seen (d.dramPeak) to the
+// chunk's, switch samples included.
 func (t *turnSamples) readRates() {
 	sc := &t.d.sc
 	t.dramM = -1
@@ -252,8 +253,10 @@ func (t *turnSamples) readRates() {
 				if met.q == quantityCount {
 					r /= float64(smp.end-smp.start) / 1e9
 				}
-				sc.tRead[s] = r
 				t.d.dramPeak = max(t.d.dramPeak, r)
+				if !(t.a.switchCycles(smp) > 0) {
+					sc.tRead[s] = r
+				}
 			}
 			break
 		}
@@ -272,7 +275,7 @@ func (t *turnSamples) readRates() {
 // known yet, an MPS group or a device without the metric say nothing.
 func (t *turnSamples) Likelihood(s int, ctx turns.Context) float64 {
 	peak := t.d.dramPeak
-	if ctx.Key.Kind != turns.Traced || t.dramM < 0 || peak <= 0 || t.a.switchCycles(t.chunk[s]) > 0 {
+	if ctx.Key.Kind != turns.Traced || t.dramM < 0 || peak <= 0 {
 		return 1
 	}
 	r := t.d.sc.tRead[s]
