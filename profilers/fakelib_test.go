@@ -22,6 +22,7 @@ import (
 	"github.com/cupti-exporter/cupti-exporter/mapping"
 	"github.com/cupti-exporter/cupti-exporter/pmsample"
 	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
+	"github.com/cupti-exporter/cupti-exporter/profilers/execevents"
 )
 
 // The processes of these tests share the fake libcupti's host-wide counters
@@ -162,7 +163,7 @@ type sampling struct {
 // hostCounters makes the fake library's counters host-wide for the processes of this test.
 func hostCounters(t *testing.T) { t.Setenv("CUPTI_FAKE_HOST_DIR", t.TempDir()) }
 
-func startSampling(t *testing.T, watch bool, poll time.Duration) *sampling {
+func startSampling(t *testing.T, watch bool, poll time.Duration, watchOpts ...Option) *sampling {
 	t.Helper()
 	opts := cuptitest.Build(t)
 	lib, err := cupti.Open(opts)
@@ -178,7 +179,7 @@ func startSampling(t *testing.T, watch bool, poll time.Duration) *sampling {
 	// as serve wires them: the watcher's first look before the sampler exists
 	var w *Watcher
 	if watch {
-		w = New(nil, WithPoll(poll))
+		w = New(nil, append([]Option{WithPoll(poll)}, watchOpts...)...)
 	}
 	s, err := pmsample.New(lib, m, slog.New(slog.DiscardHandler), pmsample.WithMetrics("dram__bytes_read.sum"),
 		pmsample.WithDecodePeriod(20*time.Millisecond), pmsample.WithCountersInUse(w != nil && w.Found())) // busy poll and back-offs at their defaults
@@ -237,7 +238,7 @@ func TestProfilerGetsTheCountersWhileSampling(t *testing.T) {
 	for _, watch := range []bool{false, true} {
 		t.Run(fmt.Sprintf("watch=%v", watch), func(t *testing.T) {
 			hostCounters(t)
-			sm := startSampling(t, watch, 20*time.Millisecond)
+			sm := startSampling(t, watch, 20*time.Millisecond, withExecs(nil)) // polls (the exec events: below)
 			testutil.WaitFor(t, "sampling", 10*time.Second, 5*time.Millisecond, func() bool { return sm.state(0).State == pmdata.StateSampling })
 			// On an H100 ncu's target asked more than 0.17 s after a 100 ms poll saw its front end (run BK).
 			p := startProfiler(t, sm.opts, "ncu", 3, 300*time.Millisecond, 100*time.Millisecond, 50*time.Millisecond)
@@ -259,6 +260,35 @@ func TestProfilerGetsTheCountersWhileSampling(t *testing.T) {
 				t.Fatalf("give-ways to ncu on GPU 0: %d, want 1", n)
 			}
 		})
+	}
+}
+
+// TestExecEventsFindAProfilerBeforeThePoll: with the kernel's exec events (where this host
+// allows them) a profiler whose target asks for the counters 0.3 s after it starts gets them
+// with the watcher's poll at its longest (1 s); sampling resumes within that poll and 1 s of
+// its exit (its end is seen by looking).
+func TestExecEventsFindAProfilerBeforeThePoll(t *testing.T) {
+	src, err := execevents.Open()
+	if err != nil {
+		t.Skipf("no exec events on this host: %v", err)
+	}
+	src.Close()
+	hostCounters(t)
+	sm := startSampling(t, true, MaxPoll)
+	testutil.WaitFor(t, "sampling", 10*time.Second, 5*time.Millisecond, func() bool { return sm.state(0).State == pmdata.StateSampling })
+	time.Sleep(50 * time.Millisecond) // the watcher's Run has opened the events
+	for i := range 3 {
+		p := startProfiler(t, sm.opts, "ncu", 3, 300*time.Millisecond, 100*time.Millisecond, 50*time.Millisecond)
+		if rc := p.wait(t); rc != 0 {
+			t.Fatalf("run %d: the profiler exited %d, want 0 (found by its exec before it asked): %s", i, rc, p.out.String())
+		}
+		drain(sm.got)
+		if d := sm.samplesAfter(t, p.exited, MaxPoll+time.Second); d > MaxPoll+time.Second {
+			t.Fatalf("run %d: samples resumed %v after the profiler exited, want within %v", i, d, MaxPoll+time.Second)
+		}
+	}
+	if n := sm.s.GiveWayCounts()[0]["ncu"]; n != 3 {
+		t.Fatalf("give-ways to ncu on GPU 0: %d, want 3", n)
 	}
 }
 

@@ -4,12 +4,14 @@ import (
 	"context"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/cupti-exporter/cupti-exporter/internal/tick"
 	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
+	"github.com/cupti-exporter/cupti-exporter/profilers/execevents"
 	"github.com/cupti-exporter/cupti-exporter/profilers/procfs"
 )
 
@@ -38,7 +40,23 @@ const (
 	// 9.7 µs (3.3 µs for a PID no longer there): 32 PIDs read cost what listing a 500-process
 	// node does, and bound a poll's reads at about 0.3 ms.
 	probeMax = 32
+	// execMax is the most exec'd PIDs handled at one wake-up; past it the watcher looks at the
+	// PID counter's range instead (as when the kernel lost records).
+	execMax = 64
+	// execSettle is how long the watcher waits after an exec is reported before reading the
+	// process: the kernel reports the exec before it has set up the new program's arguments and
+	// environment, which rules read (Nsight Systems' arguments). It also bounds the wake-ups a
+	// node that execs all the time causes: at most one every execSettle.
+	execSettle = 10 * time.Millisecond
 )
+
+// execSource reports the processes that exec'd (execevents.Source; a fake in tests).
+type execSource interface {
+	Wait(pids []int, max int) ([]int, bool, error)
+	Lost() uint64
+	CPUs() int
+	Close() error
+}
 
 // Watcher finds profilers among the host's processes and gives them the GPUs' counters.
 type Watcher struct {
@@ -49,6 +67,10 @@ type Watcher struct {
 	named []string
 	self  int
 	now   func() time.Time
+	// openExecs opens the kernel's exec events (nil: poll only). With them the watcher looks
+	// every poll only while a profiler runs (to see it end), else once a second and at once
+	// when a process execs.
+	openExecs func() (execSource, error)
 
 	// owned by Run (and New's first scan)
 	lastPID     int
@@ -83,8 +105,21 @@ type holder struct {
 // Option configures a Watcher.
 type Option func(*Watcher)
 
-// WithProcRoot reads another /proc tree (default /proc; tests use a fake one).
-func WithProcRoot(dir string) Option { return func(w *Watcher) { w.fs.Root = dir } }
+// WithProcRoot reads another /proc tree (default /proc; tests use a fake one). The kernel's
+// exec events name PIDs of the exporter's own namespace, so they are used with /proc only.
+func WithProcRoot(dir string) Option {
+	return func(w *Watcher) {
+		w.fs.Root = dir
+		if filepath.Clean(dir) != "/proc" {
+			w.openExecs = nil
+		}
+	}
+}
+
+// withExecs replaces the kernel's exec events (tests; nil polls only).
+func withExecs(open func() (execSource, error)) Option {
+	return func(w *Watcher) { w.openExecs = open }
+}
 
 // WithPoll sets how often processes are looked at (default 100 ms); non-positive keeps it.
 func WithPoll(d time.Duration) Option {
@@ -119,7 +154,8 @@ func New(logger *slog.Logger, opts ...Option) *Watcher {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	w := &Watcher{log: logger.With("source", "profilers"), fs: procfs.FS{Root: "/proc"}, poll: DefaultPoll,
-		self: os.Getpid(), now: time.Now, known: map[int]*seen{}, holders: map[int]*holder{}, given: map[int]int{}}
+		self: os.Getpid(), now: time.Now, known: map[int]*seen{}, holders: map[int]*holder{}, given: map[int]int{},
+		openExecs: func() (execSource, error) { return execevents.Open() }}
 	for _, o := range opts {
 		o(w)
 	}
@@ -138,18 +174,101 @@ func (w *Watcher) Drive(s Sampler) {
 	w.apply()
 }
 
-// Run looks at the processes every poll until ctx ends.
+// Run looks at the processes until ctx ends: every poll, or, with the kernel's exec events,
+// at each exec and once a second while no profiler runs.
 func (w *Watcher) Run(ctx context.Context) {
-	t := tick.New(w.poll) // on the timetable of PM sampling's decodes (internal/tick)
-	defer t.Stop()
 	defer w.fs.Close()
+	execs := w.startExecs(ctx)
+	t := tick.New(w.period(execs != nil)) // on the timetable of PM sampling's decodes (internal/tick)
+	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 			w.Poll()
+		case b := <-execs:
+			w.execd(b.pids)
+			if b.overflow {
+				w.Poll()
+			}
+			w.apply()
 		}
+		t.Reset(w.period(execs != nil))
+	}
+}
+
+// period is how often the watcher looks: every poll while it has no exec events or a profiler
+// runs (its end is seen by looking), else once a second: a new process is told by its exec.
+func (w *Watcher) period(execs bool) time.Duration {
+	if !execs || len(w.holders) > 0 {
+		return w.poll
+	}
+	return max(w.poll, mapsPeriod)
+}
+
+// execBatch is what one wake-up of the exec events brings.
+type execBatch struct {
+	pids     []int
+	overflow bool // records lost or too many: look at the PID counter's range too
+}
+
+// startExecs opens the kernel's exec events and returns the channel of their batches, or nil
+// (the watcher polls) where they cannot be opened.
+func (w *Watcher) startExecs(ctx context.Context) <-chan execBatch {
+	if w.openExecs == nil {
+		return nil
+	}
+	src, err := w.openExecs()
+	if err != nil {
+		w.log.Info("looking at the processes every poll: the kernel's exec events cannot be opened", "poll", w.poll, "err", err)
+		return nil
+	}
+	w.log.Info("looking at the processes at each exec (the kernel's perf events) and once a second", "cpus", src.CPUs())
+	ch := make(chan execBatch)
+	stop := context.AfterFunc(ctx, func() { src.Close() })
+	go func() {
+		defer func() {
+			if stop() { // ended by an error of its own, not ctx
+				src.Close()
+			}
+		}()
+		var lost uint64
+		for {
+			pids, overflow, err := src.Wait(nil, execMax)
+			if err != nil {
+				if ctx.Err() == nil {
+					w.log.Warn("the kernel's exec events failed: looking once a second until restarted", "err", err)
+				}
+				return
+			}
+			if l := src.Lost(); l != lost {
+				w.log.Warn("the kernel lost exec records (a ring was full): looking at every new PID", "lost", l-lost)
+				lost = l
+			}
+			time.Sleep(execSettle)
+			select {
+			case ch <- execBatch{pids: pids, overflow: overflow}:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return ch
+}
+
+// execd reads the processes the kernel reported exec'ing: a known one under a new name, a new one
+// as first seen now.
+func (w *Watcher) execd(pids []int) {
+	now := w.now()
+	for _, pid := range pids {
+		if k := w.known[pid]; k != nil {
+			if st, ok := w.fs.Stat(pid); ok {
+				w.examine(pid, st, now, k.first)
+			}
+			continue
+		}
+		w.look(pid, now, now)
 	}
 }
 
@@ -274,6 +393,9 @@ func (w *Watcher) look(pid int, now, first time.Time) {
 	st, ok := w.fs.Stat(pid)
 	if !ok || st.Thread {
 		return
+	}
+	if k := w.known[pid]; k != nil && k.start == st.Start && k.comm == st.Comm {
+		return // read already (its exec was reported)
 	}
 	w.examine(pid, st, now, first)
 	switch {

@@ -184,6 +184,10 @@ func TestWatcherSeesAYoungProcessExec(t *testing.T) {
 	c.add(100 * time.Millisecond)
 	w.Poll()
 	want(t, r.take(), fmt.Sprintf("give 0 ncu %d ncu", pid), fmt.Sprintf("give 1 ncu %d ncu", pid))
+	h.exit(pid)
+	c.add(100 * time.Millisecond)
+	w.Poll()
+	want(t, r.take(), "back 0", "back 1")
 	// A process older than youngFor is not read again: an exec that late goes unseen (a limit).
 	old := h.start("python3", []string{"python3"}, nil)
 	c.add(100 * time.Millisecond)
@@ -192,6 +196,56 @@ func TestWatcherSeesAYoungProcessExec(t *testing.T) {
 	h.exec(old, "ncu", []string{"ncu"}, nil, uint64(old))
 	w.Poll()
 	want(t, r.take())
+	// The kernel's exec events lift that limit: the exec reported, the process is read again.
+	w.execd([]int{old})
+	w.apply()
+	want(t, r.take(), fmt.Sprintf("give 0 ncu %d ncu", old), fmt.Sprintf("give 1 ncu %d ncu", old))
+}
+
+// TestWatcherExecdThenPolled: a process read at its exec is not read as new again when the PID
+// counter's range passes it, and threads and unknown PIDs reported are skipped.
+func TestWatcherExecdThenPolled(t *testing.T) {
+	h, r, c := newFakeHost(t), twoGPUs(), newClock()
+	w := watcher(h, r, c)
+	pid := h.start("nsys", []string{"nsys", "profile", "--gpu-metrics-devices=all", "./app"}, nil)
+	tid := h.thread("nsys")
+	c.add(10 * time.Millisecond)
+	w.execd([]int{pid, tid, 99999})
+	w.apply()
+	want(t, r.take(), fmt.Sprintf("give 0 nsys %d nsys", pid), fmt.Sprintf("give 1 nsys %d nsys", pid))
+	if len(w.young) != 1 || w.known[tid] != nil {
+		t.Fatalf("young %v, known thread %v: want the process once and no thread", w.young, w.known[tid])
+	}
+	c.add(100 * time.Millisecond)
+	w.Poll()
+	want(t, r.take())
+	if len(w.young) != 1 {
+		t.Fatalf("young %v after the poll: the process was read as new again", w.young)
+	}
+}
+
+// TestWatcherPeriod: with exec events the watcher looks once a second until a profiler runs,
+// then every poll until it ends; without them, every poll.
+func TestWatcherPeriod(t *testing.T) {
+	h, r, c := newFakeHost(t), twoGPUs(), newClock()
+	w := watcher(h, r, c)
+	if got := w.period(false); got != DefaultPoll {
+		t.Errorf("without exec events: %v, want %v", got, DefaultPoll)
+	}
+	if got := w.period(true); got != mapsPeriod {
+		t.Errorf("with exec events, no profiler: %v, want %v", got, mapsPeriod)
+	}
+	ncu := h.start("ncu", []string{"ncu"}, nil)
+	w.execd([]int{ncu})
+	if got := w.period(true); got != DefaultPoll {
+		t.Errorf("with exec events, ncu running: %v, want %v", got, DefaultPoll)
+	}
+	h.exit(ncu)
+	c.add(100 * time.Millisecond)
+	w.Poll()
+	if got := w.period(true); got != mapsPeriod {
+		t.Errorf("with exec events, ncu gone: %v, want %v", got, mapsPeriod)
+	}
 }
 
 func TestWatcherReadsOnlyTheNewPIDs(t *testing.T) {

@@ -1,0 +1,259 @@
+//go:build linux
+
+package execevents
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// dataPages is each CPU's ring of records (a power of two): 16 KiB holds about 500 exec
+// records, what the watcher would have to miss between two reads for one to be lost.
+const dataPages = 4
+
+// Source delivers the PIDs of the processes that exec'd on any CPU.
+type Source struct {
+	ep *os.File // the epoll set of the CPUs' events, read through the Go runtime's poller
+	rc syscall.RawConn
+
+	mu    sync.Mutex // Close unmaps the rings, which a Wait in another goroutine reads
+	rings []ring     // nil once closed
+	evs   []unix.EpollEvent
+	lost  uint64 // records the kernel dropped since Open (a ring was full)
+}
+
+// ring is one CPU's event and its mapped ring buffer.
+type ring struct {
+	fd   int
+	mem  []byte                  // the mapping: a header page, then the data pages
+	meta *unix.PerfEventMmapPage // the header page: data_head (the kernel's) and data_tail (ours)
+	data []byte                  // the data pages, a power of two long
+}
+
+// Open starts one event on each online CPU. It fails where perf events cannot be opened for
+// the whole host (neither CAP_PERFMON nor CAP_SYS_ADMIN with perf_event_paranoid above 0, a
+// seccomp filter, a kernel without perf events): the caller then polls.
+func Open() (*Source, error) {
+	cpus, err := onlineCPUs()
+	if err != nil {
+		return nil, err
+	}
+	epfd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
+	if err != nil {
+		return nil, fmt.Errorf("epoll_create1: %w", err)
+	}
+	s := &Source{}
+	closeAll := func() {
+		s.unmap()
+		unix.Close(epfd)
+	}
+	page := os.Getpagesize()
+	for _, cpu := range cpus {
+		attr := unix.PerfEventAttr{
+			Type:   unix.PERF_TYPE_SOFTWARE,
+			Config: unix.PERF_COUNT_SW_DUMMY, // counts nothing: it only carries the side-band records
+			// comm with comm_exec: a record at every exec (and rename); a watermark of one
+			// byte wakes the reader at each record (wakeup_events counts samples only).
+			Bits:   unix.PerfBitComm | unix.PerfBitCommExec | unix.PerfBitWatermark,
+			Wakeup: 1,
+		}
+		attr.Size = uint32(unsafe.Sizeof(attr))
+		fd, err := unix.PerfEventOpen(&attr, -1, cpu, -1, unix.PERF_FLAG_FD_CLOEXEC)
+		if errors.Is(err, unix.ENODEV) { // went offline since the list was read
+			continue
+		}
+		if err != nil {
+			closeAll()
+			return nil, fmt.Errorf("perf_event_open on cpu %d: %w", cpu, err)
+		}
+		mem, err := unix.Mmap(fd, 0, (1+dataPages)*page, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+		if err != nil {
+			unix.Close(fd)
+			closeAll()
+			return nil, fmt.Errorf("mapping cpu %d's ring: %w", cpu, err)
+		}
+		s.rings = append(s.rings, ring{fd: fd, mem: mem, meta: (*unix.PerfEventMmapPage)(unsafe.Pointer(&mem[0])), data: mem[page:]})
+		if err := unix.EpollCtl(epfd, unix.EPOLL_CTL_ADD, fd, &unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(fd)}); err != nil {
+			closeAll()
+			return nil, fmt.Errorf("epoll_ctl: %w", err)
+		}
+	}
+	if len(s.rings) == 0 {
+		closeAll()
+		return nil, errors.New("no online cpu")
+	}
+	// Non-blocking, so that os.NewFile hands the set to the runtime's poller: a Wait that finds
+	// nothing parks its goroutine, no thread.
+	if err := unix.SetNonblock(epfd, true); err != nil {
+		closeAll()
+		return nil, err
+	}
+	s.ep = os.NewFile(uintptr(epfd), "exec-events")
+	if s.rc, err = s.ep.SyscallConn(); err != nil {
+		s.Close()
+		return nil, err
+	}
+	s.evs = make([]unix.EpollEvent, len(s.rings))
+	return s, nil
+}
+
+// Wait blocks until at least one process exec'd or records were lost, and appends the PIDs
+// of those that exec'd (in the opener's PID namespace; processes outside it are left out) to
+// pids, at most max in all (more set overflow, as lost records do: the caller then looks at
+// every process). It returns an error once Close was called.
+func (s *Source) Wait(pids []int, max int) (_ []int, overflow bool, _ error) {
+	err := s.rc.Read(func(fd uintptr) bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if s.rings == nil {
+			return true // closed: the next Read reports it
+		}
+		// Empty the set's ready list, else the runtime's edge-triggered poll never fires again.
+		for {
+			n, err := unix.EpollWait(int(fd), s.evs, 0)
+			if err == unix.EINTR {
+				continue
+			}
+			if n < len(s.evs) {
+				break
+			}
+		}
+		for i := range s.rings {
+			lost := s.rings[i].drain(func(pid int) {
+				if len(pids) < max {
+					pids = append(pids, pid)
+				} else {
+					overflow = true
+				}
+			})
+			if lost > 0 {
+				s.lost += lost
+				overflow = true
+			}
+		}
+		return len(pids) > 0 || overflow
+	})
+	if err == nil && s.closed() {
+		err = os.ErrClosed
+	}
+	return pids, overflow, err
+}
+
+// Lost is the number of records the kernel dropped because a ring was full.
+func (s *Source) Lost() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.lost
+}
+
+// CPUs is the number of CPUs watched.
+func (s *Source) CPUs() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.rings)
+}
+
+func (s *Source) closed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.rings == nil
+}
+
+// Close stops the events; a Wait blocked in another goroutine returns an error. It may be
+// called more than once.
+func (s *Source) Close() error {
+	err := s.ep.Close() // unblocks a parked Wait; the set is closed once no Wait uses it
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.unmap()
+	return err
+}
+
+// unmap releases the rings and their events; s.mu is held (or s not yet shared).
+func (s *Source) unmap() {
+	for _, r := range s.rings {
+		unix.Munmap(r.mem)
+		unix.Close(r.fd)
+	}
+	s.rings = nil
+}
+
+// drain reads the records the kernel wrote since the last drain, calls execd with the PID of
+// each process that exec'd, and returns the number of records lost.
+func (r *ring) drain(execd func(pid int)) (lost uint64) {
+	head := atomic.LoadUint64(&r.meta.Data_head) // the kernel's; loaded before the records
+	tail := r.meta.Data_tail
+	for head-tail >= 8 {
+		typ, misc, size := r.u32(tail), uint16(r.u32(tail+4)), uint64(r.u32(tail+4)>>16)
+		if size < 8 || size > head-tail { // never written by a working kernel: drop the rest
+			break
+		}
+		switch typ {
+		case unix.PERF_RECORD_COMM: // pid, tid, comm
+			if misc&unix.PERF_RECORD_MISC_COMM_EXEC != 0 && size >= 16 {
+				// After exec the process is its one thread (the thread group's leader). A
+				// PID of 0: a process outside the opener's PID namespace.
+				if pid, tid := r.u32(tail+8), r.u32(tail+12); pid != 0 && pid == tid {
+					execd(int(pid))
+				}
+			}
+		case unix.PERF_RECORD_LOST: // id, lost
+			if size >= 24 {
+				lost += uint64(r.u32(tail+16)) | uint64(r.u32(tail+20))<<32
+			}
+		}
+		tail += size
+	}
+	atomic.StoreUint64(&r.meta.Data_tail, head) // the kernel may write over what was read
+	return lost
+}
+
+// u32 reads the 32-bit word at offset off of the ring (records wrap at its end).
+func (r *ring) u32(off uint64) uint32 {
+	mask := uint64(len(r.data) - 1)
+	var b [4]byte
+	for i := range b {
+		b[i] = r.data[(off+uint64(i))&mask]
+	}
+	return binary.NativeEndian.Uint32(b[:])
+}
+
+// onlineCPUs reads /sys/devices/system/cpu/online ("0-15,32-47").
+func onlineCPUs() ([]int, error) {
+	b, err := os.ReadFile("/sys/devices/system/cpu/online")
+	if err != nil {
+		return nil, err
+	}
+	return parseCPUList(strings.TrimSpace(string(b)))
+}
+
+// parseCPUList parses the kernel's CPU list format; at most maxCPUs CPUs.
+func parseCPUList(s string) ([]int, error) {
+	const maxCPUs = 1 << 13 // the kernel's NR_CPUS at most
+	var cpus []int
+	for part := range strings.SplitSeq(s, ",") {
+		lo, hi, isRange := strings.Cut(part, "-")
+		a, err := strconv.Atoi(lo)
+		b := a
+		if err == nil && isRange {
+			b, err = strconv.Atoi(hi)
+		}
+		if err != nil || a < 0 || b < a || b >= maxCPUs {
+			return nil, fmt.Errorf("cpu list %q: bad part %q", s, part)
+		}
+		for c := a; c <= b; c++ {
+			cpus = append(cpus, c)
+		}
+	}
+	return cpus, nil
+}
