@@ -40,13 +40,12 @@ const (
 	// 9.7 µs (3.3 µs for a PID no longer there): 32 PIDs read cost what listing a 500-process
 	// node does, and bound a poll's reads at about 0.3 ms.
 	probeMax = 32
-	// execMax is the most exec'd PIDs handled at one wake-up; past it the watcher looks at the
-	// PID counter's range instead (as when the kernel lost records).
-	execMax = 64
+	// execMax is the most exec'd PIDs read one by one at a look; past it the watcher reads the
+	// PID counter's range instead (as when the kernel lost records), as a poll would.
+	execMax = probeMax
 	// execSettle is how long the watcher waits after an exec is reported before reading the
 	// process: the kernel reports the exec before it has set up the new program's arguments and
-	// environment, which rules read (Nsight Systems' arguments). It also bounds the wake-ups a
-	// node that execs all the time causes: at most one every execSettle.
+	// environment, which rules read (Nsight Systems' arguments).
 	execSettle = 10 * time.Millisecond
 )
 
@@ -234,6 +233,7 @@ func (w *Watcher) startExecs(ctx context.Context) <-chan execBatch {
 			}
 		}()
 		var lost uint64
+		var last time.Time // when the last batch was handed over
 		for {
 			pids, overflow, err := src.Wait(nil, execMax)
 			if err != nil {
@@ -246,7 +246,11 @@ func (w *Watcher) startExecs(ctx context.Context) <-chan execBatch {
 				w.log.Warn("the kernel lost exec records (a ring was full): looking at every new PID", "lost", l-lost)
 				lost = l
 			}
-			time.Sleep(execSettle)
+			// The first exec after a quiet spell is looked at at once; those that follow
+			// one another a poll apart at most, so a node that execs all the time is looked
+			// at no more often than by polling (the records wait in the rings meanwhile).
+			time.Sleep(max(execSettle, w.poll-time.Since(last)))
+			last = time.Now()
 			select {
 			case ch <- execBatch{pids: pids, overflow: overflow}:
 			case <-ctx.Done():

@@ -2,6 +2,7 @@ package profilers
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"log/slog"
 	"os"
@@ -431,4 +432,54 @@ func TestWatcherListingFailureLoggedOnce(t *testing.T) {
 	}
 	// The first listing that works is the first look: what runs then is found.
 	want(t, r.take(), fmt.Sprintf("give 0 ncu %d ncu", ncu), fmt.Sprintf("give 1 ncu %d ncu", ncu))
+}
+
+// busyExecs is an exec source on a node that execs all the time: every Wait returns at once.
+type busyExecs struct {
+	mu     sync.Mutex
+	waits  int
+	closed chan struct{}
+	pid    int
+}
+
+func (b *busyExecs) Wait(pids []int, max int) ([]int, bool, error) {
+	select {
+	case <-b.closed:
+		return pids, false, os.ErrClosed
+	default:
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.waits++
+	return append(pids, b.pid), false, nil
+}
+func (b *busyExecs) Lost() uint64 { return 0 }
+func (b *busyExecs) CPUs() int    { return 1 }
+func (b *busyExecs) Close() error {
+	select {
+	case <-b.closed:
+	default:
+		close(b.closed)
+	}
+	return nil
+}
+
+// TestWatcherExecsPacedByThePoll: execs reported without pause are looked at a poll apart after
+// the first, not at each report: a node that execs all the time costs no more looks than polling.
+func TestWatcherExecsPacedByThePoll(t *testing.T) {
+	h, r, c := newFakeHost(t), twoGPUs(), newClock()
+	src := &busyExecs{closed: make(chan struct{}), pid: h.start("bash", []string{"bash"}, nil)}
+	w := watcher(h, r, c, withExecs(func() (execSource, error) { return src, nil }))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { w.Run(ctx); close(done) }()
+	time.Sleep(550 * time.Millisecond)
+	cancel()
+	<-done
+	src.mu.Lock()
+	defer src.mu.Unlock()
+	// 10 ms, then every 100 ms: about 6 in 550 ms (55 if each report were looked at 10 ms later).
+	if src.waits < 2 || src.waits > 9 {
+		t.Fatalf("%d batches in 550 ms with the poll at 100 ms, want 2 to 9", src.waits)
+	}
 }
