@@ -2,7 +2,9 @@ package tick
 
 import (
 	"os"
+	"syscall"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -18,7 +20,10 @@ func clockNow() time.Duration {
 }
 
 // timerFD is a non-blocking timerfd that the runtime's network poller waits on.
-type timerFD struct{ f *os.File }
+type timerFD struct {
+	f  *os.File
+	rc syscall.RawConn
+}
 
 // newTimerFD makes a timerfd that fires at every whole multiple of d of CLOCK_MONOTONIC.
 func newTimerFD(d time.Duration) (*timerFD, error) {
@@ -27,6 +32,10 @@ func newTimerFD(d time.Duration) (*timerFD, error) {
 		return nil, err
 	}
 	t := &timerFD{f: os.NewFile(uintptr(fd), "tick")}
+	if t.rc, err = t.f.SyscallConn(); err != nil {
+		t.close()
+		return nil, err
+	}
 	if err := t.set(d); err != nil {
 		t.close()
 		return nil, err
@@ -36,12 +45,8 @@ func newTimerFD(d time.Duration) (*timerFD, error) {
 
 // set arms the timer for the next multiple of d and every d after it (the kernel re-arms it).
 func (t *timerFD) set(d time.Duration) error {
-	rc, err := t.f.SyscallConn()
-	if err != nil {
-		return err
-	}
 	var serr error
-	err = rc.Control(func(fd uintptr) {
+	err := t.rc.Control(func(fd uintptr) {
 		now := clockNow()
 		spec := unix.ItimerSpec{
 			Value:    unix.NsecToTimespec(int64(now + Until(now, d))),
@@ -57,10 +62,33 @@ func (t *timerFD) set(d time.Duration) error {
 
 // wait blocks in the network poller until the timer fires (however often it fired since the
 // last wait), or returns the error of a closed timer.
+//
+// The expirations are read with a raw system call, which the Go scheduler is not told of: a
+// system call made the usual way wakes the runtime's monitor thread (sysmon) from its deep sleep
+// when every goroutine sleeps, as they do between ticks, so each tick of each loop woke it too.
+// A raw read is safe here: the timerfd is non-blocking, and a read of it only copies a counter.
 func (t *timerFD) wait() error {
 	var b [8]byte
-	_, err := t.f.Read(b[:])
-	return err
+	var rerr error
+	err := t.rc.Read(func(fd uintptr) bool {
+		for {
+			_, _, errno := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)))
+			switch errno {
+			case 0:
+				return true
+			case syscall.EAGAIN: // not fired yet: park in the poller
+				return false
+			case syscall.EINTR:
+				continue
+			}
+			rerr = errno
+			return true
+		}
+	})
+	if err != nil {
+		return err
+	}
+	return rerr
 }
 
 func (t *timerFD) close() { t.f.Close() }

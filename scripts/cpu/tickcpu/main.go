@@ -1,11 +1,12 @@
 // Command tickcpu measures what the exporter's timetable costs a process that does nothing else:
 // tickers of the exporter's periods (100 ms, 250 ms, 500 ms, 1 s), each with a goroutine that
 // takes its ticks and makes one system call for each (as the exporter's loops make system or cgo
-// calls), as Go timers (what internal/tick was) or as internal/tick's Tickers (timerfds
-// on Linux), and prints the process's CPU a second over the window (docs/performance.md, "The
-// timetable's timers").
+// calls; -call=raw: a raw one, which the Go scheduler is not told of; none: nothing), as Go timers
+// (what internal/tick was) or as internal/tick's Tickers (timerfds on Linux), and prints the
+// process's CPU and voluntary context switches a second over the window (docs/performance.md,
+// "The timetable's timers").
 //
-//	go run ./scripts/cpu/tickcpu -timers=go|tick [-window=20s]
+//	go run ./scripts/cpu/tickcpu -timers=go|tick [-call=sys|raw|none] [-window=20s]
 package main
 
 import (
@@ -14,6 +15,7 @@ import (
 	"os"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"github.com/cupti-exporter/cupti-exporter/internal/tick"
 )
@@ -23,6 +25,7 @@ var periods = []time.Duration{100 * time.Millisecond, 250 * time.Millisecond, 50
 func main() {
 	timers := flag.String("timers", "tick", "go: Go timers on the timetable; tick: internal/tick")
 	window := flag.Duration("window", 20*time.Second, "how long to measure")
+	call := flag.String("call", "sys", "what each tick's goroutine does: sys (a pread as Go makes it), raw (a raw pread), none")
 	flag.Parse()
 	f, err := os.Open("/proc/loadavg")
 	if err != nil {
@@ -41,15 +44,23 @@ func main() {
 			fmt.Fprintln(os.Stderr, "-timers: go or tick")
 			os.Exit(2)
 		}
+		fd := f.Fd()
 		go func() {
 			for range c {
-				_, _ = syscall.Pread(int(f.Fd()), buf, 0)
+				switch *call {
+				case "sys":
+					_, _ = syscall.Pread(int(fd), buf, 0)
+				case "raw":
+					_, _, _ = syscall.RawSyscall6(syscall.SYS_PREAD64, fd, uintptr(unsafe.Pointer(&buf[0])), uintptr(len(buf)), 0, 0, 0)
+				}
 			}
 		}()
 	}
-	c0 := cpu()
+	c0, v0 := cpu()
 	time.Sleep(*window)
-	fmt.Printf("%s: %.2f ms of CPU a second\n", *timers, float64(cpu()-c0)/1e6/window.Seconds())
+	c1, v1 := cpu()
+	fmt.Printf("%s, call %s: %.2f ms of CPU a second, %.1f voluntary context switches a second\n", *timers, *call,
+		float64(c1-c0)/1e6/window.Seconds(), float64(v1-v0)/window.Seconds())
 }
 
 // goTicker ticks at whole multiples of d as internal/tick did before it used timerfds.
@@ -67,8 +78,9 @@ func goTicker(d time.Duration) <-chan time.Time {
 	return c
 }
 
-func cpu() time.Duration {
+// cpu is the process's CPU time and voluntary context switches so far.
+func cpu() (time.Duration, int64) {
 	var ru syscall.Rusage
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()), ru.Nvcsw
 }
