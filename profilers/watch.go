@@ -47,6 +47,11 @@ const (
 	// process: the kernel reports the exec before it has set up the new program's arguments and
 	// environment, which rules read (Nsight Systems' arguments).
 	execSettle = 10 * time.Millisecond
+	// execGap is the least time between two looks at reported execs (the first after a quiet
+	// spell waits only execSettle): a node that execs all the time is looked at as often as the
+	// default poll would, and a profiler among its execs is found as soon (whatever the poll,
+	// which with exec events only paces the looks while a profiler runs).
+	execGap = DefaultPoll
 )
 
 // execSource reports the processes that exec'd (execevents.Source; a fake in tests).
@@ -246,10 +251,9 @@ func (w *Watcher) startExecs(ctx context.Context) <-chan execBatch {
 				w.log.Warn("the kernel lost exec records (a ring was full): looking at every new PID", "lost", l-lost)
 				lost = l
 			}
-			// The first exec after a quiet spell is looked at at once; those that follow
-			// one another a poll apart at most, so a node that execs all the time is looked
-			// at no more often than by polling (the records wait in the rings meanwhile).
-			time.Sleep(max(execSettle, w.poll-time.Since(last)))
+			// The first exec after a quiet spell is looked at at once, those that follow
+			// execGap apart (the records wait in the rings meanwhile).
+			time.Sleep(max(execSettle, execGap-time.Since(last)))
 			last = time.Now()
 			select {
 			case ch <- execBatch{pids: pids, overflow: overflow}:

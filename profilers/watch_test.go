@@ -464,12 +464,13 @@ func (b *busyExecs) Close() error {
 	return nil
 }
 
-// TestWatcherExecsPacedByThePoll: execs reported without pause are looked at a poll apart after
-// the first, not at each report: a node that execs all the time costs no more looks than polling.
-func TestWatcherExecsPacedByThePoll(t *testing.T) {
+// TestWatcherExecsPaced: execs reported without pause are looked at execGap (100 ms) apart
+// after the first, not at each report: a node that execs all the time costs no more looks than
+// the default poll, whatever the poll is set to.
+func TestWatcherExecsPaced(t *testing.T) {
 	h, r, c := newFakeHost(t), twoGPUs(), newClock()
 	src := &busyExecs{closed: make(chan struct{}), pid: h.start("bash", []string{"bash"}, nil)}
-	w := watcher(h, r, c, withExecs(func() (execSource, error) { return src, nil }))
+	w := watcher(h, r, c, WithPoll(MaxPoll), withExecs(func() (execSource, error) { return src, nil }))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { w.Run(ctx); close(done) }()
@@ -480,6 +481,6 @@ func TestWatcherExecsPacedByThePoll(t *testing.T) {
 	defer src.mu.Unlock()
 	// 10 ms, then every 100 ms: about 6 in 550 ms (55 if each report were looked at 10 ms later).
 	if src.waits < 2 || src.waits > 9 {
-		t.Fatalf("%d batches in 550 ms with the poll at 100 ms, want 2 to 9", src.waits)
+		t.Fatalf("%d batches in 550 ms, want 2 to 9 (one at once, then one every %v)", src.waits, execGap)
 	}
 }
