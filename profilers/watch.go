@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/time/rate"
+
 	"github.com/cupti-exporter/cupti-exporter/internal/tick"
 	"github.com/cupti-exporter/cupti-exporter/pmsample/pmdata"
 	"github.com/cupti-exporter/cupti-exporter/profilers/execevents"
@@ -47,11 +49,13 @@ const (
 	// process: the kernel reports the exec before it has set up the new program's arguments and
 	// environment, which rules read (Nsight Systems' arguments).
 	execSettle = 10 * time.Millisecond
-	// execGap is the least time between two looks at reported execs (the first after a quiet
-	// spell waits only execSettle): a node that execs all the time is looked at as often as the
+	// execGap and execBurst pace the looks at reported execs: a burst of execBurst (a shell
+	// starting a profiler through a few programs) is looked at execSettle after each; past it,
+	// one look every execGap, so a node that execs all the time is looked at as often as the
 	// default poll would, and a profiler among its execs is found as soon (whatever the poll,
 	// which with exec events only paces the looks while a profiler runs).
-	execGap = DefaultPoll
+	execGap   = DefaultPoll
+	execBurst = 8
 )
 
 // execSource reports the processes that exec'd (execevents.Source; a fake in tests).
@@ -238,7 +242,7 @@ func (w *Watcher) startExecs(ctx context.Context) <-chan execBatch {
 			}
 		}()
 		var lost uint64
-		var last time.Time // when the last batch was handed over
+		pace := rate.NewLimiter(rate.Every(execGap), execBurst)
 		for {
 			pids, overflow, err := src.Wait(nil, execMax)
 			if err != nil {
@@ -251,10 +255,8 @@ func (w *Watcher) startExecs(ctx context.Context) <-chan execBatch {
 				w.log.Warn("the kernel lost exec records (a ring was full): looking at every new PID", "lost", l-lost)
 				lost = l
 			}
-			// The first exec after a quiet spell is looked at at once, those that follow
-			// execGap apart (the records wait in the rings meanwhile).
-			time.Sleep(max(execSettle, execGap-time.Since(last)))
-			last = time.Now()
+			// The records that come meanwhile wait in the rings, for the next look.
+			time.Sleep(max(execSettle, pace.Reserve().Delay()))
 			select {
 			case ch <- execBatch{pids: pids, overflow: overflow}:
 			case <-ctx.Done():

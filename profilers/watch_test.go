@@ -464,9 +464,9 @@ func (b *busyExecs) Close() error {
 	return nil
 }
 
-// TestWatcherExecsPaced: execs reported without pause are looked at execGap (100 ms) apart
-// after the first, not at each report: a node that execs all the time costs no more looks than
-// the default poll, whatever the poll is set to.
+// TestWatcherExecsPaced: execs reported without pause are looked at 10 ms apart for a burst of
+// execBurst, then execGap (100 ms) apart, not at each report: a node that execs all the time
+// costs no more looks than the default poll, whatever the poll is set to.
 func TestWatcherExecsPaced(t *testing.T) {
 	h, r, c := newFakeHost(t), twoGPUs(), newClock()
 	src := &busyExecs{closed: make(chan struct{}), pid: h.start("bash", []string{"bash"}, nil)}
@@ -479,8 +479,9 @@ func TestWatcherExecsPaced(t *testing.T) {
 	<-done
 	src.mu.Lock()
 	defer src.mu.Unlock()
-	// 10 ms, then every 100 ms: about 6 in 550 ms (55 if each report were looked at 10 ms later).
-	if src.waits < 2 || src.waits > 9 {
-		t.Fatalf("%d batches in 550 ms, want 2 to 9 (one at once, then one every %v)", src.waits, execGap)
+	// 8 at 10 ms, then one every 100 ms: about 12 in 550 ms (55 if each report were looked at
+	// 10 ms later).
+	if src.waits < execBurst || src.waits > execBurst+7 {
+		t.Fatalf("%d batches in 550 ms, want %d to %d (%d at once, then one every %v)", src.waits, execBurst, execBurst+7, execBurst, execGap)
 	}
 }
