@@ -54,7 +54,7 @@ type gpuState struct {
 // rates over minutes, and among NVML's dearest calls: on an H100 they were 0.26 s of the 0.44 s
 // health spent in 20 s of collections (docs/gpu-validation.md run BK), and BAR1 memory and the
 // MIG mode (0.4 and 0.3 ms a call, run CA), which change rarely. XID errors are events, read
-// from NVML's queue every 500 ms (xid.go); power, clocks, temperatures, utilisation, the clock-event reasons and the
+// from NVML's queue every second (xid.go); power, clocks, temperatures, utilisation, the clock-event reasons and the
 // MIG instances' memory are read every collection.
 const slowPeriod = 10 * time.Second
 

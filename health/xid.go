@@ -12,10 +12,13 @@ import (
 
 // xidPoll is how often the event set is read. NVML queues the events between reads, and each
 // read is one short cgo call (nvmlEventSetWait without waiting) on the exporter's timetable
-// (internal/tick), so an XID shows within 500 ms. The blocking wait it replaces (up to 500 ms
-// a call) kept a goroutine in a cgo call all the time, and the Go runtime's monitor polls while
-// one is: 50-90 more of its wake-ups a second (docs/performance.md, runs EP-ER).
-const xidPoll = 500 * time.Millisecond
+// (internal/tick), so an XID shows within a second. At health's default interval the read falls
+// on the collection's wake-up: a cgo call made while every goroutine sleeps wakes the Go
+// runtime's monitor thread into its polls, and two a second at 500 ms (one between
+// collections) cost about 9 context switches a second (docs/performance.md, run GI). The
+// blocking wait it replaced (up to 500 ms a call) kept a goroutine in a cgo call all the time,
+// and the monitor polls while one is: 50-90 more of its wake-ups a second (runs EP-ER).
+const xidPoll = time.Second
 
 type xidKey struct {
 	uuid string

@@ -180,12 +180,15 @@ func (c *Controller) checkIdle(g *gpu, sig signal, st pmdata.State, now time.Tim
 		g.quietSince = time.Time{}
 		return
 	}
-	if now.Sub(g.lastCheck) >= c.cfg.check {
+	active := !sig.first.IsZero() || sig.pmBusy
+	// NVML's utilisation only where the counters saw nothing: a busy GPU costs no cgo call (one
+	// made while every goroutine sleeps wakes the Go runtime's monitor thread, issue 32 item 5).
+	if !active && now.Sub(g.lastCheck) >= c.cfg.check {
 		g.lastCheck = now
 		u, ret := g.h.GetUtilizationRates()
 		g.utilBusy = ret != nvml.SUCCESS || u.Gpu > 0 // unknown counts as busy
 	}
-	active := !sig.first.IsZero() || sig.pmBusy || g.utilBusy
+	active = active || g.utilBusy
 	switch {
 	case active:
 		g.quietSince = time.Time{}

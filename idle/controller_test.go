@@ -34,6 +34,7 @@ type fakeGPU struct {
 	powerMW    atomic.Uint32
 	powerReads atomic.Int64
 	noPower    atomic.Bool
+	utilReads  atomic.Int64 // nvmlDeviceGetUtilizationRates calls
 }
 
 // fakeGPMSamples is the mocked NVML's GPM: what each sample read when taken, and the
@@ -90,6 +91,7 @@ func (f *fakeGPU) device() *mock.Device {
 	}
 	return &mock.Device{
 		GetUtilizationRatesFunc: func() (nvml.Utilization, nvml.Return) {
+			f.utilReads.Add(1)
 			return nvml.Utilization{Gpu: f.util.Load()}, ret()
 		},
 		GetCurrentClocksEventReasonsFunc: func() (uint64, nvml.Return) { return f.events.Load(), ret() },
@@ -279,6 +281,28 @@ func TestIdleReleasesAfterDelay(t *testing.T) {
 	}
 	if r.s.isReleased(1) {
 		t.Fatal("busy GPU released")
+	}
+}
+
+// TestIdleBusyCountersReadNoUtilisation: while the counters see SM activity the check makes no
+// NVML utilisation call (a cgo call wakes the Go runtime's monitor thread, issue 32 item 5);
+// once they see none it reads NVML again, and a GPU that NVML sees busy is not released.
+func TestIdleBusyCountersReadNoUtilisation(t *testing.T) {
+	r := newRig(t, 1)
+	r.gpu[0].util.Store(30)
+	for range 100 { // 2 s of batches with SM active 50 %
+		r.c.Add(smBatch(r.now, 50))
+		r.run(r.c.cfg.poll)
+	}
+	if n := r.gpu[0].utilReads.Load(); n != 0 {
+		t.Fatalf("%d utilisation reads while the counters saw the GPU busy, want 0", n)
+	}
+	r.run(2 * time.Second) // the counters quiet, NVML busy
+	if n := r.gpu[0].utilReads.Load(); n < 3 {
+		t.Fatalf("%d utilisation reads in 2 s of quiet counters, want one every check (500 ms)", n)
+	}
+	if r.s.isReleased(0) {
+		t.Fatal("released a GPU that NVML sees busy")
 	}
 }
 
