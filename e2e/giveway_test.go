@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cupti-exporter/cupti-exporter/profilers/execevents"
 	"github.com/cupti-exporter/cupti-exporter/recording"
 )
 
@@ -60,6 +61,16 @@ func TestServeGivesWayToAProfiler(t *testing.T) {
 		if v, ok := series(fams, "cupti_pm_lost_seconds_total", map[string]string{"gpu": gpu, "reason": "yielded"}); !ok || v <= 0 {
 			t.Errorf("cupti_pm_lost_seconds_total{gpu=%s,reason=yielded} = %v (found %v), want the time given away", gpu, v, ok)
 		}
+	}
+	// How the watch looked: at each exec where this host lets the exporter open perf events for
+	// the whole host (as the test process can), else every poll.
+	want := 0.0
+	if src, err := execevents.Open(); err == nil {
+		src.Close()
+		want = 1
+	}
+	if v, ok := series(fams, "cupti_pm_give_way_exec_events", nil); !ok || v != want {
+		t.Errorf("cupti_pm_give_way_exec_events = %v (found %v), want %v", v, ok, want)
 	}
 	log := p.out.String()
 	for _, want := range []string{`msg="profiler found: giving it the gpu counters" logged_source=profilers tool=ncu`, "comm=ncu", "profiler gone", "pm sampling takes its counters back", "pm sampling resumed after a profiler"} {

@@ -315,6 +315,7 @@ func serveSources(ctx context.Context, logger *slog.Logger, cfg *Config, pm pmSe
 		}
 		if pm.profilers != nil {
 			exp.Register("pmsample_give_way", pm.giveWays)
+			exp.Register("pmsample_give_way_watch", pm.profilers)
 			go pm.profilers.Run(ctx)
 		}
 		consumers := fanOut{agg}

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -58,6 +59,13 @@ const (
 	execBurst = 8
 )
 
+// The watch's modes (Watcher.execMode).
+const (
+	execUndecided int32 = iota
+	execOn
+	execOff
+)
+
 // execSource reports the processes that exec'd (execevents.Source; a fake in tests).
 type execSource interface {
 	Wait(pids []int, max int) ([]int, bool, error)
@@ -79,6 +87,9 @@ type Watcher struct {
 	// every poll only while a profiler runs (to see it end), else once a second and at once
 	// when a process execs.
 	openExecs func() (execSource, error)
+	execMode  atomic.Int32  // execUndecided until Run opened the exec records (execOn) or could not (execOff)
+	execLost  atomic.Uint64 // exec records the kernel dropped
+	started   time.Time     // when New ran: the lost records counter's start
 
 	// owned by Run (and New's first scan)
 	lastPID     int
@@ -163,7 +174,7 @@ func New(logger *slog.Logger, opts ...Option) *Watcher {
 	}
 	w := &Watcher{log: logger.With("source", "profilers"), fs: procfs.FS{Root: "/proc"}, poll: DefaultPoll,
 		self: os.Getpid(), now: time.Now, known: map[int]*seen{}, holders: map[int]*holder{}, given: map[int]int{},
-		openExecs: func() (execSource, error) { return execevents.Open() }}
+		openExecs: func() (execSource, error) { return execevents.Open() }, started: time.Now()}
 	for _, o := range opts {
 		o(w)
 	}
@@ -225,13 +236,16 @@ type execBatch struct {
 // (the watcher polls) where they cannot be opened.
 func (w *Watcher) startExecs(ctx context.Context) <-chan execBatch {
 	if w.openExecs == nil {
+		w.execMode.Store(execOff)
 		return nil
 	}
 	src, err := w.openExecs()
 	if err != nil {
 		w.log.Info("looking at the processes every poll: the kernel's exec events cannot be opened", "poll", w.poll, "err", err)
+		w.execMode.Store(execOff)
 		return nil
 	}
+	w.execMode.Store(execOn)
 	w.log.Info("looking at the processes at each exec (the kernel's perf events) and once a second", "cpus", src.CPUs())
 	ch := make(chan execBatch)
 	stop := context.AfterFunc(ctx, func() { src.Close() })
@@ -253,6 +267,7 @@ func (w *Watcher) startExecs(ctx context.Context) <-chan execBatch {
 			}
 			if l := src.Lost(); l != lost {
 				w.log.Warn("the kernel lost exec records (a ring was full): looking at every new PID", "lost", l-lost)
+				w.execLost.Add(l - lost)
 				lost = l
 			}
 			// The records that come meanwhile wait in the rings, for the next look.

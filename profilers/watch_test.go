@@ -453,8 +453,12 @@ func (b *busyExecs) Wait(pids []int, max int) ([]int, bool, error) {
 	b.waits++
 	return append(pids, b.pid), false, nil
 }
-func (b *busyExecs) Lost() uint64 { return 0 }
-func (b *busyExecs) CPUs() int    { return 1 }
+func (b *busyExecs) Lost() uint64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return uint64(b.waits) // one record lost at each wake-up
+}
+func (b *busyExecs) CPUs() int { return 1 }
 func (b *busyExecs) Close() error {
 	select {
 	case <-b.closed:
@@ -483,5 +487,53 @@ func TestWatcherExecsPaced(t *testing.T) {
 	// 10 ms later).
 	if src.waits < execBurst || src.waits > execBurst+7 {
 		t.Fatalf("%d batches in 550 ms, want %d to %d (%d at once, then one every %v)", src.waits, execBurst, execBurst+7, execBurst, execGap)
+	}
+}
+
+// TestWatcherSnapshot: the watch's mode and the exec records lost, once Run has chosen.
+func TestWatcherSnapshot(t *testing.T) {
+	value := func(w *Watcher, name string) (float64, bool) {
+		for _, f := range w.Snapshot().Families {
+			if f.Desc.Name == name && len(f.Samples) == 1 {
+				return f.Samples[0].Value, true
+			}
+		}
+		return 0, false
+	}
+	for _, tc := range []struct {
+		name  string
+		execs func() (execSource, error)
+		want  float64
+	}{
+		{"poll", nil, 0},
+		{"refused", func() (execSource, error) { return nil, os.ErrPermission }, 0},
+		{"exec records", nil, 1}, // a busyExecs, below
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h, r, c := newFakeHost(t), twoGPUs(), newClock()
+			src := &busyExecs{closed: make(chan struct{}), pid: h.start("bash", []string{"bash"}, nil)}
+			execs := tc.execs
+			if tc.want == 1 {
+				execs = func() (execSource, error) { return src, nil }
+			}
+			w := watcher(h, r, c, withExecs(execs))
+			if fams := w.Snapshot().Families; len(fams) != 0 {
+				t.Fatalf("%d families before Run, want none", len(fams))
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan struct{})
+			go func() { w.Run(ctx); close(done) }()
+			time.Sleep(150 * time.Millisecond)
+			cancel()
+			<-done
+			if v, ok := value(w, "cupti_pm_give_way_exec_events"); !ok || v != tc.want {
+				t.Errorf("cupti_pm_give_way_exec_events = %v (served %v), want %v", v, ok, tc.want)
+			}
+			// The source loses one record a wake-up; its pump may wake once more after Run returned.
+			lost, ok := value(w, "cupti_pm_give_way_exec_records_lost_total")
+			if n := float64(src.Lost()); !ok || lost > n || (tc.want == 1) != (lost > 0) {
+				t.Errorf("cupti_pm_give_way_exec_records_lost_total = %v (served %v), the source lost %v", lost, ok, n)
+			}
+		})
 	}
 }
