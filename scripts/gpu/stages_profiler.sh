@@ -407,12 +407,16 @@ stage_givewaymargin() {
   done
   # GWM_CPULOAD=N: N busy loops (one per core: nproc) beside the exporter and the profilers, a
   # node whose CPUs are all taken (data loaders, a build): do the polls still find them in time?
-  local loads=() n
+  # GWM_EXECLOAD=N: N loops exec'ing /bin/true without pause, a node that starts programs all the
+  # time: the watch's looks at reported execs are paced (a burst, then one every 100 ms).
+  local loads=() n e
   for poll in ${GWM_POLLS:-100ms 250ms}; do
     start_exporter "$L/exp-gwm-$poll.log" 9477 --pmsample.idle-release-after=0 --pmsample.give-way-poll="$poll" || return
     n=${GWM_CPULOAD:-0}; [ "$n" = nproc ] && n=$(nproc)
     for _ in $(seq 1 "$n"); do (while :; do :; done) & loads+=($!); done
-    sleep 3; say "exporter (give-way poll $poll, $n busy loops): $(state_of); load $(cut -d' ' -f1-3 /proc/loadavg)"
+    e=${GWM_EXECLOAD:-0}
+    for _ in $(seq 1 "$e"); do (while :; do /bin/true; done) & loads+=($!); done
+    sleep 3; say "exporter (give-way poll $poll, $n busy loops, $e exec loops): $(state_of); load $(cut -d' ' -f1-3 /proc/loadavg)"
     for i in $(seq 1 "${GWM_BESIDE:-6}"); do
       log=$L/gwm-ncu-$poll-$i.log; t0=$(date +%s.%N); timeout 60 ncu -c 3 "$PA" 3 0 200 > "$log" 2>&1; rc=$?
       sleep 1.2; say "  ncu -c 3 beside, poll $poll, $i: $(ncu_summary "$log" $rc);$(gap t "$log" "$t0" | cut -d: -f2); exporter: $(state_of)"
@@ -423,7 +427,7 @@ stage_givewaymargin() {
       sleep 1.2; say "  nsys --gpu-metrics-devices=all beside, poll $poll, $i: rc=$rc after $took s, found $(found_after "$L/exp-gwm-$poll.log" "$t0") $(grep -m2 -iE 'illegal|already|error' "$log" | tr '\n' ' ' | cut -c1-200); exporter: $(state_of)"
     done
     scrape "$L/gwm-end-$poll.txt"
-    say "  give-ways at poll $poll: $(grep '^cupti_pm_give_ways_total' "$L/gwm-end-$poll.txt" | sed 's/{.*tool=/ tool=/' | tr '\n' ' ')"
+    say "  give-ways at poll $poll: $(grep '^cupti_pm_give_ways_total' "$L/gwm-end-$poll.txt" | sed 's/{.*tool=/ tool=/' | tr '\n' ' ')$(grep -E '^cupti_pm_give_way_exec' "$L/gwm-end-$poll.txt" | tr '\n' ' ')"
     give_lines "$L/exp-gwm-$poll.log" | sed 's/^/    /' | tee -a "$S"
     [ ${#loads[@]} -gt 0 ] && { kill "${loads[@]}" 2>/dev/null; wait "${loads[@]}" 2>/dev/null; loads=(); }
     stop_exporter 9477
