@@ -265,8 +265,8 @@ func TestProfilerGetsTheCountersWhileSampling(t *testing.T) {
 
 // TestExecEventsFindAProfilerBeforeThePoll: with the kernel's exec events (where this host
 // allows them) a profiler whose target asks for the counters 0.3 s after it starts gets them
-// with the watcher's poll at its longest (1 s); sampling resumes within that poll and 1 s of
-// its exit (its end is seen by looking).
+// with the watcher's poll at its longest (1 s), three times in a row (sampling resumes after
+// each: its end is seen by looking, at that poll).
 func TestExecEventsFindAProfilerBeforeThePoll(t *testing.T) {
 	src, err := execevents.Open()
 	if err != nil {
@@ -283,9 +283,9 @@ func TestExecEventsFindAProfilerBeforeThePoll(t *testing.T) {
 			t.Fatalf("run %d: the profiler exited %d, want 0 (found by its exec before it asked): %s", i, rc, p.out.String())
 		}
 		drain(sm.got)
-		if d := sm.samplesAfter(t, p.exited, MaxPoll+time.Second); d > MaxPoll+time.Second {
-			t.Fatalf("run %d: samples resumed %v after the profiler exited, want within %v", i, d, MaxPoll+time.Second)
-		}
+		// Sampling resumes (its timing at the default poll: the tests above); the next run
+		// must find the counters taken back.
+		sm.samplesAfter(t, p.exited, MaxPoll+time.Second)
 	}
 	if n := sm.s.GiveWayCounts()[0]["ncu"]; n != 3 {
 		t.Fatalf("give-ways to ncu on GPU 0: %d, want 3", n)

@@ -206,7 +206,13 @@ func (w *Watcher) Run(ctx context.Context) {
 			return
 		case <-t.C:
 			w.Poll()
-		case b := <-execs:
+		case b, ok := <-execs:
+			if !ok { // the exec records failed (logged): poll from now on
+				execs = nil
+				w.execMode.Store(execOff)
+				w.Poll()
+				break
+			}
 			w.execd(b.pids)
 			if b.overflow {
 				w.Poll()
@@ -233,7 +239,7 @@ type execBatch struct {
 }
 
 // startExecs opens the kernel's exec events and returns the channel of their batches, or nil
-// (the watcher polls) where they cannot be opened.
+// (the watcher polls) where they cannot be opened; the channel is closed if they fail later.
 func (w *Watcher) startExecs(ctx context.Context) <-chan execBatch {
 	if w.openExecs == nil {
 		w.execMode.Store(execOff)
@@ -253,6 +259,7 @@ func (w *Watcher) startExecs(ctx context.Context) <-chan execBatch {
 		defer func() {
 			if stop() { // ended by an error of its own, not ctx
 				src.Close()
+				close(ch)
 			}
 		}()
 		var lost uint64
@@ -261,7 +268,7 @@ func (w *Watcher) startExecs(ctx context.Context) <-chan execBatch {
 			pids, overflow, err := src.Wait(nil, execMax)
 			if err != nil {
 				if ctx.Err() == nil {
-					w.log.Warn("the kernel's exec events failed: looking once a second until restarted", "err", err)
+					w.log.Warn("the kernel's exec events failed: looking at the processes every poll from now on", "poll", w.poll, "err", err)
 				}
 				return
 			}

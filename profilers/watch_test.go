@@ -3,6 +3,7 @@ package profilers
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -436,10 +437,11 @@ func TestWatcherListingFailureLoggedOnce(t *testing.T) {
 
 // busyExecs is an exec source on a node that execs all the time: every Wait returns at once.
 type busyExecs struct {
-	mu     sync.Mutex
-	waits  int
-	closed chan struct{}
-	pid    int
+	mu      sync.Mutex
+	waits   int
+	closed  chan struct{}
+	pid     int
+	failing bool // every Wait fails, as records that cannot be read any more
 }
 
 func (b *busyExecs) Wait(pids []int, max int) ([]int, bool, error) {
@@ -447,6 +449,9 @@ func (b *busyExecs) Wait(pids []int, max int) ([]int, bool, error) {
 	case <-b.closed:
 		return pids, false, os.ErrClosed
 	default:
+	}
+	if b.failing {
+		return pids, false, errors.New("read failed")
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -508,12 +513,14 @@ func TestWatcherSnapshot(t *testing.T) {
 		{"poll", nil, 0},
 		{"refused", func() (execSource, error) { return nil, os.ErrPermission }, 0},
 		{"exec records", nil, 1}, // a busyExecs, below
+		{"exec records failing", nil, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h, r, c := newFakeHost(t), twoGPUs(), newClock()
 			src := &busyExecs{closed: make(chan struct{}), pid: h.start("bash", []string{"bash"}, nil)}
 			execs := tc.execs
-			if tc.want == 1 {
+			if strings.HasPrefix(tc.name, "exec records") {
+				src.failing = tc.want == 0
 				execs = func() (execSource, error) { return src, nil }
 			}
 			w := watcher(h, r, c, withExecs(execs))
