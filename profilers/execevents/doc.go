@@ -14,6 +14,10 @@
 // profile that allows perf_event_open (RuntimeDefault does with either capability). Where Open
 // fails the watcher polls as before (docs/pm-sampling.md, "Sharing the counters").
 //
+// Memory: five pages a CPU (the header and the ring) of kernel memory locked for the mapping,
+// counted against kernel.perf_event_mlock_kb (516 KiB a CPU by default, shared by root's perf
+// users); past it Open fails and the caller polls.
+//
 // Limits: a CPU brought online after Open is not watched (the watcher's one-second look
 // covers it); a record the kernel could not write (a full ring) is counted as lost, and the
 // caller then reads every process started since its last look.
