@@ -26,18 +26,20 @@ type Source struct {
 	ep *os.File // the epoll set of the CPUs' events, read through the Go runtime's poller
 	rc syscall.RawConn
 
-	mu    sync.Mutex // Close unmaps the rings, which a Wait in another goroutine reads
-	rings []ring     // nil once closed
-	evs   []unix.EpollEvent
-	lost  uint64 // records the kernel dropped since Open (a ring was full)
+	mu     sync.Mutex // Close unmaps the rings, which a Wait in another goroutine reads
+	rings  []ring     // nil once closed
+	evs    []unix.EpollEvent
+	lost   uint64 // records the kernel dropped since Open (a ring was full)
+	failed error  // arming a ring failed: Wait reports it
 }
 
 // ring is one CPU's event and its mapped ring buffer.
 type ring struct {
-	fd   int
-	mem  []byte                  // the mapping: a header page, then the data pages
-	meta *unix.PerfEventMmapPage // the header page: data_head (the kernel's) and data_tail (ours)
-	data []byte                  // the data pages, a power of two long
+	fd    int
+	mem   []byte                  // the mapping: a header page, then the data pages
+	meta  *unix.PerfEventMmapPage // the header page: data_head (the kernel's) and data_tail (ours)
+	data  []byte                  // the data pages, a power of two long
+	armed bool                    // in the epoll set
 }
 
 // Open starts one event on each online CPU. It fails where perf events cannot be opened for
@@ -82,8 +84,8 @@ func Open() (*Source, error) {
 			closeAll()
 			return nil, fmt.Errorf("mapping cpu %d's ring: %w", cpu, err)
 		}
-		s.rings = append(s.rings, ring{fd: fd, mem: mem, meta: (*unix.PerfEventMmapPage)(unsafe.Pointer(&mem[0])), data: mem[page:]})
-		if err := unix.EpollCtl(epfd, unix.EPOLL_CTL_ADD, fd, &unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(fd)}); err != nil {
+		s.rings = append(s.rings, ring{fd: fd, mem: mem, meta: (*unix.PerfEventMmapPage)(unsafe.Pointer(&mem[0])), data: mem[page:], armed: true})
+		if err := unix.EpollCtl(epfd, unix.EPOLL_CTL_ADD, fd, interest(len(s.rings)-1)); err != nil {
 			closeAll()
 			return nil, fmt.Errorf("epoll_ctl: %w", err)
 		}
@@ -107,20 +109,36 @@ func Open() (*Source, error) {
 	return s, nil
 }
 
+// interest is a ring's entry in the epoll set: readable, the ring's index as data.
+func interest(i int) *unix.EpollEvent {
+	return &unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(i)}
+}
+
 // Wait blocks until at least one process exec'd or records were lost, and appends the PIDs
 // of those that exec'd (in the opener's PID namespace; processes outside it are left out) to
-// pids, at most max in all (more set overflow, as lost records do: the caller then looks at
+// pids, at most limit in all (more set overflow, as lost records do: the caller then looks at
 // every process). It returns an error once Close was called.
-func (s *Source) Wait(pids []int, max int) (_ []int, overflow bool, _ error) {
+//
+// Between two Waits no record wakes the process: Wait takes every CPU out of the epoll set
+// before it returns, and the next Wait puts them back. Left in it, every record of a host that
+// execs all the time woke the runtime's poller thread while the caller paused, and so did an
+// entry only disabled (EPOLL_CTL_MOD without events): beside a loop of execs on the build
+// machine 451-537 context switches a second against 60 (scripts/cpu/execwake,
+// docs/performance.md "The give-way watch woken by execs").
+func (s *Source) Wait(pids []int, limit int) (_ []int, overflow bool, _ error) {
 	err := s.rc.Read(func(fd uintptr) bool {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		if s.rings == nil {
-			return true // closed: the next Read reports it
+			return true // closed: reported below
+		}
+		if err := s.arm(int(fd)); err != nil {
+			s.failed = err
+			return true
 		}
 		// Empty the set's ready list, else the runtime's edge-triggered poll never fires again.
 		for {
-			n, err := unix.EpollWait(int(fd), s.evs, 0)
+			n, err := epollPoll(int(fd), s.evs)
 			if err == unix.EINTR {
 				continue
 			}
@@ -130,7 +148,7 @@ func (s *Source) Wait(pids []int, max int) (_ []int, overflow bool, _ error) {
 		}
 		for i := range s.rings {
 			lost := s.rings[i].drain(func(pid int) {
-				if len(pids) < max {
+				if len(pids) < limit {
 					pids = append(pids, pid)
 				} else {
 					overflow = true
@@ -141,12 +159,59 @@ func (s *Source) Wait(pids []int, max int) (_ []int, overflow bool, _ error) {
 				overflow = true
 			}
 		}
-		return len(pids) > 0 || overflow
+		if len(pids) > 0 || overflow {
+			// Until the next Wait the records wait in the rings: an entry left armed would
+			// wake the runtime's poller at each of its CPU's records.
+			if err := s.disarm(int(fd)); err != nil {
+				s.failed = err
+			}
+			return true
+		}
+		return false // nothing for the caller (a rename): wait for the next record
 	})
-	if err == nil && s.closed() {
-		err = os.ErrClosed
+	if err == nil {
+		s.mu.Lock()
+		switch {
+		case s.rings == nil:
+			err = os.ErrClosed
+		case s.failed != nil:
+			err = s.failed
+		}
+		s.mu.Unlock()
 	}
 	return pids, overflow, err
+}
+
+// arm puts every CPU back in the epoll set epfd; one with a record already waiting is ready at
+// once. s.mu is held.
+func (s *Source) arm(epfd int) error {
+	for i := range s.rings {
+		r := &s.rings[i]
+		if r.armed {
+			continue
+		}
+		if err := epollCtl(epfd, unix.EPOLL_CTL_ADD, r.fd, interest(i)); err != nil && err != unix.EEXIST {
+			return fmt.Errorf("arming cpu ring %d: %w", i, err)
+		}
+		r.armed = true
+	}
+	return nil
+}
+
+// disarm takes every CPU out of the epoll set epfd (its records still land in its ring). s.mu
+// is held.
+func (s *Source) disarm(epfd int) error {
+	for i := range s.rings {
+		r := &s.rings[i]
+		if !r.armed {
+			continue
+		}
+		if err := epollCtl(epfd, unix.EPOLL_CTL_DEL, r.fd, interest(i)); err != nil && err != unix.ENOENT {
+			return fmt.Errorf("disarming cpu ring %d: %w", i, err)
+		}
+		r.armed = false
+	}
+	return nil
 }
 
 // Lost is the number of records the kernel dropped because a ring was full.
@@ -161,12 +226,6 @@ func (s *Source) CPUs() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return len(s.rings)
-}
-
-func (s *Source) closed() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.rings == nil
 }
 
 // Close stops the events; a Wait blocked in another goroutine returns an error. It may be
@@ -256,4 +315,23 @@ func parseCPUList(s string) ([]int, error) {
 		}
 	}
 	return cpus, nil
+}
+
+// epollPoll and epollCtl are epoll_pwait without waiting and epoll_ctl, as raw system calls, which the Go scheduler is not told of: a system call made the usual way while every
+// goroutine sleeps wakes the runtime's monitor thread, and a look makes several. Neither
+// blocks, so a raw call is safe.
+func epollPoll(epfd int, evs []unix.EpollEvent) (int, error) {
+	n, _, errno := syscall.RawSyscall6(unix.SYS_EPOLL_PWAIT, uintptr(epfd), uintptr(unsafe.Pointer(&evs[0])), uintptr(len(evs)), 0, 0, 0)
+	if errno != 0 {
+		return 0, errno
+	}
+	return int(n), nil
+}
+
+func epollCtl(epfd, op, fd int, ev *unix.EpollEvent) error {
+	_, _, errno := syscall.RawSyscall6(unix.SYS_EPOLL_CTL, uintptr(epfd), uintptr(op), uintptr(fd), uintptr(unsafe.Pointer(ev)), 0, 0)
+	if errno != 0 {
+		return errno
+	}
+	return nil
 }

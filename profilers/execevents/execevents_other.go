@@ -11,7 +11,7 @@ type Source struct{}
 func Open() (*Source, error) { return nil, errors.New("exec events need Linux") }
 
 // Wait never returns PIDs here.
-func (s *Source) Wait(pids []int, max int) ([]int, bool, error) {
+func (s *Source) Wait(pids []int, limit int) ([]int, bool, error) {
 	return pids, false, errors.New("closed")
 }
 

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // open opens a Source or skips where this host does not allow perf events for the whole host.
@@ -130,4 +132,38 @@ func TestParseCPUList(t *testing.T) {
 			t.Errorf("parseCPUList(%q) = %v, want an error", bad, got)
 		}
 	}
+}
+
+// TestNoWakeBetweenWaits: once Wait has returned, no CPU is in the epoll set (a host that execs
+// all the time would otherwise wake the runtime's poller at each record while the caller
+// pauses), and the records written meanwhile are in the rings for the next Wait.
+func TestNoWakeBetweenWaits(t *testing.T) {
+	s := open(t)
+	defer s.Close()
+	start := func() int {
+		cmd := exec.Command("sleep", "5")
+		if err := cmd.Start(); err != nil {
+			t.Skip(err)
+		}
+		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+		return cmd.Process.Pid
+	}
+	waitFor(t, s, start())
+	second := start()
+	time.Sleep(50 * time.Millisecond) // its exec record is written by now
+	// A CPU in the set would take a modification; one out of it answers ENOENT.
+	in := 0
+	if err := s.rc.Control(func(fd uintptr) {
+		for i, r := range s.rings {
+			if epollCtl(int(fd), unix.EPOLL_CTL_MOD, r.fd, interest(i)) != unix.ENOENT {
+				in++
+			}
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if in != 0 {
+		t.Errorf("%d of %d CPUs in the epoll set between two Waits, want none", in, s.CPUs())
+	}
+	waitFor(t, s, second)
 }
