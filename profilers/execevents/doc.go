@@ -6,6 +6,8 @@
 // process's PID. Each CPU's records land in a small ring buffer shared with the kernel, which
 // wakes the reader at each record (a one-byte watermark); the CPUs' events are one epoll set,
 // read through the Go runtime's poller, so the reader sleeps without a thread or a timer.
+// Between two reads the CPUs are out of that set: in it, every record of a host that execs all
+// the time woke the runtime's poller while the reader paused.
 //
 // Why perf events: the netlink process connector sends its events only into the host's network
 // namespace (the chart does not use hostNetwork), and inotify does not work on /proc. Opening
