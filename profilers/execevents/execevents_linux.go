@@ -252,6 +252,10 @@ func (s *Source) unmap() {
 func (r *ring) drain(execd func(pid int)) (lost uint64) {
 	head := atomic.LoadUint64(&r.meta.Data_head) // the kernel's; loaded before the records
 	tail := r.meta.Data_tail
+	if head-tail > uint64(len(r.data)) { // more than the ring holds: never from a working kernel
+		atomic.StoreUint64(&r.meta.Data_tail, head)
+		return 1 // counted as lost: the caller reads every process
+	}
 	for head-tail >= 8 {
 		typ, misc, size := r.u32(tail), uint16(r.u32(tail+4)), uint64(r.u32(tail+4)>>16)
 		if size < 8 || size > head-tail { // never written by a working kernel: drop the rest
