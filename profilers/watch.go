@@ -264,6 +264,8 @@ func (w *Watcher) startExecs(ctx context.Context) <-chan execBatch {
 		}()
 		var lost uint64
 		pace := rate.NewLimiter(rate.Every(execGap), execBurst)
+		sleep := tick.NewSleeper() // a Go timer at each look woke the runtime's monitor thread
+		defer sleep.Close()
 		for {
 			pids, overflow, err := src.Wait(nil, execMax)
 			if err != nil {
@@ -278,7 +280,7 @@ func (w *Watcher) startExecs(ctx context.Context) <-chan execBatch {
 				lost = l
 			}
 			// The records that come meanwhile wait in the rings, for the next look.
-			time.Sleep(max(execSettle, pace.Reserve().Delay()))
+			sleep.Sleep(max(execSettle, pace.Reserve().Delay()))
 			select {
 			case ch <- execBatch{pids: pids, overflow: overflow}:
 			case <-ctx.Done():

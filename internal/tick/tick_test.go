@@ -1,6 +1,7 @@
 package tick
 
 import (
+	"fmt"
 	"os"
 	"runtime"
 	"testing"
@@ -152,5 +153,47 @@ func TestStopReleasesTheTimer(t *testing.T) {
 	}
 	if fd, g := fds(), runtime.NumGoroutine(); fd > fd0 || g > g0 {
 		t.Errorf("after 200 tickers started, reset and stopped: %d open files (was %d), %d goroutines (was %d)", fd, fd0, g, g0)
+	}
+}
+
+// TestSleeper: a Sleeper sleeps at least what it is asked (on the kernel's timer on Linux,
+// armed again by each Sleep), not much longer, and Close releases its timer.
+func TestSleeper(t *testing.T) {
+	for _, kernel := range []bool{true, false} {
+		t.Run(fmt.Sprintf("kernel=%v", kernel), func(t *testing.T) {
+			defer func(k bool) { kernelTimers = k }(kernelTimers)
+			kernelTimers = kernel
+			s := NewSleeper()
+			defer s.Close()
+			if got := s.fd != nil; got != (kernel && runtime.GOOS == "linux") {
+				t.Fatalf("kernel timer %v, want %v", got, kernel && runtime.GOOS == "linux")
+			}
+			for _, d := range []time.Duration{30 * time.Millisecond, time.Millisecond, 20 * time.Millisecond} {
+				start := time.Now()
+				s.Sleep(d)
+				if got := time.Since(start); got < d || got > d+time.Second {
+					t.Errorf("Sleep(%v) took %v", d, got)
+				}
+			}
+		})
+	}
+	if runtime.GOOS != "linux" {
+		return
+	}
+	fds := func() int {
+		ents, err := os.ReadDir("/proc/self/fd")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(ents)
+	}
+	fd0 := fds()
+	for range 100 {
+		s := NewSleeper()
+		s.Sleep(time.Microsecond)
+		s.Close()
+	}
+	if fd := fds(); fd > fd0 {
+		t.Errorf("after 100 sleepers closed: %d open files, was %d", fd, fd0)
 	}
 }

@@ -14,5 +14,6 @@ type timerFD struct{}
 
 func newTimerFD(time.Duration) (*timerFD, error) { return nil, errors.ErrUnsupported }
 func (*timerFD) set(time.Duration) error         { return errors.ErrUnsupported }
+func (*timerFD) once(time.Duration) error        { return errors.ErrUnsupported }
 func (*timerFD) wait() error                     { return errors.ErrUnsupported }
 func (*timerFD) close()                          {}

@@ -60,6 +60,19 @@ func (t *timerFD) set(d time.Duration) error {
 	return serr
 }
 
+// once arms the timer to fire once, d from now (not periodic, off the timetable).
+func (t *timerFD) once(d time.Duration) error {
+	var serr error
+	err := t.rc.Control(func(fd uintptr) {
+		spec := unix.ItimerSpec{Value: unix.NsecToTimespec(int64(max(d, 1)))}
+		serr = unix.TimerfdSettime(int(fd), 0, &spec, nil)
+	})
+	if err != nil {
+		return err
+	}
+	return serr
+}
+
 // wait blocks in the network poller until the timer fires (however often it fired since the
 // last wait), or returns the error of a closed timer.
 //
