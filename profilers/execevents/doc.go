@@ -14,8 +14,8 @@
 // perf events for the whole host needs CAP_PERFMON or CAP_SYS_ADMIN (the chart grants the
 // latter for the GPU counters) where kernel.perf_event_paranoid is above 0, and a seccomp
 // profile that allows perf_event_open (containerd's RuntimeDefault does for a container with
-// CAP_SYS_ADMIN). Where Open
-// fails the watcher polls as before (docs/pm-sampling.md, "Sharing the counters").
+// CAP_SYS_ADMIN). Where Open fails the watcher polls as before (docs/pm-sampling.md, "Sharing
+// the counters").
 //
 // Memory: five pages a CPU (the header and the ring) of kernel memory locked for the mapping,
 // counted against kernel.perf_event_mlock_kb (516 KiB a CPU by default, shared by root's perf
