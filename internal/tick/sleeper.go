@@ -14,7 +14,7 @@ type Sleeper struct {
 func NewSleeper() *Sleeper {
 	s := &Sleeper{}
 	if kernelTimers {
-		if fd, err := newTimerFD(time.Hour); err == nil { // armed by each Sleep
+		if fd, err := newTimerFD(); err == nil { // armed by each Sleep
 			s.fd = fd
 		}
 	}

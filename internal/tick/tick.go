@@ -51,10 +51,13 @@ var kernelTimers = true
 // start arms the kernel's timer, or a Go timer where none can be made; t.mu is held.
 func (t *Ticker) start() {
 	if kernelTimers {
-		if fd, err := newTimerFD(t.period); err == nil {
-			t.fd = fd
-			go t.read(fd)
-			return
+		if fd, err := newTimerFD(); err == nil {
+			if fd.set(t.period) == nil {
+				t.fd = fd
+				go t.read(fd)
+				return
+			}
+			fd.close()
 		}
 	}
 	if t.timer == nil {

@@ -12,8 +12,8 @@ func clockNow() time.Duration { return time.Duration(time.Now().UnixNano()) }
 
 type timerFD struct{}
 
-func newTimerFD(time.Duration) (*timerFD, error) { return nil, errors.ErrUnsupported }
-func (*timerFD) set(time.Duration) error         { return errors.ErrUnsupported }
-func (*timerFD) once(time.Duration) error        { return errors.ErrUnsupported }
-func (*timerFD) wait() error                     { return errors.ErrUnsupported }
-func (*timerFD) close()                          {}
+func newTimerFD() (*timerFD, error)       { return nil, errors.ErrUnsupported }
+func (*timerFD) set(time.Duration) error  { return errors.ErrUnsupported }
+func (*timerFD) once(time.Duration) error { return errors.ErrUnsupported }
+func (*timerFD) wait() error              { return errors.ErrUnsupported }
+func (*timerFD) close()                   {}

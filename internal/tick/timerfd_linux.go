@@ -25,8 +25,8 @@ type timerFD struct {
 	rc syscall.RawConn
 }
 
-// newTimerFD makes a timerfd that fires at every whole multiple of d of CLOCK_MONOTONIC.
-func newTimerFD(d time.Duration) (*timerFD, error) {
+// newTimerFD makes a timerfd of CLOCK_MONOTONIC, disarmed until set or once arms it.
+func newTimerFD() (*timerFD, error) {
 	fd, err := unix.TimerfdCreate(unix.CLOCK_MONOTONIC, unix.TFD_NONBLOCK|unix.TFD_CLOEXEC)
 	if err != nil {
 		return nil, err
@@ -36,38 +36,27 @@ func newTimerFD(d time.Duration) (*timerFD, error) {
 		t.close()
 		return nil, err
 	}
-	if err := t.set(d); err != nil {
-		t.close()
-		return nil, err
-	}
 	return t, nil
 }
 
 // set arms the timer for the next multiple of d and every d after it (the kernel re-arms it).
 func (t *timerFD) set(d time.Duration) error {
-	var serr error
-	err := t.rc.Control(func(fd uintptr) {
-		now := clockNow()
-		spec := unix.ItimerSpec{
-			Value:    unix.NsecToTimespec(int64(now + Until(now, d))),
-			Interval: unix.NsecToTimespec(int64(d)),
-		}
-		serr = unix.TimerfdSettime(int(fd), unix.TFD_TIMER_ABSTIME, &spec, nil)
+	now := clockNow()
+	return t.settime(unix.TFD_TIMER_ABSTIME, unix.ItimerSpec{
+		Value:    unix.NsecToTimespec(int64(now + Until(now, d))),
+		Interval: unix.NsecToTimespec(int64(d)),
 	})
-	if err != nil {
-		return err
-	}
-	return serr
 }
 
 // once arms the timer to fire once, d from now (not periodic, off the timetable).
 func (t *timerFD) once(d time.Duration) error {
+	return t.settime(0, unix.ItimerSpec{Value: unix.NsecToTimespec(int64(max(d, 1)))})
+}
+
+// settime arms the timer with spec (flags: timerfd_settime's).
+func (t *timerFD) settime(flags int, spec unix.ItimerSpec) error {
 	var serr error
-	err := t.rc.Control(func(fd uintptr) {
-		spec := unix.ItimerSpec{Value: unix.NsecToTimespec(int64(max(d, 1)))}
-		serr = unix.TimerfdSettime(int(fd), 0, &spec, nil)
-	})
-	if err != nil {
+	if err := t.rc.Control(func(fd uintptr) { serr = unix.TimerfdSettime(int(fd), flags, &spec, nil) }); err != nil {
 		return err
 	}
 	return serr
