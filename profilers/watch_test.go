@@ -480,12 +480,7 @@ func TestWatcherExecsPaced(t *testing.T) {
 	h, r, c := newFakeHost(t), twoGPUs(), newClock()
 	src := &busyExecs{closed: make(chan struct{}), pid: h.start("bash", []string{"bash"}, nil)}
 	w := watcher(h, r, c, WithPoll(MaxPoll), withExecs(func() (execSource, error) { return src, nil }))
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { w.Run(ctx); close(done) }()
-	time.Sleep(550 * time.Millisecond)
-	cancel()
-	<-done
+	runFor(w, 550*time.Millisecond)
 	src.mu.Lock()
 	defer src.mu.Unlock()
 	// 8 at 10 ms, then one every 100 ms: about 12 in 550 ms (55 if each report were looked at
@@ -506,33 +501,25 @@ func TestWatcherSnapshot(t *testing.T) {
 		return 0, false
 	}
 	for _, tc := range []struct {
-		name  string
-		execs func() (execSource, error)
-		want  float64
-	}{
-		{"poll", nil, 0},
-		{"refused", func() (execSource, error) { return nil, os.ErrPermission }, 0},
-		{"exec records", nil, 1}, // a busyExecs, below
-		{"exec records failing", nil, 0},
-	} {
+		name string
+		want float64
+	}{{"poll", 0}, {"refused", 0}, {"exec records", 1}, {"exec records failing", 0}} {
 		t.Run(tc.name, func(t *testing.T) {
 			h, r, c := newFakeHost(t), twoGPUs(), newClock()
 			src := &busyExecs{closed: make(chan struct{}), pid: h.start("bash", []string{"bash"}, nil)}
-			execs := tc.execs
-			if strings.HasPrefix(tc.name, "exec records") {
-				src.failing = tc.want == 0
+			var execs func() (execSource, error) // poll: none
+			switch tc.name {
+			case "refused":
+				execs = func() (execSource, error) { return nil, os.ErrPermission }
+			case "exec records", "exec records failing":
+				src.failing = tc.name == "exec records failing"
 				execs = func() (execSource, error) { return src, nil }
 			}
 			w := watcher(h, r, c, withExecs(execs))
 			if fams := w.Snapshot().Families; len(fams) != 0 {
 				t.Fatalf("%d families before Run, want none", len(fams))
 			}
-			ctx, cancel := context.WithCancel(context.Background())
-			done := make(chan struct{})
-			go func() { w.Run(ctx); close(done) }()
-			time.Sleep(150 * time.Millisecond)
-			cancel()
-			<-done
+			runFor(w, 150*time.Millisecond)
 			if v, ok := value(w, "cupti_pm_give_way_exec_events"); !ok || v != tc.want {
 				t.Errorf("cupti_pm_give_way_exec_events = %v (served %v), want %v", v, ok, tc.want)
 			}
@@ -543,4 +530,14 @@ func TestWatcherSnapshot(t *testing.T) {
 			}
 		})
 	}
+}
+
+// runFor runs w for d, then ends its Run and waits for it to return.
+func runFor(w *Watcher, d time.Duration) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { w.Run(ctx); close(done) }()
+	time.Sleep(d)
+	cancel()
+	<-done
 }
